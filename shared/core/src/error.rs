@@ -1,0 +1,26 @@
+//! The one error type of the domain: what was wrong with a value that came from outside.
+
+use thiserror::Error;
+
+/// A value from a request, a webhook or a stored item failed validation.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum DomainError {
+    #[error("{field} must not be empty")]
+    Empty { field: &'static str },
+    #[error("{field} is longer than {max} characters")]
+    TooLong { field: &'static str, max: usize },
+    #[error("{field} may only contain letters, digits, '_', '-', '.' and ':'")]
+    BadCharacters { field: &'static str },
+    #[error("currency must be a three-letter ISO 4217 code in upper case, got {0:?}")]
+    BadCurrency(String),
+    #[error("amount must be a positive number of minor units")]
+    NonPositiveAmount,
+    #[error("amount {0} exceeds the maximum of 99999999999")]
+    AmountTooLarge(u64),
+    #[error("redirect URL must be an absolute https URL (http only for localhost)")]
+    BadRedirectUrl,
+    #[error("a customer action needs a client secret or a redirect URL")]
+    EmptyAction,
+    #[error("unknown payment status {0:?}")]
+    UnknownStatus(String),
+}

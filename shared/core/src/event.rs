@@ -1,0 +1,98 @@
+//! The event item: audit log and outbox in one, written with each accepted transition.
+//!
+//! Its payload is our own trimmed schema, never a raw PSP object: no client secret, redirect URL or token.
+
+use crate::ids::{CorrelationId, PaymentId, PspEventId};
+use crate::money::Money;
+use crate::observation::Path;
+use crate::payment::Payment;
+use crate::status::PaymentStatus;
+use serde::{Deserialize, Serialize};
+
+/// What happened, named for consumers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum EventKind {
+    PaymentCreated,
+    ActionRequired,
+    ProcessingStarted,
+    AttemptFailed,
+    PaymentCaptured,
+    PaymentFailed,
+    /// A partial refund: still `captured`, more refunded.
+    RefundRecorded,
+    /// Refunded in full.
+    PaymentRefunded,
+    /// Evidence that contradicts what we hold (money moved on a failed payment, an event that does not match
+    /// the payment). Counted, alarmed, for an operator to compensate; the status does not change.
+    AnomalyRecorded,
+}
+
+impl EventKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::PaymentCreated => "PaymentCreated",
+            EventKind::ActionRequired => "ActionRequired",
+            EventKind::ProcessingStarted => "ProcessingStarted",
+            EventKind::AttemptFailed => "AttemptFailed",
+            EventKind::PaymentCaptured => "PaymentCaptured",
+            EventKind::PaymentFailed => "PaymentFailed",
+            EventKind::RefundRecorded => "RefundRecorded",
+            EventKind::PaymentRefunded => "PaymentRefunded",
+            EventKind::AnomalyRecorded => "AnomalyRecorded",
+        }
+    }
+}
+
+/// One entry of a payment's history; its version is the payment version it produced.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PaymentEvent {
+    pub payment_id: PaymentId,
+    pub version: u64,
+    pub kind: EventKind,
+    pub path: Path,
+    pub status: PaymentStatus,
+    pub previous_status: Option<PaymentStatus>,
+    pub money: Money,
+    pub refunded_minor: u64,
+    pub reason: Option<String>,
+    pub psp_event_id: Option<PspEventId>,
+    pub correlation_id: CorrelationId,
+    pub trace_context: Option<String>,
+    pub recorded_at_ms: i64,
+}
+
+impl PaymentEvent {
+    /// The event that records `payment` (already at its new version) reached from `previous`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn describe(
+        payment: &Payment,
+        previous: Option<PaymentStatus>,
+        kind: EventKind,
+        path: Path,
+        psp_event_id: Option<PspEventId>,
+        correlation_id: &CorrelationId,
+        trace_context: Option<String>,
+        now_ms: i64,
+    ) -> Self {
+        Self {
+            payment_id: payment.id.clone(),
+            version: payment.version,
+            kind,
+            path,
+            status: payment.status,
+            previous_status: previous,
+            money: payment.money,
+            refunded_minor: payment.refunded_minor,
+            reason: payment.reason.clone(),
+            psp_event_id,
+            correlation_id: correlation_id.clone(),
+            trace_context,
+            recorded_at_ms: now_ms,
+        }
+    }
+
+    /// Globally unique id of this event: the SQS FIFO deduplication id and the consumers' dedup key.
+    pub fn event_id(&self) -> String {
+        format!("{}:{:010}", self.payment_id, self.version)
+    }
+}

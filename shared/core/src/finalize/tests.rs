@@ -1,0 +1,276 @@
+//! Every row of the transition table, plus the property that no sequence of observations breaks
+//! invariants 1 to 3 of DESIGN.md.
+
+use super::*;
+use crate::client_view::ClientView;
+use crate::fixtures::*;
+use crate::observation::{Observation, Outcome, Path};
+use crate::payment::Payment;
+use crate::status::PaymentStatus;
+use proptest::prelude::*;
+
+const NOW: i64 = 1_700_000_100_000;
+
+/// A payment in `status`, reached the way production reaches it.
+fn payment_in(status: PaymentStatus) -> Payment {
+    let p = payment("pay_t");
+    let steps: Vec<Outcome> = match status {
+        PaymentStatus::Pending => vec![],
+        PaymentStatus::RequiresAction => vec![requires_action()],
+        PaymentStatus::Processing => vec![Outcome::Processing],
+        PaymentStatus::AttemptFailed => vec![attempt_failed()],
+        PaymentStatus::Captured => vec![requires_action(), Outcome::Succeeded],
+        PaymentStatus::Failed => vec![requires_action(), failed()],
+        PaymentStatus::Refunded => vec![Outcome::Succeeded, refunded(1000, true)],
+    };
+    let p = steps.into_iter().fold(p, |p, outcome| match decide(&p, &observe(Path::Sync, outcome), NOW) {
+        Decision::Apply(t) => t.payment,
+        other => panic!("setup step not applied: {other:?}"),
+    });
+    assert_eq!(p.status, status);
+    p
+}
+
+#[derive(Debug, PartialEq)]
+enum Expect {
+    To(PaymentStatus, EventKind),
+    Ignore(IgnoreReason),
+    Defer(DeferReason),
+}
+use Expect::*;
+use IgnoreReason::*;
+use PaymentStatus as S;
+
+fn run(status: PaymentStatus, outcome: Outcome) -> Expect {
+    let current = payment_in(status);
+    match decide(&current, &observe(Path::Webhook, outcome), NOW) {
+        Decision::Apply(t) => {
+            assert_eq!(t.payment.version, current.version + 1);
+            assert_eq!(t.event.version, t.payment.version);
+            To(t.payment.status, t.event.kind)
+        }
+        Decision::Ignore(r) => Ignore(r),
+        Decision::Defer(r) => Defer(r),
+    }
+}
+
+#[test]
+fn transition_table() {
+    let other_action = || {
+        Outcome::RequiresAction(
+            crate::payment::CustomerAction::new(
+                None,
+                Some(crate::secret::RedirectUrl::parse("https://bank.example/other").unwrap()),
+            )
+            .unwrap(),
+        )
+    };
+    let rows: Vec<(PaymentStatus, Outcome, Expect)> = vec![
+        // from pending
+        (S::Pending, requires_action(), To(S::RequiresAction, EventKind::ActionRequired)),
+        (S::Pending, Outcome::Processing, To(S::Processing, EventKind::ProcessingStarted)),
+        (S::Pending, attempt_failed(), To(S::AttemptFailed, EventKind::AttemptFailed)),
+        (S::Pending, Outcome::Succeeded, To(S::Captured, EventKind::PaymentCaptured)),
+        (S::Pending, failed(), To(S::Failed, EventKind::PaymentFailed)),
+        (S::Pending, refunded(400, false), Defer(DeferReason::RefundBeforeCapture)),
+        (S::Pending, refunded(400, true), To(S::Captured, EventKind::RefundRecorded)),
+        (S::Pending, refunded(1000, true), To(S::Refunded, EventKind::PaymentRefunded)),
+        // from requires_action
+        (S::RequiresAction, requires_action(), Ignore(NoOp)),
+        (S::RequiresAction, other_action(), To(S::RequiresAction, EventKind::ActionRequired)),
+        (S::RequiresAction, Outcome::Processing, To(S::Processing, EventKind::ProcessingStarted)),
+        (S::RequiresAction, attempt_failed(), To(S::AttemptFailed, EventKind::AttemptFailed)),
+        (S::RequiresAction, Outcome::Succeeded, To(S::Captured, EventKind::PaymentCaptured)),
+        (S::RequiresAction, failed(), To(S::Failed, EventKind::PaymentFailed)),
+        (S::RequiresAction, refunded(1000, false), Defer(DeferReason::RefundBeforeCapture)),
+        // from processing
+        (S::Processing, requires_action(), Ignore(Stale)),
+        (S::Processing, Outcome::Processing, Ignore(NoOp)),
+        (S::Processing, attempt_failed(), To(S::AttemptFailed, EventKind::AttemptFailed)),
+        (S::Processing, Outcome::Succeeded, To(S::Captured, EventKind::PaymentCaptured)),
+        (S::Processing, failed(), To(S::Failed, EventKind::PaymentFailed)),
+        (S::Processing, refunded(1000, true), To(S::Refunded, EventKind::PaymentRefunded)),
+        // from attempt_failed
+        (S::AttemptFailed, requires_action(), To(S::RequiresAction, EventKind::ActionRequired)),
+        (S::AttemptFailed, Outcome::Processing, To(S::Processing, EventKind::ProcessingStarted)),
+        (S::AttemptFailed, attempt_failed(), Ignore(NoOp)),
+        (
+            S::AttemptFailed,
+            Outcome::AttemptFailed { reason: "insufficient_funds".into(), retry_token: None },
+            To(S::AttemptFailed, EventKind::AttemptFailed),
+        ),
+        (S::AttemptFailed, Outcome::Succeeded, To(S::Captured, EventKind::PaymentCaptured)),
+        (S::AttemptFailed, failed(), To(S::Failed, EventKind::PaymentFailed)),
+        // from captured: only refunds move it; late news is stale
+        (S::Captured, requires_action(), Ignore(Stale)),
+        (S::Captured, Outcome::Processing, Ignore(Stale)),
+        (S::Captured, attempt_failed(), Ignore(Stale)),
+        (S::Captured, Outcome::Succeeded, Ignore(NoOp)),
+        (S::Captured, failed(), Ignore(Stale)),
+        (S::Captured, refunded(300, false), To(S::Captured, EventKind::RefundRecorded)),
+        (S::Captured, refunded(1000, false), To(S::Refunded, EventKind::PaymentRefunded)),
+        (S::Captured, refunded(1001, false), To(S::Captured, EventKind::AnomalyRecorded)),
+        // from failed: late evidence of money is an anomaly, everything else is stale or a no-op
+        (S::Failed, requires_action(), Ignore(Stale)),
+        (S::Failed, Outcome::Processing, Ignore(Stale)),
+        (S::Failed, attempt_failed(), Ignore(Stale)),
+        (S::Failed, Outcome::Succeeded, To(S::Failed, EventKind::AnomalyRecorded)),
+        (S::Failed, failed(), Ignore(NoOp)),
+        (S::Failed, refunded(1000, true), To(S::Failed, EventKind::AnomalyRecorded)),
+        // from refunded: nothing moves it
+        (S::Refunded, requires_action(), Ignore(Stale)),
+        (S::Refunded, Outcome::Processing, Ignore(Stale)),
+        (S::Refunded, attempt_failed(), Ignore(Stale)),
+        (S::Refunded, Outcome::Succeeded, Ignore(Stale)),
+        (S::Refunded, failed(), Ignore(Stale)),
+        (S::Refunded, refunded(1000, true), Ignore(NoOp)),
+        (S::Refunded, refunded(500, true), Ignore(Stale)),
+        // an anomaly reported by a path is recorded in any status and changes no status
+        (S::Pending, Outcome::Anomaly { reason: "amount mismatch".into() }, To(S::Pending, EventKind::AnomalyRecorded)),
+        (S::Captured, Outcome::Anomaly { reason: "currency mismatch".into() }, To(S::Captured, EventKind::AnomalyRecorded)),
+    ];
+    for (from, outcome, expected) in rows {
+        let label = format!("{from} + {outcome:?}");
+        assert_eq!(run(from, outcome), expected, "{label}");
+    }
+}
+
+#[test]
+fn partial_refunds_accumulate_and_reach_refunded_at_the_full_amount() {
+    let p = payment_in(S::Captured);
+    let Decision::Apply(t) = decide(&p, &observe(Path::Webhook, refunded(300, false)), NOW) else { panic!() };
+    assert_eq!((t.payment.status, t.payment.refunded_minor), (S::Captured, 300));
+    // an older, smaller total arriving late is stale
+    assert_eq!(decide(&t.payment, &observe(Path::Webhook, refunded(200, false)), NOW), Decision::Ignore(Stale));
+    let Decision::Apply(t) = decide(&t.payment, &observe(Path::Webhook, refunded(1000, false)), NOW) else { panic!() };
+    assert_eq!((t.payment.status, t.payment.refunded_minor), (S::Refunded, 1000));
+}
+
+#[test]
+fn the_same_psp_event_id_applies_once() {
+    let p = payment("pay_d");
+    let obs = webhook("evt_1", 10, Outcome::Processing);
+    let Decision::Apply(t) = decide(&p, &obs, NOW) else { panic!() };
+    assert_eq!(decide(&t.payment, &obs, NOW), Decision::Ignore(Duplicate));
+    // even when the content would change the payment again
+    let again = webhook("evt_1", 10, Outcome::Succeeded);
+    assert_eq!(decide(&t.payment, &again, NOW), Decision::Ignore(Duplicate));
+}
+
+#[test]
+fn an_older_non_terminal_event_does_not_overwrite_a_newer_one() {
+    let p = payment("pay_o");
+    let Decision::Apply(t) = decide(&p, &webhook("evt_new", 2_000, attempt_failed()), NOW) else { panic!() };
+    assert_eq!(decide(&t.payment, &webhook("evt_old", 1_000, requires_action()), NOW), Decision::Ignore(Stale));
+    // terminal evidence is applied whatever its time
+    let Decision::Apply(t) = decide(&t.payment, &webhook("evt_cap", 500, Outcome::Succeeded), NOW) else { panic!() };
+    assert_eq!(t.payment.status, S::Captured);
+}
+
+#[test]
+fn the_terminal_transition_removes_secrets_and_the_event_never_holds_them() {
+    for outcome in [Outcome::Succeeded, failed(), refunded(1000, true)] {
+        let p = payment_in(S::RequiresAction);
+        assert!(p.action.is_some());
+        let Decision::Apply(t) = decide(&p, &observe(Path::Sync, outcome), NOW) else { panic!() };
+        assert!(t.payment.action.is_none() && t.payment.retry_token.is_none());
+        let json = serde_json::to_string(&t.event).unwrap();
+        assert!(!contains_fixture_secret(&json), "{json}");
+    }
+    let p = payment_in(S::AttemptFailed);
+    assert!(p.retry_token.is_some());
+    let Decision::Apply(t) = decide(&p, &observe(Path::Recovery, failed()), NOW) else { panic!() };
+    assert!(t.payment.retry_token.is_none());
+}
+
+#[test]
+fn client_view_offers_action_and_retry_only_while_open() {
+    let view = ClientView::from(&payment_in(S::RequiresAction));
+    assert!(view.carries_secret());
+    let json = serde_json::to_value(&view).unwrap();
+    assert_eq!(json["status"], "requires_action");
+    assert_eq!(json["client_secret"], SECRET);
+    assert_eq!(json["redirect_url"], REDIRECT);
+
+    let retry = serde_json::to_value(ClientView::from(&payment_in(S::AttemptFailed))).unwrap();
+    assert_eq!(retry["retry_token"], RETRY);
+    assert_eq!(retry["decline_reason"], "card_declined");
+
+    // Even a corrupted terminal item that still holds secrets yields a view without them.
+    let mut leaked = payment_in(S::Captured);
+    leaked.action = Some(action());
+    let view = ClientView::from(&leaked);
+    assert!(!view.carries_secret());
+    assert!(!contains_fixture_secret(&serde_json::to_string(&view).unwrap()));
+}
+
+// ---- the property ---------------------------------------------------------------------------------------
+
+fn arb_outcome() -> impl Strategy<Value = Outcome> {
+    prop_oneof![
+        Just(requires_action()),
+        Just(Outcome::Processing),
+        Just(Outcome::Succeeded),
+        Just(attempt_failed()),
+        Just(Outcome::AttemptFailed { reason: "do_not_honor".into(), retry_token: None }),
+        Just(failed()),
+        (0u64..=1200, any::<bool>()).prop_map(|(t, p)| refunded(t, p)),
+        Just(Outcome::Anomaly { reason: "mismatch".into() }),
+    ]
+}
+
+fn arb_observation() -> impl Strategy<Value = Observation> {
+    (
+        prop_oneof![Just(Path::Sync), Just(Path::Webhook), Just(Path::Recovery)],
+        arb_outcome(),
+        proptest::option::of((0u8..6, 0i64..10_000)),
+    )
+        .prop_map(|(path, outcome, event)| {
+            let obs = observe(path, outcome);
+            match (path, event) {
+                (Path::Webhook, Some((id, at))) => {
+                    obs.with_event(crate::ids::PspEventId::parse(format!("evt_{id}")).unwrap(), at)
+                }
+                _ => obs,
+            }
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    /// Invariants 1-3: versions are 1, 2, 3, ...; a terminal payment never becomes non-terminal; no view of a
+    /// terminal payment carries a secret. Also: every applied move is in the transition table.
+    #[test]
+    fn any_sequence_of_observations_keeps_the_invariants(observations in proptest::collection::vec(arb_observation(), 1..40)) {
+        let mut current = payment("pay_prop");
+        let mut seen_terminal = false;
+        for obs in &observations {
+            match decide(&current, obs, NOW) {
+                Decision::Apply(t) => {
+                    prop_assert_eq!(t.payment.version, current.version + 1);
+                    prop_assert_eq!(t.event.version, t.payment.version);
+                    prop_assert_eq!(t.event.previous_status, Some(current.status));
+                    let moved = t.payment.status != current.status;
+                    prop_assert!(!moved || current.status.can_move_to(t.payment.status),
+                        "{} -> {} is not in the table", current.status, t.payment.status);
+                    if let Some(id) = &obs.psp_event_id { prop_assert!(t.payment.has_seen(id)); }
+                    prop_assert!(!contains_fixture_secret(&serde_json::to_string(&t.event).unwrap()));
+                    current = t.payment;
+                }
+                Decision::Ignore(_) | Decision::Defer(_) => {}
+            }
+            if seen_terminal {
+                prop_assert!(current.status.is_terminal(), "terminal payment became {}", current.status);
+            }
+            seen_terminal |= current.status.is_terminal();
+            if current.status.is_terminal() {
+                prop_assert!(current.action.is_none() && current.retry_token.is_none());
+                let view = ClientView::from(&current);
+                prop_assert!(!view.carries_secret());
+                prop_assert!(!contains_fixture_secret(&serde_json::to_string(&view).unwrap()));
+            }
+            prop_assert!(current.refunded_minor <= current.money.amount_minor());
+        }
+    }
+}

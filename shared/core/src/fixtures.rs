@@ -1,0 +1,72 @@
+//! Builders for tests (enabled by the `fixtures` feature): a new payment and observations from any path.
+
+use crate::ids::{CorrelationId, OrderId, PaymentId, PspEventId};
+use crate::money::{Currency, Money};
+use crate::observation::{Observation, Outcome, Path};
+use crate::payment::{CustomerAction, NewPayment, Payment};
+use crate::secret::{ClientSecret, RedirectUrl, RetryToken};
+
+pub const SECRET: &str = "pi_3Ox_secret_FIXTUREsecret";
+pub const REDIRECT: &str = "https://hooks.psp.example/3ds/FIXTUREtoken";
+pub const RETRY: &str = "retry_FIXTUREtoken";
+
+pub fn correlation() -> CorrelationId {
+    CorrelationId::parse("corr-test").expect("valid id")
+}
+
+pub fn new_payment(id: &str, amount_minor: u64) -> NewPayment {
+    NewPayment {
+        id: PaymentId::parse(id).expect("valid id"),
+        order_id: OrderId::parse(format!("order-{id}")).expect("valid id"),
+        money: Money::new(amount_minor, Currency::parse("EUR").expect("EUR")).expect("valid amount"),
+        psp_reference: None,
+        correlation_id: correlation(),
+        trace_context: None,
+        now_ms: 1_700_000_000_000,
+    }
+}
+
+/// A payment at version 1, `pending`, 10.00 EUR.
+pub fn payment(id: &str) -> Payment {
+    new_payment(id, 1000).into_payment().0
+}
+
+pub fn action() -> CustomerAction {
+    CustomerAction::new(
+        Some(ClientSecret::parse(SECRET).expect("secret")),
+        Some(RedirectUrl::parse(REDIRECT).expect("url")),
+    )
+    .expect("action")
+}
+
+pub fn requires_action() -> Outcome {
+    Outcome::RequiresAction(action())
+}
+
+pub fn attempt_failed() -> Outcome {
+    Outcome::AttemptFailed {
+        reason: "card_declined".into(),
+        retry_token: Some(RetryToken::parse(RETRY).expect("token")),
+    }
+}
+
+pub fn failed() -> Outcome {
+    Outcome::Failed { reason: "canceled".into() }
+}
+
+pub fn refunded(total: u64, capture_proven: bool) -> Outcome {
+    Outcome::Refunded { refunded_total_minor: total, capture_proven }
+}
+
+pub fn observe(path: Path, outcome: Outcome) -> Observation {
+    Observation::new(path, outcome, correlation())
+}
+
+pub fn webhook(event_id: &str, at_ms: i64, outcome: Outcome) -> Observation {
+    observe(Path::Webhook, outcome).with_event(PspEventId::parse(event_id).expect("valid id"), at_ms)
+}
+
+/// True when `text` contains any of the fixture secrets.
+pub fn contains_fixture_secret(text: &str) -> bool {
+    [SECRET, REDIRECT, RETRY].iter().any(|s| text.contains(s))
+}

@@ -1,0 +1,124 @@
+//! Identifier newtypes. Each is parsed once at the edge; inside, a value of the type is valid by construction.
+
+use crate::error::DomainError;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+fn validate(field: &'static str, value: &str, max: usize) -> Result<(), DomainError> {
+    if value.is_empty() {
+        return Err(DomainError::Empty { field });
+    }
+    if value.chars().count() > max {
+        return Err(DomainError::TooLong { field, max });
+    }
+    let ok = value
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':'));
+    if !ok {
+        return Err(DomainError::BadCharacters { field });
+    }
+    Ok(())
+}
+
+macro_rules! id_type {
+    ($(#[$doc:meta])* $name:ident, $field:literal, $max:literal) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[serde(try_from = "String", into = "String")]
+        pub struct $name(String);
+
+        impl $name {
+            /// Validates `value`: 1 to
+            #[doc = stringify!($max)]
+            /// characters from `[A-Za-z0-9_.:-]`.
+            pub fn parse(value: impl Into<String>) -> Result<Self, DomainError> {
+                let value = value.into();
+                validate($field, &value, $max)?;
+                Ok(Self(value))
+            }
+
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl TryFrom<String> for $name {
+            type Error = DomainError;
+            fn try_from(value: String) -> Result<Self, Self::Error> {
+                Self::parse(value)
+            }
+        }
+
+        impl From<$name> for String {
+            fn from(value: $name) -> String {
+                value.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+    };
+}
+
+id_type!(
+    /// Our id of a payment (`pay_...`), the partition of everything the payment owns.
+    PaymentId, "payment_id", 64
+);
+id_type!(
+    /// The checkout's order id the payment belongs to.
+    OrderId, "order_id", 128
+);
+id_type!(
+    /// The PSP's id of one webhook event (`evt_...`, a Standard Webhooks `webhook-id`): the dedup key.
+    PspEventId, "psp_event_id", 128
+);
+id_type!(
+    /// The PSP's id of the payment (`pi_...`), used to find a payment from a webhook.
+    PspReference, "psp_reference", 128
+);
+id_type!(
+    /// Travels with every log line, event and message of one flow.
+    CorrelationId, "correlation_id", 128
+);
+
+impl PaymentId {
+    /// A fresh random id, `pay_` followed by 32 hex digits.
+    pub fn generate(random: u128) -> Self {
+        Self(format!("pay_{random:032x}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepts_usual_ids() {
+        assert!(PaymentId::parse("pay_123").is_ok());
+        assert!(PspEventId::parse("evt_1NG8Du2eZvKYlo2CUI79vXWy").is_ok());
+        assert!(PspEventId::parse("msg_p5jXN8AQM9LWM0D4loKWxJek").is_ok());
+    }
+
+    #[test]
+    fn refuses_empty_long_and_odd_ids() {
+        assert_eq!(PaymentId::parse(""), Err(DomainError::Empty { field: "payment_id" }));
+        assert_eq!(
+            PaymentId::parse("x".repeat(65)),
+            Err(DomainError::TooLong { field: "payment_id", max: 64 })
+        );
+        assert_eq!(
+            PaymentId::parse("pay#1"),
+            Err(DomainError::BadCharacters { field: "payment_id" })
+        );
+        assert!(OrderId::parse("a b").is_err());
+    }
+
+    #[test]
+    fn generated_ids_parse() {
+        let id = PaymentId::generate(42);
+        assert_eq!(PaymentId::parse(id.as_str()).unwrap(), id);
+    }
+}

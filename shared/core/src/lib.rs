@@ -1,0 +1,28 @@
+//! Pure payment logic shared by every path: the domain types, the one finalize decision and the client view.
+//!
+//! Nothing here does I/O or depends on the AWS SDK, so it is tested as pure functions and `trybuild` can
+//! compile against it cheaply. Storage lives in the `shared` crate, which re-exports this one.
+
+pub mod client_view;
+pub mod error;
+pub mod event;
+pub mod finalize;
+#[cfg(any(test, feature = "fixtures"))]
+pub mod fixtures;
+pub mod ids;
+pub mod money;
+pub mod observation;
+pub mod payment;
+pub mod secret;
+pub mod status;
+
+pub use client_view::ClientView;
+pub use error::DomainError;
+pub use event::{EventKind, PaymentEvent};
+pub use finalize::{decide, Decision, DeferReason, IgnoreReason, Transition};
+pub use ids::{CorrelationId, OrderId, PaymentId, PspEventId, PspReference};
+pub use money::{Currency, Money};
+pub use observation::{Observation, Outcome, Path};
+pub use payment::{CustomerAction, NewPayment, Payment};
+pub use secret::{ClientSecret, RedirectUrl, RetryToken, SigningSecret};
+pub use status::PaymentStatus;

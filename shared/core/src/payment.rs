@@ -1,0 +1,135 @@
+//! The payment record as the domain sees it, and what a new payment is made from.
+
+use crate::error::DomainError;
+use crate::event::{EventKind, PaymentEvent};
+use crate::ids::{CorrelationId, OrderId, PaymentId, PspEventId, PspReference};
+use crate::money::Money;
+use crate::observation::Path;
+use crate::secret::{ClientSecret, RedirectUrl, RetryToken};
+use crate::status::PaymentStatus;
+use serde::{Deserialize, Serialize};
+
+/// How many recent PSP event ids a payment remembers for dedup. Older duplicates are still harmless: the
+/// status only moves forward, refunds are cumulative and out-of-order events are judged by their time.
+pub const SEEN_EVENTS_KEPT: usize = 16;
+
+/// What the customer must do next: confirm with a client secret and/or follow a redirect.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CustomerAction {
+    client_secret: Option<ClientSecret>,
+    redirect_url: Option<RedirectUrl>,
+}
+
+impl CustomerAction {
+    pub fn new(client_secret: Option<ClientSecret>, redirect_url: Option<RedirectUrl>) -> Result<Self, DomainError> {
+        if client_secret.is_none() && redirect_url.is_none() {
+            return Err(DomainError::EmptyAction);
+        }
+        Ok(Self { client_secret, redirect_url })
+    }
+
+    pub fn client_secret(&self) -> Option<&ClientSecret> {
+        self.client_secret.as_ref()
+    }
+
+    pub fn redirect_url(&self) -> Option<&RedirectUrl> {
+        self.redirect_url.as_ref()
+    }
+}
+
+/// One payment. `version` is the optimistic-concurrency token: 1 at creation, +1 on every accepted change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Payment {
+    pub id: PaymentId,
+    pub order_id: OrderId,
+    pub version: u64,
+    pub status: PaymentStatus,
+    pub money: Money,
+    /// Cumulative refunded amount in minor units; `refunded` is reached only at the full amount.
+    pub refunded_minor: u64,
+    pub psp_reference: Option<PspReference>,
+    /// Present only while `requires_action`; removed by every transition out of it.
+    pub action: Option<CustomerAction>,
+    /// Present only while `attempt_failed`.
+    pub retry_token: Option<RetryToken>,
+    /// Why the last attempt was declined, or why the payment failed.
+    pub reason: Option<String>,
+    /// The most recent PSP event ids applied, oldest first, at most [`SEEN_EVENTS_KEPT`].
+    pub seen_psp_events: Vec<PspEventId>,
+    /// PSP time (epoch ms) of the newest applied observation that carried one.
+    pub last_psp_event_at_ms: Option<i64>,
+    /// How many anomalies were recorded on this payment.
+    pub anomalies: u32,
+    pub created_at_ms: i64,
+    pub updated_at_ms: i64,
+}
+
+impl Payment {
+    pub fn has_seen(&self, event: &PspEventId) -> bool {
+        self.seen_psp_events.iter().any(|e| e == event)
+    }
+
+    pub(crate) fn remember(&mut self, event: PspEventId) {
+        self.seen_psp_events.push(event);
+        let excess = self.seen_psp_events.len().saturating_sub(SEEN_EVENTS_KEPT);
+        self.seen_psp_events.drain(..excess);
+    }
+}
+
+/// What a payment is created from.
+#[derive(Debug, Clone)]
+pub struct NewPayment {
+    pub id: PaymentId,
+    pub order_id: OrderId,
+    pub money: Money,
+    pub psp_reference: Option<PspReference>,
+    pub correlation_id: CorrelationId,
+    pub trace_context: Option<String>,
+    pub now_ms: i64,
+}
+
+impl NewPayment {
+    /// The payment at version 1 and its `PaymentCreated` event, to be written together.
+    pub fn into_payment(self) -> (Payment, PaymentEvent) {
+        let payment = Payment {
+            id: self.id,
+            order_id: self.order_id,
+            version: 1,
+            status: PaymentStatus::Pending,
+            money: self.money,
+            refunded_minor: 0,
+            psp_reference: self.psp_reference,
+            action: None,
+            retry_token: None,
+            reason: None,
+            seen_psp_events: Vec::new(),
+            last_psp_event_at_ms: None,
+            anomalies: 0,
+            created_at_ms: self.now_ms,
+            updated_at_ms: self.now_ms,
+        };
+        let event = PaymentEvent::describe(
+            &payment,
+            None,
+            EventKind::PaymentCreated,
+            Path::Sync,
+            None,
+            &self.correlation_id,
+            self.trace_context,
+            self.now_ms,
+        );
+        (payment, event)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_action_needs_a_secret_or_a_url() {
+        assert_eq!(CustomerAction::new(None, None), Err(DomainError::EmptyAction));
+        let url = RedirectUrl::parse("https://bank.example/3ds").unwrap();
+        assert!(CustomerAction::new(None, Some(url)).is_ok());
+    }
+}
