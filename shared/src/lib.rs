@@ -1,1 +1,15 @@
-pub fn x(){}
+//! The one library every function uses: the pure payments core (re-exported) plus everything that touches
+//! AWS: the DynamoDB payment store with its versioned write, leases, configuration and telemetry.
+
+pub use payments_core::*;
+
+pub mod aws;
+pub mod clock;
+pub mod config;
+pub mod lease;
+pub mod store;
+pub mod telemetry;
+
+pub use config::{Config, ConfigError};
+pub use lease::{Lease, LeaseConfig, Leases};
+pub use store::{FinalizeOutcome, FinalizeResult, PaymentStore, StoreError};

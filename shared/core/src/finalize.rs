@@ -77,13 +77,21 @@ fn change_for(current: &Payment, observation: &Observation) -> Result<Change, De
         Outcome::Succeeded if status == Failed => Ok(Change::Anomaly("late success on a failed payment".into())),
         Outcome::Refunded { .. } if status == Failed => Ok(Change::Anomaly("refund on a failed payment".into())),
 
-        Outcome::Refunded { refunded_total_minor: total, .. } if *total > amount => Ok(Change::Anomaly(format!(
+        Outcome::Refunded {
+            refunded_total_minor: total,
+            ..
+        } if *total > amount => Ok(Change::Anomaly(format!(
             "refunded total {total} exceeds the payment amount {amount}"
         ))),
-        Outcome::Refunded { refunded_total_minor: total, capture_proven } => match status {
-            Captured | Refunded if *total <= current.refunded_minor => {
-                ignore(if *total == current.refunded_minor { IgnoreReason::NoOp } else { IgnoreReason::Stale })
-            }
+        Outcome::Refunded {
+            refunded_total_minor: total,
+            capture_proven,
+        } => match status {
+            Captured | Refunded if *total <= current.refunded_minor => ignore(if *total == current.refunded_minor {
+                IgnoreReason::NoOp
+            } else {
+                IgnoreReason::Stale
+            }),
             Captured => Ok(refund_change(*total, amount)),
             Refunded => ignore(IgnoreReason::Stale),
             _ if *capture_proven => Ok(refund_change(*total, amount)),
@@ -174,7 +182,9 @@ fn apply(current: &Payment, observation: &Observation, change: Change, now_ms: i
                     next.reason = Some(reason.clone());
                 }
                 Outcome::Failed { reason } => next.reason = Some(reason.clone()),
-                Outcome::Refunded { refunded_total_minor, .. } => next.refunded_minor = *refunded_total_minor,
+                Outcome::Refunded {
+                    refunded_total_minor, ..
+                } => next.refunded_minor = *refunded_total_minor,
                 Outcome::Processing | Outcome::Succeeded => next.reason = None,
                 Outcome::Anomaly { .. } => {}
             }

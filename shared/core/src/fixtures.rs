@@ -51,11 +51,16 @@ pub fn attempt_failed() -> Outcome {
 }
 
 pub fn failed() -> Outcome {
-    Outcome::Failed { reason: "canceled".into() }
+    Outcome::Failed {
+        reason: "canceled".into(),
+    }
 }
 
 pub fn refunded(total: u64, capture_proven: bool) -> Outcome {
-    Outcome::Refunded { refunded_total_minor: total, capture_proven }
+    Outcome::Refunded {
+        refunded_total_minor: total,
+        capture_proven,
+    }
 }
 
 pub fn observe(path: Path, outcome: Outcome) -> Observation {

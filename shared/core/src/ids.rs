@@ -107,7 +107,10 @@ mod tests {
         assert_eq!(PaymentId::parse(""), Err(DomainError::Empty { field: "payment_id" }));
         assert_eq!(
             PaymentId::parse("x".repeat(65)),
-            Err(DomainError::TooLong { field: "payment_id", max: 64 })
+            Err(DomainError::TooLong {
+                field: "payment_id",
+                max: 64
+            })
         );
         assert_eq!(
             PaymentId::parse("pay#1"),

@@ -109,7 +109,10 @@ mod tests {
     fn amount_must_be_positive_and_bounded() {
         let eur = Currency::parse("EUR").unwrap();
         assert_eq!(Money::new(0, eur), Err(DomainError::NonPositiveAmount));
-        assert_eq!(Money::new(MAX_MINOR + 1, eur), Err(DomainError::AmountTooLarge(MAX_MINOR + 1)));
+        assert_eq!(
+            Money::new(MAX_MINOR + 1, eur),
+            Err(DomainError::AmountTooLarge(MAX_MINOR + 1))
+        );
         assert_eq!(Money::new(1999, eur).unwrap().amount_minor(), 1999);
     }
 

@@ -42,15 +42,25 @@ pub enum Outcome {
     /// Money was taken.
     Succeeded,
     /// This attempt was declined; the customer may retry.
-    AttemptFailed { reason: String, retry_token: Option<RetryToken> },
+    AttemptFailed {
+        reason: String,
+        retry_token: Option<RetryToken>,
+    },
     /// Cancelled or finally failed.
-    Failed { reason: String },
+    Failed {
+        reason: String,
+    },
     /// The PSP's cumulative refunded amount. `capture_proven`: the event itself shows the capture happened
     /// (a Stripe `charge.refunded` carries a captured charge).
-    Refunded { refunded_total_minor: u64, capture_proven: bool },
+    Refunded {
+        refunded_total_minor: u64,
+        capture_proven: bool,
+    },
     /// The path found the event inconsistent with the payment (amount, currency, mode, account): recorded,
     /// alarmed and not applied.
-    Anomaly { reason: String },
+    Anomaly {
+        reason: String,
+    },
 }
 
 /// One observation from one path.

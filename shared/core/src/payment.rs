@@ -25,7 +25,10 @@ impl CustomerAction {
         if client_secret.is_none() && redirect_url.is_none() {
             return Err(DomainError::EmptyAction);
         }
-        Ok(Self { client_secret, redirect_url })
+        Ok(Self {
+            client_secret,
+            redirect_url,
+        })
     }
 
     pub fn client_secret(&self) -> Option<&ClientSecret> {

@@ -113,7 +113,11 @@ mod tests {
     fn only_captured_to_refunded_between_terminals() {
         for from in PaymentStatus::ALL.into_iter().filter(|s| s.is_terminal()) {
             for to in PaymentStatus::ALL.into_iter().filter(|s| s.is_terminal() && *s != from) {
-                assert_eq!(from.can_move_to(to), from == Captured && to == Refunded, "{from} -> {to}");
+                assert_eq!(
+                    from.can_move_to(to),
+                    from == Captured && to == Refunded,
+                    "{from} -> {to}"
+                );
             }
         }
     }

@@ -23,10 +23,12 @@ fn payment_in(status: PaymentStatus) -> Payment {
         PaymentStatus::Failed => vec![requires_action(), failed()],
         PaymentStatus::Refunded => vec![Outcome::Succeeded, refunded(1000, true)],
     };
-    let p = steps.into_iter().fold(p, |p, outcome| match decide(&p, &observe(Path::Sync, outcome), NOW) {
-        Decision::Apply(t) => t.payment,
-        other => panic!("setup step not applied: {other:?}"),
-    });
+    let p = steps
+        .into_iter()
+        .fold(p, |p, outcome| match decide(&p, &observe(Path::Sync, outcome), NOW) {
+            Decision::Apply(t) => t.payment,
+            other => panic!("setup step not applied: {other:?}"),
+        });
     assert_eq!(p.status, status);
     p
 }
@@ -67,39 +69,114 @@ fn transition_table() {
     };
     let rows: Vec<(PaymentStatus, Outcome, Expect)> = vec![
         // from pending
-        (S::Pending, requires_action(), To(S::RequiresAction, EventKind::ActionRequired)),
-        (S::Pending, Outcome::Processing, To(S::Processing, EventKind::ProcessingStarted)),
-        (S::Pending, attempt_failed(), To(S::AttemptFailed, EventKind::AttemptFailed)),
-        (S::Pending, Outcome::Succeeded, To(S::Captured, EventKind::PaymentCaptured)),
+        (
+            S::Pending,
+            requires_action(),
+            To(S::RequiresAction, EventKind::ActionRequired),
+        ),
+        (
+            S::Pending,
+            Outcome::Processing,
+            To(S::Processing, EventKind::ProcessingStarted),
+        ),
+        (
+            S::Pending,
+            attempt_failed(),
+            To(S::AttemptFailed, EventKind::AttemptFailed),
+        ),
+        (
+            S::Pending,
+            Outcome::Succeeded,
+            To(S::Captured, EventKind::PaymentCaptured),
+        ),
         (S::Pending, failed(), To(S::Failed, EventKind::PaymentFailed)),
-        (S::Pending, refunded(400, false), Defer(DeferReason::RefundBeforeCapture)),
-        (S::Pending, refunded(400, true), To(S::Captured, EventKind::RefundRecorded)),
-        (S::Pending, refunded(1000, true), To(S::Refunded, EventKind::PaymentRefunded)),
+        (
+            S::Pending,
+            refunded(400, false),
+            Defer(DeferReason::RefundBeforeCapture),
+        ),
+        (
+            S::Pending,
+            refunded(400, true),
+            To(S::Captured, EventKind::RefundRecorded),
+        ),
+        (
+            S::Pending,
+            refunded(1000, true),
+            To(S::Refunded, EventKind::PaymentRefunded),
+        ),
         // from requires_action
         (S::RequiresAction, requires_action(), Ignore(NoOp)),
-        (S::RequiresAction, other_action(), To(S::RequiresAction, EventKind::ActionRequired)),
-        (S::RequiresAction, Outcome::Processing, To(S::Processing, EventKind::ProcessingStarted)),
-        (S::RequiresAction, attempt_failed(), To(S::AttemptFailed, EventKind::AttemptFailed)),
-        (S::RequiresAction, Outcome::Succeeded, To(S::Captured, EventKind::PaymentCaptured)),
+        (
+            S::RequiresAction,
+            other_action(),
+            To(S::RequiresAction, EventKind::ActionRequired),
+        ),
+        (
+            S::RequiresAction,
+            Outcome::Processing,
+            To(S::Processing, EventKind::ProcessingStarted),
+        ),
+        (
+            S::RequiresAction,
+            attempt_failed(),
+            To(S::AttemptFailed, EventKind::AttemptFailed),
+        ),
+        (
+            S::RequiresAction,
+            Outcome::Succeeded,
+            To(S::Captured, EventKind::PaymentCaptured),
+        ),
         (S::RequiresAction, failed(), To(S::Failed, EventKind::PaymentFailed)),
-        (S::RequiresAction, refunded(1000, false), Defer(DeferReason::RefundBeforeCapture)),
+        (
+            S::RequiresAction,
+            refunded(1000, false),
+            Defer(DeferReason::RefundBeforeCapture),
+        ),
         // from processing
         (S::Processing, requires_action(), Ignore(Stale)),
         (S::Processing, Outcome::Processing, Ignore(NoOp)),
-        (S::Processing, attempt_failed(), To(S::AttemptFailed, EventKind::AttemptFailed)),
-        (S::Processing, Outcome::Succeeded, To(S::Captured, EventKind::PaymentCaptured)),
+        (
+            S::Processing,
+            attempt_failed(),
+            To(S::AttemptFailed, EventKind::AttemptFailed),
+        ),
+        (
+            S::Processing,
+            Outcome::Succeeded,
+            To(S::Captured, EventKind::PaymentCaptured),
+        ),
         (S::Processing, failed(), To(S::Failed, EventKind::PaymentFailed)),
-        (S::Processing, refunded(1000, true), To(S::Refunded, EventKind::PaymentRefunded)),
+        (
+            S::Processing,
+            refunded(1000, true),
+            To(S::Refunded, EventKind::PaymentRefunded),
+        ),
         // from attempt_failed
-        (S::AttemptFailed, requires_action(), To(S::RequiresAction, EventKind::ActionRequired)),
-        (S::AttemptFailed, Outcome::Processing, To(S::Processing, EventKind::ProcessingStarted)),
+        (
+            S::AttemptFailed,
+            requires_action(),
+            To(S::RequiresAction, EventKind::ActionRequired),
+        ),
+        (
+            S::AttemptFailed,
+            Outcome::Processing,
+            To(S::Processing, EventKind::ProcessingStarted),
+        ),
         (S::AttemptFailed, attempt_failed(), Ignore(NoOp)),
         (
             S::AttemptFailed,
-            Outcome::AttemptFailed { reason: "insufficient_funds".into(), retry_token: None },
+            Outcome::AttemptFailed {
+                reason: "insufficient_funds".into(),
+                retry_token: None,
+            },
             To(S::AttemptFailed, EventKind::AttemptFailed),
         ),
-        (S::AttemptFailed, Outcome::Succeeded, To(S::Captured, EventKind::PaymentCaptured)),
+        (
+            S::AttemptFailed,
+            Outcome::Succeeded,
+            To(S::Captured, EventKind::PaymentCaptured),
+        ),
         (S::AttemptFailed, failed(), To(S::Failed, EventKind::PaymentFailed)),
         // from captured: only refunds move it; late news is stale
         (S::Captured, requires_action(), Ignore(Stale)),
@@ -107,16 +184,32 @@ fn transition_table() {
         (S::Captured, attempt_failed(), Ignore(Stale)),
         (S::Captured, Outcome::Succeeded, Ignore(NoOp)),
         (S::Captured, failed(), Ignore(Stale)),
-        (S::Captured, refunded(300, false), To(S::Captured, EventKind::RefundRecorded)),
-        (S::Captured, refunded(1000, false), To(S::Refunded, EventKind::PaymentRefunded)),
-        (S::Captured, refunded(1001, false), To(S::Captured, EventKind::AnomalyRecorded)),
+        (
+            S::Captured,
+            refunded(300, false),
+            To(S::Captured, EventKind::RefundRecorded),
+        ),
+        (
+            S::Captured,
+            refunded(1000, false),
+            To(S::Refunded, EventKind::PaymentRefunded),
+        ),
+        (
+            S::Captured,
+            refunded(1001, false),
+            To(S::Captured, EventKind::AnomalyRecorded),
+        ),
         // from failed: late evidence of money is an anomaly, everything else is stale or a no-op
         (S::Failed, requires_action(), Ignore(Stale)),
         (S::Failed, Outcome::Processing, Ignore(Stale)),
         (S::Failed, attempt_failed(), Ignore(Stale)),
         (S::Failed, Outcome::Succeeded, To(S::Failed, EventKind::AnomalyRecorded)),
         (S::Failed, failed(), Ignore(NoOp)),
-        (S::Failed, refunded(1000, true), To(S::Failed, EventKind::AnomalyRecorded)),
+        (
+            S::Failed,
+            refunded(1000, true),
+            To(S::Failed, EventKind::AnomalyRecorded),
+        ),
         // from refunded: nothing moves it
         (S::Refunded, requires_action(), Ignore(Stale)),
         (S::Refunded, Outcome::Processing, Ignore(Stale)),
@@ -126,8 +219,20 @@ fn transition_table() {
         (S::Refunded, refunded(1000, true), Ignore(NoOp)),
         (S::Refunded, refunded(500, true), Ignore(Stale)),
         // an anomaly reported by a path is recorded in any status and changes no status
-        (S::Pending, Outcome::Anomaly { reason: "amount mismatch".into() }, To(S::Pending, EventKind::AnomalyRecorded)),
-        (S::Captured, Outcome::Anomaly { reason: "currency mismatch".into() }, To(S::Captured, EventKind::AnomalyRecorded)),
+        (
+            S::Pending,
+            Outcome::Anomaly {
+                reason: "amount mismatch".into(),
+            },
+            To(S::Pending, EventKind::AnomalyRecorded),
+        ),
+        (
+            S::Captured,
+            Outcome::Anomaly {
+                reason: "currency mismatch".into(),
+            },
+            To(S::Captured, EventKind::AnomalyRecorded),
+        ),
     ];
     for (from, outcome, expected) in rows {
         let label = format!("{from} + {outcome:?}");
@@ -138,11 +243,18 @@ fn transition_table() {
 #[test]
 fn partial_refunds_accumulate_and_reach_refunded_at_the_full_amount() {
     let p = payment_in(S::Captured);
-    let Decision::Apply(t) = decide(&p, &observe(Path::Webhook, refunded(300, false)), NOW) else { panic!() };
+    let Decision::Apply(t) = decide(&p, &observe(Path::Webhook, refunded(300, false)), NOW) else {
+        panic!()
+    };
     assert_eq!((t.payment.status, t.payment.refunded_minor), (S::Captured, 300));
     // an older, smaller total arriving late is stale
-    assert_eq!(decide(&t.payment, &observe(Path::Webhook, refunded(200, false)), NOW), Decision::Ignore(Stale));
-    let Decision::Apply(t) = decide(&t.payment, &observe(Path::Webhook, refunded(1000, false)), NOW) else { panic!() };
+    assert_eq!(
+        decide(&t.payment, &observe(Path::Webhook, refunded(200, false)), NOW),
+        Decision::Ignore(Stale)
+    );
+    let Decision::Apply(t) = decide(&t.payment, &observe(Path::Webhook, refunded(1000, false)), NOW) else {
+        panic!()
+    };
     assert_eq!((t.payment.status, t.payment.refunded_minor), (S::Refunded, 1000));
 }
 
@@ -150,7 +262,9 @@ fn partial_refunds_accumulate_and_reach_refunded_at_the_full_amount() {
 fn the_same_psp_event_id_applies_once() {
     let p = payment("pay_d");
     let obs = webhook("evt_1", 10, Outcome::Processing);
-    let Decision::Apply(t) = decide(&p, &obs, NOW) else { panic!() };
+    let Decision::Apply(t) = decide(&p, &obs, NOW) else {
+        panic!()
+    };
     assert_eq!(decide(&t.payment, &obs, NOW), Decision::Ignore(Duplicate));
     // even when the content would change the payment again
     let again = webhook("evt_1", 10, Outcome::Succeeded);
@@ -160,10 +274,17 @@ fn the_same_psp_event_id_applies_once() {
 #[test]
 fn an_older_non_terminal_event_does_not_overwrite_a_newer_one() {
     let p = payment("pay_o");
-    let Decision::Apply(t) = decide(&p, &webhook("evt_new", 2_000, attempt_failed()), NOW) else { panic!() };
-    assert_eq!(decide(&t.payment, &webhook("evt_old", 1_000, requires_action()), NOW), Decision::Ignore(Stale));
+    let Decision::Apply(t) = decide(&p, &webhook("evt_new", 2_000, attempt_failed()), NOW) else {
+        panic!()
+    };
+    assert_eq!(
+        decide(&t.payment, &webhook("evt_old", 1_000, requires_action()), NOW),
+        Decision::Ignore(Stale)
+    );
     // terminal evidence is applied whatever its time
-    let Decision::Apply(t) = decide(&t.payment, &webhook("evt_cap", 500, Outcome::Succeeded), NOW) else { panic!() };
+    let Decision::Apply(t) = decide(&t.payment, &webhook("evt_cap", 500, Outcome::Succeeded), NOW) else {
+        panic!()
+    };
     assert_eq!(t.payment.status, S::Captured);
 }
 
@@ -172,14 +293,18 @@ fn the_terminal_transition_removes_secrets_and_the_event_never_holds_them() {
     for outcome in [Outcome::Succeeded, failed(), refunded(1000, true)] {
         let p = payment_in(S::RequiresAction);
         assert!(p.action.is_some());
-        let Decision::Apply(t) = decide(&p, &observe(Path::Sync, outcome), NOW) else { panic!() };
+        let Decision::Apply(t) = decide(&p, &observe(Path::Sync, outcome), NOW) else {
+            panic!()
+        };
         assert!(t.payment.action.is_none() && t.payment.retry_token.is_none());
         let json = serde_json::to_string(&t.event).unwrap();
         assert!(!contains_fixture_secret(&json), "{json}");
     }
     let p = payment_in(S::AttemptFailed);
     assert!(p.retry_token.is_some());
-    let Decision::Apply(t) = decide(&p, &observe(Path::Recovery, failed()), NOW) else { panic!() };
+    let Decision::Apply(t) = decide(&p, &observe(Path::Recovery, failed()), NOW) else {
+        panic!()
+    };
     assert!(t.payment.retry_token.is_none());
 }
 
@@ -212,10 +337,15 @@ fn arb_outcome() -> impl Strategy<Value = Outcome> {
         Just(Outcome::Processing),
         Just(Outcome::Succeeded),
         Just(attempt_failed()),
-        Just(Outcome::AttemptFailed { reason: "do_not_honor".into(), retry_token: None }),
+        Just(Outcome::AttemptFailed {
+            reason: "do_not_honor".into(),
+            retry_token: None
+        }),
         Just(failed()),
         (0u64..=1200, any::<bool>()).prop_map(|(t, p)| refunded(t, p)),
-        Just(Outcome::Anomaly { reason: "mismatch".into() }),
+        Just(Outcome::Anomaly {
+            reason: "mismatch".into()
+        }),
     ]
 }
 

@@ -1,0 +1,9 @@
+// A terminal outcome has no field that could hold a client secret.
+use payments_core::client_view::{ClientView, OutcomeView, PaymentSummary};
+use payments_core::ClientSecret;
+
+fn leak(summary: PaymentSummary, secret: ClientSecret) -> ClientView {
+    ClientView::Captured(OutcomeView { summary, refunded_minor: 0, failure_reason: None, client_secret: Some(secret) })
+}
+
+fn main() {}

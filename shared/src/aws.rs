@@ -1,0 +1,38 @@
+//! Building the DynamoDB client once per cold start, with retries and timeouts suited to a payment path.
+//!
+//! Endpoints come from the SDK's own variables (`AWS_ENDPOINT_URL_DYNAMODB`, `AWS_ENDPOINT_URL`), so the same
+//! binary talks to AWS or to DynamoDB Local without code of ours.
+
+use aws_sdk_dynamodb::config::retry::RetryConfig;
+use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
+use std::time::Duration;
+
+/// SDK attempts per call (the first plus retries) for throttling, 5xx and timeouts. The SDK backs off
+/// exponentially with full jitter from [`INITIAL_BACKOFF`].
+pub const MAX_ATTEMPTS: u32 = 4;
+pub const INITIAL_BACKOFF: Duration = Duration::from_millis(25);
+/// One attempt may take this long before it is retried; the whole call this long before it fails.
+pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(2);
+pub const OPERATION_TIMEOUT: Duration = Duration::from_secs(6);
+
+/// Our retry and timeout settings on top of a shared SDK config.
+pub fn dynamodb_config(sdk: &aws_config::SdkConfig) -> aws_sdk_dynamodb::config::Builder {
+    aws_sdk_dynamodb::config::Builder::from(sdk)
+        .retry_config(
+            RetryConfig::standard()
+                .with_max_attempts(MAX_ATTEMPTS)
+                .with_initial_backoff(INITIAL_BACKOFF),
+        )
+        .timeout_config(
+            TimeoutConfig::builder()
+                .operation_attempt_timeout(ATTEMPT_TIMEOUT)
+                .operation_timeout(OPERATION_TIMEOUT)
+                .build(),
+        )
+}
+
+/// The DynamoDB client for a Lambda function, from the environment.
+pub async fn dynamodb_client() -> aws_sdk_dynamodb::Client {
+    let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    aws_sdk_dynamodb::Client::from_conf(dynamodb_config(&sdk).build())
+}

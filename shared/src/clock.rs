@@ -1,0 +1,21 @@
+//! Wall-clock time in the units the items use (epoch milliseconds; DynamoDB TTL wants epoch seconds).
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// Epoch seconds rounded up, for a TTL attribute that must not fire before `ms`.
+pub fn ceil_secs(ms: i64) -> i64 {
+    (ms + 999).div_euclid(1000)
+}
+
+/// A random duration in `0..=max` (full jitter), for backoff and bounded waits.
+pub fn full_jitter(max: std::time::Duration) -> std::time::Duration {
+    use rand::Rng;
+    rand::rng().random_range(std::time::Duration::ZERO..=max)
+}

@@ -1,0 +1,258 @@
+//! The finalize loop: decide, write under the version token, and on a conflict decide again from the item
+//! that won, which DynamoDB returns in the cancellation reasons (no extra read).
+//!
+//! Cost on the happy path: one read and one `TransactWriteItems`. A conditional-check conflict costs no
+//! extra read. A `TransactionConflict` (another transaction touched the item at that moment) carries no item:
+//! it is retried after a jittered pause with a fresh read. Both are bounded.
+
+use super::item::{payment_from_item, payment_to_item};
+use super::{PaymentStore, StoreError};
+use crate::clock;
+use crate::lease::{self, Lease, Leases};
+use crate::{decide, Decision, DeferReason, EventKind, IgnoreReason, Observation, Payment, PaymentId, Transition};
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::types::{
+    AttributeValue, CancellationReason, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
+};
+use serde::Serialize;
+use std::time::Duration;
+use tracing::{debug, info, warn};
+
+/// How many times a version conflict is decided again before giving up (the payment would have to change
+/// this many times within one request).
+pub const MAX_VERSION_CONFLICTS: u32 = 8;
+/// How many `TransactionConflict` or throttling cancellations are retried with a fresh read.
+pub const MAX_TRANSIENT_RETRIES: u32 = 5;
+const TRANSIENT_BACKOFF_BASE: Duration = Duration::from_millis(20);
+
+/// What finalize did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FinalizeResult {
+    Applied(EventKind),
+    Ignored(IgnoreReason),
+    Deferred(DeferReason),
+}
+
+/// The result and the latest payment the answer must be built from.
+#[derive(Debug, Clone)]
+pub struct FinalizeOutcome {
+    pub result: FinalizeResult,
+    /// The payment as written by us, or the current item when we did not write.
+    pub payment: Payment,
+    /// Version conflicts met on the way (another path won at least once).
+    pub version_conflicts: u32,
+    /// True when the caller's lease was released (inside the transaction or separately).
+    pub lease_released: bool,
+}
+
+/// Why one transactional write did not commit.
+enum WriteFailure {
+    /// Another writer moved the payment; here is the item that won.
+    VersionConflict(Box<Payment>),
+    /// Our lease was taken over (it expired); the payment itself did not conflict.
+    LeaseLost,
+    /// Transaction conflict or throttling inside the transaction: retry after a pause, with a fresh read.
+    Transient(String),
+    Failed(StoreError),
+}
+
+impl PaymentStore {
+    /// Reads the payment and finalizes `observation` against it.
+    pub async fn finalize(
+        &self,
+        id: &PaymentId,
+        observation: &Observation,
+        lease: Option<&Lease>,
+    ) -> Result<FinalizeOutcome, StoreError> {
+        let current = self
+            .get(id)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(id.to_string()))?;
+        self.finalize_from(current, observation, lease).await
+    }
+
+    /// Finalizes `observation` against `current`, a payment the caller has just read.
+    pub async fn finalize_from(
+        &self,
+        mut current: Payment,
+        observation: &Observation,
+        lease: Option<&Lease>,
+    ) -> Result<FinalizeOutcome, StoreError> {
+        let mut lease = lease;
+        let mut version_conflicts = 0;
+        let mut transient = 0;
+        loop {
+            let transition = match decide(&current, observation, clock::now_ms()) {
+                Decision::Apply(t) => t,
+                Decision::Ignore(reason) => {
+                    return self
+                        .not_written(FinalizeResult::Ignored(reason), current, version_conflicts, lease)
+                        .await
+                }
+                Decision::Defer(reason) => {
+                    return self
+                        .not_written(FinalizeResult::Deferred(reason), current, version_conflicts, lease)
+                        .await
+                }
+            };
+            match self.write(current.version, &transition, lease).await {
+                Ok(()) => {
+                    info!(
+                        payment_id = %transition.payment.id,
+                        version = transition.payment.version,
+                        status = %transition.payment.status,
+                        event = transition.event.kind.as_str(),
+                        path = %observation.path,
+                        "payment transition written"
+                    );
+                    return Ok(FinalizeOutcome {
+                        result: FinalizeResult::Applied(transition.event.kind),
+                        payment: transition.payment,
+                        version_conflicts,
+                        lease_released: lease.is_some(),
+                    });
+                }
+                Err(WriteFailure::VersionConflict(winner)) => {
+                    version_conflicts += 1;
+                    debug!(
+                        expected = current.version,
+                        found = winner.version,
+                        "version conflict: deciding again"
+                    );
+                    if version_conflicts > MAX_VERSION_CONFLICTS {
+                        return Err(StoreError::ConflictsExhausted(
+                            current.id.to_string(),
+                            version_conflicts,
+                        ));
+                    }
+                    current = *winner;
+                }
+                Err(WriteFailure::LeaseLost) => {
+                    warn!(payment_id = %current.id, "lease expired and was taken over; the version token still fences the write");
+                    lease = None;
+                }
+                Err(WriteFailure::Transient(code)) => {
+                    transient += 1;
+                    if transient > MAX_TRANSIENT_RETRIES {
+                        return Err(StoreError::Unavailable {
+                            context: "finalize",
+                            message: code,
+                        });
+                    }
+                    let cap = TRANSIENT_BACKOFF_BASE * 2u32.pow(transient);
+                    tokio::time::sleep(clock::full_jitter(cap)).await;
+                    current = self
+                        .get(&current.id)
+                        .await?
+                        .ok_or_else(|| StoreError::NotFound(current.id.to_string()))?;
+                }
+                Err(WriteFailure::Failed(e)) => return Err(e),
+            }
+        }
+    }
+
+    async fn not_written(
+        &self,
+        result: FinalizeResult,
+        payment: Payment,
+        version_conflicts: u32,
+        lease: Option<&Lease>,
+    ) -> Result<FinalizeOutcome, StoreError> {
+        debug!(payment_id = %payment.id, ?result, "nothing to write");
+        let mut lease_released = false;
+        if let Some(lease) = lease {
+            match lease::release(&self.client, &self.table, lease).await {
+                Ok(released) => lease_released = released,
+                // The lease expires by itself; the answer does not depend on it.
+                Err(e) => warn!(error = %e, "lease release failed; it will expire"),
+            }
+        }
+        Ok(FinalizeOutcome {
+            result,
+            payment,
+            version_conflicts,
+            lease_released,
+        })
+    }
+
+    /// One `TransactWriteItems`: payment under the version token, event, optional lease release.
+    async fn write(&self, expected: u64, t: &Transition, lease: Option<&Lease>) -> Result<(), WriteFailure> {
+        let put_payment = Put::builder()
+            .table_name(&self.table)
+            .set_item(Some(payment_to_item(&t.payment).map_err(WriteFailure::Failed)?))
+            .condition_expression("version = :expected")
+            .expression_attribute_values(":expected", AttributeValue::N(expected.to_string()))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .build()
+            .map_err(|e| {
+                WriteFailure::Failed(StoreError::Request {
+                    context: "build put",
+                    message: e.to_string(),
+                })
+            })?;
+        let mut items = vec![
+            TransactWriteItem::builder().put(put_payment).build(),
+            self.event_put(&t.event).map_err(WriteFailure::Failed)?,
+        ];
+        if let Some(lease) = lease {
+            items.push(Leases::release_in_transaction(&self.table, lease).map_err(WriteFailure::Failed)?);
+        }
+        let result = self
+            .client
+            .transact_write_items()
+            .set_transact_items(Some(items))
+            // Same token on every SDK retry of this call: a retry after a lost response is idempotent.
+            .client_request_token(uuid::Uuid::new_v4().to_string())
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(SdkError::ServiceError(e)) => match e.err() {
+                TransactWriteItemsError::TransactionCanceledException(c) => {
+                    Err(classify_cancellation(c.cancellation_reasons(), lease.is_some()))
+                }
+                TransactWriteItemsError::TransactionInProgressException(_) => {
+                    Err(WriteFailure::Transient("TransactionInProgress".into()))
+                }
+                _ => Err(WriteFailure::Failed(StoreError::from_sdk(
+                    "finalize write",
+                    SdkError::ServiceError(e),
+                ))),
+            },
+            Err(e) => Err(WriteFailure::Failed(StoreError::from_sdk("finalize write", e))),
+        }
+    }
+}
+
+/// Reads the cancellation reasons: item 0 is the payment, 1 the event, 2 the lease release (if any).
+fn classify_cancellation(reasons: &[CancellationReason], with_lease: bool) -> WriteFailure {
+    let code = |i: usize| reasons.get(i).and_then(|r| r.code()).unwrap_or("None");
+    if code(0) == "ConditionalCheckFailed" {
+        return match reasons[0].item().cloned().map(payment_from_item) {
+            Some(Ok(winner)) => WriteFailure::VersionConflict(Box::new(winner)),
+            Some(Err(e)) => WriteFailure::Failed(e),
+            None => WriteFailure::Failed(StoreError::NotFound("payment vanished during finalize".into())),
+        };
+    }
+    if with_lease && code(2) == "ConditionalCheckFailed" {
+        return WriteFailure::LeaseLost;
+    }
+    let transient = reasons.iter().filter_map(CancellationReason::code).find(|c| {
+        matches!(
+            *c,
+            "TransactionConflict" | "ThrottlingError" | "ProvisionedThroughputExceeded"
+        )
+    });
+    match transient {
+        Some(code) => WriteFailure::Transient(code.to_owned()),
+        None => WriteFailure::Failed(StoreError::Request {
+            context: "finalize write",
+            message: format!(
+                "transaction cancelled: {:?}",
+                reasons.iter().map(|r| r.code()).collect::<Vec<_>>()
+            ),
+        }),
+    }
+}

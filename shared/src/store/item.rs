@@ -1,0 +1,277 @@
+//! Item conversion, in one place: the payment item, the event item, and their keys.
+//!
+//! Layout (one table, `pk` + `sk`):
+//! - payment: `pk = PAYMENT#<id>`, `sk = PAYMENT`; the secrets exist only while the status needs them.
+//! - event (audit log and outbox): `pk = PAYMENT#<id>`, `sk = EVENT#<version, 10 digits>`.
+//! - lease: `pk = LEASE#<id>`, `sk = LEASE` (see `lease.rs`).
+
+use super::StoreError;
+use crate::{
+    ClientSecret, CorrelationId, Currency, CustomerAction, EventKind, Money, OrderId, Path, Payment, PaymentEvent,
+    PaymentId, PaymentStatus, PspEventId, PspReference, RedirectUrl, RetryToken,
+};
+use aws_sdk_dynamodb::types::AttributeValue;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+
+pub type Item = HashMap<String, AttributeValue>;
+
+pub const PAYMENT_SK: &str = "PAYMENT";
+pub const EVENT_SK_PREFIX: &str = "EVENT#";
+
+pub fn payment_pk(id: &PaymentId) -> String {
+    format!("PAYMENT#{id}")
+}
+
+pub fn event_sk(version: u64) -> String {
+    format!("{EVENT_SK_PREFIX}{version:010}")
+}
+
+pub fn payment_key(id: &PaymentId) -> Item {
+    HashMap::from([
+        ("pk".to_owned(), AttributeValue::S(payment_pk(id))),
+        ("sk".to_owned(), AttributeValue::S(PAYMENT_SK.to_owned())),
+    ])
+}
+
+#[derive(Serialize, Deserialize)]
+struct PaymentItem {
+    pk: String,
+    sk: String,
+    entity: String,
+    payment_id: PaymentId,
+    order_id: OrderId,
+    version: u64,
+    status: PaymentStatus,
+    amount_minor: u64,
+    currency: Currency,
+    refunded_minor: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    psp_reference: Option<PspReference>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    client_secret: Option<ClientSecret>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    redirect_url: Option<RedirectUrl>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    retry_token: Option<RetryToken>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    seen_psp_events: Vec<PspEventId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    last_psp_event_at_ms: Option<i64>,
+    #[serde(default)]
+    anomalies: u32,
+    created_at_ms: i64,
+    updated_at_ms: i64,
+}
+
+#[derive(Serialize, Deserialize)]
+struct EventItem {
+    pk: String,
+    sk: String,
+    entity: String,
+    event_id: String,
+    payment_id: PaymentId,
+    version: u64,
+    kind: EventKind,
+    path: Path,
+    status: PaymentStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    previous_status: Option<PaymentStatus>,
+    amount_minor: u64,
+    currency: Currency,
+    refunded_minor: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    psp_event_id: Option<PspEventId>,
+    correlation_id: CorrelationId,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    trace_context: Option<String>,
+    recorded_at_ms: i64,
+}
+
+fn corrupt(key: &str, reason: impl ToString) -> StoreError {
+    StoreError::Corrupt {
+        key: key.to_owned(),
+        reason: reason.to_string(),
+    }
+}
+
+fn encode<T: Serialize>(key: &str, value: &T) -> Result<Item, StoreError> {
+    serde_dynamo::to_item(value).map_err(|e| corrupt(key, e))
+}
+
+pub fn payment_to_item(p: &Payment) -> Result<Item, StoreError> {
+    let pk = payment_pk(&p.id);
+    let item = PaymentItem {
+        pk: pk.clone(),
+        sk: PAYMENT_SK.to_owned(),
+        entity: "payment".to_owned(),
+        payment_id: p.id.clone(),
+        order_id: p.order_id.clone(),
+        version: p.version,
+        status: p.status,
+        amount_minor: p.money.amount_minor(),
+        currency: p.money.currency(),
+        refunded_minor: p.refunded_minor,
+        psp_reference: p.psp_reference.clone(),
+        client_secret: p.action.as_ref().and_then(|a| a.client_secret().cloned()),
+        redirect_url: p.action.as_ref().and_then(|a| a.redirect_url().cloned()),
+        retry_token: p.retry_token.clone(),
+        reason: p.reason.clone(),
+        seen_psp_events: p.seen_psp_events.clone(),
+        last_psp_event_at_ms: p.last_psp_event_at_ms,
+        anomalies: p.anomalies,
+        created_at_ms: p.created_at_ms,
+        updated_at_ms: p.updated_at_ms,
+    };
+    encode(&pk, &item)
+}
+
+pub fn payment_from_item(item: Item) -> Result<Payment, StoreError> {
+    let key = item.get("pk").and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
+    let i: PaymentItem = serde_dynamo::from_item(item).map_err(|e| corrupt(&key, e))?;
+    let money = Money::new(i.amount_minor, i.currency).map_err(|e| corrupt(&key, e))?;
+    let action = match (i.client_secret, i.redirect_url) {
+        (None, None) => None,
+        (secret, url) => Some(CustomerAction::new(secret, url).map_err(|e| corrupt(&key, e))?),
+    };
+    Ok(Payment {
+        id: i.payment_id,
+        order_id: i.order_id,
+        version: i.version,
+        status: i.status,
+        money,
+        refunded_minor: i.refunded_minor,
+        psp_reference: i.psp_reference,
+        action,
+        retry_token: i.retry_token,
+        reason: i.reason,
+        seen_psp_events: i.seen_psp_events,
+        last_psp_event_at_ms: i.last_psp_event_at_ms,
+        anomalies: i.anomalies,
+        created_at_ms: i.created_at_ms,
+        updated_at_ms: i.updated_at_ms,
+    })
+}
+
+pub fn event_to_item(e: &PaymentEvent) -> Result<Item, StoreError> {
+    let pk = payment_pk(&e.payment_id);
+    let item = EventItem {
+        pk: pk.clone(),
+        sk: event_sk(e.version),
+        entity: "event".to_owned(),
+        event_id: e.event_id(),
+        payment_id: e.payment_id.clone(),
+        version: e.version,
+        kind: e.kind,
+        path: e.path,
+        status: e.status,
+        previous_status: e.previous_status,
+        amount_minor: e.money.amount_minor(),
+        currency: e.money.currency(),
+        refunded_minor: e.refunded_minor,
+        reason: e.reason.clone(),
+        psp_event_id: e.psp_event_id.clone(),
+        correlation_id: e.correlation_id.clone(),
+        trace_context: e.trace_context.clone(),
+        recorded_at_ms: e.recorded_at_ms,
+    };
+    encode(&pk, &item)
+}
+
+pub fn event_from_item(item: Item) -> Result<PaymentEvent, StoreError> {
+    let key = item.get("sk").and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
+    let i: EventItem = serde_dynamo::from_item(item).map_err(|e| corrupt(&key, e))?;
+    Ok(PaymentEvent {
+        money: Money::new(i.amount_minor, i.currency).map_err(|e| corrupt(&key, e))?,
+        payment_id: i.payment_id,
+        version: i.version,
+        kind: i.kind,
+        path: i.path,
+        status: i.status,
+        previous_status: i.previous_status,
+        refunded_minor: i.refunded_minor,
+        reason: i.reason,
+        psp_event_id: i.psp_event_id,
+        correlation_id: i.correlation_id,
+        trace_context: i.trace_context,
+        recorded_at_ms: i.recorded_at_ms,
+    })
+}
+
+/// The size DynamoDB bills an item at: attribute names plus values (UTF-8 bytes for strings, an
+/// approximation of the number encoding), as in the DynamoDB developer guide.
+pub fn item_size_bytes(item: &Item) -> usize {
+    fn value_size(v: &AttributeValue) -> usize {
+        match v {
+            AttributeValue::S(s) => s.len(),
+            AttributeValue::N(n) => {
+                let digits = n
+                    .trim_start_matches('-')
+                    .replace('.', "")
+                    .trim_start_matches('0')
+                    .len()
+                    .max(1);
+                digits.div_ceil(2) + 1
+            }
+            AttributeValue::B(b) => b.as_ref().len(),
+            AttributeValue::Bool(_) | AttributeValue::Null(_) => 1,
+            AttributeValue::L(l) => 3 + l.iter().map(|v| 1 + value_size(v)).sum::<usize>(),
+            AttributeValue::M(m) => 3 + m.iter().map(|(k, v)| 1 + k.len() + value_size(v)).sum::<usize>(),
+            AttributeValue::Ss(s) => s.iter().map(String::len).sum(),
+            AttributeValue::Ns(n) => n.iter().map(|x| x.len().div_ceil(2) + 1).sum(),
+            AttributeValue::Bs(b) => b.iter().map(|x| x.as_ref().len()).sum(),
+            _ => 0,
+        }
+    }
+    item.iter().map(|(k, v)| k.len() + value_size(v)).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use payments_core::fixtures;
+    use payments_core::{decide, Decision, Path};
+
+    #[test]
+    fn payment_round_trips_and_secrets_disappear_when_terminal() {
+        let p = fixtures::payment("pay_item");
+        let Decision::Apply(t) = decide(&p, &fixtures::observe(Path::Sync, fixtures::requires_action()), 1) else {
+            panic!()
+        };
+        let item = payment_to_item(&t.payment).unwrap();
+        assert!(item.contains_key("client_secret") && item.contains_key("redirect_url"));
+        assert_eq!(payment_from_item(item).unwrap(), t.payment);
+
+        let Decision::Apply(done) = decide(
+            &t.payment,
+            &fixtures::webhook("evt_1", 5, payments_core::Outcome::Succeeded),
+            2,
+        ) else {
+            panic!()
+        };
+        let item = payment_to_item(&done.payment).unwrap();
+        assert!(!item.contains_key("client_secret") && !item.contains_key("redirect_url"));
+        assert_eq!(payment_from_item(item).unwrap(), done.payment);
+
+        let event = event_to_item(&done.event).unwrap();
+        assert_eq!(event["sk"].as_s().unwrap(), "EVENT#0000000003");
+        assert_eq!(event_from_item(event).unwrap(), done.event);
+    }
+
+    #[test]
+    fn a_corrupt_item_is_an_error_not_a_default() {
+        let mut item = payment_to_item(&fixtures::payment("pay_c")).unwrap();
+        item.insert("status".into(), AttributeValue::S("bogus".into()));
+        assert!(matches!(payment_from_item(item), Err(StoreError::Corrupt { .. })));
+    }
+
+    #[test]
+    fn items_stay_small() {
+        let p = fixtures::payment("pay_0123456789abcdef0123456789abcdef");
+        assert!(item_size_bytes(&payment_to_item(&p).unwrap()) < 400);
+    }
+}
