@@ -8,6 +8,7 @@
 //! # }
 //! ```
 
+pub mod calls;
 pub mod dynamodb_local;
 pub mod faults;
 pub mod table;
@@ -17,10 +18,15 @@ use shared::lease::{LeaseConfig, Leases};
 use shared::store::PaymentStore;
 use std::time::Duration;
 
+pub use calls::CallCounter;
 pub use faults::{Fault, FaultInjector};
 
 /// A real DynamoDB client pointed at DynamoDB Local, with the same retry and timeout settings as production.
-pub fn client(endpoint: &str, injector: Option<FaultInjector>) -> aws_sdk_dynamodb::Client {
+pub fn client(
+    endpoint: &str,
+    injector: Option<FaultInjector>,
+    counter: Option<CallCounter>,
+) -> aws_sdk_dynamodb::Client {
     let sdk = aws_config::SdkConfig::builder()
         .region(Region::new("us-east-1"))
         .credentials_provider(aws_sdk_dynamodb::config::SharedCredentialsProvider::new(
@@ -33,6 +39,9 @@ pub fn client(endpoint: &str, injector: Option<FaultInjector>) -> aws_sdk_dynamo
     if let Some(injector) = injector {
         config = config.interceptor(injector);
     }
+    if let Some(counter) = counter {
+        config = config.interceptor(counter);
+    }
     aws_sdk_dynamodb::Client::from_conf(config.build())
 }
 
@@ -42,6 +51,8 @@ pub struct TestContext {
     pub table: String,
     pub store: PaymentStore,
     pub leases: Leases,
+    /// Every DynamoDB call this context's client made, by operation.
+    pub calls: CallCounter,
 }
 
 /// Lease settings for tests: short enough to expire within a test.
@@ -61,14 +72,16 @@ impl TestContext {
 
     async fn build(injector: Option<FaultInjector>) -> Self {
         let endpoint = dynamodb_local::endpoint();
-        let admin = client(&endpoint, None);
+        let admin = client(&endpoint, None, None);
         let table = table::create_fresh_table(&admin).await;
-        let client = client(&endpoint, injector);
+        let calls = CallCounter::new();
+        let client = client(&endpoint, injector, Some(calls.clone()));
         Self {
             store: PaymentStore::new(client.clone(), &table),
             leases: Leases::new(client.clone(), &table, test_lease_config(Duration::from_secs(30))),
             client,
             table,
+            calls,
         }
     }
 

@@ -139,3 +139,37 @@ async fn the_same_psp_event_id_changes_the_payment_once() {
     );
     assert_eq!(events.len(), 4);
 }
+
+/// The cost target: an uncontended finalize is one read and one `TransactWriteItems`; a conflict adds no read.
+#[tokio::test]
+async fn finalize_costs_one_read_and_one_transaction_and_a_conflict_no_extra_read() {
+    let ctx = TestContext::new().await;
+    let id = ctx
+        .store
+        .create(fixtures::new_payment("pay_cost", 1000))
+        .await
+        .unwrap()
+        .id;
+    let stale = ctx.store.get(&id).await.unwrap().unwrap();
+
+    ctx.calls.reset();
+    ctx.store
+        .finalize(&id, &fixtures::webhook("evt_1", 1, Outcome::Processing), None)
+        .await
+        .unwrap();
+    assert_eq!(ctx.calls.calls(), vec!["GetItem", "TransactWriteItems"]);
+
+    ctx.calls.reset();
+    let out = ctx
+        .store
+        .finalize_from(stale, &fixtures::webhook("evt_2", 2, Outcome::Succeeded), None)
+        .await
+        .unwrap();
+    assert_eq!(out.version_conflicts, 1);
+    assert_eq!(out.result, FinalizeResult::Applied(EventKind::PaymentCaptured));
+    assert_eq!(
+        ctx.calls.calls(),
+        vec!["TransactWriteItems", "TransactWriteItems"],
+        "no read on a conflict"
+    );
+}

@@ -20,6 +20,7 @@ pub fn new_payment(id: &str, amount_minor: u64) -> NewPayment {
         order_id: OrderId::parse(format!("order-{id}")).expect("valid id"),
         money: Money::new(amount_minor, Currency::parse("EUR").expect("EUR")).expect("valid amount"),
         psp_reference: None,
+        metadata: Default::default(),
         correlation_id: correlation(),
         trace_context: None,
         now_ms: 1_700_000_000_000,

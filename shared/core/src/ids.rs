@@ -80,6 +80,10 @@ id_type!(
     PspReference, "psp_reference", 128
 );
 id_type!(
+    /// The `Idempotency-Key` a caller sends with a create: the same key and body answer the same payment.
+    IdempotencyKey, "idempotency_key", 128
+);
+id_type!(
     /// Travels with every log line, event and message of one flow.
     CorrelationId, "correlation_id", 128
 );

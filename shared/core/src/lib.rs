@@ -10,6 +10,7 @@ pub mod finalize;
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixtures;
 pub mod ids;
+pub mod metadata;
 pub mod money;
 pub mod observation;
 pub mod payment;
@@ -20,7 +21,8 @@ pub use client_view::ClientView;
 pub use error::DomainError;
 pub use event::{EventKind, PaymentEvent};
 pub use finalize::{decide, Decision, DeferReason, IgnoreReason, Transition};
-pub use ids::{CorrelationId, OrderId, PaymentId, PspEventId, PspReference};
+pub use ids::{CorrelationId, IdempotencyKey, OrderId, PaymentId, PspEventId, PspReference};
+pub use metadata::Metadata;
 pub use money::{Currency, Money};
 pub use observation::{Observation, Outcome, Path};
 pub use payment::{CustomerAction, NewPayment, Payment};

@@ -3,6 +3,7 @@
 use crate::error::DomainError;
 use crate::event::{EventKind, PaymentEvent};
 use crate::ids::{CorrelationId, OrderId, PaymentId, PspEventId, PspReference};
+use crate::metadata::Metadata;
 use crate::money::Money;
 use crate::observation::Path;
 use crate::secret::{ClientSecret, RedirectUrl, RetryToken};
@@ -51,6 +52,7 @@ pub struct Payment {
     /// Cumulative refunded amount in minor units; `refunded` is reached only at the full amount.
     pub refunded_minor: u64,
     pub psp_reference: Option<PspReference>,
+    pub metadata: Metadata,
     /// Present only while `requires_action`; removed by every transition out of it.
     pub action: Option<CustomerAction>,
     /// Present only while `attempt_failed`.
@@ -86,6 +88,7 @@ pub struct NewPayment {
     pub order_id: OrderId,
     pub money: Money,
     pub psp_reference: Option<PspReference>,
+    pub metadata: Metadata,
     pub correlation_id: CorrelationId,
     pub trace_context: Option<String>,
     pub now_ms: i64,
@@ -102,6 +105,7 @@ impl NewPayment {
             money: self.money,
             refunded_minor: 0,
             psp_reference: self.psp_reference,
+            metadata: self.metadata,
             action: None,
             retry_token: None,
             reason: None,

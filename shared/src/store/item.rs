@@ -7,8 +7,8 @@
 
 use super::StoreError;
 use crate::{
-    ClientSecret, CorrelationId, Currency, CustomerAction, EventKind, Money, OrderId, Path, Payment, PaymentEvent,
-    PaymentId, PaymentStatus, PspEventId, PspReference, RedirectUrl, RetryToken,
+    ClientSecret, CorrelationId, Currency, CustomerAction, EventKind, Metadata, Money, OrderId, Path, Payment,
+    PaymentEvent, PaymentId, PaymentStatus, PspEventId, PspReference, RedirectUrl, RetryToken,
 };
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
@@ -48,6 +48,8 @@ struct PaymentItem {
     refunded_minor: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     psp_reference: Option<PspReference>,
+    #[serde(default, skip_serializing_if = "Metadata::is_empty")]
+    metadata: Metadata,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     client_secret: Option<ClientSecret>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -117,6 +119,7 @@ pub fn payment_to_item(p: &Payment) -> Result<Item, StoreError> {
         currency: p.money.currency(),
         refunded_minor: p.refunded_minor,
         psp_reference: p.psp_reference.clone(),
+        metadata: p.metadata.clone(),
         client_secret: p.action.as_ref().and_then(|a| a.client_secret().cloned()),
         redirect_url: p.action.as_ref().and_then(|a| a.redirect_url().cloned()),
         retry_token: p.retry_token.clone(),
@@ -146,6 +149,7 @@ pub fn payment_from_item(item: Item) -> Result<Payment, StoreError> {
         money,
         refunded_minor: i.refunded_minor,
         psp_reference: i.psp_reference,
+        metadata: i.metadata,
         action,
         retry_token: i.retry_token,
         reason: i.reason,

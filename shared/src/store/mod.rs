@@ -8,10 +8,12 @@
 
 mod error;
 mod finalize;
+mod idempotency;
 pub mod item;
 
 pub use error::StoreError;
 pub use finalize::{FinalizeOutcome, FinalizeResult, MAX_TRANSIENT_RETRIES, MAX_VERSION_CONFLICTS};
+pub use idempotency::{Created, KEY_RETENTION};
 
 use crate::{NewPayment, Payment, PaymentEvent, PaymentId};
 use aws_sdk_dynamodb::error::SdkError;

@@ -1,0 +1,134 @@
+//! Idempotent creation: the same `Idempotency-Key` with the same request answers the same payment.
+//!
+//! The key's record (`pk = IDEMPOTENCY#<key>`, `sk = IDEMPOTENCY`) is written in the same transaction as the
+//! payment and its first event, so there is never a key without a payment or a payment created twice. A
+//! losing concurrent request gets the record back in the cancellation reasons (ALL_OLD) and answers from it.
+//! Records expire after [`KEY_RETENTION`]; an expired record counts as absent, as TTL deletes late.
+
+use super::item::{payment_to_item, Item};
+use super::{PaymentStore, StoreError};
+use crate::clock;
+use crate::{IdempotencyKey, NewPayment, Payment, PaymentId};
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::types::{AttributeValue, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem};
+use std::time::Duration;
+
+/// How long a key is remembered.
+pub const KEY_RETENTION: Duration = Duration::from_secs(24 * 3600);
+const MAX_CONFLICT_RETRIES: u32 = 5;
+
+/// What an idempotent create did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Created {
+    /// A new payment.
+    New(Payment),
+    /// The key was used before with the same request: its payment (as it is now).
+    Replay(Payment),
+    /// The key was used before with a different request.
+    KeyReused,
+}
+
+fn request_failed(context: &'static str, e: impl ToString) -> StoreError {
+    StoreError::Request {
+        context,
+        message: e.to_string(),
+    }
+}
+
+impl PaymentStore {
+    /// Creates `new` under `key`, unless the key was used already. `request_hash` identifies the request
+    /// body (a hash of its canonical form), so a reused key with another body is told apart.
+    pub async fn create_idempotent(
+        &self,
+        new: NewPayment,
+        key: &IdempotencyKey,
+        request_hash: &str,
+    ) -> Result<Created, StoreError> {
+        let mut conflicts = 0;
+        loop {
+            let now = clock::now_ms();
+            let (payment, event) = new.clone().into_payment();
+            let retention_ms = i64::try_from(KEY_RETENTION.as_millis()).unwrap_or(i64::MAX);
+            let record = Put::builder()
+                .table_name(&self.table)
+                .item("pk", AttributeValue::S(format!("IDEMPOTENCY#{key}")))
+                .item("sk", AttributeValue::S("IDEMPOTENCY".into()))
+                .item("request_hash", AttributeValue::S(request_hash.to_owned()))
+                .item("payment_id", AttributeValue::S(payment.id.to_string()))
+                .item(
+                    "expires_at",
+                    AttributeValue::N(clock::ceil_secs(now + retention_ms).to_string()),
+                )
+                .condition_expression("attribute_not_exists(pk) OR expires_at < :now")
+                .expression_attribute_values(":now", AttributeValue::N((now / 1000).to_string()))
+                .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+                .build()
+                .map_err(|e| request_failed("build idempotency record", e))?;
+            let put_payment = Put::builder()
+                .table_name(&self.table)
+                .set_item(Some(payment_to_item(&payment)?))
+                .condition_expression("attribute_not_exists(pk)")
+                .build()
+                .map_err(|e| request_failed("build create", e))?;
+            let items = vec![
+                TransactWriteItem::builder().put(record).build(),
+                TransactWriteItem::builder().put(put_payment).build(),
+                self.event_put(&event)?,
+            ];
+            let result = self
+                .client
+                .transact_write_items()
+                .set_transact_items(Some(items))
+                .send()
+                .await;
+            let reasons = match result {
+                Ok(_) => return Ok(Created::New(payment)),
+                Err(SdkError::ServiceError(e)) => match e.err() {
+                    TransactWriteItemsError::TransactionCanceledException(c) => c.cancellation_reasons().to_vec(),
+                    _ => return Err(StoreError::from_sdk("create payment", SdkError::ServiceError(e))),
+                },
+                Err(e) => return Err(StoreError::from_sdk("create payment", e)),
+            };
+            let code = |i: usize| reasons.get(i).and_then(|r| r.code()).unwrap_or("None");
+            if code(0) == "ConditionalCheckFailed" {
+                return self.answer_reused_key(reasons[0].item(), request_hash).await;
+            }
+            if code(1) == "ConditionalCheckFailed" {
+                return Err(StoreError::AlreadyExists(payment.id.to_string()));
+            }
+            // A transaction conflict: another request with the same key is committing right now.
+            conflicts += 1;
+            if conflicts > MAX_CONFLICT_RETRIES {
+                return Err(StoreError::Unavailable {
+                    context: "create payment",
+                    message: format!("transaction cancelled: {}", code(0)),
+                });
+            }
+            tokio::time::sleep(clock::full_jitter(Duration::from_millis(10) * 2u32.pow(conflicts))).await;
+        }
+    }
+
+    async fn answer_reused_key(&self, record: Option<&Item>, request_hash: &str) -> Result<Created, StoreError> {
+        let record = record.ok_or_else(|| request_failed("read idempotency record", "no item returned"))?;
+        let field = |name: &str| {
+            record
+                .get(name)
+                .and_then(|v| v.as_s().ok())
+                .cloned()
+                .unwrap_or_default()
+        };
+        if field("request_hash") != request_hash {
+            return Ok(Created::KeyReused);
+        }
+        let id = PaymentId::parse(field("payment_id")).map_err(|e| StoreError::Corrupt {
+            key: field("pk"),
+            reason: e.to_string(),
+        })?;
+        let payment = self
+            .get(&id)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(id.to_string()))?;
+        Ok(Created::Replay(payment))
+    }
+}
