@@ -6,6 +6,7 @@ pub use payments_core::*;
 pub mod aws;
 pub mod clock;
 pub mod config;
+pub mod http;
 pub mod lease;
 pub mod store;
 pub mod telemetry;

@@ -11,6 +11,7 @@
 pub mod calls;
 pub mod dynamodb_local;
 pub mod faults;
+pub mod hook;
 pub mod table;
 
 use aws_sdk_dynamodb::config::{Credentials, Region};
@@ -20,13 +21,18 @@ use std::time::Duration;
 
 pub use calls::CallCounter;
 pub use faults::{Fault, FaultInjector};
+pub use hook::BeforeCall;
+
+/// Interceptors a test client may carry.
+#[derive(Debug, Clone, Default)]
+pub struct Interceptors {
+    pub faults: Option<FaultInjector>,
+    pub calls: Option<CallCounter>,
+    pub hook: Option<BeforeCall>,
+}
 
 /// A real DynamoDB client pointed at DynamoDB Local, with the same retry and timeout settings as production.
-pub fn client(
-    endpoint: &str,
-    injector: Option<FaultInjector>,
-    counter: Option<CallCounter>,
-) -> aws_sdk_dynamodb::Client {
+pub fn client(endpoint: &str, with: Interceptors) -> aws_sdk_dynamodb::Client {
     let sdk = aws_config::SdkConfig::builder()
         .region(Region::new("us-east-1"))
         .credentials_provider(aws_sdk_dynamodb::config::SharedCredentialsProvider::new(
@@ -36,11 +42,14 @@ pub fn client(
         .behavior_version(aws_config::BehaviorVersion::latest())
         .build();
     let mut config = shared::aws::dynamodb_config(&sdk);
-    if let Some(injector) = injector {
-        config = config.interceptor(injector);
+    if let Some(faults) = with.faults {
+        config = config.interceptor(faults);
     }
-    if let Some(counter) = counter {
-        config = config.interceptor(counter);
+    if let Some(calls) = with.calls {
+        config = config.interceptor(calls);
+    }
+    if let Some(hook) = with.hook {
+        config = config.interceptor(hook);
     }
     aws_sdk_dynamodb::Client::from_conf(config.build())
 }
@@ -72,10 +81,10 @@ impl TestContext {
 
     async fn build(injector: Option<FaultInjector>) -> Self {
         let endpoint = dynamodb_local::endpoint();
-        let admin = client(&endpoint, None, None);
+        let admin = client(&endpoint, Interceptors::default());
         let table = table::create_fresh_table(&admin).await;
         let calls = CallCounter::new();
-        let client = client(&endpoint, injector, Some(calls.clone()));
+        let client = client(&endpoint, Interceptors { faults: injector, calls: Some(calls.clone()), hook: None });
         Self {
             store: PaymentStore::new(client.clone(), &table),
             leases: Leases::new(client.clone(), &table, test_lease_config(Duration::from_secs(30))),
@@ -83,6 +92,12 @@ impl TestContext {
             table,
             calls,
         }
+    }
+
+    /// A second store on this context's table whose client runs `hook` before chosen calls.
+    pub fn store_with_hook(&self, hook: BeforeCall) -> PaymentStore {
+        let client = client(&dynamodb_local::endpoint(), Interceptors { hook: Some(hook), ..Default::default() });
+        PaymentStore::new(client, &self.table)
     }
 
     /// Leases on this context's table with another TTL.

@@ -1,0 +1,140 @@
+//! The request flows. Each reads like the steps it takes; errors become JSON answers in one place.
+
+use crate::requests::{CreatePayment, SyncResult};
+use crate::routes::Route;
+use lambda_http::http::{header, HeaderValue, StatusCode};
+use lambda_http::{Body, Request, Response};
+use serde::Serialize;
+use shared::http::{self, ApiError};
+use shared::store::Created;
+use shared::{clock, telemetry, ClientView, CorrelationId, IdempotencyKey, PaymentEvent, PaymentId, PaymentStore};
+use tracing::Instrument;
+
+/// What the handler needs, built once per cold start.
+#[derive(Debug, Clone)]
+pub struct App {
+    pub store: PaymentStore,
+}
+
+/// Handles one API request. Never fails: every error is an answer with a JSON body.
+pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, lambda_http::Error> {
+    let correlation_id = http::correlation_id(&req);
+    let span = telemetry::request_span("sync", correlation_id.as_str());
+    let mut response = async {
+        let route = Route::parse(req.method(), req.uri().path())?;
+        match &route {
+            Route::SyncResult(id) | Route::Get(id) | Route::Events(id) => {
+                telemetry::record_payment(&tracing::Span::current(), id.as_str())
+            }
+            Route::Create => {}
+        }
+        match route {
+            Route::Create => create(app, &req, correlation_id.clone()).await,
+            Route::SyncResult(id) => sync_result(app, &req, &id, correlation_id.clone()).await,
+            Route::Get(id) => get(app, &id).await,
+            Route::Events(id) => events(app, &id).await,
+        }
+    }
+    .instrument(span)
+    .await
+    .unwrap_or_else(ApiError::into_response);
+    if let Ok(value) = HeaderValue::from_str(correlation_id.as_str()) {
+        response.headers_mut().insert("x-correlation-id", value);
+    }
+    Ok(response)
+}
+
+async fn create(app: &App, req: &Request, correlation_id: CorrelationId) -> Result<Response<Body>, ApiError> {
+    let key = http::header(req, "idempotency-key")
+        .ok_or_else(|| ApiError::bad_request("the Idempotency-Key header is required"))?;
+    let key = IdempotencyKey::parse(key).map_err(|e| ApiError::bad_request(format!("Idempotency-Key: {e}")))?;
+    let request: CreatePayment = http::parse_json(http::body_bytes(req))?;
+    let fingerprint = request.fingerprint();
+    let new = request.into_new_payment(correlation_id, http::trace_context(req), clock::now_ms())?;
+    let (status, payment) = match app.store.create_idempotent(new, &key, &fingerprint).await? {
+        Created::New(payment) => (StatusCode::CREATED, payment),
+        Created::Replay(payment) => (StatusCode::OK, payment),
+        Created::KeyReused => {
+            return Err(ApiError::unprocessable(
+                "this Idempotency-Key was used with a different request body; use a new key for a new payment",
+            ))
+        }
+    };
+    telemetry::record_payment(&tracing::Span::current(), payment.id.as_str());
+    tracing::info!(status = status.as_u16(), "payment created or replayed");
+    let mut response = http::json(status, &ClientView::from(&payment));
+    if let Ok(location) = HeaderValue::from_str(&format!("/payments/{}", payment.id)) {
+        response.headers_mut().insert(header::LOCATION, location);
+    }
+    Ok(response)
+}
+
+async fn sync_result(
+    app: &App,
+    req: &Request,
+    id: &PaymentId,
+    correlation_id: CorrelationId,
+) -> Result<Response<Body>, ApiError> {
+    let result: SyncResult = http::parse_json(http::body_bytes(req))?;
+    let observation = result.into_observation(correlation_id, http::trace_context(req))?;
+    let current = app.store.get(id).await?.ok_or_else(|| ApiError::not_found(format!("payment {id} not found")))?;
+    if let (Some(bound), Some(named)) = (&current.psp_reference, &observation.psp_reference) {
+        if bound != named {
+            return Err(ApiError::conflict(format!(
+                "the sync result names PSP payment {named}, but payment {id} is bound to {bound}"
+            )));
+        }
+    }
+    let outcome = app.store.finalize_from(current, &observation, None).await?;
+    tracing::info!(result = ?outcome.result, conflicts = outcome.version_conflicts, "sync result finalized");
+    // Built from the latest item: the one we wrote, or the winner's after a conflict.
+    Ok(http::json(StatusCode::OK, &ClientView::from(&outcome.payment)))
+}
+
+async fn get(app: &App, id: &PaymentId) -> Result<Response<Body>, ApiError> {
+    let payment = app.store.get(id).await?.ok_or_else(|| ApiError::not_found(format!("payment {id} not found")))?;
+    Ok(http::json(StatusCode::OK, &ClientView::from(&payment)))
+}
+
+/// One step of the payment's history as the API shows it.
+#[derive(Serialize)]
+struct EventView<'a> {
+    version: u64,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    status: shared::PaymentStatus,
+    previous_status: Option<shared::PaymentStatus>,
+    path: shared::Path,
+    recorded_at: String,
+    correlation_id: &'a str,
+    psp_event_id: Option<&'a str>,
+    reason: Option<&'a str>,
+    refunded_minor: u64,
+}
+
+impl<'a> From<&'a PaymentEvent> for EventView<'a> {
+    fn from(e: &'a PaymentEvent) -> Self {
+        let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(u64::try_from(e.recorded_at_ms).unwrap_or(0));
+        EventView {
+            version: e.version,
+            kind: e.kind.as_str(),
+            status: e.status,
+            previous_status: e.previous_status,
+            path: e.path,
+            recorded_at: humantime::format_rfc3339_millis(at).to_string(),
+            correlation_id: e.correlation_id.as_str(),
+            psp_event_id: e.psp_event_id.as_ref().map(|id| id.as_str()),
+            reason: e.reason.as_deref(),
+            refunded_minor: e.refunded_minor,
+        }
+    }
+}
+
+async fn events(app: &App, id: &PaymentId) -> Result<Response<Body>, ApiError> {
+    let events = app.store.events(id).await?;
+    if events.is_empty() {
+        return Err(ApiError::not_found(format!("payment {id} not found")));
+    }
+    let views: Vec<EventView> = events.iter().map(EventView::from).collect();
+    Ok(http::json(StatusCode::OK, &serde_json::json!({ "payment_id": id, "events": views })))
+}

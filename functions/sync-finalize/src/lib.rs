@@ -1,0 +1,18 @@
+//! The payments API the checkout orchestrator calls (IAM-authorized, internal):
+//!
+//! | route | does |
+//! |---|---|
+//! | `POST /payments` | create under an `Idempotency-Key` (201; replay 200; same key, other body 422) |
+//! | `POST /payments/{id}/sync-result` | the PSP's synchronous answer through the shared finalize (200, client view) |
+//! | `GET /payments/{id}` | the client view from a strongly consistent read |
+//! | `GET /payments/{id}/events` | the payment's event log, oldest first |
+//!
+//! Every answer about a payment is a `ClientView` built from the latest item, so a terminal payment is
+//! answered with its outcome only, never with a secret or redirect URL.
+
+mod handler;
+pub mod requests;
+mod routes;
+
+pub use handler::{handle, App};
+pub use routes::Route;

@@ -1,0 +1,13 @@
+//! Lambda entry point: configuration and the DynamoDB client once per cold start, then the handler.
+
+use lambda_http::{run, service_fn, Error};
+use shared::{aws, telemetry, Config, PaymentStore};
+use sync_finalize::{handle, App};
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    telemetry::init();
+    let config = Config::from_env()?;
+    let app = App { store: PaymentStore::new(aws::dynamodb_client().await, config.table_name) };
+    run(service_fn(|req| handle(&app, req))).await
+}

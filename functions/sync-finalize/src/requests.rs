@@ -1,0 +1,175 @@
+//! Request bodies and their conversion into domain values. Unknown fields are refused on every route
+//! (`deny_unknown_fields`): a typo in a field name is a 400 naming the field, not a silently ignored value.
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use shared::http::ApiError;
+use shared::{
+    ClientSecret, CorrelationId, Currency, CustomerAction, Metadata, Money, NewPayment, Observation, OrderId, Outcome,
+    Path, PaymentId, PspReference, RedirectUrl, RetryToken,
+};
+use std::collections::BTreeMap;
+
+fn invalid(e: impl std::fmt::Display) -> ApiError {
+    ApiError::bad_request(e.to_string())
+}
+
+/// `POST /payments`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreatePayment {
+    pub order_id: String,
+    pub amount_minor: u64,
+    pub currency: String,
+    #[serde(default)]
+    pub psp_reference: Option<String>,
+    #[serde(default)]
+    pub metadata: BTreeMap<String, String>,
+}
+
+impl CreatePayment {
+    /// Validates into a new payment with a fresh id.
+    pub fn into_new_payment(
+        self,
+        correlation_id: CorrelationId,
+        trace_context: Option<String>,
+        now_ms: i64,
+    ) -> Result<NewPayment, ApiError> {
+        let currency = Currency::parse(&self.currency).map_err(invalid)?;
+        Ok(NewPayment {
+            id: PaymentId::generate(uuid::Uuid::new_v4().as_u128()),
+            order_id: OrderId::parse(self.order_id).map_err(invalid)?,
+            money: Money::new(self.amount_minor, currency).map_err(invalid)?,
+            psp_reference: self.psp_reference.map(PspReference::parse).transpose().map_err(invalid)?,
+            metadata: Metadata::parse(self.metadata).map_err(invalid)?,
+            correlation_id,
+            trace_context,
+            now_ms,
+        })
+    }
+
+    /// Identifies the request for idempotency: a hash of its canonical form, so whitespace and key order
+    /// in the body do not make the same request look different.
+    pub fn fingerprint(&self) -> String {
+        let canonical = serde_json::to_vec(self).unwrap_or_default();
+        hex::encode(Sha256::digest(canonical))
+    }
+}
+
+/// `POST /payments/{id}/sync-result`: the PSP's synchronous answer to the charge.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case", deny_unknown_fields)]
+pub enum SyncResult {
+    RequiresAction {
+        #[serde(default)]
+        client_secret: Option<String>,
+        #[serde(default)]
+        redirect_url: Option<String>,
+        #[serde(default)]
+        psp_reference: Option<String>,
+    },
+    Processing {
+        #[serde(default)]
+        psp_reference: Option<String>,
+    },
+    Succeeded {
+        #[serde(default)]
+        psp_reference: Option<String>,
+    },
+    /// A declined attempt the customer may retry.
+    AttemptFailed {
+        decline_code: String,
+        #[serde(default)]
+        retry_token: Option<String>,
+        #[serde(default)]
+        psp_reference: Option<String>,
+    },
+    Failed {
+        reason: String,
+        #[serde(default)]
+        psp_reference: Option<String>,
+    },
+}
+
+impl SyncResult {
+    pub fn psp_reference(&self) -> Result<Option<PspReference>, ApiError> {
+        let raw = match self {
+            SyncResult::RequiresAction { psp_reference, .. }
+            | SyncResult::Processing { psp_reference }
+            | SyncResult::Succeeded { psp_reference }
+            | SyncResult::AttemptFailed { psp_reference, .. }
+            | SyncResult::Failed { psp_reference, .. } => psp_reference,
+        };
+        raw.clone().map(PspReference::parse).transpose().map_err(invalid)
+    }
+
+    pub fn into_observation(
+        self,
+        correlation_id: CorrelationId,
+        trace_context: Option<String>,
+    ) -> Result<Observation, ApiError> {
+        let psp_reference = self.psp_reference()?;
+        let outcome = match self {
+            SyncResult::RequiresAction { client_secret, redirect_url, .. } => {
+                let secret = client_secret.map(ClientSecret::parse).transpose().map_err(invalid)?;
+                let url = redirect_url.map(RedirectUrl::parse).transpose().map_err(invalid)?;
+                Outcome::RequiresAction(CustomerAction::new(secret, url).map_err(invalid)?)
+            }
+            SyncResult::Processing { .. } => Outcome::Processing,
+            SyncResult::Succeeded { .. } => Outcome::Succeeded,
+            SyncResult::AttemptFailed { decline_code, retry_token, .. } => Outcome::AttemptFailed {
+                reason: non_empty("decline_code", decline_code)?,
+                retry_token: retry_token.map(RetryToken::parse).transpose().map_err(invalid)?,
+            },
+            SyncResult::Failed { reason, .. } => Outcome::Failed { reason: non_empty("reason", reason)? },
+        };
+        let mut observation = Observation::new(Path::Sync, outcome, correlation_id);
+        observation.psp_reference = psp_reference;
+        observation.trace_context = trace_context;
+        Ok(observation)
+    }
+}
+
+fn non_empty(field: &str, value: String) -> Result<String, ApiError> {
+    let value = value.trim().to_owned();
+    if value.is_empty() || value.len() > 200 {
+        return Err(ApiError::bad_request(format!("{field} must be 1 to 200 characters")));
+    }
+    Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shared::http::parse_json;
+
+    #[test]
+    fn unknown_fields_are_refused_and_named() {
+        let err = parse_json::<CreatePayment>(br#"{"order_id":"o","amount_minor":1,"currency":"EUR","amout":2}"#)
+            .unwrap_err();
+        assert!(err.message.contains("amout"), "{}", err.message);
+        let err = parse_json::<SyncResult>(br#"{"outcome":"succeeded","extra":1}"#).unwrap_err();
+        assert!(err.message.contains("extra"), "{}", err.message);
+    }
+
+    #[test]
+    fn sync_results_parse_into_observations() {
+        let r: SyncResult =
+            parse_json(br#"{"outcome":"requires_action","redirect_url":"https://bank.example/3ds"}"#).unwrap();
+        let obs = r.into_observation(CorrelationId::parse("c").unwrap(), None).unwrap();
+        assert!(matches!(obs.outcome, Outcome::RequiresAction(_)));
+        let r: SyncResult = parse_json(br#"{"outcome":"requires_action"}"#).unwrap();
+        assert!(r.into_observation(CorrelationId::parse("c").unwrap(), None).is_err(), "an action needs something");
+        assert!(parse_json::<SyncResult>(br#"{"outcome":"teleported"}"#).is_err());
+        assert!(parse_json::<SyncResult>(br#"{"outcome":"failed"}"#).is_err(), "reason is required");
+    }
+
+    #[test]
+    fn fingerprint_ignores_formatting_but_not_content() {
+        let a: CreatePayment = parse_json(br#"{"order_id":"o","amount_minor":1,"currency":"EUR"}"#).unwrap();
+        let b: CreatePayment = parse_json(b"{ \"currency\": \"EUR\", \"amount_minor\": 1, \"order_id\": \"o\" }").unwrap();
+        let c: CreatePayment = parse_json(br#"{"order_id":"o","amount_minor":2,"currency":"EUR"}"#).unwrap();
+        assert_eq!(a.fingerprint(), b.fingerprint());
+        assert_ne!(a.fingerprint(), c.fingerprint());
+    }
+}
