@@ -10,10 +10,13 @@ use serde::Serialize;
 
 /// A JSON response.
 pub fn json<T: Serialize>(status: StatusCode, body: &T) -> Response<Body> {
-    let bytes = serde_json::to_vec(body).unwrap_or_else(|_| br#"{"error":"internal","message":"unserializable answer"}"#.to_vec());
+    let bytes = serde_json::to_vec(body)
+        .unwrap_or_else(|_| br#"{"error":"internal","message":"unserializable answer"}"#.to_vec());
     let mut response = Response::new(Body::from(bytes));
     *response.status_mut() = status;
-    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     response
 }
 
@@ -29,7 +32,12 @@ pub struct ApiError {
 
 impl ApiError {
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        Self { status, code, message: message.into(), retry_after: None }
+        Self {
+            status,
+            code,
+            message: message.into(),
+            retry_after: None,
+        }
     }
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, "bad_request", message)
@@ -47,16 +55,24 @@ impl ApiError {
         Self::new(StatusCode::UNPROCESSABLE_ENTITY, "unprocessable", message)
     }
     pub fn unavailable(message: impl Into<String>, retry_after: u32) -> Self {
-        Self { retry_after: Some(retry_after), ..Self::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message) }
+        Self {
+            retry_after: Some(retry_after),
+            ..Self::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
+        }
     }
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
     }
 
     pub fn into_response(self) -> Response<Body> {
-        let mut response = json(self.status, &serde_json::json!({ "error": self.code, "message": self.message }));
+        let mut response = json(
+            self.status,
+            &serde_json::json!({ "error": self.code, "message": self.message }),
+        );
         if let Some(seconds) = self.retry_after {
-            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
         }
         response
     }
@@ -100,7 +116,11 @@ pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
 
 /// A header's value as text, if present and readable.
 pub fn header<'r>(req: &'r Request, name: &str) -> Option<&'r str> {
-    req.headers().get(name).and_then(|v| v.to_str().ok()).map(str::trim).filter(|v| !v.is_empty())
+    req.headers()
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
 }
 
 /// The caller's correlation id (`x-correlation-id`), or a fresh one when absent or malformed.
@@ -112,5 +132,7 @@ pub fn correlation_id(req: &Request) -> crate::CorrelationId {
 
 /// The caller's trace context: W3C `traceparent`, else the X-Ray header API Gateway adds.
 pub fn trace_context(req: &Request) -> Option<String> {
-    header(req, "traceparent").or_else(|| header(req, "x-amzn-trace-id")).map(|v| v.chars().take(256).collect())
+    header(req, "traceparent")
+        .or_else(|| header(req, "x-amzn-trace-id"))
+        .map(|v| v.chars().take(256).collect())
 }

@@ -39,7 +39,10 @@ impl BeforeCall {
         Fut: Future<Output = ()> + Send + 'static,
     {
         let boxed: Action = Box::new(move || Box::pin(action()));
-        self.pending.lock().expect("hook lock").push((operation.to_owned(), boxed));
+        self.pending
+            .lock()
+            .expect("hook lock")
+            .push((operation.to_owned(), boxed));
     }
 
     /// True when every planned action has run.
@@ -67,7 +70,10 @@ impl Intercept for BeforeCall {
         };
         if let Some(action) = action {
             std::thread::spawn(move || {
-                let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("runtime");
                 runtime.block_on(action());
             })
             .join()

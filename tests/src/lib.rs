@@ -84,7 +84,14 @@ impl TestContext {
         let admin = client(&endpoint, Interceptors::default());
         let table = table::create_fresh_table(&admin).await;
         let calls = CallCounter::new();
-        let client = client(&endpoint, Interceptors { faults: injector, calls: Some(calls.clone()), hook: None });
+        let client = client(
+            &endpoint,
+            Interceptors {
+                faults: injector,
+                calls: Some(calls.clone()),
+                hook: None,
+            },
+        );
         Self {
             store: PaymentStore::new(client.clone(), &table),
             leases: Leases::new(client.clone(), &table, test_lease_config(Duration::from_secs(30))),
@@ -96,7 +103,13 @@ impl TestContext {
 
     /// A second store on this context's table whose client runs `hook` before chosen calls.
     pub fn store_with_hook(&self, hook: BeforeCall) -> PaymentStore {
-        let client = client(&dynamodb_local::endpoint(), Interceptors { hook: Some(hook), ..Default::default() });
+        let client = client(
+            &dynamodb_local::endpoint(),
+            Interceptors {
+                hook: Some(hook),
+                ..Default::default()
+            },
+        );
         PaymentStore::new(client, &self.table)
     }
 

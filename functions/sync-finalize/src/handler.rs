@@ -77,7 +77,11 @@ async fn sync_result(
 ) -> Result<Response<Body>, ApiError> {
     let result: SyncResult = http::parse_json(http::body_bytes(req))?;
     let observation = result.into_observation(correlation_id, http::trace_context(req))?;
-    let current = app.store.get(id).await?.ok_or_else(|| ApiError::not_found(format!("payment {id} not found")))?;
+    let current = app
+        .store
+        .get(id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("payment {id} not found")))?;
     if let (Some(bound), Some(named)) = (&current.psp_reference, &observation.psp_reference) {
         if bound != named {
             return Err(ApiError::conflict(format!(
@@ -92,7 +96,11 @@ async fn sync_result(
 }
 
 async fn get(app: &App, id: &PaymentId) -> Result<Response<Body>, ApiError> {
-    let payment = app.store.get(id).await?.ok_or_else(|| ApiError::not_found(format!("payment {id} not found")))?;
+    let payment = app
+        .store
+        .get(id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("payment {id} not found")))?;
     Ok(http::json(StatusCode::OK, &ClientView::from(&payment)))
 }
 
@@ -136,5 +144,8 @@ async fn events(app: &App, id: &PaymentId) -> Result<Response<Body>, ApiError> {
         return Err(ApiError::not_found(format!("payment {id} not found")));
     }
     let views: Vec<EventView> = events.iter().map(EventView::from).collect();
-    Ok(http::json(StatusCode::OK, &serde_json::json!({ "payment_id": id, "events": views })))
+    Ok(http::json(
+        StatusCode::OK,
+        &serde_json::json!({ "payment_id": id, "events": views }),
+    ))
 }

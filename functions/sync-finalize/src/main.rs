@@ -8,6 +8,8 @@ use sync_finalize::{handle, App};
 async fn main() -> Result<(), Error> {
     telemetry::init();
     let config = Config::from_env()?;
-    let app = App { store: PaymentStore::new(aws::dynamodb_client().await, config.table_name) };
+    let app = App {
+        store: PaymentStore::new(aws::dynamodb_client().await, config.table_name),
+    };
     run(service_fn(|req| handle(&app, req))).await
 }

@@ -40,7 +40,11 @@ impl CreatePayment {
             id: PaymentId::generate(uuid::Uuid::new_v4().as_u128()),
             order_id: OrderId::parse(self.order_id).map_err(invalid)?,
             money: Money::new(self.amount_minor, currency).map_err(invalid)?,
-            psp_reference: self.psp_reference.map(PspReference::parse).transpose().map_err(invalid)?,
+            psp_reference: self
+                .psp_reference
+                .map(PspReference::parse)
+                .transpose()
+                .map_err(invalid)?,
             metadata: Metadata::parse(self.metadata).map_err(invalid)?,
             correlation_id,
             trace_context,
@@ -110,18 +114,28 @@ impl SyncResult {
     ) -> Result<Observation, ApiError> {
         let psp_reference = self.psp_reference()?;
         let outcome = match self {
-            SyncResult::RequiresAction { client_secret, redirect_url, .. } => {
+            SyncResult::RequiresAction {
+                client_secret,
+                redirect_url,
+                ..
+            } => {
                 let secret = client_secret.map(ClientSecret::parse).transpose().map_err(invalid)?;
                 let url = redirect_url.map(RedirectUrl::parse).transpose().map_err(invalid)?;
                 Outcome::RequiresAction(CustomerAction::new(secret, url).map_err(invalid)?)
             }
             SyncResult::Processing { .. } => Outcome::Processing,
             SyncResult::Succeeded { .. } => Outcome::Succeeded,
-            SyncResult::AttemptFailed { decline_code, retry_token, .. } => Outcome::AttemptFailed {
+            SyncResult::AttemptFailed {
+                decline_code,
+                retry_token,
+                ..
+            } => Outcome::AttemptFailed {
                 reason: non_empty("decline_code", decline_code)?,
                 retry_token: retry_token.map(RetryToken::parse).transpose().map_err(invalid)?,
             },
-            SyncResult::Failed { reason, .. } => Outcome::Failed { reason: non_empty("reason", reason)? },
+            SyncResult::Failed { reason, .. } => Outcome::Failed {
+                reason: non_empty("reason", reason)?,
+            },
         };
         let mut observation = Observation::new(Path::Sync, outcome, correlation_id);
         observation.psp_reference = psp_reference;
@@ -159,15 +173,22 @@ mod tests {
         let obs = r.into_observation(CorrelationId::parse("c").unwrap(), None).unwrap();
         assert!(matches!(obs.outcome, Outcome::RequiresAction(_)));
         let r: SyncResult = parse_json(br#"{"outcome":"requires_action"}"#).unwrap();
-        assert!(r.into_observation(CorrelationId::parse("c").unwrap(), None).is_err(), "an action needs something");
+        assert!(
+            r.into_observation(CorrelationId::parse("c").unwrap(), None).is_err(),
+            "an action needs something"
+        );
         assert!(parse_json::<SyncResult>(br#"{"outcome":"teleported"}"#).is_err());
-        assert!(parse_json::<SyncResult>(br#"{"outcome":"failed"}"#).is_err(), "reason is required");
+        assert!(
+            parse_json::<SyncResult>(br#"{"outcome":"failed"}"#).is_err(),
+            "reason is required"
+        );
     }
 
     #[test]
     fn fingerprint_ignores_formatting_but_not_content() {
         let a: CreatePayment = parse_json(br#"{"order_id":"o","amount_minor":1,"currency":"EUR"}"#).unwrap();
-        let b: CreatePayment = parse_json(b"{ \"currency\": \"EUR\", \"amount_minor\": 1, \"order_id\": \"o\" }").unwrap();
+        let b: CreatePayment =
+            parse_json(b"{ \"currency\": \"EUR\", \"amount_minor\": 1, \"order_id\": \"o\" }").unwrap();
         let c: CreatePayment = parse_json(br#"{"order_id":"o","amount_minor":2,"currency":"EUR"}"#).unwrap();
         assert_eq!(a.fingerprint(), b.fingerprint());
         assert_ne!(a.fingerprint(), c.fingerprint());

@@ -28,7 +28,9 @@ const RETRY: &str = "retry_RACEtoken";
 impl Answer {
     fn carries_secret(&self) -> bool {
         let text = self.body.to_string();
-        ["client_secret", "redirect_url", "retry_token", SECRET, REDIRECT, RETRY].iter().any(|s| text.contains(s))
+        ["client_secret", "redirect_url", "retry_token", SECRET, REDIRECT, RETRY]
+            .iter()
+            .any(|s| text.contains(s))
     }
     fn id(&self) -> PaymentId {
         PaymentId::parse(self.body["payment_id"].as_str().expect("payment_id")).unwrap()
@@ -41,7 +43,9 @@ impl Answer {
 impl TestApi {
     async fn new() -> Self {
         let ctx = TestContext::new().await;
-        let app = App { store: ctx.store.clone() };
+        let app = App {
+            store: ctx.store.clone(),
+        };
         Self { ctx, app }
     }
 
@@ -50,7 +54,8 @@ impl TestApi {
     }
 
     async fn create(&self, key: &str, body: Value) -> Answer {
-        self.call(Method::POST, "/payments", &[("idempotency-key", key)], Some(body)).await
+        self.call(Method::POST, "/payments", &[("idempotency-key", key)], Some(body))
+            .await
     }
 
     async fn create_default(&self) -> PaymentId {
@@ -60,7 +65,8 @@ impl TestApi {
     }
 
     async fn sync(&self, id: &PaymentId, body: Value) -> Answer {
-        self.call(Method::POST, &format!("/payments/{id}/sync-result"), &[], Some(body)).await
+        self.call(Method::POST, &format!("/payments/{id}/sync-result"), &[], Some(body))
+            .await
     }
 }
 
@@ -78,7 +84,10 @@ async fn call(app: &App, method: Method, path: &str, headers: &[(&str, &str)], b
         Body::Binary(b) => b.clone(),
         _ => Vec::new(),
     };
-    Answer { status, body: serde_json::from_slice(&bytes).unwrap_or(Value::Null) }
+    Answer {
+        status,
+        body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    }
 }
 
 fn order(amount: u64) -> Value {
@@ -111,10 +120,25 @@ async fn bad_create_requests_are_refused_and_write_nothing() {
     let api = TestApi::new().await;
     let cases: Vec<(&[(&str, &str)], Option<Value>, StatusCode, &str)> = vec![
         (&[], Some(order(1000)), StatusCode::BAD_REQUEST, "Idempotency-Key"),
-        (&[("idempotency-key", "k 1")], Some(order(1000)), StatusCode::BAD_REQUEST, "Idempotency-Key"),
+        (
+            &[("idempotency-key", "k 1")],
+            Some(order(1000)),
+            StatusCode::BAD_REQUEST,
+            "Idempotency-Key",
+        ),
         (&[("idempotency-key", "k1")], None, StatusCode::BAD_REQUEST, "empty"),
-        (&[("idempotency-key", "k2")], Some(json!("not an object")), StatusCode::BAD_REQUEST, "invalid request body"),
-        (&[("idempotency-key", "k3")], Some(order(0)), StatusCode::BAD_REQUEST, "positive"),
+        (
+            &[("idempotency-key", "k2")],
+            Some(json!("not an object")),
+            StatusCode::BAD_REQUEST,
+            "invalid request body",
+        ),
+        (
+            &[("idempotency-key", "k3")],
+            Some(order(0)),
+            StatusCode::BAD_REQUEST,
+            "positive",
+        ),
         (
             &[("idempotency-key", "k4")],
             Some(json!({ "order_id": "o", "amount_minor": 5, "currency": "EURO" })),
@@ -138,7 +162,11 @@ async fn bad_create_requests_are_refused_and_write_nothing() {
         let answer = api.call(Method::POST, "/payments", headers, body.clone()).await;
         assert_eq!(answer.status, status, "{body:?} -> {}", answer.body);
         assert_eq!(answer.body["error"], "bad_request");
-        assert!(answer.body["message"].as_str().unwrap().contains(needle), "{}", answer.body);
+        assert!(
+            answer.body["message"].as_str().unwrap().contains(needle),
+            "{}",
+            answer.body
+        );
     }
     let items = api.ctx.client.scan().table_name(&api.ctx.table).send().await.unwrap();
     assert_eq!(items.count(), 0, "a 4xx writes nothing");
@@ -151,7 +179,14 @@ async fn sixteen_concurrent_creates_with_one_key_make_one_payment() {
         .map(|_| {
             let app = api.app.clone();
             tokio::spawn(async move {
-                call(&app, Method::POST, "/payments", &[("idempotency-key", "same-key")], Some(order(1500))).await
+                call(
+                    &app,
+                    Method::POST,
+                    "/payments",
+                    &[("idempotency-key", "same-key")],
+                    Some(order(1500)),
+                )
+                .await
             })
         })
         .collect();
@@ -161,7 +196,12 @@ async fn sixteen_concurrent_creates_with_one_key_make_one_payment() {
     }
     let created = answers.iter().filter(|a| a.status == StatusCode::CREATED).count();
     let replayed = answers.iter().filter(|a| a.status == StatusCode::OK).count();
-    assert_eq!((created, replayed), (1, 15), "{:?}", answers.iter().map(|a| &a.body).collect::<Vec<_>>());
+    assert_eq!(
+        (created, replayed),
+        (1, 15),
+        "{:?}",
+        answers.iter().map(|a| &a.body).collect::<Vec<_>>()
+    );
     let id = answers[0].id();
     assert!(answers.iter().all(|a| a.id() == id));
     let payments = api
@@ -186,42 +226,81 @@ async fn the_seeds_table() {
     // Redirect needed: a valid redirect URL.
     let id = api.create_default().await;
     let a = api.sync(&id, requires_action()).await;
-    assert_eq!((a.status, a.body["status"].as_str()), (StatusCode::OK, Some("requires_action")));
+    assert_eq!(
+        (a.status, a.body["status"].as_str()),
+        (StatusCode::OK, Some("requires_action"))
+    );
     assert_eq!(a.body["redirect_url"], REDIRECT);
     assert!(a.body["redirect_url"].as_str().unwrap().starts_with("https://"));
     assert_eq!(a.body["client_secret"], SECRET);
 
     // Captured: a success result without secret.
-    let a = api.sync(&id, json!({ "outcome": "succeeded", "psp_reference": "pi_123" })).await;
+    let a = api
+        .sync(&id, json!({ "outcome": "succeeded", "psp_reference": "pi_123" }))
+        .await;
     assert_eq!(a.body["status"], "captured");
     assert!(!a.carries_secret(), "{}", a.body);
     let again = api.sync(&id, requires_action()).await;
-    assert_eq!(again.body["status"], "captured", "a late redirect answer gets the outcome only");
+    assert_eq!(
+        again.body["status"], "captured",
+        "a late redirect answer gets the outcome only"
+    );
     assert!(!again.carries_secret(), "{}", again.body);
 
     // Failed: a failure result without secret.
     let id = api.create_default().await;
     api.sync(&id, requires_action()).await;
-    let a = api.sync(&id, json!({ "outcome": "failed", "reason": "canceled" })).await;
-    assert_eq!((a.body["status"].as_str(), a.body["failure_reason"].as_str()), (Some("failed"), Some("canceled")));
+    let a = api
+        .sync(&id, json!({ "outcome": "failed", "reason": "canceled" }))
+        .await;
+    assert_eq!(
+        (a.body["status"].as_str(), a.body["failure_reason"].as_str()),
+        (Some("failed"), Some("canceled"))
+    );
     assert!(!a.carries_secret(), "{}", a.body);
 
     // Version conflict, decide again from the current item, captured: a success result without secret.
     let id = api.create_default().await;
     let hook = BeforeCall::new();
-    let racing = App { store: api.ctx.store_with_hook(hook.clone()) };
+    let racing = App {
+        store: api.ctx.store_with_hook(hook.clone()),
+    };
     let (webhook_store, webhook_id) = (api.ctx.store.clone(), id.clone());
     hook.before_next("TransactWriteItems", move || async move {
         let obs = fixtures::webhook("evt_race", 1, Outcome::Succeeded);
         webhook_store.finalize(&webhook_id, &obs, None).await.unwrap();
     });
-    let a = call(&racing, Method::POST, &format!("/payments/{id}/sync-result"), &[], Some(requires_action())).await;
-    assert!(hook.done(), "the webhook committed between the handler's read and write");
-    assert_eq!((a.status, a.body["status"].as_str()), (StatusCode::OK, Some("captured")));
+    let a = call(
+        &racing,
+        Method::POST,
+        &format!("/payments/{id}/sync-result"),
+        &[],
+        Some(requires_action()),
+    )
+    .await;
+    assert!(
+        hook.done(),
+        "the webhook committed between the handler's read and write"
+    );
+    assert_eq!(
+        (a.status, a.body["status"].as_str()),
+        (StatusCode::OK, Some("captured"))
+    );
     assert!(!a.carries_secret(), "{}", a.body);
-    let log = api.call(Method::GET, &format!("/payments/{id}/events"), &[], None).await;
-    let types: Vec<&str> = log.body["events"].as_array().unwrap().iter().map(|e| e["type"].as_str().unwrap()).collect();
-    assert_eq!(types, vec!["PaymentCreated", "PaymentCaptured"], "the stale redirect was never written");
+    let log = api
+        .call(Method::GET, &format!("/payments/{id}/events"), &[], None)
+        .await;
+    let types: Vec<&str> = log.body["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        types,
+        vec!["PaymentCreated", "PaymentCaptured"],
+        "the stale redirect was never written"
+    );
 }
 
 // ---- reads, errors -----------------------------------------------------------------------------------------
@@ -233,10 +312,20 @@ async fn reads_and_the_event_log() {
     api.sync(&id, requires_action()).await;
     api.sync(&id, json!({ "outcome": "processing" })).await;
     let view = api.call(Method::GET, &format!("/payments/{id}"), &[], None).await;
-    assert_eq!((view.status, view.body["status"].as_str(), view.version()), (StatusCode::OK, Some("processing"), 3));
+    assert_eq!(
+        (view.status, view.body["status"].as_str(), view.version()),
+        (StatusCode::OK, Some("processing"), 3)
+    );
     assert!(!view.carries_secret(), "processing hands out nothing");
 
-    let log = api.call(Method::GET, &format!("/payments/{id}/events"), &[("x-correlation-id", "corr-1")], None).await;
+    let log = api
+        .call(
+            Method::GET,
+            &format!("/payments/{id}/events"),
+            &[("x-correlation-id", "corr-1")],
+            None,
+        )
+        .await;
     let events = log.body["events"].as_array().unwrap();
     let versions: Vec<u64> = events.iter().map(|e| e["version"].as_u64().unwrap()).collect();
     assert_eq!(versions, vec![1, 2, 3]);
@@ -251,26 +340,81 @@ async fn errors_are_json_with_the_right_status() {
     let api = TestApi::new().await;
     let id = api.create_default().await;
     let cases = vec![
-        (Method::GET, "/payments/pay_missing".to_string(), None, StatusCode::NOT_FOUND, "not_found"),
-        (Method::GET, "/payments/pay_missing/events".into(), None, StatusCode::NOT_FOUND, "not_found"),
-        (Method::POST, "/payments/pay_missing/sync-result".into(), Some(json!({"outcome":"processing"})), StatusCode::NOT_FOUND, "not_found"),
+        (
+            Method::GET,
+            "/payments/pay_missing".to_string(),
+            None,
+            StatusCode::NOT_FOUND,
+            "not_found",
+        ),
+        (
+            Method::GET,
+            "/payments/pay_missing/events".into(),
+            None,
+            StatusCode::NOT_FOUND,
+            "not_found",
+        ),
+        (
+            Method::POST,
+            "/payments/pay_missing/sync-result".into(),
+            Some(json!({"outcome":"processing"})),
+            StatusCode::NOT_FOUND,
+            "not_found",
+        ),
         (Method::GET, "/nowhere".into(), None, StatusCode::NOT_FOUND, "not_found"),
-        (Method::DELETE, format!("/payments/{id}"), None, StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
-        (Method::POST, format!("/payments/{id}/sync-result"), Some(json!({"outcome":"teleported"})), StatusCode::BAD_REQUEST, "bad_request"),
-        (Method::POST, format!("/payments/{id}/sync-result"), Some(json!({"outcome":"succeeded","typo":1})), StatusCode::BAD_REQUEST, "bad_request"),
-        (Method::POST, format!("/payments/{id}/sync-result"), Some(json!({"outcome":"requires_action","redirect_url":"http://evil.example"})), StatusCode::BAD_REQUEST, "bad_request"),
+        (
+            Method::DELETE,
+            format!("/payments/{id}"),
+            None,
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+        ),
+        (
+            Method::POST,
+            format!("/payments/{id}/sync-result"),
+            Some(json!({"outcome":"teleported"})),
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+        ),
+        (
+            Method::POST,
+            format!("/payments/{id}/sync-result"),
+            Some(json!({"outcome":"succeeded","typo":1})),
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+        ),
+        (
+            Method::POST,
+            format!("/payments/{id}/sync-result"),
+            Some(json!({"outcome":"requires_action","redirect_url":"http://evil.example"})),
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+        ),
     ];
     for (method, path, body, status, code) in cases {
         let a = api.call(method.clone(), &path, &[], body).await;
-        assert_eq!((a.status, a.body["error"].as_str()), (status, Some(code)), "{method} {path}: {}", a.body);
+        assert_eq!(
+            (a.status, a.body["error"].as_str()),
+            (status, Some(code)),
+            "{method} {path}: {}",
+            a.body
+        );
         assert!(a.body["message"].as_str().is_some_and(|m| !m.is_empty()));
     }
     // A sync result for another PSP payment than the one this payment is bound to: 409, nothing written.
     api.sync(&id, requires_action()).await;
-    let a = api.sync(&id, json!({ "outcome": "succeeded", "psp_reference": "pi_other" })).await;
-    assert_eq!((a.status, a.body["error"].as_str()), (StatusCode::CONFLICT, Some("conflict")));
+    let a = api
+        .sync(&id, json!({ "outcome": "succeeded", "psp_reference": "pi_other" }))
+        .await;
+    assert_eq!(
+        (a.status, a.body["error"].as_str()),
+        (StatusCode::CONFLICT, Some("conflict"))
+    );
     let view = api.call(Method::GET, &format!("/payments/{id}"), &[], None).await;
-    assert_eq!((view.body["status"].as_str(), view.version()), (Some("requires_action"), 2));
+    assert_eq!(
+        (view.body["status"].as_str(), view.version()),
+        (Some("requires_action"), 2)
+    );
 }
 
 // ---- the race, for real --------------------------------------------------------------------------------------
@@ -304,7 +448,12 @@ async fn webhook_and_sync_race_without_stale_secrets_or_lost_updates() {
         let id = api.create_default().await;
         let (sync_body, webhook_obs, d1, d2) = {
             let mut rng = rand::rng();
-            (random_sync(&mut rng), random_webhook(&mut rng, run), rng.random_range(0..12_000), rng.random_range(0..4_000))
+            (
+                random_sync(&mut rng),
+                random_webhook(&mut rng, run),
+                rng.random_range(0..12_000),
+                rng.random_range(0..4_000),
+            )
         };
         let sync = {
             let (app, path) = (api.app.clone(), format!("/payments/{id}/sync-result"));
@@ -343,7 +492,11 @@ async fn webhook_and_sync_race_without_stale_secrets_or_lost_updates() {
         if sync.carries_secret() && at.status.is_terminal() {
             leaks += 1;
         }
-        if PaymentStatus::parse(sync.body["status"].as_str().unwrap()).unwrap().is_terminal() && sync.carries_secret() {
+        if PaymentStatus::parse(sync.body["status"].as_str().unwrap())
+            .unwrap()
+            .is_terminal()
+            && sync.carries_secret()
+        {
             leaks += 1;
         }
         if at.path == shared::Path::Webhook {
@@ -361,5 +514,8 @@ async fn webhook_and_sync_race_without_stale_secrets_or_lost_updates() {
     );
     assert_eq!(leaks, 0, "answers with a secret for a terminal payment");
     assert_eq!(lost, 0, "lost updates");
-    assert!(sync_first > 0 && webhook_first > 0, "both orders happened: {sync_first} / {webhook_first}");
+    assert!(
+        sync_first > 0 && webhook_first > 0,
+        "both orders happened: {sync_first} / {webhook_first}"
+    );
 }
