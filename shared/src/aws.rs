@@ -31,8 +31,14 @@ pub fn dynamodb_config(sdk: &aws_config::SdkConfig) -> aws_sdk_dynamodb::config:
         )
 }
 
-/// The DynamoDB client for a Lambda function, from the environment.
-pub async fn dynamodb_client() -> aws_sdk_dynamodb::Client {
-    let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-    aws_sdk_dynamodb::Client::from_conf(dynamodb_config(&sdk).build())
+pub use aws_sdk_dynamodb::Client as DynamoDbClient;
+
+/// The shared SDK configuration from the environment (region, credentials, `AWS_ENDPOINT_URL*`).
+pub async fn sdk_config() -> aws_config::SdkConfig {
+    aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await
+}
+
+/// The DynamoDB client for a function, with our retry and timeout settings.
+pub fn dynamodb_client(sdk: &aws_config::SdkConfig) -> DynamoDbClient {
+    DynamoDbClient::from_conf(dynamodb_config(sdk).build())
 }

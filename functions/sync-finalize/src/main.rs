@@ -8,8 +8,9 @@ use sync_finalize::{handle, App};
 async fn main() -> Result<(), Error> {
     telemetry::init();
     let config = Config::from_env()?;
+    let client = aws::dynamodb_client(&aws::sdk_config().await);
     let app = App {
-        store: PaymentStore::new(aws::dynamodb_client().await, config.table_name),
+        store: PaymentStore::new(client, config.table_name),
     };
     run(service_fn(|req| handle(&app, req))).await
 }

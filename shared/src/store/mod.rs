@@ -10,10 +10,12 @@ mod error;
 mod finalize;
 mod idempotency;
 pub mod item;
+mod parked;
 
 pub use error::StoreError;
 pub use finalize::{FinalizeOutcome, FinalizeResult, MAX_TRANSIENT_RETRIES, MAX_VERSION_CONFLICTS};
 pub use idempotency::{Created, KEY_RETENTION};
+pub use parked::{Parked, ParkedKind, PARKED_RETENTION, PSP_REFERENCE_INDEX};
 
 use crate::{NewPayment, Payment, PaymentEvent, PaymentId};
 use aws_sdk_dynamodb::error::SdkError;

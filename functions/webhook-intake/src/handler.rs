@@ -1,0 +1,312 @@
+//! `POST /webhooks/{provider}`: verify, parse, map to an observation, take the payment's lease (overlapped
+//! with the read), check the event against the payment, finalize through the shared decision and write,
+//! release the lease (inside the write's transaction), answer.
+//!
+//! Overlapping the lease acquire with the read is safe: a read taken before the lease was ours may be stale,
+//! and then the versioned write conflicts and the decision is taken again from the item that won.
+
+use crate::metrics::RequestMetrics;
+use crate::providers::{Provider, Providers, Scheme};
+use crate::psp_event::{Parsed, PspEvent};
+use crate::signature::{verify_standard, verify_stripe, SignedRequest};
+use crate::{redact::redact, standard, stripe};
+use lambda_http::http::StatusCode;
+use lambda_http::{Body, Request, Response};
+use serde_json::json;
+use shared::http::{self, ApiError};
+use shared::store::ParkedKind;
+use shared::{clock, telemetry, FinalizeResult, IgnoreReason, Leases, PaymentId, PaymentStore, StoreError};
+use std::time::Duration;
+use tracing::{info, warn, Instrument};
+
+/// Limits and waits, from the environment (see README).
+#[derive(Debug, Clone)]
+pub struct IntakeSettings {
+    pub max_body_bytes: usize,
+    /// A webhook for a payment we do not know yet gets 503 while younger than this, then is parked.
+    pub unknown_payment_window: Duration,
+    pub lease_attempts: u32,
+    pub lease_max_wait: Duration,
+}
+
+impl Default for IntakeSettings {
+    fn default() -> Self {
+        Self {
+            max_body_bytes: 256 * 1024,
+            unknown_payment_window: Duration::from_secs(15 * 60),
+            lease_attempts: 4,
+            lease_max_wait: Duration::from_millis(100),
+        }
+    }
+}
+
+impl IntakeSettings {
+    pub fn from_env() -> Result<Self, shared::ConfigError> {
+        let d = Self::default();
+        let number = |name: &'static str, default: u64| -> Result<u64, shared::ConfigError> {
+            std::env::var(name).map_or(Ok(default), |v| {
+                v.parse().map_err(|_| shared::ConfigError::Invalid {
+                    name,
+                    expected: "number",
+                    value: v,
+                })
+            })
+        };
+        Ok(Self {
+            max_body_bytes: number("WEBHOOK_MAX_BODY_BYTES", d.max_body_bytes as u64)? as usize,
+            unknown_payment_window: Duration::from_secs(number(
+                "UNKNOWN_PAYMENT_WINDOW_SECONDS",
+                d.unknown_payment_window.as_secs(),
+            )?),
+            lease_attempts: number("LEASE_WAIT_ATTEMPTS", u64::from(d.lease_attempts))? as u32,
+            lease_max_wait: Duration::from_millis(number("LEASE_WAIT_MAX_MS", d.lease_max_wait.as_millis() as u64)?),
+        })
+    }
+}
+
+/// Everything the handler needs, built once per cold start.
+#[derive(Debug, Clone)]
+pub struct App {
+    pub store: PaymentStore,
+    pub leases: Leases,
+    pub providers: Providers,
+    pub settings: IntakeSettings,
+}
+
+/// Handles one webhook and emits its metrics record.
+pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, lambda_http::Error> {
+    let (response, metrics) = process(app, req).await;
+    metrics.emit();
+    Ok(response)
+}
+
+/// Handles one webhook; returns the answer and the metrics record (tests read both).
+pub async fn process(app: &App, req: Request) -> (Response<Body>, RequestMetrics) {
+    let correlation_id = http::correlation_id(&req);
+    let span = telemetry::request_span("webhook", correlation_id.as_str());
+    let mut metrics = RequestMetrics::default();
+    let result = intake(app, &req, correlation_id, &mut metrics).instrument(span).await;
+    let response = match result {
+        Ok(answer) => {
+            metrics.result = answer.to_owned();
+            http::json(StatusCode::OK, &json!({ "result": answer }))
+        }
+        Err(error) => {
+            metrics.result = error.code.to_owned();
+            error.into_response()
+        }
+    };
+    metrics.status = response.status().as_u16();
+    (response, metrics)
+}
+
+fn provider_name(path: &str) -> Option<&str> {
+    let mut segments = path
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .skip_while(|s| *s != "webhooks");
+    segments.next()?;
+    let name = segments.next()?;
+    segments.next().is_none().then_some(name)
+}
+
+fn retry_later(message: &str) -> ApiError {
+    ApiError::unavailable(message, 5)
+}
+
+async fn intake(
+    app: &App,
+    req: &Request,
+    correlation_id: shared::CorrelationId,
+    metrics: &mut RequestMetrics,
+) -> Result<&'static str, ApiError> {
+    if req.method() != lambda_http::http::Method::POST {
+        return Err(ApiError::method_not_allowed("webhooks are POSTed"));
+    }
+    let name = provider_name(req.uri().path()).ok_or_else(|| ApiError::not_found("no such route"))?;
+    let provider = app
+        .providers
+        .get(name)
+        .ok_or_else(|| ApiError::not_found(format!("unknown provider {name}")))?;
+    metrics.provider = provider.name.clone();
+
+    // 1. Verify the exact raw bytes (lambda_http decoded a base64 body already).
+    let body = http::body_bytes(req);
+    if body.len() > app.settings.max_body_bytes {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            format!("body over {} bytes", app.settings.max_body_bytes),
+        ));
+    }
+    if body.is_empty() {
+        return Err(ApiError::bad_request("empty body: not a webhook"));
+    }
+    let signed_at = verify(provider, req, body).map_err(|e| {
+        metrics.unauthorized = 1;
+        warn!(provider = %provider.name, error = %e, "webhook signature refused");
+        ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", e.to_string())
+    })?;
+
+    // 2. Parse into our terms; what we cannot read is quarantined, what we do not handle is acknowledged.
+    let parsed = match provider.scheme {
+        Scheme::Stripe => stripe::parse(body),
+        Scheme::Standard => standard::parse(body, http::header(req, "webhook-id").unwrap_or_default(), signed_at),
+    };
+    let event = match parsed {
+        Ok(Parsed::Event(event)) => event,
+        Ok(Parsed::Ignored { event_type }) => {
+            info!(event_type, "event type not handled; acknowledged");
+            return Ok("ignored");
+        }
+        Err(unparseable) => {
+            metrics.quarantines = 1;
+            let key = http::header(req, "webhook-id")
+                .map(str::to_owned)
+                .unwrap_or_else(|| format!("t{signed_at}"));
+            app.store
+                .park(
+                    ParkedKind::Quarantined,
+                    &provider.name,
+                    &key,
+                    &unparseable.0,
+                    &redact(body),
+                )
+                .await?;
+            warn!(reason = %unparseable.0, "signed but unparseable webhook quarantined");
+            return Ok("quarantined");
+        }
+    };
+
+    // 3. Find the payment, take its lease and read it.
+    let Some(payment_id) = locate(app, &event).await? else {
+        return unknown_payment(app, provider, &event, body, metrics).await;
+    };
+    telemetry::record_payment(&tracing::Span::current(), payment_id.as_str());
+    let (lease, current) = tokio::join!(
+        app.leases
+            .acquire_waiting(&payment_id, app.settings.lease_attempts, app.settings.lease_max_wait),
+        app.store.get(&payment_id),
+    );
+    let (lease, current) = (lease?, current?);
+    let Some(lease) = lease else {
+        metrics.lease_deferrals = 1;
+        return Err(retry_later("another worker is processing this payment; retry"));
+    };
+    let Some(current) = current else {
+        let _ = app.leases.release(&lease).await;
+        return unknown_payment(app, provider, &event, body, metrics).await;
+    };
+
+    // 4. Check the event against the payment, then the one finalize (releasing the lease in its transaction).
+    let mismatch = event.check(&current, &provider.expect).err();
+    let observation = event.observation(mismatch.clone(), correlation_id);
+    let outcome = app
+        .store
+        .finalize_from(current, &observation, Some(&lease))
+        .await
+        .map_err(|e| {
+            if e.is_transient() {
+                retry_later("storage is temporarily unavailable; retry")
+            } else {
+                ApiError::from(e)
+            }
+        })?;
+    metrics.version_conflicts = outcome.version_conflicts;
+    if let Some(reason) = mismatch {
+        metrics.anomalies = 1;
+        metrics.quarantines = 1;
+        app.store
+            .park(
+                ParkedKind::Quarantined,
+                &provider.name,
+                event.id.as_str(),
+                &reason,
+                &redact(body),
+            )
+            .await?;
+        warn!(
+            reason,
+            "webhook inconsistent with the payment: anomaly recorded, not applied"
+        );
+        return Ok("quarantined");
+    }
+    info!(result = ?outcome.result, conflicts = outcome.version_conflicts, "webhook finalized");
+    match outcome.result {
+        FinalizeResult::Applied(shared::EventKind::AnomalyRecorded) => {
+            metrics.anomalies = 1;
+            Ok("applied")
+        }
+        FinalizeResult::Applied(_) => Ok("applied"),
+        FinalizeResult::Ignored(IgnoreReason::Duplicate | IgnoreReason::NoOp) => Ok("duplicate"),
+        FinalizeResult::Ignored(IgnoreReason::Stale) => Ok("stale"),
+        FinalizeResult::Deferred(reason) => Err(retry_later(&format!("cannot apply yet ({reason:?}); retry later"))),
+    }
+}
+
+fn verify(provider: &Provider, req: &Request, body: &[u8]) -> Result<i64, crate::signature::SignatureError> {
+    let signed = SignedRequest {
+        stripe_signature: http::header(req, "stripe-signature"),
+        webhook_id: http::header(req, "webhook-id"),
+        webhook_timestamp: http::header(req, "webhook-timestamp"),
+        webhook_signature: http::header(req, "webhook-signature"),
+        body,
+    };
+    let now = clock::now_ms() / 1000;
+    match provider.scheme {
+        Scheme::Stripe => verify_stripe(&signed, &provider.secrets, now, provider.tolerance_secs),
+        Scheme::Standard => verify_standard(&signed, &provider.secrets, now, provider.tolerance_secs),
+    }
+}
+
+async fn locate(app: &App, event: &PspEvent) -> Result<Option<PaymentId>, StoreError> {
+    if let Some(id) = &event.target.payment_id {
+        return Ok(Some(id.clone()));
+    }
+    match &event.target.psp_reference {
+        Some(reference) => app.store.find_by_psp_reference(reference).await,
+        None => Ok(None),
+    }
+}
+
+/// The webhook outran the payment's creation: 503 while the event is young (the PSP retries), then parked
+/// and acknowledged, because PSPs disable endpoints that keep failing.
+async fn unknown_payment(
+    app: &App,
+    provider: &Provider,
+    event: &PspEvent,
+    body: &[u8],
+    metrics: &mut RequestMetrics,
+) -> Result<&'static str, ApiError> {
+    let age = Duration::from_secs(u64::try_from(clock::now_ms() / 1000 - event.created_secs).unwrap_or(0));
+    if age < app.settings.unknown_payment_window {
+        return Err(retry_later("payment not known yet; retry"));
+    }
+    metrics.unknown_payments = 1;
+    let reason = format!("no payment for {:?} after {} s", event.target, age.as_secs());
+    app.store
+        .park(
+            ParkedKind::UnknownPayment,
+            &provider.name,
+            event.id.as_str(),
+            &reason,
+            &redact(body),
+        )
+        .await?;
+    warn!(reason, "webhook for an unknown payment parked");
+    Ok("unknown_payment")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::provider_name;
+
+    #[test]
+    fn provider_from_path() {
+        assert_eq!(provider_name("/webhooks/stripe"), Some("stripe"));
+        assert_eq!(provider_name("/prod/webhooks/standard/"), Some("standard"));
+        assert_eq!(provider_name("/webhooks"), None);
+        assert_eq!(provider_name("/webhooks/stripe/extra"), None);
+        assert_eq!(provider_name("/payments"), None);
+    }
+}

@@ -1,0 +1,19 @@
+//! PSP webhooks behind API Gateway (`POST /webhooks/{provider}`): verified on the raw bytes in constant
+//! time, parsed into our terms, deduplicated by PSP event id, lease-guarded, checked against the payment,
+//! and finalized through the same decision and write as the sync and recovery paths.
+//!
+//! Answers (JSON `{"result": ...}` or `{"error": ..., "message": ...}`): 200 `applied` | `duplicate` |
+//! `stale` | `ignored` | `quarantined` | `unknown_payment`; 400 not a webhook; 401 signature or timestamp;
+//! 404 unknown provider; 413 body too large; 503 + `Retry-After` when the lease stays held, the payment is
+//! not known yet, or DynamoDB stays unavailable. A 4xx writes nothing.
+
+mod handler;
+pub mod metrics;
+pub mod providers;
+pub mod psp_event;
+pub mod redact;
+pub mod signature;
+pub mod standard;
+pub mod stripe;
+
+pub use handler::{handle, process, App, IntakeSettings};

@@ -1,0 +1,60 @@
+//! One CloudWatch Embedded Metric Format record per request: the provider, the result, and the counts the
+//! alarms watch (anomalies, quarantines, unknown payments, 401s) plus lease deferrals and version conflicts.
+
+use serde_json::json;
+
+pub const NAMESPACE: &str = "Payments/Webhooks";
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RequestMetrics {
+    pub provider: String,
+    pub result: String,
+    pub status: u16,
+    pub lease_deferrals: u32,
+    pub version_conflicts: u32,
+    pub anomalies: u32,
+    pub quarantines: u32,
+    pub unknown_payments: u32,
+    pub unauthorized: u32,
+}
+
+impl RequestMetrics {
+    /// The EMF document. Metrics are published without dimensions (for alarms), by provider, and by
+    /// provider and result.
+    pub fn to_emf(&self, now_ms: i64) -> serde_json::Value {
+        let names = [
+            "Requests",
+            "LeaseDeferrals",
+            "VersionConflicts",
+            "Anomalies",
+            "Quarantines",
+            "UnknownPayments",
+            "Unauthorized",
+        ];
+        json!({
+            "_aws": {
+                "Timestamp": now_ms,
+                "CloudWatchMetrics": [{
+                    "Namespace": NAMESPACE,
+                    "Dimensions": [[], ["Provider"], ["Provider", "Result"]],
+                    "Metrics": names.iter().map(|n| json!({ "Name": n, "Unit": "Count" })).collect::<Vec<_>>(),
+                }],
+            },
+            "Provider": self.provider,
+            "Result": self.result,
+            "Status": self.status,
+            "Requests": 1,
+            "LeaseDeferrals": self.lease_deferrals,
+            "VersionConflicts": self.version_conflicts,
+            "Anomalies": self.anomalies,
+            "Quarantines": self.quarantines,
+            "UnknownPayments": self.unknown_payments,
+            "Unauthorized": self.unauthorized,
+        })
+    }
+
+    /// Writes the record as one line to stdout, where Lambda's log pipeline extracts it.
+    pub fn emit(&self) {
+        println!("{}", self.to_emf(shared::clock::now_ms()));
+    }
+}

@@ -1,0 +1,106 @@
+//! A PSP event after parsing, in our terms: which payment, what happened, and the facts to check against
+//! the payment before anything is applied.
+
+use shared::{Currency, Observation, Outcome, Path, Payment, PaymentId, PspEventId, PspReference};
+use thiserror::Error;
+
+/// How to find the payment an event is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PaymentRef {
+    pub payment_id: Option<PaymentId>,
+    pub psp_reference: Option<PspReference>,
+}
+
+/// What the event claims about the payment; each must match before the event is applied.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Facts {
+    pub amount_minor: Option<u64>,
+    pub currency: Option<Currency>,
+    pub livemode: Option<bool>,
+    pub account: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PspEvent {
+    pub id: PspEventId,
+    /// When the PSP created the event (epoch seconds).
+    pub created_secs: i64,
+    pub target: PaymentRef,
+    pub facts: Facts,
+    pub outcome: Outcome,
+}
+
+/// The result of parsing a verified body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Parsed {
+    Event(Box<PspEvent>),
+    /// A type we do not act on: acknowledged so the PSP stops sending it.
+    Ignored {
+        event_type: String,
+    },
+}
+
+/// A validly signed body we cannot read: quarantined for an operator.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("unparseable event: {0}")]
+pub struct Unparseable(pub String);
+
+/// What the deployment expects of its provider's events.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Expectations {
+    pub livemode: Option<bool>,
+    pub account: Option<String>,
+}
+
+impl PspEvent {
+    /// Amount, currency, live/test mode and account must match. `Err` names the first mismatch.
+    pub fn check(&self, payment: &Payment, expected: &Expectations) -> Result<(), String> {
+        let f = &self.facts;
+        if let Some(amount) = f.amount_minor {
+            if amount != payment.money.amount_minor() {
+                return Err(format!(
+                    "amount {amount} does not match the payment's {}",
+                    payment.money.amount_minor()
+                ));
+            }
+        }
+        if let Some(currency) = f.currency {
+            if currency != payment.money.currency() {
+                return Err(format!(
+                    "currency {currency} does not match the payment's {}",
+                    payment.money.currency()
+                ));
+            }
+        }
+        if let (Some(seen), Some(want)) = (f.livemode, expected.livemode) {
+            if seen != want {
+                return Err(format!("livemode {seen} but this endpoint expects livemode {want}"));
+            }
+        }
+        if let (Some(seen), Some(want)) = (&f.account, &expected.account) {
+            if seen != want {
+                return Err(format!("account {seen} is not this endpoint's account {want}"));
+            }
+        }
+        if let (Some(bound), Some(named)) = (&payment.psp_reference, &self.target.psp_reference) {
+            if bound != named {
+                return Err(format!(
+                    "PSP payment {named} is not the one bound to this payment ({bound})"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The observation to finalize: the event's outcome, or an anomaly when a check failed.
+    pub fn observation(&self, mismatch: Option<String>, correlation_id: shared::CorrelationId) -> Observation {
+        let outcome = match mismatch {
+            Some(reason) => Outcome::Anomaly { reason },
+            None => self.outcome.clone(),
+        };
+        let mut obs = Observation::new(Path::Webhook, outcome, correlation_id)
+            .with_event(self.id.clone(), self.created_secs.saturating_mul(1000));
+        obs.psp_reference = self.target.psp_reference.clone();
+        obs
+    }
+}

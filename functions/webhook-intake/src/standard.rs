@@ -1,0 +1,154 @@
+//! Our own event schema for any PSP behind Standard Webhooks (documented in README).
+//!
+//! ```json
+//! { "type": "payment.succeeded", "created": 1700000000, "livemode": false, "account": "acct_1",
+//!   "data": { "payment_id": "pay_...", "psp_reference": "psp_...", "amount_minor": 1000, "currency": "EUR" } }
+//! ```
+//! Types: `payment.requires_action` (`client_secret` and/or `redirect_url`), `payment.processing`,
+//! `payment.succeeded`, `payment.attempt_failed` (`decline_code`, optional `retry_token`), `payment.failed`
+//! (`reason`), `payment.refunded` (`refunded_total_minor`, `captured`). The event id is the `webhook-id` header.
+
+use crate::psp_event::{Facts, Parsed, PaymentRef, PspEvent, Unparseable};
+use serde::Deserialize;
+use shared::{
+    ClientSecret, Currency, CustomerAction, Outcome, PaymentId, PspEventId, PspReference, RedirectUrl, RetryToken,
+};
+
+#[derive(Deserialize)]
+struct Event {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    created: Option<i64>,
+    #[serde(default)]
+    livemode: Option<bool>,
+    #[serde(default)]
+    account: Option<String>,
+    #[serde(default)]
+    data: Option<Data>,
+}
+
+#[derive(Deserialize)]
+struct Data {
+    #[serde(default)]
+    payment_id: Option<String>,
+    #[serde(default)]
+    psp_reference: Option<String>,
+    amount_minor: u64,
+    currency: String,
+    #[serde(default)]
+    client_secret: Option<String>,
+    #[serde(default)]
+    redirect_url: Option<String>,
+    #[serde(default)]
+    decline_code: Option<String>,
+    #[serde(default)]
+    retry_token: Option<String>,
+    #[serde(default)]
+    reason: Option<String>,
+    #[serde(default)]
+    refunded_total_minor: Option<u64>,
+    #[serde(default)]
+    captured: Option<bool>,
+}
+
+fn bad(e: impl std::fmt::Display) -> Unparseable {
+    Unparseable(e.to_string())
+}
+
+/// `webhook_id` and `webhook_timestamp` come from the verified headers.
+pub fn parse(body: &[u8], webhook_id: &str, webhook_timestamp: i64) -> Result<Parsed, Unparseable> {
+    let event: Event = serde_json::from_slice(body).map_err(bad)?;
+    const KNOWN: [&str; 6] = [
+        "payment.requires_action",
+        "payment.processing",
+        "payment.succeeded",
+        "payment.attempt_failed",
+        "payment.failed",
+        "payment.refunded",
+    ];
+    if !KNOWN.contains(&event.kind.as_str()) {
+        return Ok(Parsed::Ignored { event_type: event.kind });
+    }
+    let data = event.data.ok_or_else(|| Unparseable("data is missing".into()))?;
+    let outcome = match event.kind.as_str() {
+        "payment.requires_action" => {
+            let secret = data.client_secret.map(ClientSecret::parse).transpose().map_err(bad)?;
+            let url = data.redirect_url.map(RedirectUrl::parse).transpose().map_err(bad)?;
+            Outcome::RequiresAction(CustomerAction::new(secret, url).map_err(bad)?)
+        }
+        "payment.processing" => Outcome::Processing,
+        "payment.succeeded" => Outcome::Succeeded,
+        "payment.attempt_failed" => Outcome::AttemptFailed {
+            reason: data
+                .decline_code
+                .ok_or_else(|| Unparseable("decline_code is missing".into()))?,
+            retry_token: data.retry_token.map(RetryToken::parse).transpose().map_err(bad)?,
+        },
+        "payment.failed" => Outcome::Failed {
+            reason: data.reason.unwrap_or_else(|| "failed".into()),
+        },
+        _ => Outcome::Refunded {
+            refunded_total_minor: data
+                .refunded_total_minor
+                .ok_or_else(|| Unparseable("refunded_total_minor is missing".into()))?,
+            capture_proven: data.captured.unwrap_or(false),
+        },
+    };
+    let target = PaymentRef {
+        payment_id: data.payment_id.map(PaymentId::parse).transpose().map_err(bad)?,
+        psp_reference: data.psp_reference.map(PspReference::parse).transpose().map_err(bad)?,
+    };
+    if target.payment_id.is_none() && target.psp_reference.is_none() {
+        return Err(Unparseable("data names neither payment_id nor psp_reference".into()));
+    }
+    Ok(Parsed::Event(Box::new(PspEvent {
+        id: PspEventId::parse(webhook_id).map_err(bad)?,
+        created_secs: event.created.unwrap_or(webhook_timestamp),
+        target,
+        facts: Facts {
+            amount_minor: Some(data.amount_minor),
+            currency: Some(Currency::parse(&data.currency).map_err(bad)?),
+            livemode: event.livemode,
+            account: event.account,
+        },
+        outcome,
+    })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn our_schema_parses() {
+        let body = json!({ "type": "payment.refunded", "created": 5, "data": { "payment_id": "pay_1",
+            "amount_minor": 1000, "currency": "usd", "refunded_total_minor": 1000, "captured": true } });
+        let Parsed::Event(e) = parse(body.to_string().as_bytes(), "msg_1", 9).unwrap() else {
+            panic!()
+        };
+        assert_eq!(
+            e.outcome,
+            Outcome::Refunded {
+                refunded_total_minor: 1000,
+                capture_proven: true
+            }
+        );
+        assert_eq!((e.id.as_str(), e.created_secs), ("msg_1", 5));
+        let ignored = parse(br#"{"type":"payment.disputed"}"#, "msg_2", 9).unwrap();
+        assert_eq!(
+            ignored,
+            Parsed::Ignored {
+                event_type: "payment.disputed".into()
+            }
+        );
+        assert!(parse(br#"{"type":"payment.succeeded"}"#, "msg_3", 9).is_err());
+        assert!(parse(
+            br#"{"type":"payment.attempt_failed","data":{"payment_id":"pay_1","amount_minor":1,"currency":"EUR"}}"#,
+            "m",
+            9
+        )
+        .is_err());
+    }
+}

@@ -1,0 +1,267 @@
+//! Stripe events (`payment_intent.*`, `charge.refunded`) into our terms. Only the fields we need are read;
+//! the raw object (which carries `client_secret` and next-action URLs) is never stored or logged.
+
+use crate::psp_event::{Facts, Parsed, PaymentRef, PspEvent, Unparseable};
+use serde::Deserialize;
+use shared::{ClientSecret, Currency, CustomerAction, Outcome, PaymentId, PspEventId, PspReference, RedirectUrl};
+use std::collections::HashMap;
+
+#[derive(Deserialize)]
+struct Event {
+    id: String,
+    #[serde(rename = "type")]
+    kind: String,
+    created: i64,
+    #[serde(default)]
+    livemode: Option<bool>,
+    #[serde(default)]
+    account: Option<String>,
+    data: Data,
+}
+
+#[derive(Deserialize)]
+struct Data {
+    object: serde_json::Value,
+}
+
+#[derive(Deserialize)]
+struct PaymentIntent {
+    id: String,
+    amount: u64,
+    currency: String,
+    #[serde(default)]
+    metadata: HashMap<String, String>,
+    #[serde(default)]
+    client_secret: Option<String>,
+    #[serde(default)]
+    next_action: Option<NextAction>,
+    #[serde(default)]
+    last_payment_error: Option<PaymentError>,
+    #[serde(default)]
+    cancellation_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct NextAction {
+    #[serde(default)]
+    redirect_to_url: Option<RedirectToUrl>,
+}
+
+#[derive(Deserialize)]
+struct RedirectToUrl {
+    #[serde(default)]
+    url: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct PaymentError {
+    #[serde(default)]
+    code: Option<String>,
+    #[serde(default)]
+    decline_code: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Charge {
+    amount: u64,
+    amount_refunded: u64,
+    currency: String,
+    #[serde(default)]
+    captured: bool,
+    #[serde(default)]
+    payment_intent: Option<String>,
+    #[serde(default)]
+    metadata: HashMap<String, String>,
+}
+
+fn bad(e: impl std::fmt::Display) -> Unparseable {
+    Unparseable(e.to_string())
+}
+
+fn target(metadata: &HashMap<String, String>, psp_reference: Option<String>) -> Result<PaymentRef, Unparseable> {
+    Ok(PaymentRef {
+        payment_id: metadata
+            .get("payment_id")
+            .map(|id| PaymentId::parse(id.as_str()))
+            .transpose()
+            .map_err(bad)?,
+        psp_reference: psp_reference.map(PspReference::parse).transpose().map_err(bad)?,
+    })
+}
+
+pub fn parse(body: &[u8]) -> Result<Parsed, Unparseable> {
+    let event: Event = serde_json::from_slice(body).map_err(bad)?;
+    let id = PspEventId::parse(event.id).map_err(bad)?;
+    let facts = |amount, currency: &str| -> Result<Facts, Unparseable> {
+        Ok(Facts {
+            amount_minor: Some(amount),
+            currency: Some(Currency::parse(currency).map_err(bad)?),
+            livemode: event.livemode,
+            account: event.account.clone(),
+        })
+    };
+    let (target, facts, outcome) = match event.kind.as_str() {
+        "payment_intent.succeeded"
+        | "payment_intent.processing"
+        | "payment_intent.requires_action"
+        | "payment_intent.payment_failed"
+        | "payment_intent.canceled" => {
+            let pi: PaymentIntent = serde_json::from_value(event.data.object.clone()).map_err(bad)?;
+            let outcome = match event.kind.as_str() {
+                "payment_intent.succeeded" => Outcome::Succeeded,
+                "payment_intent.processing" => Outcome::Processing,
+                "payment_intent.requires_action" => {
+                    let secret = pi
+                        .client_secret
+                        .clone()
+                        .map(ClientSecret::parse)
+                        .transpose()
+                        .map_err(bad)?;
+                    let url = pi
+                        .next_action
+                        .as_ref()
+                        .and_then(|a| a.redirect_to_url.as_ref())
+                        .and_then(|r| r.url.clone())
+                        .map(RedirectUrl::parse)
+                        .transpose()
+                        .map_err(bad)?;
+                    Outcome::RequiresAction(CustomerAction::new(secret, url).map_err(bad)?)
+                }
+                "payment_intent.payment_failed" => {
+                    let error = pi.last_payment_error.as_ref();
+                    let reason = error
+                        .and_then(|e| e.decline_code.clone().or_else(|| e.code.clone()))
+                        .unwrap_or_else(|| "payment_failed".into());
+                    Outcome::AttemptFailed {
+                        reason,
+                        retry_token: None,
+                    }
+                }
+                _ => Outcome::Failed {
+                    reason: pi.cancellation_reason.clone().unwrap_or_else(|| "canceled".into()),
+                },
+            };
+            (
+                target(&pi.metadata, Some(pi.id))?,
+                facts(pi.amount, &pi.currency)?,
+                outcome,
+            )
+        }
+        "charge.refunded" => {
+            let charge: Charge = serde_json::from_value(event.data.object.clone()).map_err(bad)?;
+            let outcome = Outcome::Refunded {
+                refunded_total_minor: charge.amount_refunded,
+                capture_proven: charge.captured,
+            };
+            (
+                target(&charge.metadata, charge.payment_intent)?,
+                facts(charge.amount, &charge.currency)?,
+                outcome,
+            )
+        }
+        _ => return Ok(Parsed::Ignored { event_type: event.kind }),
+    };
+    if target.payment_id.is_none() && target.psp_reference.is_none() {
+        return Err(Unparseable(
+            "the event names neither metadata.payment_id nor a payment intent".into(),
+        ));
+    }
+    Ok(Parsed::Event(Box::new(PspEvent {
+        id,
+        created_secs: event.created,
+        target,
+        facts,
+        outcome,
+    })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn event(kind: &str, object: serde_json::Value) -> Vec<u8> {
+        json!({ "id": "evt_1", "object": "event", "type": kind, "created": 1_700_000_000, "livemode": false,
+                "data": { "object": object } })
+        .to_string()
+        .into_bytes()
+    }
+
+    fn intent() -> serde_json::Value {
+        json!({ "id": "pi_1", "object": "payment_intent", "amount": 1000, "currency": "eur",
+                "metadata": { "payment_id": "pay_1" }, "client_secret": "pi_1_secret_x",
+                "next_action": { "type": "redirect_to_url", "redirect_to_url": { "url": "https://hooks.stripe.com/3ds" } },
+                "last_payment_error": { "code": "card_declined", "decline_code": "insufficient_funds" } })
+    }
+
+    fn parsed(kind: &str, object: serde_json::Value) -> PspEvent {
+        match parse(&event(kind, object)).unwrap() {
+            Parsed::Event(e) => *e,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn payment_intent_events_map_to_outcomes() {
+        assert_eq!(parsed("payment_intent.succeeded", intent()).outcome, Outcome::Succeeded);
+        assert_eq!(
+            parsed("payment_intent.processing", intent()).outcome,
+            Outcome::Processing
+        );
+        assert!(matches!(
+            parsed("payment_intent.requires_action", intent()).outcome,
+            Outcome::RequiresAction(_)
+        ));
+        assert_eq!(
+            parsed("payment_intent.payment_failed", intent()).outcome,
+            Outcome::AttemptFailed {
+                reason: "insufficient_funds".into(),
+                retry_token: None
+            }
+        );
+        assert_eq!(
+            parsed("payment_intent.canceled", intent()).outcome,
+            Outcome::Failed {
+                reason: "canceled".into()
+            }
+        );
+        let e = parsed("payment_intent.succeeded", intent());
+        assert_eq!(e.target.payment_id.unwrap().as_str(), "pay_1");
+        assert_eq!(e.target.psp_reference.unwrap().as_str(), "pi_1");
+        assert_eq!(
+            (e.facts.amount_minor, e.facts.currency.unwrap().as_str()),
+            (Some(1000), "EUR")
+        );
+        assert_eq!(e.created_secs, 1_700_000_000);
+    }
+
+    #[test]
+    fn charge_refunded_carries_the_cumulative_amount_and_the_capture() {
+        let charge = json!({ "id": "ch_1", "object": "charge", "amount": 1000, "amount_refunded": 400,
+                             "currency": "eur", "captured": true, "payment_intent": "pi_1", "metadata": {} });
+        let e = parsed("charge.refunded", charge);
+        assert_eq!(
+            e.outcome,
+            Outcome::Refunded {
+                refunded_total_minor: 400,
+                capture_proven: true
+            }
+        );
+        assert_eq!(e.target.payment_id, None);
+        assert_eq!(e.target.psp_reference.unwrap().as_str(), "pi_1");
+    }
+
+    #[test]
+    fn unknown_types_are_ignored_and_broken_bodies_are_unparseable() {
+        assert_eq!(
+            parse(&event("customer.created", json!({}))).unwrap(),
+            Parsed::Ignored {
+                event_type: "customer.created".into()
+            }
+        );
+        assert!(parse(b"not json").is_err());
+        assert!(parse(&event("payment_intent.succeeded", json!({ "id": "pi_1" }))).is_err());
+        let no_target = json!({ "id": "pi 1", "amount": 1, "currency": "eur" });
+        assert!(parse(&event("payment_intent.succeeded", no_target)).is_err());
+    }
+}

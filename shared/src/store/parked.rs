@@ -1,0 +1,126 @@
+//! Webhooks parked for an operator: validly signed but unusable (quarantined) or about a payment we do not
+//! know after the wait window (unknown payment). Stored redacted, kept 30 days, one item per event, under
+//! `pk = PARKED#<kind>` so an operator lists them with one Query.
+
+use super::{PaymentStore, StoreError};
+use crate::clock;
+use crate::PaymentId;
+use crate::PspReference;
+use aws_sdk_dynamodb::types::AttributeValue;
+use std::time::Duration;
+
+pub const PARKED_RETENTION: Duration = Duration::from_secs(30 * 24 * 3600);
+pub const PSP_REFERENCE_INDEX: &str = "by-psp-reference";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParkedKind {
+    Quarantined,
+    UnknownPayment,
+}
+
+impl ParkedKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ParkedKind::Quarantined => "quarantined",
+            ParkedKind::UnknownPayment => "unknown_payment",
+        }
+    }
+}
+
+/// One parked webhook, as an operator reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Parked {
+    pub provider: String,
+    pub event_key: String,
+    pub reason: String,
+    pub body: String,
+}
+
+impl PaymentStore {
+    /// Parks a redacted webhook body. Idempotent per (kind, provider, event key).
+    pub async fn park(
+        &self,
+        kind: ParkedKind,
+        provider: &str,
+        event_key: &str,
+        reason: &str,
+        redacted_body: &str,
+    ) -> Result<(), StoreError> {
+        let now = clock::now_ms();
+        let retention = i64::try_from(PARKED_RETENTION.as_millis()).unwrap_or(i64::MAX);
+        self.client
+            .put_item()
+            .table_name(&self.table)
+            .item("pk", AttributeValue::S(format!("PARKED#{}", kind.as_str())))
+            .item("sk", AttributeValue::S(format!("{provider}#{event_key}")))
+            .item("provider", AttributeValue::S(provider.to_owned()))
+            .item("event_key", AttributeValue::S(event_key.to_owned()))
+            .item("reason", AttributeValue::S(reason.chars().take(500).collect()))
+            .item("body", AttributeValue::S(redacted_body.to_owned()))
+            .item("recorded_at_ms", AttributeValue::N(now.to_string()))
+            .item(
+                "expires_at",
+                AttributeValue::N(clock::ceil_secs(now + retention).to_string()),
+            )
+            .send()
+            .await
+            .map_err(|e| StoreError::from_sdk("park webhook", e))?;
+        Ok(())
+    }
+
+    /// The parked webhooks of one kind.
+    pub async fn parked(&self, kind: ParkedKind) -> Result<Vec<Parked>, StoreError> {
+        let items = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("pk = :pk")
+            .expression_attribute_values(":pk", AttributeValue::S(format!("PARKED#{}", kind.as_str())))
+            .into_paginator()
+            .items()
+            .send()
+            .collect::<Result<Vec<_>, _>>()
+            .await
+            .map_err(|e| StoreError::from_sdk("list parked webhooks", e))?;
+        let text = |item: &super::item::Item, name: &str| {
+            item.get(name).and_then(|v| v.as_s().ok()).cloned().unwrap_or_default()
+        };
+        Ok(items
+            .iter()
+            .map(|i| Parked {
+                provider: text(i, "provider"),
+                event_key: text(i, "event_key"),
+                reason: text(i, "reason"),
+                body: text(i, "body"),
+            })
+            .collect())
+    }
+
+    /// The payment bound to a PSP reference, through the sparse `by-psp-reference` index (eventually
+    /// consistent: a reference bound a moment ago may not be found yet, and the PSP retries).
+    pub async fn find_by_psp_reference(&self, reference: &PspReference) -> Result<Option<PaymentId>, StoreError> {
+        let out = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .index_name(PSP_REFERENCE_INDEX)
+            .key_condition_expression("psp_reference = :r")
+            .expression_attribute_values(":r", AttributeValue::S(reference.to_string()))
+            .limit(1)
+            .send()
+            .await
+            .map_err(|e| StoreError::from_sdk("find payment by PSP reference", e))?;
+        let pk = out
+            .items()
+            .first()
+            .and_then(|i| i.get("pk"))
+            .and_then(|v| v.as_s().ok());
+        pk.and_then(|pk| pk.strip_prefix("PAYMENT#"))
+            .map(PaymentId::parse)
+            .transpose()
+            .map_err(|e| StoreError::Corrupt {
+                key: reference.to_string(),
+                reason: e.to_string(),
+            })
+    }
+}
