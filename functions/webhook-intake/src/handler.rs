@@ -201,17 +201,21 @@ async fn intake(
     // 4. Check the event against the payment, then the one finalize (releasing the lease in its transaction).
     let mismatch = event.check(&current, &provider.expect).err();
     let observation = event.observation(mismatch.clone(), correlation_id);
-    let outcome = app
-        .store
-        .finalize_from(current, &observation, Some(&lease))
-        .await
-        .map_err(|e| {
-            if e.is_transient() {
+    let outcome = match app.store.finalize_from(current, &observation, Some(&lease)).await {
+        Ok(outcome) => outcome,
+        Err(e) => {
+            // Free the payment for the PSP's retry now rather than when the lease expires (best effort:
+            // if DynamoDB is down, the lease expires by itself).
+            if let Err(release) = app.leases.release(&lease).await {
+                warn!(error = %release, "lease release after a failed finalize failed; it will expire");
+            }
+            return Err(if e.is_transient() {
                 retry_later("storage is temporarily unavailable; retry")
             } else {
-                ApiError::from(e)
-            }
-        })?;
+                e.into()
+            });
+        }
+    };
     metrics.version_conflicts = outcome.version_conflicts;
     if let Some(reason) = mismatch {
         metrics.anomalies = 1;

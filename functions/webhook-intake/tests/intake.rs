@@ -1,0 +1,520 @@
+//! The webhook intake over its HTTP handler, against DynamoDB Local: every answer, tampering, rotation,
+//! base64 bodies, leases, and concurrent deliveries.
+
+use integration_tests::{Fault, FaultInjector, TestContext};
+use lambda_http::http::StatusCode;
+use lambda_http::{Body, Request};
+use payments_core::fixtures;
+use serde_json::{json, Value};
+use shared::store::ParkedKind;
+use shared::{clock, EventKind, Outcome, Path, PaymentId, PaymentStatus, SigningSecret};
+use std::time::Duration;
+use webhook_intake::metrics::RequestMetrics;
+use webhook_intake::providers::Providers;
+use webhook_intake::signature::{sign_standard, sign_stripe};
+use webhook_intake::{process, App, IntakeSettings};
+
+const STRIPE_OLD: &str = "whsec_test_stripe_old";
+const STRIPE_NEW: &str = "whsec_test_stripe_new";
+const STANDARD: &str = "whsec_dGVzdC1zdGFuZGFyZC13ZWJob29rLXNlY3JldA==";
+const CLIENT_SECRET: &str = "pi_test_secret_INTAKEsecret";
+
+struct TestIntake {
+    ctx: TestContext,
+    app: App,
+}
+
+struct Answer {
+    status: StatusCode,
+    body: Value,
+    retry_after: Option<String>,
+    metrics: RequestMetrics,
+}
+
+fn providers() -> Providers {
+    let spec = r#"[{"name":"stripe","scheme":"stripe","livemode":false},
+                   {"name":"acme","scheme":"standard","account":"acct_acme"}]"#;
+    let secrets = json!({ "stripe": [STRIPE_OLD, STRIPE_NEW], "acme": [STANDARD] }).to_string();
+    Providers::from_json(spec, &secrets).unwrap()
+}
+
+impl TestIntake {
+    async fn new() -> Self {
+        Self::with(TestContext::new().await)
+    }
+
+    fn with(ctx: TestContext) -> Self {
+        let settings = IntakeSettings {
+            lease_max_wait: Duration::from_millis(20),
+            ..IntakeSettings::default()
+        };
+        let app = App {
+            store: ctx.store.clone(),
+            leases: ctx.leases.clone(),
+            providers: providers(),
+            settings,
+        };
+        Self { ctx, app }
+    }
+
+    async fn payment(&self, name: &str) -> PaymentId {
+        self.ctx
+            .store
+            .create(fixtures::new_payment(name, 1000))
+            .await
+            .unwrap()
+            .id
+    }
+
+    async fn send(&self, req: Request) -> Answer {
+        send(&self.app, req).await
+    }
+
+    async fn item_count(&self) -> i32 {
+        self.ctx
+            .client
+            .scan()
+            .table_name(&self.ctx.table)
+            .send()
+            .await
+            .unwrap()
+            .count()
+    }
+}
+
+async fn send(app: &App, req: Request) -> Answer {
+    let (response, metrics) = process(app, req).await;
+    let bytes = match response.body() {
+        Body::Text(t) => t.as_bytes().to_vec(),
+        Body::Binary(b) => b.clone(),
+        _ => Vec::new(),
+    };
+    Answer {
+        status: response.status(),
+        body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        retry_after: response
+            .headers()
+            .get("retry-after")
+            .map(|v| v.to_str().unwrap().to_owned()),
+        metrics,
+    }
+}
+
+fn now() -> i64 {
+    clock::now_ms() / 1000
+}
+
+fn intent_event(id: &str, kind: &str, payment: &PaymentId, created: i64) -> Value {
+    json!({
+        "id": id, "object": "event", "type": kind, "created": created, "livemode": false,
+        "data": { "object": {
+            "id": "pi_test_1", "object": "payment_intent", "amount": 1000, "currency": "eur",
+            "metadata": { "payment_id": payment.as_str() }, "client_secret": CLIENT_SECRET,
+            "next_action": { "type": "redirect_to_url", "redirect_to_url": { "url": "https://hooks.stripe.com/3ds/x" } }
+        } }
+    })
+}
+
+/// An API Gateway HTTP API (v2) event, parsed by lambda_http as Lambda would deliver it.
+fn apigw(path: &str, headers: Value, body: &[u8], base64: bool) -> Request {
+    use base64::Engine;
+    let body = if base64 {
+        base64::engine::general_purpose::STANDARD.encode(body)
+    } else {
+        String::from_utf8(body.to_vec()).unwrap()
+    };
+    let event = json!({
+        "version": "2.0", "routeKey": "POST /webhooks/{provider}", "rawPath": path, "rawQueryString": "",
+        "headers": headers,
+        "requestContext": { "accountId": "123456789012", "apiId": "api", "domainName": "api.example",
+            "domainPrefix": "api", "http": { "method": "POST", "path": path, "protocol": "HTTP/1.1",
+            "sourceIp": "127.0.0.1", "userAgent": "Stripe/1.0" }, "requestId": "r", "routeKey": "POST /webhooks/{provider}",
+            "stage": "$default", "time": "29/Nov/2026:00:00:00 +0000", "timeEpoch": 0 },
+        "pathParameters": { "provider": path.rsplit('/').next().unwrap() },
+        "body": body, "isBase64Encoded": base64
+    });
+    lambda_http::request::from_str(&event.to_string()).unwrap()
+}
+
+fn stripe(body: &Value, secret: &str) -> Request {
+    let bytes = body.to_string().into_bytes();
+    let sig = sign_stripe(&SigningSecret::parse(secret).unwrap(), now(), &bytes);
+    apigw(
+        "/webhooks/stripe",
+        json!({ "content-type": "application/json", "stripe-signature": sig }),
+        &bytes,
+        false,
+    )
+}
+
+fn standard(id: &str, body: &Value) -> Request {
+    let bytes = body.to_string().into_bytes();
+    let ts = now();
+    let sig = sign_standard(&SigningSecret::parse(STANDARD).unwrap(), id, ts, &bytes).unwrap();
+    let headers = json!({ "webhook-id": id, "webhook-timestamp": ts.to_string(), "webhook-signature": sig });
+    apigw("/webhooks/acme", headers, &bytes, false)
+}
+
+fn result(a: &Answer) -> &str {
+    a.body["result"].as_str().or(a.body["error"].as_str()).unwrap_or("?")
+}
+
+#[tokio::test]
+async fn the_200_answers() {
+    let t = TestIntake::new().await;
+    let id = t.payment("pay_w1").await;
+
+    let a = t
+        .send(stripe(
+            &intent_event("evt_1", "payment_intent.succeeded", &id, now()),
+            STRIPE_NEW,
+        ))
+        .await;
+    assert_eq!((a.status, result(&a)), (StatusCode::OK, "applied"), "{}", a.body);
+    let a = t
+        .send(stripe(
+            &intent_event("evt_1", "payment_intent.succeeded", &id, now()),
+            STRIPE_NEW,
+        ))
+        .await;
+    assert_eq!(result(&a), "duplicate");
+    let a = t
+        .send(stripe(
+            &intent_event("evt_2", "payment_intent.processing", &id, now()),
+            STRIPE_OLD,
+        ))
+        .await;
+    assert_eq!(
+        result(&a),
+        "stale",
+        "late processing after captured; the old secret still verifies"
+    );
+    let a = t
+        .send(stripe(
+            &json!({ "id": "evt_3", "type": "customer.created", "created": now(), "data": { "object": {} } }),
+            STRIPE_NEW,
+        ))
+        .await;
+    assert_eq!(result(&a), "ignored");
+    let p = t.ctx.store.get(&id).await.unwrap().unwrap();
+    assert_eq!((p.status, p.version), (PaymentStatus::Captured, 2));
+
+    // Signed but unparseable: quarantined, stored redacted, counted.
+    let garbage = json!({ "id": "evt_4", "type": "payment_intent.succeeded", "created": now(),
+                          "data": { "object": { "client_secret": CLIENT_SECRET } } });
+    let a = t.send(stripe(&garbage, STRIPE_NEW)).await;
+    assert_eq!((result(&a), a.metrics.quarantines), ("quarantined", 1));
+    let parked = t.ctx.store.parked(ParkedKind::Quarantined).await.unwrap();
+    assert_eq!(parked.len(), 1);
+    assert!(
+        !parked[0].body.contains(CLIENT_SECRET) && parked[0].body.contains("evt_4"),
+        "{}",
+        parked[0].body
+    );
+
+    // Inconsistent with the payment (amount): an anomaly is recorded, nothing applied.
+    let id2 = t.payment("pay_w2").await;
+    let mut wrong = intent_event("evt_5", "payment_intent.succeeded", &id2, now());
+    wrong["data"]["object"]["amount"] = json!(999_999);
+    let a = t.send(stripe(&wrong, STRIPE_NEW)).await;
+    assert_eq!((result(&a), a.metrics.anomalies), ("quarantined", 1));
+    let p = t.ctx.store.get(&id2).await.unwrap().unwrap();
+    assert_eq!((p.status, p.anomalies), (PaymentStatus::Pending, 1));
+    let events = t.ctx.store.events(&id2).await.unwrap();
+    assert_eq!(events.last().unwrap().kind, EventKind::AnomalyRecorded);
+    // Live-mode event on a test endpoint: the same.
+    let mut live = intent_event("evt_6", "payment_intent.succeeded", &id2, now());
+    live["livemode"] = json!(true);
+    assert_eq!(result(&t.send(stripe(&live, STRIPE_NEW)).await), "quarantined");
+    assert_eq!(
+        t.ctx.store.get(&id2).await.unwrap().unwrap().status,
+        PaymentStatus::Pending
+    );
+
+    // Unknown payment: 503 while the event is young, then parked and acknowledged.
+    let ghost = PaymentId::parse("pay_ghost").unwrap();
+    let a = t
+        .send(stripe(
+            &intent_event("evt_7", "payment_intent.succeeded", &ghost, now()),
+            STRIPE_NEW,
+        ))
+        .await;
+    assert_eq!(
+        (a.status, a.retry_after.is_some()),
+        (StatusCode::SERVICE_UNAVAILABLE, true)
+    );
+    let old = now() - 16 * 60;
+    let body = intent_event("evt_8", "payment_intent.succeeded", &ghost, old);
+    let bytes = body.to_string().into_bytes();
+    // The signature is fresh (a PSP retry re-signs), the event itself is 16 minutes old.
+    let sig = sign_stripe(&SigningSecret::parse(STRIPE_NEW).unwrap(), now(), &bytes);
+    let a = t
+        .send(apigw(
+            "/webhooks/stripe",
+            json!({ "stripe-signature": sig }),
+            &bytes,
+            false,
+        ))
+        .await;
+    assert_eq!((result(&a), a.metrics.unknown_payments), ("unknown_payment", 1));
+    assert_eq!(t.ctx.store.parked(ParkedKind::UnknownPayment).await.unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn standard_webhooks_and_the_psp_reference_lookup() {
+    let t = TestIntake::new().await;
+    let mut new = fixtures::new_payment("pay_s1", 1000);
+    new.psp_reference = Some(shared::PspReference::parse("psp_ref_1").unwrap());
+    let id = t.ctx.store.create(new).await.unwrap().id;
+    let event = |kind: &str, extra: Value| {
+        let mut data = json!({ "psp_reference": "psp_ref_1", "amount_minor": 1000, "currency": "EUR" });
+        data.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        json!({ "type": kind, "created": now(), "account": "acct_acme", "data": data })
+    };
+    let a = t.send(standard("msg_1", &event("payment.succeeded", json!({})))).await;
+    assert_eq!(result(&a), "applied", "{}", a.body);
+    let a = t
+        .send(standard(
+            "msg_2",
+            &event(
+                "payment.refunded",
+                json!({ "refunded_total_minor": 1000, "captured": true }),
+            ),
+        ))
+        .await;
+    assert_eq!(result(&a), "applied");
+    assert_eq!(
+        t.ctx.store.get(&id).await.unwrap().unwrap().status,
+        PaymentStatus::Refunded
+    );
+    let mut other_account = event("payment.failed", json!({}));
+    other_account["account"] = json!("acct_other");
+    assert_eq!(result(&t.send(standard("msg_3", &other_account)).await), "quarantined");
+}
+
+#[tokio::test]
+async fn every_refusal_writes_nothing() {
+    let t = TestIntake::new().await;
+    let id = t.payment("pay_r1").await;
+    let before = t.item_count().await;
+    let body = intent_event("evt_1", "payment_intent.succeeded", &id, now());
+    let bytes = body.to_string().into_bytes();
+    let good = sign_stripe(&SigningSecret::parse(STRIPE_NEW).unwrap(), now(), &bytes);
+    let tampered_body = body.to_string().replace("1000", "1001").into_bytes();
+    let stale_sig = sign_stripe(&SigningSecret::parse(STRIPE_NEW).unwrap(), now() - 301, &bytes);
+    let wrong_secret = sign_stripe(&SigningSecret::parse("whsec_attacker").unwrap(), now(), &bytes);
+    let moved_t = good.replacen("t=", "t=1", 1);
+    let cases: Vec<(&str, Value, Vec<u8>, StatusCode)> = vec![
+        ("/webhooks/stripe", json!({}), bytes.clone(), StatusCode::UNAUTHORIZED),
+        (
+            "/webhooks/stripe",
+            json!({ "stripe-signature": good }),
+            tampered_body,
+            StatusCode::UNAUTHORIZED,
+        ),
+        (
+            "/webhooks/stripe",
+            json!({ "stripe-signature": moved_t }),
+            bytes.clone(),
+            StatusCode::UNAUTHORIZED,
+        ),
+        (
+            "/webhooks/stripe",
+            json!({ "stripe-signature": stale_sig }),
+            bytes.clone(),
+            StatusCode::UNAUTHORIZED,
+        ),
+        (
+            "/webhooks/stripe",
+            json!({ "stripe-signature": wrong_secret }),
+            bytes.clone(),
+            StatusCode::UNAUTHORIZED,
+        ),
+        (
+            "/webhooks/stripe",
+            json!({ "stripe-signature": "t=1,v1=zz" }),
+            bytes.clone(),
+            StatusCode::UNAUTHORIZED,
+        ),
+        (
+            "/webhooks/adyen",
+            json!({ "stripe-signature": good }),
+            bytes.clone(),
+            StatusCode::NOT_FOUND,
+        ),
+        (
+            "/webhooks/stripe",
+            json!({ "stripe-signature": good }),
+            Vec::new(),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            "/webhooks/stripe",
+            json!({ "stripe-signature": good }),
+            vec![b' '; 256 * 1024 + 1],
+            StatusCode::PAYLOAD_TOO_LARGE,
+        ),
+        (
+            "/webhooks/acme",
+            json!({ "webhook-id": "m", "webhook-timestamp": now().to_string() }),
+            bytes.clone(),
+            StatusCode::UNAUTHORIZED,
+        ),
+    ];
+    for (path, headers, body, status) in cases {
+        let a = t.send(apigw(path, headers.clone(), &body, false)).await;
+        assert_eq!(a.status, status, "{path} {headers}: {}", a.body);
+        assert!(
+            a.body["error"].is_string() && a.body["message"].is_string(),
+            "{}",
+            a.body
+        );
+        if status == StatusCode::UNAUTHORIZED {
+            assert_eq!(a.metrics.unauthorized, 1);
+        }
+    }
+    assert_eq!(t.item_count().await, before, "a 4xx writes nothing");
+    assert_eq!(t.ctx.store.get(&id).await.unwrap().unwrap().version, 1);
+}
+
+#[tokio::test]
+async fn base64_bodies_are_verified_on_the_decoded_bytes() {
+    let t = TestIntake::new().await;
+    let id = t.payment("pay_b64").await;
+    let bytes = intent_event("evt_1", "payment_intent.processing", &id, now())
+        .to_string()
+        .into_bytes();
+    let sig = sign_stripe(&SigningSecret::parse(STRIPE_NEW).unwrap(), now(), &bytes);
+    let a = t
+        .send(apigw(
+            "/webhooks/stripe",
+            json!({ "stripe-signature": sig }),
+            &bytes,
+            true,
+        ))
+        .await;
+    assert_eq!(result(&a), "applied", "{}", a.body);
+}
+
+#[tokio::test]
+async fn a_held_lease_defers_with_retry_after_and_dynamodb_outages_answer_503() {
+    let t = TestIntake::new().await;
+    let id = t.payment("pay_l").await;
+    let held = t.ctx.leases.acquire(&id).await.unwrap().unwrap();
+    let a = t
+        .send(stripe(
+            &intent_event("evt_1", "payment_intent.succeeded", &id, now()),
+            STRIPE_NEW,
+        ))
+        .await;
+    assert_eq!(
+        (a.status, a.metrics.lease_deferrals),
+        (StatusCode::SERVICE_UNAVAILABLE, 1)
+    );
+    assert_eq!(a.retry_after.as_deref(), Some("5"));
+    assert!(t.ctx.leases.release(&held).await.unwrap());
+    assert_eq!(t.ctx.store.get(&id).await.unwrap().unwrap().version, 1);
+
+    let faults = FaultInjector::new();
+    let t = TestIntake::with(TestContext::with_faults(faults.clone()).await);
+    let id = t.payment("pay_outage").await;
+    faults.fail_next(
+        "TransactWriteItems",
+        Fault::Throttling,
+        shared::aws::MAX_ATTEMPTS as usize,
+    );
+    let event = intent_event("evt_1", "payment_intent.succeeded", &id, now());
+    let a = t.send(stripe(&event, STRIPE_NEW)).await;
+    assert_eq!(
+        (a.status, a.retry_after.is_some()),
+        (StatusCode::SERVICE_UNAVAILABLE, true),
+        "{}",
+        a.body
+    );
+    assert_eq!(t.ctx.store.get(&id).await.unwrap().unwrap().version, 1);
+    // The PSP retries: applied, and the lease left behind by the failed attempt does not block it long.
+    let a = t.send(stripe(&event, STRIPE_NEW)).await;
+    assert_eq!(result(&a), "applied", "{}", a.body);
+}
+
+/// The read is overlapped with the lease acquire, so it can be older than the lease. It stays safe: a prior
+/// holder writes while we wait for the lease; our write then conflicts and is decided again.
+#[tokio::test]
+async fn overlapping_the_read_with_the_lease_acquire_stays_safe() {
+    let t = TestIntake::new().await;
+    let id = t.payment("pay_overlap").await;
+    let prior = t.ctx.leases.acquire(&id).await.unwrap().unwrap();
+    let mut app = t.app.clone();
+    app.settings.lease_attempts = 20;
+    app.settings.lease_max_wait = Duration::from_millis(30);
+    let ours = tokio::spawn({
+        let body = intent_event("evt_late", "payment_intent.processing", &id, now());
+        async move { send(&app, stripe(&body, STRIPE_NEW)).await }
+    });
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    // The prior holder captures and releases its lease inside the same transaction.
+    let prior_write = fixtures::webhook("evt_prior", 1, Outcome::Succeeded);
+    t.ctx.store.finalize(&id, &prior_write, Some(&prior)).await.unwrap();
+    let a = ours.await.unwrap();
+    assert_eq!(result(&a), "stale", "{}", a.body);
+    assert_eq!(
+        a.metrics.version_conflicts, 1,
+        "our read was taken before the prior write"
+    );
+    let p = t.ctx.store.get(&id).await.unwrap().unwrap();
+    assert_eq!((p.status, p.version), (PaymentStatus::Captured, 2));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixteen_concurrent_deliveries_keep_the_invariants() {
+    let t = TestIntake::new().await;
+    let id = t.payment("pay_16").await;
+    t.ctx
+        .store
+        .finalize(&id, &fixtures::observe(Path::Sync, fixtures::requires_action()), None)
+        .await
+        .unwrap();
+    let kinds = [
+        "payment_intent.succeeded",
+        "payment_intent.processing",
+        "payment_intent.canceled",
+        "payment_intent.succeeded",
+    ];
+    let tasks: Vec<_> = (0..16)
+        .map(|i| {
+            let app = t.app.clone();
+            // Pairs share an event id: the same event delivered twice at once.
+            let body = intent_event(&format!("evt_{}", i / 2), kinds[(i / 2) % 4], &id, now());
+            tokio::spawn(async move { send(&app, stripe(&body, STRIPE_NEW)).await })
+        })
+        .collect();
+    let mut answers = Vec::new();
+    for task in tasks {
+        answers.push(task.await.unwrap());
+    }
+    for a in &answers {
+        assert!(
+            a.status == StatusCode::OK || a.status == StatusCode::SERVICE_UNAVAILABLE,
+            "{}",
+            a.body
+        );
+    }
+    let events = t.ctx.store.events(&id).await.unwrap();
+    let p = t.ctx.store.get(&id).await.unwrap().unwrap();
+    assert_eq!(
+        events.iter().map(|e| e.version).collect::<Vec<_>>(),
+        (1..=p.version).collect::<Vec<_>>()
+    );
+    assert!(p.status.is_terminal() && p.action.is_none(), "{p:?}");
+    let terminal = events
+        .iter()
+        .filter(|e| e.status.is_terminal() && !e.previous_status.is_some_and(|s| s.is_terminal()));
+    assert_eq!(terminal.count(), 1);
+    let mut ids: Vec<_> = events.iter().filter_map(|e| e.psp_event_id.clone()).collect();
+    let n = ids.len();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), n, "no PSP event id applied twice");
+    let applied = answers.iter().filter(|a| result(a) == "applied").count();
+    assert_eq!(applied, events.len() - 2, "every applied answer is one event");
+}
