@@ -9,15 +9,15 @@
 //! ```
 
 pub mod calls;
-pub mod dynamodb_local;
 pub mod faults;
 pub mod hook;
-pub mod table;
 
 use aws_sdk_dynamodb::config::{Credentials, Region};
 use shared::lease::{LeaseConfig, Leases};
 use shared::store::PaymentStore;
 use std::time::Duration;
+
+pub use local_dev::{dynamodb_local, table};
 
 pub use calls::CallCounter;
 pub use faults::{Fault, FaultInjector};

@@ -519,3 +519,40 @@ async fn webhook_and_sync_race_without_stale_secrets_or_lost_updates() {
         "both orders happened: {sync_first} / {webhook_first}"
     );
 }
+
+/// The sample API Gateway events in `events/` run through the handler as Lambda would deliver them.
+#[tokio::test]
+async fn sample_api_events_run_through_the_handler() {
+    let api = TestApi::new().await;
+    api.ctx
+        .store
+        .create(fixtures::new_payment("pay_sample", 1000))
+        .await
+        .unwrap();
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../events");
+    let expect = [
+        ("api-create-payment.json", StatusCode::CREATED, "pending"),
+        (
+            "api-sync-result-requires-action.json",
+            StatusCode::OK,
+            "requires_action",
+        ),
+        ("api-sync-result-succeeded.json", StatusCode::OK, "captured"),
+        ("api-get-payment.json", StatusCode::OK, "captured"),
+    ];
+    for (file, status, payment_status) in expect {
+        let req = lambda_http::request::from_str(&std::fs::read_to_string(dir.join(file)).unwrap()).unwrap();
+        let response = handle(&api.app, req).await.unwrap();
+        assert_eq!(response.status(), status, "{file}");
+        let body: Value = match response.body() {
+            Body::Binary(b) => serde_json::from_slice(b).unwrap(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(body["status"], payment_status, "{file}: {body}");
+    }
+    let req =
+        lambda_http::request::from_str(&std::fs::read_to_string(dir.join("api-get-payment-events.json")).unwrap())
+            .unwrap();
+    let response = handle(&api.app, req).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+}

@@ -12,6 +12,7 @@ pub mod metrics;
 pub mod providers;
 pub mod psp_event;
 pub mod redact;
+pub mod samples;
 pub mod signature;
 pub mod standard;
 pub mod stripe;

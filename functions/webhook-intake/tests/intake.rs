@@ -117,22 +117,8 @@ fn intent_event(id: &str, kind: &str, payment: &PaymentId, created: i64) -> Valu
 
 /// An API Gateway HTTP API (v2) event, parsed by lambda_http as Lambda would deliver it.
 fn apigw(path: &str, headers: Value, body: &[u8], base64: bool) -> Request {
-    use base64::Engine;
-    let body = if base64 {
-        base64::engine::general_purpose::STANDARD.encode(body)
-    } else {
-        String::from_utf8(body.to_vec()).unwrap()
-    };
-    let event = json!({
-        "version": "2.0", "routeKey": "POST /webhooks/{provider}", "rawPath": path, "rawQueryString": "",
-        "headers": headers,
-        "requestContext": { "accountId": "123456789012", "apiId": "api", "domainName": "api.example",
-            "domainPrefix": "api", "http": { "method": "POST", "path": path, "protocol": "HTTP/1.1",
-            "sourceIp": "127.0.0.1", "userAgent": "Stripe/1.0" }, "requestId": "r", "routeKey": "POST /webhooks/{provider}",
-            "stage": "$default", "time": "29/Nov/2026:00:00:00 +0000", "timeEpoch": 0 },
-        "pathParameters": { "provider": path.rsplit('/').next().unwrap() },
-        "body": body, "isBase64Encoded": base64
-    });
+    let headers = headers.as_object().cloned().unwrap_or_default();
+    let event = webhook_intake::samples::apigw_event(path, &headers, body, base64);
     lambda_http::request::from_str(&event.to_string()).unwrap()
 }
 
@@ -517,4 +503,63 @@ async fn sixteen_concurrent_deliveries_keep_the_invariants() {
     assert_eq!(ids.len(), n, "no PSP event id applied twice");
     let applied = answers.iter().filter(|a| result(a) == "applied").count();
     assert_eq!(applied, events.len() - 2, "every applied answer is one event");
+}
+
+/// The sample events (`events/payloads/`, signed by `sign-events`) are valid API Gateway v2 events that
+/// the handler accepts with the dev secrets.
+#[tokio::test]
+async fn sample_events_sign_and_run_through_the_handler() {
+    use webhook_intake::providers::{Scheme, DEFAULT_PROVIDERS};
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../events");
+    let dir = std::env::temp_dir().join(format!("events-{}", uuid_like()));
+    for provider in ["stripe", "standard"] {
+        let target = dir.join("payloads").join(provider);
+        std::fs::create_dir_all(&target).unwrap();
+        for entry in std::fs::read_dir(repo.join("payloads").join(provider)).unwrap() {
+            let path = entry.unwrap().path();
+            std::fs::copy(&path, target.join(path.file_name().unwrap())).unwrap();
+        }
+    }
+    let (stripe_secret, standard_secret) = (
+        "whsec_local_dev_stripe_secret",
+        "whsec_bG9jYWwtZGV2LXN0YW5kYXJkLXNlY3JldA==",
+    );
+    let secrets = json!({ "stripe": [stripe_secret], "standard": [standard_secret] }).to_string();
+    let mut t = TestIntake::new().await;
+    t.app.providers = Providers::from_json(DEFAULT_PROVIDERS, &secrets).unwrap();
+    let mut sample = fixtures::new_payment("pay_sample", 1000);
+    sample.psp_reference = Some(shared::PspReference::parse("pi_3SampleIntent00001").unwrap());
+    t.ctx.store.create(sample).await.unwrap();
+    let mut sample = fixtures::new_payment("pay_sample_std", 1000);
+    sample.psp_reference = Some(shared::PspReference::parse("psp_sample_1").unwrap());
+    t.ctx.store.create(sample).await.unwrap();
+
+    let mut results = Vec::new();
+    for (provider, scheme, secret) in [
+        ("stripe", Scheme::Stripe, stripe_secret),
+        ("standard", Scheme::Standard, standard_secret),
+    ] {
+        let files =
+            webhook_intake::samples::sign_all(&dir, provider, scheme, &SigningSecret::parse(secret).unwrap(), now())
+                .unwrap();
+        assert_eq!(files.len(), 6, "{provider}");
+        for file in files {
+            let req = lambda_http::request::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+            let a = t.send(req).await;
+            assert_eq!(a.status, StatusCode::OK, "{}: {}", file.display(), a.body);
+            results.push(result(&a).to_owned());
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(results.iter().any(|r| r == "applied"), "{results:?}");
+    assert!(
+        results
+            .iter()
+            .all(|r| ["applied", "stale", "duplicate"].contains(&r.as_str())),
+        "{results:?}"
+    );
+}
+
+fn uuid_like() -> String {
+    format!("{:x}", clock::now_ms()) + &format!("{:x}", std::process::id())
 }

@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 
 pub const ENDPOINT_VAR: &str = "AWS_ENDPOINT_URL_DYNAMODB";
 
-/// The repository root (this crate lives in `tests/`).
+/// The repository root (this crate lives in `local/dev/`).
 pub fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
 /// The endpoint of a running DynamoDB Local, starting one if the environment names none.

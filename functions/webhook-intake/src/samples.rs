@@ -1,0 +1,85 @@
+//! Signed sample events: API Gateway HTTP API (v2) events around the PSP payloads in `events/payloads/`,
+//! for `cargo lambda invoke --data-file` and for tests. Signatures carry a timestamp and expire after the
+//! tolerance (300 s), so `sign-events` re-signs them, also after a dev secret changes.
+
+use crate::providers::Scheme;
+use crate::signature::{sign_standard, sign_stripe, SignatureError};
+use serde_json::{json, Map, Value};
+use shared::SigningSecret;
+use std::path::{Path, PathBuf};
+
+/// An API Gateway HTTP API (payload format 2.0) `POST` event, as Lambda delivers it.
+pub fn apigw_event(path: &str, headers: &Map<String, Value>, body: &[u8], base64: bool) -> Value {
+    use base64::Engine;
+    let body = if base64 {
+        base64::engine::general_purpose::STANDARD.encode(body)
+    } else {
+        String::from_utf8_lossy(body).into_owned()
+    };
+    json!({
+        "version": "2.0", "routeKey": "POST /webhooks/{provider}", "rawPath": path, "rawQueryString": "",
+        "headers": headers,
+        "requestContext": {
+            "accountId": "123456789012", "apiId": "local", "domainName": "127.0.0.1", "domainPrefix": "local",
+            "http": { "method": "POST", "path": path, "protocol": "HTTP/1.1", "sourceIp": "127.0.0.1",
+                      "userAgent": "sample" },
+            "requestId": "sample", "routeKey": "POST /webhooks/{provider}", "stage": "$default",
+            "time": "29/Nov/2026:00:00:00 +0000", "timeEpoch": 0
+        },
+        "pathParameters": { "provider": path.rsplit('/').next().unwrap_or_default() },
+        "body": body, "isBase64Encoded": base64
+    })
+}
+
+/// The signature headers for `body` under `scheme`, signed at `now_secs`.
+pub fn signature_headers(
+    scheme: Scheme,
+    secret: &SigningSecret,
+    event_id: &str,
+    now_secs: i64,
+    body: &[u8],
+) -> Result<Map<String, Value>, SignatureError> {
+    let mut headers = Map::new();
+    headers.insert("content-type".into(), json!("application/json"));
+    match scheme {
+        Scheme::Stripe => {
+            headers.insert("stripe-signature".into(), json!(sign_stripe(secret, now_secs, body)));
+        }
+        Scheme::Standard => {
+            headers.insert("webhook-id".into(), json!(event_id));
+            headers.insert("webhook-timestamp".into(), json!(now_secs.to_string()));
+            headers.insert(
+                "webhook-signature".into(),
+                json!(sign_standard(secret, event_id, now_secs, body)?),
+            );
+        }
+    }
+    Ok(headers)
+}
+
+/// Signs every payload in `events/payloads/<provider>/` and writes `events/webhook-<provider>-<type>.json`.
+/// `provider` is `stripe` or `standard`; returns the files written.
+pub fn sign_all(
+    events_dir: &Path,
+    provider: &str,
+    scheme: Scheme,
+    secret: &SigningSecret,
+    now_secs: i64,
+) -> Result<Vec<PathBuf>, Box<dyn std::error::Error>> {
+    let mut written = Vec::new();
+    let mut payloads: Vec<PathBuf> = std::fs::read_dir(events_dir.join("payloads").join(provider))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    payloads.sort();
+    for (i, payload) in payloads.iter().enumerate() {
+        let body = std::fs::read(payload)?;
+        let name = payload.file_stem().and_then(|s| s.to_str()).unwrap_or("event");
+        let headers = signature_headers(scheme, secret, &format!("msg_sample_{i:02}"), now_secs, &body)?;
+        let event = apigw_event(&format!("/webhooks/{provider}"), &headers, &body, false);
+        let out = events_dir.join(format!("webhook-{provider}-{name}.json"));
+        std::fs::write(&out, serde_json::to_string_pretty(&event)? + "\n")?;
+        written.push(out);
+    }
+    Ok(written)
+}

@@ -1,0 +1,109 @@
+//! The whole system on one machine: every HTTP route of the API Gateway served on 127.0.0.1 by one host
+//! process that calls the same handlers the Lambda functions run, against DynamoDB Local.
+//!
+//! Why one process rather than `cargo lambda watch`: API Gateway's path routing (`/payments/...` to
+//! sync-finalize, `/webhooks/{provider}` to webhook-intake) is reproduced here on one port, it starts in a
+//! second with no per-function emulator, and the handlers are exactly the library code the binaries wrap.
+//!
+//! Configuration by convention: `TABLE_NAME`, `AWS_ENDPOINT_URL_DYNAMODB`, `WEBHOOK_SECRETS`,
+//! `WEBHOOK_PROVIDERS`, `LOCAL_API_PORT` (default 3000). The table is created from `infra/template.yaml`
+//! when it does not exist.
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use lambda_http::Body;
+use shared::{aws, telemetry, Config, Leases, PaymentStore};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+use tracing::{error, info};
+use webhook_intake::providers::Providers;
+
+struct Apps {
+    sync: sync_finalize::App,
+    intake: webhook_intake::App,
+}
+
+type Error = Box<dyn std::error::Error + Send + Sync>;
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    telemetry::init();
+    let config = Config::from_env()?;
+    let sdk = aws::sdk_config().await;
+    let client = aws::dynamodb_client(&sdk);
+    ensure_table(&client, &config.table_name).await?;
+    let store = PaymentStore::new(client.clone(), &config.table_name);
+    let apps = Arc::new(Apps {
+        sync: sync_finalize::App { store: store.clone() },
+        intake: webhook_intake::App {
+            store,
+            leases: Leases::new(client, &config.table_name, config.lease),
+            providers: Providers::from_env(&sdk).await?,
+            settings: webhook_intake::IntakeSettings::from_env()?,
+        },
+    });
+
+    let port: u16 = std::env::var("LOCAL_API_PORT")
+        .ok()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(3000);
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let listener = TcpListener::bind(addr).await?;
+    info!(%addr, table = %config.table_name, "local API listening");
+    println!("local API on http://{addr} (payments: /payments, webhooks: /webhooks/{{provider}})");
+    loop {
+        let (stream, _) = listener.accept().await?;
+        let apps = apps.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |req| serve(apps.clone(), req));
+            if let Err(e) = http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await
+            {
+                error!(error = %e, "connection failed");
+            }
+        });
+    }
+}
+
+/// Routes like the HTTP API does and converts between hyper and lambda_http types.
+async fn serve(apps: Arc<Apps>, req: hyper::Request<Incoming>) -> Result<hyper::Response<Full<Bytes>>, Error> {
+    let (parts, body) = req.into_parts();
+    let bytes = body.collect().await?.to_bytes();
+    let body = if bytes.is_empty() {
+        Body::Empty
+    } else {
+        Body::Binary(bytes.to_vec())
+    };
+    let request = lambda_http::Request::from_parts(parts, body);
+    let response = if request.uri().path().starts_with("/webhooks/") {
+        webhook_intake::handle(&apps.intake, request).await
+    } else {
+        sync_finalize::handle(&apps.sync, request).await
+    }
+    .map_err(|e| -> Error { e.to_string().into() })?;
+    let (parts, body) = response.into_parts();
+    let bytes = match body {
+        Body::Empty => Bytes::new(),
+        Body::Text(text) => Bytes::from(text),
+        Body::Binary(data) => Bytes::from(data),
+        _ => Bytes::new(),
+    };
+    Ok(hyper::Response::from_parts(parts, Full::new(bytes)))
+}
+
+async fn ensure_table(client: &aws_sdk_dynamodb::Client, name: &str) -> Result<(), Error> {
+    if client.describe_table().table_name(name).send().await.is_ok() {
+        return Ok(());
+    }
+    local_dev::table::TableDefinition::from_repo()
+        .create(client, name)
+        .await;
+    info!(table = name, "table created from infra/template.yaml");
+    Ok(())
+}

@@ -1,0 +1,42 @@
+# Shared by scripts/test and scripts/run-local (sourced, not run): starting and stopping the local parts.
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+# Development webhook secrets, documented in README. Never use them anywhere but on 127.0.0.1.
+export DEV_STRIPE_SECRET="whsec_local_dev_stripe_secret"
+export DEV_STANDARD_SECRET="whsec_bG9jYWwtZGV2LXN0YW5kYXJkLXNlY3JldA=="
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+wait_for_port() {
+  local port="$1" what="$2"
+  for _ in $(seq 1 600); do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then return 0; fi
+    sleep 0.2
+  done
+  echo "$what did not answer on 127.0.0.1:$port" >&2
+  return 1
+}
+
+# The environment every local process uses: the SDK's own endpoint variables and dummy credentials.
+local_env() {
+  local ddb_port="$1"
+  export AWS_ENDPOINT_URL_DYNAMODB="http://127.0.0.1:$ddb_port"
+  export AWS_REGION="${AWS_REGION:-us-east-1}"
+  export AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-local}"
+  export AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-local}"
+  export TABLE_NAME="${TABLE_NAME:-payments-local}"
+  export WEBHOOK_SECRETS="${WEBHOOK_SECRETS:-{\"stripe\":[\"$DEV_STRIPE_SECRET\"],\"standard\":[\"$DEV_STANDARD_SECRET\"]}}"
+}
+
+# Builds and starts the local API on 127.0.0.1:$1 in the background; sets api_pid.
+start_api() {
+  local port="$1"
+  cargo build --quiet -p local-stack
+  local bin="${CARGO_TARGET_DIR:-$root/target}/debug/local-stack"
+  LOCAL_API_PORT="$port" "$bin" &
+  api_pid=$!
+  wait_for_port "$port" "the local API"
+}
