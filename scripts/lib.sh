@@ -31,12 +31,13 @@ local_env() {
   export WEBHOOK_SECRETS="${WEBHOOK_SECRETS:-{\"stripe\":[\"$DEV_STRIPE_SECRET\"],\"standard\":[\"$DEV_STANDARD_SECRET\"]}}"
 }
 
-# Builds and starts the local API on 127.0.0.1:$1 in the background; sets api_pid.
+# Builds and starts the local API on 127.0.0.1:$1 in the background, its output to $2 (default: this
+# terminal); sets api_pid.
 start_api() {
-  local port="$1"
+  local port="$1" log="${2:-/dev/stdout}"
   cargo build --quiet -p local-stack
   local bin="${CARGO_TARGET_DIR:-$root/target}/debug/local-stack"
-  LOCAL_API_PORT="$port" "$bin" &
+  LOCAL_API_PORT="$port" "$bin" >>"$log" 2>&1 &
   api_pid=$!
   wait_for_port "$port" "the local API"
 }
