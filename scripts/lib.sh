@@ -22,8 +22,9 @@ wait_for_port() {
 
 # The environment every local process uses: the SDK's own endpoint variables and dummy credentials.
 local_env() {
-  local ddb_port="$1"
+  local ddb_port="$1" sqs_port="${2:-}"
   export AWS_ENDPOINT_URL_DYNAMODB="http://127.0.0.1:$ddb_port"
+  if [ -n "$sqs_port" ]; then export AWS_ENDPOINT_URL_SQS="http://127.0.0.1:$sqs_port"; fi
   export AWS_REGION="${AWS_REGION:-us-east-1}"
   export AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-local}"
   export AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-local}"

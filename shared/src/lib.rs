@@ -6,8 +6,10 @@ pub use payments_core::*;
 pub mod aws;
 pub mod clock;
 pub mod config;
+pub mod consumer;
 pub mod http;
 pub mod lease;
+pub mod outbox;
 pub mod store;
 pub mod telemetry;
 

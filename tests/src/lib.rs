@@ -11,6 +11,7 @@
 pub mod calls;
 pub mod faults;
 pub mod hook;
+pub mod sqs_faults;
 
 use aws_sdk_dynamodb::config::{Credentials, Region};
 use shared::lease::{LeaseConfig, Leases};
@@ -22,6 +23,39 @@ pub use local_dev::{dynamodb_local, table};
 pub use calls::CallCounter;
 pub use faults::{Fault, FaultInjector};
 pub use hook::BeforeCall;
+pub use sqs_faults::SqsEntryFaults;
+
+/// SDK settings for a local emulator: its endpoint, a region and dummy credentials.
+pub fn local_sdk_config(endpoint: &str) -> aws_config::SdkConfig {
+    aws_config::SdkConfig::builder()
+        .region(Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_dynamodb::config::SharedCredentialsProvider::new(
+            Credentials::new("local", "local", None, None, "harness"),
+        ))
+        .endpoint_url(endpoint)
+        .behavior_version(aws_config::BehaviorVersion::latest())
+        .build()
+}
+
+/// A DynamoDB Streams client on DynamoDB Local.
+pub fn streams_client() -> aws_sdk_dynamodbstreams::Client {
+    aws_sdk_dynamodbstreams::Client::new(&local_sdk_config(&dynamodb_local::endpoint()))
+}
+
+/// An SQS client on the SQS emulator (moto), optionally failing chosen batch entries.
+pub fn sqs_client(faults: Option<SqsEntryFaults>) -> aws_sdk_sqs::Client {
+    let sdk = local_sdk_config(&local_dev::service::SQS.endpoint());
+    let mut config = aws_sdk_sqs::config::Builder::from(&sdk);
+    if let Some(faults) = faults {
+        config = config.interceptor(faults);
+    }
+    aws_sdk_sqs::Client::from_conf(config.build())
+}
+
+/// A fresh FIFO queue and DLQ on the SQS emulator, from the template's definitions.
+pub async fn fresh_queues(sqs: &aws_sdk_sqs::Client) -> local_dev::queues::Queues {
+    local_dev::queues::create(sqs, &format!("test-{}", uuid::Uuid::new_v4().simple())).await
+}
 
 /// Interceptors a test client may carry.
 #[derive(Debug, Clone, Default)]
@@ -33,15 +67,7 @@ pub struct Interceptors {
 
 /// A real DynamoDB client pointed at DynamoDB Local, with the same retry and timeout settings as production.
 pub fn client(endpoint: &str, with: Interceptors) -> aws_sdk_dynamodb::Client {
-    let sdk = aws_config::SdkConfig::builder()
-        .region(Region::new("us-east-1"))
-        .credentials_provider(aws_sdk_dynamodb::config::SharedCredentialsProvider::new(
-            Credentials::new("local", "local", None, None, "harness"),
-        ))
-        .endpoint_url(endpoint)
-        .behavior_version(aws_config::BehaviorVersion::latest())
-        .build();
-    let mut config = shared::aws::dynamodb_config(&sdk);
+    let mut config = shared::aws::dynamodb_config(&local_sdk_config(endpoint));
     if let Some(faults) = with.faults {
         config = config.interceptor(faults);
     }

@@ -1,5 +1,9 @@
-//! What the tests and the local stack share: DynamoDB Local on 127.0.0.1 and tables created from the one
-//! definition in `infra/template.yaml`.
+//! What the tests and the local stack share: the local stand-ins for AWS (DynamoDB Local and moto's SQS on
+//! 127.0.0.1), tables and queues created from the one definition in `infra/template.yaml`, and the stream
+//! pump that plays the event source mapping locally.
 
 pub mod dynamodb_local;
+pub mod queues;
+pub mod service;
+pub mod stream_pump;
 pub mod table;

@@ -2,7 +2,7 @@
 //!
 //! Its payload is our own trimmed schema, never a raw PSP object: no client secret, redirect URL or token.
 
-use crate::ids::{CorrelationId, PaymentId, PspEventId};
+use crate::ids::{CorrelationId, OrderId, PaymentId, PspEventId};
 use crate::money::Money;
 use crate::observation::Path;
 use crate::payment::Payment;
@@ -47,6 +47,7 @@ impl EventKind {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PaymentEvent {
     pub payment_id: PaymentId,
+    pub order_id: OrderId,
     pub version: u64,
     pub kind: EventKind,
     pub path: Path,
@@ -76,6 +77,7 @@ impl PaymentEvent {
     ) -> Self {
         Self {
             payment_id: payment.id.clone(),
+            order_id: payment.order_id.clone(),
             version: payment.version,
             kind,
             path,

@@ -75,6 +75,7 @@ struct EventItem {
     entity: String,
     event_id: String,
     payment_id: PaymentId,
+    order_id: OrderId,
     version: u64,
     kind: EventKind,
     path: Path,
@@ -169,6 +170,7 @@ pub fn event_to_item(e: &PaymentEvent) -> Result<Item, StoreError> {
         entity: "event".to_owned(),
         event_id: e.event_id(),
         payment_id: e.payment_id.clone(),
+        order_id: e.order_id.clone(),
         version: e.version,
         kind: e.kind,
         path: e.path,
@@ -186,12 +188,18 @@ pub fn event_to_item(e: &PaymentEvent) -> Result<Item, StoreError> {
     encode(&pk, &item)
 }
 
-pub fn event_from_item(item: Item) -> Result<PaymentEvent, StoreError> {
-    let key = item.get("sk").and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
+/// Reads an event item, from the SDK or from a stream image (`serde_dynamo::Item`).
+pub fn event_from_item(item: impl Into<serde_dynamo::Item>) -> Result<PaymentEvent, StoreError> {
+    let item: serde_dynamo::Item = item.into();
+    let key = match item.get("sk") {
+        Some(serde_dynamo::AttributeValue::S(sk)) => sk.clone(),
+        _ => String::new(),
+    };
     let i: EventItem = serde_dynamo::from_item(item).map_err(|e| corrupt(&key, e))?;
     Ok(PaymentEvent {
         money: Money::new(i.amount_minor, i.currency).map_err(|e| corrupt(&key, e))?,
         payment_id: i.payment_id,
+        order_id: i.order_id,
         version: i.version,
         kind: i.kind,
         path: i.path,

@@ -1,0 +1,379 @@
+//! The outbox relay: DynamoDB Streams -> SQS FIFO. Each INSERT of an event item becomes one message
+//! (group = payment id, deduplication id = event id), sent with `SendMessageBatch` in tens. The answer is a
+//! partial batch failure, fail-fast: the first record that could not be published and every later record
+//! are reported, so the stream retries from there and the order per payment never breaks.
+//!
+//! Also here: replaying event items to the queue (by payment or time range) and redriving the DLQ, both
+//! safe to repeat because consumers apply each event once.
+
+use aws_lambda_events::event::dynamodb::Event as StreamEvent;
+use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
+use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_sqs::types::{MessageAttributeValue, MessageSystemAttributeName, SendMessageBatchRequestEntry};
+use shared::store::item::event_from_item;
+use shared::{outbox, PaymentEvent, PaymentId, PaymentStore};
+use thiserror::Error;
+use tracing::{info, warn};
+
+/// SQS accepts at most ten entries per `SendMessageBatch`.
+pub const BATCH: usize = 10;
+
+#[derive(Debug, Error)]
+pub enum RelayError {
+    #[error("SQS: {0}")]
+    Sqs(String),
+    #[error("DynamoDB: {0}")]
+    Store(String),
+    #[error("{0}")]
+    Build(String),
+}
+
+/// Publishes events to the FIFO queue.
+#[derive(Debug, Clone)]
+pub struct Publisher {
+    sqs: aws_sdk_sqs::Client,
+    queue_url: String,
+}
+
+fn attribute(value: &str) -> Result<MessageAttributeValue, RelayError> {
+    MessageAttributeValue::builder()
+        .data_type("String")
+        .string_value(value)
+        .build()
+        .map_err(|e| RelayError::Build(e.to_string()))
+}
+
+impl Publisher {
+    pub fn new(sqs: aws_sdk_sqs::Client, queue_url: impl Into<String>) -> Self {
+        Self {
+            sqs,
+            queue_url: queue_url.into(),
+        }
+    }
+
+    pub fn queue_url(&self) -> &str {
+        &self.queue_url
+    }
+
+    fn entry(index: usize, event: &PaymentEvent) -> Result<SendMessageBatchRequestEntry, RelayError> {
+        let mut entry = SendMessageBatchRequestEntry::builder()
+            .id(index.to_string())
+            .message_body(outbox::message_body(event))
+            .message_group_id(outbox::group_id(event))
+            .message_deduplication_id(outbox::deduplication_id(event))
+            .message_attributes(outbox::ATTR_CORRELATION_ID, attribute(event.correlation_id.as_str())?)
+            .message_attributes(outbox::ATTR_EVENT_TYPE, attribute(event.kind.as_str())?);
+        if let Some(trace) = &event.trace_context {
+            entry = entry.message_attributes(outbox::ATTR_TRACE_CONTEXT, attribute(trace)?);
+        }
+        entry.build().map_err(|e| RelayError::Build(e.to_string()))
+    }
+
+    /// Sends `events`, keeping their order per payment. `Err(k)`: `k` is the first event (in input order)
+    /// not confirmed; nothing of a payment is sent after one of its events failed.
+    ///
+    /// A batch holds at most ten entries and **at most one per payment**: if one entry of a batch fails
+    /// while the others succeed, no later event of that payment may already sit in the queue ahead of it,
+    /// or the consumer would hold the later event back at the head of its FIFO group with its predecessor
+    /// stuck behind it. Events of different payments are interleaved to keep batches full.
+    pub async fn publish(&self, events: &[PaymentEvent]) -> Result<(), usize> {
+        let mut lanes = Lanes::new(events);
+        loop {
+            let batch = lanes.next_batch();
+            if batch.is_empty() {
+                return Ok(());
+            }
+            let entries: Result<Vec<_>, _> = batch
+                .iter()
+                .enumerate()
+                .map(|(i, &e)| Self::entry(i, &events[e]))
+                .collect();
+            let entries = match entries {
+                Ok(entries) => entries,
+                Err(e) => {
+                    warn!(error = %e, "building SQS entries failed");
+                    return Err(lanes.first_unconfirmed());
+                }
+            };
+            let failed_positions: Vec<usize> = match self
+                .sqs
+                .send_message_batch()
+                .queue_url(&self.queue_url)
+                .set_entries(Some(entries))
+                .send()
+                .await
+            {
+                Ok(out) => {
+                    for f in out.failed() {
+                        warn!(
+                            id = f.id(),
+                            code = f.code(),
+                            sender_fault = f.sender_fault(),
+                            "SQS entry failed"
+                        );
+                    }
+                    out.failed().iter().filter_map(|f| f.id().parse().ok()).collect()
+                }
+                Err(e) => {
+                    warn!(error = ?e, "SendMessageBatch failed");
+                    (0..batch.len()).collect()
+                }
+            };
+            for (position, &event) in batch.iter().enumerate() {
+                if !failed_positions.contains(&position) {
+                    lanes.confirm(event);
+                }
+            }
+            if !failed_positions.is_empty() {
+                return Err(lanes.first_unconfirmed());
+            }
+        }
+    }
+}
+
+/// Events split by payment, each payment's in order: the next batch takes the oldest unsent event of up to
+/// ten payments.
+struct Lanes {
+    lanes: Vec<std::collections::VecDeque<usize>>,
+    confirmed: Vec<bool>,
+}
+
+impl Lanes {
+    fn new(events: &[PaymentEvent]) -> Self {
+        let mut order: Vec<&PaymentId> = Vec::new();
+        let mut lanes: Vec<std::collections::VecDeque<usize>> = Vec::new();
+        for (i, e) in events.iter().enumerate() {
+            match order.iter().position(|p| **p == e.payment_id) {
+                Some(lane) => lanes[lane].push_back(i),
+                None => {
+                    order.push(&e.payment_id);
+                    lanes.push([i].into());
+                }
+            }
+        }
+        Self {
+            lanes,
+            confirmed: vec![false; events.len()],
+        }
+    }
+
+    fn next_batch(&self) -> Vec<usize> {
+        self.lanes
+            .iter()
+            .filter_map(|lane| lane.front().copied())
+            .take(BATCH)
+            .collect()
+    }
+
+    fn confirm(&mut self, event: usize) {
+        self.confirmed[event] = true;
+        for lane in &mut self.lanes {
+            if lane.front() == Some(&event) {
+                lane.pop_front();
+            }
+        }
+    }
+
+    fn first_unconfirmed(&self) -> usize {
+        self.confirmed.iter().position(|c| !c).unwrap_or(self.confirmed.len())
+    }
+}
+
+/// Relays one stream batch. Records that are not outbox inserts are skipped (and never reported).
+pub async fn relay(publisher: &Publisher, batch: &StreamEvent) -> DynamoDbEventResponse {
+    let mut response = DynamoDbEventResponse::default();
+    // (position in the batch, event) of every outbox record.
+    let mut outbox_records: Vec<(usize, PaymentEvent)> = Vec::new();
+    let mut first_unreadable: Option<usize> = None;
+    for (position, record) in batch.records.iter().enumerate() {
+        if !outbox::is_outbox_insert(&record.event_name, &record.change.new_image) {
+            continue;
+        }
+        match event_from_item(record.change.new_image.clone()) {
+            Ok(event) => outbox_records.push((position, event)),
+            Err(e) => {
+                // A corrupt event item stops the batch here: retried, bisected, then sent to the on-failure
+                // destination, never skipped silently.
+                warn!(error = %e, sequence = ?record.change.sequence_number, "unreadable event item");
+                first_unreadable = Some(position);
+                break;
+            }
+        }
+    }
+    let events: Vec<PaymentEvent> = outbox_records.iter().map(|(_, e)| e.clone()).collect();
+    let first_failed_position = match publisher.publish(&events).await {
+        Ok(()) => first_unreadable,
+        Err(k) => Some(outbox_records[k].0),
+    };
+    if let Some(position) = first_failed_position {
+        for record in &batch.records[position..] {
+            let mut failure = DynamoDbBatchItemFailure::default();
+            failure.item_identifier = record.change.sequence_number.clone();
+            response.batch_item_failures.push(failure);
+        }
+    }
+    info!(
+        records = batch.records.len(),
+        published =
+            first_failed_position.map_or(events.len(), |p| outbox_records.iter().filter(|(q, _)| *q < p).count()),
+        failed = response.batch_item_failures.len(),
+        "relayed stream batch"
+    );
+    response
+}
+
+/// Republishes the event items of one payment, in version order.
+pub async fn replay_payment(store: &PaymentStore, publisher: &Publisher, id: &PaymentId) -> Result<usize, RelayError> {
+    let events = store.events(id).await.map_err(|e| RelayError::Store(e.to_string()))?;
+    publisher
+        .publish(&events)
+        .await
+        .map_err(|k| RelayError::Sqs(format!("publishing stopped at event {k}")))?;
+    Ok(events.len())
+}
+
+/// Republishes every event item recorded in `[from_ms, to_ms)`, per payment in version order. This scans
+/// the table (an operator's tool, not a hot path): the stream keeps records only 24 hours.
+pub async fn replay_range(
+    store: &PaymentStore,
+    publisher: &Publisher,
+    from_ms: i64,
+    to_ms: i64,
+) -> Result<usize, RelayError> {
+    let items = store
+        .client()
+        .scan()
+        .table_name(store.table())
+        .filter_expression("entity = :event AND recorded_at_ms BETWEEN :from AND :to")
+        .expression_attribute_values(":event", AttributeValue::S("event".into()))
+        .expression_attribute_values(":from", AttributeValue::N(from_ms.to_string()))
+        .expression_attribute_values(":to", AttributeValue::N((to_ms - 1).to_string()))
+        .into_paginator()
+        .items()
+        .send()
+        .collect::<Result<Vec<_>, _>>()
+        .await
+        .map_err(|e| RelayError::Store(e.to_string()))?;
+    let mut events = items
+        .into_iter()
+        .map(event_from_item)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| RelayError::Store(e.to_string()))?;
+    events.sort_by(|a, b| (a.payment_id.as_str(), a.version).cmp(&(b.payment_id.as_str(), b.version)));
+    publisher
+        .publish(&events)
+        .await
+        .map_err(|k| RelayError::Sqs(format!("publishing stopped at event {k}")))?;
+    Ok(events.len())
+}
+
+/// Moves every message from the DLQ back to the queue (same group, deduplication id and attributes), deleting
+/// each from the DLQ only after it was sent. Returns how many moved.
+pub async fn redrive_dlq(sqs: &aws_sdk_sqs::Client, dlq_url: &str, queue_url: &str) -> Result<usize, RelayError> {
+    let mut moved = 0;
+    loop {
+        let out = sqs
+            .receive_message()
+            .queue_url(dlq_url)
+            .max_number_of_messages(10)
+            .wait_time_seconds(1)
+            .message_system_attribute_names(MessageSystemAttributeName::All)
+            .message_attribute_names("All")
+            .send()
+            .await
+            .map_err(|e| RelayError::Sqs(e.to_string()))?;
+        let messages = out.messages();
+        if messages.is_empty() {
+            return Ok(moved);
+        }
+        for m in messages {
+            let system = m.attributes();
+            let group = system
+                .and_then(|a| a.get(&MessageSystemAttributeName::MessageGroupId))
+                .cloned();
+            let dedup = system
+                .and_then(|a| a.get(&MessageSystemAttributeName::MessageDeduplicationId))
+                .cloned();
+            sqs.send_message()
+                .queue_url(queue_url)
+                .set_message_body(m.body().map(str::to_owned))
+                .set_message_group_id(group)
+                .set_message_deduplication_id(dedup)
+                .set_message_attributes(m.message_attributes().cloned())
+                .send()
+                .await
+                .map_err(|e| RelayError::Sqs(e.to_string()))?;
+            sqs.delete_message()
+                .queue_url(dlq_url)
+                .set_receipt_handle(m.receipt_handle().map(str::to_owned))
+                .send()
+                .await
+                .map_err(|e| RelayError::Sqs(e.to_string()))?;
+            moved += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shared::{CorrelationId, EventKind, Money, OrderId, Path, PaymentStatus};
+
+    fn event(payment: &str, version: u64) -> PaymentEvent {
+        PaymentEvent {
+            payment_id: PaymentId::parse(payment).unwrap(),
+            order_id: OrderId::parse("o").unwrap(),
+            version,
+            kind: EventKind::ProcessingStarted,
+            path: Path::Sync,
+            status: PaymentStatus::Processing,
+            previous_status: None,
+            money: Money::new(1, shared::Currency::parse("EUR").unwrap()).unwrap(),
+            refunded_minor: 0,
+            reason: None,
+            psp_event_id: None,
+            correlation_id: CorrelationId::parse("c").unwrap(),
+            trace_context: None,
+            recorded_at_ms: 0,
+        }
+    }
+
+    #[test]
+    fn batches_hold_one_event_per_payment_and_keep_each_payments_order() {
+        let events: Vec<_> = [("a", 1), ("a", 2), ("b", 1), ("a", 3), ("c", 1), ("b", 2)]
+            .iter()
+            .map(|(p, v)| event(p, *v))
+            .collect();
+        let mut lanes = Lanes::new(&events);
+        let mut sent = Vec::new();
+        loop {
+            let batch = lanes.next_batch();
+            if batch.is_empty() {
+                break;
+            }
+            let payments: Vec<&str> = batch.iter().map(|&i| events[i].payment_id.as_str()).collect();
+            let mut unique = payments.clone();
+            unique.dedup();
+            assert_eq!(unique.len(), payments.len(), "one per payment: {payments:?}");
+            for &i in &batch {
+                lanes.confirm(i);
+                sent.push((events[i].payment_id.as_str().to_owned(), events[i].version));
+            }
+        }
+        for p in ["a", "b", "c"] {
+            let versions: Vec<u64> = sent.iter().filter(|(q, _)| q == p).map(|(_, v)| *v).collect();
+            let mut sorted = versions.clone();
+            sorted.sort();
+            assert_eq!(versions, sorted, "{p} in order");
+        }
+        assert_eq!(sent.len(), 6);
+        assert_eq!(lanes.first_unconfirmed(), 6);
+    }
+
+    #[test]
+    fn a_batch_has_at_most_ten_entries() {
+        let events: Vec<_> = (0..25).map(|i| event(&format!("p{i}"), 1)).collect();
+        let lanes = Lanes::new(&events);
+        assert_eq!(lanes.next_batch().len(), 10);
+    }
+}

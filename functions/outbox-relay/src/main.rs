@@ -1,0 +1,18 @@
+//! Lambda entry point of the outbox relay: the SQS client once per cold start, then the relay.
+
+use aws_lambda_events::event::dynamodb::Event;
+use lambda_runtime::{run, service_fn, Error, LambdaEvent};
+use outbox_relay::{relay, Publisher};
+use shared::{aws, telemetry};
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    telemetry::init();
+    let queue_url = std::env::var("QUEUE_URL").map_err(|_| "QUEUE_URL is not set")?;
+    let publisher = Publisher::new(aws_sdk_sqs::Client::new(&aws::sdk_config().await), queue_url);
+    run(service_fn(|event: LambdaEvent<Event>| {
+        let publisher = &publisher;
+        async move { Ok::<_, Error>(relay(publisher, &event.payload).await) }
+    }))
+    .await
+}

@@ -1,0 +1,520 @@
+//! End to end on real local parts: DynamoDB Local -> its stream -> stream pump -> relay -> SQS emulator
+//! (moto) -> consumer. Every transition arrives and is applied once, in version order per payment, with
+//! duplicates injected at every hop and an SQS failure for one entry.
+
+use aws_lambda_events::event::dynamodb::Event as StreamEvent;
+use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
+use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
+use aws_sdk_sqs::types::MessageSystemAttributeName;
+use integration_tests::{fresh_queues, sqs_client, streams_client, SqsEntryFaults, TestContext};
+use local_dev::stream_pump::StreamPump;
+use order_projection::OrderProjection;
+use outbox_relay::{relay, replay_payment, Publisher};
+use payments_core::fixtures;
+use serde_json::json;
+use shared::consumer::{BatchReport, Consumer, ConsumerError, Projection};
+use shared::{Outcome, Path, PaymentEvent, PaymentId};
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// The order projection plus a record per applied event that may be written only once: applying an event
+/// twice would fail its transaction and show up as a failure.
+struct Recording;
+
+impl Projection for Recording {
+    fn name(&self) -> &str {
+        "recording"
+    }
+    fn effects(&self, table: &str, e: &PaymentEvent) -> Result<Vec<TransactWriteItem>, ConsumerError> {
+        let mut items = OrderProjection.effects(table, e)?;
+        let record = Put::builder()
+            .table_name(table)
+            .item("pk", AttributeValue::S(format!("APPLIED#{}", e.payment_id)))
+            .item("sk", AttributeValue::S(format!("{:010}", e.version)))
+            .item("kind", AttributeValue::S(e.kind.as_str().into()))
+            .condition_expression("attribute_not_exists(pk)")
+            .build()
+            .map_err(|err| ConsumerError::Effect(err.to_string()))?;
+        items.push(TransactWriteItem::builder().put(record).build());
+        Ok(items)
+    }
+}
+
+/// A Lambda SQS event from received messages.
+fn sqs_event(messages: &[aws_sdk_sqs::types::Message]) -> SqsEvent {
+    let records: Vec<serde_json::Value> = messages
+        .iter()
+        .map(|m| {
+            let attrs: HashMap<String, String> = m
+                .attributes()
+                .map(|a| a.iter().map(|(k, v)| (k.as_str().to_owned(), v.clone())).collect())
+                .unwrap_or_default();
+            json!({ "messageId": m.message_id(), "receiptHandle": m.receipt_handle(), "body": m.body(),
+                    "attributes": attrs, "messageAttributes": {}, "eventSource": "aws:sqs", "awsRegion": "us-east-1" })
+        })
+        .collect();
+    serde_json::from_value(json!({ "Records": records })).unwrap()
+}
+
+/// Receives until the queue stays empty, hands each batch to the consumer, acknowledges what it applied.
+/// `lose_ack(n)`: pretend the n-th successful message's delete was lost (SQS redelivers it after its
+/// visibility timeout).
+async fn drain<P: Projection>(
+    sqs: &aws_sdk_sqs::Client,
+    queue_url: &str,
+    consumer: &Consumer<P>,
+    lose_ack: impl Fn(usize) -> bool,
+) -> BatchReport {
+    let mut total = BatchReport::default();
+    let (mut empty_rounds, mut successes) = (0, 0);
+    while empty_rounds < 4 {
+        let out = sqs
+            .receive_message()
+            .queue_url(queue_url)
+            .max_number_of_messages(10)
+            .visibility_timeout(1)
+            .message_system_attribute_names(MessageSystemAttributeName::All)
+            .send()
+            .await
+            .unwrap();
+        let messages = out.messages();
+        if messages.is_empty() {
+            empty_rounds += 1;
+            tokio::time::sleep(Duration::from_millis(700)).await;
+            continue;
+        }
+        empty_rounds = 0;
+        let event = sqs_event(messages);
+        let (response, report) = consumer.process(&event.records).await;
+        let failed: Vec<String> = response
+            .batch_item_failures
+            .iter()
+            .map(|f| f.item_identifier.clone())
+            .collect();
+        for (m, r) in messages.iter().zip(&event.records) {
+            let ok = !failed.contains(&r.message_id.clone().unwrap_or_default());
+            if ok {
+                successes += 1;
+                if lose_ack(successes) {
+                    continue;
+                }
+                sqs.delete_message()
+                    .queue_url(queue_url)
+                    .set_receipt_handle(m.receipt_handle().map(String::from))
+                    .send()
+                    .await
+                    .unwrap();
+            }
+        }
+        total.applied += report.applied;
+        total.skipped += report.skipped;
+        total.held_back += report.held_back;
+        total.failed += report.failed;
+    }
+    total
+}
+
+fn unused(_: &SqsMessage) {}
+
+/// Among the outbox records of `event`: if the first batch (the first event of each of up to ten payments)
+/// fails at entry `n`, the index of the first record that is not confirmed.
+fn first_unconfirmed_when_failing(event: &StreamEvent, n: usize) -> usize {
+    let mut first_batch: Vec<(String, usize)> = Vec::new();
+    let outbox = event
+        .records
+        .iter()
+        .filter(|r| shared::outbox::is_outbox_insert(&r.event_name, &r.change.new_image));
+    let mut count = 0;
+    for (i, r) in outbox.enumerate() {
+        count = i + 1;
+        let Some(serde_dynamo::AttributeValue::S(p)) = r.change.new_image.get("payment_id") else {
+            continue;
+        };
+        if first_batch.len() < 10 && !first_batch.iter().any(|(q, _)| q == p) {
+            first_batch.push((p.clone(), i));
+        }
+    }
+    let confirmed: Vec<usize> = first_batch
+        .iter()
+        .enumerate()
+        .filter(|(k, _)| *k != n)
+        .map(|(_, (_, i))| *i)
+        .collect();
+    (0..count)
+        .find(|i| !confirmed.contains(i))
+        .expect("an unconfirmed record")
+}
+
+async fn pump_all(pump: &mut StreamPump, publisher: &Publisher, relay_twice: bool) -> usize {
+    let mut total = 0;
+    for _ in 0..10 {
+        let n = pump
+            .poll_once(|event: StreamEvent| async move {
+                let response = relay(publisher, &event).await;
+                if relay_twice {
+                    // The same records relayed again (a retried invocation): FIFO dedup and the consumer absorb it.
+                    relay(publisher, &event).await;
+                }
+                response
+            })
+            .await
+            .unwrap();
+        total += n;
+        if n == 0 {
+            break;
+        }
+    }
+    total
+}
+
+async fn burst(ctx: &TestContext, payments: usize) -> Vec<PaymentId> {
+    let mut ids = Vec::new();
+    for p in 0..payments {
+        let id = ctx
+            .store
+            .create(fixtures::new_payment(&format!("pay_burst_{p}"), 1000))
+            .await
+            .unwrap()
+            .id;
+        let lease = ctx.leases.acquire(&id).await.unwrap();
+        ctx.store
+            .finalize(
+                &id,
+                &fixtures::observe(Path::Sync, fixtures::requires_action()),
+                lease.as_ref(),
+            )
+            .await
+            .unwrap();
+        // Sync and webhook race on the outcome; the webhook is delivered twice.
+        let outcome = if p % 3 == 0 {
+            fixtures::failed()
+        } else {
+            Outcome::Succeeded
+        };
+        let tasks: Vec<_> = [
+            fixtures::observe(Path::Sync, outcome.clone()),
+            fixtures::webhook(&format!("evt_{p}"), 10, outcome.clone()),
+            fixtures::webhook(&format!("evt_{p}"), 10, outcome),
+            fixtures::webhook(&format!("evt_{p}_late"), 5, Outcome::Processing),
+        ]
+        .into_iter()
+        .map(|obs| {
+            let (store, id) = (ctx.store.clone(), id.clone());
+            tokio::spawn(async move { store.finalize(&id, &obs, None).await.unwrap() })
+        })
+        .collect();
+        for t in tasks {
+            t.await.unwrap();
+        }
+        if p % 3 != 0 {
+            ctx.store
+                .finalize(
+                    &id,
+                    &fixtures::webhook(&format!("evt_{p}_refund"), 20, fixtures::refunded(400, false)),
+                    None,
+                )
+                .await
+                .unwrap();
+        }
+        ids.push(id);
+    }
+    ids
+}
+
+async fn assert_applied_once_in_order(ctx: &TestContext, ids: &[PaymentId]) {
+    for id in ids {
+        let events = ctx.store.events(id).await.unwrap();
+        let applied = ctx
+            .client
+            .query()
+            .table_name(&ctx.table)
+            .key_condition_expression("pk = :pk")
+            .expression_attribute_values(":pk", AttributeValue::S(format!("APPLIED#{id}")))
+            .send()
+            .await
+            .unwrap();
+        let versions: Vec<u64> = applied
+            .items()
+            .iter()
+            .map(|i| i["sk"].as_s().unwrap().parse().unwrap())
+            .collect();
+        assert_eq!(
+            versions,
+            events.iter().map(|e| e.version).collect::<Vec<_>>(),
+            "{id}: every event applied once"
+        );
+        let payment = ctx.store.get(id).await.unwrap().unwrap();
+        let [pk, sk] = order_projection::key(&payment.order_id, id);
+        let projection = ctx
+            .client
+            .get_item()
+            .table_name(&ctx.table)
+            .key(pk.0, pk.1)
+            .key(sk.0, sk.1)
+            .send()
+            .await
+            .unwrap();
+        let item = projection.item().expect("projection");
+        assert_eq!(item["payment_status"].as_s().unwrap(), payment.status.as_str(), "{id}");
+        assert_eq!(
+            item["payment_version"].as_n().unwrap(),
+            &payment.version.to_string(),
+            "{id}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_sqs_failure_for_one_entry_reports_it_and_every_later_record_and_nothing_is_lost() {
+    shared::telemetry::init();
+    let ctx = TestContext::new().await;
+    let faults = SqsEntryFaults::new();
+    let sqs = sqs_client(Some(faults.clone()));
+    let queues = fresh_queues(&sqs).await;
+    let publisher = Publisher::new(sqs.clone(), &queues.queue_url);
+    let ids = burst(&ctx, 6).await;
+
+    let mut pump = StreamPump::for_table(&ctx.client, streams_client(), &ctx.table)
+        .await
+        .unwrap();
+    faults.fail_entry_once(2);
+    let first_answer = std::sync::Arc::new(std::sync::Mutex::new(None));
+    pump.poll_once(|event: StreamEvent| {
+        let publisher = &publisher;
+        let first = first_answer.clone();
+        async move {
+            let response = relay(publisher, &event).await;
+            let mut first = first.lock().unwrap();
+            if first.is_none() {
+                // Positions of the outbox records in this batch, and what the relay reported.
+                let outbox: Vec<usize> = event
+                    .records
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, r)| shared::outbox::is_outbox_insert(&r.event_name, &r.change.new_image))
+                    .map(|(i, _)| i)
+                    .collect();
+                let reported: Vec<String> = response
+                    .batch_item_failures
+                    .iter()
+                    .filter_map(|f| f.item_identifier.clone())
+                    .collect();
+                // The first SendMessageBatch carries the first event of each payment; its third entry fails.
+                // Everything from the first outbox record not confirmed on must be reported.
+                let failed_event = first_unconfirmed_when_failing(&event, 2);
+                let expected: Vec<String> = event.records[outbox[failed_event]..]
+                    .iter()
+                    .filter_map(|r| r.change.sequence_number.clone())
+                    .collect();
+                *first = Some((reported, expected));
+            }
+            response
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(faults.injected(), 1);
+    let (reported, expected) = first_answer.lock().unwrap().take().unwrap();
+    assert!(!expected.is_empty());
+    assert_eq!(
+        reported, expected,
+        "the failed record and every later record are reported"
+    );
+
+    // The stream redelivers from the failed record; everything reaches the queue and the consumer.
+    pump_all(&mut pump, &publisher, false).await;
+    let consumer = Consumer::new(ctx.client.clone(), &ctx.table, Recording);
+    let report = drain(&sqs, &queues.queue_url, &consumer, |_| false).await;
+    assert_eq!(report.failed, 0);
+    assert_applied_once_in_order(&ctx, &ids).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_burst_with_races_and_duplicates_at_every_hop_is_applied_exactly_once_in_order() {
+    let ctx = TestContext::new().await;
+    let faults = SqsEntryFaults::new();
+    let sqs = sqs_client(Some(faults.clone()));
+    let queues = fresh_queues(&sqs).await;
+    let publisher = Publisher::new(sqs.clone(), &queues.queue_url);
+    let ids = burst(&ctx, 12).await;
+    let total_events: usize = {
+        let mut n = 0;
+        for id in &ids {
+            n += ctx.store.events(id).await.unwrap().len();
+        }
+        n
+    };
+
+    let mut pump = StreamPump::for_table(&ctx.client, streams_client(), &ctx.table)
+        .await
+        .unwrap();
+    faults.fail_entry_once(7);
+    let relayed = pump_all(&mut pump, &publisher, true).await;
+    assert!(
+        relayed >= total_events,
+        "the stream carried every event item ({relayed} records, {total_events} events)"
+    );
+    // An operator replays two payments on top: consumers absorb it.
+    replay_payment(&ctx.store, &publisher, &ids[0]).await.unwrap();
+    replay_payment(&ctx.store, &publisher, &ids[5]).await.unwrap();
+
+    let consumer = Consumer::new(ctx.client.clone(), &ctx.table, Recording);
+    // Every 5th acknowledgement is lost: SQS redelivers after the visibility timeout.
+    let report = drain(&sqs, &queues.queue_url, &consumer, |n| n % 5 == 0).await;
+    assert_eq!(
+        dlq_depth(&sqs, &queues.dlq_url).await,
+        0,
+        "nothing waited in a FIFO group until the DLQ"
+    );
+    assert_eq!(report.failed, 0, "{report:?}");
+    assert_eq!(report.applied as usize, total_events, "{report:?}");
+    assert!(
+        report.skipped > 0,
+        "duplicates reached the consumer and were skipped: {report:?}"
+    );
+    assert_applied_once_in_order(&ctx, &ids).await;
+    for id in &ids {
+        assert_eq!(
+            consumer.applied_version(id).await.unwrap(),
+            ctx.store.get(id).await.unwrap().unwrap().version
+        );
+    }
+
+    // Replaying the whole time range (the operator's tool when the stream's 24 h are gone) changes nothing.
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let replayed = outbox_relay::replay_range(&ctx.store, &publisher, 0, shared::clock::now_ms())
+        .await
+        .unwrap();
+    assert_eq!(replayed, total_events);
+    let again = drain(&sqs, &queues.queue_url, &consumer, |_| false).await;
+    assert_eq!((again.applied, again.failed), (0, 0), "{again:?}");
+    assert_applied_once_in_order(&ctx, &ids).await;
+}
+
+async fn dlq_depth(sqs: &aws_sdk_sqs::Client, dlq_url: &str) -> usize {
+    let out = sqs
+        .get_queue_attributes()
+        .queue_url(dlq_url)
+        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages)
+        .send()
+        .await
+        .unwrap();
+    out.attributes()
+        .and_then(|a| a.get(&aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// A message that ended in the DLQ is moved back and applied once; redriving twice is safe.
+#[tokio::test]
+async fn redriving_the_dlq_applies_its_messages_once() {
+    let ctx = TestContext::new().await;
+    let sqs = sqs_client(None);
+    let queues = fresh_queues(&sqs).await;
+    let id = ctx
+        .store
+        .create(fixtures::new_payment("pay_dlq", 1000))
+        .await
+        .unwrap()
+        .id;
+    let events = ctx.store.events(&id).await.unwrap();
+    // The event landed in the DLQ (a consumer kept failing on it).
+    Publisher::new(sqs.clone(), &queues.dlq_url)
+        .publish(&events)
+        .await
+        .unwrap();
+    assert_eq!(dlq_depth(&sqs, &queues.dlq_url).await, 1);
+    let moved = outbox_relay::redrive_dlq(&sqs, &queues.dlq_url, &queues.queue_url)
+        .await
+        .unwrap();
+    assert_eq!(moved, 1);
+    assert_eq!(
+        outbox_relay::redrive_dlq(&sqs, &queues.dlq_url, &queues.queue_url)
+            .await
+            .unwrap(),
+        0
+    );
+    let consumer = Consumer::new(ctx.client.clone(), &ctx.table, Recording);
+    let report = drain(&sqs, &queues.queue_url, &consumer, |_| false).await;
+    assert_eq!((report.applied, report.failed), (1, 0));
+    assert_eq!(dlq_depth(&sqs, &queues.dlq_url).await, 0);
+    assert_applied_once_in_order(&ctx, &[id]).await;
+}
+
+#[tokio::test]
+async fn a_gap_is_held_back_never_skipped_and_alarmed_when_it_persists() {
+    let ctx = TestContext::new().await;
+    let id = ctx
+        .store
+        .create(fixtures::new_payment("pay_gap", 1000))
+        .await
+        .unwrap()
+        .id;
+    ctx.store
+        .finalize(&id, &fixtures::observe(Path::Sync, Outcome::Processing), None)
+        .await
+        .unwrap();
+    ctx.store
+        .finalize(&id, &fixtures::observe(Path::Sync, Outcome::Succeeded), None)
+        .await
+        .unwrap();
+    let events = ctx.store.events(&id).await.unwrap();
+    let consumer = Consumer::new(ctx.client.clone(), &ctx.table, Recording);
+    let message = |e: &PaymentEvent, receives: u32, n: usize| -> SqsMessage {
+        serde_json::from_value(
+            json!({ "messageId": format!("m{n}"), "body": shared::outbox::message_body(e),
+            "attributes": { "MessageGroupId": e.payment_id.as_str(), "ApproximateReceiveCount": receives.to_string() },
+            "messageAttributes": {} }),
+        )
+        .unwrap()
+    };
+    // Version 1 applied; version 3 arrives before 2: held back, and so is everything after it in its group.
+    let (r, report) = consumer
+        .process(&[
+            message(&events[0], 1, 0),
+            message(&events[2], 1, 1),
+            message(&events[1], 1, 2),
+        ])
+        .await;
+    assert_eq!((report.applied, report.held_back), (1, 1));
+    assert_eq!(
+        r.batch_item_failures
+            .iter()
+            .map(|f| f.item_identifier.as_str())
+            .collect::<Vec<_>>(),
+        vec!["m1", "m2"]
+    );
+    assert_eq!(consumer.applied_version(&id).await.unwrap(), 1);
+    // It keeps coming back without its predecessor: alarmed.
+    let (_, report) = consumer.process(&[message(&events[2], 6, 3)]).await;
+    assert_eq!((report.held_back, report.gap_persistent), (1, 1));
+    // The predecessor arrives: 2 then 3 apply; a redelivered 2 is skipped.
+    let (r, report) = consumer
+        .process(&[
+            message(&events[1], 2, 4),
+            message(&events[2], 7, 5),
+            message(&events[1], 3, 6),
+        ])
+        .await;
+    assert!(r.batch_item_failures.is_empty());
+    assert_eq!((report.applied, report.skipped), (2, 1));
+    assert_eq!(consumer.applied_version(&id).await.unwrap(), 3);
+    unused(&message(&events[0], 1, 9));
+}
+
+#[test]
+fn only_inserts_of_event_items_are_outbox_records() {
+    let image =
+        |entity: &str| -> serde_dynamo::Item { serde_json::from_value(json!({ "entity": { "S": entity } })).unwrap() };
+    assert!(shared::outbox::is_outbox_insert("INSERT", &image("event")));
+    assert!(!shared::outbox::is_outbox_insert("MODIFY", &image("event")));
+    assert!(!shared::outbox::is_outbox_insert("INSERT", &image("payment")));
+    assert!(!shared::outbox::is_outbox_insert(
+        "UNKNOWN_TO_SDK_VERSION",
+        &image("event")
+    ));
+    assert!(!shared::outbox::is_outbox_insert(
+        "REMOVE",
+        &serde_dynamo::Item::from(HashMap::<String, serde_dynamo::AttributeValue>::new())
+    ));
+}

@@ -1,0 +1,273 @@
+//! The consumer library: applies each payment's events exactly once and in version order.
+//!
+//! A consumer's effect (DynamoDB writes built by a [`Projection`]) and its cursor (the last version it
+//! applied for that payment, `pk = CONSUMER#<name>#<payment id>`) commit in one transaction, conditioned on
+//! the cursor being at `version - 1`. So:
+//! - an event already applied fails the condition and is skipped (acknowledged);
+//! - an event after a gap (its predecessor not applied yet) fails the condition and is held back: reported
+//!   as a batch failure so SQS redelivers it, counted, and alarmed once it keeps coming back; never skipped;
+//! - the happy path costs one `TransactWriteItems` and no read (the cursor comes back with ALL_OLD).
+//!
+//! The batch answer follows FIFO semantics: after a message of a group fails, the later messages of that
+//! group in the batch fail too, so nothing overtakes a held-back event.
+
+use crate::clock;
+use crate::outbox;
+use crate::PaymentEvent;
+use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::types::{AttributeValue, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem};
+use aws_sdk_dynamodb::Client;
+use std::collections::HashSet;
+use thiserror::Error;
+use tracing::{error, info, warn};
+
+/// What a consumer does with one event, as DynamoDB writes committed together with its cursor.
+pub trait Projection: Send + Sync {
+    /// A stable name: part of the cursor key.
+    fn name(&self) -> &str;
+    /// The writes that apply `event` (may be empty for events this consumer does not care about).
+    fn effects(&self, table: &str, event: &PaymentEvent) -> Result<Vec<TransactWriteItem>, ConsumerError>;
+}
+
+#[derive(Debug, Error)]
+pub enum ConsumerError {
+    #[error("message body is not a payment event: {0}")]
+    BadMessage(String),
+    #[error("building the effect failed: {0}")]
+    Effect(String),
+    #[error("DynamoDB: {0}")]
+    Store(String),
+}
+
+/// What happened to one message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Applied,
+    /// Applied before: acknowledged, no effect.
+    Skipped,
+    /// Its predecessor is not applied yet: failed back to SQS for redelivery.
+    HeldBack,
+    /// Not processed because an earlier message of its group failed in this batch.
+    BehindFailure,
+    Failed,
+}
+
+/// Counts of one batch, also written as an EMF record.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BatchReport {
+    pub applied: u32,
+    pub skipped: u32,
+    pub held_back: u32,
+    pub gap_persistent: u32,
+    pub failed: u32,
+}
+
+/// Runs a [`Projection`] over SQS batches.
+pub struct Consumer<P> {
+    client: Client,
+    table: String,
+    projection: P,
+    /// A held-back message that has been received this many times raises the gap alarm.
+    pub gap_alarm_after_receives: u32,
+}
+
+fn cursor_key(name: &str, event: &PaymentEvent) -> String {
+    format!("CONSUMER#{name}#{}", event.payment_id)
+}
+
+impl<P: Projection> Consumer<P> {
+    pub fn new(client: Client, table: impl Into<String>, projection: P) -> Self {
+        Self {
+            client,
+            table: table.into(),
+            projection,
+            gap_alarm_after_receives: 5,
+        }
+    }
+
+    pub fn projection(&self) -> &P {
+        &self.projection
+    }
+
+    /// Handles one SQS batch; the answer lists the messages SQS must redeliver.
+    pub async fn handle(&self, batch: SqsEvent) -> SqsBatchResponse {
+        let (response, report) = self.process(&batch.records).await;
+        println!("{}", emf(self.projection.name(), &report, clock::now_ms()));
+        response
+    }
+
+    /// Processes messages in order and returns the batch answer and its counts.
+    pub async fn process(&self, messages: &[SqsMessage]) -> (SqsBatchResponse, BatchReport) {
+        let mut failed_groups: HashSet<String> = HashSet::new();
+        let mut failures = Vec::new();
+        let mut report = BatchReport::default();
+        for message in messages {
+            let group = message.attributes.get("MessageGroupId").cloned().unwrap_or_default();
+            let outcome = if failed_groups.contains(&group) {
+                Outcome::BehindFailure
+            } else {
+                self.apply_message(message, &mut report).await
+            };
+            match outcome {
+                Outcome::Applied => report.applied += 1,
+                Outcome::Skipped => report.skipped += 1,
+                Outcome::HeldBack | Outcome::BehindFailure | Outcome::Failed => {
+                    if outcome == Outcome::HeldBack {
+                        report.held_back += 1;
+                    }
+                    if outcome == Outcome::Failed {
+                        report.failed += 1;
+                    }
+                    failed_groups.insert(group);
+                    let mut failure = BatchItemFailure::default();
+                    failure.item_identifier = message.message_id.clone().unwrap_or_default();
+                    failures.push(failure);
+                }
+            }
+        }
+        let mut response = SqsBatchResponse::default();
+        response.batch_item_failures = failures;
+        (response, report)
+    }
+
+    async fn apply_message(&self, message: &SqsMessage, report: &mut BatchReport) -> Outcome {
+        let event = match message.body.as_deref().map(outbox::parse_body) {
+            Some(Ok(event)) => event,
+            other => {
+                // A message we cannot read is failed, so it ends in the DLQ (alarmed) instead of being lost.
+                error!(message_id = ?message.message_id, error = ?other.map(|r| r.err()), "unreadable message");
+                return Outcome::Failed;
+            }
+        };
+        match self.apply(&event).await {
+            Ok(outcome) => {
+                if outcome == Outcome::HeldBack {
+                    let receives: u32 = message
+                        .attributes
+                        .get("ApproximateReceiveCount")
+                        .and_then(|c| c.parse().ok())
+                        .unwrap_or(1);
+                    if receives >= self.gap_alarm_after_receives {
+                        report.gap_persistent += 1;
+                        error!(payment_id = %event.payment_id, version = event.version, receives, "event gap persists");
+                    } else {
+                        warn!(payment_id = %event.payment_id, version = event.version, "event after a gap held back");
+                    }
+                }
+                outcome
+            }
+            Err(e) => {
+                warn!(payment_id = %event.payment_id, version = event.version, error = %e, "apply failed; SQS redelivers");
+                Outcome::Failed
+            }
+        }
+    }
+
+    /// Applies one event exactly once: effect and cursor in one transaction, cursor at `version - 1`.
+    pub async fn apply(&self, event: &PaymentEvent) -> Result<Outcome, ConsumerError> {
+        let name = self.projection.name();
+        let mut items = self.projection.effects(&self.table, event)?;
+        let cursor = Put::builder()
+            .table_name(&self.table)
+            .item("pk", AttributeValue::S(cursor_key(name, event)))
+            .item("sk", AttributeValue::S("CURSOR".into()))
+            .item("applied_version", AttributeValue::N(event.version.to_string()))
+            .item("applied_event_id", AttributeValue::S(event.event_id()))
+            .item("updated_at_ms", AttributeValue::N(clock::now_ms().to_string()))
+            .condition_expression(if event.version == 1 {
+                "attribute_not_exists(pk)"
+            } else {
+                "applied_version = :previous"
+            })
+            .set_expression_attribute_values((event.version > 1).then(|| {
+                [(
+                    ":previous".to_owned(),
+                    AttributeValue::N((event.version - 1).to_string()),
+                )]
+                .into()
+            }))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .build()
+            .map_err(|e| ConsumerError::Effect(e.to_string()))?;
+        items.push(TransactWriteItem::builder().put(cursor).build());
+        let cursor_index = items.len() - 1;
+        match self
+            .client
+            .transact_write_items()
+            .set_transact_items(Some(items))
+            .send()
+            .await
+        {
+            Ok(_) => {
+                info!(consumer = name, payment_id = %event.payment_id, version = event.version, "event applied");
+                Ok(Outcome::Applied)
+            }
+            Err(SdkError::ServiceError(e)) => match e.err() {
+                TransactWriteItemsError::TransactionCanceledException(c) => {
+                    let reason = c.cancellation_reasons().get(cursor_index);
+                    if reason.and_then(|r| r.code()) != Some("ConditionalCheckFailed") {
+                        return Err(ConsumerError::Store(format!(
+                            "transaction cancelled: {:?}",
+                            c.cancellation_reasons()
+                        )));
+                    }
+                    let applied: u64 = reason
+                        .and_then(|r| r.item())
+                        .and_then(|i| i.get("applied_version"))
+                        .and_then(|v| v.as_n().ok())
+                        .and_then(|n| n.parse().ok())
+                        .unwrap_or(0);
+                    Ok(if applied >= event.version {
+                        Outcome::Skipped
+                    } else {
+                        Outcome::HeldBack
+                    })
+                }
+                other => Err(ConsumerError::Store(other.to_string())),
+            },
+            Err(e) => Err(ConsumerError::Store(e.to_string())),
+        }
+    }
+
+    /// The last version this consumer applied for a payment (0: none).
+    pub async fn applied_version(&self, payment_id: &crate::PaymentId) -> Result<u64, ConsumerError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key(
+                "pk",
+                AttributeValue::S(format!("CONSUMER#{}#{payment_id}", self.projection.name())),
+            )
+            .key("sk", AttributeValue::S("CURSOR".into()))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| ConsumerError::Store(e.to_string()))?;
+        Ok(out
+            .item
+            .and_then(|i| {
+                i.get("applied_version")
+                    .and_then(|v| v.as_n().ok())
+                    .and_then(|n| n.parse().ok())
+            })
+            .unwrap_or(0))
+    }
+}
+
+/// The consumer's EMF record: applied, skipped, held back, persistent gaps, failures.
+pub fn emf(consumer: &str, r: &BatchReport, now_ms: i64) -> serde_json::Value {
+    let names = ["Applied", "Skipped", "HeldBack", "GapPersistent", "Failed"];
+    serde_json::json!({
+        "_aws": { "Timestamp": now_ms, "CloudWatchMetrics": [{
+            "Namespace": "Payments/Consumers",
+            "Dimensions": [[], ["Consumer"]],
+            "Metrics": names.iter().map(|n| serde_json::json!({ "Name": n, "Unit": "Count" })).collect::<Vec<_>>(),
+        }]},
+        "Consumer": consumer,
+        "Applied": r.applied, "Skipped": r.skipped, "HeldBack": r.held_back,
+        "GapPersistent": r.gap_persistent, "Failed": r.failed,
+    })
+}
