@@ -24,6 +24,7 @@ wait_for_port() {
 local_env() {
   local ddb_port="$1" sqs_port="${2:-}"
   export AWS_ENDPOINT_URL_DYNAMODB="http://127.0.0.1:$ddb_port"
+  export AWS_ENDPOINT_URL_DYNAMODB_STREAMS="http://127.0.0.1:$ddb_port"
   if [ -n "$sqs_port" ]; then export AWS_ENDPOINT_URL_SQS="http://127.0.0.1:$sqs_port"; fi
   export AWS_REGION="${AWS_REGION:-us-east-1}"
   export AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-local}"

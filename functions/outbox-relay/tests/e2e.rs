@@ -5,8 +5,8 @@
 use aws_lambda_events::event::dynamodb::Event as StreamEvent;
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
-use aws_sdk_sqs::types::MessageSystemAttributeName;
 use integration_tests::{fresh_queues, sqs_client, streams_client, SqsEntryFaults, TestContext};
+use local_dev::sqs_poller::SqsPoller;
 use local_dev::stream_pump::StreamPump;
 use order_projection::OrderProjection;
 use outbox_relay::{relay, replay_payment, Publisher};
@@ -40,81 +40,41 @@ impl Projection for Recording {
     }
 }
 
-/// A Lambda SQS event from received messages.
-fn sqs_event(messages: &[aws_sdk_sqs::types::Message]) -> SqsEvent {
-    let records: Vec<serde_json::Value> = messages
-        .iter()
-        .map(|m| {
-            let attrs: HashMap<String, String> = m
-                .attributes()
-                .map(|a| a.iter().map(|(k, v)| (k.as_str().to_owned(), v.clone())).collect())
-                .unwrap_or_default();
-            json!({ "messageId": m.message_id(), "receiptHandle": m.receipt_handle(), "body": m.body(),
-                    "attributes": attrs, "messageAttributes": {}, "eventSource": "aws:sqs", "awsRegion": "us-east-1" })
-        })
-        .collect();
-    serde_json::from_value(json!({ "Records": records })).unwrap()
-}
-
-/// Receives until the queue stays empty, hands each batch to the consumer, acknowledges what it applied.
-/// `lose_ack(n)`: pretend the n-th successful message's delete was lost (SQS redelivers it after its
-/// visibility timeout).
+/// Polls until the queue stays empty, handing each batch to the consumer (the SQS event source mapping's
+/// part). `lose_every_nth_ack`: pretend some deletes were lost, so SQS redelivers after the visibility timeout.
 async fn drain<P: Projection>(
     sqs: &aws_sdk_sqs::Client,
     queue_url: &str,
     consumer: &Consumer<P>,
-    lose_ack: impl Fn(usize) -> bool,
+    lose_every_nth_ack: Option<usize>,
 ) -> BatchReport {
-    let mut total = BatchReport::default();
-    let (mut empty_rounds, mut successes) = (0, 0);
+    let mut poller = SqsPoller::new(sqs.clone(), queue_url);
+    poller.lose_every_nth_ack = lose_every_nth_ack;
+    let total = std::sync::Mutex::new(BatchReport::default());
+    let mut empty_rounds = 0;
     while empty_rounds < 4 {
-        let out = sqs
-            .receive_message()
-            .queue_url(queue_url)
-            .max_number_of_messages(10)
-            .visibility_timeout(1)
-            .message_system_attribute_names(MessageSystemAttributeName::All)
-            .send()
+        let received = poller
+            .poll_once(|event: SqsEvent| async {
+                let event = event;
+                let (response, report) = consumer.process(&event.records).await;
+                let mut t = total.lock().unwrap();
+                t.applied += report.applied;
+                t.skipped += report.skipped;
+                t.held_back += report.held_back;
+                t.failed += report.failed;
+                response
+            })
             .await
             .unwrap();
-        let messages = out.messages();
-        if messages.is_empty() {
+        if received == 0 {
             empty_rounds += 1;
             tokio::time::sleep(Duration::from_millis(700)).await;
-            continue;
+        } else {
+            empty_rounds = 0;
         }
-        empty_rounds = 0;
-        let event = sqs_event(messages);
-        let (response, report) = consumer.process(&event.records).await;
-        let failed: Vec<String> = response
-            .batch_item_failures
-            .iter()
-            .map(|f| f.item_identifier.clone())
-            .collect();
-        for (m, r) in messages.iter().zip(&event.records) {
-            let ok = !failed.contains(&r.message_id.clone().unwrap_or_default());
-            if ok {
-                successes += 1;
-                if lose_ack(successes) {
-                    continue;
-                }
-                sqs.delete_message()
-                    .queue_url(queue_url)
-                    .set_receipt_handle(m.receipt_handle().map(String::from))
-                    .send()
-                    .await
-                    .unwrap();
-            }
-        }
-        total.applied += report.applied;
-        total.skipped += report.skipped;
-        total.held_back += report.held_back;
-        total.failed += report.failed;
     }
-    total
+    total.into_inner().unwrap()
 }
-
-fn unused(_: &SqsMessage) {}
 
 /// Among the outbox records of `event`: if the first batch (the first event of each of up to ten payments)
 /// fails at entry `n`, the index of the first record that is not confirmed.
@@ -324,7 +284,7 @@ async fn an_sqs_failure_for_one_entry_reports_it_and_every_later_record_and_noth
     // The stream redelivers from the failed record; everything reaches the queue and the consumer.
     pump_all(&mut pump, &publisher, false).await;
     let consumer = Consumer::new(ctx.client.clone(), &ctx.table, Recording);
-    let report = drain(&sqs, &queues.queue_url, &consumer, |_| false).await;
+    let report = drain(&sqs, &queues.queue_url, &consumer, None).await;
     assert_eq!(report.failed, 0);
     assert_applied_once_in_order(&ctx, &ids).await;
 }
@@ -360,7 +320,7 @@ async fn a_burst_with_races_and_duplicates_at_every_hop_is_applied_exactly_once_
 
     let consumer = Consumer::new(ctx.client.clone(), &ctx.table, Recording);
     // Every 5th acknowledgement is lost: SQS redelivers after the visibility timeout.
-    let report = drain(&sqs, &queues.queue_url, &consumer, |n| n % 5 == 0).await;
+    let report = drain(&sqs, &queues.queue_url, &consumer, Some(5)).await;
     assert_eq!(
         dlq_depth(&sqs, &queues.dlq_url).await,
         0,
@@ -386,7 +346,7 @@ async fn a_burst_with_races_and_duplicates_at_every_hop_is_applied_exactly_once_
         .await
         .unwrap();
     assert_eq!(replayed, total_events);
-    let again = drain(&sqs, &queues.queue_url, &consumer, |_| false).await;
+    let again = drain(&sqs, &queues.queue_url, &consumer, None).await;
     assert_eq!((again.applied, again.failed), (0, 0), "{again:?}");
     assert_applied_once_in_order(&ctx, &ids).await;
 }
@@ -435,7 +395,7 @@ async fn redriving_the_dlq_applies_its_messages_once() {
         0
     );
     let consumer = Consumer::new(ctx.client.clone(), &ctx.table, Recording);
-    let report = drain(&sqs, &queues.queue_url, &consumer, |_| false).await;
+    let report = drain(&sqs, &queues.queue_url, &consumer, None).await;
     assert_eq!((report.applied, report.failed), (1, 0));
     assert_eq!(dlq_depth(&sqs, &queues.dlq_url).await, 0);
     assert_applied_once_in_order(&ctx, &[id]).await;
@@ -499,7 +459,6 @@ async fn a_gap_is_held_back_never_skipped_and_alarmed_when_it_persists() {
     assert!(r.batch_item_failures.is_empty());
     assert_eq!((report.applied, report.skipped), (2, 1));
     assert_eq!(consumer.applied_version(&id).await.unwrap(), 3);
-    unused(&message(&events[0], 1, 9));
 }
 
 #[test]

@@ -5,5 +5,6 @@
 pub mod dynamodb_local;
 pub mod queues;
 pub mod service;
+pub mod sqs_poller;
 pub mod stream_pump;
 pub mod table;

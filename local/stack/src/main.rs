@@ -5,9 +5,13 @@
 //! sync-finalize, `/webhooks/{provider}` to webhook-intake) is reproduced here on one port, it starts in a
 //! second with no per-function emulator, and the handlers are exactly the library code the binaries wrap.
 //!
-//! Configuration by convention: `TABLE_NAME`, `AWS_ENDPOINT_URL_DYNAMODB`, `WEBHOOK_SECRETS`,
-//! `WEBHOOK_PROVIDERS`, `LOCAL_API_PORT` (default 3000). The table is created from `infra/template.yaml`
-//! when it does not exist.
+//! With `AWS_ENDPOINT_URL_SQS` set it also runs the outbox: the stream pump (the local stand-in for the
+//! DynamoDB Streams event source mapping) feeds the relay handler, which publishes to the FIFO queue, and an
+//! SQS poller (the stand-in for the SQS event source mapping) feeds the order projection consumer.
+//!
+//! Configuration by convention: `TABLE_NAME`, `AWS_ENDPOINT_URL_DYNAMODB`, `AWS_ENDPOINT_URL_SQS`,
+//! `WEBHOOK_SECRETS`, `WEBHOOK_PROVIDERS`, `LOCAL_API_PORT` (default 3000). The table and the queues are
+//! created from `infra/template.yaml` when they do not exist.
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -23,6 +27,8 @@ use tokio::net::TcpListener;
 use tracing::{error, info};
 use webhook_intake::providers::Providers;
 
+mod outbox;
+
 struct Apps {
     sync: sync_finalize::App,
     intake: webhook_intake::App,
@@ -37,6 +43,9 @@ async fn main() -> Result<(), Error> {
     let sdk = aws::sdk_config().await;
     let client = aws::dynamodb_client(&sdk);
     ensure_table(&client, &config.table_name).await?;
+    if std::env::var_os("AWS_ENDPOINT_URL_SQS").is_some() {
+        tokio::spawn(outbox::run(sdk.clone(), client.clone(), config.table_name.clone()));
+    }
     let store = PaymentStore::new(client.clone(), &config.table_name);
     let apps = Arc::new(Apps {
         sync: sync_finalize::App { store: store.clone() },

@@ -1,0 +1,93 @@
+//! The local stand-in for the SQS event source mapping: receives up to ten messages, hands them to a
+//! handler in the shape Lambda delivers (`SqsEvent`, with `MessageGroupId` and `ApproximateReceiveCount`),
+//! and deletes the ones the handler did not report as failed (ReportBatchItemFailures). Failed messages
+//! come back after their visibility timeout.
+
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
+use aws_sdk_sqs::types::{Message, MessageSystemAttributeName};
+use serde_json::json;
+use std::collections::HashMap;
+use std::future::Future;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+pub struct SqsPoller {
+    sqs: aws_sdk_sqs::Client,
+    queue_url: String,
+    /// Visibility timeout of each receive, in seconds.
+    pub visibility_timeout: i32,
+    /// Tests: forget to delete every n-th handled message, as if the delete was lost.
+    pub lose_every_nth_ack: Option<usize>,
+    handled: usize,
+}
+
+/// The Lambda SQS event for received messages.
+pub fn lambda_event(messages: &[Message]) -> Result<SqsEvent, BoxError> {
+    let records: Vec<serde_json::Value> = messages
+        .iter()
+        .map(|m| {
+            let attrs: HashMap<String, String> = m
+                .attributes()
+                .map(|a| a.iter().map(|(k, v)| (k.as_str().to_owned(), v.clone())).collect())
+                .unwrap_or_default();
+            json!({ "messageId": m.message_id(), "receiptHandle": m.receipt_handle(), "body": m.body(),
+                    "attributes": attrs, "messageAttributes": {}, "eventSource": "aws:sqs", "awsRegion": "us-east-1" })
+        })
+        .collect();
+    Ok(serde_json::from_value(json!({ "Records": records }))?)
+}
+
+impl SqsPoller {
+    pub fn new(sqs: aws_sdk_sqs::Client, queue_url: impl Into<String>) -> Self {
+        Self {
+            sqs,
+            queue_url: queue_url.into(),
+            visibility_timeout: 1,
+            lose_every_nth_ack: None,
+            handled: 0,
+        }
+    }
+
+    /// Receives one batch and delivers it. Returns how many messages were received (0: the queue looked empty).
+    pub async fn poll_once<F, Fut>(&mut self, handler: F) -> Result<usize, BoxError>
+    where
+        F: FnOnce(SqsEvent) -> Fut,
+        Fut: Future<Output = SqsBatchResponse>,
+    {
+        let out = self
+            .sqs
+            .receive_message()
+            .queue_url(&self.queue_url)
+            .max_number_of_messages(10)
+            .visibility_timeout(self.visibility_timeout)
+            .message_system_attribute_names(MessageSystemAttributeName::All)
+            .send()
+            .await?;
+        let messages = out.messages();
+        if messages.is_empty() {
+            return Ok(0);
+        }
+        let response = handler(lambda_event(messages)?).await;
+        let failed: Vec<&str> = response
+            .batch_item_failures
+            .iter()
+            .map(|f| f.item_identifier.as_str())
+            .collect();
+        for m in messages {
+            if failed.contains(&m.message_id().unwrap_or_default()) {
+                continue;
+            }
+            self.handled += 1;
+            if self.lose_every_nth_ack.is_some_and(|n| self.handled % n == 0) {
+                continue;
+            }
+            self.sqs
+                .delete_message()
+                .queue_url(&self.queue_url)
+                .set_receipt_handle(m.receipt_handle().map(String::from))
+                .send()
+                .await?;
+        }
+        Ok(messages.len())
+    }
+}
