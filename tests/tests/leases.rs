@@ -36,7 +36,7 @@ async fn two_acquirers_one_wins_and_release_inside_the_finalize_transaction_free
 #[tokio::test]
 async fn an_expired_lease_is_free_and_its_former_holder_is_fenced_by_the_version() {
     let ctx = TestContext::new().await;
-    let short = ctx.leases_with_ttl(Duration::from_millis(300));
+    let short = ctx.leases_with_ttl(Duration::from_millis(1000));
     let id = ctx
         .store
         .create(fixtures::new_payment("pay_l2", 1000))
@@ -48,7 +48,7 @@ async fn an_expired_lease_is_free_and_its_former_holder_is_fenced_by_the_version
     let lease_a = short.acquire(&id).await.unwrap().expect("A acquires");
     let read_a = ctx.store.get(&id).await.unwrap().unwrap();
     assert!(short.acquire(&id).await.unwrap().is_none(), "live lease excludes B");
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
 
     // B finds the lease expired (TTL has not deleted it: the condition treats it as free) and captures.
     let lease_b = short.acquire(&id).await.unwrap().expect("B acquires the expired lease");

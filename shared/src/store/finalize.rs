@@ -20,8 +20,10 @@ use std::time::Duration;
 use tracing::{debug, info, warn};
 
 /// How many times a version conflict is decided again before giving up (the payment would have to change
-/// this many times within one request).
-pub const MAX_VERSION_CONFLICTS: u32 = 8;
+/// this many times within one request). Each conflict means another writer committed, so with N concurrent
+/// writers on one payment a writer meets at most N - 1; 32 covers the heaviest contention we test. Each
+/// re-decision costs one `TransactWriteItems` and no read.
+pub const MAX_VERSION_CONFLICTS: u32 = 32;
 /// How many `TransactionConflict` or throttling cancellations are retried with a fresh read.
 pub const MAX_TRANSIENT_RETRIES: u32 = 5;
 const TRANSIENT_BACKOFF_BASE: Duration = Duration::from_millis(20);

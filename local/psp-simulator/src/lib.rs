@@ -1,0 +1,7 @@
+//! The local stand-in for a Stripe-like PSP, and the demo that drives checkouts through the local stack.
+
+pub mod client;
+pub mod delivery;
+pub mod demo;
+pub mod psp;
+pub mod server;

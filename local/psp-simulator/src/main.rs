@@ -1,0 +1,74 @@
+//! `psp-simulator serve` runs the simulated PSP on 127.0.0.1; `psp-simulator demo` runs checkouts against
+//! the local stack and prints a summary. Settings come from the environment (see README):
+//! `SIMULATOR_PORT` (4000), `API` (http://127.0.0.1:3000), `WEBHOOK_SECRET` (the dev Stripe secret),
+//! `CHECKOUTS` (50), `CONCURRENCY` (8), `DUPLICATE_RATE`, `REORDER_RATE`, `FAILURE_RATE`, `MAX_DELAY_MS`,
+//! `SCENARIO` (serve: fixed scenario), `TABLE_NAME` (demo: read consumer cursors).
+
+use psp_simulator::delivery::DeliveryOptions;
+use psp_simulator::{client::HttpClient, demo, psp::Psp, server::Simulator};
+use shared::SigningSecret;
+use std::sync::Arc;
+use std::time::Duration;
+
+type Error = Box<dyn std::error::Error + Send + Sync>;
+
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn delivery() -> DeliveryOptions {
+    let d = DeliveryOptions::default();
+    DeliveryOptions {
+        max_delay: Duration::from_millis(env_or("MAX_DELAY_MS", d.max_delay.as_millis() as u64)),
+        duplicate_rate: env_or("DUPLICATE_RATE", d.duplicate_rate),
+        reorder_rate: env_or("REORDER_RATE", d.reorder_rate),
+        failure_rate: env_or("FAILURE_RATE", d.failure_rate),
+        max_attempts: d.max_attempts,
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    shared::telemetry::init();
+    let api = std::env::var("API").unwrap_or_else(|_| "http://127.0.0.1:3000".into());
+    let secret = SigningSecret::parse(
+        std::env::var("WEBHOOK_SECRET").unwrap_or_else(|_| "whsec_local_dev_stripe_secret".into()),
+    )?;
+    match std::env::args().nth(1).as_deref() {
+        Some("serve") => {
+            let port: u16 = env_or("SIMULATOR_PORT", 4000);
+            let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
+            let default_scenario = std::env::var("SCENARIO")
+                .ok()
+                .and_then(|s| serde_json::from_value(serde_json::Value::String(s)).ok());
+            println!("PSP simulator on http://127.0.0.1:{port}, webhooks to {api}/webhooks/stripe");
+            let sim = Simulator {
+                psp: Psp::new(),
+                webhook_url: format!("{api}/webhooks/stripe"),
+                secret,
+                delivery: delivery(),
+                default_scenario,
+                client: HttpClient::default(),
+            };
+            Arc::new(sim).serve(listener).await
+        }
+        Some("demo") => {
+            let config = demo::DemoConfig {
+                api,
+                checkouts: env_or("CHECKOUTS", 50),
+                concurrency: env_or("CONCURRENCY", 8),
+                secret,
+                delivery: delivery(),
+                table: std::env::var("TABLE_NAME").ok(),
+            };
+            let summary = demo::run(config).await?;
+            print!("{summary}");
+            let unconsumed = summary.events_consumed < summary.events && std::env::var_os("TABLE_NAME").is_some();
+            if summary.secrets_on_terminal > 0 || summary.lost_updates > 0 || summary.not_finalized > 0 || unconsumed {
+                return Err("the demo found a lost update, a secret on a terminal payment, an unfinished payment, or an event not consumed".into());
+            }
+            Ok(())
+        }
+        _ => Err("usage: psp-simulator serve | demo".into()),
+    }
+}
