@@ -1,17 +1,37 @@
-//! Counting DynamoDB calls by operation, through an SDK interceptor (one count per call, not per attempt).
+//! Counting DynamoDB calls by operation, through an SDK interceptor: one entry per call (not per attempt),
+//! with its start and end, so overlapping calls (a lease acquire in parallel with a read) can be told from
+//! sequential ones.
 
 use aws_smithy_runtime_api::box_error::BoxError;
-use aws_smithy_runtime_api::client::interceptors::context::BeforeSerializationInterceptorContextRef;
+use aws_smithy_runtime_api::client::interceptors::context::{
+    BeforeSerializationInterceptorContextRef, FinalizerInterceptorContextRef,
+};
 use aws_smithy_runtime_api::client::interceptors::Intercept;
 use aws_smithy_runtime_api::client::orchestrator::Metadata;
 use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
-use aws_smithy_types::config_bag::ConfigBag;
+use aws_smithy_types::config_bag::{ConfigBag, Storable, StoreReplace};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// One call: operation name, start, end.
+#[derive(Debug, Clone)]
+pub struct Call {
+    pub operation: String,
+    pub start: Instant,
+    pub end: Option<Instant>,
+}
+
+#[derive(Debug, Clone)]
+struct CallIndex(usize);
+
+impl Storable for CallIndex {
+    type Storer = StoreReplace<Self>;
+}
 
 #[derive(Debug, Clone, Default)]
 pub struct CallCounter {
-    calls: Arc<Mutex<Vec<String>>>,
+    calls: Arc<Mutex<Vec<Call>>>,
 }
 
 impl CallCounter {
@@ -21,7 +41,12 @@ impl CallCounter {
 
     /// Operation names in call order.
     pub fn calls(&self) -> Vec<String> {
-        self.calls.lock().expect("calls lock").clone()
+        self.calls
+            .lock()
+            .expect("calls lock")
+            .iter()
+            .map(|c| c.operation.clone())
+            .collect()
     }
 
     /// Calls per operation.
@@ -31,6 +56,25 @@ impl CallCounter {
             *map.entry(call).or_default() += 1;
         }
         map
+    }
+
+    /// How many calls happened one after another: calls that overlap in time count once.
+    pub fn sequential_depth(&self) -> usize {
+        let mut calls = self.calls.lock().expect("calls lock").clone();
+        calls.sort_by_key(|c| c.start);
+        let mut depth = 0;
+        let mut stage_end: Option<Instant> = None;
+        for call in calls {
+            let end = call.end.unwrap_or(call.start);
+            match stage_end {
+                Some(e) if call.start < e => stage_end = Some(e.max(end)),
+                _ => {
+                    depth += 1;
+                    stage_end = Some(end);
+                }
+            }
+        }
+        depth
     }
 
     pub fn reset(&self) {
@@ -49,8 +93,28 @@ impl Intercept for CallCounter {
         _: &RuntimeComponents,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
-        let name = cfg.load::<Metadata>().map(|m| m.name().to_owned()).unwrap_or_default();
-        self.calls.lock().expect("calls lock").push(name);
+        let operation = cfg.load::<Metadata>().map(|m| m.name().to_owned()).unwrap_or_default();
+        let mut calls = self.calls.lock().expect("calls lock");
+        calls.push(Call {
+            operation,
+            start: Instant::now(),
+            end: None,
+        });
+        cfg.interceptor_state().store_put(CallIndex(calls.len() - 1));
+        Ok(())
+    }
+
+    fn read_after_execution(
+        &self,
+        _: &FinalizerInterceptorContextRef<'_>,
+        _: &RuntimeComponents,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        if let Some(CallIndex(i)) = cfg.load::<CallIndex>().cloned() {
+            if let Some(call) = self.calls.lock().expect("calls lock").get_mut(i) {
+                call.end = Some(Instant::now());
+            }
+        }
         Ok(())
     }
 }

@@ -127,16 +127,23 @@ impl TestContext {
         }
     }
 
-    /// A second store on this context's table whose client runs `hook` before chosen calls.
+    /// A second store on this context's table whose client runs `hook` before chosen calls (its calls are
+    /// counted in `calls` too).
     pub fn store_with_hook(&self, hook: BeforeCall) -> PaymentStore {
-        let client = client(
-            &dynamodb_local::endpoint(),
-            Interceptors {
-                hook: Some(hook),
-                ..Default::default()
-            },
-        );
-        PaymentStore::new(client, &self.table)
+        let with = Interceptors {
+            hook: Some(hook),
+            calls: Some(self.calls.clone()),
+            ..Default::default()
+        };
+        PaymentStore::new(client(&dynamodb_local::endpoint(), with), &self.table)
+    }
+
+    /// A store on this context's table whose calls are not counted (for writes a test makes on the side).
+    pub fn uncounted_store(&self) -> PaymentStore {
+        PaymentStore::new(
+            client(&dynamodb_local::endpoint(), Interceptors::default()),
+            &self.table,
+        )
     }
 
     /// Leases on this context's table with another TTL.

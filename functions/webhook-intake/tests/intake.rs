@@ -563,3 +563,23 @@ async fn sample_events_sign_and_run_through_the_handler() {
 fn uuid_like() -> String {
     format!("{:x}", clock::now_ms()) + &format!("{:x}", std::process::id())
 }
+
+/// The intake's cost target: at most 3 DynamoDB calls per webhook on the happy path, at most 2 of them one
+/// after another (the lease acquire runs in parallel with the read), counted by an SDK interceptor.
+#[tokio::test]
+async fn a_webhook_costs_three_calls_two_sequential() {
+    let t = TestIntake::new().await;
+    let id = t.payment("pay_cost").await;
+    t.ctx.calls.reset();
+    let a = t
+        .send(stripe(
+            &intent_event("evt_1", "payment_intent.succeeded", &id, now()),
+            STRIPE_NEW,
+        ))
+        .await;
+    assert_eq!(result(&a), "applied");
+    let mut calls = t.ctx.calls.calls();
+    calls.sort();
+    assert_eq!(calls, vec!["GetItem", "PutItem", "TransactWriteItems"]);
+    assert_eq!(t.ctx.calls.sequential_depth(), 2);
+}

@@ -1,0 +1,194 @@
+//! DynamoDB calls per webhook (counted by an SDK interceptor, with how many ran one after another), the
+//! capacity units they cost computed from the serialized item sizes the way AWS bills them, and item sizes.
+
+use integration_tests::{BeforeCall, TestContext};
+use lambda_http::Request;
+use payments_core::fixtures;
+use serde_json::json;
+use shared::store::item::{event_to_item, item_size_bytes, payment_to_item};
+use shared::{decide, Decision, Outcome, Path, SigningSecret};
+use std::fmt::Write;
+use webhook_intake::providers::{Providers, DEFAULT_PROVIDERS};
+use webhook_intake::samples::{apigw_event, signature_headers};
+use webhook_intake::{process, App, IntakeSettings};
+
+const SECRET: &str = "whsec_local_dev_stripe_secret";
+
+fn webhook(event_id: &str, kind: &str, payment: &str, with_metadata: bool) -> Request {
+    let body = json!({ "id": event_id, "object": "event", "type": kind, "created": shared::clock::now_ms() / 1000,
+        "livemode": false, "data": { "object": {
+            "id": format!("pi_{payment}"), "object": "payment_intent", "amount": 1000, "currency": "eur",
+            "metadata": if with_metadata { json!({ "payment_id": payment }) } else { json!({}) },
+            "client_secret": format!("pi_{payment}_secret_x") } } })
+    .to_string()
+    .into_bytes();
+    let secret = SigningSecret::parse(SECRET).expect("secret");
+    let now = shared::clock::now_ms() / 1000;
+    let headers =
+        signature_headers(webhook_intake::providers::Scheme::Stripe, &secret, event_id, now, &body).expect("sign");
+    let event = apigw_event("/webhooks/stripe", &headers, &body, false);
+    lambda_http::request::from_str(&event.to_string()).expect("apigw event")
+}
+
+fn app(ctx: &TestContext) -> App {
+    let secrets = json!({ "stripe": [SECRET], "standard": ["whsec_bG9jYWwtZGV2LXN0YW5kYXJkLXNlY3JldA=="] }).to_string();
+    App {
+        store: ctx.store.clone(),
+        leases: ctx.leases.clone(),
+        providers: Providers::from_json(DEFAULT_PROVIDERS, &secrets).expect("providers"),
+        settings: IntakeSettings::default(),
+    }
+}
+
+/// Write units of one item of `bytes` (1 KB units); a transactional write costs twice.
+fn wcu(bytes: usize, transactional: bool) -> usize {
+    bytes.div_ceil(1024).max(1) * if transactional { 2 } else { 1 }
+}
+
+pub async fn run(out: &mut String) {
+    let ctx = TestContext::new().await;
+    let app = app(&ctx);
+    writeln!(out, "## DynamoDB calls per webhook (counted by an SDK interceptor)\n").ok();
+    writeln!(
+        out,
+        "| scenario | calls | by operation | sequential |\n|---|---|---|---|"
+    )
+    .ok();
+    let row = |name: &str, answer: &str| {
+        let ops: Vec<String> = ctx
+            .calls
+            .by_operation()
+            .iter()
+            .map(|(k, v)| format!("{k} x{v}"))
+            .collect();
+        format!(
+            "| {name} ({answer}) | {} | {} | {} |",
+            ctx.calls.calls().len(),
+            ops.join(", "),
+            ctx.calls.sequential_depth()
+        )
+    };
+
+    let id = ctx
+        .store
+        .create(fixtures::new_payment("pay_bench_1", 1000))
+        .await
+        .expect("create")
+        .id;
+    ctx.calls.reset();
+    let (r, m) = process(&app, webhook("evt_b1", "payment_intent.succeeded", id.as_str(), true)).await;
+    writeln!(out, "{}", row("happy path: first event, lease free", &m.result)).ok();
+    assert_eq!(r.status(), 200);
+
+    ctx.calls.reset();
+    let (_, m) = process(&app, webhook("evt_b1", "payment_intent.succeeded", id.as_str(), true)).await;
+    writeln!(out, "{}", row("the same event again", &m.result)).ok();
+
+    // A sync write lands between the intake's read and its write: one version conflict.
+    let id2 = ctx
+        .store
+        .create(fixtures::new_payment("pay_bench_2", 1000))
+        .await
+        .expect("create")
+        .id;
+    let hook = BeforeCall::new();
+    let racing = App {
+        store: ctx.store_with_hook(hook.clone()),
+        ..app.clone()
+    };
+    let (store, target) = (ctx.uncounted_store(), id2.clone());
+    hook.before_next("TransactWriteItems", move || async move {
+        store
+            .finalize(&target, &fixtures::observe(Path::Sync, Outcome::Processing), None)
+            .await
+            .expect("sync write");
+    });
+    ctx.calls.reset();
+    let (_, m) = process(
+        &racing,
+        webhook("evt_b2", "payment_intent.succeeded", id2.as_str(), true),
+    )
+    .await;
+    writeln!(
+        out,
+        "{}",
+        row(
+            "a sync write lands between read and write: one version conflict",
+            &m.result
+        )
+    )
+    .ok();
+
+    let mut new = fixtures::new_payment("pay_bench_3", 1000);
+    new.psp_reference = Some(shared::PspReference::parse("pi_pay_bench_3").expect("ref"));
+    ctx.store.create(new).await.expect("create");
+    ctx.calls.reset();
+    let (_, m) = process(
+        &app,
+        webhook("evt_b3", "payment_intent.succeeded", "pay_bench_3", false),
+    )
+    .await;
+    writeln!(
+        out,
+        "{}",
+        row("found by PSP reference (no metadata.payment_id)", &m.result)
+    )
+    .ok();
+
+    // Capacity units of the happy path, from the serialized items.
+    let payment = fixtures::payment("pay_0123456789abcdef0123456789abcdef");
+    let Decision::Apply(action) = decide(&payment, &fixtures::observe(Path::Sync, fixtures::requires_action()), 1)
+    else {
+        unreachable!()
+    };
+    let Decision::Apply(captured) = decide(
+        &action.payment,
+        &fixtures::webhook("evt_1NG8Du2eZvKYlo2CUI79vXWy", 1, Outcome::Succeeded),
+        2,
+    ) else {
+        unreachable!()
+    };
+    let payment_bytes = item_size_bytes(&payment_to_item(&captured.payment).expect("item"));
+    let action_bytes = item_size_bytes(&payment_to_item(&action.payment).expect("item"));
+    let event_bytes = item_size_bytes(&event_to_item(&captured.event).expect("item"));
+    let lease_bytes = "pk".len()
+        + "LEASE#pay_0123456789abcdef0123456789abcdef".len()
+        + "sk".len()
+        + "LEASE".len()
+        + "owner".len()
+        + 36
+        + "expires_at_ms".len()
+        + 8
+        + "expires_at".len()
+        + 6;
+    let lease_put = wcu(lease_bytes, false);
+    let tx = wcu(payment_bytes.max(action_bytes), true) + wcu(event_bytes, true) + wcu(lease_bytes, true);
+    writeln!(
+        out,
+        "\n## Capacity units per webhook (happy path), from serialized item sizes\n"
+    )
+    .ok();
+    writeln!(out, "| item | bytes |\n|---|---|").ok();
+    writeln!(
+        out,
+        "| payment, requires_action (client secret + redirect URL) | {action_bytes} |"
+    )
+    .ok();
+    writeln!(out, "| payment, captured (one PSP event id seen) | {payment_bytes} |").ok();
+    writeln!(out, "| event | {event_bytes} |").ok();
+    writeln!(out, "| lease | {lease_bytes} |").ok();
+    writeln!(out, "\n- lease acquire (PutItem): {lease_put} WCU").ok();
+    writeln!(out, "- read (GetItem, strongly consistent, <= 4 KB): 1 RCU").ok();
+    writeln!(
+        out,
+        "- TransactWriteItems (payment put, event put, lease delete; 2 WCU per KB each): {tx} WCU"
+    )
+    .ok();
+    writeln!(out, "- index writes: `by-psp-reference` is KEYS_ONLY on `psp_reference`, written only when a payment's reference is first set (1 WCU then, 0 on every later webhook)").ok();
+    writeln!(
+        out,
+        "- **total per webhook: {} WCU, 1 RCU** (target: at most 7 WCU and 1 RCU, items at most 1 KB)",
+        lease_put + tx
+    )
+    .ok();
+}
