@@ -97,7 +97,9 @@ pub async fn run(out: &mut String) {
     .ok();
     for function in FUNCTIONS {
         let binary = target_dir().join("release").join(function);
-        let bootstrap = target_dir().join("lambda").join(function).join("bootstrap");
+        // `cargo lambda build` may use its own target directory (LAMBDA_TARGET_DIR), as scripts/release-check does.
+        let lambda_dir = std::env::var("LAMBDA_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|_| target_dir());
+        let bootstrap = lambda_dir.join("lambda").join(function).join("bootstrap");
         let size = std::fs::metadata(&bootstrap)
             .map(|m| format!("{:.2} MiB", m.len() as f64 / 1_048_576.0))
             .unwrap_or_else(|_| "not built (`cargo lambda build --release --arm64`)".into());
