@@ -98,7 +98,9 @@ pub async fn run(out: &mut String) {
     for function in FUNCTIONS {
         let binary = target_dir().join("release").join(function);
         // `cargo lambda build` may use its own target directory (LAMBDA_TARGET_DIR), as scripts/release-check does.
-        let lambda_dir = std::env::var("LAMBDA_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|_| target_dir());
+        let lambda_dir = std::env::var("LAMBDA_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|_| target_dir());
         let bootstrap = lambda_dir.join("lambda").join(function).join("bootstrap");
         let size = std::fs::metadata(&bootstrap)
             .map(|m| format!("{:.2} MiB", m.len() as f64 / 1_048_576.0))

@@ -22,7 +22,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     )?;
     let mut out = String::new();
     writeln!(out, "# Benchmark results\n").ok();
-    writeln!(out, "Produced by `scripts/bench` on this machine (2 cores). Latency figures mostly measure DynamoDB Local and are informational; counts, units and sizes are the ones to hold. Intake CPU per webhook: `cargo bench -p webhook-intake --bench intake_cpu` (see the end of this file).\n").ok();
+    writeln!(out, "Produced by `scripts/bench` on this machine (2 cores); the arm64 `bootstrap` column needs the cross build, `ARM64=1 scripts/bench` (or `scripts/release-check`). Latency figures mostly measure DynamoDB Local and are informational; counts, units and sizes are the ones to hold. Intake CPU per webhook: `cargo bench -p webhook-intake --bench intake_cpu` (see the end of this file).\n").ok();
     counts::run(&mut out).await;
     writeln!(out).ok();
     load::latency(&mut out, &api, &secret, per_level).await?;
