@@ -82,6 +82,11 @@ impl CallCounter {
     }
 }
 
+/// The name of the operation a call is for (`GetItem`, `TransactWriteItems`, ...).
+pub fn operation_name(cfg: &ConfigBag) -> String {
+    cfg.load::<Metadata>().map(|m| m.name().to_owned()).unwrap_or_default()
+}
+
 impl Intercept for CallCounter {
     fn name(&self) -> &'static str {
         "CallCounter"
@@ -93,7 +98,7 @@ impl Intercept for CallCounter {
         _: &RuntimeComponents,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
-        let operation = cfg.load::<Metadata>().map(|m| m.name().to_owned()).unwrap_or_default();
+        let operation = operation_name(cfg);
         let mut calls = self.calls.lock().expect("calls lock");
         calls.push(Call {
             operation,

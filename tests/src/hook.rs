@@ -7,7 +7,6 @@
 use aws_smithy_runtime_api::box_error::BoxError;
 use aws_smithy_runtime_api::client::interceptors::context::BeforeSerializationInterceptorContextRef;
 use aws_smithy_runtime_api::client::interceptors::Intercept;
-use aws_smithy_runtime_api::client::orchestrator::Metadata;
 use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use aws_smithy_types::config_bag::ConfigBag;
 use std::future::Future;
@@ -62,7 +61,7 @@ impl Intercept for BeforeCall {
         _: &RuntimeComponents,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
-        let name = cfg.load::<Metadata>().map(|m| m.name().to_owned()).unwrap_or_default();
+        let name = crate::calls::operation_name(cfg);
         let action = {
             let mut pending = self.pending.lock().expect("hook lock");
             let index = pending.iter().position(|(op, _)| *op == name);

@@ -73,6 +73,23 @@ pub struct App {
     pub settings: IntakeSettings,
 }
 
+impl App {
+    /// Builds the app from the environment once per cold start: the providers' secrets are read here
+    /// (Secrets Manager or `WEBHOOK_SECRETS`), never per request.
+    pub async fn from_env(
+        sdk: &aws_config::SdkConfig,
+        client: shared::aws::DynamoDbClient,
+        config: &shared::Config,
+    ) -> Result<Self, Box<dyn std::error::Error + Send + Sync>> {
+        Ok(Self {
+            store: PaymentStore::new(client.clone(), &config.table_name),
+            leases: Leases::new(client, &config.table_name, config.lease),
+            providers: Providers::from_env(sdk).await?,
+            settings: IntakeSettings::from_env()?,
+        })
+    }
+}
+
 /// Handles one webhook and emits its metrics record.
 pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, lambda_http::Error> {
     let (response, metrics) = process(app, req).await;

@@ -20,12 +20,11 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use lambda_http::Body;
-use shared::{aws, telemetry, Config, Leases, PaymentStore};
+use shared::{aws, telemetry, Config, PaymentStore};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::net::TcpListener;
 use tracing::{error, info};
-use webhook_intake::providers::Providers;
 
 mod outbox;
 
@@ -46,15 +45,11 @@ async fn main() -> Result<(), Error> {
     if std::env::var_os("AWS_ENDPOINT_URL_SQS").is_some() {
         tokio::spawn(outbox::run(sdk.clone(), client.clone(), config.table_name.clone()));
     }
-    let store = PaymentStore::new(client.clone(), &config.table_name);
     let apps = Arc::new(Apps {
-        sync: sync_finalize::App { store: store.clone() },
-        intake: webhook_intake::App {
-            store,
-            leases: Leases::new(client, &config.table_name, config.lease),
-            providers: Providers::from_env(&sdk).await?,
-            settings: webhook_intake::IntakeSettings::from_env()?,
+        sync: sync_finalize::App {
+            store: PaymentStore::new(client.clone(), &config.table_name),
         },
+        intake: webhook_intake::App::from_env(&sdk, client, &config).await?,
     });
 
     let port: u16 = std::env::var("LOCAL_API_PORT")
