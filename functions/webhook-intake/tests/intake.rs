@@ -123,13 +123,17 @@ fn apigw(path: &str, headers: Value, body: &[u8], base64: bool) -> Request {
 }
 
 fn stripe(body: &Value, secret: &str) -> Request {
-    let bytes = body.to_string().into_bytes();
-    let sig = sign_stripe(&SigningSecret::parse(secret).unwrap(), now(), &bytes);
+    stripe_bytes(&body.to_string().into_bytes(), secret, false)
+}
+
+/// `bytes` signed now with `secret`, in an API Gateway event (base64-encoded body when `base64`).
+fn stripe_bytes(bytes: &[u8], secret: &str, base64: bool) -> Request {
+    let sig = sign_stripe(&SigningSecret::parse(secret).unwrap(), now(), bytes);
     apigw(
         "/webhooks/stripe",
         json!({ "content-type": "application/json", "stripe-signature": sig }),
-        &bytes,
-        false,
+        bytes,
+        base64,
     )
 }
 
@@ -231,17 +235,8 @@ async fn the_200_answers() {
     );
     let old = now() - 16 * 60;
     let body = intent_event("evt_8", "payment_intent.succeeded", &ghost, old);
-    let bytes = body.to_string().into_bytes();
     // The signature is fresh (a PSP retry re-signs), the event itself is 16 minutes old.
-    let sig = sign_stripe(&SigningSecret::parse(STRIPE_NEW).unwrap(), now(), &bytes);
-    let a = t
-        .send(apigw(
-            "/webhooks/stripe",
-            json!({ "stripe-signature": sig }),
-            &bytes,
-            false,
-        ))
-        .await;
+    let a = t.send(stripe(&body, STRIPE_NEW)).await;
     assert_eq!((result(&a), a.metrics.unknown_payments), ("unknown_payment", 1));
     assert_eq!(t.ctx.store.parked(ParkedKind::UnknownPayment).await.unwrap().len(), 1);
 }
@@ -370,15 +365,7 @@ async fn base64_bodies_are_verified_on_the_decoded_bytes() {
     let bytes = intent_event("evt_1", "payment_intent.processing", &id, now())
         .to_string()
         .into_bytes();
-    let sig = sign_stripe(&SigningSecret::parse(STRIPE_NEW).unwrap(), now(), &bytes);
-    let a = t
-        .send(apigw(
-            "/webhooks/stripe",
-            json!({ "stripe-signature": sig }),
-            &bytes,
-            true,
-        ))
-        .await;
+    let a = t.send(stripe_bytes(&bytes, STRIPE_NEW, true)).await;
     assert_eq!(result(&a), "applied", "{}", a.body);
 }
 
