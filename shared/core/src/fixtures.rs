@@ -76,3 +76,13 @@ pub fn webhook(event_id: &str, at_ms: i64, outcome: Outcome) -> Observation {
 pub fn contains_fixture_secret(text: &str) -> bool {
     [SECRET, REDIRECT, RETRY].iter().any(|s| text.contains(s))
 }
+
+/// A checkout of 2 x `sku-1` for 25.00 EUR with the `pm_succeeded` payment method.
+pub fn checkout() -> crate::saga::Checkout {
+    crate::saga::Checkout {
+        sku: crate::ids::Sku::parse("sku-1").expect("valid sku"),
+        quantity: 2,
+        money: Money::new(2500, Currency::parse("EUR").expect("EUR")).expect("valid amount"),
+        payment_method: "pm_succeeded".into(),
+    }
+}

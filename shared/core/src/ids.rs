@@ -88,6 +88,11 @@ id_type!(
     CorrelationId, "correlation_id", 128
 );
 
+id_type!(
+    /// A stock-keeping unit: the inventory item a checkout reserves.
+    Sku, "sku", 64
+);
+
 impl PaymentId {
     /// A fresh random id, `pay_` followed by 32 hex digits.
     pub fn generate(random: u128) -> Self {

@@ -14,6 +14,7 @@ pub mod metadata;
 pub mod money;
 pub mod observation;
 pub mod payment;
+pub mod saga;
 pub mod secret;
 pub mod status;
 
@@ -21,7 +22,7 @@ pub use client_view::ClientView;
 pub use error::DomainError;
 pub use event::{EventKind, PaymentEvent};
 pub use finalize::{decide, Decision, DeferReason, IgnoreReason, Transition};
-pub use ids::{CorrelationId, IdempotencyKey, OrderId, PaymentId, PspEventId, PspReference};
+pub use ids::{CorrelationId, IdempotencyKey, OrderId, PaymentId, PspEventId, PspReference, Sku};
 pub use metadata::Metadata;
 pub use money::{Currency, Money};
 pub use observation::{Observation, Outcome, Path};

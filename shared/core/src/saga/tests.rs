@@ -1,0 +1,305 @@
+use super::*;
+use crate::fixtures;
+use proptest::prelude::*;
+
+const T0: i64 = 1_700_000_000_000;
+
+fn order() -> OrderId {
+    OrderId::parse("order-1").expect("valid id")
+}
+
+fn pay() -> PaymentId {
+    PaymentId::parse("pay_1").expect("valid id")
+}
+
+fn started() -> Saga<Started> {
+    Saga::begin(order(), fixtures::checkout(), T0, 60_000).0
+}
+
+fn captured() -> Saga<PaymentCaptured> {
+    let (s, _) = started().stock_reserved(T0 + 1);
+    let (s, _) = s.payment_requested(pay(), None, false, T0 + 2);
+    s.payment_captured(T0 + 3).0
+}
+
+fn reload<S>(saga: &Saga<S>) -> Loaded {
+    Loaded::from_record(saga.record().clone()).expect("a record the transitions made loads")
+}
+
+#[test]
+fn the_happy_path_logs_one_event_per_step_with_consecutive_versions() {
+    let (s, e1) = Saga::begin(order(), fixtures::checkout(), T0, 60_000);
+    let (s, e2) = s.stock_reserved(T0 + 1);
+    let (s, e3) = s.payment_requested(pay(), None, false, T0 + 2);
+    let (s, e4) = s.payment_captured(T0 + 3);
+    let (s, e5) = s.order_confirmed(T0 + 4);
+    let kinds: Vec<_> = [&e1, &e2, &e3, &e4, &e5].iter().map(|e| (e.version, e.kind)).collect();
+    assert_eq!(
+        kinds,
+        vec![
+            (1, SagaEventKind::SagaStarted),
+            (2, SagaEventKind::StockReserved),
+            (3, SagaEventKind::PaymentRequested),
+            (4, SagaEventKind::PaymentCaptured),
+            (5, SagaEventKind::OrderConfirmed)
+        ]
+    );
+    assert_eq!(s.record().status, SagaStatus::Completed);
+    assert_eq!(reload(&s).next_action(), NextAction::Done);
+}
+
+#[test]
+fn a_failure_after_capture_refunds_before_releasing() {
+    let (s, failed) = captured().confirmation_failed("order cancelled".into(), T0 + 5);
+    assert_eq!(
+        (failed.kind, failed.step),
+        (SagaEventKind::StepFailed, Step::ConfirmOrder)
+    );
+    assert_eq!(reload(&s).next_action(), NextAction::RefundPayment);
+    let (s, refunded) = s.refunded(2500, T0 + 6);
+    assert_eq!(reload(&s).next_action(), NextAction::ReleaseStock);
+    let (s, released) = s.stock_released(T0 + 7);
+    assert_eq!(
+        (refunded.kind, released.kind),
+        (SagaEventKind::PaymentRefunded, SagaEventKind::StockReleased)
+    );
+    assert_eq!(s.record().status, SagaStatus::Compensated);
+}
+
+#[test]
+fn a_failed_payment_cancels_then_releases() {
+    let (s, _) = started().stock_reserved(T0 + 1);
+    let (s, _) = s.payment_requested(pay(), None, false, T0 + 2);
+    let (s, _) = s.payment_failed("card declined".into(), T0 + 3);
+    assert_eq!(reload(&s).next_action(), NextAction::CancelPayment);
+    let (s, compensated) = s.payment_cancelled(T0 + 4);
+    assert_eq!(compensated.kind, SagaEventKind::StepCompensated);
+    let (s, _) = s.stock_released(T0 + 5);
+    assert!(Loaded::from_record(s.into_record()).is_ok());
+}
+
+#[test]
+fn out_of_stock_ends_without_compensations() {
+    let (s, e) = started().reservation_failed("out of stock".into(), T0 + 1);
+    assert_eq!(
+        (e.kind, s.record().status),
+        (SagaEventKind::StepFailed, SagaStatus::Compensated)
+    );
+    assert_eq!(reload(&s).next_action(), NextAction::Done);
+}
+
+#[test]
+fn stored_states_that_skip_a_step_are_refused() {
+    // Confirmed without a payment.
+    let mut r = started().into_record();
+    r.status = SagaStatus::Completed;
+    r.version = 9;
+    assert!(Loaded::from_record(r.clone()).is_err());
+    // Releasing stock after a capture that was not refunded.
+    let mut r = captured().into_record();
+    r.status = SagaStatus::ReleasingStock;
+    r.failure = Some(Failure {
+        step: Step::ConfirmOrder,
+        reason: "x".into(),
+    });
+    assert!(Loaded::from_record(r.clone()).is_err());
+    r.refunded_minor = 2500;
+    assert!(Loaded::from_record(r.clone()).is_ok());
+    // Cancelling (no refund) a payment that took money.
+    r.status = SagaStatus::CancellingPayment;
+    r.refunded_minor = 0;
+    assert!(Loaded::from_record(r).is_err());
+}
+
+/// One random walk through the transitions: each value picks among the transitions valid in the state.
+fn walk(choices: &[u8]) -> (SagaRecord, Vec<SagaEvent>) {
+    let (saga, first) = started_with_events();
+    let mut events = vec![first];
+    let mut state = Loaded::Started(saga);
+    let mut now = T0;
+    for &c in choices {
+        now += 1;
+        let (next, event) = match state {
+            Loaded::Started(s) if c % 4 == 0 => {
+                let (s, e) = s.reservation_failed("out of stock".into(), now);
+                (Loaded::Compensated(s), e)
+            }
+            Loaded::Started(s) => {
+                let (s, e) = s.stock_reserved(now);
+                (Loaded::StockReserved(s), e)
+            }
+            Loaded::StockReserved(s) if c % 4 == 0 => {
+                let payment = (c % 8 == 0).then(pay);
+                let (s, e) = s.charge_failed(payment, "refused".into(), now);
+                (Loaded::CancellingPayment(s), e)
+            }
+            Loaded::StockReserved(s) => {
+                let (s, e) = s.payment_requested(pay(), None, c % 3 == 0, now);
+                (Loaded::PaymentPending(s), e)
+            }
+            Loaded::PaymentPending(s) => match c % 3 {
+                0 => {
+                    let (s, e) = s.recovery_requested(now);
+                    (Loaded::PaymentPending(s), e)
+                }
+                1 => {
+                    let (s, e) = s.payment_failed("declined".into(), now);
+                    (Loaded::CancellingPayment(s), e)
+                }
+                _ => {
+                    let (s, e) = s.payment_captured(now);
+                    (Loaded::PaymentCaptured(s), e)
+                }
+            },
+            Loaded::PaymentCaptured(s) if c % 2 == 0 => {
+                let (s, e) = s.confirmation_failed("cancelled".into(), now);
+                (Loaded::RefundingPayment(s), e)
+            }
+            Loaded::PaymentCaptured(s) => {
+                let (s, e) = s.order_confirmed(now);
+                (Loaded::Completed(s), e)
+            }
+            Loaded::RefundingPayment(s) => {
+                let (s, e) = s.refunded(2500, now);
+                (Loaded::ReleasingStock(s), e)
+            }
+            Loaded::CancellingPayment(s) => {
+                let (s, e) = s.payment_cancelled(now);
+                (Loaded::ReleasingStock(s), e)
+            }
+            Loaded::ReleasingStock(s) => {
+                let (s, e) = s.stock_released(now);
+                (Loaded::Compensated(s), e)
+            }
+            done @ (Loaded::Completed(_) | Loaded::Compensated(_)) => {
+                state = done;
+                break;
+            }
+        };
+        events.push(event);
+        // Every intermediate record must load back into the state it was in.
+        let record = next.record().clone();
+        assert_eq!(Loaded::from_record(record), Ok(next.clone()));
+        state = next;
+    }
+    (state.record().clone(), events)
+}
+
+/// The preconditions of each next action, stated independently of `check`.
+fn preconditions_hold(r: &SagaRecord, action: NextAction) -> bool {
+    let failed_at = r.failure.as_ref().map(|f| f.step);
+    match action {
+        NextAction::Run(Step::ReserveStock) | NextAction::Run(Step::Charge) => {
+            r.payment_id.is_none() && !r.captured && r.failure.is_none()
+        }
+        NextAction::Run(Step::AwaitPayment) => r.payment_id.is_some() && !r.captured && r.failure.is_none(),
+        NextAction::Run(Step::ConfirmOrder) => r.payment_id.is_some() && r.captured && r.failure.is_none(),
+        NextAction::RefundPayment => {
+            r.payment_id.is_some() && r.captured && r.refunded_minor == 0 && failed_at == Some(Step::ConfirmOrder)
+        }
+        NextAction::CancelPayment => !r.captured && r.failure.is_some(),
+        // Stock goes back only after the money did.
+        NextAction::ReleaseStock => {
+            r.failure.is_some() && (!r.captured || r.refunded_minor == r.checkout.money.amount_minor())
+        }
+        NextAction::Done => {
+            r.status.is_terminal()
+                && (r.status != SagaStatus::Compensated
+                    || !r.captured
+                    || r.refunded_minor == r.checkout.money.amount_minor())
+        }
+    }
+}
+
+fn started_with_events() -> (Saga<Started>, SagaEvent) {
+    Saga::begin(order(), fixtures::checkout(), T0, 60_000)
+}
+
+fn arb_status() -> impl Strategy<Value = SagaStatus> {
+    proptest::sample::select(SagaStatus::ALL.to_vec())
+}
+
+fn arb_step() -> impl Strategy<Value = Step> {
+    proptest::sample::select(Step::ALL.to_vec())
+}
+
+prop_compose! {
+    /// Any record at all, most of them inconsistent.
+    fn arb_record()(
+        status in arb_status(),
+        version in 0u64..12,
+        payment in any::<bool>(),
+        reference in any::<bool>(),
+        captured in any::<bool>(),
+        refunded in prop_oneof![Just(0u64), Just(2500u64), 1u64..5000],
+        recovery in any::<bool>(),
+        failure in proptest::option::of(arb_step()),
+    ) -> SagaRecord {
+        let mut r = started().into_record();
+        r.status = status;
+        r.version = version;
+        r.payment_id = payment.then(pay);
+        r.psp_reference = reference.then(|| PspReference::parse("pi_1").expect("valid"));
+        r.captured = captured;
+        r.refunded_minor = refunded;
+        r.recovery_requested = recovery;
+        r.failure = failure.map(|step| Failure { step, reason: "x".into() });
+        r
+    }
+}
+
+proptest! {
+    /// Every record the transitions produce loads into its own state, and the event versions are 1, 2, 3, ...
+    #[test]
+    fn walks_through_the_transitions_always_reload(choices in proptest::collection::vec(any::<u8>(), 0..12)) {
+        let (record, events) = walk(&choices);
+        let versions: Vec<u64> = events.iter().map(|e| e.version).collect();
+        prop_assert_eq!(versions, (1..=record.version).collect::<Vec<_>>());
+        prop_assert!(Loaded::from_record(record).is_ok());
+    }
+
+    /// Whatever a stored record says, a saga that loads never runs a step out of order: the next action's
+    /// preconditions hold (stated here independently of `check`).
+    #[test]
+    fn no_loaded_saga_runs_a_step_out_of_order(record in arb_record()) {
+        let Ok(loaded) = Loaded::from_record(record.clone()) else { return Ok(()) };
+        prop_assert!(preconditions_hold(&record, loaded.next_action()));
+    }
+
+    /// The same over records that are one field away from a real one (the near misses an old or buggy
+    /// writer would leave behind).
+    #[test]
+    fn no_near_miss_runs_a_step_out_of_order(
+        choices in proptest::collection::vec(any::<u8>(), 0..12),
+        noise in arb_record(),
+        field in 0usize..6,
+    ) {
+        let (mut r, _) = walk(&choices);
+        match field {
+            0 => r.status = noise.status,
+            1 => r.payment_id = noise.payment_id,
+            2 => r.captured = noise.captured,
+            3 => r.refunded_minor = noise.refunded_minor,
+            4 => r.failure = noise.failure,
+            _ => r.version = noise.version,
+        }
+        if let Ok(loaded) = Loaded::from_record(r.clone()) {
+            prop_assert_eq!(loaded.record().status, r.status);
+            prop_assert!(preconditions_hold(&r, loaded.next_action()), "{:?} -> {:?}", r, loaded.next_action());
+        }
+    }
+}
+
+#[test]
+fn walks_reach_every_status() {
+    let mut seen = std::collections::HashSet::new();
+    for seed in 0u32..2000 {
+        let choices: Vec<u8> = (0..10)
+            .map(|i| ((seed.wrapping_mul(2654435761) >> (i * 3)) & 0xff) as u8)
+            .collect();
+        for n in 0..=choices.len() {
+            seen.insert(walk(&choices[..n]).0.status);
+        }
+    }
+    assert_eq!(seen.len(), SagaStatus::ALL.len(), "seen: {seen:?}");
+}
