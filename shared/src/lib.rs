@@ -10,6 +10,10 @@ pub mod consumer;
 pub mod http;
 pub mod lease;
 pub mod outbox;
+pub mod psp;
+pub mod recovery;
+pub mod retry;
+pub mod saga;
 pub mod store;
 pub mod telemetry;
 

@@ -5,6 +5,7 @@
 //! - event (audit log and outbox): `pk = PAYMENT#<id>`, `sk = EVENT#<version, 10 digits>`.
 //! - lease: `pk = LEASE#<id>`, `sk = LEASE` (see `lease.rs`).
 
+use super::open_index::{shard_of, OpenKind};
 use super::StoreError;
 use crate::{
     ClientSecret, CorrelationId, Currency, CustomerAction, EventKind, Metadata, Money, OrderId, Path, Payment,
@@ -66,6 +67,11 @@ struct PaymentItem {
     anomalies: u32,
     created_at_ms: i64,
     updated_at_ms: i64,
+    /// The sparse `by-last-change` index key, only while the payment is open (see `open_index`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    open_shard: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    last_change_ms: Option<i64>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -130,6 +136,8 @@ pub fn payment_to_item(p: &Payment) -> Result<Item, StoreError> {
         anomalies: p.anomalies,
         created_at_ms: p.created_at_ms,
         updated_at_ms: p.updated_at_ms,
+        open_shard: (!p.status.is_terminal()).then(|| shard_of(OpenKind::Payment, p.id.as_str())),
+        last_change_ms: (!p.status.is_terminal()).then_some(p.updated_at_ms),
     };
     encode(&pk, &item)
 }

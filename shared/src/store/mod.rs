@@ -10,6 +10,7 @@ mod error;
 mod finalize;
 mod idempotency;
 pub mod item;
+pub mod open_index;
 mod parked;
 
 pub use error::StoreError;

@@ -1,0 +1,179 @@
+//! Recovery (reconciliation): payments that stayed open longer than a threshold are asked about at the PSP
+//! and the answer is applied through the same finalize as the sync and webhook paths.
+//!
+//! Open payments are found through the sparse `by-last-change` index (no Scan). Each one is worked on under
+//! the payment's lease, the same lease webhook intake takes, so recovery and intake never work on one payment
+//! at once: a payment whose lease is held is skipped this round ([`Reconciled::Busy`]) and found again on
+//! the next. The lease is released inside the finalize transaction when there is a write.
+
+use crate::clock;
+use crate::lease::Leases;
+use crate::psp::{Psp, PspError};
+use crate::store::open_index::{open_since, OpenKind};
+use crate::store::{FinalizeResult, PaymentStore, StoreError};
+use crate::{CorrelationId, Observation, Path, PaymentId};
+use std::time::Duration;
+use thiserror::Error;
+use tracing::{info, warn};
+
+#[derive(Debug, Error)]
+pub enum RecoveryError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Psp(#[from] PspError),
+}
+
+/// What recovery did with one payment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reconciled {
+    /// The PSP's answer changed the payment.
+    Applied(crate::EventKind),
+    /// The PSP's answer is what we know already (still processing, or a duplicate).
+    Unchanged,
+    /// Another worker (webhook intake) holds the payment's lease: skipped this round.
+    Busy,
+    /// The payment has no PSP reference yet: nothing to ask the PSP about.
+    NoReference,
+    /// Already terminal (the index is eventually consistent): nothing to do.
+    NotOpen,
+}
+
+/// Counts of one recovery run (also an EMF record).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    pub found: u32,
+    pub applied: u32,
+    pub unchanged: u32,
+    pub busy: u32,
+    pub no_reference: u32,
+    pub errors: u32,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct RecoverySettings {
+    /// A payment open for longer than this without a change is asked about.
+    pub stale_after: Duration,
+    /// At most this many payments per run.
+    pub batch_limit: usize,
+}
+
+impl Default for RecoverySettings {
+    fn default() -> Self {
+        Self {
+            stale_after: Duration::from_secs(300),
+            batch_limit: 200,
+        }
+    }
+}
+
+pub struct Recovery<P> {
+    pub store: PaymentStore,
+    pub leases: Leases,
+    pub psp: P,
+    pub settings: RecoverySettings,
+}
+
+impl<P: Psp> Recovery<P> {
+    /// One scheduled run: every open payment unchanged for `stale_after`, reconciled one by one.
+    pub async fn run(&self) -> Result<RecoveryReport, StoreError> {
+        let stale_ms = i64::try_from(self.settings.stale_after.as_millis()).unwrap_or(i64::MAX);
+        let keys = open_since(
+            self.store.client(),
+            self.store.table(),
+            OpenKind::Payment,
+            clock::now_ms() - stale_ms,
+            self.settings.batch_limit,
+        )
+        .await?;
+        let mut report = RecoveryReport::default();
+        for key in keys {
+            let Some(id) = key.strip_prefix("PAYMENT#").and_then(|id| PaymentId::parse(id).ok()) else {
+                continue;
+            };
+            report.found += 1;
+            let correlation = CorrelationId::parse(format!("recovery-{}", uuid::Uuid::new_v4()))
+                .unwrap_or_else(|_| unreachable!("a uuid is a valid id"));
+            match self.reconcile(&id, correlation).await {
+                Ok(Reconciled::Applied(_)) => report.applied += 1,
+                Ok(Reconciled::Unchanged | Reconciled::NotOpen) => report.unchanged += 1,
+                Ok(Reconciled::Busy) => report.busy += 1,
+                Ok(Reconciled::NoReference) => report.no_reference += 1,
+                Err(e) => {
+                    report.errors += 1;
+                    warn!(payment_id = %id, error = %e, "recovery of one payment failed; next run retries");
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    /// Asks the PSP about one payment and applies the answer, under the payment's lease.
+    pub async fn reconcile(&self, id: &PaymentId, correlation: CorrelationId) -> Result<Reconciled, RecoveryError> {
+        let Some(lease) = self.leases.acquire(id).await? else {
+            info!(payment_id = %id, "payment's lease is held (webhook intake at work); skipped this round");
+            return Ok(Reconciled::Busy);
+        };
+        let lease_ref = &lease;
+        let release = |why: &'static str| async move {
+            if let Err(e) = self.leases.release(lease_ref).await {
+                warn!(payment_id = %id, error = %e, why, "lease release failed; it will expire");
+            }
+        };
+        let current = match self.store.get(id).await {
+            Ok(Some(p)) => p,
+            Ok(None) => {
+                release("payment vanished").await;
+                return Err(StoreError::NotFound(id.to_string()).into());
+            }
+            Err(e) => {
+                release("read failed").await;
+                return Err(e.into());
+            }
+        };
+        if current.status.is_terminal() {
+            release("already terminal").await;
+            return Ok(Reconciled::NotOpen);
+        }
+        let Some(reference) = current.psp_reference.clone() else {
+            release("no PSP reference").await;
+            return Ok(Reconciled::NoReference);
+        };
+        let status = match self.psp.status(&reference).await {
+            Ok(s) => s,
+            Err(e) => {
+                release("PSP status query failed").await;
+                return Err(e.into());
+            }
+        };
+        let mut observation = Observation::new(Path::Recovery, status.outcome(), correlation);
+        observation.psp_reference = Some(reference);
+        let outcome = self.store.finalize_from(current, &observation, Some(&lease)).await;
+        let outcome = match outcome {
+            Ok(o) => o,
+            Err(e) => {
+                release("finalize failed").await;
+                return Err(e.into());
+            }
+        };
+        info!(payment_id = %id, result = ?outcome.result, psp_status = %status.status, "payment reconciled");
+        Ok(match outcome.result {
+            FinalizeResult::Applied(kind) => Reconciled::Applied(kind),
+            FinalizeResult::Ignored(_) | FinalizeResult::Deferred(_) => Reconciled::Unchanged,
+        })
+    }
+}
+
+/// The reconciler's EMF record.
+pub fn emf(r: &RecoveryReport, now_ms: i64) -> serde_json::Value {
+    let names = ["Found", "Applied", "Unchanged", "Busy", "NoReference", "Errors"];
+    serde_json::json!({
+        "_aws": { "Timestamp": now_ms, "CloudWatchMetrics": [{
+            "Namespace": "Payments/Recovery",
+            "Dimensions": [[]],
+            "Metrics": names.iter().map(|n| serde_json::json!({ "Name": n, "Unit": "Count" })).collect::<Vec<_>>(),
+        }]},
+        "Found": r.found, "Applied": r.applied, "Unchanged": r.unchanged, "Busy": r.busy,
+        "NoReference": r.no_reference, "Errors": r.errors,
+    })
+}

@@ -1,0 +1,257 @@
+//! The saga engine's storage: a saga's state and its event log in the payments table, written together under
+//! the saga's version token, plus escalation of what retries could not fix.
+//!
+//! Layout:
+//! - state: `pk = SAGA#<order id>`, `sk = SAGA`, the [`SagaRecord`] fields, and the sparse `by-last-change`
+//!   index key while the saga is open (the sweeper finds stuck sagas through it);
+//! - log: `pk = SAGA#<order id>`, `sk = EVENT#<version, 10 digits>`, `entity = saga_event` (the outbox relay
+//!   publishes only `entity = event` items, so the saga log stays local).
+//!
+//! [`SagaStore::save`] is one `TransactWriteItems`: the state put under `version = :previous`, the event put
+//! under `attribute_not_exists`, and the step's own writes (a stock decrement, an order update) with their
+//! conditions. So each step is one local transaction that appends its event, and a step retried after a lost
+//! answer finds the version moved instead of running twice.
+
+use crate::clock;
+use crate::store::item::Item;
+use crate::store::open_index::{shard_of, OpenKind};
+use crate::store::StoreError;
+use crate::OrderId;
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
+use aws_sdk_dynamodb::Client;
+
+use serde_json::json;
+use thiserror::Error;
+
+pub use payments_core::saga::*;
+
+#[derive(Debug, Error)]
+pub enum SagaStoreError {
+    /// Another worker moved the saga first: reload and continue from its state.
+    #[error("saga {0} moved under us")]
+    Conflict(String),
+    /// The step's own write `index` failed its condition (e.g. not enough stock): the step failed.
+    #[error("the step's write {0} failed its condition")]
+    StepCondition(usize),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("stored saga unusable: {0}")]
+    Inconsistent(#[from] payments_core::saga::InconsistentSaga),
+}
+
+impl SagaStoreError {
+    pub fn is_transient(&self) -> bool {
+        matches!(self, SagaStoreError::Store(e) if e.is_transient())
+    }
+}
+
+pub fn saga_pk(id: &OrderId) -> String {
+    format!("SAGA#{id}")
+}
+
+fn corrupt(key: &str, e: impl ToString) -> StoreError {
+    StoreError::Corrupt {
+        key: key.to_owned(),
+        reason: e.to_string(),
+    }
+}
+
+fn record_to_item(r: &SagaRecord) -> Result<Item, StoreError> {
+    let pk = saga_pk(&r.order_id);
+    let mut item: Item = serde_dynamo::to_item(r).map_err(|e| corrupt(&pk, e))?;
+    item.insert("pk".into(), AttributeValue::S(pk));
+    item.insert("sk".into(), AttributeValue::S("SAGA".into()));
+    item.insert("entity".into(), AttributeValue::S("saga".into()));
+    if !r.status.is_terminal() {
+        item.insert(
+            "open_shard".into(),
+            AttributeValue::S(shard_of(OpenKind::Saga, r.order_id.as_str())),
+        );
+        item.insert("last_change_ms".into(), AttributeValue::N(r.updated_at_ms.to_string()));
+    }
+    Ok(item)
+}
+
+fn event_to_item(e: &SagaEvent) -> Result<Item, StoreError> {
+    let pk = saga_pk(&e.order_id);
+    let mut item: Item = serde_dynamo::to_item(e).map_err(|err| corrupt(&pk, err))?;
+    item.insert("pk".into(), AttributeValue::S(pk));
+    item.insert("sk".into(), AttributeValue::S(format!("EVENT#{:010}", e.version)));
+    item.insert("entity".into(), AttributeValue::S("saga_event".into()));
+    Ok(item)
+}
+
+/// Reads and writes sagas.
+#[derive(Debug, Clone)]
+pub struct SagaStore {
+    client: Client,
+    table: String,
+}
+
+impl SagaStore {
+    pub fn new(client: Client, table: impl Into<String>) -> Self {
+        Self {
+            client,
+            table: table.into(),
+        }
+    }
+
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    /// The stored saga, checked and typed (consistent read).
+    pub async fn load(&self, id: &OrderId) -> Result<Option<Loaded>, SagaStoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("pk", AttributeValue::S(saga_pk(id)))
+            .key("sk", AttributeValue::S("SAGA".into()))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| StoreError::from_sdk("read saga", e))?;
+        let Some(item) = out.item else { return Ok(None) };
+        let record: SagaRecord = serde_dynamo::from_item(item).map_err(|e| corrupt(&saga_pk(id), e))?;
+        Ok(Some(Loaded::from_record(record)?))
+    }
+
+    /// Writes `saga` (just moved by a transition) and `event`, plus the step's own `writes`, in one
+    /// transaction conditioned on the stored version being the one before.
+    pub async fn save<S>(
+        &self,
+        saga: &Saga<S>,
+        event: &SagaEvent,
+        writes: Vec<TransactWriteItem>,
+    ) -> Result<(), SagaStoreError> {
+        let record = saga.record();
+        let state = Put::builder()
+            .table_name(&self.table)
+            .set_item(Some(record_to_item(record)?))
+            .condition_expression(if record.version == 1 {
+                "attribute_not_exists(pk)"
+            } else {
+                "version = :previous"
+            })
+            .set_expression_attribute_values((record.version > 1).then(|| {
+                [(
+                    ":previous".to_owned(),
+                    AttributeValue::N((record.version - 1).to_string()),
+                )]
+                .into()
+            }))
+            .build()
+            .map_err(|e| corrupt("saga put", e))?;
+        let log = Put::builder()
+            .table_name(&self.table)
+            .set_item(Some(event_to_item(event)?))
+            .condition_expression("attribute_not_exists(pk)")
+            .build()
+            .map_err(|e| corrupt("saga event put", e))?;
+        let mut items = vec![
+            TransactWriteItem::builder().put(state).build(),
+            TransactWriteItem::builder().put(log).build(),
+        ];
+        items.extend(writes);
+        let result = self
+            .client
+            .transact_write_items()
+            .set_transact_items(Some(items))
+            .client_request_token(uuid::Uuid::new_v4().to_string())
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(SdkError::ServiceError(e)) => match e.err() {
+                TransactWriteItemsError::TransactionCanceledException(c) => {
+                    let codes: Vec<Option<&str>> = c.cancellation_reasons().iter().map(|r| r.code()).collect();
+                    let failed = |i: usize| codes.get(i).copied().flatten() == Some("ConditionalCheckFailed");
+                    if failed(0) || failed(1) {
+                        Err(SagaStoreError::Conflict(record.order_id.to_string()))
+                    } else if let Some(i) = (2..codes.len()).find(|&i| failed(i)) {
+                        Err(SagaStoreError::StepCondition(i - 2))
+                    } else {
+                        Err(StoreError::Unavailable {
+                            context: "save saga",
+                            message: format!("transaction cancelled: {codes:?}"),
+                        }
+                        .into())
+                    }
+                }
+                _ => Err(StoreError::from_sdk("save saga", SdkError::ServiceError(e)).into()),
+            },
+            Err(e) => Err(StoreError::from_sdk("save saga", e).into()),
+        }
+    }
+
+    /// The saga's log in version order.
+    pub async fn events(&self, id: &OrderId) -> Result<Vec<SagaEvent>, StoreError> {
+        let mut events = Vec::new();
+        let mut start = None;
+        loop {
+            let out = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("pk = :pk AND begins_with(sk, :e)")
+                .expression_attribute_values(":pk", AttributeValue::S(saga_pk(id)))
+                .expression_attribute_values(":e", AttributeValue::S("EVENT#".into()))
+                .consistent_read(true)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(|e| StoreError::from_sdk("read saga events", e))?;
+            for item in out.items() {
+                events.push(serde_dynamo::from_item(item.clone()).map_err(|e| corrupt(&saga_pk(id), e))?);
+            }
+            start = out.last_evaluated_key;
+            if start.is_none() {
+                return Ok(events);
+            }
+        }
+    }
+}
+
+/// Sends what retries could not fix to the escalation queue (a DLQ with an alarm on its depth): a person
+/// looks at it, and redriving the message resumes the saga. Never dropped: if even this send fails, the
+/// caller fails the invocation so the trigger (or the sweeper) brings the saga back.
+#[derive(Debug, Clone)]
+pub struct Escalation {
+    sqs: aws_sdk_sqs::Client,
+    queue_url: String,
+}
+
+impl Escalation {
+    pub fn new(sqs: aws_sdk_sqs::Client, queue_url: impl Into<String>) -> Self {
+        Self {
+            sqs,
+            queue_url: queue_url.into(),
+        }
+    }
+
+    pub async fn escalate(&self, order_id: &OrderId, action: &str, attempts: u32, error: &str) -> Result<(), String> {
+        let body = json!({ "order_id": order_id.as_str(), "action": action, "attempts": attempts,
+                           "error": error, "escalated_at_ms": clock::now_ms() });
+        self.sqs
+            .send_message()
+            .queue_url(&self.queue_url)
+            .message_body(body.to_string())
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| format!("escalation send failed: {e}"))
+    }
+}
+
+/// The order id of an escalation message (for a redrive that resumes the saga).
+pub fn escalated_order(body: &str) -> Option<OrderId> {
+    let value: serde_json::Value = serde_json::from_str(body).ok()?;
+    OrderId::parse(value["order_id"].as_str()?).ok()
+}
