@@ -1,0 +1,212 @@
+//! The checkout API (IAM-authorized, called by the shop's backend):
+//!
+//! | route | does |
+//! |---|---|
+//! | `POST /checkouts` | starts the saga for an order and runs it until it waits for the payment (202, the saga) |
+//! | `GET /checkouts/{order}` | the saga's state |
+//! | `GET /checkouts/{order}/events` | the saga's log, oldest first (steps, failures, compensations) |
+//! | `POST /checkouts/{order}/cancel` | the customer cancels a pending order (200; 409 once confirmed) |
+//!
+//! A started saga is never lost: if running it fails after it was saved, the answer is still 202 with its
+//! state, and the sweeper continues it.
+
+use crate::orders::{self, Cancel};
+use crate::runner::{RunError, Runner};
+use lambda_http::http::{Method, StatusCode};
+use lambda_http::{Body, Request, Response};
+use serde::{Deserialize, Serialize};
+use shared::http::{self, ApiError};
+use shared::psp::Psp;
+use shared::saga::{Checkout, SagaEvent, SagaRecord};
+use shared::{telemetry, Currency, Money, OrderId, Sku};
+use tracing::{warn, Instrument};
+
+/// `POST /checkouts`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StartCheckout {
+    pub order_id: String,
+    pub sku: String,
+    pub quantity: u32,
+    pub amount_minor: u64,
+    pub currency: String,
+    pub payment_method: String,
+}
+
+impl StartCheckout {
+    pub fn parse(self) -> Result<(OrderId, Checkout), ApiError> {
+        let bad = |e: shared::DomainError| ApiError::bad_request(e.to_string());
+        if self.quantity == 0 || self.quantity > 1000 {
+            return Err(ApiError::bad_request("quantity must be between 1 and 1000"));
+        }
+        if self.payment_method.is_empty() || self.payment_method.len() > 64 {
+            return Err(ApiError::bad_request("payment_method must be 1 to 64 characters"));
+        }
+        let money = Money::new(self.amount_minor, Currency::parse(&self.currency).map_err(bad)?).map_err(bad)?;
+        Ok((
+            OrderId::parse(self.order_id).map_err(bad)?,
+            Checkout {
+                sku: Sku::parse(self.sku).map_err(bad)?,
+                quantity: self.quantity,
+                money,
+                payment_method: self.payment_method,
+            },
+        ))
+    }
+}
+
+/// The saga as the API shows it.
+#[derive(Debug, Serialize)]
+pub struct SagaView<'a> {
+    pub order_id: &'a str,
+    pub status: &'a str,
+    pub version: u64,
+    pub sku: &'a str,
+    pub quantity: u32,
+    pub amount_minor: u64,
+    pub currency: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub payment_id: Option<&'a str>,
+    pub customer_action: bool,
+    pub captured: bool,
+    pub refunded_minor: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failed_step: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure: Option<&'a str>,
+    pub started_at_ms: i64,
+    pub updated_at_ms: i64,
+}
+
+impl<'a> From<&'a SagaRecord> for SagaView<'a> {
+    fn from(r: &'a SagaRecord) -> Self {
+        Self {
+            order_id: r.order_id.as_str(),
+            status: r.status.as_str(),
+            version: r.version,
+            sku: r.checkout.sku.as_str(),
+            quantity: r.checkout.quantity,
+            amount_minor: r.checkout.money.amount_minor(),
+            currency: r.checkout.money.currency().to_string(),
+            payment_id: r.payment_id.as_ref().map(|p| p.as_str()),
+            customer_action: r.customer_action,
+            captured: r.captured,
+            refunded_minor: r.refunded_minor,
+            failed_step: r.failure.as_ref().map(|f| f.step.as_str()),
+            failure: r.failure.as_ref().map(|f| f.reason.as_str()),
+            started_at_ms: r.started_at_ms,
+            updated_at_ms: r.updated_at_ms,
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+struct EventView<'a> {
+    version: u64,
+    #[serde(rename = "type")]
+    kind: &'a str,
+    step: &'a str,
+    status: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    detail: Option<&'a str>,
+    at_ms: i64,
+}
+
+impl<'a> From<&'a SagaEvent> for EventView<'a> {
+    fn from(e: &'a SagaEvent) -> Self {
+        Self {
+            version: e.version,
+            kind: e.kind.as_str(),
+            step: e.step.as_str(),
+            status: e.status.as_str(),
+            detail: e.detail.as_deref(),
+            at_ms: e.at_ms,
+        }
+    }
+}
+
+enum Route {
+    Start,
+    Get(OrderId),
+    Events(OrderId),
+    Cancel(OrderId),
+}
+
+fn route(method: &Method, path: &str) -> Result<Route, ApiError> {
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let start = segments
+        .iter()
+        .position(|s| *s == "checkouts")
+        .ok_or_else(|| ApiError::not_found(format!("no route for {path}")))?;
+    let id = |raw: &str| OrderId::parse(raw).map_err(|e| ApiError::bad_request(format!("invalid order id: {e}")));
+    let (route, allowed) = match &segments[start..] {
+        ["checkouts"] => (Route::Start, Method::POST),
+        ["checkouts", raw] => (Route::Get(id(raw)?), Method::GET),
+        ["checkouts", raw, "events"] => (Route::Events(id(raw)?), Method::GET),
+        ["checkouts", raw, "cancel"] => (Route::Cancel(id(raw)?), Method::POST),
+        _ => return Err(ApiError::not_found(format!("no route for {path}"))),
+    };
+    if method != allowed {
+        return Err(ApiError::method_not_allowed(format!("{method} is not allowed here; use {allowed}")));
+    }
+    Ok(route)
+}
+
+/// Handles one API request. Never fails: every error is an answer with a JSON body.
+pub async fn handle<P: Psp>(runner: &Runner<P>, req: Request) -> Result<Response<Body>, lambda_http::Error> {
+    let correlation_id = http::correlation_id(&req);
+    let span = telemetry::request_span("checkout", correlation_id.as_str());
+    Ok(async {
+        match route(req.method(), req.uri().path())? {
+            Route::Start => start(runner, &req).await,
+            Route::Get(id) => {
+                let saga = runner.sagas.load(&id).await.map_err(internal)?;
+                let saga = saga.ok_or_else(|| ApiError::not_found(format!("no checkout for order {id}")))?;
+                Ok(http::json(StatusCode::OK, &SagaView::from(saga.record())))
+            }
+            Route::Events(id) => {
+                let events = runner.sagas.events(&id).await?;
+                if events.is_empty() {
+                    return Err(ApiError::not_found(format!("no checkout for order {id}")));
+                }
+                let views: Vec<EventView> = events.iter().map(EventView::from).collect();
+                Ok(http::json(StatusCode::OK, &views))
+            }
+            Route::Cancel(id) => match orders::cancel(runner.sagas.client(), runner.sagas.table(), &id).await? {
+                Cancel::Cancelled => Ok(http::json(StatusCode::OK, &serde_json::json!({ "status": "cancelled" }))),
+                Cancel::TooLate => Err(ApiError::conflict("the order is no longer pending")),
+                Cancel::NotFound => Err(ApiError::not_found(format!("no order {id}"))),
+            },
+        }
+    }
+    .instrument(span)
+    .await
+    .unwrap_or_else(ApiError::into_response))
+}
+
+async fn start<P: Psp>(runner: &Runner<P>, req: &Request) -> Result<Response<Body>, ApiError> {
+    let request: StartCheckout = http::parse_json(http::body_bytes(req))?;
+    let (order_id, checkout) = request.parse()?;
+    telemetry::record_payment(&tracing::Span::current(), order_id.as_str());
+    match runner.start(order_id.clone(), checkout).await {
+        Ok(record) => Ok(http::json(StatusCode::ACCEPTED, &SagaView::from(&record))),
+        Err(e) => {
+            // Accepted sagas are never lost: answer their state; the sweeper continues them.
+            if let Ok(Some(saga)) = runner.sagas.load(&order_id).await {
+                warn!(order_id = %order_id, error = %e, "saga saved but not run to its wait; the sweeper continues it");
+                return Ok(http::json(StatusCode::ACCEPTED, &SagaView::from(saga.record())));
+            }
+            Err(match e {
+                RunError::Store(s) => s.into(),
+                e => ApiError::unavailable(e.to_string(), 1),
+            })
+        }
+    }
+}
+
+fn internal(e: shared::saga::SagaStoreError) -> ApiError {
+    match e {
+        shared::saga::SagaStoreError::Store(s) => s.into(),
+        other => ApiError::internal(other.to_string()),
+    }
+}

@@ -1,0 +1,23 @@
+//! Lambda entry point of the saga's inbox: payment events from the FIFO queue (ReportBatchItemFailures),
+//! applied to the order projection exactly once, then the waiting sagas resumed.
+
+use aws_lambda_events::event::sqs::SqsEvent;
+use lambda_runtime::{run, service_fn, Error, LambdaEvent};
+use order_projection::OrderProjection;
+use shared::consumer::Consumer;
+use shared::{aws, telemetry, Config};
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    telemetry::init();
+    let config = Config::from_env()?;
+    let sdk = aws::sdk_config().await;
+    let dynamodb = aws::dynamodb_client(&sdk);
+    let runner = checkout_saga::runner_from_env(&sdk, dynamodb.clone(), &config)?;
+    let consumer = Consumer::new(dynamodb, &config.table_name, OrderProjection);
+    run(service_fn(|event: LambdaEvent<SqsEvent>| {
+        let (consumer, runner) = (&consumer, &runner);
+        async move { Ok::<_, Error>(checkout_saga::events::handle(consumer, runner, event.payload).await) }
+    }))
+    .await
+}

@@ -1,0 +1,29 @@
+//! Lambda entry point of the saga sweeper (EventBridge schedule): resumes sagas that stayed open without a
+//! change for `SAGA_STUCK_AFTER_SECONDS` (default 60).
+
+use lambda_runtime::{run, service_fn, Error, LambdaEvent};
+use serde_json::Value;
+use shared::{aws, telemetry, Config};
+use std::time::Duration;
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    telemetry::init();
+    let config = Config::from_env()?;
+    let sdk = aws::sdk_config().await;
+    let runner = checkout_saga::runner_from_env(&sdk, aws::dynamodb_client(&sdk), &config)?;
+    let stuck_after = std::env::var("SAGA_STUCK_AFTER_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .map(Duration::from_secs)
+        .unwrap_or(Duration::from_secs(60));
+    run(service_fn(|_: LambdaEvent<Value>| {
+        let runner = &runner;
+        async move {
+            let report = checkout_saga::sweeper::sweep(runner, stuck_after, 100).await?;
+            tracing::info!(?report, "sweep done");
+            Ok::<_, Error>(serde_json::json!({ "found": report.found, "resumed": report.resumed, "errors": report.errors }))
+        }
+    }))
+    .await
+}

@@ -1,0 +1,45 @@
+//! The saga's inbox: payment events from the queue, applied by the consumer library to the order projection
+//! (exactly once, in version order), then the saga of the event's order is resumed. A resume that fails does
+//! not fail the message (its effect is applied); the sweeper finds the saga again.
+
+use crate::runner::Runner;
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
+use order_projection::OrderProjection;
+use shared::consumer::{self, Consumer};
+use shared::psp::Psp;
+use shared::{clock, outbox, PaymentStatus};
+use std::collections::HashSet;
+use tracing::warn;
+
+/// Statuses that can move a waiting saga.
+fn may_move_a_saga(status: PaymentStatus) -> bool {
+    matches!(
+        status,
+        PaymentStatus::Captured | PaymentStatus::Failed | PaymentStatus::Refunded
+    )
+}
+
+pub async fn handle<P: Psp>(consumer: &Consumer<OrderProjection>, runner: &Runner<P>, batch: SqsEvent) -> SqsBatchResponse {
+    let (response, report) = consumer.process(&batch.records).await;
+    println!("{}", consumer::emf(order_projection::NAME, &report, clock::now_ms()));
+    let failed: HashSet<&str> = response
+        .batch_item_failures
+        .iter()
+        .map(|f| f.item_identifier.as_str())
+        .collect();
+    let mut resumed = HashSet::new();
+    for message in &batch.records {
+        if failed.contains(message.message_id.as_deref().unwrap_or_default()) {
+            continue;
+        }
+        let Some(Ok(event)) = message.body.as_deref().map(outbox::parse_body) else {
+            continue;
+        };
+        if may_move_a_saga(event.status) && resumed.insert(event.order_id.clone()) {
+            if let Err(e) = runner.resume(&event.order_id).await {
+                warn!(order_id = %event.order_id, error = %e, "saga resume failed; the sweeper retries");
+            }
+        }
+    }
+    response
+}

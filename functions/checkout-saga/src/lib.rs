@@ -1,0 +1,43 @@
+//! The checkout saga (orchestration): reserve stock, create and charge the payment, wait for its outcome
+//! from the queue, confirm the order; on failure the completed steps are compensated in reverse order.
+//!
+//! The states and their legal moves are types in `payments_core::saga`; persistence, escalation and retry
+//! live in `shared`. This crate holds the checkout's steps ([`runner`]), its own items ([`inventory`],
+//! [`orders`]), the three entry points ([`api`], [`events`], [`sweeper`]) and its [`metrics`].
+
+pub mod api;
+pub mod events;
+pub mod inventory;
+pub mod metrics;
+pub mod orders;
+pub mod runner;
+pub mod sweeper;
+
+use runner::{Runner, Settings};
+use shared::lease::Leases;
+use shared::psp::HttpPsp;
+use shared::recovery::{Recovery, RecoverySettings};
+use shared::saga::{Escalation, SagaStore};
+use shared::{Config, PaymentStore};
+
+/// Builds the runner from the environment (`TABLE_NAME`, `PSP_BASE_URL`, `ESCALATION_QUEUE_URL`, lease
+/// settings), with clients made once per cold start.
+pub fn runner_from_env(
+    sdk: &aws_config::SdkConfig,
+    dynamodb: aws_sdk_dynamodb::Client,
+    config: &Config,
+) -> Result<Runner<HttpPsp>, Box<dyn std::error::Error + Send + Sync>> {
+    let queue = std::env::var("ESCALATION_QUEUE_URL").map_err(|_| "ESCALATION_QUEUE_URL is not set")?;
+    Ok(Runner {
+        sagas: SagaStore::new(dynamodb.clone(), &config.table_name),
+        payments: PaymentStore::new(dynamodb.clone(), &config.table_name),
+        recovery: Recovery {
+            store: PaymentStore::new(dynamodb.clone(), &config.table_name),
+            leases: Leases::new(dynamodb, &config.table_name, config.lease),
+            psp: HttpPsp::from_env()?,
+            settings: RecoverySettings::default(),
+        },
+        escalation: Escalation::new(aws_sdk_sqs::Client::new(sdk), queue),
+        settings: Settings::default(),
+    })
+}

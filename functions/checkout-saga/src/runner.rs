@@ -1,0 +1,394 @@
+//! The orchestrator: loads a checkout saga, runs its next step or compensation, saves the transition with the
+//! step's own writes, and repeats until the saga waits (for the payment's outcome) or ends.
+//!
+//! | state | action | on success | on failure |
+//! |---|---|---|---|
+//! | started | reserve stock (conditional decrement) | stock_reserved | out of stock: compensated |
+//! | stock_reserved | create the payment, charge at the PSP (key `<order>:charge`), finalize the sync answer | payment_pending | refused: cancelling_payment |
+//! | payment_pending | read the payment's outcome from the order projection (fed by the queue) | payment_captured | failed: cancelling_payment; past the deadline: handed to recovery |
+//! | payment_captured | confirm the order (conditioned on `pending`) | completed | cancelled meanwhile: refunding_payment |
+//! | refunding_payment | refund at the PSP (key `<order>:refund`), finalize the refund | releasing_stock | retried, then escalated |
+//! | cancelling_payment | make sure our payment is failed | releasing_stock | retried, then escalated |
+//! | releasing_stock | increment the stock | compensated | retried, then escalated |
+//!
+//! Every PSP call that moves money carries a key derived from (saga, step), reused on every retry and after
+//! a crash, so it never charges or refunds twice. Transient failures are retried with exponential backoff and
+//! full jitter; what still fails is escalated to the escalation queue (alarmed) and left for the sweeper.
+
+use crate::metrics;
+use crate::{inventory, orders};
+use serde_json::Value;
+use shared::psp::{Psp, PspError};
+use shared::recovery::{Reconciled, Recovery};
+use shared::retry::Backoff;
+use shared::saga::{Checkout, Escalation, Loaded, Saga, SagaEvent, SagaRecord, SagaStore, SagaStoreError, Started};
+use shared::store::{Created, PaymentStore, StoreError};
+use shared::{clock, CorrelationId, Observation, OrderId, Outcome, Path, PaymentId, PaymentStatus};
+use std::time::Duration;
+use sync_finalize::requests::{CreatePayment, SyncResult};
+use thiserror::Error;
+use tracing::{error, info, warn};
+
+#[derive(Debug, Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Saga(#[from] SagaStoreError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Psp(#[from] PspError),
+    #[error("{0}")]
+    Invalid(String),
+    /// Retries did not help; the saga was sent to the escalation queue.
+    #[error("saga {order_id} escalated after {attempts} attempts at {action}: {error}")]
+    Escalated {
+        order_id: String,
+        action: &'static str,
+        attempts: u32,
+        error: String,
+    },
+}
+
+impl RunError {
+    fn is_transient(&self) -> bool {
+        match self {
+            RunError::Saga(e) => e.is_transient(),
+            RunError::Store(e) => e.is_transient(),
+            RunError::Psp(e) => e.is_transient(),
+            RunError::Invalid(_) | RunError::Escalated { .. } => false,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Settings {
+    /// How long a payment may stay unresolved before the saga hands it to recovery.
+    pub payment_timeout: Duration,
+    pub backoff: Backoff,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            payment_timeout: Duration::from_secs(120),
+            backoff: Backoff::new(5, Duration::from_millis(100), Duration::from_secs(2)),
+        }
+    }
+}
+
+/// Everything a saga step touches, built once per cold start.
+pub struct Runner<P> {
+    pub sagas: SagaStore,
+    pub payments: PaymentStore,
+    /// Recovery (with the PSP client and the payment leases): the saga's PSP calls go through its `psp`.
+    pub recovery: Recovery<P>,
+    pub escalation: Escalation,
+    pub settings: Settings,
+}
+
+/// What one action did.
+enum Advanced {
+    /// The saga moved; run the next action.
+    Moved,
+    /// Waiting for the payment's outcome (or already ended).
+    Stopped,
+}
+
+fn correlation(order: &OrderId) -> CorrelationId {
+    CorrelationId::parse(format!("checkout-{order}")).unwrap_or_else(|_| unreachable!("order ids are valid ids"))
+}
+
+impl<P: Psp> Runner<P> {
+    fn table(&self) -> &str {
+        self.sagas.table()
+    }
+
+    fn psp(&self) -> &P {
+        &self.recovery.psp
+    }
+
+    /// Starts a checkout: the saga and the pending order in one transaction, then runs it as far as it goes.
+    /// Starting an order that exists already answers its current state.
+    pub async fn start(&self, order_id: OrderId, checkout: Checkout) -> Result<SagaRecord, RunError> {
+        let now = clock::now_ms();
+        let timeout_ms = i64::try_from(self.settings.payment_timeout.as_millis()).unwrap_or(i64::MAX);
+        let (saga, event) = Saga::<Started>::begin(order_id.clone(), checkout, now, timeout_ms);
+        match self
+            .sagas
+            .save(&saga, &event, vec![orders::create(self.table(), &order_id, now)?])
+            .await
+        {
+            Ok(()) => info!(order_id = %order_id, "checkout saga started"),
+            Err(SagaStoreError::Conflict(_) | SagaStoreError::StepCondition(_)) => {
+                info!(order_id = %order_id, "checkout exists; resuming it")
+            }
+            Err(e) => return Err(e.into()),
+        }
+        self.resume(&order_id)
+            .await?
+            .ok_or_else(|| RunError::Invalid(format!("saga {order_id} vanished")))
+    }
+
+    /// Runs the saga's next actions until it waits or ends. Each action is retried with backoff; one that
+    /// still fails is escalated. `None` for an unknown saga.
+    pub async fn resume(&self, order_id: &OrderId) -> Result<Option<SagaRecord>, RunError> {
+        loop {
+            let Some(loaded) = self.sagas.load(order_id).await? else {
+                return Ok(None);
+            };
+            let action = action_name(&loaded);
+            let record = loaded.record().clone();
+            let attempt = self
+                .settings
+                .backoff
+                .retry(|_| self.advance(loaded.clone()), RunError::is_transient)
+                .await;
+            match attempt {
+                Ok(Advanced::Moved) => continue,
+                Ok(Advanced::Stopped) => {
+                    return Ok(self.sagas.load(order_id).await?.map(|l| l.record().clone()));
+                }
+                // Someone else moved the saga (a retry whose first attempt committed, or another worker).
+                Err((RunError::Saga(SagaStoreError::Conflict(_)), _)) => continue,
+                Err((e, attempts)) => return Err(self.escalate(&record, action, attempts, e).await),
+            }
+        }
+    }
+
+    async fn escalate(&self, record: &SagaRecord, action: &'static str, attempts: u32, e: RunError) -> RunError {
+        error!(order_id = %record.order_id, status = %record.status, action, attempts, error = %e,
+               "saga step keeps failing; escalated");
+        metrics::escalated(record, action);
+        if let Err(send) = self
+            .escalation
+            .escalate(&record.order_id, action, attempts, &e.to_string())
+            .await
+        {
+            // The sweeper finds the saga again (it is still open); the invocation fails loudly.
+            error!(order_id = %record.order_id, error = %send, "escalation could not be sent");
+        }
+        RunError::Escalated {
+            order_id: record.order_id.to_string(),
+            action,
+            attempts,
+            error: e.to_string(),
+        }
+    }
+
+    /// Saves a transition, emits its metrics, and reports the move.
+    async fn moved<S>(
+        &self,
+        saga: Saga<S>,
+        event: SagaEvent,
+        writes: Vec<aws_sdk_dynamodb::types::TransactWriteItem>,
+    ) -> Result<Advanced, RunError> {
+        self.sagas.save(&saga, &event, writes).await?;
+        info!(order_id = %event.order_id, version = event.version, event = event.kind.as_str(),
+              status = %event.status, "saga moved");
+        metrics::after_transition(saga.record(), &event);
+        Ok(Advanced::Moved)
+    }
+
+    /// Runs the one action of the saga's state.
+    async fn advance(&self, loaded: Loaded) -> Result<Advanced, RunError> {
+        let now = clock::now_ms();
+        let table = self.table().to_owned();
+        match loaded {
+            Loaded::Started(saga) => {
+                let c = &saga.record().checkout;
+                let reserve = inventory::reserve(&table, &c.sku, c.quantity)?;
+                let order_compensated = orders::compensated(&table, saga.order_id())?;
+                let (next, event) = saga.clone().stock_reserved(now);
+                match self.moved(next, event, vec![reserve]).await {
+                    Err(RunError::Saga(SagaStoreError::StepCondition(0))) => {
+                        let reason = format!("not enough stock of {}", saga.record().checkout.sku);
+                        let (next, event) = saga.reservation_failed(reason, now);
+                        self.moved(next, event, vec![order_compensated]).await
+                    }
+                    other => other,
+                }
+            }
+            Loaded::StockReserved(saga) => self.charge(saga, now).await,
+            Loaded::PaymentPending(saga) => {
+                let payment_id = saga.payment_id().clone();
+                match self.payment_outcome(saga.order_id(), &payment_id).await? {
+                    Some(PaymentStatus::Captured) => {
+                        let (next, event) = saga.payment_captured(now);
+                        self.moved(next, event, vec![]).await
+                    }
+                    Some(status @ (PaymentStatus::Failed | PaymentStatus::Refunded)) => {
+                        let (next, event) = saga.payment_failed(format!("payment {status}"), now);
+                        self.moved(next, event, vec![]).await
+                    }
+                    _ if now >= saga.record().payment_deadline_ms && !saga.record().recovery_requested => {
+                        let reconciled = self
+                            .recovery
+                            .reconcile(&payment_id, correlation(saga.order_id()))
+                            .await
+                            .map_err(|e| RunError::Invalid(e.to_string()));
+                        info!(order_id = %saga.order_id(), payment_id = %payment_id, ?reconciled,
+                              "payment unresolved past the deadline: handed to recovery");
+                        if let Ok(Reconciled::Busy) | Err(_) = reconciled {
+                            // Recovery's schedule finds the payment anyway (it is open); the saga waits.
+                            warn!(order_id = %saga.order_id(), "recovery could not run now; the reconciler will");
+                        }
+                        let (next, event) = saga.recovery_requested(now);
+                        self.moved(next, event, vec![]).await
+                    }
+                    _ => Ok(Advanced::Stopped),
+                }
+            }
+            Loaded::PaymentCaptured(saga) => {
+                let confirm = orders::confirm(&table, saga.order_id())?;
+                let (next, event) = saga.clone().order_confirmed(now);
+                match self.moved(next, event, vec![confirm]).await {
+                    Err(RunError::Saga(SagaStoreError::StepCondition(0))) => {
+                        let (next, event) =
+                            saga.confirmation_failed("order no longer pending (cancelled by the customer)".into(), now);
+                        self.moved(next, event, vec![]).await
+                    }
+                    other => other,
+                }
+            }
+            Loaded::RefundingPayment(saga) => {
+                let payment_id = saga.payment_id().clone();
+                let amount = saga.record().checkout.money.amount_minor();
+                let reference = saga
+                    .record()
+                    .psp_reference
+                    .clone()
+                    .ok_or_else(|| RunError::Invalid("captured payment without a PSP reference".into()))?;
+                let key = format!("{}:refund", saga.order_id());
+                let total = self.psp().refund(&key, &reference, amount).await?;
+                let outcome = Outcome::Refunded {
+                    refunded_total_minor: total,
+                    capture_proven: true,
+                };
+                self.observe(&payment_id, saga.order_id(), outcome, Some(reference)).await?;
+                let (next, event) = saga.refunded(amount, now);
+                self.moved(next, event, vec![]).await
+            }
+            Loaded::CancellingPayment(saga) => {
+                if let Some(payment_id) = saga.payment_id().cloned() {
+                    let reason = saga
+                        .record()
+                        .failure
+                        .as_ref()
+                        .map(|f| format!("checkout cancelled: {}", f.reason))
+                        .unwrap_or_default();
+                    // A no-op for a payment that already failed; fails one the charge left open.
+                    self.observe(&payment_id, saga.order_id(), Outcome::Failed { reason }, None)
+                        .await?;
+                }
+                let (next, event) = saga.payment_cancelled(now);
+                self.moved(next, event, vec![]).await
+            }
+            Loaded::ReleasingStock(saga) => {
+                let c = &saga.record().checkout;
+                let writes = vec![
+                    inventory::release(&table, &c.sku, c.quantity)?,
+                    orders::compensated(&table, saga.order_id())?,
+                ];
+                let (next, event) = saga.stock_released(now);
+                self.moved(next, event, writes).await
+            }
+            Loaded::Completed(_) | Loaded::Compensated(_) => Ok(Advanced::Stopped),
+        }
+    }
+
+    /// Create the payment (idempotent by the saga's key), charge at the PSP (same key), finalize the PSP's
+    /// synchronous answer, and record the request. A crash anywhere in between repeats the same calls.
+    async fn charge(&self, saga: Saga<shared::saga::StockReserved>, now: i64) -> Result<Advanced, RunError> {
+        let order = saga.order_id().clone();
+        let checkout = saga.record().checkout.clone();
+        let key = format!("{order}:charge");
+        let request = CreatePayment {
+            order_id: order.to_string(),
+            amount_minor: checkout.money.amount_minor(),
+            currency: checkout.money.currency().to_string(),
+            psp_reference: None,
+            metadata: [("checkout".to_owned(), order.to_string())].into(),
+        };
+        let fingerprint = request.fingerprint();
+        let new = request
+            .into_new_payment(correlation(&order), None, now)
+            .map_err(|e| RunError::Invalid(e.message))?;
+        let idempotency_key =
+            shared::IdempotencyKey::parse(key.clone()).map_err(|e| RunError::Invalid(e.to_string()))?;
+        let payment = match self.payments.create_idempotent(new, &idempotency_key, &fingerprint).await? {
+            Created::New(p) | Created::Replay(p) => p,
+            Created::KeyReused => return Err(RunError::Invalid(format!("payment key {key} reused"))),
+        };
+        let answer = match self
+            .psp()
+            .charge(&key, payment.id.as_str(), &checkout.money, &checkout.payment_method)
+            .await
+        {
+            Ok(answer) => answer,
+            Err(PspError::Refused { message, .. }) => {
+                let (next, event) = saga.charge_failed(Some(payment.id), format!("charge refused: {message}"), now);
+                return self.moved(next, event, vec![]).await;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let observation = sync_observation(answer, &order)?;
+        let reference = observation.psp_reference.clone();
+        let customer_action = matches!(observation.outcome, Outcome::RequiresAction(_));
+        self.payments.finalize(&payment.id, &observation, None).await?;
+        let (next, event) = saga.payment_requested(payment.id, reference, customer_action, now);
+        self.moved(next, event, vec![]).await
+    }
+
+    /// Applies what the saga itself learned from the PSP (a refund, a cancellation) through the one finalize.
+    async fn observe(
+        &self,
+        payment_id: &PaymentId,
+        order: &OrderId,
+        outcome: Outcome,
+        reference: Option<shared::PspReference>,
+    ) -> Result<(), RunError> {
+        let mut observation = Observation::new(Path::Sync, outcome, correlation(order));
+        observation.psp_reference = reference;
+        self.payments.finalize(payment_id, &observation, None).await?;
+        Ok(())
+    }
+
+    /// The payment's status as the order projection has applied it from the queue, if any event arrived.
+    async fn payment_outcome(&self, order: &OrderId, payment: &PaymentId) -> Result<Option<PaymentStatus>, RunError> {
+        let out = self
+            .sagas
+            .client()
+            .get_item()
+            .table_name(self.table())
+            .set_key(Some(order_projection::key(order, payment).into_iter().collect()))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| StoreError::from_sdk("read order projection", e))?;
+        Ok(out
+            .item
+            .and_then(|i| i.get("payment_status").and_then(|v| v.as_s().ok()).cloned())
+            .and_then(|s| PaymentStatus::parse(&s).ok()))
+    }
+}
+
+fn sync_observation(answer: Value, order: &OrderId) -> Result<Observation, RunError> {
+    let result: SyncResult =
+        serde_json::from_value(answer).map_err(|e| PspError::BadAnswer(format!("charge answer: {e}")))?;
+    result
+        .into_observation(correlation(order), None)
+        .map_err(|e| RunError::Psp(PspError::BadAnswer(e.message)))
+}
+
+fn action_name(loaded: &Loaded) -> &'static str {
+    match loaded {
+        Loaded::Started(_) => "reserve_stock",
+        Loaded::StockReserved(_) => "charge",
+        Loaded::PaymentPending(_) => "await_payment",
+        Loaded::PaymentCaptured(_) => "confirm_order",
+        Loaded::RefundingPayment(_) => "refund_payment",
+        Loaded::CancellingPayment(_) => "cancel_payment",
+        Loaded::ReleasingStock(_) => "release_stock",
+        Loaded::Completed(_) | Loaded::Compensated(_) => "none",
+    }
+}

@@ -1,0 +1,38 @@
+//! Lambda entry point of recovery (EventBridge schedule). The logic is `shared::recovery`, shared with the
+//! checkout saga, which hands a payment to recovery when it does not resolve in time.
+//!
+//! Configuration: `TABLE_NAME`, `PSP_BASE_URL`, `RECOVERY_STALE_AFTER_SECONDS` (default 300), lease settings.
+
+use lambda_runtime::{run, service_fn, Error, LambdaEvent};
+use serde_json::Value;
+use shared::lease::Leases;
+use shared::psp::HttpPsp;
+use shared::recovery::{self, Recovery, RecoverySettings};
+use shared::{aws, clock, telemetry, Config, PaymentStore};
+use std::time::Duration;
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    telemetry::init();
+    let config = Config::from_env()?;
+    let client = aws::dynamodb_client(&aws::sdk_config().await);
+    let mut settings = RecoverySettings::default();
+    if let Some(secs) = std::env::var("RECOVERY_STALE_AFTER_SECONDS").ok().and_then(|s| s.parse().ok()) {
+        settings.stale_after = Duration::from_secs(secs);
+    }
+    let recovery = Recovery {
+        store: PaymentStore::new(client.clone(), &config.table_name),
+        leases: Leases::new(client, &config.table_name, config.lease),
+        psp: HttpPsp::from_env()?,
+        settings,
+    };
+    run(service_fn(|_: LambdaEvent<Value>| {
+        let recovery = &recovery;
+        async move {
+            let report = recovery.run().await?;
+            println!("{}", recovery::emf(&report, clock::now_ms()));
+            Ok::<_, Error>(serde_json::json!({ "found": report.found, "applied": report.applied, "busy": report.busy }))
+        }
+    }))
+    .await
+}
