@@ -11,6 +11,7 @@
 pub mod calls;
 pub mod faults;
 pub mod hook;
+pub mod kill;
 pub mod sqs_faults;
 
 use aws_sdk_dynamodb::config::{Credentials, Region};
@@ -23,6 +24,7 @@ pub use local_dev::{dynamodb_local, table};
 pub use calls::CallCounter;
 pub use faults::{Fault, FaultInjector};
 pub use hook::BeforeCall;
+pub use kill::{dying_client, KillSwitch};
 pub use sqs_faults::SqsEntryFaults;
 
 /// SDK settings for a local emulator: its endpoint, a region and dummy credentials.

@@ -5,7 +5,8 @@ use aws_sdk_sqs::types::QueueAttributeName;
 use serde_yaml_ng::Value;
 use std::collections::HashMap;
 
-pub const QUEUE_RESOURCE: &str = "PaymentEventsQueue";
+const ESCALATION_RESOURCE: &str = "SagaEscalationQueue";
+const QUEUE_RESOURCE: &str = "PaymentEventsQueue";
 pub const DLQ_RESOURCE: &str = "PaymentEventsDlq";
 
 /// URLs of a created queue pair.
@@ -13,6 +14,8 @@ pub const DLQ_RESOURCE: &str = "PaymentEventsDlq";
 pub struct Queues {
     pub queue_url: String,
     pub dlq_url: String,
+    /// The checkout saga's escalation queue (what retries could not fix).
+    pub escalation_url: String,
 }
 
 fn properties(name: &str) -> Value {
@@ -95,8 +98,17 @@ pub async fn create(sqs: &aws_sdk_sqs::Client, prefix: &str) -> Queues {
         .send()
         .await
         .expect("create queue");
+    let escalation_props = properties(ESCALATION_RESOURCE);
+    let escalation = sqs
+        .create_queue()
+        .queue_name(format!("{prefix}-saga-escalations"))
+        .set_attributes(Some(attributes(&escalation_props)))
+        .send()
+        .await
+        .expect("create escalation queue");
     Queues {
         queue_url: queue.queue_url().expect("queue url").to_owned(),
         dlq_url,
+        escalation_url: escalation.queue_url().expect("escalation queue url").to_owned(),
     }
 }

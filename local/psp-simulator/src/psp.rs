@@ -170,6 +170,12 @@ impl Psp {
         (intent, events)
     }
 
+    /// Every intent created for our payment (a retried charge must not add one).
+    pub fn intents_for(&self, payment_id: &str) -> Vec<Intent> {
+        let intents = self.intents.lock().expect("lock");
+        intents.values().filter(|i| i.payment_id == payment_id).cloned().collect()
+    }
+
     pub fn status(&self, intent_id: &str) -> Option<Intent> {
         self.intents.lock().expect("lock").get(intent_id).cloned()
     }

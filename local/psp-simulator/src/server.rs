@@ -2,7 +2,7 @@
 //!
 //! | route | does |
 //! |---|---|
-//! | `POST /v1/payment_intents` (`Idempotency-Key`) | `{"payment_id", "amount_minor", "currency", "scenario"?}`: the synchronous answer as a `sync-result` body, then the webhooks are delivered in the background |
+//! | `POST /v1/payment_intents` (`Idempotency-Key`) | `{"payment_id", "amount_minor", "currency", "scenario"? or "payment_method": "pm_<scenario>"}`: the synchronous answer as a `sync-result` body, then the webhooks are delivered in the background |
 //! | `GET /v1/payment_intents/{id}` | the intent's current status (for recovery) |
 //! | `POST /v1/refunds` (`Idempotency-Key`) | `{"payment_intent", "amount_minor"}`: refund once per key, `charge.refunded` delivered |
 
@@ -72,8 +72,16 @@ impl Simulator {
                 let Some(key) = key else {
                     return Ok(answer(400, json!({ "error": "Idempotency-Key required" })));
                 };
-                let scenario = match body.get("scenario") {
-                    Some(s) => match serde_json::from_value::<Scenario>(s.clone()) {
+                // The scenario: named outright, or by a test payment method `pm_<scenario>` (as Stripe's
+                // test cards pick outcomes).
+                let named = body.get("scenario").cloned().or_else(|| {
+                    body["payment_method"]
+                        .as_str()
+                        .and_then(|m| m.strip_prefix("pm_"))
+                        .map(|s| Value::String(s.to_owned()))
+                });
+                let scenario = match named {
+                    Some(s) => match serde_json::from_value::<Scenario>(s) {
                         Ok(s) => s,
                         Err(e) => return Ok(answer(400, json!({ "error": e.to_string() }))),
                     },

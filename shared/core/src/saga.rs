@@ -141,7 +141,11 @@ pub struct SagaRecord {
     pub version: u64,
     pub status: SagaStatus,
     pub checkout: Checkout,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub payment_id: Option<PaymentId>,
+    /// Stored under another name than the payment's `psp_reference`, which keys the `by-psp-reference` index
+    /// (a saga must never be found as the payment of a webhook).
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "payment_psp_reference")]
     pub psp_reference: Option<PspReference>,
     /// Money was taken: the payment reached `captured`.
     pub captured: bool,
@@ -151,6 +155,7 @@ pub struct SagaRecord {
     pub customer_action: bool,
     /// The payment was handed to recovery after the payment timeout.
     pub recovery_requested: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<Failure>,
     pub started_at_ms: i64,
     pub updated_at_ms: i64,
@@ -200,6 +205,7 @@ pub struct SagaEvent {
     pub kind: SagaEventKind,
     pub step: Step,
     pub status: SagaStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
     pub at_ms: i64,
 }
