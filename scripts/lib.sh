@@ -33,6 +33,19 @@ local_env() {
   export WEBHOOK_SECRETS="${WEBHOOK_SECRETS:-{\"stripe\":[\"$DEV_STRIPE_SECRET\"],\"standard\":[\"$DEV_STANDARD_SECRET\"]}}"
 }
 
+# Builds and starts the PSP simulator on 127.0.0.1:$1 (webhooks to the local API on $2) in the background,
+# its output to $3 (default: this terminal); sets psp_pid and exports PSP_BASE_URL for the local API.
+start_psp() {
+  local port="$1" api_port="$2" log="${3:-/dev/stdout}"
+  cargo build --quiet -p psp-simulator
+  local bin="${CARGO_TARGET_DIR:-$root/target}/debug/psp-simulator"
+  SIMULATOR_PORT="$port" API="http://127.0.0.1:$api_port" WEBHOOK_SECRET="$DEV_STRIPE_SECRET" \
+    "$bin" serve >>"$log" 2>&1 &
+  psp_pid=$!
+  wait_for_port "$port" "the PSP simulator"
+  export PSP_BASE_URL="http://127.0.0.1:$port"
+}
+
 # Builds and starts the local API on 127.0.0.1:$1 in the background, its output to $2 (default: this
 # terminal); sets api_pid.
 start_api() {

@@ -160,7 +160,13 @@ impl HttpPsp {
 }
 
 impl Psp for HttpPsp {
-    async fn charge(&self, key: &str, payment_id: &str, money: &Money, payment_method: &str) -> Result<Value, PspError> {
+    async fn charge(
+        &self,
+        key: &str,
+        payment_id: &str,
+        money: &Money,
+        payment_method: &str,
+    ) -> Result<Value, PspError> {
         let body = json!({ "payment_id": payment_id, "amount_minor": money.amount_minor(),
                            "currency": money.currency().as_str(), "payment_method": payment_method });
         self.call("POST", "/v1/payment_intents", Some(key), Some(body)).await

@@ -68,7 +68,16 @@ mod tests {
         let permanent: Result<(), _> = b.retry(|_| async { Err::<(), _>("refused") }, |_| false).await;
         assert_eq!(permanent, Err(("refused", 1)));
         let third = b
-            .retry(|n| async move { if n < 2 { Err("down") } else { Ok(n) } }, |_| true)
+            .retry(
+                |n| async move {
+                    if n < 2 {
+                        Err("down")
+                    } else {
+                        Ok(n)
+                    }
+                },
+                |_| true,
+            )
             .await;
         assert_eq!(third, Ok(2));
     }

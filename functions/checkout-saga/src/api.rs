@@ -6,10 +6,13 @@
 //! | `GET /checkouts/{order}` | the saga's state |
 //! | `GET /checkouts/{order}/events` | the saga's log, oldest first (steps, failures, compensations) |
 //! | `POST /checkouts/{order}/cancel` | the customer cancels a pending order (200; 409 once confirmed) |
+//! | `PUT /inventory/{sku}` | sets the available stock (`{"available": n}`, operations and seeding) |
+//! | `GET /inventory/{sku}` | the available stock |
 //!
 //! A started saga is never lost: if running it fails after it was saved, the answer is still 202 with its
 //! state, and the sweeper continues it.
 
+use crate::inventory;
 use crate::orders::{self, Cancel};
 use crate::runner::{RunError, Runner};
 use lambda_http::http::{Method, StatusCode};
@@ -130,16 +133,27 @@ enum Route {
     Get(OrderId),
     Events(OrderId),
     Cancel(OrderId),
+    PutStock(Sku),
+    GetStock(Sku),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SetStock {
+    available: u64,
 }
 
 fn route(method: &Method, path: &str) -> Result<Route, ApiError> {
     let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     let start = segments
         .iter()
-        .position(|s| *s == "checkouts")
+        .position(|s| *s == "checkouts" || *s == "inventory")
         .ok_or_else(|| ApiError::not_found(format!("no route for {path}")))?;
     let id = |raw: &str| OrderId::parse(raw).map_err(|e| ApiError::bad_request(format!("invalid order id: {e}")));
+    let sku = |raw: &str| Sku::parse(raw).map_err(|e| ApiError::bad_request(format!("invalid sku: {e}")));
     let (route, allowed) = match &segments[start..] {
+        ["inventory", raw] if method == Method::PUT => (Route::PutStock(sku(raw)?), Method::PUT),
+        ["inventory", raw] => (Route::GetStock(sku(raw)?), Method::GET),
         ["checkouts"] => (Route::Start, Method::POST),
         ["checkouts", raw] => (Route::Get(id(raw)?), Method::GET),
         ["checkouts", raw, "events"] => (Route::Events(id(raw)?), Method::GET),
@@ -147,7 +161,9 @@ fn route(method: &Method, path: &str) -> Result<Route, ApiError> {
         _ => return Err(ApiError::not_found(format!("no route for {path}"))),
     };
     if method != allowed {
-        return Err(ApiError::method_not_allowed(format!("{method} is not allowed here; use {allowed}")));
+        return Err(ApiError::method_not_allowed(format!(
+            "{method} is not allowed here; use {allowed}"
+        )));
     }
     Ok(route)
 }
@@ -173,10 +189,30 @@ pub async fn handle<P: Psp>(runner: &Runner<P>, req: Request) -> Result<Response
                 Ok(http::json(StatusCode::OK, &views))
             }
             Route::Cancel(id) => match orders::cancel(runner.sagas.client(), runner.sagas.table(), &id).await? {
-                Cancel::Cancelled => Ok(http::json(StatusCode::OK, &serde_json::json!({ "status": "cancelled" }))),
+                Cancel::Cancelled => Ok(http::json(
+                    StatusCode::OK,
+                    &serde_json::json!({ "status": "cancelled" }),
+                )),
                 Cancel::TooLate => Err(ApiError::conflict("the order is no longer pending")),
                 Cancel::NotFound => Err(ApiError::not_found(format!("no order {id}"))),
             },
+            Route::PutStock(sku) => {
+                let body: SetStock = http::parse_json(http::body_bytes(&req))?;
+                inventory::put_stock(runner.sagas.client(), runner.sagas.table(), &sku, body.available).await?;
+                Ok(http::json(
+                    StatusCode::OK,
+                    &serde_json::json!({ "sku": sku.as_str(), "available": body.available }),
+                ))
+            }
+            Route::GetStock(sku) => {
+                let available = inventory::available(runner.sagas.client(), runner.sagas.table(), &sku)
+                    .await?
+                    .ok_or_else(|| ApiError::not_found(format!("no stock item for {sku}")))?;
+                Ok(http::json(
+                    StatusCode::OK,
+                    &serde_json::json!({ "sku": sku.as_str(), "available": available }),
+                ))
+            }
         }
     }
     .instrument(span)

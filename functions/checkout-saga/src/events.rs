@@ -19,7 +19,11 @@ fn may_move_a_saga(status: PaymentStatus) -> bool {
     )
 }
 
-pub async fn handle<P: Psp>(consumer: &Consumer<OrderProjection>, runner: &Runner<P>, batch: SqsEvent) -> SqsBatchResponse {
+pub async fn handle<P: Psp>(
+    consumer: &Consumer<OrderProjection>,
+    runner: &Runner<P>,
+    batch: SqsEvent,
+) -> SqsBatchResponse {
     let (response, report) = consumer.process(&batch.records).await;
     println!("{}", consumer::emf(order_projection::NAME, &report, clock::now_ms()));
     let failed: HashSet<&str> = response

@@ -14,7 +14,13 @@ fn key(sku: &Sku) -> [(&'static str, AttributeValue); 2] {
     ]
 }
 
-fn update(table: &str, sku: &Sku, expression: &str, condition: &str, quantity: u32) -> Result<TransactWriteItem, StoreError> {
+fn update(
+    table: &str,
+    sku: &Sku,
+    expression: &str,
+    condition: &str,
+    quantity: u32,
+) -> Result<TransactWriteItem, StoreError> {
     let [pk, sk] = key(sku);
     let update = Update::builder()
         .table_name(table)
@@ -33,12 +39,24 @@ fn update(table: &str, sku: &Sku, expression: &str, condition: &str, quantity: u
 
 /// Takes `quantity` off the shelf; fails its condition when not enough is available.
 pub fn reserve(table: &str, sku: &Sku, quantity: u32) -> Result<TransactWriteItem, StoreError> {
-    update(table, sku, "SET available = available - :q", "available >= :q", quantity)
+    update(
+        table,
+        sku,
+        "SET available = available - :q",
+        "available >= :q",
+        quantity,
+    )
 }
 
 /// Puts `quantity` back.
 pub fn release(table: &str, sku: &Sku, quantity: u32) -> Result<TransactWriteItem, StoreError> {
-    update(table, sku, "SET available = available + :q", "attribute_exists(pk)", quantity)
+    update(
+        table,
+        sku,
+        "SET available = available + :q",
+        "attribute_exists(pk)",
+        quantity,
+    )
 }
 
 /// Sets the stock of a SKU (operations and seeding).
@@ -69,7 +87,9 @@ pub async fn available(client: &Client, table: &str, sku: &Sku) -> Result<Option
         .send()
         .await
         .map_err(|e| StoreError::from_sdk("read stock", e))?;
-    Ok(out
-        .item
-        .and_then(|i| i.get("available").and_then(|v| v.as_n().ok()).and_then(|n| n.parse().ok())))
+    Ok(out.item.and_then(|i| {
+        i.get("available")
+            .and_then(|v| v.as_n().ok())
+            .and_then(|n| n.parse().ok())
+    }))
 }

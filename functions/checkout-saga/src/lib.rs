@@ -20,8 +20,8 @@ use shared::recovery::{Recovery, RecoverySettings};
 use shared::saga::{Escalation, SagaStore};
 use shared::{Config, PaymentStore};
 
-/// Builds the runner from the environment (`TABLE_NAME`, `PSP_BASE_URL`, `ESCALATION_QUEUE_URL`, lease
-/// settings), with clients made once per cold start.
+/// Builds the runner from the environment (`TABLE_NAME`, `PSP_BASE_URL`, `ESCALATION_QUEUE_URL`,
+/// `SAGA_PAYMENT_TIMEOUT_SECONDS` (default 120), lease settings), with clients made once per cold start.
 pub fn runner_from_env(
     sdk: &aws_config::SdkConfig,
     dynamodb: aws_sdk_dynamodb::Client,
@@ -38,6 +38,13 @@ pub fn runner_from_env(
             settings: RecoverySettings::default(),
         },
         escalation: Escalation::new(aws_sdk_sqs::Client::new(sdk), queue),
-        settings: Settings::default(),
+        settings: Settings {
+            payment_timeout: std::env::var("SAGA_PAYMENT_TIMEOUT_SECONDS")
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .map(std::time::Duration::from_secs)
+                .unwrap_or(Settings::default().payment_timeout),
+            ..Settings::default()
+        },
     })
 }

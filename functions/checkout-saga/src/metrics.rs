@@ -33,7 +33,11 @@ fn record(dimensions: Value, metrics: &[(&str, &str)], values: Value) -> Value {
 pub fn for_transition(saga: &SagaRecord, event: &SagaEvent) -> Vec<Value> {
     let mut out = Vec::new();
     match event.kind {
-        SagaEventKind::SagaStarted => out.push(record(json!([[]]), &[("SagasStarted", "Count")], json!({ "SagasStarted": 1 }))),
+        SagaEventKind::SagaStarted => out.push(record(
+            json!([[]]),
+            &[("SagasStarted", "Count")],
+            json!({ "SagasStarted": 1 }),
+        )),
         SagaEventKind::StepFailed => out.push(record(
             json!([["Step"]]),
             &[("StepFailed", "Count")],
@@ -113,7 +117,10 @@ mod tests {
     fn a_slow_no_action_saga_counts_against_the_latency_objective() {
         let fast = captured_then(false, 29_000);
         let slow = captured_then(false, 31_000);
-        assert_eq!((fast[0]["NoActionSagas"].as_u64(), fast[0]["NoActionSagasSlow"].as_u64()), (Some(1), Some(0)));
+        assert_eq!(
+            (fast[0]["NoActionSagas"].as_u64(), fast[0]["NoActionSagasSlow"].as_u64()),
+            (Some(1), Some(0))
+        );
         assert_eq!(slow[0]["NoActionSagasSlow"].as_u64(), Some(1));
         assert_eq!(slow[0]["SagaDurationMs"].as_i64(), Some(31_000));
     }

@@ -103,9 +103,11 @@ pub async fn cancel(client: &Client, table: &str, order: &OrderId) -> Result<Can
     match result {
         Ok(_) => Ok(Cancel::Cancelled),
         Err(SdkError::ServiceError(e)) => match e.err() {
-            UpdateItemError::ConditionalCheckFailedException(c) => {
-                Ok(if c.item().is_some() { Cancel::TooLate } else { Cancel::NotFound })
-            }
+            UpdateItemError::ConditionalCheckFailedException(c) => Ok(if c.item().is_some() {
+                Cancel::TooLate
+            } else {
+                Cancel::NotFound
+            }),
             _ => Err(StoreError::from_sdk("order cancel", SdkError::ServiceError(e))),
         },
         Err(e) => Err(StoreError::from_sdk("order cancel", e)),
@@ -113,7 +115,11 @@ pub async fn cancel(client: &Client, table: &str, order: &OrderId) -> Result<Can
 }
 
 /// The order's status and outcome (consistent read).
-pub async fn status(client: &Client, table: &str, order: &OrderId) -> Result<Option<(String, Option<String>)>, StoreError> {
+pub async fn status(
+    client: &Client,
+    table: &str,
+    order: &OrderId,
+) -> Result<Option<(String, Option<String>)>, StoreError> {
     let [pk, sk] = key(order);
     let out = client
         .get_item()

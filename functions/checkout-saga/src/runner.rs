@@ -264,7 +264,8 @@ impl<P: Psp> Runner<P> {
                     refunded_total_minor: total,
                     capture_proven: true,
                 };
-                self.observe(&payment_id, saga.order_id(), outcome, Some(reference)).await?;
+                self.observe(&payment_id, saga.order_id(), outcome, Some(reference))
+                    .await?;
                 let (next, event) = saga.refunded(amount, now);
                 self.moved(next, event, vec![]).await
             }
@@ -315,7 +316,11 @@ impl<P: Psp> Runner<P> {
             .map_err(|e| RunError::Invalid(e.message))?;
         let idempotency_key =
             shared::IdempotencyKey::parse(key.clone()).map_err(|e| RunError::Invalid(e.to_string()))?;
-        let payment = match self.payments.create_idempotent(new, &idempotency_key, &fingerprint).await? {
+        let payment = match self
+            .payments
+            .create_idempotent(new, &idempotency_key, &fingerprint)
+            .await?
+        {
             Created::New(p) | Created::Replay(p) => p,
             Created::KeyReused => return Err(RunError::Invalid(format!("payment key {key} reused"))),
         };

@@ -60,7 +60,9 @@ async fn world() -> World {
         .queue_url
         .expect("url");
     let sku = Sku::parse("sku-1").expect("sku");
-    inventory::put_stock(&ctx.client, &ctx.table, &sku, STOCK).await.expect("stock");
+    inventory::put_stock(&ctx.client, &ctx.table, &sku, STOCK)
+        .await
+        .expect("stock");
     World {
         ctx,
         sim,
@@ -82,7 +84,11 @@ impl World {
             payments: PaymentStore::new(client.clone(), &self.ctx.table),
             recovery: Recovery {
                 store: PaymentStore::new(client.clone(), &self.ctx.table),
-                leases: Leases::new(client, &self.ctx.table, integration_tests::test_lease_config(Duration::from_secs(30))),
+                leases: Leases::new(
+                    client,
+                    &self.ctx.table,
+                    integration_tests::test_lease_config(Duration::from_secs(30)),
+                ),
                 psp,
                 settings: RecoverySettings {
                     stale_after: Duration::ZERO,
@@ -158,7 +164,11 @@ impl World {
     async fn log(&self, order: &OrderId) -> Vec<(SagaEventKind, Step)> {
         let events = self.runner().sagas.events(order).await.expect("events");
         let versions: Vec<u64> = events.iter().map(|e| e.version).collect();
-        assert_eq!(versions, (1..=events.len() as u64).collect::<Vec<_>>(), "versions 1, 2, 3, ...");
+        assert_eq!(
+            versions,
+            (1..=events.len() as u64).collect::<Vec<_>>(),
+            "versions 1, 2, 3, ..."
+        );
         events.iter().map(|e| (e.kind, e.step)).collect()
     }
 
@@ -242,8 +252,15 @@ async fn the_happy_path_reserves_charges_waits_for_the_event_and_confirms() {
     let w = world().await;
     let runner = w.runner();
     let id = order();
-    let waiting = runner.start(id.clone(), w.checkout("pm_succeeded", 2)).await.expect("start");
-    assert_eq!(waiting.status, SagaStatus::PaymentPending, "waits for the outcome event");
+    let waiting = runner
+        .start(id.clone(), w.checkout("pm_succeeded", 2))
+        .await
+        .expect("start");
+    assert_eq!(
+        waiting.status,
+        SagaStatus::PaymentPending,
+        "waits for the outcome event"
+    );
     assert_eq!(w.stock().await, STOCK - 2);
     w.deliver(&runner, &waiting).await;
     let done = w.saga(&id).await;
@@ -264,7 +281,10 @@ async fn a_failed_payment_releases_the_stock() {
     let w = world().await;
     let runner = w.runner();
     let id = order();
-    let waiting = runner.start(id.clone(), w.checkout("pm_failed", 3)).await.expect("start");
+    let waiting = runner
+        .start(id.clone(), w.checkout("pm_failed", 3))
+        .await
+        .expect("start");
     assert_eq!(w.stock().await, STOCK - 3);
     w.deliver(&runner, &waiting).await;
     let done = w.saga(&id).await;
@@ -280,7 +300,10 @@ async fn a_failure_after_capture_refunds_then_releases_in_reverse_order() {
     let w = world().await;
     let runner = w.runner();
     let id = order();
-    let waiting = runner.start(id.clone(), w.checkout("pm_succeeded", 1)).await.expect("start");
+    let waiting = runner
+        .start(id.clone(), w.checkout("pm_succeeded", 1))
+        .await
+        .expect("start");
     // The customer cancels while the payment is in flight: the order can no longer be confirmed.
     assert_eq!(
         orders::cancel(&w.ctx.client, &w.ctx.table, &id).await.unwrap(),
@@ -300,9 +323,16 @@ async fn a_failure_after_capture_refunds_then_releases_in_reverse_order() {
 async fn out_of_stock_fails_the_first_step_and_charges_nothing() {
     let w = world().await;
     let id = order();
-    let done = w.runner().start(id.clone(), w.checkout("pm_succeeded", 11)).await.expect("start");
+    let done = w
+        .runner()
+        .start(id.clone(), w.checkout("pm_succeeded", 11))
+        .await
+        .expect("start");
     assert_eq!(done.status, SagaStatus::Compensated);
-    assert_eq!(w.log(&id).await, [(K::SagaStarted, S::ReserveStock), (K::StepFailed, S::ReserveStock)]);
+    assert_eq!(
+        w.log(&id).await,
+        [(K::SagaStarted, S::ReserveStock), (K::StepFailed, S::ReserveStock)]
+    );
     assert_eq!((done.payment_id, w.stock().await), (None, STOCK));
 }
 
@@ -341,7 +371,9 @@ async fn killed_then_resumed(w: &World, calls: usize, method: &str, cancel: bool
 #[tokio::test]
 async fn a_process_killed_between_any_two_calls_resumes_and_completes_or_compensates() {
     let w = world().await;
-    inventory::put_stock(&w.ctx.client, &w.ctx.table, &w.sku, 1000).await.unwrap();
+    inventory::put_stock(&w.ctx.client, &w.ctx.table, &w.sku, 1000)
+        .await
+        .unwrap();
     for (method, cancel, expected, refunded) in [
         ("pm_succeeded", false, &HAPPY[..], 0),
         ("pm_failed", false, &PAYMENT_FAILED[..], 0),
@@ -353,8 +385,16 @@ async fn a_process_killed_between_any_two_calls_resumes_and_completes_or_compens
             let (fired, id) = killed_then_resumed(&w, calls, method, cancel).await;
             let record = w.saga(&id).await;
             let kept = u64::from(record.status == SagaStatus::Completed);
-            assert_eq!(w.stock().await, stock_before - kept, "stock moved exactly once each way");
-            assert_eq!(w.log(&id).await, expected, "{method} cancel={cancel} killed after {calls} calls");
+            assert_eq!(
+                w.stock().await,
+                stock_before - kept,
+                "stock moved exactly once each way"
+            );
+            assert_eq!(
+                w.log(&id).await,
+                expected,
+                "{method} cancel={cancel} killed after {calls} calls"
+            );
             assert!(record.status.is_terminal());
             w.assert_charged_once(&record, refunded);
             if !fired {
@@ -371,7 +411,13 @@ async fn a_process_killed_between_any_two_calls_resumes_and_completes_or_compens
 struct RefundsDown(HttpPsp);
 
 impl Psp for RefundsDown {
-    async fn charge(&self, key: &str, payment_id: &str, money: &Money, method: &str) -> Result<serde_json::Value, PspError> {
+    async fn charge(
+        &self,
+        key: &str,
+        payment_id: &str,
+        money: &Money,
+        method: &str,
+    ) -> Result<serde_json::Value, PspError> {
         self.0.charge(key, payment_id, money, method).await
     }
     async fn status(&self, reference: &PspReference) -> Result<PspStatus, PspError> {
@@ -394,12 +440,19 @@ async fn a_compensation_that_keeps_failing_is_escalated_to_the_dlq_and_resumed_l
         },
     );
     let id = order();
-    let waiting = broken.start(id.clone(), w.checkout("pm_succeeded", 1)).await.expect("start");
+    let waiting = broken
+        .start(id.clone(), w.checkout("pm_succeeded", 1))
+        .await
+        .expect("start");
     orders::cancel(&w.ctx.client, &w.ctx.table, &id).await.unwrap();
     w.deliver(&broken, &waiting).await;
     let stuck = w.saga(&id).await;
     assert_eq!(stuck.status, SagaStatus::RefundingPayment, "not dropped, not skipped");
-    assert_eq!(w.stock().await, STOCK - 1, "stock stays reserved until the money is back");
+    assert_eq!(
+        w.stock().await,
+        STOCK - 1,
+        "stock stays reserved until the money is back"
+    );
     let escalated = w.escalations().await;
     assert_eq!(escalated.len(), 1, "{escalated:?}");
     assert_eq!(escalated[0]["order_id"], id.as_str());
@@ -420,7 +473,10 @@ async fn recovery_resolves_a_payment_whose_webhook_never_came() {
     let w = world().await;
     let runner = w.runner();
     let id = order();
-    let waiting = runner.start(id.clone(), w.checkout("pm_silent", 1)).await.expect("start");
+    let waiting = runner
+        .start(id.clone(), w.checkout("pm_silent", 1))
+        .await
+        .expect("start");
     assert_eq!(w.payment_status(&waiting).await, PaymentStatus::Processing);
     // The reconciler's scheduled run: found through the sparse index, asked at the PSP, finalized.
     let report = runner.recovery.run().await.expect("recovery run");
@@ -447,9 +503,16 @@ async fn a_payment_past_its_deadline_is_handed_to_recovery_by_the_saga() {
         },
     );
     let id = order();
-    let record = runner.start(id.clone(), w.checkout("pm_silent", 1)).await.expect("start");
+    let record = runner
+        .start(id.clone(), w.checkout("pm_silent", 1))
+        .await
+        .expect("start");
     assert!(record.recovery_requested);
-    assert_eq!(w.payment_status(&record).await, PaymentStatus::Captured, "recovery applied the PSP's answer");
+    assert_eq!(
+        w.payment_status(&record).await,
+        PaymentStatus::Captured,
+        "recovery applied the PSP's answer"
+    );
     w.deliver(&runner, &record).await;
     let log = w.log(&id).await;
     assert_eq!(log[3], (K::RecoveryRequested, S::AwaitPayment));
@@ -464,7 +527,13 @@ where
     F: Fn() -> Fut + Send + Sync,
     Fut: std::future::Future<Output = ()> + Send,
 {
-    async fn charge(&self, key: &str, payment_id: &str, money: &Money, method: &str) -> Result<serde_json::Value, PspError> {
+    async fn charge(
+        &self,
+        key: &str,
+        payment_id: &str,
+        money: &Money,
+        method: &str,
+    ) -> Result<serde_json::Value, PspError> {
         self.0.charge(key, payment_id, money, method).await
     }
     async fn status(&self, reference: &PspReference) -> Result<PspStatus, PspError> {
@@ -485,11 +554,25 @@ async fn recovery_and_webhook_intake_never_work_on_one_payment_at_once() {
     let correlation = CorrelationId::parse("corr-recovery").unwrap();
 
     // Intake holds the payment's lease (it is finalizing a webhook): recovery skips the payment.
-    let intake_lease = w.ctx.leases.acquire(&payment_id).await.unwrap().expect("intake takes the lease");
+    let intake_lease = w
+        .ctx
+        .leases
+        .acquire(&payment_id)
+        .await
+        .unwrap()
+        .expect("intake takes the lease");
     let before = w.ctx.store.get(&payment_id).await.unwrap().unwrap().version;
-    let skipped = runner.recovery.reconcile(&payment_id, correlation.clone()).await.unwrap();
+    let skipped = runner
+        .recovery
+        .reconcile(&payment_id, correlation.clone())
+        .await
+        .unwrap();
     assert_eq!(skipped, Reconciled::Busy);
-    assert_eq!(w.ctx.store.get(&payment_id).await.unwrap().unwrap().version, before, "nothing written");
+    assert_eq!(
+        w.ctx.store.get(&payment_id).await.unwrap().unwrap().version,
+        before,
+        "nothing written"
+    );
     w.ctx.leases.release(&intake_lease).await.unwrap();
 
     // Recovery holds the lease: intake's acquisition (the one its handler makes) is refused meanwhile.
@@ -510,7 +593,10 @@ async fn recovery_and_webhook_intake_never_work_on_one_payment_at_once() {
     );
     let applied = hooked.recovery.reconcile(&payment_id, correlation).await.unwrap();
     assert_eq!(applied, Reconciled::Applied(shared::EventKind::PaymentCaptured));
-    assert!(refused.load(std::sync::atomic::Ordering::SeqCst), "intake could not take the lease during recovery");
+    assert!(
+        refused.load(std::sync::atomic::Ordering::SeqCst),
+        "intake could not take the lease during recovery"
+    );
     // Released in the finalize transaction: intake can work on the payment right after.
     let after = w.ctx.leases.acquire(&payment_id).await.unwrap();
     assert!(after.is_some(), "lease released with the write");

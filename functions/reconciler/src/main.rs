@@ -1,7 +1,8 @@
 //! Lambda entry point of recovery (EventBridge schedule). The logic is `shared::recovery`, shared with the
 //! checkout saga, which hands a payment to recovery when it does not resolve in time.
 //!
-//! Configuration: `TABLE_NAME`, `PSP_BASE_URL`, `RECOVERY_STALE_AFTER_SECONDS` (default 300), lease settings.
+//! Configuration: `TABLE_NAME`, `PSP_BASE_URL`, `RECOVERY_STALE_AFTER_SECONDS` (default 300),
+//! `RECOVERY_BATCH_LIMIT` (default 200), lease settings.
 
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
 use serde_json::Value;
@@ -17,8 +18,14 @@ async fn main() -> Result<(), Error> {
     let config = Config::from_env()?;
     let client = aws::dynamodb_client(&aws::sdk_config().await);
     let mut settings = RecoverySettings::default();
-    if let Some(secs) = std::env::var("RECOVERY_STALE_AFTER_SECONDS").ok().and_then(|s| s.parse().ok()) {
+    if let Some(secs) = std::env::var("RECOVERY_STALE_AFTER_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
         settings.stale_after = Duration::from_secs(secs);
+    }
+    if let Some(limit) = std::env::var("RECOVERY_BATCH_LIMIT").ok().and_then(|s| s.parse().ok()) {
+        settings.batch_limit = limit;
     }
     let recovery = Recovery {
         store: PaymentStore::new(client.clone(), &config.table_name),

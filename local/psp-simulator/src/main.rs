@@ -1,11 +1,13 @@
-//! `psp-simulator serve` runs the simulated PSP on 127.0.0.1; `psp-simulator demo` runs checkouts against
-//! the local stack and prints a summary. Settings come from the environment (see README):
+//! `psp-simulator serve` runs the simulated PSP on 127.0.0.1; `psp-simulator demo` runs payments against
+//! the local stack and prints a summary; `psp-simulator checkouts` runs checkout sagas through the local
+//! stack (which calls `serve`), cancels some orders on purpose and checks stock and payments at the end
+//! (`CANCEL_RATE`, default 0.2; `TIMEOUT_SECONDS`, default 120). Settings come from the environment (see README):
 //! `SIMULATOR_PORT` (4000), `API` (http://127.0.0.1:3000), `WEBHOOK_SECRET` (the dev Stripe secret),
 //! `CHECKOUTS` (50), `CONCURRENCY` (8), `DUPLICATE_RATE`, `REORDER_RATE`, `FAILURE_RATE`, `MAX_DELAY_MS`,
 //! `SCENARIO` (serve: fixed scenario), `TABLE_NAME` (demo: read consumer cursors).
 
 use psp_simulator::delivery::DeliveryOptions;
-use psp_simulator::{client::HttpClient, demo, psp::Psp, server::Simulator};
+use psp_simulator::{checkout_demo, client::HttpClient, demo, psp::Psp, server::Simulator};
 use shared::SigningSecret;
 use std::sync::Arc;
 use std::time::Duration;
@@ -69,6 +71,21 @@ async fn main() -> Result<(), Error> {
             }
             Ok(())
         }
-        _ => Err("usage: psp-simulator serve | demo".into()),
+        Some("checkouts") => {
+            let config = checkout_demo::CheckoutDemoConfig {
+                api,
+                checkouts: env_or("CHECKOUTS", 40),
+                concurrency: env_or("CONCURRENCY", 8),
+                cancel_rate: env_or("CANCEL_RATE", 0.2),
+                timeout: Duration::from_secs(env_or("TIMEOUT_SECONDS", 120)),
+            };
+            let summary = checkout_demo::run(config).await?;
+            print!("{summary}");
+            if !summary.consistent() {
+                return Err("the checkout demo found inconsistent stock or payments, or unfinished sagas".into());
+            }
+            Ok(())
+        }
+        _ => Err("usage: psp-simulator serve | demo | checkouts".into()),
     }
 }

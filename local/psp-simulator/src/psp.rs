@@ -173,7 +173,11 @@ impl Psp {
     /// Every intent created for our payment (a retried charge must not add one).
     pub fn intents_for(&self, payment_id: &str) -> Vec<Intent> {
         let intents = self.intents.lock().expect("lock");
-        intents.values().filter(|i| i.payment_id == payment_id).cloned().collect()
+        intents
+            .values()
+            .filter(|i| i.payment_id == payment_id)
+            .cloned()
+            .collect()
     }
 
     pub fn status(&self, intent_id: &str) -> Option<Intent> {

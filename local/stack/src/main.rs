@@ -9,17 +9,24 @@
 //! DynamoDB Streams event source mapping) feeds the relay handler, which publishes to the FIFO queue, and an
 //! SQS poller (the stand-in for the SQS event source mapping) feeds the order projection consumer.
 //!
+//! With `PSP_BASE_URL` as well (the PSP simulator) it serves the checkout saga's API on `/checkouts`, feeds
+//! the saga's inbox from the queue, and runs the saga sweeper and the reconciler every few seconds (the local
+//! stand-ins for their schedules).
+//!
 //! Configuration by convention: `TABLE_NAME`, `AWS_ENDPOINT_URL_DYNAMODB`, `AWS_ENDPOINT_URL_SQS`,
-//! `WEBHOOK_SECRETS`, `WEBHOOK_PROVIDERS`, `LOCAL_API_PORT` (default 3000). The table and the queues are
-//! created from `infra/template.yaml` when they do not exist.
+//! `PSP_BASE_URL`, `WEBHOOK_SECRETS`, `WEBHOOK_PROVIDERS`, `LOCAL_API_PORT` (default 3000),
+//! `SAGA_PAYMENT_TIMEOUT_SECONDS`, `RECOVERY_STALE_AFTER_SECONDS` (default 10 here). The table and the queues
+//! are created from `infra/template.yaml` when they do not exist.
 
 use bytes::Bytes;
+use checkout_saga::runner::Runner;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use lambda_http::Body;
+use shared::psp::HttpPsp;
 use shared::{aws, telemetry, Config, PaymentStore};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -31,6 +38,7 @@ mod outbox;
 struct Apps {
     sync: sync_finalize::App,
     intake: webhook_intake::App,
+    checkout: Option<Arc<Runner<HttpPsp>>>,
 }
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -42,14 +50,30 @@ async fn main() -> Result<(), Error> {
     let sdk = aws::sdk_config().await;
     let client = aws::dynamodb_client(&sdk);
     ensure_table(&client, &config.table_name).await?;
+    let mut checkout = None;
     if std::env::var_os("AWS_ENDPOINT_URL_SQS").is_some() {
-        tokio::spawn(outbox::run(sdk.clone(), client.clone(), config.table_name.clone()));
+        let sqs = aws_sdk_sqs::Client::new(&sdk);
+        let queues = local_dev::queues::create(&sqs, &config.table_name).await;
+        if std::env::var_os("PSP_BASE_URL").is_some() {
+            std::env::set_var("ESCALATION_QUEUE_URL", &queues.escalation_url);
+            let runner = Arc::new(checkout_saga::runner_from_env(&sdk, client.clone(), &config)?);
+            tokio::spawn(outbox::schedules(runner.clone()));
+            checkout = Some(runner);
+        }
+        tokio::spawn(outbox::run(
+            sdk.clone(),
+            client.clone(),
+            config.table_name.clone(),
+            queues,
+            checkout.clone(),
+        ));
     }
     let apps = Arc::new(Apps {
         sync: sync_finalize::App {
             store: PaymentStore::new(client.clone(), &config.table_name),
         },
         intake: webhook_intake::App::from_env(&sdk, client, &config).await?,
+        checkout,
     });
 
     let port: u16 = std::env::var("LOCAL_API_PORT")
@@ -85,8 +109,14 @@ async fn serve(apps: Arc<Apps>, req: hyper::Request<Incoming>) -> Result<hyper::
         Body::Binary(bytes.to_vec())
     };
     let request = lambda_http::Request::from_parts(parts, body);
-    let response = if request.uri().path().starts_with("/webhooks/") {
+    let path = request.uri().path();
+    let response = if path.starts_with("/webhooks/") {
         webhook_intake::handle(&apps.intake, request).await
+    } else if path.starts_with("/checkouts") || path.starts_with("/inventory") {
+        match &apps.checkout {
+            Some(runner) => checkout_saga::api::handle(runner, request).await,
+            None => Ok(shared::http::ApiError::not_found("checkouts need PSP_BASE_URL and SQS").into_response()),
+        }
     } else {
         sync_finalize::handle(&apps.sync, request).await
     }

@@ -1,18 +1,29 @@
-//! The outbox running locally: stream pump -> relay -> SQS FIFO -> order projection, in a loop.
+//! The outbox running locally: stream pump -> relay -> SQS FIFO -> the checkout saga's inbox (order
+//! projection, then the waiting sagas) in a loop; and the saga sweeper and reconciler on short timers.
 
 use aws_lambda_events::event::dynamodb::Event as StreamEvent;
 use aws_lambda_events::event::sqs::SqsEvent;
+use checkout_saga::runner::Runner;
+use local_dev::queues::Queues;
 use local_dev::sqs_poller::SqsPoller;
 use local_dev::stream_pump::StreamPump;
 use order_projection::OrderProjection;
 use outbox_relay::{relay, Publisher};
 use shared::consumer::Consumer;
+use shared::psp::HttpPsp;
+use shared::recovery;
+use std::sync::Arc;
 use std::time::Duration;
 use tracing::{error, info};
 
-pub async fn run(sdk: aws_config::SdkConfig, dynamodb: aws_sdk_dynamodb::Client, table: String) {
+pub async fn run(
+    sdk: aws_config::SdkConfig,
+    dynamodb: aws_sdk_dynamodb::Client,
+    table: String,
+    queues: Queues,
+    checkout: Option<Arc<Runner<HttpPsp>>>,
+) {
     let sqs = aws_sdk_sqs::Client::new(&sdk);
-    let queues = local_dev::queues::create(&sqs, &table).await;
     info!(queue = %queues.queue_url, dlq = %queues.dlq_url, "outbox queues ready");
     println!(
         "outbox: stream pump -> relay -> {} -> order projection",
@@ -38,9 +49,14 @@ pub async fn run(sdk: aws_config::SdkConfig, dynamodb: aws_sdk_dynamodb::Client,
         if let Err(e) = relayed {
             error!(error = %e, "stream pump failed; retrying");
         }
-        let consumer = &consumer;
+        let (consumer, checkout) = (&consumer, &checkout);
         let consumed = poller
-            .poll_once(|event: SqsEvent| async move { consumer.handle(event).await })
+            .poll_once(|event: SqsEvent| async move {
+                match checkout {
+                    Some(runner) => checkout_saga::events::handle(consumer, runner, event).await,
+                    None => consumer.handle(event).await,
+                }
+            })
             .await;
         match consumed {
             Ok(n) if n > 0 => continue,
@@ -48,5 +64,35 @@ pub async fn run(sdk: aws_config::SdkConfig, dynamodb: aws_sdk_dynamodb::Client,
             Err(e) => error!(error = %e, "SQS poll failed; retrying"),
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// The sweeper (every 5 s, sagas unchanged for 10 s) and the reconciler (every 5 s, payments unchanged for
+/// `RECOVERY_STALE_AFTER_SECONDS`, default 10): the local stand-ins for their EventBridge schedules.
+pub async fn schedules(runner: Arc<Runner<HttpPsp>>) {
+    let stale = std::env::var("RECOVERY_STALE_AFTER_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10);
+    let mut recovery_settings = runner.recovery.settings;
+    recovery_settings.stale_after = Duration::from_secs(stale);
+    loop {
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        match checkout_saga::sweeper::sweep(&runner, Duration::from_secs(10), 100).await {
+            Ok(report) if report.found > 0 => info!(?report, "saga sweep"),
+            Ok(_) => {}
+            Err(e) => error!(error = %e, "saga sweep failed"),
+        }
+        let recovery = recovery::Recovery {
+            store: runner.recovery.store.clone(),
+            leases: runner.recovery.leases.clone(),
+            psp: runner.recovery.psp.clone(),
+            settings: recovery_settings,
+        };
+        match recovery.run().await {
+            Ok(report) if report.found > 0 => println!("{}", recovery::emf(&report, shared::clock::now_ms())),
+            Ok(_) => {}
+            Err(e) => error!(error = %e, "recovery run failed"),
+        }
     }
 }

@@ -31,8 +31,9 @@ impl OpenKind {
 
 /// FNV-1a: stable across processes and releases (std's hasher is not).
 fn stable_hash(id: &str) -> u64 {
-    id.bytes()
-        .fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+    id.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 pub fn shard_of(kind: OpenKind, id: &str) -> String {
@@ -88,10 +89,14 @@ mod tests {
 
     #[test]
     fn shards_are_stable_and_spread() {
-        assert_eq!(shard_of(OpenKind::Payment, "pay_1"), shard_of(OpenKind::Payment, "pay_1"));
+        assert_eq!(
+            shard_of(OpenKind::Payment, "pay_1"),
+            shard_of(OpenKind::Payment, "pay_1")
+        );
         assert!(shard_of(OpenKind::Saga, "order-1").starts_with("SAGA#"));
-        let shards: std::collections::HashSet<_> =
-            (0..200).map(|i| shard_of(OpenKind::Payment, &format!("pay_{i}"))).collect();
+        let shards: std::collections::HashSet<_> = (0..200)
+            .map(|i| shard_of(OpenKind::Payment, &format!("pay_{i}")))
+            .collect();
         assert_eq!(shards.len() as u64, OPEN_SHARDS);
     }
 }

@@ -22,7 +22,9 @@ async fn main() -> Result<(), Error> {
         async move {
             let report = checkout_saga::sweeper::sweep(runner, stuck_after, 100).await?;
             tracing::info!(?report, "sweep done");
-            Ok::<_, Error>(serde_json::json!({ "found": report.found, "resumed": report.resumed, "errors": report.errors }))
+            Ok::<_, Error>(
+                serde_json::json!({ "found": report.found, "resumed": report.resumed, "errors": report.errors }),
+            )
         }
     }))
     .await

@@ -1,0 +1,278 @@
+//! The checkout demo: N checkout sagas through the running local stack (`/checkouts`), with the simulator
+//! (`psp-simulator serve`) failing payments on purpose (declined, failed, silent) and customers cancelling
+//! orders while their payment is in flight, so confirmations fail after the capture. It waits until every
+//! saga ended, then checks that stock and payments are consistent:
+//! - the stock left is the initial stock minus what completed orders took (every failed checkout gave its
+//!   stock back);
+//! - a completed saga's payment is captured; a compensated one's is failed, or refunded in full when money
+//!   had been taken;
+//! - each compensation is in the saga's log, in reverse order of the steps (refund before stock release).
+
+use crate::client::{BoxError, HttpClient};
+use rand::seq::IndexedRandom;
+use rand::Rng;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub struct CheckoutDemoConfig {
+    pub api: String,
+    pub checkouts: usize,
+    pub concurrency: usize,
+    /// Share of orders the customer cancels right after starting the checkout.
+    pub cancel_rate: f64,
+    /// How long to wait for every saga to end.
+    pub timeout: Duration,
+}
+
+#[derive(Debug, Default)]
+pub struct CheckoutSummary {
+    /// (payment method, saga outcome) -> count.
+    pub outcomes: BTreeMap<(String, String), usize>,
+    pub completed: usize,
+    pub compensated: usize,
+    pub refunded_after_capture: usize,
+    pub cancels_accepted: usize,
+    pub stock_initial: u64,
+    pub stock_expected: u64,
+    pub stock_left: u64,
+    pub unfinished: usize,
+    pub inconsistencies: Vec<String>,
+}
+
+impl CheckoutSummary {
+    pub fn consistent(&self) -> bool {
+        self.unfinished == 0 && self.inconsistencies.is_empty() && self.stock_left == self.stock_expected
+    }
+}
+
+impl fmt::Display for CheckoutSummary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "checkout sagas by payment method and outcome:")?;
+        for ((method, outcome), n) in &self.outcomes {
+            writeln!(f, "  {method:<22} {outcome:<12} {n}")?;
+        }
+        writeln!(
+            f,
+            "completed {}, compensated {} (of which refunded after capture: {}), customer cancels {}",
+            self.completed, self.compensated, self.refunded_after_capture, self.cancels_accepted
+        )?;
+        writeln!(
+            f,
+            "stock: initial {}, left {}, expected {} (initial minus completed orders)",
+            self.stock_initial, self.stock_left, self.stock_expected
+        )?;
+        writeln!(f, "unfinished sagas: {}", self.unfinished)?;
+        writeln!(f, "inconsistencies: {}", self.inconsistencies.len())?;
+        for i in &self.inconsistencies {
+            writeln!(f, "  {i}")?;
+        }
+        Ok(())
+    }
+}
+
+const METHODS: [&str; 6] = [
+    "pm_succeeded",
+    "pm_processing",
+    "pm_requires_action",
+    "pm_failed",
+    "pm_declined",
+    "pm_silent",
+];
+
+struct Started {
+    order: String,
+    method: String,
+    quantity: u64,
+}
+
+async fn expect_ok(client: &HttpClient, method: &str, url: &str, body: &Value) -> Result<Value, BoxError> {
+    let (status, answer) = client.json(method, url, &[], body).await?;
+    if !(200..300).contains(&status) {
+        return Err(format!("{method} {url} answered {status}: {answer}").into());
+    }
+    Ok(answer)
+}
+
+async fn start(
+    client: &HttpClient,
+    config: &CheckoutDemoConfig,
+    sku: &str,
+    n: usize,
+) -> Result<(Started, bool), BoxError> {
+    let method = METHODS.choose(&mut rand::rng()).copied().unwrap_or("pm_succeeded");
+    let quantity = rand::rng().random_range(1..=3u64);
+    let order = format!("order-{sku}-{n}");
+    let body = json!({ "order_id": order, "sku": sku, "quantity": quantity,
+        "amount_minor": rand::rng().random_range(500..50_000u64), "currency": "EUR", "payment_method": method });
+    expect_ok(client, "POST", &format!("{}/checkouts", config.api), &body).await?;
+    let cancelled = if rand::rng().random_bool(config.cancel_rate) {
+        let (status, _) = client
+            .json(
+                "POST",
+                &format!("{}/checkouts/{order}/cancel", config.api),
+                &[],
+                &Value::Null,
+            )
+            .await?;
+        status == 200
+    } else {
+        false
+    };
+    Ok((
+        Started {
+            order,
+            method: method.to_owned(),
+            quantity,
+        },
+        cancelled,
+    ))
+}
+
+fn position(log: &[Value], kind: &str) -> Option<usize> {
+    log.iter().position(|e| e["type"] == kind)
+}
+
+/// Checks one ended saga against its payment and its log; returns what is wrong.
+async fn check(client: &HttpClient, api: &str, saga: &Value) -> Result<Vec<String>, BoxError> {
+    let order = saga["order_id"].as_str().unwrap_or_default();
+    let log = expect_ok(client, "GET", &format!("{api}/checkouts/{order}/events"), &Value::Null).await?;
+    let log = log.as_array().cloned().unwrap_or_default();
+    let payment = match saga["payment_id"].as_str() {
+        Some(id) => Some(expect_ok(client, "GET", &format!("{api}/payments/{id}"), &Value::Null).await?),
+        None => None,
+    };
+    let payment_status = payment.as_ref().and_then(|p| p["status"].as_str()).unwrap_or("none");
+    let mut wrong = Vec::new();
+    let mut expect = |ok: bool, what: &str| {
+        if !ok {
+            wrong.push(format!("{order}: {what} (payment {payment_status})"));
+        }
+    };
+    match saga["status"].as_str() {
+        Some("completed") => {
+            expect(
+                payment_status == "captured",
+                "completed but the payment is not captured",
+            );
+            expect(
+                position(&log, "OrderConfirmed").is_some(),
+                "completed without OrderConfirmed",
+            );
+        }
+        Some("compensated") if saga["captured"] == true => {
+            expect(
+                payment_status == "refunded",
+                "money taken but the payment is not refunded",
+            );
+            expect(
+                saga["refunded_minor"] == saga["amount_minor"],
+                "refund is not the full amount",
+            );
+            let (refund, release) = (position(&log, "PaymentRefunded"), position(&log, "StockReleased"));
+            expect(
+                matches!((refund, release), (Some(r), Some(s)) if r < s),
+                "compensations not in reverse order (refund, then release)",
+            );
+        }
+        Some("compensated") => {
+            expect(
+                matches!(payment_status, "failed" | "none"),
+                "compensated without money taken, but the payment is not failed",
+            );
+            if saga["failed_step"] != "reserve_stock" {
+                let (cancel, release) = (position(&log, "StepCompensated"), position(&log, "StockReleased"));
+                expect(
+                    matches!((cancel, release), (Some(c), Some(s)) if c < s),
+                    "compensations not in reverse order (charge, then stock)",
+                );
+            }
+        }
+        other => expect(false, &format!("not ended: {other:?}")),
+    }
+    Ok(wrong)
+}
+
+/// Runs the demo and returns its summary.
+pub async fn run(config: CheckoutDemoConfig) -> Result<CheckoutSummary, BoxError> {
+    let config = Arc::new(config);
+    let client = HttpClient::default();
+    let sku = format!("demo-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    let mut summary = CheckoutSummary {
+        stock_initial: 1000,
+        ..Default::default()
+    };
+    expect_ok(
+        &client,
+        "PUT",
+        &format!("{}/inventory/{sku}", config.api),
+        &json!({ "available": summary.stock_initial }),
+    )
+    .await?;
+    let semaphore = Arc::new(tokio::sync::Semaphore::new(config.concurrency.max(1)));
+    let mut tasks = Vec::new();
+    for n in 0..config.checkouts {
+        let (config, client, semaphore, sku) = (config.clone(), client.clone(), semaphore.clone(), sku.clone());
+        tasks.push(tokio::spawn(async move {
+            let _permit = semaphore.acquire().await;
+            start(&client, &config, &sku, n).await
+        }));
+    }
+    let mut started = Vec::new();
+    for task in tasks {
+        let (s, cancelled) = task.await??;
+        summary.cancels_accepted += usize::from(cancelled);
+        started.push(s);
+    }
+
+    // Wait until every saga ended (the silent payments need the deadline and recovery).
+    let deadline = Instant::now() + config.timeout;
+    let mut ended: BTreeMap<String, Value> = BTreeMap::new();
+    while ended.len() < started.len() && Instant::now() < deadline {
+        for s in &started {
+            if ended.contains_key(&s.order) {
+                continue;
+            }
+            let saga = expect_ok(
+                &client,
+                "GET",
+                &format!("{}/checkouts/{}", config.api, s.order),
+                &Value::Null,
+            )
+            .await?;
+            if matches!(saga["status"].as_str(), Some("completed" | "compensated")) {
+                ended.insert(s.order.clone(), saga);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    summary.unfinished = started.len() - ended.len();
+
+    let mut taken = 0;
+    for s in &started {
+        let Some(saga) = ended.get(&s.order) else {
+            summary
+                .inconsistencies
+                .push(format!("{}: did not end within {:?}", s.order, config.timeout));
+            continue;
+        };
+        let outcome = saga["status"].as_str().unwrap_or_default().to_owned();
+        if outcome == "completed" {
+            summary.completed += 1;
+            taken += s.quantity;
+        } else {
+            summary.compensated += 1;
+            if saga["captured"] == true {
+                summary.refunded_after_capture += 1;
+            }
+        }
+        *summary.outcomes.entry((s.method.clone(), outcome)).or_default() += 1;
+        summary.inconsistencies.extend(check(&client, &config.api, saga).await?);
+    }
+    let stock = expect_ok(&client, "GET", &format!("{}/inventory/{sku}", config.api), &Value::Null).await?;
+    summary.stock_left = stock["available"].as_u64().unwrap_or_default();
+    summary.stock_expected = summary.stock_initial - taken;
+    Ok(summary)
+}
