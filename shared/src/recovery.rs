@@ -1,7 +1,7 @@
 //! Recovery (reconciliation): payments that stayed open longer than a threshold are asked about at the PSP
 //! and the answer is applied through the same finalize as the sync and webhook paths.
 //!
-//! Open payments are found through the sparse `by-last-change` index (no Scan). Each one is worked on under
+//! Open payments are found through the sparse `open-items` index (no Scan). Each one is worked on under
 //! the payment's lease, the same lease webhook intake takes, so recovery and intake never work on one payment
 //! at once: a payment whose lease is held is skipped this round ([`Reconciled::Busy`]) and found again on
 //! the next. The lease is released inside the finalize transaction when there is a write.
@@ -52,7 +52,7 @@ pub struct RecoveryReport {
 
 #[derive(Debug, Clone, Copy)]
 pub struct RecoverySettings {
-    /// A payment open for longer than this without a change is asked about.
+    /// A payment open for longer than this is asked about.
     pub stale_after: Duration,
     /// At most this many payments per run.
     pub batch_limit: usize,
@@ -75,7 +75,7 @@ pub struct Recovery<P> {
 }
 
 impl<P: Psp> Recovery<P> {
-    /// One scheduled run: every open payment unchanged for `stale_after`, reconciled one by one.
+    /// One scheduled run: every payment open for longer than `stale_after`, reconciled one by one.
     pub async fn run(&self) -> Result<RecoveryReport, StoreError> {
         let stale_ms = i64::try_from(self.settings.stale_after.as_millis()).unwrap_or(i64::MAX);
         let keys = open_since(

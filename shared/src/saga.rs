@@ -2,7 +2,7 @@
 //! the saga's version token, plus escalation of what retries could not fix.
 //!
 //! Layout:
-//! - state: `pk = SAGA#<order id>`, `sk = SAGA`, the [`SagaRecord`] fields, and the sparse `by-last-change`
+//! - state: `pk = SAGA#<order id>`, `sk = SAGA`, the [`SagaRecord`] fields, and the sparse `open-items`
 //!   index key while the saga is open (the sweeper finds stuck sagas through it);
 //! - log: `pk = SAGA#<order id>`, `sk = EVENT#<version, 10 digits>`, `entity = saga_event` (the outbox relay
 //!   publishes only `entity = event` items, so the saga log stays local).
@@ -69,7 +69,7 @@ fn record_to_item(r: &SagaRecord) -> Result<Item, StoreError> {
             "open_shard".into(),
             AttributeValue::S(shard_of(OpenKind::Saga, r.order_id.as_str())),
         );
-        item.insert("last_change_ms".into(), AttributeValue::N(r.updated_at_ms.to_string()));
+        item.insert("opened_at_ms".into(), AttributeValue::N(r.started_at_ms.to_string()));
     }
     Ok(item)
 }

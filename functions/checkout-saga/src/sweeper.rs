@@ -1,5 +1,6 @@
-//! The sweeper (scheduled): finds checkout sagas that stayed open without a change (a crashed invocation,
-//! a lost trigger, a payment past its deadline) through the sparse `by-last-change` index and resumes them.
+//! The sweeper (scheduled): finds checkout sagas open for longer than a threshold (a crashed invocation, a
+//! lost trigger, a payment past its deadline) through the sparse `open-items` index and resumes them. A
+//! resume of a saga that is simply waiting costs two reads and writes nothing.
 
 use crate::runner::Runner;
 use shared::psp::Psp;
@@ -16,7 +17,7 @@ pub struct SweepReport {
     pub errors: u32,
 }
 
-/// Resumes every saga unchanged for `stuck_after` (at most `limit`).
+/// Resumes every saga open for longer than `stuck_after` (at most `limit`).
 pub async fn sweep<P: Psp>(runner: &Runner<P>, stuck_after: Duration, limit: usize) -> Result<SweepReport, StoreError> {
     let stuck_ms = i64::try_from(stuck_after.as_millis()).unwrap_or(i64::MAX);
     let keys = open_since(

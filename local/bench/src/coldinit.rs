@@ -11,7 +11,15 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 
-pub const FUNCTIONS: [&str; 4] = ["sync-finalize", "webhook-intake", "outbox-relay", "order-projection"];
+pub const FUNCTIONS: [&str; 7] = [
+    "sync-finalize",
+    "webhook-intake",
+    "outbox-relay",
+    "checkout-api",
+    "checkout-events",
+    "checkout-sweeper",
+    "reconciler",
+];
 
 fn target_dir() -> PathBuf {
     std::env::var("CARGO_TARGET_DIR")
@@ -67,6 +75,8 @@ async fn cold_init(binary: &PathBuf) -> Result<(Duration, Option<u64>), Box<dyn 
         .env("AWS_SECRET_ACCESS_KEY", "local")
         .env("TABLE_NAME", "bench")
         .env("QUEUE_URL", "http://127.0.0.1:9/queue.fifo")
+        .env("ESCALATION_QUEUE_URL", "http://127.0.0.1:9/escalations")
+        .env("PSP_BASE_URL", "https://psp.example")
         .env(
             "WEBHOOK_SECRETS",
             r#"{"stripe":["whsec_x"],"standard":["whsec_c2VjcmV0"]}"#,

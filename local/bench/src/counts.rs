@@ -5,7 +5,7 @@ use integration_tests::{BeforeCall, TestContext};
 use lambda_http::Request;
 use payments_core::fixtures;
 use serde_json::json;
-use shared::store::item::{event_to_item, item_size_bytes, payment_to_item};
+use shared::store::item::{event_to_item, item_size_bytes, payment_to_item, Item};
 use shared::{decide, Decision, Outcome, Path, SigningSecret};
 use std::fmt::Write;
 use webhook_intake::providers::{Providers, DEFAULT_PROVIDERS};
@@ -189,6 +189,41 @@ pub async fn run(out: &mut String) {
         out,
         "- **total per webhook: {} WCU, 1 RCU** (target: at most 7 WCU and 1 RCU, items at most 1 KB)",
         lease_put + tx
+    )
+    .ok();
+    open_index_cost(out, &action.payment, &captured.payment);
+}
+
+/// The sparse `open-items` index (recovery, saga sweeper): what it costs per payment.
+fn open_index_cost(out: &mut String, open: &shared::Payment, closed: &shared::Payment) {
+    let item = payment_to_item(open).expect("item");
+    let entry: Item = ["pk", "sk", "open_shard", "opened_at_ms"]
+        .iter()
+        .filter_map(|k| item.get(*k).map(|v| ((*k).to_owned(), v.clone())))
+        .collect();
+    assert_eq!(entry.len(), 4, "an open payment carries the index key");
+    assert!(
+        !payment_to_item(closed).expect("item").contains_key("open_shard"),
+        "a terminal payment leaves the index"
+    );
+    let entry_bytes = item_size_bytes(&entry) + 100; // + the index entry overhead AWS bills
+    let per_entry = wcu(entry_bytes, true);
+    writeln!(out, "\n## The sparse `open-items` index (recovery and the saga sweeper)\n").ok();
+    writeln!(
+        out,
+        "- entry (KEYS_ONLY: pk, sk, open_shard, opened_at_ms + 100 B overhead): {entry_bytes} B, counted at the transactional rate: {per_entry} WCU"
+    )
+    .ok();
+    writeln!(
+        out,
+        "- payment created: +{per_entry} WCU (entry put); webhook to a non-terminal status: +0 (no index key changes); \
+         webhook to a terminal status: +{per_entry} WCU (entry deleted)"
+    )
+    .ok();
+    writeln!(
+        out,
+        "- so the happy-path terminal webhook above costs {per_entry} WCU more with recovery's index; a sort key on the last change \
+         would cost 2 x {per_entry} WCU more on every non-terminal webhook as well"
     )
     .ok();
 }

@@ -67,7 +67,7 @@ pub async fn run(
     }
 }
 
-/// The sweeper (every 5 s, sagas unchanged for 10 s) and the reconciler (every 5 s, payments unchanged for
+/// The sweeper (every 5 s, sagas open for 10 s) and the reconciler (every 5 s, payments open for
 /// `RECOVERY_STALE_AFTER_SECONDS`, default 10): the local stand-ins for their EventBridge schedules.
 pub async fn schedules(runner: Arc<Runner<HttpPsp>>) {
     let stale = std::env::var("RECOVERY_STALE_AFTER_SECONDS")

@@ -67,11 +67,11 @@ struct PaymentItem {
     anomalies: u32,
     created_at_ms: i64,
     updated_at_ms: i64,
-    /// The sparse `by-last-change` index key, only while the payment is open (see `open_index`).
+    /// The sparse `open-items` index key, only while the payment is open (see `open_index`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     open_shard: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    last_change_ms: Option<i64>,
+    opened_at_ms: Option<i64>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -137,7 +137,7 @@ pub fn payment_to_item(p: &Payment) -> Result<Item, StoreError> {
         created_at_ms: p.created_at_ms,
         updated_at_ms: p.updated_at_ms,
         open_shard: (!p.status.is_terminal()).then(|| shard_of(OpenKind::Payment, p.id.as_str())),
-        last_change_ms: (!p.status.is_terminal()).then_some(p.updated_at_ms),
+        opened_at_ms: (!p.status.is_terminal()).then_some(p.created_at_ms),
     };
     encode(&pk, &item)
 }

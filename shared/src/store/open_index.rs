@@ -1,16 +1,20 @@
-//! The sparse `by-last-change` index: what stayed open too long, found without a Scan.
+//! The sparse `open-items` index: what stayed open too long, found without a Scan.
 //!
 //! Only open items carry its key: a non-terminal payment, a checkout saga that is not completed or
 //! compensated. The partition key `open_shard` is `<KIND>#<n>` with `n` a stable hash of the id modulo
-//! [`OPEN_SHARDS`], never the status, so no partition turns hot; the sort key `last_change_ms` is the time of
-//! the item's last write. A terminal write drops both attributes, which removes the item from the index.
-//! Cost: one index write (KEYS_ONLY, under 1 KB: 1 WCU) per write of an open item and one when it closes.
+//! [`OPEN_SHARDS`], never the status, so no partition turns hot; the sort key `opened_at_ms` is when the item
+//! was opened (created, started) and never changes while it is open. A terminal write drops both attributes,
+//! which removes the item from the index.
+//!
+//! Cost (KEYS_ONLY, entries far under 1 KB): 1 WCU when an item opens and 1 WCU when it closes. Writes in
+//! between change no index key, so they write nothing to the index (had the sort key been the time of the
+//! last change, every intermediate write would cost 2 more: delete and put of the entry).
 
 use super::StoreError;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 
-pub const OPEN_INDEX: &str = "by-last-change";
+pub const OPEN_INDEX: &str = "open-items";
 pub const OPEN_SHARDS: u64 = 8;
 
 /// The kind of open item: the prefix of its shard key.
@@ -40,13 +44,13 @@ pub fn shard_of(kind: OpenKind, id: &str) -> String {
     format!("{}#{}", kind.prefix(), stable_hash(id) % OPEN_SHARDS)
 }
 
-/// The `pk`s of open items of `kind` whose last change is at or before `changed_before_ms`, oldest first per
-/// shard, at most `limit` in all. Eventually consistent: callers re-read each item before acting.
+/// The `pk`s of items of `kind` that opened at or before `opened_before_ms` and are still open, oldest first
+/// per shard, at most `limit` in all. Eventually consistent: callers re-read each item before acting.
 pub async fn open_since(
     client: &Client,
     table: &str,
     kind: OpenKind,
-    changed_before_ms: i64,
+    opened_before_ms: i64,
     limit: usize,
 ) -> Result<Vec<String>, StoreError> {
     let mut found = Vec::new();
@@ -61,9 +65,9 @@ pub async fn open_since(
                 .query()
                 .table_name(table)
                 .index_name(OPEN_INDEX)
-                .key_condition_expression("open_shard = :s AND last_change_ms <= :t")
+                .key_condition_expression("open_shard = :s AND opened_at_ms <= :t")
                 .expression_attribute_values(":s", AttributeValue::S(format!("{}#{n}", kind.prefix())))
-                .expression_attribute_values(":t", AttributeValue::N(changed_before_ms.to_string()))
+                .expression_attribute_values(":t", AttributeValue::N(opened_before_ms.to_string()))
                 .limit(i32::try_from(remaining).unwrap_or(i32::MAX))
                 .set_exclusive_start_key(start)
                 .send()

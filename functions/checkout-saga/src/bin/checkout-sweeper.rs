@@ -1,5 +1,5 @@
-//! Lambda entry point of the saga sweeper (EventBridge schedule): resumes sagas that stayed open without a
-//! change for `SAGA_STUCK_AFTER_SECONDS` (default 60).
+//! Lambda entry point of the saga sweeper (EventBridge schedule): resumes sagas open for longer than
+//! `SAGA_STUCK_AFTER_SECONDS` (default 60).
 
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
 use serde_json::Value;
