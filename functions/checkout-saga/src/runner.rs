@@ -113,16 +113,25 @@ impl<P: Psp> Runner<P> {
         let now = clock::now_ms();
         let timeout_ms = i64::try_from(self.settings.payment_timeout.as_millis()).unwrap_or(i64::MAX);
         let (saga, event) = Saga::<Started>::begin(order_id.clone(), checkout, now, timeout_ms);
-        match self
-            .sagas
-            .save(&saga, &event, vec![orders::create(self.table(), &order_id, now)?])
-            .await
-        {
-            Ok(()) => info!(order_id = %order_id, "checkout saga started"),
-            Err(SagaStoreError::Conflict(_) | SagaStoreError::StepCondition(_)) => {
+        let create_order = orders::create(self.table(), &order_id, now)?;
+        let saved = self
+            .settings
+            .backoff
+            .retry(
+                |_| self.sagas.save(&saga, &event, vec![create_order.clone()]),
+                SagaStoreError::is_transient,
+            )
+            .await;
+        match saved {
+            Ok(()) => {
+                info!(order_id = %order_id, "checkout saga started");
+                metrics::after_transition(saga.record(), &event);
+            }
+            // Started before (or our first attempt committed and its answer was lost).
+            Err((SagaStoreError::Conflict(_) | SagaStoreError::StepCondition(_), _)) => {
                 info!(order_id = %order_id, "checkout exists; resuming it")
             }
-            Err(e) => return Err(e.into()),
+            Err((e, _)) => return Err(e.into()),
         }
         self.resume(&order_id)
             .await?

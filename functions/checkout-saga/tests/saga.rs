@@ -5,7 +5,7 @@
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use checkout_saga::runner::{Runner, Settings};
 use checkout_saga::{events, inventory, orders, sweeper};
-use integration_tests::{dying_client, sqs_client, TestContext};
+use integration_tests::{dying_client, sqs_client, Fault, FaultInjector, TestContext};
 use order_projection::OrderProjection;
 use psp_simulator::client::HttpClient;
 use psp_simulator::delivery::DeliveryOptions;
@@ -34,7 +34,10 @@ struct World {
 }
 
 async fn world() -> World {
-    let ctx = TestContext::new().await;
+    world_with(TestContext::new().await).await
+}
+
+async fn world_with(ctx: TestContext) -> World {
     let sim = Arc::new(Simulator {
         psp: psp_simulator::psp::Psp::new(),
         // Webhooks go nowhere: these tests drive outcomes through the saga's own PSP calls and recovery.
@@ -600,4 +603,148 @@ async fn recovery_and_webhook_intake_never_work_on_one_payment_at_once() {
     // Released in the finalize transaction: intake can work on the payment right after.
     let after = w.ctx.leases.acquire(&payment_id).await.unwrap();
     assert!(after.is_some(), "lease released with the write");
+}
+
+#[tokio::test]
+async fn transaction_conflicts_throttling_and_a_lost_answer_are_retried_without_running_a_step_twice() {
+    let faults = FaultInjector::new();
+    let w = world_with(TestContext::with_faults(faults.clone()).await).await;
+    let runner = w.runner();
+    faults
+        .fail_next("TransactWriteItems", Fault::TransactionConflict, 1)
+        .fail_next("GetItem", Fault::Throttling, 2);
+    let id = order();
+    let waiting = runner
+        .start(id.clone(), w.checkout("pm_succeeded", 2))
+        .await
+        .expect("start");
+    faults.fail_next("TransactWriteItems", Fault::ResponseLostAfterCommit, 2);
+    w.deliver(&runner, &waiting).await;
+    assert_eq!(faults.pending(), 0, "every fault was injected");
+    let done = w.saga(&id).await;
+    assert_eq!(done.status, SagaStatus::Completed);
+    assert_eq!(w.log(&id).await, HAPPY, "no step ran twice");
+    assert_eq!(w.stock().await, STOCK - 2, "stock taken once");
+    w.assert_charged_once(&done, 0);
+}
+
+mod api {
+    use super::*;
+    use checkout_saga::api::handle;
+    use lambda_http::http::{Method, StatusCode};
+    use lambda_http::{Body, Request};
+    use serde_json::Value;
+
+    async fn call(runner: &Runner<HttpPsp>, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+        let body = body.map(|b| Body::from(b.to_string())).unwrap_or(Body::Empty);
+        let req: Request = lambda_http::http::Request::builder()
+            .method(method)
+            .uri(path)
+            .body(body)
+            .expect("request");
+        let response = handle(runner, req).await.expect("answer");
+        let bytes = match response.body() {
+            Body::Text(t) => t.as_bytes().to_vec(),
+            Body::Binary(b) => b.clone(),
+            _ => Vec::new(),
+        };
+        (response.status(), serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+    }
+
+    fn start_body(order: &str, quantity: u32) -> Value {
+        json!({ "order_id": order, "sku": "sku-1", "quantity": quantity, "amount_minor": 2500, "currency": "EUR",
+                "payment_method": "pm_succeeded" })
+    }
+
+    #[tokio::test]
+    async fn bad_requests_get_a_json_error_and_write_nothing() {
+        let w = world().await;
+        let runner = w.runner();
+        let mut unknown_field = start_body("order-bad-1", 1);
+        unknown_field["coupon"] = json!("FREE");
+        let mut bad_currency = start_body("order-bad-2", 1);
+        bad_currency["currency"] = json!("euro");
+        for (body, field) in [
+            (start_body("order-bad-0", 0), "quantity"),
+            (unknown_field, "coupon"),
+            (bad_currency, "currency"),
+            (start_body("order bad", 1), "order_id"),
+            (json!({ "order_id": "order-bad-3" }), "sku"),
+        ] {
+            let (status, answer) = call(&runner, Method::POST, "/checkouts", Some(body)).await;
+            assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
+            assert_eq!(answer["error"], "bad_request");
+            assert!(
+                answer["message"].as_str().unwrap_or_default().contains(field),
+                "{answer}"
+            );
+        }
+        assert_eq!(w.stock().await, STOCK, "nothing reserved");
+        for order in ["order-bad-0", "order-bad-1", "order-bad-2", "order-bad-3"] {
+            let id = OrderId::parse(order).unwrap();
+            assert!(runner.sagas.load(&id).await.unwrap().is_none(), "no saga for {order}");
+            assert!(orders::status(&w.ctx.client, &w.ctx.table, &id)
+                .await
+                .unwrap()
+                .is_none());
+        }
+        let (status, _) = call(&runner, Method::GET, "/checkouts", None).await;
+        assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+        let (status, _) = call(&runner, Method::GET, "/checkouts/order-missing", None).await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        let (status, _) = call(&runner, Method::POST, "/checkouts/order-missing/cancel", None).await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        let (status, _) = call(
+            &runner,
+            Method::PUT,
+            "/inventory/sku-1",
+            Some(json!({ "available": -1 })),
+        )
+        .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert_eq!(w.stock().await, STOCK);
+    }
+
+    #[tokio::test]
+    async fn a_checkout_through_the_api_with_its_log_and_a_late_cancel() {
+        let w = world().await;
+        let runner = w.runner();
+        let (status, saga) = call(&runner, Method::POST, "/checkouts", Some(start_body("order-api-1", 2))).await;
+        assert_eq!(
+            (status, saga["status"].as_str()),
+            (StatusCode::ACCEPTED, Some("payment_pending"))
+        );
+        // Starting the same order again answers the same saga, reserves nothing more.
+        let (status, again) = call(&runner, Method::POST, "/checkouts", Some(start_body("order-api-1", 2))).await;
+        assert_eq!(
+            (status, &again["payment_id"]),
+            (StatusCode::ACCEPTED, &saga["payment_id"])
+        );
+        assert_eq!(w.stock().await, STOCK - 2);
+        let record = w.saga(&OrderId::parse("order-api-1").unwrap()).await;
+        w.deliver(&runner, &record).await;
+        let (_, done) = call(&runner, Method::GET, "/checkouts/order-api-1", None).await;
+        assert_eq!(done["status"], "completed");
+        let (_, log) = call(&runner, Method::GET, "/checkouts/order-api-1/events", None).await;
+        let kinds: Vec<&str> = log
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|e| e["type"].as_str())
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "SagaStarted",
+                "StockReserved",
+                "PaymentRequested",
+                "PaymentCaptured",
+                "OrderConfirmed"
+            ]
+        );
+        let (status, answer) = call(&runner, Method::POST, "/checkouts/order-api-1/cancel", None).await;
+        assert_eq!(status, StatusCode::CONFLICT, "{answer}");
+        let (_, stock) = call(&runner, Method::GET, "/inventory/sku-1", None).await;
+        assert_eq!(stock["available"], STOCK - 2);
+    }
 }

@@ -208,7 +208,11 @@ fn open_index_cost(out: &mut String, open: &shared::Payment, closed: &shared::Pa
     );
     let entry_bytes = item_size_bytes(&entry) + 100; // + the index entry overhead AWS bills
     let per_entry = wcu(entry_bytes, true);
-    writeln!(out, "\n## The sparse `open-items` index (recovery and the saga sweeper)\n").ok();
+    writeln!(
+        out,
+        "\n## The sparse `open-items` index (recovery and the saga sweeper)\n"
+    )
+    .ok();
     writeln!(
         out,
         "- entry (KEYS_ONLY: pk, sk, open_shard, opened_at_ms + 100 B overhead): {entry_bytes} B, counted at the transactional rate: {per_entry} WCU"
