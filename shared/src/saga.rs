@@ -15,7 +15,7 @@
 use crate::clock;
 use crate::store::item::Item;
 use crate::store::open_index::{shard_of, OpenKind};
-use crate::store::StoreError;
+use crate::store::{read_item, StoreError};
 use crate::OrderId;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
@@ -108,17 +108,14 @@ impl SagaStore {
 
     /// The stored saga, checked and typed (consistent read).
     pub async fn load(&self, id: &OrderId) -> Result<Option<Loaded>, SagaStoreError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .key("pk", AttributeValue::S(saga_pk(id)))
-            .key("sk", AttributeValue::S("SAGA".into()))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| StoreError::from_sdk("read saga", e))?;
-        let Some(item) = out.item else { return Ok(None) };
+        let key = [
+            ("pk".to_owned(), AttributeValue::S(saga_pk(id))),
+            ("sk".to_owned(), AttributeValue::S("SAGA".into())),
+        ]
+        .into();
+        let Some(item) = read_item(&self.client, &self.table, key, "read saga").await? else {
+            return Ok(None);
+        };
         let record: SagaRecord = serde_dynamo::from_item(item).map_err(|e| corrupt(&saga_pk(id), e))?;
         Ok(Some(Loaded::from_record(record)?))
     }

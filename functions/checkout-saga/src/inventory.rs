@@ -5,6 +5,7 @@
 
 use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
 use aws_sdk_dynamodb::Client;
+use shared::store::read_item;
 use shared::{Sku, StoreError};
 
 fn key(sku: &Sku) -> [(&'static str, AttributeValue); 2] {
@@ -77,17 +78,8 @@ pub async fn put_stock(client: &Client, table: &str, sku: &Sku, available: u64) 
 
 /// The available stock of a SKU (consistent read); `None` for an unknown SKU.
 pub async fn available(client: &Client, table: &str, sku: &Sku) -> Result<Option<u64>, StoreError> {
-    let [pk, sk] = key(sku);
-    let out = client
-        .get_item()
-        .table_name(table)
-        .key(pk.0, pk.1)
-        .key(sk.0, sk.1)
-        .consistent_read(true)
-        .send()
-        .await
-        .map_err(|e| StoreError::from_sdk("read stock", e))?;
-    Ok(out.item.and_then(|i| {
+    let key = key(sku).map(|(k, v)| (k.to_owned(), v)).into();
+    Ok(read_item(client, table, key, "read stock").await?.and_then(|i| {
         i.get("available")
             .and_then(|v| v.as_n().ok())
             .and_then(|n| n.parse().ok())

@@ -9,6 +9,7 @@ use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, Put, ReturnValue, TransactWriteItem, Update};
 use aws_sdk_dynamodb::Client;
+use shared::store::read_item;
 use shared::{OrderId, StoreError};
 
 fn key(order: &OrderId) -> [(&'static str, AttributeValue); 2] {
@@ -120,17 +121,8 @@ pub async fn status(
     table: &str,
     order: &OrderId,
 ) -> Result<Option<(String, Option<String>)>, StoreError> {
-    let [pk, sk] = key(order);
-    let out = client
-        .get_item()
-        .table_name(table)
-        .key(pk.0, pk.1)
-        .key(sk.0, sk.1)
-        .consistent_read(true)
-        .send()
-        .await
-        .map_err(|e| StoreError::from_sdk("read order", e))?;
-    Ok(out.item.map(|i| {
+    let key = key(order).map(|(k, v)| (k.to_owned(), v)).into();
+    Ok(read_item(client, table, key, "read order").await?.map(|i| {
         let s = |k: &str| i.get(k).and_then(|v| v.as_s().ok()).cloned();
         (s("status").unwrap_or_default(), s("outcome"))
     }))

@@ -22,7 +22,7 @@ use shared::psp::{Psp, PspError};
 use shared::recovery::{Reconciled, Recovery};
 use shared::retry::Backoff;
 use shared::saga::{Checkout, Escalation, Loaded, Saga, SagaEvent, SagaRecord, SagaStore, SagaStoreError, Started};
-use shared::store::{Created, PaymentStore, StoreError};
+use shared::store::{read_item, Created, PaymentStore, StoreError};
 use shared::{clock, CorrelationId, Observation, OrderId, Outcome, Path, PaymentId, PaymentStatus};
 use std::time::Duration;
 use sync_finalize::requests::{CreatePayment, SyncResult};
@@ -369,18 +369,9 @@ impl<P: Psp> Runner<P> {
 
     /// The payment's status as the order projection has applied it from the queue, if any event arrived.
     async fn payment_outcome(&self, order: &OrderId, payment: &PaymentId) -> Result<Option<PaymentStatus>, RunError> {
-        let out = self
-            .sagas
-            .client()
-            .get_item()
-            .table_name(self.table())
-            .set_key(Some(order_projection::key(order, payment).into_iter().collect()))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| StoreError::from_sdk("read order projection", e))?;
-        Ok(out
-            .item
+        let key = order_projection::key(order, payment).into_iter().collect();
+        let item = read_item(self.sagas.client(), self.table(), key, "read order projection").await?;
+        Ok(item
             .and_then(|i| i.get("payment_status").and_then(|v| v.as_s().ok()).cloned())
             .and_then(|s| PaymentStatus::parse(&s).ok()))
     }

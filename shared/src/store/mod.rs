@@ -25,6 +25,24 @@ use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
 use aws_sdk_dynamodb::Client;
 use item::{event_to_item, payment_key, payment_pk, payment_to_item, Item, EVENT_SK_PREFIX};
 
+/// One item by its key, from a strongly consistent read (every read that decides something is one).
+pub async fn read_item(
+    client: &Client,
+    table: &str,
+    key: Item,
+    context: &'static str,
+) -> Result<Option<Item>, StoreError> {
+    let out = client
+        .get_item()
+        .table_name(table)
+        .set_key(Some(key))
+        .consistent_read(true)
+        .send()
+        .await
+        .map_err(|e| StoreError::from_sdk(context, e))?;
+    Ok(out.item)
+}
+
 /// Reads and writes payments and their events in one table.
 #[derive(Debug, Clone)]
 pub struct PaymentStore {
@@ -84,16 +102,10 @@ impl PaymentStore {
 
     /// The current payment, from a strongly consistent read.
     pub async fn get(&self, id: &PaymentId) -> Result<Option<Payment>, StoreError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .set_key(Some(payment_key(id)))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| StoreError::from_sdk("read payment", e))?;
-        out.item.map(item::payment_from_item).transpose()
+        read_item(&self.client, &self.table, payment_key(id), "read payment")
+            .await?
+            .map(item::payment_from_item)
+            .transpose()
     }
 
     /// The payment's events, oldest (version 1) first.
