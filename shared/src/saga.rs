@@ -246,9 +246,3 @@ impl Escalation {
             .map_err(|e| format!("escalation send failed: {e}"))
     }
 }
-
-/// The order id of an escalation message (for a redrive that resumes the saga).
-pub fn escalated_order(body: &str) -> Option<OrderId> {
-    let value: serde_json::Value = serde_json::from_str(body).ok()?;
-    OrderId::parse(value["order_id"].as_str()?).ok()
-}

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use shared::http::{self, ApiError};
 use shared::psp::Psp;
 use shared::saga::{Checkout, SagaEvent, SagaRecord};
-use shared::{telemetry, Currency, Money, OrderId, Sku};
+use shared::{Currency, Money, OrderId, Sku};
 use tracing::{warn, Instrument};
 
 /// `POST /checkouts`.
@@ -171,7 +171,13 @@ fn route(method: &Method, path: &str) -> Result<Route, ApiError> {
 /// Handles one API request. Never fails: every error is an answer with a JSON body.
 pub async fn handle<P: Psp>(runner: &Runner<P>, req: Request) -> Result<Response<Body>, lambda_http::Error> {
     let correlation_id = http::correlation_id(&req);
-    let span = telemetry::request_span("checkout", correlation_id.as_str());
+    // The request span carries the order (the saga's id) on every line, as payment requests carry the payment.
+    let span = tracing::info_span!(
+        "request",
+        path = "checkout",
+        correlation_id = correlation_id.as_str(),
+        order_id = tracing::field::Empty
+    );
     Ok(async {
         match route(req.method(), req.uri().path())? {
             Route::Start => start(runner, &req).await,
@@ -223,7 +229,7 @@ pub async fn handle<P: Psp>(runner: &Runner<P>, req: Request) -> Result<Response
 async fn start<P: Psp>(runner: &Runner<P>, req: &Request) -> Result<Response<Body>, ApiError> {
     let request: StartCheckout = http::parse_json(http::body_bytes(req))?;
     let (order_id, checkout) = request.parse()?;
-    telemetry::record_payment(&tracing::Span::current(), order_id.as_str());
+    tracing::Span::current().record("order_id", order_id.as_str());
     match runner.start(order_id.clone(), checkout).await {
         Ok(record) => Ok(http::json(StatusCode::ACCEPTED, &SagaView::from(&record))),
         Err(e) => {

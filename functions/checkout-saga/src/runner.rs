@@ -60,6 +60,9 @@ impl RunError {
     }
 }
 
+/// Load-and-advance rounds of one resume.
+const MAX_ROUNDS: usize = 32;
+
 #[derive(Debug, Clone, Copy)]
 pub struct Settings {
     /// How long a payment may stay unresolved before the saga hands it to recovery.
@@ -141,7 +144,8 @@ impl<P: Psp> Runner<P> {
     /// Runs the saga's next actions until it waits or ends. Each action is retried with backoff; one that
     /// still fails is escalated. `None` for an unknown saga.
     pub async fn resume(&self, order_id: &OrderId) -> Result<Option<SagaRecord>, RunError> {
-        loop {
+        // A saga has at most 8 transitions; more rounds than this means something keeps moving it under us.
+        for _ in 0..MAX_ROUNDS {
             let Some(loaded) = self.sagas.load(order_id).await? else {
                 return Ok(None);
             };
@@ -162,6 +166,9 @@ impl<P: Psp> Runner<P> {
                 Err((e, attempts)) => return Err(self.escalate(&record, action, attempts, e).await),
             }
         }
+        Err(RunError::Invalid(format!(
+            "saga {order_id} did not settle in {MAX_ROUNDS} rounds"
+        )))
     }
 
     async fn escalate(&self, record: &SagaRecord, action: &'static str, attempts: u32, e: RunError) -> RunError {

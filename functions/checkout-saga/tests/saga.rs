@@ -657,6 +657,28 @@ mod api {
     }
 
     #[tokio::test]
+    async fn sample_api_events_run_through_the_handler() {
+        let w = world().await;
+        let runner = w.runner();
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../events");
+        for (file, status) in [
+            ("api-put-stock.json", StatusCode::OK),
+            ("api-start-checkout.json", StatusCode::ACCEPTED),
+            ("api-get-checkout.json", StatusCode::OK),
+            ("api-get-checkout-events.json", StatusCode::OK),
+            ("api-cancel-checkout.json", StatusCode::OK),
+        ] {
+            let text = std::fs::read_to_string(dir.join(file)).expect("sample");
+            let req = lambda_http::request::from_str(&text).expect("API Gateway event");
+            let response = handle(&runner, req).await.expect("answer");
+            assert_eq!(response.status(), status, "{file}");
+        }
+        let sku = Sku::parse("sku-sample").unwrap();
+        let left = inventory::available(&w.ctx.client, &w.ctx.table, &sku).await.unwrap();
+        assert_eq!(left, Some(8));
+    }
+
+    #[tokio::test]
     async fn bad_requests_get_a_json_error_and_write_nothing() {
         let w = world().await;
         let runner = w.runner();
