@@ -58,6 +58,20 @@ pub struct RecoverySettings {
     pub batch_limit: usize,
 }
 
+impl RecoverySettings {
+    /// `RECOVERY_STALE_AFTER_SECONDS` and `RECOVERY_BATCH_LIMIT`, else the defaults.
+    pub fn from_env() -> Self {
+        let var = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
+        let default = Self::default();
+        Self {
+            stale_after: var("RECOVERY_STALE_AFTER_SECONDS").map_or(default.stale_after, Duration::from_secs),
+            batch_limit: var("RECOVERY_BATCH_LIMIT").map_or(default.batch_limit, |n| {
+                usize::try_from(n).unwrap_or(default.batch_limit)
+            }),
+        }
+    }
+}
+
 impl Default for RecoverySettings {
     fn default() -> Self {
         Self {

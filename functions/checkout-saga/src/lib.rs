@@ -21,7 +21,8 @@ use shared::saga::{Escalation, SagaStore};
 use shared::{Config, PaymentStore};
 
 /// Builds the runner from the environment (`TABLE_NAME`, `PSP_BASE_URL`, `ESCALATION_QUEUE_URL`,
-/// `SAGA_PAYMENT_TIMEOUT_SECONDS` (default 120), lease settings), with clients made once per cold start.
+/// `SAGA_PAYMENT_TIMEOUT_SECONDS` (default 120), `RECOVERY_*`, lease settings), with clients made once per
+/// cold start.
 pub fn runner_from_env(
     sdk: &aws_config::SdkConfig,
     dynamodb: aws_sdk_dynamodb::Client,
@@ -30,12 +31,11 @@ pub fn runner_from_env(
     let queue = std::env::var("ESCALATION_QUEUE_URL").map_err(|_| "ESCALATION_QUEUE_URL is not set")?;
     Ok(Runner {
         sagas: SagaStore::new(dynamodb.clone(), &config.table_name),
-        payments: PaymentStore::new(dynamodb.clone(), &config.table_name),
         recovery: Recovery {
             store: PaymentStore::new(dynamodb.clone(), &config.table_name),
             leases: Leases::new(dynamodb, &config.table_name, config.lease),
             psp: HttpPsp::from_env()?,
-            settings: RecoverySettings::default(),
+            settings: RecoverySettings::from_env(),
         },
         escalation: Escalation::new(aws_sdk_sqs::Client::new(sdk), queue),
         settings: Settings {

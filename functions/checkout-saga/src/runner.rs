@@ -82,8 +82,7 @@ impl Default for Settings {
 /// Everything a saga step touches, built once per cold start.
 pub struct Runner<P> {
     pub sagas: SagaStore,
-    pub payments: PaymentStore,
-    /// Recovery (with the PSP client and the payment leases): the saga's PSP calls go through its `psp`.
+    /// Recovery: the payment store, the payment leases and the PSP client the saga's steps use too.
     pub recovery: Recovery<P>,
     pub escalation: Escalation,
     pub settings: Settings,
@@ -91,9 +90,9 @@ pub struct Runner<P> {
 
 /// What one action did.
 enum Advanced {
-    /// The saga moved; run the next action.
-    Moved,
-    /// Waiting for the payment's outcome (or already ended).
+    /// The saga moved and was saved in this state; run its next action (no re-read needed).
+    Moved(Loaded),
+    /// Waiting for the payment's outcome (or already ended): the saga is as it was loaded.
     Stopped,
 }
 
@@ -108,6 +107,10 @@ impl<P: Psp> Runner<P> {
 
     fn psp(&self) -> &P {
         &self.recovery.psp
+    }
+
+    fn payments(&self) -> &PaymentStore {
+        &self.recovery.store
     }
 
     /// Starts a checkout: the saga and the pending order in one transaction, then runs it as far as it goes.
@@ -125,46 +128,53 @@ impl<P: Psp> Runner<P> {
                 SagaStoreError::is_transient,
             )
             .await;
-        match saved {
+        let record = match saved {
             Ok(()) => {
                 info!(order_id = %order_id, "checkout saga started");
                 metrics::after_transition(saga.record(), &event);
+                self.drive(Loaded::Started(saga)).await?
             }
             // Started before (or our first attempt committed and its answer was lost).
             Err((SagaStoreError::Conflict(_) | SagaStoreError::StepCondition(_), _)) => {
-                info!(order_id = %order_id, "checkout exists; resuming it")
+                info!(order_id = %order_id, "checkout exists; resuming it");
+                self.resume(&order_id).await?
             }
             Err((e, _)) => return Err(e.into()),
-        }
-        self.resume(&order_id)
-            .await?
-            .ok_or_else(|| RunError::Invalid(format!("saga {order_id} vanished")))
+        };
+        record.ok_or_else(|| RunError::Invalid(format!("saga {order_id} vanished")))
     }
 
     /// Runs the saga's next actions until it waits or ends. Each action is retried with backoff; one that
     /// still fails is escalated. `None` for an unknown saga.
     pub async fn resume(&self, order_id: &OrderId) -> Result<Option<SagaRecord>, RunError> {
+        match self.sagas.load(order_id).await? {
+            Some(loaded) => self.drive(loaded).await,
+            None => Ok(None),
+        }
+    }
+
+    /// Runs actions from `loaded` on. A saved transition hands over its new state directly; the saga is read
+    /// again only after a conflict (someone else moved it).
+    async fn drive(&self, mut loaded: Loaded) -> Result<Option<SagaRecord>, RunError> {
+        let order_id = loaded.record().order_id.clone();
         // A saga has at most 8 transitions; more rounds than this means something keeps moving it under us.
         for _ in 0..MAX_ROUNDS {
-            let Some(loaded) = self.sagas.load(order_id).await? else {
-                return Ok(None);
-            };
             let action = action_name(&loaded);
-            let record = loaded.record().clone();
             let attempt = self
                 .settings
                 .backoff
                 .retry(|_| self.advance(loaded.clone()), RunError::is_transient)
                 .await;
-            match attempt {
-                Ok(Advanced::Moved) => continue,
-                Ok(Advanced::Stopped) => {
-                    return Ok(self.sagas.load(order_id).await?.map(|l| l.record().clone()));
-                }
+            loaded = match attempt {
+                Ok(Advanced::Moved(next)) => next,
+                Ok(Advanced::Stopped) => return Ok(Some(loaded.record().clone())),
                 // Someone else moved the saga (a retry whose first attempt committed, or another worker).
-                Err((RunError::Saga(SagaStoreError::Conflict(_)), _)) => continue,
-                Err((e, attempts)) => return Err(self.escalate(&record, action, attempts, e).await),
-            }
+                Err((RunError::Saga(SagaStoreError::Conflict(_)), _)) => match self.sagas.load(&order_id).await? {
+                    Some(current) => current,
+                    None => return Ok(None),
+                },
+                Err((e, attempts)) => return Err(self.escalate(loaded.record(), action, attempts, e).await),
+            };
         }
         Err(RunError::Invalid(format!(
             "saga {order_id} did not settle in {MAX_ROUNDS} rounds"
@@ -197,12 +207,15 @@ impl<P: Psp> Runner<P> {
         saga: Saga<S>,
         event: SagaEvent,
         writes: Vec<aws_sdk_dynamodb::types::TransactWriteItem>,
-    ) -> Result<Advanced, RunError> {
+    ) -> Result<Advanced, RunError>
+    where
+        Loaded: From<Saga<S>>,
+    {
         self.sagas.save(&saga, &event, writes).await?;
         info!(order_id = %event.order_id, version = event.version, event = event.kind.as_str(),
               status = %event.status, "saga moved");
         metrics::after_transition(saga.record(), &event);
-        Ok(Advanced::Moved)
+        Ok(Advanced::Moved(saga.into()))
     }
 
     /// Runs the one action of the saga's state.
@@ -237,16 +250,15 @@ impl<P: Psp> Runner<P> {
                         self.moved(next, event, vec![]).await
                     }
                     _ if now >= saga.record().payment_deadline_ms && !saga.record().recovery_requested => {
-                        let reconciled = self
-                            .recovery
-                            .reconcile(&payment_id, correlation(saga.order_id()))
-                            .await
-                            .map_err(|e| RunError::Invalid(e.to_string()));
-                        info!(order_id = %saga.order_id(), payment_id = %payment_id, ?reconciled,
-                              "payment unresolved past the deadline: handed to recovery");
-                        if let Ok(Reconciled::Busy) | Err(_) = reconciled {
-                            // Recovery's schedule finds the payment anyway (it is open); the saga waits.
-                            warn!(order_id = %saga.order_id(), "recovery could not run now; the reconciler will");
+                        match self.recovery.reconcile(&payment_id, correlation(saga.order_id())).await {
+                            Ok(Reconciled::Busy) => {
+                                warn!(order_id = %saga.order_id(), "payment busy; the reconciler's schedule takes it")
+                            }
+                            Ok(reconciled) => info!(order_id = %saga.order_id(), payment_id = %payment_id,
+                                                    ?reconciled, "payment past the deadline handed to recovery"),
+                            // The payment is open, so the reconciler's schedule finds it anyway; the saga waits.
+                            Err(e) => warn!(order_id = %saga.order_id(), error = %e,
+                                            "recovery could not run now; the reconciler will"),
                         }
                         let (next, event) = saga.recovery_requested(now);
                         self.moved(next, event, vec![]).await
@@ -333,7 +345,7 @@ impl<P: Psp> Runner<P> {
         let idempotency_key =
             shared::IdempotencyKey::parse(key.clone()).map_err(|e| RunError::Invalid(e.to_string()))?;
         let payment = match self
-            .payments
+            .payments()
             .create_idempotent(new, &idempotency_key, &fingerprint)
             .await?
         {
@@ -355,8 +367,10 @@ impl<P: Psp> Runner<P> {
         let observation = sync_observation(answer, &order)?;
         let reference = observation.psp_reference.clone();
         let customer_action = matches!(observation.outcome, Outcome::RequiresAction(_));
-        self.payments.finalize(&payment.id, &observation, None).await?;
-        let (next, event) = saga.payment_requested(payment.id, reference, customer_action, now);
+        let payment_id = payment.id.clone();
+        // From the payment create just returned: no second read.
+        self.payments().finalize_from(payment, &observation, None).await?;
+        let (next, event) = saga.payment_requested(payment_id, reference, customer_action, now);
         self.moved(next, event, vec![]).await
     }
 
@@ -370,7 +384,7 @@ impl<P: Psp> Runner<P> {
     ) -> Result<(), RunError> {
         let mut observation = Observation::new(Path::Sync, outcome, correlation(order));
         observation.psp_reference = reference;
-        self.payments.finalize(payment_id, &observation, None).await?;
+        self.payments().finalize(payment_id, &observation, None).await?;
         Ok(())
     }
 

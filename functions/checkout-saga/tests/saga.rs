@@ -84,7 +84,6 @@ impl World {
     fn runner_with<P: Psp>(&self, client: aws_sdk_dynamodb::Client, psp: P, settings: Settings) -> Runner<P> {
         Runner {
             sagas: SagaStore::new(client.clone(), &self.ctx.table),
-            payments: PaymentStore::new(client.clone(), &self.ctx.table),
             recovery: Recovery {
                 store: PaymentStore::new(client.clone(), &self.ctx.table),
                 leases: Leases::new(
@@ -277,6 +276,31 @@ async fn the_happy_path_reserves_charges_waits_for_the_event_and_confirms() {
     // Delivering the same events again changes nothing.
     w.deliver(&runner, &done).await;
     assert_eq!(w.log(&id).await.len(), HAPPY.len());
+}
+
+/// What a happy checkout costs in DynamoDB calls (counted by the harness's SDK interceptor): the start up to
+/// the wait, and the outcome event's delivery (consumer and resume) up to the confirmation.
+#[tokio::test]
+async fn a_happy_checkout_reads_each_saga_state_once_at_most() {
+    let w = world().await;
+    let runner = w.runner();
+    w.ctx.calls.reset();
+    let waiting = runner
+        .start(order(), w.checkout("pm_succeeded", 1))
+        .await
+        .expect("start");
+    let start = w.ctx.calls.by_operation();
+    println!("start: {start:?}");
+    // Saga put (with the order), reservation, payment create, finalize of the sync answer, the request; the
+    // projection read that finds no outcome yet. No read of a saga this process has just written.
+    assert_eq!(start.get("TransactWriteItems"), Some(&5));
+    assert_eq!(start.get("GetItem"), Some(&1), "only the projection is read");
+    w.ctx.calls.reset();
+    w.deliver(&runner, &waiting).await;
+    let delivery = w.ctx.calls.by_operation();
+    println!("delivery: {delivery:?}");
+    // The saga is read once when the event resumes it, then moves twice without reading itself again.
+    assert_eq!(delivery.get("GetItem"), Some(&2), "the saga once, the projection once");
 }
 
 #[tokio::test]

@@ -10,28 +10,17 @@ use shared::lease::Leases;
 use shared::psp::HttpPsp;
 use shared::recovery::{self, Recovery, RecoverySettings};
 use shared::{aws, clock, telemetry, Config, PaymentStore};
-use std::time::Duration;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     telemetry::init();
     let config = Config::from_env()?;
     let client = aws::dynamodb_client(&aws::sdk_config().await);
-    let mut settings = RecoverySettings::default();
-    if let Some(secs) = std::env::var("RECOVERY_STALE_AFTER_SECONDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-    {
-        settings.stale_after = Duration::from_secs(secs);
-    }
-    if let Some(limit) = std::env::var("RECOVERY_BATCH_LIMIT").ok().and_then(|s| s.parse().ok()) {
-        settings.batch_limit = limit;
-    }
     let recovery = Recovery {
         store: PaymentStore::new(client.clone(), &config.table_name),
         leases: Leases::new(client, &config.table_name, config.lease),
         psp: HttpPsp::from_env()?,
-        settings,
+        settings: RecoverySettings::from_env(),
     };
     run(service_fn(|_: LambdaEvent<Value>| {
         let recovery = &recovery;

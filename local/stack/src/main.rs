@@ -56,7 +56,12 @@ async fn main() -> Result<(), Error> {
         let queues = local_dev::queues::create(&sqs, &config.table_name).await;
         if std::env::var_os("PSP_BASE_URL").is_some() {
             std::env::set_var("ESCALATION_QUEUE_URL", &queues.escalation_url);
-            let runner = Arc::new(checkout_saga::runner_from_env(&sdk, client.clone(), &config)?);
+            let mut runner = checkout_saga::runner_from_env(&sdk, client.clone(), &config)?;
+            if std::env::var_os("RECOVERY_STALE_AFTER_SECONDS").is_none() {
+                // Locally, recovery looks at payments open for 10 s rather than the deployed 5 minutes.
+                runner.recovery.settings.stale_after = std::time::Duration::from_secs(10);
+            }
+            let runner = Arc::new(runner);
             tokio::spawn(outbox::schedules(runner.clone()));
             checkout = Some(runner);
         }

@@ -67,15 +67,9 @@ pub async fn run(
     }
 }
 
-/// The sweeper (every 5 s, sagas open for 10 s) and the reconciler (every 5 s, payments open for
-/// `RECOVERY_STALE_AFTER_SECONDS`, default 10): the local stand-ins for their EventBridge schedules.
+/// The sweeper (every 5 s, sagas open for 10 s) and the reconciler (every 5 s, with the runner's recovery
+/// settings): the local stand-ins for their EventBridge schedules.
 pub async fn schedules(runner: Arc<Runner<HttpPsp>>) {
-    let stale = std::env::var("RECOVERY_STALE_AFTER_SECONDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(10);
-    let mut recovery_settings = runner.recovery.settings;
-    recovery_settings.stale_after = Duration::from_secs(stale);
     loop {
         tokio::time::sleep(Duration::from_secs(5)).await;
         match checkout_saga::sweeper::sweep(&runner, Duration::from_secs(10), 100).await {
@@ -83,13 +77,7 @@ pub async fn schedules(runner: Arc<Runner<HttpPsp>>) {
             Ok(_) => {}
             Err(e) => error!(error = %e, "saga sweep failed"),
         }
-        let recovery = recovery::Recovery {
-            store: runner.recovery.store.clone(),
-            leases: runner.recovery.leases.clone(),
-            psp: runner.recovery.psp.clone(),
-            settings: recovery_settings,
-        };
-        match recovery.run().await {
+        match runner.recovery.run().await {
             Ok(report) if report.found > 0 => println!("{}", recovery::emf(&report, shared::clock::now_ms())),
             Ok(_) => {}
             Err(e) => error!(error = %e, "recovery run failed"),

@@ -248,6 +248,13 @@ macro_rules! states {
                 match self { $( Loaded::$name(s) => s.record(), )* }
             }
         }
+
+        $(
+            /// A saga a transition just produced (and the engine saved) needs no check to be loaded.
+            impl From<Saga<$name>> for Loaded {
+                fn from(saga: Saga<$name>) -> Self { Loaded::$name(saga) }
+            }
+        )*
     };
 }
 
