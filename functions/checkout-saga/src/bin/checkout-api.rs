@@ -8,6 +8,6 @@ async fn main() -> Result<(), Error> {
     telemetry::init();
     let config = Config::from_env()?;
     let sdk = aws::sdk_config().await;
-    let runner = checkout_saga::runner_from_env(&sdk, aws::dynamodb_client(&sdk), &config)?;
+    let runner = checkout_saga::runner_from_env(&sdk, aws::dynamodb_client(&sdk), &config).await?;
     run(service_fn(|req| checkout_saga::api::handle(&runner, req))).await
 }
