@@ -227,7 +227,7 @@ impl Ledger {
         (s.authorized, s.unauthorized)
     }
 
-    /// Every PaymentIntent created for our payment id (a retried charge must not add one).
+    /// Every PaymentIntent created for our payment id (a retried charge must not add one), charges expanded.
     pub fn intents_for(&self, payment_id: &str) -> Vec<Value> {
         let now = now_ms();
         let mut state = self.state();
@@ -241,7 +241,7 @@ impl Ledger {
             .filter_map(|id| {
                 let intent = state.intents.get_mut(id)?;
                 let _ = advance(intent, now);
-                Some(payment_intent(intent, false))
+                Some(payment_intent(intent, true))
             })
             .collect()
     }
