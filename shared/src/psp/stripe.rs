@@ -282,3 +282,6 @@ impl PaymentIntent {
         Ok(Some(observation))
     }
 }
+
+#[cfg(test)]
+mod tests;
