@@ -25,6 +25,13 @@ use tokio::net::TcpListener;
 
 const STOCK: u64 = 10;
 const TEST_KEY: &str = "sk_test_saga";
+/// How long the simulator's slow scenarios (a lasting 3-D Secure challenge, a retry after a decline, a long
+/// processing) take here.
+const SLOW: Duration = Duration::from_millis(1200);
+
+/// The end-to-end scenarios of the Stripe-speaking simulator and the circuit breaker.
+#[path = "saga/stripe.rs"]
+mod stripe;
 
 struct World {
     ctx: TestContext,
@@ -41,7 +48,7 @@ async fn world() -> World {
 
 async fn world_with(ctx: TestContext) -> World {
     let sim = Arc::new(Simulator {
-        ledger: Ledger::new(TEST_KEY, Timings::default(), None),
+        ledger: Ledger::new(TEST_KEY, Timings { slow: SLOW }, None),
         // Webhooks go nowhere: these tests drive outcomes through the saga's own PSP calls and recovery.
         webhook_url: "http://127.0.0.1:9/webhooks/stripe".into(),
         secret: SigningSecret::parse("whsec_test").expect("secret"),
