@@ -1,6 +1,6 @@
 //! Every object the simulator returns (PaymentIntents in each status, the expanded Charge, Refunds, Events and
 //! the objects inside them) has Stripe's field names and JSON types, as Stripe's published fixtures
-//! (`shared/tests/fixtures/stripe-fixtures.json`) show them, for every field the system reads.
+//! (`tests/fixtures/stripe-fixtures.json`) show them, for every field the system reads.
 
 use psp_simulator::ledger::{Answer, Ledger, Timings, WebhookEvent};
 use serde_json::Value;
@@ -55,7 +55,7 @@ fn kind(v: &Value) -> &'static str {
 }
 
 fn fixtures() -> Value {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/tests/fixtures/stripe-fixtures.json");
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/stripe-fixtures.json");
     serde_json::from_str(&std::fs::read_to_string(path).expect("fixtures file")).expect("fixtures JSON")
 }
 

@@ -136,7 +136,7 @@ fn a_payment_whose_customer_is_in_a_challenge_keeps_its_secret_while_stripe_says
 #[test]
 fn stripe_objects_as_published_read_into_ours() {
     let fixtures: serde_json::Value =
-        serde_json::from_str(include_str!("../../../tests/fixtures/stripe-fixtures.json")).unwrap();
+        serde_json::from_str(include_str!("../../../../tests/fixtures/stripe-fixtures.json")).unwrap();
     let pi: PaymentIntent = serde_json::from_value(fixtures["payment_intent"].clone()).unwrap();
     assert_eq!((pi.amount, pi.status), (1099, IntentStatus::RequiresPaymentMethod));
     assert!(!format!("{pi:?}").contains("secret_Dm43"), "the client secret never shows in Debug");

@@ -3,129 +3,45 @@
 //! objects for each error type, 429s and 5xx with and without `Stripe-Should-Retry`, an answer that never
 //! comes). No fake of Stripe's behaviour: only its answers, byte for byte.
 
+use integration_tests::http_stub::{self, StubRequest, StubResponse};
 use shared::psp::{ApiKey, ChargeRequest, Psp, PspError, PspSettings, StripeClient};
 use shared::retry::Backoff;
 use shared::{Currency, Money, OrderId, PaymentId, PspReference};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 const KEY: &str = "sk_test_recorded_1234";
 
-/// One recorded answer.
-#[derive(Clone)]
-struct Recorded {
-    status: u16,
-    headers: Vec<(&'static str, &'static str)>,
-    body: String,
-    /// Hold the answer this long (a timeout).
-    delay: Duration,
+fn ok(body: String) -> StubResponse {
+    StubResponse::json(200, body)
 }
 
-fn ok(body: String) -> Recorded {
-    Recorded {
-        status: 200,
-        headers: vec![],
-        body,
-        delay: Duration::ZERO,
-    }
-}
-
-fn error(status: u16, kind: &str, code: Option<&str>, extra: serde_json::Value) -> Recorded {
+fn error(status: u16, kind: &str, code: Option<&str>, extra: serde_json::Value) -> StubResponse {
     let mut error = serde_json::json!({ "type": kind, "message": "recorded message", "code": code });
     if let (Some(e), Some(x)) = (error.as_object_mut(), extra.as_object()) {
         e.extend(x.clone());
     }
-    Recorded {
-        status,
-        headers: vec![],
-        body: serde_json::json!({ "error": error }).to_string(),
-        delay: Duration::ZERO,
-    }
-}
-
-/// A request as the server saw it.
-#[derive(Debug, Clone)]
-struct Seen {
-    head: String,
-    body: String,
-}
-
-impl Seen {
-    fn header(&self, name: &str) -> Option<String> {
-        self.head.lines().find_map(|l| {
-            let (n, v) = l.split_once(':')?;
-            n.eq_ignore_ascii_case(name).then(|| v.trim().to_owned())
-        })
-    }
-    fn request_line(&self) -> &str {
-        self.head.lines().next().unwrap_or_default()
-    }
+    StubResponse::json(status, serde_json::json!({ "error": error }).to_string())
 }
 
 struct Server {
     url: String,
-    seen: Arc<Mutex<Vec<Seen>>>,
+    seen: Arc<Mutex<Vec<StubRequest>>>,
 }
 
-async fn serve(answers: Vec<Recorded>) -> Server {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
+/// Replays `answers` in order and records each request.
+async fn serve(answers: Vec<StubResponse>) -> Server {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let queue = Arc::new(Mutex::new(VecDeque::from(answers)));
     let record = seen.clone();
-    tokio::spawn(async move {
-        loop {
-            let Ok((mut stream, _)) = listener.accept().await else { return };
-            let (record, queue) = (record.clone(), queue.clone());
-            tokio::spawn(async move {
-                loop {
-                    // One request: head up to the blank line, then content-length bytes.
-                    let mut buf = Vec::new();
-                    let mut chunk = [0u8; 4096];
-                    let head_end = loop {
-                        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                            break i + 4;
-                        }
-                        match stream.read(&mut chunk).await {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                        }
-                    };
-                    let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
-                    let length = head
-                        .lines()
-                        .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse().unwrap_or(0)))
-                        .unwrap_or(0usize);
-                    while buf.len() < head_end + length {
-                        match stream.read(&mut chunk).await {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                        }
-                    }
-                    let body = String::from_utf8_lossy(&buf[head_end..head_end + length]).to_string();
-                    record.lock().unwrap().push(Seen { head, body });
-                    let Some(answer) = queue.lock().unwrap().pop_front() else { return };
-                    tokio::time::sleep(answer.delay).await;
-                    let mut out = format!(
-                        "HTTP/1.1 {} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nrequest-id: req_rec\r\n",
-                        answer.status,
-                        answer.body.len()
-                    );
-                    for (n, v) in &answer.headers {
-                        out.push_str(&format!("{n}: {v}\r\n"));
-                    }
-                    out.push_str("\r\n");
-                    out.push_str(&answer.body);
-                    if stream.write_all(out.as_bytes()).await.is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
+    let url = http_stub::serve(move |request| {
+        record.lock().unwrap().push(request);
+        let answer = queue.lock().unwrap().pop_front();
+        async move { answer.map(|a| a.header("request-id", "req_recorded")) }
+    })
+    .await;
     Server { url, seen }
 }
 
@@ -139,7 +55,7 @@ fn client(url: &str) -> StripeClient {
 
 fn fixture(name: &str) -> serde_json::Value {
     let all: serde_json::Value =
-        serde_json::from_str(include_str!("fixtures/stripe-fixtures.json")).unwrap();
+        serde_json::from_str(include_str!("../fixtures/stripe-fixtures.json")).unwrap();
     all[name].clone()
 }
 
@@ -254,10 +170,9 @@ async fn each_stripe_error_type_maps_to_our_terms() {
 
 #[tokio::test]
 async fn transient_answers_are_retried_with_the_same_key_and_stripe_should_retry_wins() {
-    let mut retry_409 = error(409, "invalid_request_error", Some("lock_timeout"), serde_json::json!({}));
-    retry_409.headers.push(("stripe-should-retry", "true"));
-    let mut never_500 = error(500, "api_error", None, serde_json::json!({}));
-    never_500.headers.push(("stripe-should-retry", "false"));
+    let retry_409 = error(409, "invalid_request_error", Some("lock_timeout"), serde_json::json!({}))
+        .header("stripe-should-retry", "true");
+    let never_500 = error(500, "api_error", None, serde_json::json!({})).header("stripe-should-retry", "false");
     let server = serve(vec![
         // A charge: 429, 503, then the PaymentIntent (3 attempts).
         error(429, "invalid_request_error", Some("rate_limit"), serde_json::json!({})),
