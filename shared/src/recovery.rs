@@ -220,7 +220,16 @@ impl<P: Psp> Recovery<P> {
 
 /// The reconciler's EMF record.
 pub fn emf(r: &RecoveryReport, now_ms: i64) -> serde_json::Value {
-    let names = ["Found", "Applied", "Unchanged", "Busy", "NoReference", "Refused", "Deferred", "Errors"];
+    let names = [
+        "Found",
+        "Applied",
+        "Unchanged",
+        "Busy",
+        "NoReference",
+        "Refused",
+        "Deferred",
+        "Errors",
+    ];
     serde_json::json!({
         "_aws": { "Timestamp": now_ms, "CloudWatchMetrics": [{
             "Namespace": "Payments/Recovery",

@@ -94,7 +94,8 @@ where
             .lines()
             .find_map(|l| {
                 let (n, v) = l.split_once(':')?;
-                n.eq_ignore_ascii_case("content-length").then(|| v.trim().parse().unwrap_or(0))
+                n.eq_ignore_ascii_case("content-length")
+                    .then(|| v.trim().parse().unwrap_or(0))
             })
             .unwrap_or(0);
         while buf.len() < head_end + length {
@@ -105,7 +106,9 @@ where
         }
         let body = String::from_utf8_lossy(&buf[head_end..head_end + length]).to_string();
         buf.drain(..head_end + length);
-        let Some(answer) = handler(StubRequest { head, body }).await else { return };
+        let Some(answer) = handler(StubRequest { head, body }).await else {
+            return;
+        };
         tokio::time::sleep(answer.delay).await;
         let mut out = format!(
             "HTTP/1.1 {} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\n",

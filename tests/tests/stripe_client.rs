@@ -54,8 +54,7 @@ fn client(url: &str) -> StripeClient {
 }
 
 fn fixture(name: &str) -> serde_json::Value {
-    let all: serde_json::Value =
-        serde_json::from_str(include_str!("../fixtures/stripe-fixtures.json")).unwrap();
+    let all: serde_json::Value = serde_json::from_str(include_str!("../fixtures/stripe-fixtures.json")).unwrap();
     all[name].clone()
 }
 
@@ -82,10 +81,19 @@ async fn a_charge_is_a_form_encoded_confirmed_payment_intent_with_key_version_an
     assert_eq!(pi.id, "pi_1PgafyB7WZ01zgkWSjxsAJo3");
     let seen = server.seen.lock().unwrap()[0].clone();
     assert_eq!(seen.request_line(), "POST /v1/payment_intents HTTP/1.1");
-    assert_eq!(seen.header("authorization").as_deref(), Some(format!("Bearer {KEY}").as_str()));
+    assert_eq!(
+        seen.header("authorization").as_deref(),
+        Some(format!("Bearer {KEY}").as_str())
+    );
     assert_eq!(seen.header("idempotency-key").as_deref(), Some("order-1:charge"));
-    assert_eq!(seen.header("stripe-version").as_deref(), Some(shared::psp::client::STRIPE_API_VERSION));
-    assert_eq!(seen.header("content-type").as_deref(), Some("application/x-www-form-urlencoded"));
+    assert_eq!(
+        seen.header("stripe-version").as_deref(),
+        Some(shared::psp::client::STRIPE_API_VERSION)
+    );
+    assert_eq!(
+        seen.header("content-type").as_deref(),
+        Some("application/x-www-form-urlencoded")
+    );
     let form: Vec<(String, String)> = serde_urlencoded::from_str(&seen.body).unwrap();
     let get = |k: &str| form.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
     assert_eq!(get("amount"), Some("1099"));
@@ -117,7 +125,10 @@ async fn retrieve_expands_the_charge_and_refund_and_cancel_are_idempotent_posts(
     assert_eq!(got.amount_refunded(), Some(40));
     let refund = c.refund("order-1:refund", &reference(), Some(100)).await.unwrap();
     assert_eq!((refund.amount, refund.is_accepted()), (100, true));
-    assert_eq!(c.cancel("order-1:cancel", &reference()).await.unwrap().status, shared::psp::IntentStatus::Canceled);
+    assert_eq!(
+        c.cancel("order-1:cancel", &reference()).await.unwrap().status,
+        shared::psp::IntentStatus::Canceled
+    );
     let seen = server.seen.lock().unwrap().clone();
     assert_eq!(
         seen[0].request_line(),
@@ -127,25 +138,44 @@ async fn retrieve_expands_the_charge_and_refund_and_cancel_are_idempotent_posts(
     assert_eq!(seen[1].request_line(), "POST /v1/refunds HTTP/1.1");
     assert_eq!(seen[1].body, "payment_intent=pi_1PgafyB7WZ01zgkWSjxsAJo3&amount=100");
     assert_eq!(seen[1].header("idempotency-key").as_deref(), Some("order-1:refund"));
-    assert_eq!(seen[2].request_line(), "POST /v1/payment_intents/pi_1PgafyB7WZ01zgkWSjxsAJo3/cancel HTTP/1.1");
+    assert_eq!(
+        seen[2].request_line(),
+        "POST /v1/payment_intents/pi_1PgafyB7WZ01zgkWSjxsAJo3/cancel HTTP/1.1"
+    );
     assert_eq!(seen[2].header("idempotency-key").as_deref(), Some("order-1:cancel"));
-    assert!(seen.iter().all(|s| s.header("authorization").as_deref() == Some("Bearer sk_test_recorded_1234")));
+    assert!(seen
+        .iter()
+        .all(|s| s.header("authorization").as_deref() == Some("Bearer sk_test_recorded_1234")));
 }
 
 #[tokio::test]
 async fn each_stripe_error_type_maps_to_our_terms() {
     let mut declined_pi = fixture("payment_intent");
-    declined_pi["last_payment_error"] = serde_json::json!({ "type": "card_error", "decline_code": "insufficient_funds" });
+    declined_pi["last_payment_error"] =
+        serde_json::json!({ "type": "card_error", "decline_code": "insufficient_funds" });
     let mut succeeded = fixture("payment_intent");
     succeeded["status"] = "succeeded".into();
     let server = serve(vec![
-        error(402, "card_error", Some("card_declined"),
-              serde_json::json!({ "decline_code": "insufficient_funds", "payment_intent": declined_pi })),
+        error(
+            402,
+            "card_error",
+            Some("card_declined"),
+            serde_json::json!({ "decline_code": "insufficient_funds", "payment_intent": declined_pi }),
+        ),
         error(400, "idempotency_error", None, serde_json::json!({})),
-        error(400, "invalid_request_error", Some("payment_intent_unexpected_state"),
-              serde_json::json!({ "payment_intent": succeeded })),
+        error(
+            400,
+            "invalid_request_error",
+            Some("payment_intent_unexpected_state"),
+            serde_json::json!({ "payment_intent": succeeded }),
+        ),
         error(401, "invalid_request_error", None, serde_json::json!({})),
-        error(404, "invalid_request_error", Some("resource_missing"), serde_json::json!({ "param": "intent" })),
+        error(
+            404,
+            "invalid_request_error",
+            Some("resource_missing"),
+            serde_json::json!({ "param": "intent" }),
+        ),
     ])
     .await;
     let c = client(&server.url);
@@ -160,18 +190,34 @@ async fn each_stripe_error_type_maps_to_our_terms() {
         other => panic!("a decline, got {other:?}"),
     }
     let idempotency = charge(&c).await.unwrap_err();
-    assert!(matches!(&idempotency, PspError::Refused { status: 400, error } if error.kind == shared::psp::stripe::ErrorType::IdempotencyError));
+    assert!(
+        matches!(&idempotency, PspError::Refused { status: 400, error } if error.kind == shared::psp::stripe::ErrorType::IdempotencyError)
+    );
     let cancel = c.cancel("k", &reference()).await.unwrap_err();
-    assert_eq!(cancel.payment_intent().map(|p| p.status), Some(shared::psp::IntentStatus::Succeeded));
-    assert!(matches!(c.retrieve(&reference()).await.unwrap_err(), PspError::Refused { status: 401, .. }));
-    assert!(matches!(c.retrieve(&reference()).await.unwrap_err(), PspError::Refused { status: 404, .. }));
+    assert_eq!(
+        cancel.payment_intent().map(|p| p.status),
+        Some(shared::psp::IntentStatus::Succeeded)
+    );
+    assert!(matches!(
+        c.retrieve(&reference()).await.unwrap_err(),
+        PspError::Refused { status: 401, .. }
+    ));
+    assert!(matches!(
+        c.retrieve(&reference()).await.unwrap_err(),
+        PspError::Refused { status: 404, .. }
+    ));
     assert_eq!(server.seen.lock().unwrap().len(), 5, "permanent errors are not retried");
 }
 
 #[tokio::test]
 async fn transient_answers_are_retried_with_the_same_key_and_stripe_should_retry_wins() {
-    let retry_409 = error(409, "invalid_request_error", Some("lock_timeout"), serde_json::json!({}))
-        .header("stripe-should-retry", "true");
+    let retry_409 = error(
+        409,
+        "invalid_request_error",
+        Some("lock_timeout"),
+        serde_json::json!({}),
+    )
+    .header("stripe-should-retry", "true");
     let never_500 = error(500, "api_error", None, serde_json::json!({})).header("stripe-should-retry", "false");
     let server = serve(vec![
         // A charge: 429, 503, then the PaymentIntent (3 attempts).
@@ -191,13 +237,17 @@ async fn transient_answers_are_retried_with_the_same_key_and_stripe_should_retry
     .await;
     let c = client(&server.url);
     charge(&c).await.expect("third attempt answers");
-    c.refund("order-1:refund", &reference(), None).await.expect("retried after the 409");
+    c.refund("order-1:refund", &reference(), None)
+        .await
+        .expect("retried after the 409");
     assert!(c.retrieve(&reference()).await.unwrap_err().is_transient());
     let storm = c.retrieve(&reference()).await.unwrap_err();
     assert!(storm.is_transient(), "{storm}");
     let seen = server.seen.lock().unwrap().clone();
     assert_eq!(seen.len(), 9);
-    assert!(seen[..3].iter().all(|s| s.header("idempotency-key").as_deref() == Some("order-1:charge")));
+    assert!(seen[..3]
+        .iter()
+        .all(|s| s.header("idempotency-key").as_deref() == Some("order-1:charge")));
     assert_eq!(seen[3].body, seen[4].body, "the retry sends the same request");
 }
 

@@ -92,7 +92,7 @@ pub struct Runner<P> {
 /// What one action did.
 enum Advanced {
     /// The saga moved and was saved in this state; run its next action (no re-read needed).
-    Moved(Loaded),
+    Moved(Box<Loaded>),
     /// Waiting for the payment's outcome (or already ended): the saga is as it was loaded.
     Stopped,
 }
@@ -167,7 +167,7 @@ impl<P: Psp> Runner<P> {
                 .retry(|_| self.advance(loaded.clone()), RunError::is_transient)
                 .await;
             loaded = match attempt {
-                Ok(Advanced::Moved(next)) => next,
+                Ok(Advanced::Moved(next)) => *next,
                 Ok(Advanced::Stopped) => return Ok(Some(loaded.record().clone())),
                 // The PSP is failing and its breaker open: no retries onto it, no escalation; the sweeper
                 // resumes the saga after the cool-down.
@@ -222,7 +222,7 @@ impl<P: Psp> Runner<P> {
         info!(order_id = %event.order_id, version = event.version, event = event.kind.as_str(),
               status = %event.status, "saga moved");
         metrics::after_transition(saga.record(), &event);
-        Ok(Advanced::Moved(saga.into()))
+        Ok(Advanced::Moved(Box::new(saga.into())))
     }
 
     /// Runs the one action of the saga's state.
@@ -296,7 +296,10 @@ impl<P: Psp> Runner<P> {
                 let key = format!("{}:refund", saga.order_id());
                 let refund = self.psp().refund(&key, &reference, Some(amount)).await?;
                 if !refund.is_accepted() {
-                    return Err(RunError::Invalid(format!("refund {} ended {}", refund.id, refund.status)));
+                    return Err(RunError::Invalid(format!(
+                        "refund {} ended {}",
+                        refund.id, refund.status
+                    )));
                 }
                 // The refund object has no cumulative total; the PaymentIntent's charge does.
                 let intent = self.psp().retrieve(&reference).await?;
@@ -368,7 +371,11 @@ impl<P: Psp> Runner<P> {
         let refused = match self.psp().charge(&key, &request).await {
             Ok(intent) => Ok(intent),
             // Declined: the PaymentIntent waits for the customer's next attempt, and so does the saga.
-            Err(PspError::Declined(mut error)) => error.payment_intent.take().map(|pi| *pi).ok_or(PspError::Declined(error)),
+            Err(PspError::Declined(mut error)) => error
+                .payment_intent
+                .take()
+                .map(|pi| *pi)
+                .ok_or(PspError::Declined(error)),
             Err(e) => Err(e),
         };
         let intent = match refused {
@@ -396,7 +403,12 @@ impl<P: Psp> Runner<P> {
     }
 
     /// Applies a PaymentIntent the saga read from the PSP through the one finalize.
-    async fn observe_intent(&self, payment_id: &PaymentId, order: &OrderId, intent: &PaymentIntent) -> Result<(), RunError> {
+    async fn observe_intent(
+        &self,
+        payment_id: &PaymentId,
+        order: &OrderId,
+        intent: &PaymentIntent,
+    ) -> Result<(), RunError> {
         if let Some(observation) = intent
             .observation(Path::Sync, correlation(order))
             .map_err(|e| RunError::Psp(PspError::BadAnswer(e)))?

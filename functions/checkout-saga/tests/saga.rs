@@ -665,7 +665,12 @@ mod api {
     use lambda_http::{Body, Request};
     use serde_json::Value;
 
-    async fn call(runner: &Runner<StripeClient>, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+    async fn call(
+        runner: &Runner<StripeClient>,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
         let body = body.map(|b| Body::from(b.to_string())).unwrap_or(Body::Empty);
         let req: Request = lambda_http::http::Request::builder()
             .method(method)

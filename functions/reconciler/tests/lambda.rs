@@ -42,7 +42,10 @@ async fn runtime_api() -> (String, mpsc::UnboundedReceiver<Result<String, String
                     StubResponse::json(200, event)
                         .header("lambda-runtime-aws-request-id", "req-1")
                         .header("lambda-runtime-deadline-ms", deadline.to_string())
-                        .header("lambda-runtime-invoked-function-arn", "arn:aws:lambda:us-east-1:123456789012:function:reconciler"),
+                        .header(
+                            "lambda-runtime-invoked-function-arn",
+                            "arn:aws:lambda:us-east-1:123456789012:function:reconciler",
+                        ),
                 );
             }
             let outcome = if line.contains("/response ") {
@@ -68,26 +71,46 @@ impl World {
     async fn new() -> Self {
         let sim = Arc::new(Simulator {
             // The slow scenarios stay where they are for the whole test.
-            ledger: Ledger::new(KEY, Timings { slow: Duration::from_secs(3600) }, None),
+            ledger: Ledger::new(
+                KEY,
+                Timings {
+                    slow: Duration::from_secs(3600),
+                },
+                None,
+            ),
             webhook_url: "http://127.0.0.1:9/webhooks/stripe".into(),
             secret: SigningSecret::parse("whsec_test").unwrap(),
-            delivery: DeliveryOptions { max_attempts: 1, ..DeliveryOptions::default() },
+            delivery: DeliveryOptions {
+                max_attempts: 1,
+                ..DeliveryOptions::default()
+            },
             client: HttpClient::default(),
             storm_rate: 0.0,
         });
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let psp_url = format!("http://{}", listener.local_addr().unwrap());
         tokio::spawn(sim.clone().serve(listener));
-        Self { ctx: TestContext::new().await, sim, psp_url }
+        Self {
+            ctx: TestContext::new().await,
+            sim,
+            psp_url,
+        }
     }
 
     fn psp(&self) -> StripeClient {
-        StripeClient::new(&PspSettings::local(&self.psp_url, KEY), shared::psp::ApiKey::parse(KEY).unwrap()).unwrap()
+        StripeClient::new(
+            &PspSettings::local(&self.psp_url, KEY),
+            shared::psp::ApiKey::parse(KEY).unwrap(),
+        )
+        .unwrap()
     }
 
     /// A PaymentIntent at the PSP, created the way the saga creates one, for `amount` (minor units of EUR).
     async fn intent(&self, name: &str, scenario: &str, amount: u64) -> PaymentIntent {
-        let (payment, order) = (PaymentId::parse(format!("pay_{scenario}")).unwrap(), OrderId::parse("o-1").unwrap());
+        let (payment, order) = (
+            PaymentId::parse(format!("pay_{scenario}")).unwrap(),
+            OrderId::parse("o-1").unwrap(),
+        );
         let money = Money::new(amount, shared::Currency::parse("EUR").unwrap()).unwrap();
         let request = shared::psp::ChargeRequest {
             payment_id: &payment,
@@ -97,7 +120,11 @@ impl World {
         };
         match self.psp().charge(&format!("{name}:charge"), &request).await {
             Ok(pi) => pi,
-            Err(e) => *e.payment_intent().cloned().map(Box::new).expect("a decline carries its PaymentIntent"),
+            Err(e) => *e
+                .payment_intent()
+                .cloned()
+                .map(Box::new)
+                .expect("a decline carries its PaymentIntent"),
         }
     }
 
@@ -146,7 +173,9 @@ async fn the_reconciler_binary_leaves_each_payment_where_stripe_says_it_is() {
     let processing = w.intent("processing", "slow_processing", 1000).await;
     let other_amount = w.intent("other_amount", "succeeded", 1200).await;
 
-    let in_challenge = w.payment("in_challenge", &challenge, PaymentStatus::RequiresAction).await;
+    let in_challenge = w
+        .payment("in_challenge", &challenge, PaymentStatus::RequiresAction)
+        .await;
     let was_processing = w.payment("was_processing", &challenge, PaymentStatus::Processing).await;
     let captured = w.payment("captured", &succeeded, PaymentStatus::Pending).await;
     let failed = w.payment("failed", &canceled, PaymentStatus::Pending).await;
@@ -164,7 +193,10 @@ async fn the_reconciler_binary_leaves_each_payment_where_stripe_says_it_is() {
         .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
         .env("AWS_LAMBDA_LOG_STREAM_NAME", "test")
         .env("AWS_LAMBDA_LOG_GROUP_NAME", "test")
-        .env("AWS_ENDPOINT_URL_DYNAMODB", integration_tests::dynamodb_local::endpoint())
+        .env(
+            "AWS_ENDPOINT_URL_DYNAMODB",
+            integration_tests::dynamodb_local::endpoint(),
+        )
         .env("AWS_REGION", "us-east-1")
         .env("AWS_ACCESS_KEY_ID", "local")
         .env("AWS_SECRET_ACCESS_KEY", "local")
@@ -188,14 +220,24 @@ async fn the_reconciler_binary_leaves_each_payment_where_stripe_says_it_is() {
     let status = |p: &Payment| p.status;
     let p = w.get(&in_challenge).await;
     assert_eq!(status(&p), PaymentStatus::RequiresAction);
-    assert!(ClientView::from(&p).carries_secret(), "the customer keeps the challenge's secret");
+    assert!(
+        ClientView::from(&p).carries_secret(),
+        "the customer keeps the challenge's secret"
+    );
     let p = w.get(&was_processing).await;
-    assert_eq!(status(&p), PaymentStatus::RequiresAction, "the action Stripe asks for is handed back");
+    assert_eq!(
+        status(&p),
+        PaymentStatus::RequiresAction,
+        "the action Stripe asks for is handed back"
+    );
     assert_eq!(p.action, Some(challenge.action().unwrap()));
     assert_eq!(status(&w.get(&captured).await), PaymentStatus::Captured);
     assert_eq!(status(&w.get(&failed).await), PaymentStatus::Failed);
     let p = w.get(&attempt_failed).await;
-    assert_eq!((p.status, p.reason.as_deref()), (PaymentStatus::AttemptFailed, Some("insufficient_funds")));
+    assert_eq!(
+        (p.status, p.reason.as_deref()),
+        (PaymentStatus::AttemptFailed, Some("insufficient_funds"))
+    );
     let p = w.get(&refunded_payment).await;
     assert_eq!((p.status, p.refunded_minor), (PaymentStatus::Refunded, 1000));
     assert_eq!(status(&w.get(&still_processing).await), PaymentStatus::Processing);
@@ -204,10 +246,18 @@ async fn the_reconciler_binary_leaves_each_payment_where_stripe_says_it_is() {
     let events = w.ctx.store.events(&mismatch).await.unwrap();
     let last = events.last().unwrap();
     assert_eq!((last.kind, last.path), (EventKind::AnomalyRecorded, Path::Recovery));
-    assert!(last.reason.as_deref().unwrap_or_default().contains("amount 1200"), "{:?}", last.reason);
+    assert!(
+        last.reason.as_deref().unwrap_or_default().contains("amount 1200"),
+        "{:?}",
+        last.reason
+    );
 
     let (calls, refused) = w.sim.ledger.auth_counts();
-    assert_eq!(calls - calls_before, 8, "one status query per payment, each with the Bearer key");
+    assert_eq!(
+        calls - calls_before,
+        8,
+        "one status query per payment, each with the Bearer key"
+    );
     assert_eq!(refused, refused_before, "no request without the key");
     assert_eq!(refused, 0);
 }

@@ -103,7 +103,10 @@ async fn checkout(client: &HttpClient, psp: &Ledger, config: &DemoConfig, n: usi
         ("amount", amount.to_string()),
         ("currency", "eur".to_owned()),
         ("confirm", "true".to_owned()),
-        ("payment_method", format!("pm_{}", serde_json::to_value(scenario)?.as_str().unwrap_or("succeeded"))),
+        (
+            "payment_method",
+            format!("pm_{}", serde_json::to_value(scenario)?.as_str().unwrap_or("succeeded")),
+        ),
         ("metadata[payment_id]", payment_id.clone()),
     ]
     .into_iter()

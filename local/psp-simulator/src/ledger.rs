@@ -316,7 +316,9 @@ impl Ledger {
         }
         match (method, segments.as_slice()) {
             ("GET", ["v1", "payment_intents", id]) => {
-                let expand = params.iter().any(|(k, v)| k.starts_with("expand[") && v == "latest_charge");
+                let expand = params
+                    .iter()
+                    .any(|(k, v)| k.starts_with("expand[") && v == "latest_charge");
                 match state.intents.get_mut(*id) {
                     Some(intent) => {
                         let webhooks = advance(intent, now_ms());
@@ -344,7 +346,11 @@ impl Ledger {
     }
 
     fn create(&self, state: &mut State, params: &BTreeMap<String, String>) -> Effects {
-        let Some(amount) = params.get("amount").and_then(|a| a.parse::<u64>().ok()).filter(|a| *a > 0) else {
+        let Some(amount) = params
+            .get("amount")
+            .and_then(|a| a.parse::<u64>().ok())
+            .filter(|a| *a > 0)
+        else {
             return answer(missing("amount"));
         };
         let Some(currency) = params
@@ -365,7 +371,11 @@ impl Ledger {
         let Some(method) = params.get("payment_method") else {
             return answer(missing("payment_method"));
         };
-        let scenario = match method.strip_prefix("pm_").and_then(Scenario::parse).or(self.default_scenario) {
+        let scenario = match method
+            .strip_prefix("pm_")
+            .and_then(Scenario::parse)
+            .or(self.default_scenario)
+        {
             Some(s) => s,
             None if method.starts_with("pm_") => {
                 use rand::seq::IndexedRandom;
@@ -416,7 +426,11 @@ impl Ledger {
             }
             Scenario::Processing | Scenario::Silent | Scenario::SlowProcessing => {
                 intent.status = "processing";
-                let at = if scenario == Scenario::SlowProcessing { slow } else { now };
+                let at = if scenario == Scenario::SlowProcessing {
+                    slow
+                } else {
+                    now
+                };
                 intent.steps.push_back((at, Step::Succeed));
             }
             Scenario::Declined | Scenario::DeclineThenRetry => {
@@ -442,7 +456,12 @@ impl Ledger {
             webhooks.push(event_of(&intent, now));
         }
         webhooks.extend(advance(&mut intent, now));
-        let later = intent.steps.front().map(|(at, _)| (id.clone(), *at)).into_iter().collect();
+        let later = intent
+            .steps
+            .front()
+            .map(|(at, _)| (id.clone(), *at))
+            .into_iter()
+            .collect();
         state.intents.insert(id, intent);
         let answer = match declined {
             Some(error) => {
@@ -517,7 +536,9 @@ fn not_found(path: &str) -> Answer {
 fn advance(intent: &mut Intent, now: i64) -> Vec<WebhookEvent> {
     let mut events = Vec::new();
     while intent.steps.front().is_some_and(|(at, _)| *at <= now) {
-        let Some((_, step)) = intent.steps.pop_front() else { break };
+        let Some((_, step)) = intent.steps.pop_front() else {
+            break;
+        };
         match step {
             Step::Succeed => {
                 intent.status = "succeeded";
@@ -753,23 +774,35 @@ mod tests {
         assert_eq!(again.answer, first.answer);
         assert!(again.webhooks.is_empty());
         let other = create(&l, "k1", "pm_succeeded").answer.unwrap();
-        assert_eq!((other.status, other.body["error"]["type"].as_str()), (400, Some("idempotency_error")));
+        assert_eq!(
+            (other.status, other.body["error"]["type"].as_str()),
+            (400, Some("idempotency_error"))
+        );
         assert_eq!(l.intents_for("pay_1").len(), 1);
     }
 
     #[test]
     fn refunds_are_bounded_by_the_charge_and_partial_refunds_add_up() {
         let l = ledger();
-        let pi = create(&l, "k", "pm_succeeded").answer.unwrap().body["id"].as_str().unwrap().to_owned();
+        let pi = create(&l, "k", "pm_succeeded").answer.unwrap().body["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
         let refund = |key: &str, amount: Option<&str>| {
             let mut p = params(&[("payment_intent", pi.as_str())]);
             if let Some(a) = amount {
                 p.insert("amount".into(), a.into());
             }
-            l.handle("POST", "/v1/refunds", Some("Bearer sk_test_k"), Some(key), &p).answer.unwrap()
+            l.handle("POST", "/v1/refunds", Some("Bearer sk_test_k"), Some(key), &p)
+                .answer
+                .unwrap()
         };
         assert_eq!(refund("r1", Some("400")).body["amount"], 400);
-        assert_eq!(refund("r1", Some("400")).body["amount"], 400, "replayed, not refunded again");
+        assert_eq!(
+            refund("r1", Some("400")).body["amount"],
+            400,
+            "replayed, not refunded again"
+        );
         assert_eq!(refund("r2", Some("700")).body["error"]["code"], "amount_too_large");
         assert_eq!(refund("r3", None).body["amount"], 600, "the rest");
         let got = l.handle(
@@ -785,7 +818,13 @@ mod tests {
     #[test]
     fn requests_without_the_key_are_refused() {
         let l = ledger();
-        let e = l.handle("GET", "/v1/payment_intents/pi_x", Some("Bearer sk_wrong"), None, &BTreeMap::new());
+        let e = l.handle(
+            "GET",
+            "/v1/payment_intents/pi_x",
+            Some("Bearer sk_wrong"),
+            None,
+            &BTreeMap::new(),
+        );
         assert_eq!(e.answer.unwrap().status, 401);
         assert_eq!(l.auth_counts(), (0, 1));
     }

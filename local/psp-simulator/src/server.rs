@@ -46,7 +46,10 @@ fn response(status: u16, body: &serde_json::Value) -> hyper::Response<Full<Bytes
     let mut response = hyper::Response::new(Full::new(Bytes::from(body.to_string())));
     *response.status_mut() = hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
     let headers = response.headers_mut();
-    headers.insert("content-type", hyper::header::HeaderValue::from_static("application/json"));
+    headers.insert(
+        "content-type",
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
     if let Ok(id) = hyper::header::HeaderValue::from_str(&format!("req_sim{}", uuid::Uuid::new_v4().simple())) {
         headers.insert("request-id", id);
     }
@@ -128,9 +131,9 @@ impl Simulator {
             // The work is done and remembered under the key; the client never hears of it.
             return Err("answer dropped on purpose (lost_answer scenario)".into());
         }
-        let answer = effects
-            .answer
-            .unwrap_or_else(|| crate::ledger::Answer::error(500, "api_error", None, "no answer", serde_json::json!({})));
+        let answer = effects.answer.unwrap_or_else(|| {
+            crate::ledger::Answer::error(500, "api_error", None, "no answer", serde_json::json!({}))
+        });
         Ok(response(answer.status, &answer.body))
     }
 }

@@ -14,21 +14,63 @@ const READ: [(&str, &[&str]); 4] = [
     (
         "payment_intent",
         &[
-            "id", "object", "amount", "currency", "status", "client_secret", "next_action", "last_payment_error",
-            "cancellation_reason", "latest_charge", "metadata", "livemode", "created",
+            "id",
+            "object",
+            "amount",
+            "currency",
+            "status",
+            "client_secret",
+            "next_action",
+            "last_payment_error",
+            "cancellation_reason",
+            "latest_charge",
+            "metadata",
+            "livemode",
+            "created",
         ],
     ),
     (
         "charge",
         &[
-            "id", "object", "amount", "amount_refunded", "captured", "currency", "payment_intent", "metadata",
-            "refunded", "status", "livemode",
+            "id",
+            "object",
+            "amount",
+            "amount_refunded",
+            "captured",
+            "currency",
+            "payment_intent",
+            "metadata",
+            "refunded",
+            "status",
+            "livemode",
         ],
     ),
-    ("refund", &["id", "object", "amount", "currency", "status", "payment_intent", "charge", "created"]),
+    (
+        "refund",
+        &[
+            "id",
+            "object",
+            "amount",
+            "currency",
+            "status",
+            "payment_intent",
+            "charge",
+            "created",
+        ],
+    ),
     (
         "event",
-        &["id", "object", "type", "created", "livemode", "data", "api_version", "pending_webhooks", "request"],
+        &[
+            "id",
+            "object",
+            "type",
+            "created",
+            "livemode",
+            "data",
+            "api_version",
+            "pending_webhooks",
+            "request",
+        ],
     ),
 ];
 
@@ -61,7 +103,9 @@ fn fixtures() -> Value {
 
 /// Checks `object` (whose `object` field names its type) against the fixture of that type.
 fn check(fixtures: &Value, object: &Value, seen: &mut BTreeMap<String, usize>) {
-    let name = object["object"].as_str().unwrap_or_else(|| panic!("no `object` field: {object}"));
+    let name = object["object"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no `object` field: {object}"));
     let fields = READ
         .iter()
         .find(|(n, _)| *n == name)
@@ -69,7 +113,9 @@ fn check(fixtures: &Value, object: &Value, seen: &mut BTreeMap<String, usize>) {
         .1;
     let fixture = &fixtures[name];
     for field in fields {
-        let want = fixture.get(*field).unwrap_or_else(|| panic!("fixture {name} has no {field}"));
+        let want = fixture
+            .get(*field)
+            .unwrap_or_else(|| panic!("fixture {name} has no {field}"));
         let got = object
             .get(*field)
             .unwrap_or_else(|| panic!("simulator's {name} lacks `{field}`: {object}"));
@@ -180,13 +226,24 @@ fn every_object_the_simulator_returns_has_stripes_field_names_and_types() {
     for event in &events {
         check(&fixtures, &event.body, &mut seen);
     }
-    let statuses: std::collections::BTreeSet<&str> =
-        answers.iter().filter_map(|a| a.body["status"].as_str()).collect();
-    for status in ["requires_action", "requires_payment_method", "processing", "succeeded", "canceled"] {
-        assert!(statuses.contains(status), "no PaymentIntent in {status} was checked: {statuses:?}");
+    let statuses: std::collections::BTreeSet<&str> = answers.iter().filter_map(|a| a.body["status"].as_str()).collect();
+    for status in [
+        "requires_action",
+        "requires_payment_method",
+        "processing",
+        "succeeded",
+        "canceled",
+    ] {
+        assert!(
+            statuses.contains(status),
+            "no PaymentIntent in {status} was checked: {statuses:?}"
+        );
     }
     for name in ["payment_intent", "charge", "refund", "event"] {
-        assert!(seen.get(name).copied().unwrap_or(0) > 0, "no {name} was checked: {seen:?}");
+        assert!(
+            seen.get(name).copied().unwrap_or(0) > 0,
+            "no {name} was checked: {seen:?}"
+        );
     }
 }
 
@@ -195,9 +252,27 @@ fn errors_are_stripes_error_object() {
     let ledger = Ledger::new(KEY, Timings::default(), None);
     let cases = [
         ledger.handle("GET", "/v1/payment_intents/pi_nope", auth(), None, &params(&[])),
-        ledger.handle("GET", "/v1/payment_intents/pi_nope", Some("Bearer sk_wrong"), None, &params(&[])),
-        ledger.handle("POST", "/v1/payment_intents", auth(), Some("k"), &params(&[("currency", "eur")])),
-        ledger.handle("POST", "/v1/refunds", auth(), None, &params(&[("payment_intent", "pi_x")])),
+        ledger.handle(
+            "GET",
+            "/v1/payment_intents/pi_nope",
+            Some("Bearer sk_wrong"),
+            None,
+            &params(&[]),
+        ),
+        ledger.handle(
+            "POST",
+            "/v1/payment_intents",
+            auth(),
+            Some("k"),
+            &params(&[("currency", "eur")]),
+        ),
+        ledger.handle(
+            "POST",
+            "/v1/refunds",
+            auth(),
+            None,
+            &params(&[("payment_intent", "pi_x")]),
+        ),
     ];
     let mut statuses = Vec::new();
     for e in cases {

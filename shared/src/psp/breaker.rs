@@ -59,7 +59,9 @@ impl Default for BreakerSettings {
 pub enum BreakerState {
     Closed,
     /// Calls stop until `until_ms` (epoch ms); then one probe.
-    Open { until_ms: i64 },
+    Open {
+        until_ms: i64,
+    },
 }
 
 /// What the gate let through.
@@ -140,7 +142,10 @@ impl<P: Psp> CircuitBreaker<P> {
 
     fn local(&self) -> std::sync::MutexGuard<'_, Local> {
         // A poisoned lock only means a panic elsewhere while counting; the counts are still usable.
-        self.shared.local.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.shared
+            .local
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The shared state, from the cache while it is fresh.
@@ -220,7 +225,10 @@ impl<P: Psp> CircuitBreaker<P> {
         match claimed {
             Ok(_) => true,
             Err(e) => {
-                if !e.as_service_error().is_some_and(|se| se.is_conditional_check_failed_exception()) {
+                if !e
+                    .as_service_error()
+                    .is_some_and(|se| se.is_conditional_check_failed_exception())
+                {
                     warn!(error = %StoreError::from_sdk("claim PSP breaker probe", e), "probe claim failed");
                 }
                 false
@@ -254,7 +262,10 @@ impl<P: Psp> CircuitBreaker<P> {
                 true
             }
             Err(e) => {
-                if !e.as_service_error().is_some_and(|se| se.is_conditional_check_failed_exception()) {
+                if !e
+                    .as_service_error()
+                    .is_some_and(|se| se.is_conditional_check_failed_exception())
+                {
                     warn!(error = %StoreError::from_sdk("open PSP breaker", e), "breaker could not be opened");
                 }
                 // Opened by another instance already (or unwritable): read it again next time.
@@ -320,9 +331,17 @@ impl<P: Psp> CircuitBreaker<P> {
             (Pass::Normal, false) => self.local().failures.clear(),
             (Pass::Normal, true) => {
                 if self.count_failure() && self.open(false).await {
-                    error!(threshold = self.shared.settings.failure_threshold,
-                           "PSP keeps failing; breaker opened, calls paused");
-                    let name = self.shared.key.get("pk").and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
+                    error!(
+                        threshold = self.shared.settings.failure_threshold,
+                        "PSP keeps failing; breaker opened, calls paused"
+                    );
+                    let name = self
+                        .shared
+                        .key
+                        .get("pk")
+                        .and_then(|v| v.as_s().ok())
+                        .cloned()
+                        .unwrap_or_default();
                     println!("{}", emf(name.trim_start_matches("BREAKER#"), clock::now_ms()));
                 }
             }

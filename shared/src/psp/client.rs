@@ -187,7 +187,10 @@ impl StripeClient {
     }
 
     /// Resolves the key (Secrets Manager when `PSP_API_KEY_ARN` is set) and builds the client.
-    pub async fn from_settings(settings: &PspSettings, sdk: &aws_config::SdkConfig) -> Result<Self, Box<dyn std::error::Error + Send + Sync>> {
+    pub async fn from_settings(
+        settings: &PspSettings,
+        sdk: &aws_config::SdkConfig,
+    ) -> Result<Self, Box<dyn std::error::Error + Send + Sync>> {
         let key = match &settings.key {
             KeySource::Value(key) => key.clone(),
             KeySource::SecretArn(arn) => {
@@ -265,8 +268,13 @@ impl StripeClient {
             error: PspError::Unavailable(format!("answer cut off: {}", without_url(&e))),
             retry: true,
         })?;
-        debug!(status, attempt, elapsed_ms = clock::now_ms() - started,
-               request_id = header(&headers, "request-id").unwrap_or("-"), "PSP answered");
+        debug!(
+            status,
+            attempt,
+            elapsed_ms = clock::now_ms() - started,
+            request_id = header(&headers, "request-id").unwrap_or("-"),
+            "PSP answered"
+        );
         if (200..300).contains(&status) {
             return serde_json::from_slice(&body).map_err(|e| AttemptFailure {
                 error: PspError::BadAnswer(format!("HTTP {status} from {path}: {e}")),
@@ -376,18 +384,31 @@ mod tests {
 
     #[test]
     fn settings_need_a_base_url_and_a_key_and_refuse_malformed_numbers() {
-        assert_eq!(settings(&[("PSP_API_KEY", "sk")]), Err(ConfigError::Missing("PSP_BASE_URL")));
+        assert_eq!(
+            settings(&[("PSP_API_KEY", "sk")]),
+            Err(ConfigError::Missing("PSP_BASE_URL"))
+        );
         assert_eq!(
             settings(&[("PSP_BASE_URL", "https://api.stripe.com")]),
             Err(ConfigError::Missing("PSP_API_KEY_ARN or PSP_API_KEY"))
         );
         assert!(matches!(
             settings(&[("PSP_BASE_URL", "http://api.stripe.com"), ("PSP_API_KEY", "sk")]),
-            Err(ConfigError::Invalid { name: "PSP_BASE_URL", .. })
+            Err(ConfigError::Invalid {
+                name: "PSP_BASE_URL",
+                ..
+            })
         ));
         assert!(matches!(
-            settings(&[("PSP_BASE_URL", "https://x"), ("PSP_API_KEY", "sk"), ("PSP_MAX_RETRIES", "two")]),
-            Err(ConfigError::Invalid { name: "PSP_MAX_RETRIES", .. })
+            settings(&[
+                ("PSP_BASE_URL", "https://x"),
+                ("PSP_API_KEY", "sk"),
+                ("PSP_MAX_RETRIES", "two")
+            ]),
+            Err(ConfigError::Invalid {
+                name: "PSP_MAX_RETRIES",
+                ..
+            })
         ));
         let s = settings(&[
             ("PSP_BASE_URL", "https://api.stripe.com/"),
@@ -396,7 +417,10 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(s.base_url, "https://api.stripe.com");
-        assert_eq!(s.key, KeySource::SecretArn("arn:aws:secretsmanager:eu-west-1:1:secret:psp".into()));
+        assert_eq!(
+            s.key,
+            KeySource::SecretArn("arn:aws:secretsmanager:eu-west-1:1:secret:psp".into())
+        );
         assert_eq!(s.retries.attempts, 3);
     }
 
@@ -409,7 +433,10 @@ mod tests {
         for text in [format!("{s:?}"), format!("{client:?}")] {
             assert!(!text.contains("very_secret"), "{text}");
         }
-        assert_eq!(ApiKey::from_secret_string("  sk_live_x \n").unwrap().expose(), "sk_live_x");
+        assert_eq!(
+            ApiKey::from_secret_string("  sk_live_x \n").unwrap().expose(),
+            "sk_live_x"
+        );
         assert!(ApiKey::from_secret_string("  ").is_err());
     }
 }

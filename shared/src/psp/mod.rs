@@ -35,7 +35,13 @@ pub async fn from_env(
 ) -> Result<GuardedStripe, Box<dyn std::error::Error + Send + Sync>> {
     let settings = PspSettings::from_env()?;
     let client = StripeClient::from_settings(&settings, sdk).await?;
-    Ok(CircuitBreaker::new(client, dynamodb, table, BREAKER_NAME, BreakerSettings::default()))
+    Ok(CircuitBreaker::new(
+        client,
+        dynamodb,
+        table,
+        BREAKER_NAME,
+        BreakerSettings::default(),
+    ))
 }
 use std::future::Future;
 use thiserror::Error;

@@ -15,7 +15,7 @@
 //! | `succeeded` | captured; with the charge expanded, its `amount_refunded` (cumulative) records refunds |
 //! | `canceled` | failed, with the `cancellation_reason` |
 
-use crate::{ClientSecret, Claims, Currency, CustomerAction, Observation, Outcome, PspReference, RedirectUrl};
+use crate::{Claims, ClientSecret, Currency, CustomerAction, Observation, Outcome, PspReference, RedirectUrl};
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::fmt;

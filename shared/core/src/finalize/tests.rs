@@ -384,15 +384,24 @@ fn an_observation_about_other_money_or_another_psp_payment_is_refused_and_binds_
     other_amount.claims.amount_minor = Some(999);
     other_amount.psp_reference = Some(reference("pi_A"));
     let t = applied(&fresh, &other_amount);
-    assert_eq!((t.payment.status, t.event.kind), (S::Pending, EventKind::AnomalyRecorded));
+    assert_eq!(
+        (t.payment.status, t.event.kind),
+        (S::Pending, EventKind::AnomalyRecorded)
+    );
     assert!(t.refused.as_deref().unwrap().contains("amount 999"));
-    assert_eq!(t.payment.psp_reference, None, "a refused observation binds no PSP reference");
+    assert_eq!(
+        t.payment.psp_reference, None,
+        "a refused observation binds no PSP reference"
+    );
     assert_eq!(t.payment.last_psp_event_at_ms, None, "nor moves the event clock");
     assert!(!t.payment.has_seen(&crate::ids::PspEventId::parse("evt_a").unwrap()));
 
     let mut other_currency = observe(Path::Recovery, Outcome::Succeeded);
     other_currency.claims.currency = Some(crate::money::Currency::parse("USD").unwrap());
-    assert!(applied(&fresh, &other_currency).refused.unwrap().contains("currency USD"));
+    assert!(applied(&fresh, &other_currency)
+        .refused
+        .unwrap()
+        .contains("currency USD"));
 
     // Bound to pi_A by the first applied observation; news about pi_B is refused on every path, also
     // when the decision is taken again after a version conflict (decide checks, not the caller).
@@ -433,7 +442,10 @@ fn recovery_gives_a_processing_payment_the_action_the_psp_asks_for_and_never_tak
         "a webhook saying so is older news"
     );
     let t = applied(&processing, &observe(Path::Recovery, requires_action()));
-    assert_eq!((t.payment.status, t.event.kind), (S::RequiresAction, EventKind::ActionRequired));
+    assert_eq!(
+        (t.payment.status, t.event.kind),
+        (S::RequiresAction, EventKind::ActionRequired)
+    );
     assert!(t.payment.action.is_some());
 
     for status in [S::RequiresAction, S::AttemptFailed] {
@@ -445,7 +457,9 @@ fn recovery_gives_a_processing_payment_the_action_the_psp_asks_for_and_never_tak
         );
     }
     assert_eq!(
-        applied(&payment_in(S::Pending), &observe(Path::Recovery, Outcome::Processing)).payment.status,
+        applied(&payment_in(S::Pending), &observe(Path::Recovery, Outcome::Processing))
+            .payment
+            .status,
         S::Processing
     );
 }

@@ -71,7 +71,15 @@ fn every_stripe_status_against_every_local_status() {
                                                    "decline_code": "insufficient_funds" } });
     let mut other_action = redirect();
     other_action["next_action"]["redirect_to_url"]["url"] = json!("https://psp.example/3ds/second-try");
-    let columns = [Pending, RequiresAction, Processing, AttemptFailed, Captured, Failed, Refunded];
+    let columns = [
+        Pending,
+        RequiresAction,
+        Processing,
+        AttemptFailed,
+        Captured,
+        Failed,
+        Refunded,
+    ];
     #[rustfmt::skip]
     let rows: Vec<(&str, PaymentIntent, [&str; 7])> = vec![
         //                                                         pending            requires_action    processing         attempt_failed     captured    failed     refunded
@@ -109,7 +117,9 @@ fn every_stripe_status_against_every_local_status() {
         for (local, want) in columns.iter().zip(expected) {
             let got = recover(&payment_in(*local), pi);
             if got != *want {
-                wrong.push(format!("Stripe {name} on a {local} payment: expected {want}, got {got}"));
+                wrong.push(format!(
+                    "Stripe {name} on a {local} payment: expected {want}, got {got}"
+                ));
             }
         }
     }
@@ -125,7 +135,10 @@ fn a_payment_whose_customer_is_in_a_challenge_keeps_its_secret_while_stripe_says
     let shown = serde_json::to_string(&view).unwrap();
     assert!(shown.contains(SECRET) && shown.contains(REDIRECT), "{shown}");
     // A processing payment gets the PSP's action back, secret and URL included.
-    let mut observation = pi.observation(Path::Recovery, fixtures::correlation()).unwrap().unwrap();
+    let mut observation = pi
+        .observation(Path::Recovery, fixtures::correlation())
+        .unwrap()
+        .unwrap();
     observation.occurred_at_ms = Some(NOW);
     let Decision::Apply(t) = decide(&payment_in(PaymentStatus::Processing), &observation, NOW) else {
         panic!("applied")
@@ -139,7 +152,10 @@ fn stripe_objects_as_published_read_into_ours() {
         serde_json::from_str(include_str!("../../../../tests/fixtures/stripe-fixtures.json")).unwrap();
     let pi: PaymentIntent = serde_json::from_value(fixtures["payment_intent"].clone()).unwrap();
     assert_eq!((pi.amount, pi.status), (1099, IntentStatus::RequiresPaymentMethod));
-    assert!(!format!("{pi:?}").contains("secret_Dm43"), "the client secret never shows in Debug");
+    assert!(
+        !format!("{pi:?}").contains("secret_Dm43"),
+        "the client secret never shows in Debug"
+    );
     let refund: Refund = serde_json::from_value(fixtures["refund"].clone()).unwrap();
     assert!(refund.is_accepted());
     let charge: Charge = serde_json::from_value(fixtures["charge"].clone()).unwrap();
