@@ -118,6 +118,36 @@ pub struct LastPaymentError {
     pub decline_code: Option<String>,
 }
 
+impl LastPaymentError {
+    /// The decline as we record it: the decline code, else the error code.
+    pub fn reason(&self) -> String {
+        self.decline_code
+            .clone()
+            .or_else(|| self.code.clone())
+            .unwrap_or_else(|| "payment_failed".into())
+    }
+}
+
+/// The customer's action from a PaymentIntent's client secret and `next_action` (webhooks and status queries
+/// alike): the secret, and the URL when the action is a redirect.
+pub fn customer_action(
+    client_secret: Option<&ClientSecret>,
+    next_action: Option<&NextAction>,
+) -> Result<CustomerAction, String> {
+    let url = next_action
+        .and_then(|a| a.redirect_to_url.as_ref())
+        .and_then(|r| r.url.clone())
+        .map(RedirectUrl::parse)
+        .transpose()
+        .map_err(|e| format!("next_action URL: {e}"))?;
+    // Deserialized as it came; checked here like any secret that enters (an empty one is none).
+    let secret = client_secret
+        .map(|s| ClientSecret::parse(s.expose()))
+        .transpose()
+        .map_err(|e| e.to_string())?;
+    CustomerAction::new(secret, url).map_err(|e| e.to_string())
+}
+
 /// `latest_charge`: an id, or the expanded Charge.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(untagged)]
@@ -224,11 +254,7 @@ impl PaymentIntent {
     pub fn outcome(&self) -> Result<Option<Outcome>, String> {
         Ok(match self.status {
             IntentStatus::RequiresPaymentMethod => self.last_payment_error.as_ref().map(|e| Outcome::AttemptFailed {
-                reason: e
-                    .decline_code
-                    .clone()
-                    .or_else(|| e.code.clone())
-                    .unwrap_or_else(|| "payment_failed".into()),
+                reason: e.reason(),
                 retry_token: None,
             }),
             IntentStatus::RequiresConfirmation | IntentStatus::Unknown => None,
@@ -252,15 +278,7 @@ impl PaymentIntent {
 
     /// The customer's action: the client secret, and the redirect URL when the action is a redirect.
     pub fn action(&self) -> Result<CustomerAction, String> {
-        let url = self
-            .next_action
-            .as_ref()
-            .and_then(|a| a.redirect_to_url.as_ref())
-            .and_then(|r| r.url.clone())
-            .map(RedirectUrl::parse)
-            .transpose()
-            .map_err(|e| format!("next_action URL: {e}"))?;
-        CustomerAction::new(self.client_secret.clone(), url).map_err(|e| e.to_string())
+        customer_action(self.client_secret.as_ref(), self.next_action.as_ref())
     }
 
     /// The observation of this PaymentIntent on `path`: its outcome, the PaymentIntent id as the PSP
