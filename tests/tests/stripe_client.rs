@@ -46,7 +46,7 @@ async fn serve(answers: Vec<StubResponse>) -> Server {
 }
 
 fn client(url: &str) -> StripeClient {
-    let mut settings = PspSettings::local(url, KEY);
+    let mut settings = PspSettings::local(url, KEY).expect("PSP settings");
     settings.retries = Backoff::new(3, Duration::from_millis(1), Duration::from_millis(5));
     settings.request_timeout = Duration::from_millis(300);
     settings.return_url = Some("https://shop.example/return".into());

@@ -112,7 +112,7 @@ impl World {
     }
 
     fn psp(&self) -> StripeClient {
-        let mut settings = PspSettings::local(&self.psp_url, TEST_KEY);
+        let mut settings = PspSettings::local(&self.psp_url, TEST_KEY).expect("PSP settings");
         settings.retries = fast_backoff();
         StripeClient::new(&settings, shared::psp::ApiKey::parse(TEST_KEY).unwrap()).expect("psp client")
     }

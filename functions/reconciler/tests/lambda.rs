@@ -99,8 +99,8 @@ impl World {
 
     fn psp(&self) -> StripeClient {
         StripeClient::new(
-            &PspSettings::local(&self.psp_url, KEY),
-            shared::psp::ApiKey::parse(KEY).unwrap(),
+            &PspSettings::local(&self.psp_url, KEY).expect("PSP settings"),
+            shared::psp::ApiKey::parse(KEY).expect("PSP settings").unwrap(),
         )
         .unwrap()
     }
