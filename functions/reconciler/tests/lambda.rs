@@ -100,7 +100,7 @@ impl World {
     fn psp(&self) -> StripeClient {
         StripeClient::new(
             &PspSettings::local(&self.psp_url, KEY).expect("PSP settings"),
-            shared::psp::ApiKey::parse(KEY).expect("PSP settings").unwrap(),
+            shared::psp::ApiKey::parse(KEY).unwrap(),
         )
         .unwrap()
     }
