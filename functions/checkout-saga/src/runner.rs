@@ -5,7 +5,7 @@
 //! |---|---|---|---|
 //! | started | reserve stock (conditional decrement) | stock_reserved | out of stock: compensated |
 //! | stock_reserved | create the payment, create and confirm a PaymentIntent (key `<order>:charge`), finalize what it says | payment_pending (also after a decline: the customer may retry) | refused: cancelling_payment |
-//! | payment_pending | read the payment's outcome from the order projection (fed by the queue) | payment_captured | failed: cancelling_payment; past the deadline: handed to recovery |
+//! | payment_pending | read the payment's outcome from the order projection (fed by the queue; past the deadline the payment item itself) | payment_captured | failed: cancelling_payment; past the deadline: handed to recovery |
 //! | payment_captured | confirm the order (conditioned on `pending`) | completed | cancelled meanwhile: refunding_payment |
 //! | refunding_payment | refund at the PSP (key `<order>:refund`), read the PaymentIntent back, finalize its refunded total | releasing_stock | retried, then escalated |
 //! | cancelling_payment | make sure our payment is failed | releasing_stock | retried, then escalated |
@@ -247,7 +247,11 @@ impl<P: Psp> Runner<P> {
             Loaded::StockReserved(saga) => self.charge(saga, now).await,
             Loaded::PaymentPending(saga) => {
                 let payment_id = saga.payment_id().clone();
-                match self.payment_outcome(saga.order_id(), &payment_id).await? {
+                let past_deadline = now >= saga.record().payment_deadline_ms;
+                match self
+                    .payment_outcome(saga.order_id(), &payment_id, past_deadline)
+                    .await?
+                {
                     Some(PaymentStatus::Captured) => {
                         let (next, event) = saga.payment_captured(now);
                         self.moved(next, event, vec![]).await
@@ -256,7 +260,7 @@ impl<P: Psp> Runner<P> {
                         let (next, event) = saga.payment_failed(format!("payment {status}"), now);
                         self.moved(next, event, vec![]).await
                     }
-                    _ if now >= saga.record().payment_deadline_ms && !saga.record().recovery_requested => {
+                    _ if past_deadline && !saga.record().recovery_requested => {
                         match self.recovery.reconcile(&payment_id, correlation(saga.order_id())).await {
                             Ok(Reconciled::Busy) => {
                                 warn!(order_id = %saga.order_id(), "payment busy; the reconciler's schedule takes it")
@@ -433,12 +437,23 @@ impl<P: Psp> Runner<P> {
     }
 
     /// The payment's status as the order projection has applied it from the queue, if any event arrived.
-    async fn payment_outcome(&self, order: &OrderId, payment: &PaymentId) -> Result<Option<PaymentStatus>, RunError> {
+    /// Past the payment's deadline, a projection that shows no outcome is not trusted to be complete (an event
+    /// may have been lost on the way): the payment item itself is read.
+    async fn payment_outcome(
+        &self,
+        order: &OrderId,
+        payment: &PaymentId,
+        past_deadline: bool,
+    ) -> Result<Option<PaymentStatus>, RunError> {
         let key = order_projection::key(order, payment).into_iter().collect();
         let item = read_item(self.sagas.client(), self.table(), key, "read order projection").await?;
-        Ok(item
+        let projected = item
             .and_then(|i| i.get("payment_status").and_then(|v| v.as_s().ok()).cloned())
-            .and_then(|s| PaymentStatus::parse(&s).ok()))
+            .and_then(|s| PaymentStatus::parse(&s).ok());
+        if !past_deadline || projected.is_some_and(PaymentStatus::is_terminal) {
+            return Ok(projected);
+        }
+        Ok(self.payments().get(payment).await?.map(|p| p.status).or(projected))
     }
 }
 

@@ -33,6 +33,10 @@ const SLOW: Duration = Duration::from_millis(1200);
 #[path = "saga/stripe.rs"]
 mod stripe;
 
+/// Deadlines that end every wait, and fair scans of the open-items index.
+#[path = "saga/liveness.rs"]
+mod liveness;
+
 struct World {
     ctx: TestContext,
     sim: Arc<Simulator>,
