@@ -229,7 +229,7 @@ async fn a_success_that_races_the_cancel_continues_from_the_capture() {
         .start(kept.clone(), w.checkout("pm_slow_action", 1))
         .await
         .expect("start");
-    tokio::time::sleep(SLOW + Duration::from_millis(100)).await;
+    tokio::time::sleep(SLOW * 2 + Duration::from_millis(100)).await;
     sweeper::sweep(&runner, Duration::ZERO, 100).await.expect("sweep");
     assert_eq!(w.saga(&kept).await.status, SagaStatus::Completed);
     w.assert_charged_once(&second, 0);
