@@ -318,7 +318,8 @@ impl<P: Psp> Runner<P> {
                     .clone()
                     .ok_or_else(|| RunError::Invalid("captured payment without a PSP reference".into()))?;
                 let key = format!("{}:refund", saga.order_id());
-                let refund = self.psp().refund(&key, &reference, Some(amount)).await?;
+                // All that is left on the charge (all of it, unless someone refunded part at the PSP already).
+                let refund = self.psp().refund(&key, &reference, None).await?;
                 if !refund.is_accepted() {
                     return Err(RunError::Invalid(format!(
                         "refund {} ended {}",
@@ -490,7 +491,9 @@ impl<P: Psp> Runner<P> {
                     Err(e) => Err(e),
                 }
             }
-            Some(other) => self.drive(other).await,
+            // Not waiting for the payment: the saga's own steps see the cancelled order (the confirmation fails
+            // and a captured payment is refunded).
+            Some(other) => Ok(Some(other.record().clone())),
             None => Ok(None),
         }
     }
