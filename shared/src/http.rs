@@ -161,12 +161,16 @@ impl CallerGuard {
         if arn.is_empty() {
             return Ok(Self::open());
         }
-        let bad = || format!("ORCHESTRATOR_ROLE_ARN is not an IAM role ARN (arn:aws:iam::<account>:role/<name>): {arn}");
+        let bad =
+            || format!("ORCHESTRATOR_ROLE_ARN is not an IAM role ARN (arn:aws:iam::<account>:role/<name>): {arn}");
         let parts: Vec<&str> = arn.splitn(6, ':').collect();
         let [_arn @ "arn", partition, "iam", "", account, resource] = parts.as_slice() else {
             return Err(bad());
         };
-        let name = resource.strip_prefix("role/").and_then(|r| r.rsplit('/').next()).unwrap_or("");
+        let name = resource
+            .strip_prefix("role/")
+            .and_then(|r| r.rsplit('/').next())
+            .unwrap_or("");
         if account.len() != 12 || !account.bytes().all(|b| b.is_ascii_digit()) || name.is_empty() {
             return Err(bad());
         }
@@ -210,7 +214,10 @@ impl CallerGuard {
         if self.allows_arn(caller.as_deref()) {
             return Ok(());
         }
-        tracing::warn!(caller = caller.as_deref().unwrap_or("-"), "caller is not the orchestrator role");
+        tracing::warn!(
+            caller = caller.as_deref().unwrap_or("-"),
+            "caller is not the orchestrator role"
+        );
         Err(ApiError::new(
             StatusCode::FORBIDDEN,
             "forbidden",
@@ -255,8 +262,14 @@ mod caller_guard_tests {
             let err = guard.check(&request_from(Some(other))).unwrap_err();
             assert_eq!(err.status, StatusCode::FORBIDDEN, "{other}");
         }
-        assert_eq!(guard.check(&request_from(None)).unwrap_err().status, StatusCode::FORBIDDEN);
-        assert_eq!(guard.check(&Request::new(Body::Empty)).unwrap_err().status, StatusCode::FORBIDDEN);
+        assert_eq!(
+            guard.check(&request_from(None)).unwrap_err().status,
+            StatusCode::FORBIDDEN
+        );
+        assert_eq!(
+            guard.check(&Request::new(Body::Empty)).unwrap_err().status,
+            StatusCode::FORBIDDEN
+        );
     }
 
     #[test]
