@@ -6,9 +6,9 @@
 //! and then the versioned write conflicts and the decision is taken again from the item that won.
 
 use crate::metrics::RequestMetrics;
-use crate::providers::{Provider, Providers, Scheme};
+use crate::providers::{Provider, ProviderSource, Scheme};
 use crate::psp_event::{Parsed, PspEvent};
-use crate::signature::{verify_standard, verify_stripe, SignedRequest};
+use crate::signature::{verify_standard, verify_stripe, SignatureError, SignedRequest};
 use crate::{redact::redact, standard, stripe};
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
@@ -69,13 +69,15 @@ impl IntakeSettings {
 pub struct App {
     pub store: PaymentStore,
     pub leases: Leases,
-    pub providers: Providers,
+    /// The providers and their secrets, re-read after a TTL or a failed signature (see `providers`).
+    pub providers: ProviderSource,
     pub settings: IntakeSettings,
 }
 
 impl App {
     /// Builds the app from the environment once per cold start: the providers' secrets are read here
-    /// (Secrets Manager or `WEBHOOK_SECRETS`), never per request.
+    /// (Secrets Manager or `WEBHOOK_SECRETS`), and from Secrets Manager again only when the cached copy is
+    /// 5 minutes old or a signature fails (at most every 30 s), never per request.
     pub async fn from_env(
         sdk: &aws_config::SdkConfig,
         client: shared::aws::DynamoDbClient,
@@ -84,7 +86,7 @@ impl App {
         Ok(Self {
             store: PaymentStore::new(client.clone(), &config.table_name),
             leases: Leases::new(client, &config.table_name, config.lease),
-            providers: Providers::from_env(sdk).await?,
+            providers: ProviderSource::from_env(sdk).await?,
             settings: IntakeSettings::from_env()?,
         })
     }
@@ -141,11 +143,9 @@ async fn intake(
         return Err(ApiError::method_not_allowed("webhooks are POSTed"));
     }
     let name = provider_name(req.uri().path()).ok_or_else(|| ApiError::not_found("no such route"))?;
-    let provider = app
-        .providers
-        .get(name)
-        .ok_or_else(|| ApiError::not_found(format!("unknown provider {name}")))?;
-    metrics.provider = provider.name.clone();
+    let mut providers = app.providers.current().await;
+    let unknown = || ApiError::not_found(format!("unknown provider {name}"));
+    metrics.provider = providers.get(name).ok_or_else(unknown)?.name.clone();
 
     // 1. Verify the exact raw bytes (lambda_http decoded a base64 body already).
     let body = http::body_bytes(req);
@@ -159,7 +159,20 @@ async fn intake(
     if body.is_empty() {
         return Err(ApiError::bad_request("empty body: not a webhook"));
     }
-    let signed_at = verify(provider, req, body).map_err(|e| {
+    let verified = match verify(providers.get(name).ok_or_else(unknown)?, req, body) {
+        // No loaded secret matches: the PSP may have rotated. Read the secrets again (rate-limited) and
+        // retry once with them, so a rotation does not wait for the next cold start.
+        Err(SignatureError::NoMatch) => match app.providers.refresh_after_failed_signature().await {
+            Some(fresh) => {
+                providers = fresh;
+                verify(providers.get(name).ok_or_else(unknown)?, req, body)
+            }
+            None => Err(SignatureError::NoMatch),
+        },
+        other => other,
+    };
+    let provider = providers.get(name).ok_or_else(unknown)?;
+    let signed_at = verified.map_err(|e| {
         metrics.unauthorized = 1;
         warn!(provider = %provider.name, error = %e, "webhook signature refused");
         ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", e.to_string())
