@@ -96,13 +96,16 @@ impl App {
 pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, lambda_http::Error> {
     let (response, metrics) = process(app, req).await;
     metrics.emit();
+    telemetry::flush();
     Ok(response)
 }
 
 /// Handles one webhook; returns the answer and the metrics record (tests read both).
 pub async fn process(app: &App, req: Request) -> (Response<Body>, RequestMetrics) {
     let correlation_id = http::correlation_id(&req);
-    let span = telemetry::request_span("webhook", correlation_id.as_str());
+    // The caller's trace (a PSP rarely sends one), else the invocation's X-Ray trace.
+    let parent = http::trace_context(&req).or_else(telemetry::invocation_trace_header);
+    let span = telemetry::span_with_parent("webhook", correlation_id.as_str(), parent.as_deref());
     let mut metrics = RequestMetrics::default();
     let result = intake(app, &req, correlation_id, &mut metrics).instrument(span).await;
     let response = match result {
@@ -159,13 +162,16 @@ async fn intake(
     if body.is_empty() {
         return Err(ApiError::bad_request("empty body: not a webhook"));
     }
-    let verified = match verify(providers.get(name).ok_or_else(unknown)?, req, body) {
+    let verify_span = telemetry::step_span("verify");
+    let loaded = providers.get(name).ok_or_else(unknown)?;
+    let verified = match verify_span.in_scope(|| verify(loaded, req, body)) {
         // No loaded secret matches: the PSP may have rotated. Read the secrets again (rate-limited) and
         // retry once with them, so a rotation does not wait for the next cold start.
         Err(SignatureError::NoMatch) => match app.providers.refresh_after_failed_signature().await {
             Some(fresh) => {
                 providers = fresh;
-                verify(providers.get(name).ok_or_else(unknown)?, req, body)
+                let reloaded = providers.get(name).ok_or_else(unknown)?;
+                verify_span.in_scope(|| verify(reloaded, req, body))
             }
             None => Err(SignatureError::NoMatch),
         },
@@ -215,8 +221,9 @@ async fn intake(
     telemetry::record_payment(&tracing::Span::current(), payment_id.as_str());
     let (lease, current) = tokio::join!(
         app.leases
-            .acquire_waiting(&payment_id, app.settings.lease_attempts, app.settings.lease_max_wait),
-        app.store.get(&payment_id),
+            .acquire_waiting(&payment_id, app.settings.lease_attempts, app.settings.lease_max_wait)
+            .instrument(telemetry::step_span("lease")),
+        app.store.get(&payment_id).instrument(telemetry::step_span("read")),
     );
     let (lease, current) = (lease?, current?);
     let Some(lease) = lease else {
@@ -230,8 +237,16 @@ async fn intake(
 
     // 4. Check the event against the payment, then the one finalize (releasing the lease in its transaction).
     let mismatch = event.check(&current, &provider.expect).err();
-    let observation = event.observation(mismatch.clone(), correlation_id);
-    let outcome = match app.store.finalize_from(current, &observation, Some(&lease)).await {
+    let mut observation = event.observation(mismatch.clone(), correlation_id);
+    let finalize_span = telemetry::step_span("finalize");
+    // The event item carries the finalize step's context: the relay and the consumer continue this trace.
+    observation.trace_context = telemetry::traceparent_of(&finalize_span);
+    let outcome = match app
+        .store
+        .finalize_from(current, &observation, Some(&lease))
+        .instrument(finalize_span)
+        .await
+    {
         Ok(outcome) => outcome,
         Err(e) => {
             // Free the payment for the PSP's retry now rather than when the lease expires (best effort:

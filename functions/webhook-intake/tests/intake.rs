@@ -411,6 +411,38 @@ async fn a_rotated_secret_is_used_from_the_first_webhook_it_signs() {
     );
 }
 
+/// The event item a webhook writes carries the webhook's trace (the caller's `traceparent` here, else the
+/// invocation's X-Ray trace): the relay and the consumer continue it, so one trace shows both.
+#[tokio::test]
+async fn the_event_item_carries_the_webhooks_trace() {
+    shared::telemetry::init();
+    let t = TestIntake::new().await;
+    let id = t.payment("pay_trace").await;
+    let trace = "5759e988bd862e3fe1be46a994272793";
+    let body = intent_event("evt_trace_1", "payment_intent.succeeded", &id, now());
+    let bytes = body.to_string().into_bytes();
+    let sig = sign_stripe(&SigningSecret::parse(STRIPE_NEW).unwrap(), now(), &bytes);
+    let req = apigw(
+        "/webhooks/stripe",
+        json!({ "stripe-signature": sig, "traceparent": format!("00-{trace}-53995c3f42cd8ad8-01") }),
+        &bytes,
+        false,
+    );
+    assert_eq!(result(&t.send(req).await), "applied");
+    let events = t.ctx.store.events(&id).await.unwrap();
+    let stored = events
+        .last()
+        .unwrap()
+        .trace_context
+        .clone()
+        .expect("a trace context on the event");
+    assert!(stored.starts_with(&format!("00-{trace}-")), "{stored}");
+    assert!(
+        !stored.contains("53995c3f42cd8ad8"),
+        "the finalize span's own id, not the caller's: {stored}"
+    );
+}
+
 #[tokio::test]
 async fn base64_bodies_are_verified_on_the_decoded_bytes() {
     let t = TestIntake::new().await;
