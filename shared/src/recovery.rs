@@ -5,13 +5,20 @@
 //! the payment's lease, the same lease webhook intake takes, so recovery and intake never work on one payment
 //! at once: a payment whose lease is held is skipped this round ([`Reconciled::Busy`]) and found again on
 //! the next. The lease is released inside the finalize transaction when there is a write.
+//!
+//! The PSP's answer is its status at the time of the query. What each PaymentIntent status means is in
+//! [`crate::psp::stripe`]; the decision ([`crate::decide`]) checks the PaymentIntent's id, amount and currency
+//! against the payment like any webhook's (a mismatch is an anomaly, never applied), never moves a payment
+//! backward and never takes away an action the PSP still asks the customer for. The observation is stamped
+//! with the query's time (to the second, Stripe's resolution), so a webhook about an older state that
+//! arrives afterwards is stale.
 
 use crate::clock;
 use crate::lease::Leases;
 use crate::psp::{Psp, PspError};
 use crate::store::open_index::{open_since, OpenKind};
 use crate::store::{FinalizeResult, PaymentStore, StoreError};
-use crate::{CorrelationId, Observation, Path, PaymentId};
+use crate::{CorrelationId, Path, PaymentId};
 use std::time::Duration;
 use thiserror::Error;
 use tracing::{info, warn};
@@ -37,6 +44,11 @@ pub enum Reconciled {
     NoReference,
     /// Already terminal (the index is eventually consistent): nothing to do.
     NotOpen,
+    /// The PSP's answer was not about this payment (another PaymentIntent, amount or currency): an anomaly
+    /// was recorded, nothing applied.
+    Refused,
+    /// The PSP circuit breaker is open: not asked this round.
+    Deferred,
 }
 
 /// Counts of one recovery run (also an EMF record).
@@ -47,6 +59,8 @@ pub struct RecoveryReport {
     pub unchanged: u32,
     pub busy: u32,
     pub no_reference: u32,
+    pub refused: u32,
+    pub deferred: u32,
     pub errors: u32,
 }
 
@@ -113,6 +127,12 @@ impl<P: Psp> Recovery<P> {
                 Ok(Reconciled::Unchanged | Reconciled::NotOpen) => report.unchanged += 1,
                 Ok(Reconciled::Busy) => report.busy += 1,
                 Ok(Reconciled::NoReference) => report.no_reference += 1,
+                Ok(Reconciled::Refused) => report.refused += 1,
+                Ok(Reconciled::Deferred) => {
+                    // The PSP is down: asking about the rest now would only add load; the next run does.
+                    report.deferred += 1;
+                    break;
+                }
                 Err(e) => {
                     report.errors += 1;
                     warn!(payment_id = %id, error = %e, "recovery of one payment failed; next run retries");
@@ -153,24 +173,44 @@ impl<P: Psp> Recovery<P> {
             release("no PSP reference").await;
             return Ok(Reconciled::NoReference);
         };
-        let status = match self.psp.status(&reference).await {
-            Ok(s) => s,
+        let intent = match self.psp.retrieve(&reference).await {
+            Ok(intent) => intent,
             Err(e) => {
                 release("PSP status query failed").await;
-                return Err(e.into());
+                return if e.is_deferred() {
+                    Ok(Reconciled::Deferred)
+                } else {
+                    Err(e.into())
+                };
             }
         };
-        let mut observation = Observation::new(Path::Recovery, status.outcome(), correlation);
-        observation.psp_reference = Some(reference);
-        let outcome = self.store.finalize_from(current, &observation, Some(&lease)).await;
-        let outcome = match outcome {
+        let observation = match intent.observation(Path::Recovery, correlation) {
+            Ok(Some(mut observation)) => {
+                observation.occurred_at_ms = Some(clock::now_ms() / 1000 * 1000);
+                observation
+            }
+            Ok(None) => {
+                release("nothing new at the PSP").await;
+                info!(payment_id = %id, psp_status = intent.status.as_str(), "PSP status changes nothing");
+                return Ok(Reconciled::Unchanged);
+            }
+            Err(unreadable) => {
+                release("PSP answer unusable").await;
+                return Err(PspError::BadAnswer(unreadable).into());
+            }
+        };
+        let outcome = match self.store.finalize_from(current, &observation, Some(&lease)).await {
             Ok(o) => o,
             Err(e) => {
                 release("finalize failed").await;
                 return Err(e.into());
             }
         };
-        info!(payment_id = %id, result = ?outcome.result, psp_status = %status.status, "payment reconciled");
+        if let Some(reason) = &outcome.refused {
+            warn!(payment_id = %id, reason, "PSP answer is not about this payment: anomaly recorded, not applied");
+            return Ok(Reconciled::Refused);
+        }
+        info!(payment_id = %id, result = ?outcome.result, psp_status = intent.status.as_str(), "payment reconciled");
         Ok(match outcome.result {
             FinalizeResult::Applied(kind) => Reconciled::Applied(kind),
             FinalizeResult::Ignored(_) | FinalizeResult::Deferred(_) => Reconciled::Unchanged,
@@ -180,7 +220,16 @@ impl<P: Psp> Recovery<P> {
 
 /// The reconciler's EMF record.
 pub fn emf(r: &RecoveryReport, now_ms: i64) -> serde_json::Value {
-    let names = ["Found", "Applied", "Unchanged", "Busy", "NoReference", "Errors"];
+    let names = [
+        "Found",
+        "Applied",
+        "Unchanged",
+        "Busy",
+        "NoReference",
+        "Refused",
+        "Deferred",
+        "Errors",
+    ];
     serde_json::json!({
         "_aws": { "Timestamp": now_ms, "CloudWatchMetrics": [{
             "Namespace": "Payments/Recovery",
@@ -188,6 +237,6 @@ pub fn emf(r: &RecoveryReport, now_ms: i64) -> serde_json::Value {
             "Metrics": names.iter().map(|n| serde_json::json!({ "Name": n, "Unit": "Count" })).collect::<Vec<_>>(),
         }]},
         "Found": r.found, "Applied": r.applied, "Unchanged": r.unchanged, "Busy": r.busy,
-        "NoReference": r.no_reference, "Errors": r.errors,
+        "NoReference": r.no_reference, "Refused": r.refused, "Deferred": r.deferred, "Errors": r.errors,
     })
 }

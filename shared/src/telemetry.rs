@@ -46,9 +46,10 @@ pub fn json_wanted() -> bool {
 /// Crates whose TRACE output contains request and response bodies (the AWS SDK logs whole DynamoDB items,
 /// secrets included; the Lambda runtime and HTTP stack can log payloads). Their TRACE level is cut off
 /// whatever `RUST_LOG` says.
-const BODY_LOGGING_CRATES: [&str; 7] = [
+const BODY_LOGGING_CRATES: [&str; 8] = [
     "aws_",
     "hyper",
+    "reqwest",
     "h2",
     "rustls",
     "lambda_runtime",

@@ -11,6 +11,7 @@
 pub mod calls;
 pub mod faults;
 pub mod hook;
+pub mod http_stub;
 pub mod kill;
 pub mod sqs_faults;
 

@@ -15,26 +15,26 @@ pub mod sweeper;
 
 use runner::{Runner, Settings};
 use shared::lease::Leases;
-use shared::psp::HttpPsp;
+use shared::psp::GuardedStripe;
 use shared::recovery::{Recovery, RecoverySettings};
 use shared::saga::{Escalation, SagaStore};
 use shared::{Config, PaymentStore};
 
-/// Builds the runner from the environment (`TABLE_NAME`, `PSP_BASE_URL`, `ESCALATION_QUEUE_URL`,
-/// `SAGA_PAYMENT_TIMEOUT_SECONDS` (default 120), `RECOVERY_*`, lease settings), with clients made once per
-/// cold start.
-pub fn runner_from_env(
+/// Builds the runner from the environment (`TABLE_NAME`, the PSP's settings (`PSP_BASE_URL`,
+/// `PSP_API_KEY_ARN` or `PSP_API_KEY`, ...), `ESCALATION_QUEUE_URL`, `SAGA_PAYMENT_TIMEOUT_SECONDS` (default
+/// 120), `RECOVERY_*`, lease settings), with clients made once per cold start.
+pub async fn runner_from_env(
     sdk: &aws_config::SdkConfig,
     dynamodb: aws_sdk_dynamodb::Client,
     config: &Config,
-) -> Result<Runner<HttpPsp>, Box<dyn std::error::Error + Send + Sync>> {
+) -> Result<Runner<GuardedStripe>, Box<dyn std::error::Error + Send + Sync>> {
     let queue = std::env::var("ESCALATION_QUEUE_URL").map_err(|_| "ESCALATION_QUEUE_URL is not set")?;
     Ok(Runner {
         sagas: SagaStore::new(dynamodb.clone(), &config.table_name),
         recovery: Recovery {
             store: PaymentStore::new(dynamodb.clone(), &config.table_name),
-            leases: Leases::new(dynamodb, &config.table_name, config.lease),
-            psp: HttpPsp::from_env()?,
+            leases: Leases::new(dynamodb.clone(), &config.table_name, config.lease),
+            psp: shared::psp::from_env(sdk, dynamodb.clone(), &config.table_name).await?,
             settings: RecoverySettings::from_env(),
         },
         escalation: Escalation::new(aws_sdk_sqs::Client::new(sdk), queue),

@@ -4,28 +4,29 @@
 //! | state | action | on success | on failure |
 //! |---|---|---|---|
 //! | started | reserve stock (conditional decrement) | stock_reserved | out of stock: compensated |
-//! | stock_reserved | create the payment, charge at the PSP (key `<order>:charge`), finalize the sync answer | payment_pending | refused: cancelling_payment |
+//! | stock_reserved | create the payment, create and confirm a PaymentIntent (key `<order>:charge`), finalize what it says | payment_pending (also after a decline: the customer may retry) | refused: cancelling_payment |
 //! | payment_pending | read the payment's outcome from the order projection (fed by the queue) | payment_captured | failed: cancelling_payment; past the deadline: handed to recovery |
 //! | payment_captured | confirm the order (conditioned on `pending`) | completed | cancelled meanwhile: refunding_payment |
-//! | refunding_payment | refund at the PSP (key `<order>:refund`), finalize the refund | releasing_stock | retried, then escalated |
+//! | refunding_payment | refund at the PSP (key `<order>:refund`), read the PaymentIntent back, finalize its refunded total | releasing_stock | retried, then escalated |
 //! | cancelling_payment | make sure our payment is failed | releasing_stock | retried, then escalated |
 //! | releasing_stock | increment the stock | compensated | retried, then escalated |
 //!
 //! Every PSP call that moves money carries a key derived from (saga, step), reused on every retry and after
 //! a crash, so it never charges or refunds twice. Transient failures are retried with exponential backoff and
 //! full jitter; what still fails is escalated to the escalation queue (alarmed) and left for the sweeper.
+//! While the PSP circuit breaker is open, a step that needs the PSP is neither retried nor escalated: the saga
+//! waits as it is and the sweeper resumes it after the cool-down.
 
 use crate::metrics;
 use crate::{inventory, orders};
-use serde_json::Value;
-use shared::psp::{Psp, PspError};
+use shared::psp::{ChargeRequest, IntentStatus, PaymentIntent, Psp, PspError};
 use shared::recovery::{Reconciled, Recovery};
 use shared::retry::Backoff;
 use shared::saga::{Checkout, Escalation, Loaded, Saga, SagaEvent, SagaRecord, SagaStore, SagaStoreError, Started};
 use shared::store::{read_item, Created, PaymentStore, StoreError};
 use shared::{clock, CorrelationId, Observation, OrderId, Outcome, Path, PaymentId, PaymentStatus};
 use std::time::Duration;
-use sync_finalize::requests::{CreatePayment, SyncResult};
+use sync_finalize::requests::CreatePayment;
 use thiserror::Error;
 use tracing::{error, info, warn};
 
@@ -91,7 +92,7 @@ pub struct Runner<P> {
 /// What one action did.
 enum Advanced {
     /// The saga moved and was saved in this state; run its next action (no re-read needed).
-    Moved(Loaded),
+    Moved(Box<Loaded>),
     /// Waiting for the payment's outcome (or already ended): the saga is as it was loaded.
     Stopped,
 }
@@ -166,8 +167,14 @@ impl<P: Psp> Runner<P> {
                 .retry(|_| self.advance(loaded.clone()), RunError::is_transient)
                 .await;
             loaded = match attempt {
-                Ok(Advanced::Moved(next)) => next,
+                Ok(Advanced::Moved(next)) => *next,
                 Ok(Advanced::Stopped) => return Ok(Some(loaded.record().clone())),
+                // The PSP is failing and its breaker open: no retries onto it, no escalation; the sweeper
+                // resumes the saga after the cool-down.
+                Err((RunError::Psp(e), _)) if e.is_deferred() => {
+                    warn!(order_id = %order_id, action, error = %e, "PSP paused by the circuit breaker; saga deferred");
+                    return Ok(Some(loaded.record().clone()));
+                }
                 // Someone else moved the saga (a retry whose first attempt committed, or another worker).
                 Err((RunError::Saga(SagaStoreError::Conflict(_)), _)) => match self.sagas.load(&order_id).await? {
                     Some(current) => current,
@@ -215,7 +222,7 @@ impl<P: Psp> Runner<P> {
         info!(order_id = %event.order_id, version = event.version, event = event.kind.as_str(),
               status = %event.status, "saga moved");
         metrics::after_transition(saga.record(), &event);
-        Ok(Advanced::Moved(saga.into()))
+        Ok(Advanced::Moved(Box::new(saga.into())))
     }
 
     /// Runs the one action of the saga's state.
@@ -287,13 +294,16 @@ impl<P: Psp> Runner<P> {
                     .clone()
                     .ok_or_else(|| RunError::Invalid("captured payment without a PSP reference".into()))?;
                 let key = format!("{}:refund", saga.order_id());
-                let total = self.psp().refund(&key, &reference, amount).await?;
-                let outcome = Outcome::Refunded {
-                    refunded_total_minor: total,
-                    capture_proven: true,
-                };
-                self.observe(&payment_id, saga.order_id(), outcome, Some(reference))
-                    .await?;
+                let refund = self.psp().refund(&key, &reference, Some(amount)).await?;
+                if !refund.is_accepted() {
+                    return Err(RunError::Invalid(format!(
+                        "refund {} ended {}",
+                        refund.id, refund.status
+                    )));
+                }
+                // The refund object has no cumulative total; the PaymentIntent's charge does.
+                let intent = self.psp().retrieve(&reference).await?;
+                self.observe_intent(&payment_id, saga.order_id(), &intent).await?;
                 let (next, event) = saga.refunded(amount, now);
                 self.moved(next, event, vec![]).await
             }
@@ -352,26 +362,60 @@ impl<P: Psp> Runner<P> {
             Created::New(p) | Created::Replay(p) => p,
             Created::KeyReused => return Err(RunError::Invalid(format!("payment key {key} reused"))),
         };
-        let answer = match self
-            .psp()
-            .charge(&key, payment.id.as_str(), &checkout.money, &checkout.payment_method)
-            .await
-        {
-            Ok(answer) => answer,
-            Err(PspError::Refused { message, .. }) => {
-                let (next, event) = saga.charge_failed(Some(payment.id), format!("charge refused: {message}"), now);
+        let request = ChargeRequest {
+            payment_id: &payment.id,
+            order_id: &order,
+            money: &checkout.money,
+            payment_method: &checkout.payment_method,
+        };
+        let refused = match self.psp().charge(&key, &request).await {
+            Ok(intent) => Ok(intent),
+            // Declined: the PaymentIntent waits for the customer's next attempt, and so does the saga.
+            Err(PspError::Declined(mut error)) => error
+                .payment_intent
+                .take()
+                .map(|pi| *pi)
+                .ok_or(PspError::Declined(error)),
+            Err(e) => Err(e),
+        };
+        let intent = match refused {
+            Ok(intent) => intent,
+            Err(refused @ (PspError::Declined(_) | PspError::Refused { .. })) => {
+                let (next, event) = saga.charge_failed(Some(payment.id), format!("charge refused: {refused}"), now);
                 return self.moved(next, event, vec![]).await;
             }
             Err(e) => return Err(e.into()),
         };
-        let observation = sync_observation(answer, &order)?;
-        let reference = observation.psp_reference.clone();
-        let customer_action = matches!(observation.outcome, Outcome::RequiresAction(_));
+        let reference = shared::PspReference::parse(intent.id.as_str())
+            .map_err(|e| RunError::Psp(PspError::BadAnswer(format!("PaymentIntent id: {e}"))))?;
+        let customer_action = intent.status == IntentStatus::RequiresAction;
         let payment_id = payment.id.clone();
-        // From the payment create just returned: no second read.
-        self.payments().finalize_from(payment, &observation, None).await?;
-        let (next, event) = saga.payment_requested(payment_id, reference, customer_action, now);
+        match intent.observation(Path::Sync, correlation(&order)) {
+            // From the payment create just returned: no second read.
+            Ok(Some(observation)) => {
+                self.payments().finalize_from(payment, &observation, None).await?;
+            }
+            Ok(None) => warn!(order_id = %order, psp_status = intent.status.as_str(), "charge answer says nothing new"),
+            Err(unusable) => return Err(RunError::Psp(PspError::BadAnswer(unusable))),
+        }
+        let (next, event) = saga.payment_requested(payment_id, Some(reference), customer_action, now);
         self.moved(next, event, vec![]).await
+    }
+
+    /// Applies a PaymentIntent the saga read from the PSP through the one finalize.
+    async fn observe_intent(
+        &self,
+        payment_id: &PaymentId,
+        order: &OrderId,
+        intent: &PaymentIntent,
+    ) -> Result<(), RunError> {
+        if let Some(observation) = intent
+            .observation(Path::Sync, correlation(order))
+            .map_err(|e| RunError::Psp(PspError::BadAnswer(e)))?
+        {
+            self.payments().finalize(payment_id, &observation, None).await?;
+        }
+        Ok(())
     }
 
     /// Applies what the saga itself learned from the PSP (a refund, a cancellation) through the one finalize.
@@ -396,14 +440,6 @@ impl<P: Psp> Runner<P> {
             .and_then(|i| i.get("payment_status").and_then(|v| v.as_s().ok()).cloned())
             .and_then(|s| PaymentStatus::parse(&s).ok()))
     }
-}
-
-fn sync_observation(answer: Value, order: &OrderId) -> Result<Observation, RunError> {
-    let result: SyncResult =
-        serde_json::from_value(answer).map_err(|e| PspError::BadAnswer(format!("charge answer: {e}")))?;
-    result
-        .into_observation(correlation(order), None)
-        .map_err(|e| RunError::Psp(PspError::BadAnswer(e.message)))
 }
 
 fn action_name(loaded: &Loaded) -> &'static str {

@@ -9,11 +9,12 @@ use integration_tests::{dying_client, sqs_client, Fault, FaultInjector, TestCont
 use order_projection::OrderProjection;
 use psp_simulator::client::HttpClient;
 use psp_simulator::delivery::DeliveryOptions;
+use psp_simulator::ledger::{Ledger, Timings};
 use psp_simulator::server::Simulator;
 use serde_json::json;
 use shared::consumer::Consumer;
 use shared::lease::Leases;
-use shared::psp::{HttpPsp, Psp, PspError, PspStatus};
+use shared::psp::{ChargeRequest, PaymentIntent, Psp, PspError, PspSettings, Refund, StripeClient};
 use shared::recovery::{Reconciled, Recovery, RecoverySettings};
 use shared::retry::Backoff;
 use shared::saga::{Checkout, Escalation, SagaEventKind, SagaRecord, SagaStatus, SagaStore, Step};
@@ -23,6 +24,14 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 
 const STOCK: u64 = 10;
+const TEST_KEY: &str = "sk_test_saga";
+/// How long the simulator's slow scenarios (a lasting 3-D Secure challenge, a retry after a decline, a long
+/// processing) take here.
+const SLOW: Duration = Duration::from_millis(1200);
+
+/// The end-to-end scenarios of the Stripe-speaking simulator and the circuit breaker.
+#[path = "saga/stripe.rs"]
+mod stripe;
 
 struct World {
     ctx: TestContext,
@@ -39,7 +48,7 @@ async fn world() -> World {
 
 async fn world_with(ctx: TestContext) -> World {
     let sim = Arc::new(Simulator {
-        psp: psp_simulator::psp::Psp::new(),
+        ledger: Ledger::new(TEST_KEY, Timings { slow: SLOW }, None),
         // Webhooks go nowhere: these tests drive outcomes through the saga's own PSP calls and recovery.
         webhook_url: "http://127.0.0.1:9/webhooks/stripe".into(),
         secret: SigningSecret::parse("whsec_test").expect("secret"),
@@ -47,8 +56,8 @@ async fn world_with(ctx: TestContext) -> World {
             max_attempts: 1,
             ..DeliveryOptions::default()
         },
-        default_scenario: None,
         client: HttpClient::default(),
+        storm_rate: 0.0,
     });
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let psp_url = format!("http://{}", listener.local_addr().expect("addr"));
@@ -102,11 +111,13 @@ impl World {
         }
     }
 
-    fn psp(&self) -> HttpPsp {
-        HttpPsp::new(&self.psp_url, Duration::from_secs(5)).expect("psp client")
+    fn psp(&self) -> StripeClient {
+        let mut settings = PspSettings::local(&self.psp_url, TEST_KEY);
+        settings.retries = fast_backoff();
+        StripeClient::new(&settings, shared::psp::ApiKey::parse(TEST_KEY).unwrap()).expect("psp client")
     }
 
-    fn runner(&self) -> Runner<HttpPsp> {
+    fn runner(&self) -> Runner<StripeClient> {
         self.runner_with(
             self.ctx.client.clone(),
             self.psp(),
@@ -189,9 +200,10 @@ impl World {
     /// The PSP charged this saga's payment exactly once, and refunded what it says.
     fn assert_charged_once(&self, record: &SagaRecord, refunded: u64) {
         let id = record.payment_id.as_ref().expect("payment");
-        let intents = self.sim.psp.intents_for(id.as_str());
+        let intents = self.sim.ledger.intents_for(id.as_str());
         assert_eq!(intents.len(), 1, "one charge at the PSP, got {intents:?}");
-        assert_eq!(intents[0].amount_refunded, refunded);
+        let total = intents[0]["latest_charge"]["amount_refunded"].as_u64().unwrap_or(0);
+        assert_eq!(total, refunded);
     }
 
     async fn escalations(&self) -> Vec<serde_json::Value> {
@@ -435,22 +447,19 @@ async fn a_process_killed_between_any_two_calls_resumes_and_completes_or_compens
 }
 
 /// A PSP whose refunds keep failing (a broken refund API) while everything else works.
-struct RefundsDown(HttpPsp);
+struct RefundsDown(StripeClient);
 
 impl Psp for RefundsDown {
-    async fn charge(
-        &self,
-        key: &str,
-        payment_id: &str,
-        money: &Money,
-        method: &str,
-    ) -> Result<serde_json::Value, PspError> {
-        self.0.charge(key, payment_id, money, method).await
+    async fn charge(&self, key: &str, request: &ChargeRequest<'_>) -> Result<PaymentIntent, PspError> {
+        self.0.charge(key, request).await
     }
-    async fn status(&self, reference: &PspReference) -> Result<PspStatus, PspError> {
-        self.0.status(reference).await
+    async fn retrieve(&self, reference: &PspReference) -> Result<PaymentIntent, PspError> {
+        self.0.retrieve(reference).await
     }
-    async fn refund(&self, _: &str, _: &PspReference, _: u64) -> Result<u64, PspError> {
+    async fn cancel(&self, key: &str, reference: &PspReference) -> Result<PaymentIntent, PspError> {
+        self.0.cancel(key, reference).await
+    }
+    async fn refund(&self, _: &str, _: &PspReference, _: Option<u64>) -> Result<Refund, PspError> {
         Err(PspError::Unavailable("HTTP 503".into()))
     }
 }
@@ -547,27 +556,24 @@ async fn a_payment_past_its_deadline_is_handed_to_recovery_by_the_saga() {
 }
 
 /// A PSP whose status query runs `during` while the call is in flight (recovery holds the lease then).
-struct StatusHook<F>(HttpPsp, F);
+struct StatusHook<F>(StripeClient, F);
 
 impl<F, Fut> Psp for StatusHook<F>
 where
     F: Fn() -> Fut + Send + Sync,
     Fut: std::future::Future<Output = ()> + Send,
 {
-    async fn charge(
-        &self,
-        key: &str,
-        payment_id: &str,
-        money: &Money,
-        method: &str,
-    ) -> Result<serde_json::Value, PspError> {
-        self.0.charge(key, payment_id, money, method).await
+    async fn charge(&self, key: &str, request: &ChargeRequest<'_>) -> Result<PaymentIntent, PspError> {
+        self.0.charge(key, request).await
     }
-    async fn status(&self, reference: &PspReference) -> Result<PspStatus, PspError> {
+    async fn retrieve(&self, reference: &PspReference) -> Result<PaymentIntent, PspError> {
         (self.1)().await;
-        self.0.status(reference).await
+        self.0.retrieve(reference).await
     }
-    async fn refund(&self, key: &str, reference: &PspReference, amount: u64) -> Result<u64, PspError> {
+    async fn cancel(&self, key: &str, reference: &PspReference) -> Result<PaymentIntent, PspError> {
+        self.0.cancel(key, reference).await
+    }
+    async fn refund(&self, key: &str, reference: &PspReference, amount: Option<u64>) -> Result<Refund, PspError> {
         self.0.refund(key, reference, amount).await
     }
 }
@@ -659,7 +665,12 @@ mod api {
     use lambda_http::{Body, Request};
     use serde_json::Value;
 
-    async fn call(runner: &Runner<HttpPsp>, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+    async fn call(
+        runner: &Runner<StripeClient>,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
         let body = body.map(|b| Body::from(b.to_string())).unwrap_or(Body::Empty);
         let req: Request = lambda_http::http::Request::builder()
             .method(method)

@@ -1,13 +1,13 @@
 //! Lambda entry point of recovery (EventBridge schedule). The logic is `shared::recovery`, shared with the
 //! checkout saga, which hands a payment to recovery when it does not resolve in time.
 //!
-//! Configuration: `TABLE_NAME`, `PSP_BASE_URL`, `RECOVERY_STALE_AFTER_SECONDS` (default 300),
-//! `RECOVERY_BATCH_LIMIT` (default 200), lease settings.
+//! Configuration: `TABLE_NAME`, the PSP's settings (`PSP_BASE_URL`, `PSP_API_KEY_ARN` or `PSP_API_KEY`, see
+//! README), `RECOVERY_STALE_AFTER_SECONDS` (default 300), `RECOVERY_BATCH_LIMIT` (default 200), lease
+//! settings.
 
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
 use serde_json::Value;
 use shared::lease::Leases;
-use shared::psp::HttpPsp;
 use shared::recovery::{self, Recovery, RecoverySettings};
 use shared::{aws, clock, telemetry, Config, PaymentStore};
 
@@ -15,11 +15,12 @@ use shared::{aws, clock, telemetry, Config, PaymentStore};
 async fn main() -> Result<(), Error> {
     telemetry::init();
     let config = Config::from_env()?;
-    let client = aws::dynamodb_client(&aws::sdk_config().await);
+    let sdk = aws::sdk_config().await;
+    let client = aws::dynamodb_client(&sdk);
     let recovery = Recovery {
         store: PaymentStore::new(client.clone(), &config.table_name),
-        leases: Leases::new(client, &config.table_name, config.lease),
-        psp: HttpPsp::from_env()?,
+        leases: Leases::new(client.clone(), &config.table_name, config.lease),
+        psp: shared::psp::from_env(&sdk, client, &config.table_name).await?,
         settings: RecoverySettings::from_env(),
     };
     run(service_fn(|_: LambdaEvent<Value>| {

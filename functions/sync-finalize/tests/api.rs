@@ -115,10 +115,18 @@ async fn create_is_idempotent_per_key_and_body() {
     assert_eq!(other.body["error"], "unprocessable");
 }
 
+/// Headers, body, the answer's status and a word its message must contain.
+type BadRequest = (
+    &'static [(&'static str, &'static str)],
+    Option<Value>,
+    StatusCode,
+    &'static str,
+);
+
 #[tokio::test]
 async fn bad_create_requests_are_refused_and_write_nothing() {
     let api = TestApi::new().await;
-    let cases: Vec<(&[(&str, &str)], Option<Value>, StatusCode, &str)> = vec![
+    let cases: Vec<BadRequest> = vec![
         (&[], Some(order(1000)), StatusCode::BAD_REQUEST, "Idempotency-Key"),
         (
             &[("idempotency-key", "k 1")],

@@ -72,7 +72,7 @@ fn intake_cpu(c: &mut Criterion) {
             let Parsed::Event(event) = stripe::parse(&body).unwrap() else {
                 unreachable!()
             };
-            let mismatch = event.check(&payment, &expect).err();
+            let mismatch = event.check(&expect).err();
             let observation = event.observation(mismatch, correlation.clone());
             black_box(decide(&payment, &observation, now * 1000))
         })

@@ -235,9 +235,9 @@ async fn intake(
         return unknown_payment(app, provider, &event, body, metrics).await;
     };
 
-    // 4. Check the event against the payment, then the one finalize (releasing the lease in its transaction).
-    let mismatch = event.check(&current, &provider.expect).err();
-    let mut observation = event.observation(mismatch.clone(), correlation_id);
+    // 4. Check the event against the endpoint, then the one finalize, which checks it against the payment
+    //    (releasing the lease in its transaction).
+    let mut observation = event.observation(event.check(&provider.expect).err(), correlation_id);
     let finalize_span = telemetry::step_span("finalize");
     // The event item carries the finalize step's context: the relay and the consumer continue this trace.
     observation.trace_context = telemetry::traceparent_of(&finalize_span);
@@ -262,7 +262,7 @@ async fn intake(
         }
     };
     metrics.version_conflicts = outcome.version_conflicts;
-    if let Some(reason) = mismatch {
+    if let Some(reason) = &outcome.refused {
         metrics.anomalies = 1;
         metrics.quarantines = 1;
         app.store
@@ -270,7 +270,7 @@ async fn intake(
                 ParkedKind::Quarantined,
                 &provider.name,
                 event.id.as_str(),
-                &reason,
+                reason,
                 &redact(body),
             )
             .await?;

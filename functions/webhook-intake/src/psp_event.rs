@@ -1,7 +1,7 @@
 //! A PSP event after parsing, in our terms: which payment, what happened, and the facts to check against
 //! the payment before anything is applied.
 
-use shared::{Currency, Observation, Outcome, Path, Payment, PaymentId, PspEventId, PspReference};
+use shared::{Claims, Currency, Observation, Outcome, Path, PaymentId, PspEventId, PspReference};
 use thiserror::Error;
 
 /// How to find the payment an event is about.
@@ -53,25 +53,11 @@ pub struct Expectations {
 }
 
 impl PspEvent {
-    /// Amount, currency, live/test mode and account must match. `Err` names the first mismatch.
-    pub fn check(&self, payment: &Payment, expected: &Expectations) -> Result<(), String> {
+    /// Live/test mode and account must be what this endpoint expects. Amount, currency and the PSP's payment
+    /// id are checked against the payment by the one check every path shares ([`Observation::check`], called
+    /// by the decision). `Err` names the first mismatch.
+    pub fn check(&self, expected: &Expectations) -> Result<(), String> {
         let f = &self.facts;
-        if let Some(amount) = f.amount_minor {
-            if amount != payment.money.amount_minor() {
-                return Err(format!(
-                    "amount {amount} does not match the payment's {}",
-                    payment.money.amount_minor()
-                ));
-            }
-        }
-        if let Some(currency) = f.currency {
-            if currency != payment.money.currency() {
-                return Err(format!(
-                    "currency {currency} does not match the payment's {}",
-                    payment.money.currency()
-                ));
-            }
-        }
         if let (Some(seen), Some(want)) = (f.livemode, expected.livemode) {
             if seen != want {
                 return Err(format!("livemode {seen} but this endpoint expects livemode {want}"));
@@ -82,17 +68,11 @@ impl PspEvent {
                 return Err(format!("account {seen} is not this endpoint's account {want}"));
             }
         }
-        if let (Some(bound), Some(named)) = (&payment.psp_reference, &self.target.psp_reference) {
-            if bound != named {
-                return Err(format!(
-                    "PSP payment {named} is not the one bound to this payment ({bound})"
-                ));
-            }
-        }
         Ok(())
     }
 
-    /// The observation to finalize: the event's outcome, or an anomaly when a check failed.
+    /// The observation to finalize: the event's outcome with its claims, or an anomaly when the endpoint's
+    /// check failed.
     pub fn observation(&self, mismatch: Option<String>, correlation_id: shared::CorrelationId) -> Observation {
         let outcome = match mismatch {
             Some(reason) => Outcome::Anomaly { reason },
@@ -101,6 +81,10 @@ impl PspEvent {
         let mut obs = Observation::new(Path::Webhook, outcome, correlation_id)
             .with_event(self.id.clone(), self.created_secs.saturating_mul(1000));
         obs.psp_reference = self.target.psp_reference.clone();
+        obs.claims = Claims {
+            amount_minor: self.facts.amount_minor,
+            currency: self.facts.currency,
+        };
         obs
     }
 }

@@ -3,7 +3,8 @@
 
 use crate::psp_event::{Facts, Parsed, PaymentRef, PspEvent, Unparseable};
 use serde::Deserialize;
-use shared::{ClientSecret, Currency, CustomerAction, Outcome, PaymentId, PspEventId, PspReference, RedirectUrl};
+use shared::psp::stripe::{customer_action, LastPaymentError, NextAction};
+use shared::{ClientSecret, Currency, Outcome, PaymentId, PspEventId, PspReference};
 use std::collections::HashMap;
 
 #[derive(Deserialize)]
@@ -32,33 +33,13 @@ struct PaymentIntent {
     #[serde(default)]
     metadata: HashMap<String, String>,
     #[serde(default)]
-    client_secret: Option<String>,
+    client_secret: Option<ClientSecret>,
     #[serde(default)]
     next_action: Option<NextAction>,
     #[serde(default)]
-    last_payment_error: Option<PaymentError>,
+    last_payment_error: Option<LastPaymentError>,
     #[serde(default)]
     cancellation_reason: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct NextAction {
-    #[serde(default)]
-    redirect_to_url: Option<RedirectToUrl>,
-}
-
-#[derive(Deserialize)]
-struct RedirectToUrl {
-    #[serde(default)]
-    url: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct PaymentError {
-    #[serde(default)]
-    code: Option<String>,
-    #[serde(default)]
-    decline_code: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -110,33 +91,16 @@ pub fn parse(body: &[u8]) -> Result<Parsed, Unparseable> {
             let outcome = match event.kind.as_str() {
                 "payment_intent.succeeded" => Outcome::Succeeded,
                 "payment_intent.processing" => Outcome::Processing,
-                "payment_intent.requires_action" => {
-                    let secret = pi
-                        .client_secret
-                        .clone()
-                        .map(ClientSecret::parse)
-                        .transpose()
-                        .map_err(bad)?;
-                    let url = pi
-                        .next_action
+                "payment_intent.requires_action" => Outcome::RequiresAction(
+                    customer_action(pi.client_secret.as_ref(), pi.next_action.as_ref()).map_err(bad)?,
+                ),
+                "payment_intent.payment_failed" => Outcome::AttemptFailed {
+                    reason: pi
+                        .last_payment_error
                         .as_ref()
-                        .and_then(|a| a.redirect_to_url.as_ref())
-                        .and_then(|r| r.url.clone())
-                        .map(RedirectUrl::parse)
-                        .transpose()
-                        .map_err(bad)?;
-                    Outcome::RequiresAction(CustomerAction::new(secret, url).map_err(bad)?)
-                }
-                "payment_intent.payment_failed" => {
-                    let error = pi.last_payment_error.as_ref();
-                    let reason = error
-                        .and_then(|e| e.decline_code.clone().or_else(|| e.code.clone()))
-                        .unwrap_or_else(|| "payment_failed".into());
-                    Outcome::AttemptFailed {
-                        reason,
-                        retry_token: None,
-                    }
-                }
+                        .map_or_else(|| "payment_failed".into(), LastPaymentError::reason),
+                    retry_token: None,
+                },
                 _ => Outcome::Failed {
                     reason: pi.cancellation_reason.clone().unwrap_or_else(|| "canceled".into()),
                 },

@@ -126,9 +126,12 @@ impl TableDefinition {
                     .expect("stream"),
             );
         }
-        req.send()
-            .await
-            .unwrap_or_else(|e| panic!("create table {name}: {e:?}"));
+        if let Err(e) = req.send().await {
+            // A first attempt slower than the SDK's attempt timeout (DynamoDB Local on a busy machine) may have
+            // created the table before the retry asked again: a table of this (fresh) name is ours.
+            let exists = e.as_service_error().is_some_and(|se| se.is_resource_in_use_exception());
+            assert!(exists, "create table {name}: {e:?}");
+        }
         if let Some(attr) = &self.ttl_attribute {
             client
                 .update_time_to_live()

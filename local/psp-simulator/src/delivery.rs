@@ -2,7 +2,7 @@
 //! and failed attempts retried with backoff (also on 5xx answers).
 
 use crate::client::HttpClient;
-use crate::psp::WebhookEvent;
+use crate::ledger::WebhookEvent;
 use rand::Rng;
 use shared::SigningSecret;
 use std::time::Duration;

@@ -4,7 +4,7 @@
 
 use crate::client::{BoxError, HttpClient};
 use crate::delivery::{deliver, DeliveryOptions};
-use crate::psp::{Psp, Scenario};
+use crate::ledger::{Answer, Ledger, Scenario, Timings};
 use aws_sdk_dynamodb::types::AttributeValue;
 use rand::seq::IndexedRandom;
 use rand::Rng;
@@ -37,6 +37,8 @@ pub struct Summary {
 }
 
 const SECRET_FIELDS: [&str; 3] = ["client_secret", "redirect_url", "retry_token"];
+/// The in-process PSP account's key (the demo calls the ledger directly, not over HTTP).
+const DEMO_KEY: &str = "sk_test_demo";
 
 fn carries_secret(view: &Value) -> bool {
     SECRET_FIELDS.iter().any(|f| view.get(f).is_some())
@@ -53,7 +55,28 @@ struct Checkout {
     webhook_results: Vec<String>,
 }
 
-async fn checkout(client: &HttpClient, psp: &Psp, config: &DemoConfig, n: usize) -> Result<Checkout, BoxError> {
+/// The demo plays the checkout orchestrator: it turns the PSP's answer to the charge (a PaymentIntent, or a
+/// decline) into the payments API's `sync-result` body.
+pub fn sync_result(answer: &Answer) -> Value {
+    let pi = if answer.status == 200 {
+        &answer.body
+    } else {
+        &answer.body["error"]["payment_intent"]
+    };
+    let reference = pi["id"].clone();
+    match pi["status"].as_str().unwrap_or_default() {
+        "requires_action" => json!({ "outcome": "requires_action", "psp_reference": reference,
+            "client_secret": pi["client_secret"], "redirect_url": pi["next_action"]["redirect_to_url"]["url"] }),
+        "processing" | "requires_capture" => json!({ "outcome": "processing", "psp_reference": reference }),
+        "succeeded" => json!({ "outcome": "succeeded", "psp_reference": reference }),
+        "canceled" => json!({ "outcome": "failed", "psp_reference": reference,
+            "reason": pi["cancellation_reason"].as_str().unwrap_or("canceled") }),
+        _ => json!({ "outcome": "attempt_failed", "psp_reference": reference,
+            "decline_code": pi["last_payment_error"]["decline_code"].as_str().unwrap_or("declined") }),
+    }
+}
+
+async fn checkout(client: &HttpClient, psp: &Ledger, config: &DemoConfig, n: usize) -> Result<Checkout, BoxError> {
     let scenario = *[
         Scenario::RequiresAction,
         Scenario::Processing,
@@ -76,8 +99,28 @@ async fn checkout(client: &HttpClient, psp: &Psp, config: &DemoConfig, n: usize)
         return Err(format!("create answered {status}: {created}").into());
     }
     let payment_id = created["payment_id"].as_str().unwrap_or_default().to_owned();
-    let (intent, events) = psp.charge(&format!("charge-{payment_id}"), &payment_id, amount, "EUR", scenario);
-    let sync_body = Psp::sync_answer(&intent);
+    let params: BTreeMap<String, String> = [
+        ("amount", amount.to_string()),
+        ("currency", "eur".to_owned()),
+        ("confirm", "true".to_owned()),
+        (
+            "payment_method",
+            format!("pm_{}", serde_json::to_value(scenario)?.as_str().unwrap_or("succeeded")),
+        ),
+        ("metadata[payment_id]", payment_id.clone()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    let charged = psp.handle(
+        "POST",
+        "/v1/payment_intents",
+        Some(&format!("Bearer {DEMO_KEY}")),
+        Some(&format!("charge-{payment_id}")),
+        &params,
+    );
+    let events = charged.webhooks;
+    let sync_body = sync_result(&charged.answer.ok_or("the PSP did not answer the charge")?);
     let sync_asked_secret = sync_body.get("client_secret").is_some() || sync_body.get("redirect_url").is_some();
     // The race on purpose: the webhooks and the synchronous answer at the same time.
     let sync_delay = rand::rng().random_range(Duration::ZERO..=config.delivery.max_delay);
@@ -105,7 +148,7 @@ async fn checkout(client: &HttpClient, psp: &Psp, config: &DemoConfig, n: usize)
 /// Runs the demo and returns its summary.
 pub async fn run(config: DemoConfig) -> Result<Summary, BoxError> {
     let config = Arc::new(config);
-    let psp = Arc::new(Psp::new());
+    let psp = Arc::new(Ledger::new(DEMO_KEY, Timings::default(), None));
     let client = HttpClient::default();
     let semaphore = Arc::new(tokio::sync::Semaphore::new(config.concurrency.max(1)));
     let mut tasks = Vec::new();

@@ -1,8 +1,9 @@
-//! The local stand-in for a Stripe-like PSP, and the demo that drives checkouts through the local stack.
+//! The local stand-in for Stripe (its PaymentIntents and Refunds API, its objects, errors, idempotency and
+//! signed webhooks), and the demos that drive payments and checkouts through the local stack.
 
 pub mod checkout_demo;
 pub mod client;
 pub mod delivery;
 pub mod demo;
-pub mod psp;
+pub mod ledger;
 pub mod server;

@@ -4,10 +4,15 @@
 //! (`CANCEL_RATE`, default 0.2; `TIMEOUT_SECONDS`, default 120). Settings come from the environment (see README):
 //! `SIMULATOR_PORT` (4000), `API` (http://127.0.0.1:3000), `WEBHOOK_SECRET` (the dev Stripe secret),
 //! `CHECKOUTS` (50), `CONCURRENCY` (8), `DUPLICATE_RATE`, `REORDER_RATE`, `FAILURE_RATE`, `MAX_DELAY_MS`,
-//! `SCENARIO` (serve: fixed scenario), `TABLE_NAME` (demo: read consumer cursors).
+//! `SCENARIO` (serve: fixed scenario), `PSP_API_KEY` (serve: the account's secret key, default
+//! `sk_test_local_simulator`), `SLOW_SECONDS` (serve: how long the slow scenarios take, default 180),
+//! `STORM_RATE` (serve: share of requests answered 429/503, default 0), `TABLE_NAME` (demo: read consumer
+//! cursors).
 
 use psp_simulator::delivery::DeliveryOptions;
-use psp_simulator::{checkout_demo, client::HttpClient, demo, psp::Psp, server::Simulator};
+use psp_simulator::ledger::{Ledger, Timings};
+use psp_simulator::server::{Simulator, DEV_API_KEY};
+use psp_simulator::{checkout_demo, client::HttpClient, demo};
 use shared::SigningSecret;
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,13 +49,17 @@ async fn main() -> Result<(), Error> {
                 .ok()
                 .and_then(|s| serde_json::from_value(serde_json::Value::String(s)).ok());
             println!("PSP simulator on http://127.0.0.1:{port}, webhooks to {api}/webhooks/stripe");
+            let api_key = std::env::var("PSP_API_KEY").unwrap_or_else(|_| DEV_API_KEY.into());
+            let timings = Timings {
+                slow: Duration::from_secs(env_or("SLOW_SECONDS", Timings::default().slow.as_secs())),
+            };
             let sim = Simulator {
-                psp: Psp::new(),
+                ledger: Ledger::new(api_key, timings, default_scenario),
                 webhook_url: format!("{api}/webhooks/stripe"),
                 secret,
                 delivery: delivery(),
-                default_scenario,
                 client: HttpClient::default(),
+                storm_rate: env_or("STORM_RATE", 0.0),
             };
             Arc::new(sim).serve(listener).await
         }

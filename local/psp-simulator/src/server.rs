@@ -1,46 +1,64 @@
-//! The simulator's HTTP API on 127.0.0.1 (the PSP side the checkout saga and recovery call):
+//! The simulator's HTTP API on 127.0.0.1: Stripe's paths, form bodies, objects, errors and idempotency, so
+//! the system's real Stripe client (`shared::psp::StripeClient`) is what every test and demo exercises.
 //!
 //! | route | does |
 //! |---|---|
-//! | `POST /v1/payment_intents` (`Idempotency-Key`) | `{"payment_id", "amount_minor", "currency", "scenario"? or "payment_method": "pm_<scenario>"}`: the synchronous answer as a `sync-result` body, then the webhooks are delivered in the background |
-//! | `GET /v1/payment_intents/{id}` | the intent's current status (for recovery) |
-//! | `POST /v1/refunds` (`Idempotency-Key`) | `{"payment_intent", "amount_minor"}`: refund once per key, `charge.refunded` delivered |
+//! | `POST /v1/payment_intents` | create and confirm (`amount`, `currency`, `payment_method=pm_<scenario>`, `confirm=true`, `metadata[...]`, `return_url`): the PaymentIntent, or a 402 `card_error` for a decline |
+//! | `GET /v1/payment_intents/{id}` | the PaymentIntent as it stands (`expand[]=latest_charge` expands the charge) |
+//! | `POST /v1/payment_intents/{id}/cancel` | cancel; 400 `payment_intent_unexpected_state` once it succeeded |
+//! | `POST /v1/refunds` | `payment_intent`, `amount` (optional: the rest): a Refund; `charge.refunded` is sent |
+//!
+//! Every request needs `Authorization: Bearer <key>` (401 otherwise), every POST an `Idempotency-Key`. The
+//! webhooks each change causes are signed like Stripe's and delivered with the delivery faults of
+//! [`crate::delivery`].
 
 use crate::client::HttpClient;
 use crate::delivery::{deliver, DeliveryOptions};
-use crate::psp::{Psp, Scenario};
+use crate::ledger::{Ledger, WebhookEvent};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
-use rand::seq::IndexedRandom;
-use serde_json::{json, Value};
 use shared::SigningSecret;
+use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::net::TcpListener;
 
+/// The dev secret key of the simulated account (local only).
+pub const DEV_API_KEY: &str = "sk_test_local_simulator";
+
 pub struct Simulator {
-    pub psp: Psp,
+    pub ledger: Ledger,
     pub webhook_url: String,
     pub secret: SigningSecret,
     pub delivery: DeliveryOptions,
-    /// Scenario when a charge names none.
-    pub default_scenario: Option<Scenario>,
     pub client: HttpClient,
+    /// Probability that a request is answered with a 429 or 503 before any work (a storm: `STORM_RATE`).
+    pub storm_rate: f64,
 }
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
-fn answer(status: u16, body: Value) -> hyper::Response<Full<Bytes>> {
+fn response(status: u16, body: &serde_json::Value) -> hyper::Response<Full<Bytes>> {
     let mut response = hyper::Response::new(Full::new(Bytes::from(body.to_string())));
     *response.status_mut() = hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
-    response.headers_mut().insert(
+    let headers = response.headers_mut();
+    headers.insert(
         "content-type",
         hyper::header::HeaderValue::from_static("application/json"),
     );
+    if let Ok(id) = hyper::header::HeaderValue::from_str(&format!("req_sim{}", uuid::Uuid::new_v4().simple())) {
+        headers.insert("request-id", id);
+    }
     response
+}
+
+/// Form pairs of a body or query string.
+fn form(bytes: &[u8]) -> Result<BTreeMap<String, String>, serde_urlencoded::de::Error> {
+    serde_urlencoded::from_bytes::<Vec<(String, String)>>(bytes).map(|pairs| pairs.into_iter().collect())
 }
 
 impl Simulator {
@@ -57,89 +75,65 @@ impl Simulator {
         }
     }
 
+    /// Sends `events` in the background, with the delivery's faults.
+    pub fn send_webhooks(self: &Arc<Self>, events: Vec<WebhookEvent>) {
+        if events.is_empty() {
+            return;
+        }
+        let sim = self.clone();
+        tokio::spawn(async move {
+            deliver(&sim.client, &sim.webhook_url, &sim.secret, events, &sim.delivery).await;
+        });
+    }
+
+    /// Wakes `id` when its step falls due and sends the webhooks the step causes.
+    fn schedule(self: &Arc<Self>, id: String, at_ms: i64) {
+        let sim = self.clone();
+        tokio::spawn(async move {
+            let wait = u64::try_from(at_ms - shared::clock::now_ms()).unwrap_or(0);
+            tokio::time::sleep(Duration::from_millis(wait)).await;
+            let events = sim.ledger.wake(&id);
+            sim.send_webhooks(events);
+        });
+    }
+
     async fn route(self: Arc<Self>, req: hyper::Request<Incoming>) -> Result<hyper::Response<Full<Bytes>>, Error> {
         let method = req.method().as_str().to_owned();
         let path = req.uri().path().to_owned();
-        let key = req
-            .headers()
-            .get("idempotency-key")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
-        let body: Value = serde_json::from_slice(&req.into_body().collect().await?.to_bytes()).unwrap_or(Value::Null);
-        let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-        Ok(match (method.as_str(), segments.as_slice()) {
-            ("POST", ["v1", "payment_intents"]) => {
-                let Some(key) = key else {
-                    return Ok(answer(400, json!({ "error": "Idempotency-Key required" })));
-                };
-                // The scenario: named outright, or by a test payment method `pm_<scenario>` (as Stripe's
-                // test cards pick outcomes).
-                let named = body.get("scenario").cloned().or_else(|| {
-                    body["payment_method"]
-                        .as_str()
-                        .and_then(|m| m.strip_prefix("pm_"))
-                        .map(|s| Value::String(s.to_owned()))
-                });
-                let scenario = match named {
-                    Some(s) => match serde_json::from_value::<Scenario>(s) {
-                        Ok(s) => s,
-                        Err(e) => return Ok(answer(400, json!({ "error": e.to_string() }))),
-                    },
-                    None => self
-                        .default_scenario
-                        .unwrap_or_else(|| *Scenario::ALL.choose(&mut rand::rng()).unwrap_or(&Scenario::Succeeded)),
-                };
-                let (Some(payment_id), Some(amount), Some(currency)) = (
-                    body["payment_id"].as_str(),
-                    body["amount_minor"].as_u64(),
-                    body["currency"].as_str(),
-                ) else {
-                    return Ok(answer(
-                        400,
-                        json!({ "error": "payment_id, amount_minor and currency are required" }),
-                    ));
-                };
-                let (intent, events) = self.psp.charge(&key, payment_id, amount, currency, scenario);
-                let sim = self.clone();
-                tokio::spawn(async move {
-                    deliver(&sim.client, &sim.webhook_url, &sim.secret, events, &sim.delivery).await;
-                });
-                answer(200, Psp::sync_answer(&intent))
+        let query = req.uri().query().unwrap_or_default().to_owned();
+        let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
+        let (authorization, key) = (header("authorization"), header("idempotency-key"));
+        let body = req.into_body().collect().await?.to_bytes();
+        let params = match form(if method == "GET" { query.as_bytes() } else { &body }) {
+            Ok(params) => params,
+            Err(e) => {
+                let answer = crate::ledger::Answer::error(
+                    400,
+                    "invalid_request_error",
+                    None,
+                    &format!("Invalid request body: {e}"),
+                    serde_json::json!({}),
+                );
+                return Ok(response(answer.status, &answer.body));
             }
-            ("GET", ["v1", "payment_intents", id]) => match self.psp.status(id) {
-                Some(intent) => answer(200, serde_json::to_value(intent)?),
-                None => answer(404, json!({ "error": "no such payment intent" })),
-            },
-            ("POST", ["v1", "refunds"]) => {
-                let Some(key) = key else {
-                    return Ok(answer(400, json!({ "error": "Idempotency-Key required" })));
-                };
-                let (Some(intent), Some(amount)) = (body["payment_intent"].as_str(), body["amount_minor"].as_u64())
-                else {
-                    return Ok(answer(
-                        400,
-                        json!({ "error": "payment_intent and amount_minor are required" }),
-                    ));
-                };
-                match self.psp.refund(&key, intent, amount) {
-                    Ok((total, event)) => {
-                        let sim = self.clone();
-                        tokio::spawn(async move {
-                            deliver(
-                                &sim.client,
-                                &sim.webhook_url,
-                                &sim.secret,
-                                event.into_iter().collect(),
-                                &sim.delivery,
-                            )
-                            .await;
-                        });
-                        answer(200, json!({ "status": "succeeded", "amount_refunded": total }))
-                    }
-                    Err(e) => answer(422, json!({ "error": e })),
-                }
-            }
-            _ => answer(404, json!({ "error": "no such route" })),
-        })
+        };
+        if self.storm_rate > 0.0 && rand::random_bool(self.storm_rate.min(1.0)) {
+            self.ledger.storm(if rand::random_bool(0.5) { 429 } else { 503 }, 1);
+        }
+        let effects = self
+            .ledger
+            .handle(&method, &path, authorization.as_deref(), key.as_deref(), &params);
+        self.send_webhooks(effects.webhooks);
+        for (id, at) in effects.later {
+            self.schedule(id, at);
+        }
+        if effects.drop_answer {
+            // The work is done and remembered under the key; the client never hears of it.
+            return Err("answer dropped on purpose (lost_answer scenario)".into());
+        }
+        let answer = effects.answer.unwrap_or_else(|| {
+            crate::ledger::Answer::error(500, "api_error", None, "no answer", serde_json::json!({}))
+        });
+        Ok(response(answer.status, &answer.body))
     }
 }

@@ -26,7 +26,7 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use lambda_http::Body;
-use shared::psp::HttpPsp;
+use shared::psp::GuardedStripe;
 use shared::{aws, telemetry, Config, PaymentStore};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -38,7 +38,7 @@ mod outbox;
 struct Apps {
     sync: sync_finalize::App,
     intake: webhook_intake::App,
-    checkout: Option<Arc<Runner<HttpPsp>>>,
+    checkout: Option<Arc<Runner<GuardedStripe>>>,
 }
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -56,7 +56,7 @@ async fn main() -> Result<(), Error> {
         let queues = local_dev::queues::create(&sqs, &config.table_name).await;
         if std::env::var_os("PSP_BASE_URL").is_some() {
             std::env::set_var("ESCALATION_QUEUE_URL", &queues.escalation_url);
-            let mut runner = checkout_saga::runner_from_env(&sdk, client.clone(), &config)?;
+            let mut runner = checkout_saga::runner_from_env(&sdk, client.clone(), &config).await?;
             if std::env::var_os("RECOVERY_STALE_AFTER_SECONDS").is_none() {
                 // Locally, recovery looks at payments open for 10 s rather than the deployed 5 minutes.
                 runner.recovery.settings.stale_after = std::time::Duration::from_secs(10);

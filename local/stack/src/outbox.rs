@@ -10,7 +10,7 @@ use local_dev::stream_pump::StreamPump;
 use order_projection::OrderProjection;
 use outbox_relay::{relay, Publisher};
 use shared::consumer::Consumer;
-use shared::psp::HttpPsp;
+use shared::psp::GuardedStripe;
 use shared::recovery;
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,7 +21,7 @@ pub async fn run(
     dynamodb: aws_sdk_dynamodb::Client,
     table: String,
     queues: Queues,
-    checkout: Option<Arc<Runner<HttpPsp>>>,
+    checkout: Option<Arc<Runner<GuardedStripe>>>,
 ) {
     let sqs = aws_sdk_sqs::Client::new(&sdk);
     info!(queue = %queues.queue_url, dlq = %queues.dlq_url, "outbox queues ready");
@@ -69,7 +69,7 @@ pub async fn run(
 
 /// The sweeper (every 5 s, sagas open for 10 s) and the reconciler (every 5 s, with the runner's recovery
 /// settings): the local stand-ins for their EventBridge schedules.
-pub async fn schedules(runner: Arc<Runner<HttpPsp>>) {
+pub async fn schedules(runner: Arc<Runner<GuardedStripe>>) {
     loop {
         tokio::time::sleep(Duration::from_secs(5)).await;
         match checkout_saga::sweeper::sweep(&runner, Duration::from_secs(10), 100).await {

@@ -3,9 +3,19 @@
 //! `decide` is pure: from the current payment and one observation it answers apply (the next payment and the
 //! event to record), ignore (duplicate, stale, no-op) or defer (try again later). The store writes an
 //! `Apply` under the version token; on a conflict it calls `decide` again with the item that won.
+//!
+//! An observation that is not about this payment (another amount, currency or PSP payment id, or one the
+//! path already found inconsistent) is *refused*: an anomaly event is recorded and nothing else changes. It
+//! binds no PSP reference, moves no event clock and takes no place in the dedup window, so it cannot shadow
+//! the real news.
+//!
+//! Recovery's observations are the PSP's status at the time of the query, not events: where the PSP says the
+//! customer must act, a `processing` payment moves to `requires_action` (a webhook saying so would be stale),
+//! and a recovered `processing` only moves a `pending` payment, so recovery never takes away an action or a
+//! retry the customer may still need.
 
 use crate::event::{EventKind, PaymentEvent};
-use crate::observation::{Observation, Outcome};
+use crate::observation::{Observation, Outcome, Path};
 use crate::payment::Payment;
 use crate::status::PaymentStatus::{self, *};
 use serde::Serialize;
@@ -35,6 +45,8 @@ pub enum DeferReason {
 pub struct Transition {
     pub payment: Payment,
     pub event: PaymentEvent,
+    /// Why the observation was refused (an anomaly recorded, nothing else applied), if it was.
+    pub refused: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,7 +59,10 @@ pub enum Decision {
 /// What an applicable observation does to the payment, before bookkeeping.
 enum Change {
     To(PaymentStatus, EventKind),
+    /// Money moved where it should not have (success or refund on a failed payment): recorded and alarmed.
     Anomaly(String),
+    /// The observation is not about this payment: recorded, nothing else applied.
+    Refused(String),
 }
 
 /// Decides what `observation` does to `current`. `now_ms` stamps the change.
@@ -57,7 +72,11 @@ pub fn decide(current: &Payment, observation: &Observation, now_ms: i64) -> Deci
             return Decision::Ignore(IgnoreReason::Duplicate);
         }
     }
-    match change_for(current, observation) {
+    let change = match observation.check(current) {
+        Err(mismatch) => Ok(Change::Refused(mismatch)),
+        Ok(()) => change_for(current, observation),
+    };
+    match change {
         Ok(change) => Decision::Apply(Box::new(apply(current, observation, change, now_ms))),
         Err(not_applied) => not_applied,
     }
@@ -71,7 +90,7 @@ fn change_for(current: &Payment, observation: &Observation) -> Result<Change, De
     let status = current.status;
     let amount = current.money.amount_minor();
     match &observation.outcome {
-        Outcome::Anomaly { reason } => Ok(Change::Anomaly(reason.clone())),
+        Outcome::Anomaly { reason } => Ok(Change::Refused(reason.clone())),
 
         // Money moved on a payment we hold as failed: never stale, always an anomaly to compensate.
         Outcome::Succeeded if status == Failed => Ok(Change::Anomaly("late success on a failed payment".into())),
@@ -115,10 +134,12 @@ fn change_for(current: &Payment, observation: &Observation) -> Result<Change, De
         _ if is_older_than_current(current, observation) => ignore(IgnoreReason::Stale),
         Outcome::Processing => match status {
             Processing => ignore(IgnoreReason::NoOp),
+            // The PSP's snapshot says nothing about the action or retry the customer holds: keep them.
+            RequiresAction | AttemptFailed if observation.path == Path::Recovery => ignore(IgnoreReason::NoOp),
             _ => Ok(Change::To(Processing, EventKind::ProcessingStarted)),
         },
         Outcome::RequiresAction(action) => match status {
-            Processing => ignore(IgnoreReason::Stale),
+            Processing if observation.path != Path::Recovery => ignore(IgnoreReason::Stale),
             RequiresAction if current.action.as_ref() == Some(action) => ignore(IgnoreReason::NoOp),
             _ => Ok(Change::To(RequiresAction, EventKind::ActionRequired)),
         },
@@ -152,18 +173,24 @@ fn apply(current: &Payment, observation: &Observation, change: Change, now_ms: i
     let mut next = current.clone();
     next.version = current.version + 1;
     next.updated_at_ms = now_ms;
-    if let Some(id) = &observation.psp_event_id {
-        next.remember(id.clone());
-    }
-    if let Some(at) = observation.occurred_at_ms {
-        next.last_psp_event_at_ms = Some(next.last_psp_event_at_ms.map_or(at, |newest| newest.max(at)));
-    }
-    if next.psp_reference.is_none() {
-        next.psp_reference.clone_from(&observation.psp_reference);
+    let refused = match &change {
+        Change::Refused(reason) => Some(reason.clone()),
+        _ => None,
+    };
+    if refused.is_none() {
+        if let Some(id) = &observation.psp_event_id {
+            next.remember(id.clone());
+        }
+        if let Some(at) = observation.occurred_at_ms {
+            next.last_psp_event_at_ms = Some(next.last_psp_event_at_ms.map_or(at, |newest| newest.max(at)));
+        }
+        if next.psp_reference.is_none() {
+            next.psp_reference.clone_from(&observation.psp_reference);
+        }
     }
 
     let (kind, event_reason) = match change {
-        Change::Anomaly(reason) => {
+        Change::Anomaly(reason) | Change::Refused(reason) => {
             next.anomalies += 1;
             (EventKind::AnomalyRecorded, Some(reason))
         }
@@ -203,7 +230,11 @@ fn apply(current: &Payment, observation: &Observation, change: Change, now_ms: i
         now_ms,
     );
     event.reason = event_reason;
-    Transition { payment: next, event }
+    Transition {
+        payment: next,
+        event,
+        refused,
+    }
 }
 
 #[cfg(test)]

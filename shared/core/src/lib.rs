@@ -25,7 +25,7 @@ pub use finalize::{decide, Decision, DeferReason, IgnoreReason, Transition};
 pub use ids::{CorrelationId, IdempotencyKey, OrderId, PaymentId, PspEventId, PspReference, Sku};
 pub use metadata::Metadata;
 pub use money::{Currency, Money};
-pub use observation::{Observation, Outcome, Path};
+pub use observation::{Claims, Observation, Outcome, Path};
 pub use payment::{CustomerAction, NewPayment, Payment};
 pub use secret::{ClientSecret, RedirectUrl, RetryToken, SigningSecret};
 pub use status::PaymentStatus;

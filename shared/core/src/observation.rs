@@ -1,7 +1,8 @@
 //! What one path learned about a payment: the input of the finalize decision.
 
 use crate::ids::{CorrelationId, PspEventId, PspReference};
-use crate::payment::CustomerAction;
+use crate::money::Currency;
+use crate::payment::{CustomerAction, Payment};
 use crate::secret::RetryToken;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -14,7 +15,8 @@ pub enum Path {
     Sync,
     /// A PSP webhook.
     Webhook,
-    /// Reconciliation: the PSP asked about a payment that stayed open too long.
+    /// Reconciliation: the PSP asked about a payment that stayed open too long. Its observation is the PSP's
+    /// status at the time of the query (a snapshot), not an event: see [`crate::decide`].
     Recovery,
 }
 
@@ -63,6 +65,14 @@ pub enum Outcome {
     },
 }
 
+/// What the PSP says about the money of the payment it reports on. Checked against our payment before
+/// anything is applied ([`Observation::check`]); a field the PSP did not send is not checked.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Claims {
+    pub amount_minor: Option<u64>,
+    pub currency: Option<Currency>,
+}
+
 /// One observation from one path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Observation {
@@ -72,7 +82,11 @@ pub struct Observation {
     pub psp_event_id: Option<PspEventId>,
     /// When the PSP says this happened (epoch ms), used to spot out-of-order events.
     pub occurred_at_ms: Option<i64>,
+    /// The PSP's id of the payment it reports on (a Stripe PaymentIntent id). Bound to our payment by the
+    /// first applied observation that names one; any later one must name the same.
     pub psp_reference: Option<PspReference>,
+    /// Amount and currency as the PSP reports them.
+    pub claims: Claims,
     pub correlation_id: CorrelationId,
     /// W3C `traceparent` (or X-Ray header) of the flow that observed it.
     pub trace_context: Option<String>,
@@ -87,6 +101,7 @@ impl Observation {
             psp_event_id: None,
             occurred_at_ms: None,
             psp_reference: None,
+            claims: Claims::default(),
             correlation_id,
             trace_context: None,
         }
@@ -96,5 +111,36 @@ impl Observation {
         self.psp_event_id = Some(id);
         self.occurred_at_ms = Some(occurred_at_ms);
         self
+    }
+
+    /// Is this observation about `payment` at all? Amount, currency and the PSP's payment id must match what
+    /// we hold. Every path calls this one check (webhook intake before it answers, and [`crate::decide`] on
+    /// every decision, so a decision made again after a version conflict checks again). `Err` names the first
+    /// mismatch.
+    pub fn check(&self, payment: &Payment) -> Result<(), String> {
+        if let Some(amount) = self.claims.amount_minor {
+            if amount != payment.money.amount_minor() {
+                return Err(format!(
+                    "amount {amount} does not match the payment's {}",
+                    payment.money.amount_minor()
+                ));
+            }
+        }
+        if let Some(currency) = self.claims.currency {
+            if currency != payment.money.currency() {
+                return Err(format!(
+                    "currency {currency} does not match the payment's {}",
+                    payment.money.currency()
+                ));
+            }
+        }
+        if let (Some(bound), Some(named)) = (&payment.psp_reference, &self.psp_reference) {
+            if bound != named {
+                return Err(format!(
+                    "PSP payment {named} is not the one bound to this payment ({bound})"
+                ));
+            }
+        }
+        Ok(())
     }
 }

@@ -64,18 +64,19 @@ impl PaymentStatus {
     /// |------------------|-----------------|------------|----------------|----------|--------|----------|
     /// | pending          | yes             | yes        | yes            | yes      | yes    | yes (1)  |
     /// | requires_action  | yes (2)         | yes        | yes            | yes      | yes    | yes (1)  |
-    /// | processing       | no (stale)      | -          | yes            | yes      | yes    | yes (1)  |
+    /// | processing       | recovery (4)    | -          | yes            | yes      | yes    | yes (1)  |
     /// | attempt_failed   | yes             | yes        | yes (2)        | yes      | yes    | yes (1)  |
     /// | captured         | no              | no         | no             | - (3)    | no     | yes      |
     /// | failed, refunded | no              | no         | no             | no       | no     | no       |
     ///
     /// (1) only when the refund event proves the capture; (2) a new action or decline replaces the old one;
-    /// (3) a partial refund stays `captured` with a higher refunded amount.
+    /// (3) a partial refund stays `captured` with a higher refunded amount; (4) only when recovery finds the PSP
+    /// asking for an action again (its status query is the PSP's present); a webhook saying so is stale.
     pub fn can_move_to(self, to: PaymentStatus) -> bool {
         use PaymentStatus::*;
         match (self, to) {
             (Pending | RequiresAction | AttemptFailed, _) => to != Pending,
-            (Processing, Pending | RequiresAction) => false,
+            (Processing, Pending) => false,
             (Processing, _) => true,
             (Captured, Captured | Refunded) => true,
             (Captured, _) | (Failed, _) | (Refunded, _) => false,
@@ -123,11 +124,10 @@ mod tests {
     }
 
     #[test]
-    fn nothing_moves_back_to_pending_and_processing_never_hands_out_an_action() {
+    fn nothing_moves_back_to_pending() {
         for from in PaymentStatus::ALL {
             assert!(!from.can_move_to(Pending));
         }
-        assert!(!Processing.can_move_to(RequiresAction));
     }
 
     #[test]

@@ -47,6 +47,8 @@ pub struct FinalizeOutcome {
     pub version_conflicts: u32,
     /// True when the caller's lease was released (inside the transaction or separately).
     pub lease_released: bool,
+    /// The observation was not about this payment (see [`crate::decide`]): why. An anomaly was recorded.
+    pub refused: Option<String>,
 }
 
 /// Why one transactional write did not commit.
@@ -114,6 +116,7 @@ impl PaymentStore {
                         payment: transition.payment,
                         version_conflicts,
                         lease_released: lease.is_some(),
+                        refused: transition.refused,
                     });
                 }
                 Err(WriteFailure::VersionConflict(winner)) => {
@@ -176,6 +179,7 @@ impl PaymentStore {
             payment,
             version_conflicts,
             lease_released,
+            refused: None,
         })
     }
 

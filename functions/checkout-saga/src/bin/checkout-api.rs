@@ -11,7 +11,7 @@ async fn main() -> Result<(), Error> {
     // Only the orchestrator's role may call the checkout API (an HTTP API has no resource policy).
     let guard = CallerGuard::from_env()?;
     let sdk = aws::sdk_config().await;
-    let runner = checkout_saga::runner_from_env(&sdk, aws::dynamodb_client(&sdk), &config)?;
+    let runner = checkout_saga::runner_from_env(&sdk, aws::dynamodb_client(&sdk), &config).await?;
     run(service_fn(|req| async {
         match guard.check(&req) {
             Ok(()) => checkout_saga::api::handle(&runner, req).await,

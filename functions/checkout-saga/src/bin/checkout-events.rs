@@ -13,7 +13,7 @@ async fn main() -> Result<(), Error> {
     let config = Config::from_env()?;
     let sdk = aws::sdk_config().await;
     let dynamodb = aws::dynamodb_client(&sdk);
-    let runner = checkout_saga::runner_from_env(&sdk, dynamodb.clone(), &config)?;
+    let runner = checkout_saga::runner_from_env(&sdk, dynamodb.clone(), &config).await?;
     let consumer = Consumer::new(dynamodb, &config.table_name, OrderProjection);
     run(service_fn(|event: LambdaEvent<SqsEvent>| {
         let (consumer, runner) = (&consumer, &runner);

@@ -11,7 +11,7 @@ async fn main() -> Result<(), Error> {
     telemetry::init();
     let config = Config::from_env()?;
     let sdk = aws::sdk_config().await;
-    let runner = checkout_saga::runner_from_env(&sdk, aws::dynamodb_client(&sdk), &config)?;
+    let runner = checkout_saga::runner_from_env(&sdk, aws::dynamodb_client(&sdk), &config).await?;
     let stuck_after = std::env::var("SAGA_STUCK_AFTER_SECONDS")
         .ok()
         .and_then(|s| s.parse().ok())

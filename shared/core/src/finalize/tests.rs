@@ -366,6 +366,104 @@ fn arb_observation() -> impl Strategy<Value = Observation> {
         })
 }
 
+fn reference(id: &str) -> crate::ids::PspReference {
+    crate::ids::PspReference::parse(id).unwrap()
+}
+
+fn applied(current: &Payment, obs: &Observation) -> Transition {
+    match decide(current, obs, NOW) {
+        Decision::Apply(t) => *t,
+        other => panic!("expected an apply, got {other:?}"),
+    }
+}
+
+#[test]
+fn an_observation_about_other_money_or_another_psp_payment_is_refused_and_binds_nothing() {
+    let fresh = payment_in(S::Pending);
+    let mut other_amount = webhook("evt_a", 5_000, Outcome::Succeeded);
+    other_amount.claims.amount_minor = Some(999);
+    other_amount.psp_reference = Some(reference("pi_A"));
+    let t = applied(&fresh, &other_amount);
+    assert_eq!(
+        (t.payment.status, t.event.kind),
+        (S::Pending, EventKind::AnomalyRecorded)
+    );
+    assert!(t.refused.as_deref().unwrap().contains("amount 999"));
+    assert_eq!(
+        t.payment.psp_reference, None,
+        "a refused observation binds no PSP reference"
+    );
+    assert_eq!(t.payment.last_psp_event_at_ms, None, "nor moves the event clock");
+    assert!(!t.payment.has_seen(&crate::ids::PspEventId::parse("evt_a").unwrap()));
+
+    let mut other_currency = observe(Path::Recovery, Outcome::Succeeded);
+    other_currency.claims.currency = Some(crate::money::Currency::parse("USD").unwrap());
+    assert!(applied(&fresh, &other_currency)
+        .refused
+        .unwrap()
+        .contains("currency USD"));
+
+    // Bound to pi_A by the first applied observation; news about pi_B is refused on every path, also
+    // when the decision is taken again after a version conflict (decide checks, not the caller).
+    let mut bind = observe(Path::Sync, Outcome::Processing);
+    bind.psp_reference = Some(reference("pi_A"));
+    let bound = applied(&fresh, &bind).payment;
+    assert_eq!(bound.psp_reference, Some(reference("pi_A")));
+    for path in [Path::Sync, Path::Webhook, Path::Recovery] {
+        let mut other = observe(path, Outcome::Succeeded);
+        other.psp_reference = Some(reference("pi_B"));
+        let t = applied(&bound, &other);
+        assert_eq!(t.payment.status, S::Processing, "{path}");
+        assert!(t.refused.unwrap().contains("pi_B"), "{path}");
+    }
+    // The same news about the bound payment applies.
+    let mut same = observe(Path::Webhook, Outcome::Succeeded);
+    same.psp_reference = Some(reference("pi_A"));
+    same.claims.amount_minor = Some(bound.money.amount_minor());
+    assert_eq!(applied(&bound, &same).payment.status, S::Captured);
+}
+
+#[test]
+fn a_refused_event_does_not_shadow_the_real_one_with_the_same_id() {
+    let fresh = payment_in(S::Pending);
+    let mut forged = webhook("evt_1", 5_000, Outcome::Succeeded);
+    forged.claims.amount_minor = Some(1);
+    let after = applied(&fresh, &forged).payment;
+    let real = webhook("evt_1", 5_000, Outcome::Succeeded);
+    assert_eq!(applied(&after, &real).payment.status, S::Captured);
+}
+
+#[test]
+fn recovery_gives_a_processing_payment_the_action_the_psp_asks_for_and_never_takes_one_away() {
+    let processing = payment_in(S::Processing);
+    assert_eq!(
+        decide(&processing, &observe(Path::Webhook, requires_action()), NOW),
+        Decision::Ignore(Stale),
+        "a webhook saying so is older news"
+    );
+    let t = applied(&processing, &observe(Path::Recovery, requires_action()));
+    assert_eq!(
+        (t.payment.status, t.event.kind),
+        (S::RequiresAction, EventKind::ActionRequired)
+    );
+    assert!(t.payment.action.is_some());
+
+    for status in [S::RequiresAction, S::AttemptFailed] {
+        let current = payment_in(status);
+        assert_eq!(
+            decide(&current, &observe(Path::Recovery, Outcome::Processing), NOW),
+            Decision::Ignore(NoOp),
+            "{status}: the customer's action or retry stays"
+        );
+    }
+    assert_eq!(
+        applied(&payment_in(S::Pending), &observe(Path::Recovery, Outcome::Processing))
+            .payment
+            .status,
+        S::Processing
+    );
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(2000))]
 
@@ -384,7 +482,10 @@ proptest! {
                     let moved = t.payment.status != current.status;
                     prop_assert!(!moved || current.status.can_move_to(t.payment.status),
                         "{} -> {} is not in the table", current.status, t.payment.status);
-                    if let Some(id) = &obs.psp_event_id { prop_assert!(t.payment.has_seen(id)); }
+                    if let Some(id) = &obs.psp_event_id {
+                        // A refused observation takes no place in the dedup window; every other one does.
+                        prop_assert_eq!(t.payment.has_seen(id), t.refused.is_none());
+                    }
                     prop_assert!(!contains_fixture_secret(&serde_json::to_string(&t.event).unwrap()));
                     current = t.payment;
                 }

@@ -1,0 +1,369 @@
+//! The saga and recovery end to end against the Stripe-speaking simulator, one test per scenario: a 3-D
+//! Secure challenge that lasts or is abandoned, a decline retried by the customer, a long processing, a lost
+//! answer, a cancel refused because the payment succeeded, refunds made at the PSP, and a 5xx storm that opens
+//! the circuit breaker.
+
+use super::*;
+use shared::psp::breaker::BreakerState;
+use shared::psp::{BreakerSettings, CircuitBreaker, IntentStatus};
+use shared::{EventKind, Observation, Payment};
+
+impl World {
+    async fn payment(&self, record: &SagaRecord) -> Payment {
+        let id = record.payment_id.as_ref().expect("payment");
+        self.ctx.store.get(id).await.expect("read").expect("payment")
+    }
+
+    async fn reconcile<P: Psp>(&self, runner: &Runner<P>, record: &SagaRecord) -> Reconciled {
+        let id = record.payment_id.as_ref().expect("payment");
+        runner
+            .recovery
+            .reconcile(id, CorrelationId::parse("corr-recovery").unwrap())
+            .await
+            .expect("reconcile")
+    }
+
+    /// The PaymentIntent's id of this saga's payment.
+    fn intent_id(&self, record: &SagaRecord) -> PspReference {
+        record.psp_reference.clone().expect("a PaymentIntent")
+    }
+}
+
+fn shows_secret(p: &Payment) -> bool {
+    let view = serde_json::to_value(shared::ClientView::from(p)).unwrap();
+    view.get("client_secret").is_some() && view.get("redirect_url").is_some()
+}
+
+#[tokio::test]
+async fn a_lasting_3ds_challenge_keeps_its_action_through_recovery_and_the_checkout_completes() {
+    let w = world().await;
+    let runner = w.runner();
+    let id = order();
+    let waiting = runner
+        .start(id.clone(), w.checkout("pm_slow_action", 1))
+        .await
+        .expect("start");
+    assert_eq!(waiting.status, SagaStatus::PaymentPending);
+    let before = w.payment(&waiting).await;
+    assert_eq!(before.status, PaymentStatus::RequiresAction);
+    // Recovery asks while the customer is in the challenge: nothing changes, the secret stays.
+    assert_eq!(w.reconcile(&runner, &waiting).await, Reconciled::Unchanged);
+    let during = w.payment(&waiting).await;
+    assert_eq!(
+        (during.status, during.version),
+        (PaymentStatus::RequiresAction, before.version)
+    );
+    assert!(shows_secret(&during), "the customer still needs the challenge");
+    // The customer completes it; recovery (the webhook here goes nowhere) captures.
+    tokio::time::sleep(SLOW + Duration::from_millis(100)).await;
+    assert_eq!(
+        w.reconcile(&runner, &waiting).await,
+        Reconciled::Applied(EventKind::PaymentCaptured)
+    );
+    w.deliver(&runner, &waiting).await;
+    assert_eq!(w.saga(&id).await.status, SagaStatus::Completed);
+    w.assert_charged_once(&waiting, 0);
+}
+
+#[tokio::test]
+async fn an_abandoned_challenge_keeps_the_customers_action_however_often_recovery_asks() {
+    let w = world().await;
+    let runner = w.runner();
+    let waiting = runner
+        .start(order(), w.checkout("pm_abandoned_action", 1))
+        .await
+        .expect("start");
+    for _ in 0..3 {
+        assert_eq!(w.reconcile(&runner, &waiting).await, Reconciled::Unchanged);
+    }
+    let payment = w.payment(&waiting).await;
+    assert_eq!(payment.status, PaymentStatus::RequiresAction);
+    assert!(shows_secret(&payment));
+    assert_eq!(w.saga(&waiting.order_id).await.status, SagaStatus::PaymentPending);
+}
+
+#[tokio::test]
+async fn a_processing_payment_gets_back_the_action_stripe_asks_for() {
+    let w = world().await;
+    let runner = w.runner();
+    let waiting = runner
+        .start(order(), w.checkout("pm_abandoned_action", 1))
+        .await
+        .expect("start");
+    // Our side heard `processing` since (a webhook); Stripe says the customer must act.
+    let id = waiting.payment_id.clone().unwrap();
+    let heard = Observation::new(
+        Path::Webhook,
+        shared::Outcome::Processing,
+        CorrelationId::parse("c").unwrap(),
+    );
+    w.ctx.store.finalize(&id, &heard, None).await.expect("processing");
+    assert_eq!(w.payment(&waiting).await.status, PaymentStatus::Processing);
+    assert_eq!(
+        w.reconcile(&runner, &waiting).await,
+        Reconciled::Applied(EventKind::ActionRequired)
+    );
+    let after = w.payment(&waiting).await;
+    assert_eq!(after.status, PaymentStatus::RequiresAction);
+    assert!(shows_secret(&after));
+}
+
+#[tokio::test]
+async fn a_declined_card_retried_by_the_customer_completes_the_checkout() {
+    let w = world().await;
+    let runner = w.runner();
+    let id = order();
+    let waiting = runner
+        .start(id.clone(), w.checkout("pm_decline_then_retry", 1))
+        .await
+        .expect("start");
+    assert_eq!(
+        waiting.status,
+        SagaStatus::PaymentPending,
+        "a decline waits for the customer's retry"
+    );
+    let declined = w.payment(&waiting).await;
+    assert_eq!(declined.status, PaymentStatus::AttemptFailed);
+    assert_eq!(declined.reason.as_deref(), Some("insufficient_funds"));
+    assert_eq!(
+        w.reconcile(&runner, &waiting).await,
+        Reconciled::Unchanged,
+        "Stripe still says the same"
+    );
+    tokio::time::sleep(SLOW + Duration::from_millis(100)).await;
+    assert_eq!(
+        w.reconcile(&runner, &waiting).await,
+        Reconciled::Applied(EventKind::PaymentCaptured)
+    );
+    w.deliver(&runner, &waiting).await;
+    assert_eq!(w.saga(&id).await.status, SagaStatus::Completed);
+    w.assert_charged_once(&waiting, 0);
+}
+
+#[tokio::test]
+async fn a_long_processing_payment_stays_processing_until_stripe_says_succeeded() {
+    let w = world().await;
+    let runner = w.runner();
+    let waiting = runner
+        .start(order(), w.checkout("pm_slow_processing", 1))
+        .await
+        .expect("start");
+    assert_eq!(w.payment(&waiting).await.status, PaymentStatus::Processing);
+    assert_eq!(w.reconcile(&runner, &waiting).await, Reconciled::Unchanged);
+    tokio::time::sleep(SLOW + Duration::from_millis(100)).await;
+    assert_eq!(
+        w.reconcile(&runner, &waiting).await,
+        Reconciled::Applied(EventKind::PaymentCaptured)
+    );
+}
+
+#[tokio::test]
+async fn a_charge_whose_answer_was_lost_is_retried_with_its_key_and_charged_once() {
+    let w = world().await;
+    let runner = w.runner();
+    let id = order();
+    let waiting = runner
+        .start(id.clone(), w.checkout("pm_lost_answer", 1))
+        .await
+        .expect("start");
+    assert_eq!(
+        w.payment(&waiting).await.status,
+        PaymentStatus::Captured,
+        "the replayed answer says succeeded"
+    );
+    assert_eq!(
+        w.sim.ledger.auth_counts(),
+        (2, 0),
+        "the first answer was lost; the retry got it replayed"
+    );
+    w.deliver(&runner, &waiting).await;
+    assert_eq!(w.saga(&id).await.status, SagaStatus::Completed);
+    w.assert_charged_once(&waiting, 0);
+}
+
+#[tokio::test]
+async fn a_cancel_refused_because_the_payment_succeeded_shows_the_succeeded_payment_intent() {
+    let w = world().await;
+    let runner = w.runner();
+    let waiting = runner
+        .start(order(), w.checkout("pm_slow_action", 1))
+        .await
+        .expect("start");
+    tokio::time::sleep(SLOW + Duration::from_millis(100)).await;
+    let refused = w
+        .psp()
+        .cancel("order:cancel", &w.intent_id(&waiting))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&refused, PspError::Refused { status: 400, error }
+        if error.code.as_deref() == Some("payment_intent_unexpected_state")),
+        "{refused}"
+    );
+    assert_eq!(
+        refused.payment_intent().map(|pi| pi.status),
+        Some(IntentStatus::Succeeded)
+    );
+    // Before the success, the same cancel cancels, once per key.
+    let open = runner
+        .start(order(), w.checkout("pm_abandoned_action", 1))
+        .await
+        .expect("start");
+    let canceled = w
+        .psp()
+        .cancel("open:cancel", &w.intent_id(&open))
+        .await
+        .expect("cancel");
+    assert_eq!(canceled.status, IntentStatus::Canceled);
+    let again = w
+        .psp()
+        .cancel("open:cancel", &w.intent_id(&open))
+        .await
+        .expect("replayed");
+    assert_eq!(again.status, IntentStatus::Canceled);
+    assert_eq!(
+        w.reconcile(&runner, &open).await,
+        Reconciled::Applied(EventKind::PaymentFailed)
+    );
+}
+
+#[tokio::test]
+async fn recovery_records_partial_and_full_refunds_made_at_the_psp() {
+    let w = world().await;
+    let runner = w.runner();
+    let partial = runner.start(order(), w.checkout("pm_silent", 1)).await.expect("start");
+    let full = runner.start(order(), w.checkout("pm_silent", 1)).await.expect("start");
+    // At Stripe both succeeded (silently) and were refunded (say, from the dashboard): 10.00 of 25.00, and all.
+    let psp = w.psp();
+    let r = psp
+        .refund("p1", &w.intent_id(&partial), Some(1000))
+        .await
+        .expect("partial refund");
+    assert_eq!((r.amount, r.is_accepted()), (1000, true));
+    psp.refund("f1", &w.intent_id(&full), None).await.expect("full refund");
+    assert_eq!(
+        w.reconcile(&runner, &partial).await,
+        Reconciled::Applied(EventKind::RefundRecorded)
+    );
+    let p = w.payment(&partial).await;
+    assert_eq!((p.status, p.refunded_minor), (PaymentStatus::Captured, 1000));
+    assert_eq!(
+        w.reconcile(&runner, &full).await,
+        Reconciled::Applied(EventKind::PaymentRefunded)
+    );
+    let f = w.payment(&full).await;
+    assert_eq!((f.status, f.refunded_minor), (PaymentStatus::Refunded, 2500));
+    w.assert_charged_once(&partial, 1000);
+    w.assert_charged_once(&full, 2500);
+}
+
+fn breaker_settings() -> BreakerSettings {
+    BreakerSettings {
+        failure_threshold: 2,
+        window: Duration::from_secs(30),
+        cool_down: Duration::from_millis(400),
+        cache_ttl: Duration::ZERO,
+        probe_timeout: Duration::from_secs(5),
+    }
+}
+
+#[tokio::test]
+async fn a_5xx_storm_opens_the_breaker_sagas_and_recovery_defer_and_one_probe_closes_it() {
+    let w = world().await;
+    let guarded = || {
+        CircuitBreaker::new(
+            w.psp(),
+            w.ctx.client.clone(),
+            &w.ctx.table,
+            "stripe",
+            breaker_settings(),
+        )
+    };
+    let runner = w.runner_with(
+        w.ctx.client.clone(),
+        guarded(),
+        Settings {
+            backoff: fast_backoff(),
+            ..Settings::default()
+        },
+    );
+    let silent = runner.start(order(), w.checkout("pm_silent", 1)).await.expect("start");
+
+    w.sim.ledger.storm(503, 10_000);
+    let id = order();
+    let deferred = runner
+        .start(id.clone(), w.checkout("pm_succeeded", 1))
+        .await
+        .expect("start answers");
+    assert_eq!(
+        deferred.status,
+        SagaStatus::StockReserved,
+        "the charge waits for the PSP"
+    );
+    assert!(matches!(
+        runner.recovery.psp.state().await.unwrap(),
+        BreakerState::Open { .. }
+    ));
+    assert!(
+        w.escalations().await.is_empty(),
+        "a PSP outage is not escalated saga by saga"
+    );
+    // Every instance sees it open (one shared item): no call reaches the PSP.
+    let (calls_before, _) = w.sim.ledger.auth_counts();
+    let other_instance = guarded();
+    assert!(matches!(
+        other_instance.retrieve(&w.intent_id(&silent)).await,
+        Err(PspError::CircuitOpen { .. })
+    ));
+    assert_eq!(w.reconcile(&runner, &silent).await, Reconciled::Deferred);
+    assert_eq!(w.sim.ledger.auth_counts().0, calls_before, "no call while open");
+
+    // The storm ends; after the cool-down the sweeper's run is the probe, which closes the breaker.
+    w.sim.ledger.storm(503, 0);
+    tokio::time::sleep(breaker_settings().cool_down + Duration::from_millis(100)).await;
+    sweeper::sweep(&runner, Duration::ZERO, 1000).await.expect("sweep");
+    assert_eq!(other_instance.state().await.unwrap(), BreakerState::Closed);
+    let resumed = w.saga(&id).await;
+    assert_eq!(resumed.status, SagaStatus::PaymentPending);
+    w.deliver(&runner, &resumed).await;
+    assert_eq!(w.saga(&id).await.status, SagaStatus::Completed);
+    w.assert_charged_once(&resumed, 0);
+}
+
+#[tokio::test]
+async fn a_failed_probe_keeps_the_breaker_open_for_another_cool_down() {
+    let w = world().await;
+    let breaker = CircuitBreaker::new(
+        w.psp(),
+        w.ctx.client.clone(),
+        &w.ctx.table,
+        "stripe",
+        breaker_settings(),
+    );
+    let runner = w.runner();
+    let waiting = runner.start(order(), w.checkout("pm_silent", 1)).await.expect("start");
+    let reference = w.intent_id(&waiting);
+    w.sim.ledger.storm(500, 10_000);
+    for _ in 0..2 {
+        assert!(breaker.retrieve(&reference).await.unwrap_err().is_transient());
+    }
+    let BreakerState::Open { until_ms: first } = breaker.state().await.unwrap() else {
+        panic!("open")
+    };
+    tokio::time::sleep(breaker_settings().cool_down + Duration::from_millis(100)).await;
+    assert!(
+        breaker.retrieve(&reference).await.unwrap_err().is_transient(),
+        "the probe went through and failed"
+    );
+    let BreakerState::Open { until_ms: second } = breaker.state().await.unwrap() else {
+        panic!("open again")
+    };
+    assert!(second > first);
+    assert!(matches!(
+        breaker.retrieve(&reference).await,
+        Err(PspError::CircuitOpen { .. })
+    ));
+    let emf = shared::psp::breaker::emf("stripe", 1);
+    assert_eq!(emf["_aws"]["CloudWatchMetrics"][0]["Namespace"], "Payments/Psp");
+    assert_eq!(emf["BreakerOpened"], 1);
+}

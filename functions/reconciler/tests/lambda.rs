@@ -1,0 +1,272 @@
+//! The reconciler run as its Lambda binary (the Lambda Runtime API served on 127.0.0.1, one scheduled event)
+//! against DynamoDB Local and the Stripe-speaking simulator, with one open payment for each PaymentIntent
+//! status Stripe can report. Each payment ends in the status Stripe's documentation implies, a customer's
+//! action survives while Stripe still asks for it, a PaymentIntent of another amount captures nothing, and
+//! every request carries the API key as a Bearer token.
+
+use integration_tests::http_stub::{self, StubResponse};
+use integration_tests::TestContext;
+use psp_simulator::client::HttpClient;
+use psp_simulator::delivery::DeliveryOptions;
+use psp_simulator::ledger::{Ledger, Timings};
+use psp_simulator::server::Simulator;
+use shared::psp::{IntentStatus, PaymentIntent, Psp, PspSettings, StripeClient};
+use shared::{
+    ClientView, CorrelationId, EventKind, Money, NewPayment, OrderId, Path, Payment, PaymentId, PaymentStatus,
+    PspReference, SigningSecret,
+};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+
+const KEY: &str = "sk_test_reconciler";
+
+/// Serves the Lambda Runtime API: hands out one scheduled event, then holds every further `next`; reports
+/// the function's answer (`Ok`) or its error (`Err`).
+async fn runtime_api() -> (String, mpsc::UnboundedReceiver<Result<String, String>>) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let handed_out = Arc::new(Mutex::new(false));
+    let url = http_stub::serve(move |request| {
+        let (tx, handed_out) = (tx.clone(), handed_out.clone());
+        async move {
+            let line = request.request_line().to_owned();
+            if line.starts_with("GET /2018-06-01/runtime/invocation/next") {
+                if std::mem::replace(&mut *handed_out.lock().unwrap(), true) {
+                    std::future::pending::<()>().await;
+                }
+                let deadline = shared::clock::now_ms() + 60_000;
+                let event = r#"{"source": "aws.scheduler", "detail-type": "Scheduled Event", "detail": {}}"#;
+                return Some(
+                    StubResponse::json(200, event)
+                        .header("lambda-runtime-aws-request-id", "req-1")
+                        .header("lambda-runtime-deadline-ms", deadline.to_string())
+                        .header(
+                            "lambda-runtime-invoked-function-arn",
+                            "arn:aws:lambda:us-east-1:123456789012:function:reconciler",
+                        ),
+                );
+            }
+            let outcome = if line.contains("/response ") {
+                Ok(request.body.clone())
+            } else {
+                Err(format!("{line}: {}", request.body))
+            };
+            let _ = tx.send(outcome);
+            Some(StubResponse::json(202, "{}"))
+        }
+    })
+    .await;
+    (url, rx)
+}
+
+struct World {
+    ctx: TestContext,
+    sim: Arc<Simulator>,
+    psp_url: String,
+}
+
+impl World {
+    async fn new() -> Self {
+        let sim = Arc::new(Simulator {
+            // The slow scenarios stay where they are for the whole test.
+            ledger: Ledger::new(
+                KEY,
+                Timings {
+                    slow: Duration::from_secs(3600),
+                },
+                None,
+            ),
+            webhook_url: "http://127.0.0.1:9/webhooks/stripe".into(),
+            secret: SigningSecret::parse("whsec_test").unwrap(),
+            delivery: DeliveryOptions {
+                max_attempts: 1,
+                ..DeliveryOptions::default()
+            },
+            client: HttpClient::default(),
+            storm_rate: 0.0,
+        });
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let psp_url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(sim.clone().serve(listener));
+        Self {
+            ctx: TestContext::new().await,
+            sim,
+            psp_url,
+        }
+    }
+
+    fn psp(&self) -> StripeClient {
+        StripeClient::new(
+            &PspSettings::local(&self.psp_url, KEY),
+            shared::psp::ApiKey::parse(KEY).unwrap(),
+        )
+        .unwrap()
+    }
+
+    /// A PaymentIntent at the PSP, created the way the saga creates one, for `amount` (minor units of EUR).
+    async fn intent(&self, name: &str, scenario: &str, amount: u64) -> PaymentIntent {
+        let (payment, order) = (
+            PaymentId::parse(format!("pay_{scenario}")).unwrap(),
+            OrderId::parse("o-1").unwrap(),
+        );
+        let money = Money::new(amount, shared::Currency::parse("EUR").unwrap()).unwrap();
+        let request = shared::psp::ChargeRequest {
+            payment_id: &payment,
+            order_id: &order,
+            money: &money,
+            payment_method: &format!("pm_{scenario}"),
+        };
+        match self.psp().charge(&format!("{name}:charge"), &request).await {
+            Ok(pi) => pi,
+            Err(e) => *e
+                .payment_intent()
+                .cloned()
+                .map(Box::new)
+                .expect("a decline carries its PaymentIntent"),
+        }
+    }
+
+    /// Our payment of 10.00 EUR bound to `intent`, brought to `status` through the one finalize.
+    async fn payment(&self, name: &str, intent: &PaymentIntent, status: PaymentStatus) -> PaymentId {
+        let id = PaymentId::parse(format!("pay_{name}_{}", uuid::Uuid::new_v4().simple())).unwrap();
+        let new = NewPayment {
+            id: id.clone(),
+            order_id: OrderId::parse(format!("order-{name}")).unwrap(),
+            money: Money::new(1000, shared::Currency::parse("EUR").unwrap()).unwrap(),
+            psp_reference: Some(PspReference::parse(intent.id.as_str()).unwrap()),
+            metadata: Default::default(),
+            correlation_id: CorrelationId::parse("corr-setup").unwrap(),
+            trace_context: None,
+            now_ms: shared::clock::now_ms(),
+        };
+        self.ctx.store.create(new).await.expect("create");
+        let outcome = match status {
+            PaymentStatus::Pending => None,
+            PaymentStatus::Processing => Some(shared::Outcome::Processing),
+            PaymentStatus::RequiresAction => Some(shared::Outcome::RequiresAction(intent.action().unwrap())),
+            other => panic!("setup for {other} not needed"),
+        };
+        if let Some(outcome) = outcome {
+            let observation = shared::Observation::new(Path::Sync, outcome, CorrelationId::parse("c").unwrap());
+            self.ctx.store.finalize(&id, &observation, None).await.expect("setup");
+        }
+        id
+    }
+
+    async fn get(&self, id: &PaymentId) -> Payment {
+        self.ctx.store.get(id).await.unwrap().unwrap()
+    }
+}
+
+#[tokio::test]
+async fn the_reconciler_binary_leaves_each_payment_where_stripe_says_it_is() {
+    let w = World::new().await;
+    let challenge = w.intent("challenge", "abandoned_action", 1000).await;
+    assert_eq!(challenge.status, IntentStatus::RequiresAction);
+    let succeeded = w.intent("succeeded", "succeeded", 1000).await;
+    let canceled = w.intent("canceled", "failed", 1000).await;
+    let declined = w.intent("declined", "decline_then_retry", 1000).await;
+    assert_eq!(declined.status, IntentStatus::RequiresPaymentMethod);
+    let refunded = w.refunded_in_full(w.intent("refunded", "succeeded", 1000).await).await;
+    let processing = w.intent("processing", "slow_processing", 1000).await;
+    let other_amount = w.intent("other_amount", "succeeded", 1200).await;
+
+    let in_challenge = w
+        .payment("in_challenge", &challenge, PaymentStatus::RequiresAction)
+        .await;
+    let was_processing = w.payment("was_processing", &challenge, PaymentStatus::Processing).await;
+    let captured = w.payment("captured", &succeeded, PaymentStatus::Pending).await;
+    let failed = w.payment("failed", &canceled, PaymentStatus::Pending).await;
+    let attempt_failed = w.payment("attempt_failed", &declined, PaymentStatus::Pending).await;
+    let refunded_payment = w.payment("refunded", &refunded, PaymentStatus::Pending).await;
+    let still_processing = w.payment("processing", &processing, PaymentStatus::Processing).await;
+    let mismatch = w.payment("mismatch", &other_amount, PaymentStatus::Pending).await;
+    let (calls_before, refused_before) = w.sim.ledger.auth_counts();
+
+    let (runtime, mut outcomes) = runtime_api().await;
+    let mut lambda = tokio::process::Command::new(env!("CARGO_BIN_EXE_reconciler"))
+        .env("AWS_LAMBDA_RUNTIME_API", runtime.trim_start_matches("http://"))
+        .env("AWS_LAMBDA_FUNCTION_NAME", "reconciler")
+        .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")
+        .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
+        .env("AWS_LAMBDA_LOG_STREAM_NAME", "test")
+        .env("AWS_LAMBDA_LOG_GROUP_NAME", "test")
+        .env(
+            "AWS_ENDPOINT_URL_DYNAMODB",
+            integration_tests::dynamodb_local::endpoint(),
+        )
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_ACCESS_KEY_ID", "local")
+        .env("AWS_SECRET_ACCESS_KEY", "local")
+        .env("TABLE_NAME", &w.ctx.table)
+        .env("PSP_BASE_URL", &w.psp_url)
+        .env("PSP_API_KEY", KEY)
+        .env_remove("PSP_API_KEY_ARN")
+        .env("RECOVERY_STALE_AFTER_SECONDS", "0")
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the reconciler binary starts");
+    let answer = tokio::time::timeout(Duration::from_secs(60), outcomes.recv())
+        .await
+        .expect("the invocation ends within a minute")
+        .expect("an answer");
+    lambda.kill().await.ok();
+    let answer: serde_json::Value = serde_json::from_str(&answer.expect("the invocation succeeded")).unwrap();
+    assert_eq!(answer["found"], 8, "{answer}");
+
+    let status = |p: &Payment| p.status;
+    let p = w.get(&in_challenge).await;
+    assert_eq!(status(&p), PaymentStatus::RequiresAction);
+    assert!(
+        ClientView::from(&p).carries_secret(),
+        "the customer keeps the challenge's secret"
+    );
+    let p = w.get(&was_processing).await;
+    assert_eq!(
+        status(&p),
+        PaymentStatus::RequiresAction,
+        "the action Stripe asks for is handed back"
+    );
+    assert_eq!(p.action, Some(challenge.action().unwrap()));
+    assert_eq!(status(&w.get(&captured).await), PaymentStatus::Captured);
+    assert_eq!(status(&w.get(&failed).await), PaymentStatus::Failed);
+    let p = w.get(&attempt_failed).await;
+    assert_eq!(
+        (p.status, p.reason.as_deref()),
+        (PaymentStatus::AttemptFailed, Some("insufficient_funds"))
+    );
+    let p = w.get(&refunded_payment).await;
+    assert_eq!((p.status, p.refunded_minor), (PaymentStatus::Refunded, 1000));
+    assert_eq!(status(&w.get(&still_processing).await), PaymentStatus::Processing);
+    let p = w.get(&mismatch).await;
+    assert_eq!(p.status, PaymentStatus::Pending, "another amount captures nothing");
+    let events = w.ctx.store.events(&mismatch).await.unwrap();
+    let last = events.last().unwrap();
+    assert_eq!((last.kind, last.path), (EventKind::AnomalyRecorded, Path::Recovery));
+    assert!(
+        last.reason.as_deref().unwrap_or_default().contains("amount 1200"),
+        "{:?}",
+        last.reason
+    );
+
+    let (calls, refused) = w.sim.ledger.auth_counts();
+    assert_eq!(
+        calls - calls_before,
+        8,
+        "one status query per payment, each with the Bearer key"
+    );
+    assert_eq!(refused, refused_before, "no request without the key");
+    assert_eq!(refused, 0);
+}
+
+impl World {
+    /// Refunds a succeeded PaymentIntent in full at the PSP.
+    async fn refunded_in_full(&self, pi: PaymentIntent) -> PaymentIntent {
+        let reference = PspReference::parse(pi.id.as_str()).unwrap();
+        self.psp().refund("refund-all", &reference, None).await.expect("refund");
+        self.psp().retrieve(&reference).await.unwrap()
+    }
+}

@@ -1,0 +1,132 @@
+//! The PSP as the checkout saga and recovery call it: Stripe's PaymentIntents API.
+//!
+//! | module | owns |
+//! |---|---|
+//! | [`stripe`] | Stripe's objects (PaymentIntent, Charge, Refund, error) and what a PaymentIntent's status means in our terms |
+//! | [`client`] | [`StripeClient`]: form bodies, Bearer key, pinned `Stripe-Version`, an `Idempotency-Key` on every POST, timeouts, retries that honour `Stripe-Should-Retry`, Stripe's errors in our terms |
+//! | [`breaker`] | [`CircuitBreaker`]: stops calls for a cool-down when the PSP keeps failing; its state is one DynamoDB item shared by every instance |
+//!
+//! Every call that moves money carries an idempotency key chosen by the caller (the saga derives it from
+//! (order, step)), so a retry after a timeout or a lost answer never charges, cancels or refunds twice; the
+//! same key with other parameters is refused by Stripe (`idempotency_error`), never applied.
+
+pub mod breaker;
+pub mod client;
+pub mod stripe;
+
+pub use breaker::{BreakerSettings, CircuitBreaker};
+pub use client::{ApiKey, PspSettings, StripeClient};
+pub use stripe::{IntentStatus, PaymentIntent, Refund};
+
+use crate::{Money, OrderId, PaymentId, PspReference};
+
+/// The PSP every function calls: Stripe's API behind the shared circuit breaker.
+pub type GuardedStripe = CircuitBreaker<StripeClient>;
+
+/// The breaker's name (its item is `BREAKER#stripe`): one per PSP account.
+pub const BREAKER_NAME: &str = "stripe";
+
+/// Builds [`GuardedStripe`] from the environment ([`PspSettings`]; the key from Secrets Manager when
+/// `PSP_API_KEY_ARN` is set), once per cold start. A missing or malformed setting fails the start.
+pub async fn from_env(
+    sdk: &aws_config::SdkConfig,
+    dynamodb: aws_sdk_dynamodb::Client,
+    table: &str,
+) -> Result<GuardedStripe, Box<dyn std::error::Error + Send + Sync>> {
+    let settings = PspSettings::from_env()?;
+    let client = StripeClient::from_settings(&settings, sdk).await?;
+    Ok(CircuitBreaker::new(
+        client,
+        dynamodb,
+        table,
+        BREAKER_NAME,
+        BreakerSettings::default(),
+    ))
+}
+use std::future::Future;
+use thiserror::Error;
+
+/// What a PSP call ended in, in our terms.
+#[derive(Debug, Error)]
+pub enum PspError {
+    /// The customer's payment method was declined (`card_error`). The PaymentIntent, when Stripe sent it,
+    /// says what the customer may do next (`requires_payment_method`: retry with another method).
+    #[error("declined: {}", .0.summary())]
+    Declined(Box<stripe::ApiError>),
+    /// Stripe refused the request (`invalid_request_error`, `idempotency_error`, another 4xx): the same
+    /// call will not succeed later. The PaymentIntent, when sent, shows its state (e.g. a cancel refused
+    /// because it succeeded meanwhile).
+    #[error("PSP refused the request (HTTP {status}): {}", .error.summary())]
+    Refused { status: u16, error: Box<stripe::ApiError> },
+    /// No usable answer after the client's own retries (429, 5xx, `api_error`, timeout, connection): the
+    /// same call with the same key may be tried again later. Its outcome may be unknown (a charge that timed
+    /// out may have happened): only the idempotency key decides, never a new one.
+    #[error("PSP unavailable: {0}")]
+    Unavailable(String),
+    /// The circuit breaker is open: the call was not made. Defer; do not retry now.
+    #[error("PSP calls paused by the circuit breaker until {until_ms} (epoch ms)")]
+    CircuitOpen { until_ms: i64 },
+    /// A 2xx answer we cannot read.
+    #[error("PSP answer unreadable: {0}")]
+    BadAnswer(String),
+}
+
+impl PspError {
+    /// A retry of the same call (same key) may succeed soon.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, PspError::Unavailable(_))
+    }
+
+    /// The breaker stopped the call: come back after the cool-down instead of retrying.
+    pub fn is_deferred(&self) -> bool {
+        matches!(self, PspError::CircuitOpen { .. })
+    }
+
+    /// The PaymentIntent an error answer carried, if any.
+    pub fn payment_intent(&self) -> Option<&PaymentIntent> {
+        match self {
+            PspError::Declined(e) | PspError::Refused { error: e, .. } => e.payment_intent.as_deref(),
+            _ => None,
+        }
+    }
+}
+
+/// One charge: a PaymentIntent created and confirmed in one call.
+#[derive(Debug, Clone)]
+pub struct ChargeRequest<'a> {
+    pub payment_id: &'a PaymentId,
+    pub order_id: &'a OrderId,
+    pub money: &'a Money,
+    /// A Stripe PaymentMethod id (`pm_...`).
+    pub payment_method: &'a str,
+}
+
+/// The PSP operations the saga and recovery need. [`StripeClient`] speaks Stripe's API;
+/// [`CircuitBreaker`] wraps any implementation.
+pub trait Psp: Send + Sync {
+    /// Creates and confirms a PaymentIntent for our payment (`confirm=true`, `metadata[payment_id]`,
+    /// `metadata[order_id]`), once per `key`.
+    fn charge(
+        &self,
+        key: &str,
+        request: &ChargeRequest<'_>,
+    ) -> impl Future<Output = Result<PaymentIntent, PspError>> + Send;
+
+    /// The PaymentIntent as it stands, with its latest charge expanded (refunds are on the charge).
+    fn retrieve(&self, reference: &PspReference) -> impl Future<Output = Result<PaymentIntent, PspError>> + Send;
+
+    /// Cancels the PaymentIntent, once per `key`. Refused (with the PaymentIntent) when it already succeeded.
+    fn cancel(
+        &self,
+        key: &str,
+        reference: &PspReference,
+    ) -> impl Future<Output = Result<PaymentIntent, PspError>> + Send;
+
+    /// Refunds `amount_minor` of the PaymentIntent's charge (all of what is left when `None`), once per `key`.
+    fn refund(
+        &self,
+        key: &str,
+        reference: &PspReference,
+        amount_minor: Option<u64>,
+    ) -> impl Future<Output = Result<Refund, PspError>> + Send;
+}

@@ -1,0 +1,305 @@
+//! Stripe's objects as the system reads them (PaymentIntent, Charge, Refund, the error object), and what a
+//! PaymentIntent's status means in our terms.
+//!
+//! Only the fields we act on are read; everything else Stripe sends is ignored, so a new Stripe field never
+//! breaks us. Values that let someone pay or authenticate (the client secret, the next action's URL) are kept
+//! in types whose `Debug` prints `[redacted]`.
+//!
+//! | PaymentIntent `status` | what we observe (any path) |
+//! |---|---|
+//! | `requires_payment_method` after a failed attempt (`last_payment_error`) | `attempt_failed` with the decline code |
+//! | `requires_payment_method` (no attempt yet), `requires_confirmation` | nothing: the customer needs nothing new |
+//! | `requires_action` | `requires_action` with the client secret and the `redirect_to_url` URL |
+//! | `processing` | `processing` (recovery: only a `pending` payment moves; see `payments_core::decide`) |
+//! | `requires_capture` | `processing`: authorized, not captured. We create with `capture_method=automatic`, so it appears only if someone changed that; the money is not taken until a capture, and a cancel releases it |
+//! | `succeeded` | captured; with the charge expanded, its `amount_refunded` (cumulative) records refunds |
+//! | `canceled` | failed, with the `cancellation_reason` |
+
+use crate::{Claims, ClientSecret, Currency, CustomerAction, Observation, Outcome, PspReference, RedirectUrl};
+use serde::Deserialize;
+use std::collections::HashMap;
+use std::fmt;
+
+/// The `status` of a PaymentIntent. A status Stripe adds later reads as `Unknown` and changes nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IntentStatus {
+    RequiresPaymentMethod,
+    RequiresConfirmation,
+    RequiresAction,
+    Processing,
+    RequiresCapture,
+    Succeeded,
+    Canceled,
+    #[serde(other)]
+    Unknown,
+}
+
+impl IntentStatus {
+    pub const ALL: [IntentStatus; 7] = [
+        Self::RequiresPaymentMethod,
+        Self::RequiresConfirmation,
+        Self::RequiresAction,
+        Self::Processing,
+        Self::RequiresCapture,
+        Self::Succeeded,
+        Self::Canceled,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::RequiresPaymentMethod => "requires_payment_method",
+            Self::RequiresConfirmation => "requires_confirmation",
+            Self::RequiresAction => "requires_action",
+            Self::Processing => "processing",
+            Self::RequiresCapture => "requires_capture",
+            Self::Succeeded => "succeeded",
+            Self::Canceled => "canceled",
+            Self::Unknown => "unknown",
+        }
+    }
+}
+
+/// A Stripe PaymentIntent (`object: "payment_intent"`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct PaymentIntent {
+    pub id: String,
+    pub amount: u64,
+    /// Lowercase ISO code, as Stripe writes it.
+    pub currency: String,
+    pub status: IntentStatus,
+    #[serde(default)]
+    pub client_secret: Option<ClientSecret>,
+    #[serde(default)]
+    pub next_action: Option<NextAction>,
+    #[serde(default)]
+    pub last_payment_error: Option<LastPaymentError>,
+    #[serde(default)]
+    pub cancellation_reason: Option<String>,
+    /// The charge's id, or the charge itself when requested with `expand[]=latest_charge`.
+    #[serde(default)]
+    pub latest_charge: Option<LatestCharge>,
+    #[serde(default)]
+    pub metadata: HashMap<String, String>,
+    #[serde(default)]
+    pub livemode: bool,
+}
+
+/// What the customer must do (`next_action`). Only a redirect carries a URL we hand on; `use_stripe_sdk` is
+/// served by the client secret.
+#[derive(Debug, Clone, Deserialize)]
+pub struct NextAction {
+    #[serde(rename = "type", default)]
+    pub kind: Option<String>,
+    #[serde(default)]
+    pub redirect_to_url: Option<RedirectToUrl>,
+}
+
+#[derive(Clone, Deserialize)]
+pub struct RedirectToUrl {
+    #[serde(default)]
+    pub url: Option<String>,
+}
+
+impl fmt::Debug for RedirectToUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("RedirectToUrl([redacted])")
+    }
+}
+
+/// Why the last attempt failed (`last_payment_error`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct LastPaymentError {
+    #[serde(rename = "type", default)]
+    pub kind: Option<String>,
+    #[serde(default)]
+    pub code: Option<String>,
+    #[serde(default)]
+    pub decline_code: Option<String>,
+}
+
+impl LastPaymentError {
+    /// The decline as we record it: the decline code, else the error code.
+    pub fn reason(&self) -> String {
+        self.decline_code
+            .clone()
+            .or_else(|| self.code.clone())
+            .unwrap_or_else(|| "payment_failed".into())
+    }
+}
+
+/// The customer's action from a PaymentIntent's client secret and `next_action` (webhooks and status queries
+/// alike): the secret, and the URL when the action is a redirect.
+pub fn customer_action(
+    client_secret: Option<&ClientSecret>,
+    next_action: Option<&NextAction>,
+) -> Result<CustomerAction, String> {
+    let url = next_action
+        .and_then(|a| a.redirect_to_url.as_ref())
+        .and_then(|r| r.url.clone())
+        .map(RedirectUrl::parse)
+        .transpose()
+        .map_err(|e| format!("next_action URL: {e}"))?;
+    // Deserialized as it came; checked here like any secret that enters (an empty one is none).
+    let secret = client_secret
+        .map(|s| ClientSecret::parse(s.expose()))
+        .transpose()
+        .map_err(|e| e.to_string())?;
+    CustomerAction::new(secret, url).map_err(|e| e.to_string())
+}
+
+/// `latest_charge`: an id, or the expanded Charge.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum LatestCharge {
+    Expanded(Box<Charge>),
+    Id(String),
+}
+
+/// A Stripe Charge (`object: "charge"`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct Charge {
+    pub id: String,
+    pub amount: u64,
+    /// Cumulative, in the smallest unit.
+    pub amount_refunded: u64,
+    #[serde(default)]
+    pub captured: bool,
+    pub currency: String,
+    #[serde(default)]
+    pub payment_intent: Option<String>,
+}
+
+/// A Stripe Refund (`object: "refund"`). `status`: `pending`, `requires_action`, `succeeded`, `failed` or
+/// `canceled`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Refund {
+    pub id: String,
+    pub amount: u64,
+    pub currency: String,
+    pub status: String,
+    #[serde(default)]
+    pub payment_intent: Option<String>,
+    #[serde(default)]
+    pub charge: Option<String>,
+}
+
+impl Refund {
+    /// The money is on its way back (or back): `pending` or `succeeded`.
+    pub fn is_accepted(&self) -> bool {
+        matches!(self.status.as_str(), "pending" | "succeeded")
+    }
+}
+
+/// Stripe's error object (`{"error": {...}}`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct ApiError {
+    #[serde(rename = "type")]
+    pub kind: ErrorType,
+    #[serde(default)]
+    pub code: Option<String>,
+    #[serde(default)]
+    pub decline_code: Option<String>,
+    #[serde(default)]
+    pub message: Option<String>,
+    #[serde(default)]
+    pub param: Option<String>,
+    /// The PaymentIntent as it stands, sent with errors about one (a decline, a cancel in the wrong state).
+    #[serde(default)]
+    pub payment_intent: Option<Box<PaymentIntent>>,
+}
+
+/// `{"error": ...}`, the body of every Stripe error answer.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ErrorBody {
+    pub error: ApiError,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorType {
+    ApiError,
+    CardError,
+    IdempotencyError,
+    InvalidRequestError,
+    #[serde(other)]
+    Other,
+}
+
+impl ApiError {
+    /// One line for logs and escalations: type, code and decline code, never a secret (Stripe's messages
+    /// name parameters, not their values).
+    pub fn summary(&self) -> String {
+        let mut s = format!("{:?}", self.kind);
+        for part in [&self.code, &self.decline_code, &self.message].into_iter().flatten() {
+            s.push_str(": ");
+            s.push_str(part);
+        }
+        s
+    }
+}
+
+impl PaymentIntent {
+    /// The cumulative refunded amount, when the charge is expanded.
+    pub fn amount_refunded(&self) -> Option<u64> {
+        match &self.latest_charge {
+            Some(LatestCharge::Expanded(charge)) => Some(charge.amount_refunded),
+            _ => None,
+        }
+    }
+
+    /// What this PaymentIntent's status tells about our payment (see the table in the module doc); `None`
+    /// when it tells nothing new. `Err` when Stripe asks for an action we cannot hand on (no client secret and
+    /// no usable URL).
+    pub fn outcome(&self) -> Result<Option<Outcome>, String> {
+        Ok(match self.status {
+            IntentStatus::RequiresPaymentMethod => self.last_payment_error.as_ref().map(|e| Outcome::AttemptFailed {
+                reason: e.reason(),
+                retry_token: None,
+            }),
+            IntentStatus::RequiresConfirmation | IntentStatus::Unknown => None,
+            IntentStatus::RequiresAction => Some(Outcome::RequiresAction(self.action()?)),
+            IntentStatus::Processing | IntentStatus::RequiresCapture => Some(Outcome::Processing),
+            IntentStatus::Succeeded => Some(match self.amount_refunded() {
+                Some(total) if total > 0 => Outcome::Refunded {
+                    refunded_total_minor: total,
+                    capture_proven: true,
+                },
+                _ => Outcome::Succeeded,
+            }),
+            IntentStatus::Canceled => Some(Outcome::Failed {
+                reason: format!(
+                    "canceled at the PSP: {}",
+                    self.cancellation_reason.as_deref().unwrap_or("no reason given")
+                ),
+            }),
+        })
+    }
+
+    /// The customer's action: the client secret, and the redirect URL when the action is a redirect.
+    pub fn action(&self) -> Result<CustomerAction, String> {
+        customer_action(self.client_secret.as_ref(), self.next_action.as_ref())
+    }
+
+    /// The observation of this PaymentIntent on `path`: its outcome, the PaymentIntent id as the PSP
+    /// reference, and its amount and currency as claims, which the decision checks against the payment.
+    pub fn observation(
+        &self,
+        path: crate::Path,
+        correlation: crate::CorrelationId,
+    ) -> Result<Option<Observation>, String> {
+        let Some(outcome) = self.outcome()? else {
+            return Ok(None);
+        };
+        let mut observation = Observation::new(path, outcome, correlation);
+        observation.psp_reference = Some(PspReference::parse(self.id.as_str()).map_err(|e| e.to_string())?);
+        observation.claims = Claims {
+            amount_minor: Some(self.amount),
+            currency: Some(Currency::parse(&self.currency).map_err(|e| e.to_string())?),
+        };
+        Ok(Some(observation))
+    }
+}
+
+#[cfg(test)]
+mod tests;
