@@ -16,10 +16,13 @@ async fn main() -> Result<(), Error> {
         store: PaymentStore::new(client, config.table_name),
     };
     run(service_fn(|req| async {
-        match guard.check(&req) {
+        let answer = match guard.check(&req) {
             Ok(()) => handle(&app, req).await,
             Err(refused) => Ok(refused.into_response()),
-        }
+        };
+        // Lambda freezes the process after the answer: export this invocation's spans now.
+        telemetry::flush();
+        answer
     }))
     .await
 }

@@ -13,10 +13,13 @@ async fn main() -> Result<(), Error> {
     let sdk = aws::sdk_config().await;
     let runner = checkout_saga::runner_from_env(&sdk, aws::dynamodb_client(&sdk), &config).await?;
     run(service_fn(|req| async {
-        match guard.check(&req) {
+        let answer = match guard.check(&req) {
             Ok(()) => checkout_saga::api::handle(&runner, req).await,
             Err(refused) => Ok(refused.into_response()),
-        }
+        };
+        // Lambda freezes the process after the answer: export this invocation's spans now.
+        telemetry::flush();
+        answer
     }))
     .await
 }
