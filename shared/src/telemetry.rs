@@ -22,6 +22,7 @@ use opentelemetry_aws::trace::xray_propagator::{span_context_from_str, span_cont
 use opentelemetry_aws::trace::XrayIdGenerator;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::SdkTracerProvider;
+use opentelemetry_sdk::Resource;
 use std::collections::HashMap;
 use std::sync::OnceLock;
 use tracing::{Level, Metadata, Span};
@@ -99,7 +100,13 @@ static PROVIDER: OnceLock<SdkTracerProvider> = OnceLock::new();
 
 /// The tracer provider: X-Ray-compatible ids; an OTLP/HTTP batch exporter when an endpoint is configured.
 pub fn tracer_provider() -> SdkTracerProvider {
-    let builder = SdkTracerProvider::builder().with_id_generator(XrayIdGenerator::default());
+    let mut builder = SdkTracerProvider::builder().with_id_generator(XrayIdGenerator::default());
+    // X-Ray and OTLP backends group spans by service: the function's name unless OTEL_SERVICE_NAME says.
+    if std::env::var_os("OTEL_SERVICE_NAME").is_none() {
+        if let Ok(function) = std::env::var("AWS_LAMBDA_FUNCTION_NAME") {
+            builder = builder.with_resource(Resource::builder().with_service_name(function).build());
+        }
+    }
     let builder = match otlp_endpoint() {
         Some(_) => match opentelemetry_otlp::SpanExporter::builder().with_http().build() {
             Ok(exporter) => builder.with_batch_exporter(exporter),
