@@ -28,7 +28,7 @@ use shared::{clock, CorrelationId, Observation, OrderId, Outcome, Path, PaymentI
 use std::time::Duration;
 use sync_finalize::requests::CreatePayment;
 use thiserror::Error;
-use tracing::{error, info, warn};
+use tracing::{error, info, warn, Instrument};
 
 #[derive(Debug, Error)]
 pub enum RunError {
@@ -171,7 +171,13 @@ impl<P: Psp> Runner<P> {
             let attempt = self
                 .settings
                 .backoff
-                .retry(|_| self.advance(loaded.clone()), RunError::is_transient)
+                .retry(
+                    |_| {
+                        self.advance(loaded.clone())
+                            .instrument(shared::telemetry::step_span(action))
+                    },
+                    RunError::is_transient,
+                )
                 .await;
             loaded = match attempt {
                 Ok(Advanced::Moved(next)) => *next,

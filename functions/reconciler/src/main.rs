@@ -26,7 +26,10 @@ async fn main() -> Result<(), Error> {
     run(service_fn(|_: LambdaEvent<Value>| {
         let recovery = &recovery;
         async move {
-            let report = recovery.run().await?;
+            let report = recovery.run().await;
+            // Lambda freezes the process after the answer: export this invocation's spans now.
+            telemetry::flush();
+            let report = report?;
             println!("{}", recovery::emf(&report, clock::now_ms()));
             Ok::<_, Error>(serde_json::json!({ "found": report.found, "applied": report.applied, "busy": report.busy }))
         }

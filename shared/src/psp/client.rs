@@ -209,15 +209,17 @@ impl StripeClient {
         Ok(Self::new(settings, key)?)
     }
 
-    /// One API call with retries. `form` is the request body (POST) or query (GET).
+    /// One API call with retries, in a span named `step` (`psp.charge`, ...). `form` is the request body
+    /// (POST) or query (GET).
     async fn call<T: DeserializeOwned>(
         &self,
+        step: &'static str,
         method: reqwest::Method,
         path: &str,
         key: Option<&str>,
         form: &[(&str, String)],
     ) -> Result<T, PspError> {
-        let span = tracing::info_span!("psp_call", method = %method, path);
+        let span = crate::telemetry::step_span(step);
         let result = self
             .retries
             .retry(
@@ -349,20 +351,28 @@ impl Psp for StripeClient {
         if let Some(url) = &self.return_url {
             form.push(("return_url", url.clone()));
         }
-        self.call(reqwest::Method::POST, "/v1/payment_intents", Some(key), &form)
-            .await
+        self.call(
+            "psp.charge",
+            reqwest::Method::POST,
+            "/v1/payment_intents",
+            Some(key),
+            &form,
+        )
+        .await
     }
 
     async fn retrieve(&self, reference: &PspReference) -> Result<PaymentIntent, PspError> {
         let path = format!("/v1/payment_intents/{}", path_segment(reference));
         let form = [("expand[]", "latest_charge".to_owned())];
-        self.call(reqwest::Method::GET, &path, None, &form).await
+        self.call("psp.retrieve", reqwest::Method::GET, &path, None, &form)
+            .await
     }
 
     async fn cancel(&self, key: &str, reference: &PspReference) -> Result<PaymentIntent, PspError> {
         let path = format!("/v1/payment_intents/{}/cancel", path_segment(reference));
         let form = [("cancellation_reason", "abandoned".to_owned())];
-        self.call(reqwest::Method::POST, &path, Some(key), &form).await
+        self.call("psp.cancel", reqwest::Method::POST, &path, Some(key), &form)
+            .await
     }
 
     async fn refund(&self, key: &str, reference: &PspReference, amount_minor: Option<u64>) -> Result<Refund, PspError> {
@@ -370,7 +380,8 @@ impl Psp for StripeClient {
         if let Some(amount) = amount_minor {
             form.push(("amount", amount.to_string()));
         }
-        self.call(reqwest::Method::POST, "/v1/refunds", Some(key), &form).await
+        self.call("psp.refund", reqwest::Method::POST, "/v1/refunds", Some(key), &form)
+            .await
     }
 }
 

@@ -20,7 +20,10 @@ async fn main() -> Result<(), Error> {
     run(service_fn(|_: LambdaEvent<Value>| {
         let runner = &runner;
         async move {
-            let report = checkout_saga::sweeper::sweep(runner, stuck_after, 100).await?;
+            let report = checkout_saga::sweeper::sweep(runner, stuck_after, 100).await;
+            // Lambda freezes the process after the answer: export this invocation's spans now.
+            telemetry::flush();
+            let report = report?;
             tracing::info!(?report, "sweep done");
             Ok::<_, Error>(
                 serde_json::json!({ "found": report.found, "resumed": report.resumed, "errors": report.errors }),
