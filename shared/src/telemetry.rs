@@ -191,15 +191,7 @@ pub fn span_with_parent(path: &'static str, correlation_id: &str, carrier: Optio
 
 /// A span for one step of a flow (verify, lease, read, finalize, publish, consume, ...), named after it.
 pub fn step_span(step: &'static str) -> Span {
-    let span = tracing::info_span!(
-        "step",
-        otel.name = step,
-        step,
-        trace_id = tracing::field::Empty,
-        span_id = tracing::field::Empty
-    );
-    record_ids(&span);
-    span
+    step_span_with_parent(step, None)
 }
 
 /// A step span continuing the trace `carrier` names (the relay's `publish` of an event item, the

@@ -121,6 +121,19 @@ impl World {
         StripeClient::new(&settings, shared::psp::ApiKey::parse(TEST_KEY).unwrap()).expect("psp client")
     }
 
+    /// A runner whose payments are past their deadline as soon as they are requested.
+    fn runner_past_deadline(&self) -> Runner<StripeClient> {
+        self.runner_with(
+            self.ctx.client.clone(),
+            self.psp(),
+            Settings {
+                payment_timeout: Duration::ZERO,
+                backoff: fast_backoff(),
+                ..Settings::default()
+            },
+        )
+    }
+
     fn runner(&self) -> Runner<StripeClient> {
         self.runner_with(
             self.ctx.client.clone(),
@@ -534,15 +547,7 @@ async fn recovery_resolves_a_payment_whose_webhook_never_came() {
 #[tokio::test]
 async fn a_payment_past_its_deadline_is_handed_to_recovery_by_the_saga() {
     let w = world().await;
-    let runner = w.runner_with(
-        w.ctx.client.clone(),
-        w.psp(),
-        Settings {
-            payment_timeout: Duration::ZERO,
-            backoff: fast_backoff(),
-            ..Settings::default()
-        },
-    );
+    let runner = w.runner_past_deadline();
     let id = order();
     let record = runner
         .start(id.clone(), w.checkout("pm_silent", 1))

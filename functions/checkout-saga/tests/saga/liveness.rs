@@ -18,15 +18,7 @@ async fn a_lost_projection_event_cannot_hold_a_saga_past_its_deadline() {
     assert_eq!(waiting.status, SagaStatus::PaymentPending);
     assert_eq!(w.payment_status(&waiting).await, PaymentStatus::Captured);
     // Past it, the payment item itself settles the wait.
-    let runner = w.runner_with(
-        w.ctx.client.clone(),
-        w.psp(),
-        Settings {
-            payment_timeout: Duration::ZERO,
-            backoff: fast_backoff(),
-            ..Settings::default()
-        },
-    );
+    let runner = w.runner_past_deadline();
     let id = order();
     let done = runner
         .start(id.clone(), w.checkout("pm_succeeded", 1))
