@@ -109,6 +109,35 @@ fn provider(name: &str) -> Result<(Scheme, Expectations), crate::Error> {
     ))
 }
 
+/// The parked body with every redacted value removed (as if the PSP had not sent it), and whether there
+/// was one: the parser then reads what is left instead of tripping over `"[redacted]"` where it expects an
+/// object or a URL.
+fn strip_redacted(body: &str) -> (String, bool) {
+    fn strip(value: &mut serde_json::Value, found: &mut bool) {
+        match value {
+            serde_json::Value::Object(map) => {
+                let before = map.len();
+                map.retain(|_, v| v.as_str() != Some(REDACTED));
+                *found |= map.len() != before;
+                map.values_mut().for_each(|v| strip(v, found));
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(|v| strip(v, found)),
+            _ => {}
+        }
+    }
+    match serde_json::from_str::<serde_json::Value>(body) {
+        Ok(mut json) => {
+            let mut found = false;
+            strip(&mut json, &mut found);
+            (json.to_string(), found)
+        }
+        Err(_) => (body.to_owned(), false),
+    }
+}
+
+/// What `webhook_intake::redact` puts where a secret was.
+const REDACTED: &str = "[redacted]";
+
 /// What a replay did or would do.
 #[derive(Debug, Clone, Serialize)]
 pub struct ReplayReport {
@@ -156,7 +185,8 @@ pub async fn replay(ctx: &Ctx, key: &str, kind: Option<ParkedKind>, dry_run: boo
         r
     };
     let (scheme, expect) = provider(&item.provider)?;
-    let body = item.body.as_bytes();
+    let (stripped, redacted) = strip_redacted(&item.body);
+    let body = stripped.as_bytes();
     let parsed = match scheme {
         Scheme::Stripe => webhook_intake::stripe::parse(body),
         // The webhook-timestamp header is not kept: the parking time stands in for `created` if the body
@@ -171,6 +201,16 @@ pub async fn replay(ctx: &Ctx, key: &str, kind: Option<ParkedKind>, dry_run: boo
         }
         Err(e) if item.body.starts_with('[') => {
             return Ok(done(report, "unparseable", format!("the body was not stored ({}): {e}", item.body)));
+        }
+        Err(e) if redacted => {
+            return Ok(done(
+                report,
+                "redacted",
+                format!(
+                    "without its redacted values the intake's parser refuses the body ({e}): it needs what was \
+                     redacted; nothing written. Recovery (the reconciler) asks the PSP for the payment's state"
+                ),
+            ))
         }
         Err(e) => {
             return Ok(done(
