@@ -4,7 +4,8 @@
 //! are reported, so the stream retries from there and the order per payment never breaks.
 //!
 //! Also here: replaying event items to the queue (by payment or time range) and redriving the DLQ, both
-//! safe to repeat because consumers apply each event once.
+//! safe to repeat because consumers apply each event once. The operator runs them through `paymentsctl
+//! replay` and `paymentsctl redrive-dlq` (`tools/paymentsctl`).
 
 use aws_lambda_events::event::dynamodb::Event as StreamEvent;
 use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
