@@ -143,7 +143,10 @@ pub async fn list(ctx: &Ctx, queue: Option<&str>, json: bool) -> Result<String, 
         .collect();
     Ok(format!(
         "{}\n{} escalation(s); `paymentsctl escalations retry <order> --dry-run` says what a retry would do.\n",
-        crate::table::render(&["ESCALATED", "ORDER", "ACTION", "ATTEMPTS", "RECEIVED", "ERROR"], &rows),
+        crate::table::render(
+            &["ESCALATED", "ORDER", "ACTION", "ATTEMPTS", "RECEIVED", "ERROR"],
+            &rows
+        ),
         messages.len()
     ))
 }
@@ -152,7 +155,9 @@ pub async fn list(ctx: &Ctx, queue: Option<&str>, json: bool) -> Result<String, 
 pub fn describe_next(next: NextAction) -> String {
     match next {
         NextAction::Run(step) => format!("run step {step}"),
-        NextAction::RefundPayment => "refund the payment at the PSP (key <order>:refund), then release the stock".into(),
+        NextAction::RefundPayment => {
+            "refund the payment at the PSP (key <order>:refund), then release the stock".into()
+        }
         NextAction::CancelPayment => "make sure the payment is failed, then release the stock".into(),
         NextAction::ReleaseStock => "release the reserved stock".into(),
         NextAction::Done => "nothing: the saga has ended".into(),
@@ -223,7 +228,10 @@ pub async fn retry(ctx: &Ctx, order: &str, queue: Option<&str>, dry_run: bool) -
                 .map_err(|e| format!("deleting escalation {}: {e}", m.message_id))?;
         }
         if !escalations.is_empty() {
-            out.push_str(&format!("{} escalation message(s) of {order} deleted\n", escalations.len()));
+            out.push_str(&format!(
+                "{} escalation message(s) of {order} deleted\n",
+                escalations.len()
+            ));
         }
     }
     Ok(out)

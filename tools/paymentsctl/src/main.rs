@@ -155,7 +155,11 @@ struct RedriveArgs {
     dry_run: bool,
 }
 
-fn print<T: serde::Serialize>(json: bool, value: &T, text: impl FnOnce(&T) -> String) -> Result<(), paymentsctl::Error> {
+fn print<T: serde::Serialize>(
+    json: bool,
+    value: &T,
+    text: impl FnOnce(&T) -> String,
+) -> Result<(), paymentsctl::Error> {
     if json {
         println!("{}", serde_json::to_string_pretty(value)?);
     } else {
@@ -210,12 +214,8 @@ async fn run(cli: Cli) -> Result<(), paymentsctl::Error> {
             print(json, &report, replay::ReplayReport::render)
         }
         Command::Replay(ReplayCommand::Range { from, to, last, common }) => {
-            let (from_ms, to_ms) = when::window(
-                from.as_deref(),
-                to.as_deref(),
-                last.as_deref(),
-                shared::clock::now_ms(),
-            )?;
+            let (from_ms, to_ms) =
+                when::window(from.as_deref(), to.as_deref(), last.as_deref(), shared::clock::now_ms())?;
             let report = replay::range(&ctx, from_ms, to_ms, common.queue.as_deref(), common.dry_run, progress).await?;
             print(json, &report, replay::ReplayReport::render)
         }

@@ -167,7 +167,12 @@ async fn find(ctx: &Ctx, key: &str, kind: Option<ParkedKind>) -> Result<ParkedIt
 }
 
 /// `parked replay <key> [--kind K] [--dry-run]`.
-pub async fn replay(ctx: &Ctx, key: &str, kind: Option<ParkedKind>, dry_run: bool) -> Result<ReplayReport, crate::Error> {
+pub async fn replay(
+    ctx: &Ctx,
+    key: &str,
+    kind: Option<ParkedKind>,
+    dry_run: bool,
+) -> Result<ReplayReport, crate::Error> {
     let item = find(ctx, key, kind).await?;
     let mut report = ReplayReport {
         kind: item.kind.clone(),
@@ -196,11 +201,19 @@ pub async fn replay(ctx: &Ctx, key: &str, kind: Option<ParkedKind>, dry_run: boo
     let event: PspEvent = match parsed {
         Ok(Parsed::Event(event)) => *event,
         Ok(Parsed::Ignored { event_type }) => {
-            let r = done(report, "ignored", format!("event type {event_type} is not acted on; nothing to replay"));
+            let r = done(
+                report,
+                "ignored",
+                format!("event type {event_type} is not acted on; nothing to replay"),
+            );
             return finish(ctx, &item, r).await;
         }
         Err(e) if item.body.starts_with('[') => {
-            return Ok(done(report, "unparseable", format!("the body was not stored ({}): {e}", item.body)));
+            return Ok(done(
+                report,
+                "unparseable",
+                format!("the body was not stored ({}): {e}", item.body),
+            ));
         }
         Err(e) if redacted => {
             return Ok(done(
@@ -221,7 +234,10 @@ pub async fn replay(ctx: &Ctx, key: &str, kind: Option<ParkedKind>, dry_run: boo
         }
     };
     match &event.outcome {
-        Outcome::RequiresAction(_) | Outcome::AttemptFailed { retry_token: Some(_), .. } => {
+        Outcome::RequiresAction(_)
+        | Outcome::AttemptFailed {
+            retry_token: Some(_), ..
+        } => {
             return Ok(done(
                 report,
                 "redacted",
@@ -305,7 +321,12 @@ pub async fn replay(ctx: &Ctx, key: &str, kind: Option<ParkedKind>, dry_run: boo
         (shared::FinalizeResult::Applied(kind), None) => done(
             report,
             "applied",
-            format!("{} -> {} at v{}", kind.as_str(), outcome.payment.status.as_str(), outcome.payment.version),
+            format!(
+                "{} -> {} at v{}",
+                kind.as_str(),
+                outcome.payment.status.as_str(),
+                outcome.payment.version
+            ),
         ),
         (other, None) => done(report, "unchanged", format!("{other:?}")),
     };
@@ -335,7 +356,11 @@ fn describe(decision: &Decision, current: &shared::Payment) -> (&'static str, St
             };
             (
                 name,
-                format!("changes nothing: the payment is {} at v{}", current.status.as_str(), current.version),
+                format!(
+                    "changes nothing: the payment is {} at v{}",
+                    current.status.as_str(),
+                    current.version
+                ),
             )
         }
         Decision::Defer(reason) => ("deferred", format!("cannot apply yet: {reason:?}")),

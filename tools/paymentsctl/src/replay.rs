@@ -62,14 +62,24 @@ impl ReplayReport {
     }
 }
 
-async fn publish(ctx: &Ctx, events: Vec<PaymentEvent>, queue: Option<&str>, dry_run: bool) -> Result<ReplayReport, crate::Error> {
+async fn publish(
+    ctx: &Ctx,
+    events: Vec<PaymentEvent>,
+    queue: Option<&str>,
+    dry_run: bool,
+) -> Result<ReplayReport, crate::Error> {
     let url = ctx.queue_url(QueueRole::Events, queue).await?;
     let mut report = ReplayReport::new(&events, url.clone(), dry_run);
     if !dry_run {
         Publisher::new(ctx.sqs.clone(), url)
             .publish(&events)
             .await
-            .map_err(|k| format!("publishing stopped at event {k} of {}: run the same command again", events.len()))?;
+            .map_err(|k| {
+                format!(
+                    "publishing stopped at event {k} of {}: run the same command again",
+                    events.len()
+                )
+            })?;
         report.published = events.len();
     }
     Ok(report)
@@ -137,13 +147,21 @@ impl RedriveReport {
                 self.approximate, self.dlq_url, self.queue_url
             )
         } else {
-            format!("moved {} message(s) from {} back to {}\n", self.moved, self.dlq_url, self.queue_url)
+            format!(
+                "moved {} message(s) from {} back to {}\n",
+                self.moved, self.dlq_url, self.queue_url
+            )
         }
     }
 }
 
 /// `redrive-dlq [--dlq URL] [--dry-run]`.
-pub async fn redrive(ctx: &Ctx, dlq: Option<&str>, queue: Option<&str>, dry_run: bool) -> Result<RedriveReport, crate::Error> {
+pub async fn redrive(
+    ctx: &Ctx,
+    dlq: Option<&str>,
+    queue: Option<&str>,
+    dry_run: bool,
+) -> Result<RedriveReport, crate::Error> {
     let dlq_url = ctx.queue_url(QueueRole::EventsDlq, dlq).await?;
     let queue_url = ctx.queue_url(QueueRole::Events, queue).await?;
     let attrs = ctx

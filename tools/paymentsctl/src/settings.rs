@@ -85,13 +85,12 @@ impl Ctx {
             return Err(format!("{} is not set (the stack's outputs name the queue)", role.variable()).into());
         }
         let name = role.local_name(self.table());
-        let out = self
-            .sqs
-            .get_queue_url()
-            .queue_name(&name)
-            .send()
-            .await
-            .map_err(|e| format!("{} is not set and the local queue {name} was not found: {e}", role.variable()))?;
+        let out = self.sqs.get_queue_url().queue_name(&name).send().await.map_err(|e| {
+            format!(
+                "{} is not set and the local queue {name} was not found: {e}",
+                role.variable()
+            )
+        })?;
         out.queue_url()
             .map(str::to_owned)
             .ok_or_else(|| format!("no URL for the local queue {name}").into())

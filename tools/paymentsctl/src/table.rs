@@ -36,7 +36,10 @@ pub fn render(header: &[&str], rows: &[Vec<String>]) -> String {
 mod tests {
     #[test]
     fn columns_line_up() {
-        let out = super::render(&["A", "BB"], &[vec!["xyz".into(), "1".into()], vec!["".into(), "22".into()]]);
+        let out = super::render(
+            &["A", "BB"],
+            &[vec!["xyz".into(), "1".into()], vec!["".into(), "22".into()]],
+        );
         assert_eq!(out, "A    BB\nxyz  1\n     22\n");
     }
 }

@@ -23,7 +23,7 @@ use crate::when::format_ms;
 use aws_sdk_dynamodb::types::AttributeValue;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
-use shared::saga::{Loaded, SagaEvent, SagaEventKind, SagaRecord, SagaStore, SagaStatus};
+use shared::saga::{Loaded, SagaEvent, SagaEventKind, SagaRecord, SagaStatus, SagaStore};
 use shared::store::item::{event_from_item, payment_pk, Item};
 use shared::store::ParkedKind;
 use shared::{EventKind, OrderId, Payment, PaymentEvent, PaymentId, PspReference};
@@ -567,7 +567,10 @@ fn check_payment(t: &mut Timeline, p: &Payment, events: &[PaymentEvent], opts: &
     }
     if let Some(first) = events.first() {
         if first.version == 1 && first.kind != EventKind::PaymentCreated {
-            t.find(Level::Anomaly, format!("version 1 is {}, not PaymentCreated", first.kind.as_str()));
+            t.find(
+                Level::Anomaly,
+                format!("version 1 is {}, not PaymentCreated", first.kind.as_str()),
+            );
         }
     }
     for pair in events.windows(2) {
@@ -680,11 +683,18 @@ async fn cursors(ctx: &Ctx, t: &mut Timeline, p: &Payment, opts: &Options) -> Re
         t.cursors.push(cursor);
     }
     let [pk, sk] = order_projection::key(&p.order_id, &p.id);
-    let item = get(ctx, pk.1.as_s().cloned().unwrap_or_default(), sk.1.as_s().map(String::as_str).unwrap_or_default()).await?;
+    let item = get(
+        ctx,
+        pk.1.as_s().cloned().unwrap_or_default(),
+        sk.1.as_s().map(String::as_str).unwrap_or_default(),
+    )
+    .await?;
     if let Some(i) = item {
         let projection = Projection {
             payment_status: text(&i, "payment_status").unwrap_or_default(),
-            payment_version: number(&i, "payment_version").and_then(|v| u64::try_from(v).ok()).unwrap_or(0),
+            payment_version: number(&i, "payment_version")
+                .and_then(|v| u64::try_from(v).ok())
+                .unwrap_or(0),
             last_event: text(&i, "last_event").unwrap_or_default(),
         };
         if projection.payment_version == p.version && projection.payment_status != p.status.as_str() {
@@ -735,8 +745,7 @@ async fn parked_for(ctx: &Ctx, t: &mut Timeline, p: &Payment, events: &[PaymentE
         .filter_map(|e| e.psp_event_id.as_ref().map(ToString::to_string))
         .collect();
     for item in all_parked(ctx).await? {
-        let named = needles.iter().any(|n| item.body.contains(n.as_str()))
-            || event_ids.contains(&item.event_key);
+        let named = needles.iter().any(|n| item.body.contains(n.as_str())) || event_ids.contains(&item.event_key);
         if !named {
             continue;
         }
@@ -853,7 +862,10 @@ fn check_saga(t: &mut Timeline, r: &SagaRecord, log: &[SagaEvent], payment: Opti
         position(&[SagaEventKind::PaymentRefunded, SagaEventKind::StepCompensated]),
     ) {
         if stock < pay {
-            t.find(Level::Anomaly, "the stock was released before the payment was compensated");
+            t.find(
+                Level::Anomaly,
+                "the stock was released before the payment was compensated",
+            );
         }
     }
     if !r.status.is_terminal() {
@@ -971,7 +983,10 @@ pub fn render(t: &Timeline) -> String {
             s.version,
             s.captured,
             s.refunded_minor,
-            s.failure.as_ref().map(|f| format!("  failed at {f}")).unwrap_or_default(),
+            s.failure
+                .as_ref()
+                .map(|f| format!("  failed at {f}"))
+                .unwrap_or_default(),
             s.next
         ));
     }
@@ -1002,7 +1017,17 @@ pub fn render(t: &Timeline) -> String {
         })
         .collect();
     out.push_str(&crate::table::render(
-        &["TIME", "SOURCE", "V", "WHAT", "STATUS", "PATH", "CORRELATION", "PSP EVENT", "DETAIL"],
+        &[
+            "TIME",
+            "SOURCE",
+            "V",
+            "WHAT",
+            "STATUS",
+            "PATH",
+            "CORRELATION",
+            "PSP EVENT",
+            "DETAIL",
+        ],
         &rows,
     ));
     out.push('\n');
@@ -1013,7 +1038,9 @@ pub fn render(t: &Timeline) -> String {
             match c.applied_version {
                 Some(v) => format!(
                     "applied up to v{v}{}",
-                    c.updated_at_ms.map(|at| format!(" at {}", format_ms(at))).unwrap_or_default()
+                    c.updated_at_ms
+                        .map(|at| format!(" at {}", format_ms(at)))
+                        .unwrap_or_default()
                 ),
                 None => "nothing applied".to_owned(),
             }
@@ -1027,7 +1054,10 @@ pub fn render(t: &Timeline) -> String {
     }
     out.push_str(&match &t.lease {
         Some(l) if l.live => format!("lease    held by {} until {}\n", l.owner, format_ms(l.expires_at_ms)),
-        Some(l) => format!("lease    none live (an expired lease of {} awaits TTL deletion)\n", l.owner),
+        Some(l) => format!(
+            "lease    none live (an expired lease of {} awaits TTL deletion)\n",
+            l.owner
+        ),
         None => "lease    none\n".to_owned(),
     });
     if t.escalations.is_empty() {
@@ -1046,7 +1076,9 @@ pub fn render(t: &Timeline) -> String {
         out.push_str(&format!("  {:<8} {}\n", f.level.marker(), f.message));
     }
     if let Some(q) = &t.logs_insights_query {
-        out.push_str(&format!("\ndeliveries that left no item (AWS; locally see the local stack's log):\n  {q}\n"));
+        out.push_str(&format!(
+            "\ndeliveries that left no item (AWS; locally see the local stack's log):\n  {q}\n"
+        ));
     }
     out
 }

@@ -11,9 +11,8 @@ pub fn parse_instant(text: &str) -> Result<i64, String> {
         return t.parse().map_err(|e| format!("{t:?}: {e}"));
     }
     let normalized = normalize(t);
-    let at = humantime::parse_rfc3339_weak(&normalized).map_err(|e| {
-        format!("{t:?} is not a time ({e}); use 2026-12-01T10:00Z, 2026-12-01, or epoch milliseconds")
-    })?;
+    let at = humantime::parse_rfc3339_weak(&normalized)
+        .map_err(|e| format!("{t:?} is not a time ({e}); use 2026-12-01T10:00Z, 2026-12-01, or epoch milliseconds"))?;
     millis(at)
 }
 
@@ -52,7 +51,11 @@ pub fn window(from: Option<&str>, to: Option<&str>, last: Option<&str>, now_ms: 
         (None, None) => return Err("give --from <time> or --last <duration>".into()),
     };
     if from_ms >= to_ms {
-        return Err(format!("empty window: {} is not before {}", format_ms(from_ms), format_ms(to_ms)));
+        return Err(format!(
+            "empty window: {} is not before {}",
+            format_ms(from_ms),
+            format_ms(to_ms)
+        ));
     }
     Ok((from_ms, to_ms))
 }

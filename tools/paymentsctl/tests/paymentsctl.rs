@@ -85,7 +85,9 @@ async fn a_compensated_checkout_shows_the_transitions_the_refund_the_compensatio
     let (payment, order) = compensated_checkout(&ctx, "pay_tl1").await;
     consume_all(&ctx, &payment).await;
 
-    let t = timeline::build(&ctl(&ctx), order.as_str(), &options(None)).await.unwrap();
+    let t = timeline::build(&ctl(&ctx), order.as_str(), &options(None))
+        .await
+        .unwrap();
     assert_eq!(t.resolved_as, "order id");
     assert_eq!(t.payment.as_ref().unwrap().status, "refunded");
     let payment_lines: Vec<&str> = t
@@ -95,7 +97,11 @@ async fn a_compensated_checkout_shows_the_transitions_the_refund_the_compensatio
         .map(|e| e.what.as_str())
         .collect();
     assert_eq!(payment_lines, ["PaymentCreated", "PaymentCaptured", "PaymentRefunded"]);
-    let refund = t.entries.iter().find(|e| e.what == "PaymentRefunded" && e.source == Source::Payment).unwrap();
+    let refund = t
+        .entries
+        .iter()
+        .find(|e| e.what == "PaymentRefunded" && e.source == Source::Payment)
+        .unwrap();
     assert_eq!(refund.path.as_deref(), Some("webhook"));
     assert_eq!(refund.psp_event_id.as_deref(), Some("evt_refund_pay_tl1"));
     let compensations: Vec<&str> = t
@@ -104,23 +110,38 @@ async fn a_compensated_checkout_shows_the_transitions_the_refund_the_compensatio
         .filter(|e| e.compensation)
         .map(|e| e.what.as_str())
         .collect();
-    assert_eq!(compensations, ["PaymentRefunded", "StockReleased"], "payment first, then stock");
+    assert_eq!(
+        compensations,
+        ["PaymentRefunded", "StockReleased"],
+        "payment first, then stock"
+    );
     assert_eq!(t.saga.as_ref().unwrap().status, "compensated");
     assert_eq!(t.cursors.len(), 1);
-    assert_eq!(t.cursors[0].applied_version, Some(3), "the consumer is at the last version");
+    assert_eq!(
+        t.cursors[0].applied_version,
+        Some(3),
+        "the consumer is at the last version"
+    );
     assert_eq!(t.projection.as_ref().unwrap().payment_status, "refunded");
     assert!(problems(&t).is_empty(), "{:?}", t.findings);
 
     // The same story from the payment id and from the PSP reference; the table and the JSON carry it.
-    let by_payment = timeline::build(&ctl(&ctx), payment.as_str(), &options(None)).await.unwrap();
+    let by_payment = timeline::build(&ctl(&ctx), payment.as_str(), &options(None))
+        .await
+        .unwrap();
     assert_eq!(by_payment.resolved_as, "payment id");
     assert_eq!(by_payment.entries.len(), t.entries.len());
     let by_reference = timeline::build(&ctl(&ctx), "pi_pay_tl1", &options(None)).await.unwrap();
     assert_eq!(by_reference.resolved_as, "PSP reference");
-    let by_event = timeline::build(&ctl(&ctx), "evt_refund_pay_tl1", &options(None)).await.unwrap();
+    let by_event = timeline::build(&ctl(&ctx), "evt_refund_pay_tl1", &options(None))
+        .await
+        .unwrap();
     assert_eq!(by_event.resolved_as, "PSP event id");
     let text = timeline::render(&t);
-    assert!(text.contains("PaymentRefunded (compensation)") && text.contains("applied up to v3"), "{text}");
+    assert!(
+        text.contains("PaymentRefunded (compensation)") && text.contains("applied up to v3"),
+        "{text}"
+    );
     let json = serde_json::to_value(&t).unwrap();
     assert_eq!(json["cursors"][0]["applied_version"], 3);
 }
@@ -150,8 +171,16 @@ async fn a_missing_event_and_a_consumer_behind_are_called_out() {
     let t = timeline::build(&ctl(&ctx), "pay_gap", &options(None)).await.unwrap();
     let gap = t.findings.iter().find(|f| f.level == Level::Gap).expect("a gap");
     assert!(gap.message.contains("[2]"), "{}", gap.message);
-    let behind = t.findings.iter().find(|f| f.level == Level::Warning).expect("consumer behind");
-    assert!(behind.message.contains("order-projection has applied nothing of 3"), "{}", behind.message);
+    let behind = t
+        .findings
+        .iter()
+        .find(|f| f.level == Level::Warning)
+        .expect("consumer behind");
+    assert!(
+        behind.message.contains("order-projection has applied nothing of 3"),
+        "{}",
+        behind.message
+    );
     assert!(timeline::render(&t).contains("GAP"));
 }
 
@@ -171,14 +200,22 @@ async fn park(ctx: &TestContext, kind: ParkedKind, body: &[u8]) -> String {
         .unwrap()
         .to_owned();
     let redacted = webhook_intake::redact::redact(body);
-    ctx.store.park(kind, "stripe", &event_key, "test", &redacted).await.unwrap();
+    ctx.store
+        .park(kind, "stripe", &event_key, "test", &redacted)
+        .await
+        .unwrap();
     format!("stripe#{event_key}")
 }
 
 #[tokio::test]
 async fn a_parked_webhook_replays_through_finalize_once_its_payment_exists_and_a_dry_run_writes_nothing() {
     let ctx = TestContext::new().await;
-    let key = park(&ctx, ParkedKind::UnknownPayment, &stripe_body("payment_intent.succeeded", "pay_pk", 1000)).await;
+    let key = park(
+        &ctx,
+        ParkedKind::UnknownPayment,
+        &stripe_body("payment_intent.succeeded", "pay_pk", 1000),
+    )
+    .await;
     let ctl = ctl(&ctx);
 
     // Before the payment exists: nothing to do.
@@ -190,8 +227,14 @@ async fn a_parked_webhook_replays_through_finalize_once_its_payment_exists_and_a
     assert_eq!(r.result, "would_apply", "{r:?}");
     assert!(!r.wrote);
     let id = PaymentId::parse("pay_pk").unwrap();
-    assert_eq!(ctx.store.get(&id).await.unwrap().unwrap().version, 1, "a dry run writes nothing");
-    let listed = parked::list(&ctl, Some(ParkedKind::UnknownPayment), None).await.unwrap();
+    assert_eq!(
+        ctx.store.get(&id).await.unwrap().unwrap().version,
+        1,
+        "a dry run writes nothing"
+    );
+    let listed = parked::list(&ctl, Some(ParkedKind::UnknownPayment), None)
+        .await
+        .unwrap();
     assert_eq!(listed.len(), 1);
     assert!(listed[0].replayed_at_ms.is_none());
 
@@ -201,7 +244,10 @@ async fn a_parked_webhook_replays_through_finalize_once_its_payment_exists_and_a
     assert_eq!(p.status, PaymentStatus::Captured);
     let events = ctx.store.events(&id).await.unwrap();
     assert_eq!(events.last().unwrap().path, Path::Webhook);
-    assert_eq!(events.last().unwrap().correlation_id.as_str(), format!("replay-{}", &key[7..]));
+    assert_eq!(
+        events.last().unwrap().correlation_id.as_str(),
+        format!("replay-{}", &key[7..])
+    );
     let listed = parked::list(&ctl, None, Some(0)).await.unwrap();
     assert_eq!(listed[0].replay_result.as_deref(), Some("applied"));
 
@@ -216,12 +262,26 @@ async fn a_parked_webhook_that_is_still_wrong_or_lost_its_secrets_to_redaction_i
     let ctx = TestContext::new().await;
     ctx.store.create(fixtures::new_payment("pay_q", 1000)).await.unwrap();
     let ctl = ctl(&ctx);
-    let wrong_amount = park(&ctx, ParkedKind::Quarantined, &stripe_body("payment_intent.succeeded", "pay_q", 999)).await;
-    let action = park(&ctx, ParkedKind::Quarantined, &stripe_body("payment_intent.requires_action", "pay_q", 1000)).await;
+    let wrong_amount = park(
+        &ctx,
+        ParkedKind::Quarantined,
+        &stripe_body("payment_intent.succeeded", "pay_q", 999),
+    )
+    .await;
+    let action = park(
+        &ctx,
+        ParkedKind::Quarantined,
+        &stripe_body("payment_intent.requires_action", "pay_q", 1000),
+    )
+    .await;
 
-    let r = parked::replay(&ctl, &wrong_amount, Some(ParkedKind::Quarantined), true).await.unwrap();
+    let r = parked::replay(&ctl, &wrong_amount, Some(ParkedKind::Quarantined), true)
+        .await
+        .unwrap();
     assert_eq!(r.result, "refused", "{r:?}");
-    let r = parked::replay(&ctl, &wrong_amount, Some(ParkedKind::Quarantined), false).await.unwrap();
+    let r = parked::replay(&ctl, &wrong_amount, Some(ParkedKind::Quarantined), false)
+        .await
+        .unwrap();
     assert_eq!(r.result, "refused");
     assert!(!r.wrote);
     let r = parked::replay(&ctl, &action, None, false).await.unwrap();
@@ -269,9 +329,15 @@ async fn escalations_are_listed_without_being_consumed_and_a_dry_run_retry_says_
     let out = escalations::retry(&ctl, order.as_str(), Some(&queues.escalation_url), true)
         .await
         .unwrap();
-    assert!(out.contains("refunding_payment") && out.contains("refund the payment"), "{out}");
+    assert!(
+        out.contains("refunding_payment") && out.contains("refund the payment"),
+        "{out}"
+    );
     assert!(out.contains("1 escalation(s)") && out.contains("dry run"), "{out}");
-    assert_eq!(escalations::peek(&ctl.sqs, &queues.escalation_url).await.unwrap().len(), 1);
+    assert_eq!(
+        escalations::peek(&ctl.sqs, &queues.escalation_url).await.unwrap().len(),
+        1
+    );
 
     let t = timeline::build(&ctl, order.as_str(), &options(Some(queues.escalation_url.clone())))
         .await
@@ -306,7 +372,9 @@ async fn replays_count_in_a_dry_run_and_publish_each_event_once_otherwise() {
         "0"
     );
 
-    let done = replay::payment(&ctl, payment.as_str(), Some(&queues.queue_url), false).await.unwrap();
+    let done = replay::payment(&ctl, payment.as_str(), Some(&queues.queue_url), false)
+        .await
+        .unwrap();
     assert_eq!(done.published, 3);
     let received = sqs
         .receive_message()
@@ -317,6 +385,8 @@ async fn replays_count_in_a_dry_run_and_publish_each_event_once_otherwise() {
         .unwrap();
     assert!(!received.messages().is_empty());
 
-    let redrive = replay::redrive(&ctl, Some(&queues.dlq_url), Some(&queues.queue_url), true).await.unwrap();
+    let redrive = replay::redrive(&ctl, Some(&queues.dlq_url), Some(&queues.queue_url), true)
+        .await
+        .unwrap();
     assert_eq!((redrive.approximate, redrive.moved), (0, 0));
 }
