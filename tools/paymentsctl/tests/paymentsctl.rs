@@ -390,3 +390,60 @@ async fn replays_count_in_a_dry_run_and_publish_each_event_once_otherwise() {
         .unwrap();
     assert_eq!((redrive.approximate, redrive.moved), (0, 0));
 }
+
+#[tokio::test]
+async fn an_escalated_saga_is_resumed_by_retry_through_the_saga_runner_and_its_escalations_are_deleted() {
+    let ctx = TestContext::new().await;
+    let sqs = sqs_client(None);
+    let queues = fresh_queues(&sqs).await;
+    let sku = shared::Sku::parse("sku-1").unwrap();
+    checkout_saga::inventory::put_stock(&ctx.client, &ctx.table, &sku, 10)
+        .await
+        .unwrap();
+    // A saga whose payment failed, stuck before its stock release (the step that was escalated).
+    let sagas = SagaStore::new(ctx.client.clone(), &ctx.table);
+    let order = OrderId::parse("order-retry").unwrap();
+    let now = clock::now_ms;
+    let (s, e) = Saga::<Started>::begin(order.clone(), fixtures::checkout(), now(), 120_000);
+    let create_order = checkout_saga::orders::create(&ctx.table, &order, now()).unwrap();
+    sagas.save(&s, &e, vec![create_order]).await.unwrap();
+    let (s, e) = s.stock_reserved(now());
+    sagas.save(&s, &e, vec![]).await.unwrap();
+    let (s, e) = s.payment_requested(PaymentId::parse("pay_retry").unwrap(), None, false, now());
+    sagas.save(&s, &e, vec![]).await.unwrap();
+    let (s, e) = s.payment_failed("declined".into(), now());
+    sagas.save(&s, &e, vec![]).await.unwrap();
+    let (s, e) = s.payment_cancelled(now());
+    sagas.save(&s, &e, vec![]).await.unwrap();
+    Escalation::new(sqs.clone(), &queues.escalation_url)
+        .escalate(&order, "release_stock", 5, "DynamoDB unavailable")
+        .await
+        .unwrap();
+    // The runner is built from the checkout functions' settings; releasing stock never calls the PSP.
+    std::env::set_var("PSP_BASE_URL", "http://127.0.0.1:9");
+    std::env::set_var("PSP_API_KEY", "sk_test_unused");
+
+    let ctl = ctl(&ctx);
+    let out = escalations::retry(&ctl, order.as_str(), Some(&queues.escalation_url), false)
+        .await
+        .unwrap();
+    assert!(
+        out.contains("release the reserved stock") && out.contains("resumed: now compensated"),
+        "{out}"
+    );
+    assert!(out.contains("1 escalation message(s) of order-retry deleted"), "{out}");
+    assert!(escalations::peek(&ctl.sqs, &queues.escalation_url)
+        .await
+        .unwrap()
+        .is_empty());
+    let stock = ctx
+        .client
+        .get_item()
+        .table_name(&ctx.table)
+        .key("pk", AttributeValue::S("SKU#sku-1".into()))
+        .key("sk", AttributeValue::S("STOCK".into()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stock.item.unwrap()["available"].as_n().unwrap(), "12", "released once");
+}
