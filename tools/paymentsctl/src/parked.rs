@@ -20,11 +20,11 @@ use crate::settings::Ctx;
 use crate::timeline::{parked_items, ParkedItem};
 use crate::when::format_ms;
 use aws_sdk_dynamodb::types::AttributeValue;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use shared::store::ParkedKind;
 use shared::{clock, decide, CorrelationId, Decision, Leases, Outcome, PaymentId};
 use std::time::Duration;
-use webhook_intake::providers::{Scheme, DEFAULT_PROVIDERS};
+use webhook_intake::providers::{ProviderSpec, Scheme};
 use webhook_intake::psp_event::{Expectations, Parsed, PspEvent};
 
 /// What every replay says about its limits (also in the README).
@@ -81,32 +81,12 @@ pub fn render_list(items: &[ParkedItem]) -> String {
     )
 }
 
-/// The provider as the replay needs it: its scheme and what its events must say (no secrets).
-#[derive(Deserialize)]
-struct ProviderSpec {
-    name: String,
-    scheme: Scheme,
-    #[serde(default)]
-    livemode: Option<bool>,
-    #[serde(default)]
-    account: Option<String>,
-}
-
 fn provider(name: &str) -> Result<(Scheme, Expectations), crate::Error> {
-    let text = std::env::var("WEBHOOK_PROVIDERS").unwrap_or_else(|_| DEFAULT_PROVIDERS.to_owned());
-    let specs: Vec<ProviderSpec> =
-        serde_json::from_str(&text).map_err(|e| format!("WEBHOOK_PROVIDERS is not valid JSON: {e}"))?;
-    let spec = specs
+    let spec = ProviderSpec::from_env()?
         .into_iter()
         .find(|s| s.name == name)
         .ok_or_else(|| format!("provider {name} is not configured (WEBHOOK_PROVIDERS)"))?;
-    Ok((
-        spec.scheme,
-        Expectations {
-            livemode: spec.livemode,
-            account: spec.account,
-        },
-    ))
+    Ok((spec.scheme, spec.expectations()))
 }
 
 /// The parked body with every redacted value removed (as if the PSP had not sent it), and whether there

@@ -9,11 +9,9 @@
 use crate::settings::{Ctx, QueueRole};
 use crate::timeline::spinner;
 use crate::when::format_ms;
-use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_sqs::types::QueueAttributeName;
 use outbox_relay::Publisher;
 use serde::Serialize;
-use shared::store::item::event_from_item;
 use shared::{PaymentEvent, PaymentId};
 
 #[derive(Debug, Clone, Serialize)]
@@ -106,27 +104,9 @@ pub async fn range(
     progress: bool,
 ) -> Result<ReplayReport, crate::Error> {
     let bar = spinner(progress, "scanning the table for event items");
-    let mut pages = ctx
-        .dynamodb
-        .scan()
-        .table_name(ctx.table())
-        .filter_expression("entity = :event AND recorded_at_ms BETWEEN :from AND :to")
-        .expression_attribute_values(":event", AttributeValue::S("event".into()))
-        .expression_attribute_values(":from", AttributeValue::N(from_ms.to_string()))
-        .expression_attribute_values(":to", AttributeValue::N((to_ms - 1).to_string()))
-        .into_paginator()
-        .send();
-    let mut events = Vec::new();
-    while let Some(page) = pages.next().await {
-        let page = page.map_err(|e| format!("Scan: {e}"))?;
-        bar.inc(u64::try_from(page.scanned_count()).unwrap_or(0));
-        for item in page.items() {
-            events.push(event_from_item(item.clone())?);
-        }
-    }
+    let events = outbox_relay::events_between(&ctx.store(), from_ms, to_ms, |n| bar.inc(n)).await;
     bar.finish_and_clear();
-    events.sort_by(|a, b| (a.payment_id.as_str(), a.version).cmp(&(b.payment_id.as_str(), b.version)));
-    publish(ctx, events, queue, dry_run).await
+    publish(ctx, events?, queue, dry_run).await
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -10,7 +10,7 @@ use paymentsctl::timeline::{self, Level, Options, Source, Timeline};
 use paymentsctl::{escalations, parked, replay};
 use serde_json::json;
 use shared::consumer::Consumer;
-use shared::saga::{Escalation, Saga, SagaStore, Started};
+use shared::saga::{Escalation, PaymentPending, Saga, SagaStore, Started};
 use shared::store::ParkedKind;
 use shared::{clock, Config, OrderId, Outcome, Path, PaymentId, PaymentStatus, PspReference};
 
@@ -45,6 +45,25 @@ async fn consume_all(ctx: &TestContext, id: &PaymentId) {
     }
 }
 
+/// A checkout saga (with its order item) that charged `payment` and waits for the outcome.
+async fn waiting_saga(
+    ctx: &TestContext,
+    order: &OrderId,
+    payment: &PaymentId,
+    reference: Option<PspReference>,
+) -> Saga<PaymentPending> {
+    let sagas = SagaStore::new(ctx.client.clone(), &ctx.table);
+    let now = clock::now_ms;
+    let (s, e) = Saga::<Started>::begin(order.clone(), fixtures::checkout(), now(), 120_000);
+    let create_order = checkout_saga::orders::create(&ctx.table, order, now()).unwrap();
+    sagas.save(&s, &e, vec![create_order]).await.unwrap();
+    let (s, e) = s.stock_reserved(now());
+    sagas.save(&s, &e, vec![]).await.unwrap();
+    let (s, e) = s.payment_requested(payment.clone(), reference, false, now());
+    sagas.save(&s, &e, vec![]).await.unwrap();
+    s
+}
+
 /// A checkout whose order was cancelled after the capture: charged, refunded, stock released.
 async fn compensated_checkout(ctx: &TestContext, id: &str) -> (PaymentId, OrderId) {
     let payment = ctx.store.create(fixtures::new_payment(id, 2500)).await.unwrap();
@@ -62,12 +81,7 @@ async fn compensated_checkout(ctx: &TestContext, id: &str) -> (PaymentId, OrderI
     let sagas = SagaStore::new(ctx.client.clone(), &ctx.table);
     let order = payment.order_id.clone();
     let now = clock::now_ms;
-    let (s, e) = Saga::<Started>::begin(order.clone(), fixtures::checkout(), now(), 120_000);
-    sagas.save(&s, &e, vec![]).await.unwrap();
-    let (s, e) = s.stock_reserved(now());
-    sagas.save(&s, &e, vec![]).await.unwrap();
-    let (s, e) = s.payment_requested(payment.id.clone(), Some(reference), false, now());
-    sagas.save(&s, &e, vec![]).await.unwrap();
+    let s = waiting_saga(ctx, &order, &payment.id, Some(reference)).await;
     let (s, e) = s.payment_captured(now());
     sagas.save(&s, &e, vec![]).await.unwrap();
     let (s, e) = s.confirmation_failed("order cancelled".into(), now());
@@ -304,12 +318,7 @@ async fn escalations_are_listed_without_being_consumed_and_a_dry_run_retry_says_
     let payment = ctx.store.create(fixtures::new_payment("pay_esc", 2500)).await.unwrap();
     let order = payment.order_id.clone();
     let now = clock::now_ms;
-    let (s, e) = Saga::<Started>::begin(order.clone(), fixtures::checkout(), now(), 120_000);
-    sagas.save(&s, &e, vec![]).await.unwrap();
-    let (s, e) = s.stock_reserved(now());
-    sagas.save(&s, &e, vec![]).await.unwrap();
-    let (s, e) = s.payment_requested(payment.id.clone(), None, false, now());
-    sagas.save(&s, &e, vec![]).await.unwrap();
+    let s = waiting_saga(&ctx, &order, &payment.id, None).await;
     let (s, e) = s.payment_captured(now());
     sagas.save(&s, &e, vec![]).await.unwrap();
     let (s, e) = s.confirmation_failed("order cancelled".into(), now());
@@ -404,13 +413,7 @@ async fn an_escalated_saga_is_resumed_by_retry_through_the_saga_runner_and_its_e
     let sagas = SagaStore::new(ctx.client.clone(), &ctx.table);
     let order = OrderId::parse("order-retry").unwrap();
     let now = clock::now_ms;
-    let (s, e) = Saga::<Started>::begin(order.clone(), fixtures::checkout(), now(), 120_000);
-    let create_order = checkout_saga::orders::create(&ctx.table, &order, now()).unwrap();
-    sagas.save(&s, &e, vec![create_order]).await.unwrap();
-    let (s, e) = s.stock_reserved(now());
-    sagas.save(&s, &e, vec![]).await.unwrap();
-    let (s, e) = s.payment_requested(PaymentId::parse("pay_retry").unwrap(), None, false, now());
-    sagas.save(&s, &e, vec![]).await.unwrap();
+    let s = waiting_saga(&ctx, &order, &PaymentId::parse("pay_retry").unwrap(), None).await;
     let (s, e) = s.payment_failed("declined".into(), now());
     sagas.save(&s, &e, vec![]).await.unwrap();
     let (s, e) = s.payment_cancelled(now());
