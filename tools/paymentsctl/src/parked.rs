@@ -25,7 +25,7 @@ use shared::store::ParkedKind;
 use shared::{clock, decide, CorrelationId, Decision, Leases, Outcome, PaymentId};
 use std::time::Duration;
 use webhook_intake::providers::{ProviderSpec, Scheme};
-use webhook_intake::psp_event::{Expectations, Parsed, PspEvent};
+use webhook_intake::psp_event::{Expectations, Parsed, PaymentRef, PspEvent};
 
 /// What every replay says about its limits (also in the README).
 pub const LIMITS: &str = "a replay re-runs the intake's parser, endpoint check and the one finalize on the \
@@ -87,6 +87,31 @@ fn provider(name: &str) -> Result<(Scheme, Expectations), crate::Error> {
         .find(|s| s.name == name)
         .ok_or_else(|| format!("provider {name} is not configured (WEBHOOK_PROVIDERS)"))?;
     Ok((spec.scheme, spec.expectations()))
+}
+
+/// What a parked webhook's body names (payment id, PSP reference), read by the intake's parser; `None` when
+/// it does not parse.
+pub fn target(item: &ParkedItem) -> Option<PaymentRef> {
+    match parse(item).ok()? {
+        (Ok(Parsed::Event(event)), _) => Some(event.target),
+        _ => None,
+    }
+}
+
+type ParseResult = Result<Parsed, webhook_intake::psp_event::Unparseable>;
+
+/// The intake's parser over the parked body with its redacted values removed; also whether there were any.
+fn parse(item: &ParkedItem) -> Result<(ParseResult, bool), crate::Error> {
+    let (scheme, _) = provider(&item.provider)?;
+    let (stripped, redacted) = strip_redacted(&item.body);
+    let body = stripped.as_bytes();
+    let parsed = match scheme {
+        Scheme::Stripe => webhook_intake::stripe::parse(body),
+        // The webhook-timestamp header is not kept: the parking time stands in for `created` if the body
+        // lacks it (at most the unknown-payment window later than the real one).
+        Scheme::Standard => webhook_intake::standard::parse(body, &item.event_key, item.recorded_at_ms / 1000),
+    };
+    Ok((parsed, redacted))
 }
 
 /// The parked body with every redacted value removed (as if the PSP had not sent it), and whether there
@@ -169,15 +194,8 @@ pub async fn replay(
         r.detail = detail;
         r
     };
-    let (scheme, expect) = provider(&item.provider)?;
-    let (stripped, redacted) = strip_redacted(&item.body);
-    let body = stripped.as_bytes();
-    let parsed = match scheme {
-        Scheme::Stripe => webhook_intake::stripe::parse(body),
-        // The webhook-timestamp header is not kept: the parking time stands in for `created` if the body
-        // lacks it (at most the unknown-payment window later than the real one).
-        Scheme::Standard => webhook_intake::standard::parse(body, &item.event_key, item.recorded_at_ms / 1000),
-    };
+    let (_, expect) = provider(&item.provider)?;
+    let (parsed, redacted) = parse(&item)?;
     let event: PspEvent = match parsed {
         Ok(Parsed::Event(event)) => *event,
         Ok(Parsed::Ignored { event_type }) => {

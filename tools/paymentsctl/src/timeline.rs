@@ -389,13 +389,33 @@ async fn resolve(ctx: &Ctx, q: &str, opts: &Options) -> Result<(Resolved, &'stat
             return Ok((Resolved::Payment(id), "PSP reference"));
         }
     }
-    // A PSP event id: applied ones are on their event item (found by a scan), parked ones in their key.
+    // A PSP event id: parked ones are in their key (a Query), applied ones on their event item (a Scan).
+    for item in all_parked(ctx).await?.into_iter().filter(|p| p.event_key == q) {
+        let target = crate::parked::target(&item);
+        let found = match target.as_ref().map(|t| (&t.payment_id, &t.psp_reference)) {
+            Some((Some(id), _)) if store.get(id).await?.is_some() => Some(id.clone()),
+            Some((_, Some(reference))) => store.find_by_psp_reference(reference).await?,
+            _ => None,
+        };
+        if let Some(id) = found {
+            return Ok((Resolved::Payment(id), "parked PSP event id"));
+        }
+        return Err(format!(
+            "{q} is a parked webhook ({}: {}) about {}, and no such payment exists; \
+             `paymentsctl parked replay {} --dry-run` once it does",
+            item.kind,
+            item.reason,
+            target.map_or("a payment its body does not name".to_owned(), |t| format!("{t:?}")),
+            item.key
+        )
+        .into());
+    }
     if let Some(id) = scan_for_psp_event(ctx, q, opts.progress).await? {
         return Ok((Resolved::Payment(id), "PSP event id"));
     }
     Err(format!(
-        "nothing is known about {q:?}: not a payment id, order id, bound PSP reference or applied PSP event id \
-         (a webhook parked for an unknown payment is listed by `paymentsctl parked list`)"
+        "nothing is known about {q:?}: not a payment id, order id, bound PSP reference, parked or applied PSP \
+         event id"
     )
     .into())
 }

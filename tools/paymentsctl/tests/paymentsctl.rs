@@ -235,6 +235,15 @@ async fn a_parked_webhook_replays_through_finalize_once_its_payment_exists_and_a
     // Before the payment exists: nothing to do.
     let r = parked::replay(&ctl, &key, None, true).await.unwrap();
     assert_eq!(r.result, "unknown_payment");
+    let event_id = &key["stripe#".len()..];
+    let err = timeline::build(&ctl, event_id, &options(None))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("is a parked webhook (unknown_payment") && err.contains("pay_pk"),
+        "{err}"
+    );
 
     ctx.store.create(fixtures::new_payment("pay_pk", 1000)).await.unwrap();
     let r = parked::replay(&ctl, &key, None, true).await.unwrap();
@@ -251,6 +260,14 @@ async fn a_parked_webhook_replays_through_finalize_once_its_payment_exists_and_a
         .unwrap();
     assert_eq!(listed.len(), 1);
     assert!(listed[0].replayed_at_ms.is_none());
+
+    let t = timeline::build(&ctl, event_id, &options(None)).await.unwrap();
+    assert_eq!(t.resolved_as, "parked PSP event id");
+    assert_eq!(t.entries.iter().filter(|e| e.source == Source::Parked).count(), 1);
+    assert!(t
+        .findings
+        .iter()
+        .any(|f| f.level == Level::Warning && f.message.contains("parked replay")));
 
     let r = parked::replay(&ctl, &key, None, false).await.unwrap();
     assert_eq!(r.result, "applied", "{r:?}");
