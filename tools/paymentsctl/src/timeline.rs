@@ -390,7 +390,7 @@ async fn resolve(ctx: &Ctx, q: &str, opts: &Options) -> Result<(Resolved, &'stat
         }
     }
     // A PSP event id: parked ones are in their key (a Query), applied ones on their event item (a Scan).
-    for item in all_parked(ctx).await?.into_iter().filter(|p| p.event_key == q) {
+    if let Some(item) = all_parked(ctx).await?.into_iter().find(|p| p.event_key == q) {
         let target = crate::parked::target(&item);
         let found = match target.as_ref().map(|t| (&t.payment_id, &t.psp_reference)) {
             Some((Some(id), _)) if store.get(id).await?.is_some() => Some(id.clone()),
