@@ -27,10 +27,10 @@ struct Cli {
 enum Command {
     /// Everything known about a payment or order, in time order, with gaps and anomalies called out.
     ///
-    /// Takes a payment id, an order id, a PSP reference (e.g. pi_...) or an applied PSP event id (found by a
-    /// table scan). Shows the payment's events (path, correlation id, trace context, PSP event id, reason),
-    /// the checkout saga's steps and compensations, each consumer's cursor, the order projection, the lease,
-    /// parked webhooks naming the payment, and escalations of the order.
+    /// Takes a payment id, an order id, a PSP reference (e.g. pi_...), a parked webhook's event id, or an
+    /// applied PSP event id (found by a table scan). Shows the payment's events (path, correlation id, trace
+    /// context, PSP event id, reason), the checkout saga's steps and compensations, each consumer's cursor,
+    /// the order projection, the lease, parked webhooks naming the payment, and escalations of the order.
     Timeline(TimelineArgs),
     /// Webhooks parked as quarantined or for an unknown payment.
     #[command(subcommand)]
