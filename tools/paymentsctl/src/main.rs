@@ -58,6 +58,9 @@ struct TimelineArgs {
     /// The webhook intake's log group, for the printed Logs Insights query (default: INTAKE_LOG_GROUP).
     #[arg(long)]
     log_group: Option<String>,
+    /// The local stack's log file: show its webhook lines for the payment (duplicates, stale, ...).
+    #[arg(long)]
+    log: Option<std::path::PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -183,6 +186,7 @@ async fn run(cli: Cli) -> Result<(), paymentsctl::Error> {
                 opts.log_group = group;
             }
             opts.progress = progress;
+            opts.local_log = args.log;
             let t = timeline::build(&ctx, &args.id, &opts).await?;
             print(json, &t, timeline::render)
         }

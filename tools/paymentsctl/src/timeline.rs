@@ -44,6 +44,9 @@ pub struct Options {
     pub now_ms: i64,
     /// Show a spinner on stderr during scans.
     pub progress: bool,
+    /// The local stack's log file: its webhook lines for the payment are shown (there is no Logs Insights
+    /// locally).
+    pub local_log: Option<std::path::PathBuf>,
 }
 
 impl Options {
@@ -66,6 +69,7 @@ impl Options {
                 .unwrap_or_else(|_| "/aws/lambda/payments-<stage>-webhook-intake".to_owned()),
             now_ms,
             progress: false,
+            local_log: None,
         }
     }
 }
@@ -254,6 +258,9 @@ pub struct Timeline {
     pub findings: Vec<Finding>,
     /// A CloudWatch Logs Insights query for what left no item (duplicates, stale, 503s).
     pub logs_insights_query: Option<String>,
+    /// With `--log`: the local stack's webhook log lines for the payment, in file order (its text logs
+    /// carry no time).
+    pub log_lines: Vec<String>,
 }
 
 impl Timeline {
@@ -479,6 +486,7 @@ pub async fn build(ctx: &Ctx, q: &str, opts: &Options) -> Result<Timeline, crate
         escalations: Vec::new(),
         findings: Vec::new(),
         logs_insights_query: None,
+        log_lines: Vec::new(),
     };
     let (payment_id, order_id) = match resolved {
         Resolved::Payment(id) => (Some(id), None),
@@ -515,6 +523,10 @@ pub async fn build(ctx: &Ctx, q: &str, opts: &Options) -> Result<Timeline, crate
         lease(ctx, &mut t, &p.id, opts.now_ms).await?;
         parked_for(ctx, &mut t, p, &events).await?;
         t.logs_insights_query = Some(logs_query(p, &opts.log_group));
+        if let Some(path) = &opts.local_log {
+            let text = std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+            t.log_lines = webhook_log_lines(&text, p.id.as_str());
+        }
     }
     if let Some(order) = &order_id {
         saga(ctx, &mut t, order, payment.as_ref(), opts).await?;
@@ -974,6 +986,34 @@ pub fn logs_query(p: &Payment, log_group: &str) -> String {
     )
 }
 
+/// The lines of a local stack log (text, coloured, no time) about the webhook path of `payment`, without the
+/// colours: each delivery's `result` (applied, `Ignored(Duplicate)`, `Ignored(Stale)`, ...) and correlation id.
+pub fn webhook_log_lines(log: &str, payment: &str) -> Vec<String> {
+    log.lines()
+        .map(strip_ansi)
+        .filter(|l| l.contains(payment) && l.contains("path=\"webhook\""))
+        .map(|l| l.trim().to_owned())
+        .collect()
+}
+
+fn strip_ansi(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // CSI: ESC [ parameters final-letter.
+            for d in chars.by_ref() {
+                if d.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// The timeline for people.
 pub fn render(t: &Timeline) -> String {
     let mut out = format!("timeline of {} ({})\n", t.query, t.resolved_as);
@@ -1095,10 +1135,31 @@ pub fn render(t: &Timeline) -> String {
     for f in findings {
         out.push_str(&format!("  {:<8} {}\n", f.level.marker(), f.message));
     }
+    if !t.log_lines.is_empty() {
+        out.push_str("\nwebhook deliveries in the local log (file order; local text logs carry no time):\n");
+        for line in &t.log_lines {
+            out.push_str(&format!("  {line}\n"));
+        }
+    }
     if let Some(q) = &t.logs_insights_query {
         out.push_str(&format!(
-            "\ndeliveries that left no item (AWS; locally see the local stack's log):\n  {q}\n"
+            "\ndeliveries that left no item (AWS; locally `--log <local stack log>`):\n  {q}\n"
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_local_log_yields_the_payments_webhook_lines_without_colours() {
+        let log = "\u{1b}[32m INFO\u{1b}[0m \u{1b}[1mrequest\u{1b}[0m: webhook finalized \u{1b}[3mresult\u{1b}[0m\u{1b}[2m=\u{1b}[0mIgnored(Duplicate) \u{1b}[2m\u{1b}[3mpath\u{1b}[0m\u{1b}[2m=\u{1b}[0m\"webhook\" \u{1b}[3mpayment_id\u{1b}[0m\u{1b}[2m=\u{1b}[0m\"pay_1\"\u{1b}[0m
+ INFO request: payment transition written payment_id=pay_1 path=\"sync\"
+ INFO request: webhook finalized result=Applied path=\"webhook\" payment_id=\"pay_2\"";
+        let lines = super::webhook_log_lines(log, "pay_1");
+        assert_eq!(
+            lines,
+            ["INFO request: webhook finalized result=Ignored(Duplicate) path=\"webhook\" payment_id=\"pay_1\""]
+        );
+    }
 }
