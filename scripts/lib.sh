@@ -3,7 +3,7 @@
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 # Development webhook secrets, documented in README. Never use them anywhere but on 127.0.0.1.
-export DEV_STRIPE_SECRET="whsec_local_dev_stripe_secret"
+export DEV_STRIPE_SECRET="whsec_local_dev_stripe_signing_secret"
 export DEV_STANDARD_SECRET="whsec_bG9jYWwtZGV2LXN0YW5kYXJkLXNlY3JldA=="
 
 free_port() {

@@ -95,6 +95,7 @@ impl<P: Projection> Consumer<P> {
     pub async fn handle(&self, batch: SqsEvent) -> SqsBatchResponse {
         let (response, report) = self.process(&batch.records).await;
         println!("{}", emf(self.projection.name(), &report, clock::now_ms()));
+        crate::telemetry::flush();
         response
     }
 
@@ -108,7 +109,9 @@ impl<P: Projection> Consumer<P> {
             let outcome = if failed_groups.contains(&group) {
                 Outcome::BehindFailure
             } else {
-                self.apply_message(message, &mut report).await
+                // Each message continues the trace the relay handed on (the webhook's, for a webhook's event).
+                let span = crate::telemetry::step_span_with_parent("consume", trace_carrier(message).as_deref());
+                tracing::Instrument::instrument(self.apply_message(message, &mut report), span).await
             };
             match outcome {
                 Outcome::Applied => report.applied += 1,
@@ -257,6 +260,15 @@ impl<P: Projection> Consumer<P> {
     }
 }
 
+/// The trace context a message carries: our `traceparent` attribute, else SQS's `AWSTraceHeader`.
+pub fn trace_carrier(message: &SqsMessage) -> Option<String> {
+    message
+        .message_attributes
+        .get(outbox::ATTR_TRACE_CONTEXT)
+        .and_then(|a| a.string_value.clone())
+        .or_else(|| message.attributes.get("AWSTraceHeader").cloned())
+}
+
 /// The consumer's EMF record: applied, skipped, held back, persistent gaps, failures.
 pub fn emf(consumer: &str, r: &BatchReport, now_ms: i64) -> serde_json::Value {
     let names = ["Applied", "Skipped", "HeldBack", "GapPersistent", "Failed"];
@@ -270,4 +282,41 @@ pub fn emf(consumer: &str, r: &BatchReport, now_ms: i64) -> serde_json::Value {
         "Applied": r.applied, "Skipped": r.skipped, "HeldBack": r.held_back,
         "GapPersistent": r.gap_persistent, "Failed": r.failed,
     })
+}
+
+#[cfg(test)]
+mod trace_tests {
+    use super::*;
+    use aws_lambda_events::event::sqs::SqsMessageAttribute;
+    use tracing_subscriber::layer::SubscriberExt;
+
+    const XRAY: &str = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1";
+    const TRACEPARENT: &str = "00-5759e988bd862e3fe1be46a994272793-1111111111111111-01";
+
+    #[test]
+    fn a_message_is_consumed_in_the_trace_it_carries() {
+        let mut message = SqsMessage::default();
+        assert_eq!(trace_carrier(&message), None);
+        message.attributes.insert("AWSTraceHeader".into(), XRAY.into());
+        assert_eq!(trace_carrier(&message).as_deref(), Some(XRAY));
+        let mut attribute = SqsMessageAttribute::default();
+        attribute.string_value = Some(TRACEPARENT.into());
+        attribute.data_type = Some("String".into());
+        message
+            .message_attributes
+            .insert(outbox::ATTR_TRACE_CONTEXT.into(), attribute);
+        assert_eq!(
+            trace_carrier(&message).as_deref(),
+            Some(TRACEPARENT),
+            "our own attribute first"
+        );
+
+        let provider = crate::telemetry::tracer_provider();
+        let subscriber = tracing_subscriber::registry().with(crate::telemetry::otel_layer(&provider));
+        tracing::subscriber::with_default(subscriber, || {
+            let span = crate::telemetry::step_span_with_parent("consume", trace_carrier(&message).as_deref());
+            let consumed = crate::telemetry::traceparent_of(&span).unwrap();
+            assert_eq!(&consumed[3..35], "5759e988bd862e3fe1be46a994272793");
+        });
+    }
 }

@@ -136,3 +136,160 @@ pub fn trace_context(req: &Request) -> Option<String> {
         .or_else(|| header(req, "x-amzn-trace-id"))
         .map(|v| v.chars().take(256).collect())
 }
+
+/// Who may call the IAM-authorized routes: the checkout orchestrator's role (`ORCHESTRATOR_ROLE_ARN`).
+///
+/// IAM authorization alone lets any principal of the account with `execute-api:Invoke` capture a payment,
+/// and an HTTP API has no resource policy to narrow that, so the function compares the SigV4 caller that
+/// API Gateway puts in the request context with the configured role. A role's callers are its sessions
+/// (`arn:aws:sts::<account>:assumed-role/<name>/<session>`), matched on account and role name (STS ARNs
+/// carry no role path). Unset (local stack, tests): every caller the API let through is allowed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallerGuard {
+    /// (partition, account, role name) of the allowed role.
+    role: Option<(String, String, String)>,
+}
+
+impl CallerGuard {
+    /// Allows every caller (no role configured).
+    pub fn open() -> Self {
+        Self { role: None }
+    }
+
+    /// From a role ARN, `arn:<partition>:iam::<account>:role/[<path>/]<name>`; empty means [`CallerGuard::open`].
+    pub fn for_role(arn: &str) -> Result<Self, String> {
+        if arn.is_empty() {
+            return Ok(Self::open());
+        }
+        let bad =
+            || format!("ORCHESTRATOR_ROLE_ARN is not an IAM role ARN (arn:aws:iam::<account>:role/<name>): {arn}");
+        let parts: Vec<&str> = arn.splitn(6, ':').collect();
+        let [_arn @ "arn", partition, "iam", "", account, resource] = parts.as_slice() else {
+            return Err(bad());
+        };
+        let name = resource
+            .strip_prefix("role/")
+            .and_then(|r| r.rsplit('/').next())
+            .unwrap_or("");
+        if account.len() != 12 || !account.bytes().all(|b| b.is_ascii_digit()) || name.is_empty() {
+            return Err(bad());
+        }
+        Ok(Self {
+            role: Some((partition.to_string(), account.to_string(), name.to_string())),
+        })
+    }
+
+    /// From `ORCHESTRATOR_ROLE_ARN`.
+    pub fn from_env() -> Result<Self, String> {
+        Self::for_role(&std::env::var("ORCHESTRATOR_ROLE_ARN").unwrap_or_default())
+    }
+
+    /// Whether the caller ARN (the request context's `authorizer.iam.userArn`) is a session of the role.
+    pub fn allows_arn(&self, caller: Option<&str>) -> bool {
+        let Some((partition, account, name)) = &self.role else {
+            return true;
+        };
+        let Some(caller) = caller else {
+            return false;
+        };
+        let session_prefix = format!("arn:{partition}:sts::{account}:assumed-role/{name}/");
+        caller.starts_with(&session_prefix) && caller.len() > session_prefix.len()
+    }
+
+    /// `Ok` for an allowed caller; a 403 answer otherwise (the caller's ARN is logged, it is no secret).
+    pub fn check(&self, req: &Request) -> Result<(), ApiError> {
+        use lambda_http::request::RequestContext;
+        use lambda_http::RequestExt;
+        if self.role.is_none() {
+            return Ok(());
+        }
+        let caller = match req.request_context_ref() {
+            Some(RequestContext::ApiGatewayV2(ctx)) => ctx
+                .authorizer
+                .as_ref()
+                .and_then(|a| a.iam.as_ref())
+                .and_then(|iam| iam.user_arn.clone()),
+            _ => None,
+        };
+        if self.allows_arn(caller.as_deref()) {
+            return Ok(());
+        }
+        tracing::warn!(
+            caller = caller.as_deref().unwrap_or("-"),
+            "caller is not the orchestrator role"
+        );
+        Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "only the checkout orchestrator's role may call this API",
+        ))
+    }
+}
+
+#[cfg(test)]
+mod caller_guard_tests {
+    use super::*;
+    use lambda_http::aws_lambda_events::apigw::{
+        ApiGatewayRequestAuthorizer, ApiGatewayRequestAuthorizerIamDescription, ApiGatewayV2httpRequestContext,
+    };
+    use lambda_http::request::RequestContext;
+    use lambda_http::RequestExt;
+
+    const ROLE: &str = "arn:aws:iam::123456789012:role/service/checkout-orchestrator";
+
+    fn request_from(user_arn: Option<&str>) -> Request {
+        let mut ctx = ApiGatewayV2httpRequestContext::default();
+        let mut authorizer = ApiGatewayRequestAuthorizer::default();
+        let mut iam = ApiGatewayRequestAuthorizerIamDescription::default();
+        iam.user_arn = user_arn.map(str::to_owned);
+        authorizer.iam = Some(iam);
+        ctx.authorizer = Some(authorizer);
+        Request::new(Body::Empty).with_request_context(RequestContext::ApiGatewayV2(ctx))
+    }
+
+    #[test]
+    fn only_sessions_of_the_orchestrator_role_pass() {
+        let guard = CallerGuard::for_role(ROLE).unwrap();
+        let own = "arn:aws:sts::123456789012:assumed-role/checkout-orchestrator/i-0abc";
+        assert!(guard.check(&request_from(Some(own))).is_ok());
+        for other in [
+            "arn:aws:sts::123456789012:assumed-role/checkout-orchestrator-admin/s",
+            "arn:aws:sts::123456789012:assumed-role/other-role/checkout-orchestrator",
+            "arn:aws:sts::999999999999:assumed-role/checkout-orchestrator/s",
+            "arn:aws:iam::123456789012:user/checkout-orchestrator",
+            "arn:aws:sts::123456789012:assumed-role/checkout-orchestrator/",
+        ] {
+            let err = guard.check(&request_from(Some(other))).unwrap_err();
+            assert_eq!(err.status, StatusCode::FORBIDDEN, "{other}");
+        }
+        assert_eq!(
+            guard.check(&request_from(None)).unwrap_err().status,
+            StatusCode::FORBIDDEN
+        );
+        assert_eq!(
+            guard.check(&Request::new(Body::Empty)).unwrap_err().status,
+            StatusCode::FORBIDDEN
+        );
+    }
+
+    #[test]
+    fn no_role_configured_lets_every_caller_through() {
+        let guard = CallerGuard::for_role("").unwrap();
+        assert_eq!(guard, CallerGuard::open());
+        assert!(guard.check(&request_from(None)).is_ok());
+    }
+
+    #[test]
+    fn a_malformed_role_arn_is_refused_at_start() {
+        for bad in [
+            "checkout-orchestrator",
+            "arn:aws:iam::123456789012:user/x",
+            "arn:aws:iam::1234:role/x",
+            "arn:aws:sts::123456789012:role/x",
+            "arn:aws:iam::123456789012:role/",
+        ] {
+            let err = CallerGuard::for_role(bad).unwrap_err();
+            assert!(err.contains("ORCHESTRATOR_ROLE_ARN"), "{bad}: {err}");
+        }
+    }
+}

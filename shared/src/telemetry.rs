@@ -3,9 +3,32 @@
 //!
 //! Secrets never reach a log: the secret types print `[redacted]` and have no `Display`, and nothing here
 //! logs request bodies.
+//!
+//! **Distributed tracing** (OpenTelemetry through `tracing-opentelemetry`): every `tracing` span is also an
+//! OpenTelemetry span with an X-Ray-compatible trace id (its first 8 hex digits are the start time, as X-Ray
+//! requires), so one trace id works in X-Ray and in any OTLP backend. With `OTEL_EXPORTER_OTLP_ENDPOINT`
+//! set (in AWS: the ADOT collector layer, `http://localhost:4318`, which forwards to X-Ray) spans are
+//! exported over OTLP/HTTP, flushed at the end of each invocation ([`flush`]) because Lambda freezes the
+//! process between invocations. Without it they go to the logs: each span's close is a line, and request
+//! and step spans carry `trace_id` and `span_id`. The trace context travels as a W3C `traceparent` or an
+//! X-Ray header (`Root=1-...;Parent=...;Sampled=1`): [`span_with_parent`] continues either, and
+//! [`current_traceparent`] / [`current_xray_header`] hand the current span on (the event item, the SQS
+//! message's `traceparent` attribute and `AWSTraceHeader` system attribute).
 
+use opentelemetry::propagation::TextMapPropagator;
+use opentelemetry::trace::{SpanContext, TraceContextExt, TracerProvider as _};
+use opentelemetry::Context;
+use opentelemetry_aws::trace::xray_propagator::{span_context_from_str, span_context_to_string};
+use opentelemetry_aws::trace::XrayIdGenerator;
+use opentelemetry_sdk::propagation::TraceContextPropagator;
+use opentelemetry_sdk::trace::SdkTracerProvider;
+use opentelemetry_sdk::Resource;
+use std::collections::HashMap;
+use std::sync::OnceLock;
 use tracing::{Level, Metadata, Span};
+use tracing_opentelemetry::OpenTelemetrySpanExt;
 use tracing_subscriber::filter::filter_fn;
+use tracing_subscriber::fmt::format::FmtSpan;
 use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
@@ -44,14 +67,21 @@ pub fn layer<W>(json: bool, writer: W) -> Box<dyn Layer<Registry> + Send + Sync>
 where
     W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
 {
-    let base = tracing_subscriber::fmt::layer().with_writer(writer).with_target(false);
+    // No OTLP endpoint: the spans themselves go to the logs, one line when each closes (with its time and,
+    // under "span", its own fields: name, trace_id, span_id).
+    let spans_in_logs = otlp_endpoint().is_none();
+    let span_lines = if spans_in_logs { FmtSpan::CLOSE } else { FmtSpan::NONE };
+    let base = tracing_subscriber::fmt::layer()
+        .with_writer(writer)
+        .with_target(false)
+        .with_span_events(span_lines);
     let no_bodies = filter_fn(|meta| !may_log_bodies(meta));
     if json {
         base.json()
             .flatten_event(true)
             // The whole span list, so the request span's payment and correlation ids are on every line,
             // also on lines from inside the SDK's own spans.
-            .with_current_span(false)
+            .with_current_span(spans_in_logs)
             .with_span_list(true)
             .with_filter(no_bodies)
             .boxed()
@@ -60,22 +90,303 @@ where
     }
 }
 
+fn otlp_endpoint() -> Option<String> {
+    std::env::var("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .ok()
+        .filter(|e| !e.trim().is_empty())
+}
+
+static PROVIDER: OnceLock<SdkTracerProvider> = OnceLock::new();
+
+/// The tracer provider: X-Ray-compatible ids; an OTLP/HTTP batch exporter when an endpoint is configured.
+pub fn tracer_provider() -> SdkTracerProvider {
+    let mut builder = SdkTracerProvider::builder().with_id_generator(XrayIdGenerator::default());
+    // X-Ray and OTLP backends group spans by service: the function's name unless OTEL_SERVICE_NAME says.
+    if std::env::var_os("OTEL_SERVICE_NAME").is_none() {
+        if let Ok(function) = std::env::var("AWS_LAMBDA_FUNCTION_NAME") {
+            builder = builder.with_resource(Resource::builder().with_service_name(function).build());
+        }
+    }
+    let builder = match otlp_endpoint() {
+        Some(_) => match opentelemetry_otlp::SpanExporter::builder().with_http().build() {
+            Ok(exporter) => builder.with_batch_exporter(exporter),
+            Err(e) => {
+                // Before the subscriber exists: stderr is the only place to say it. Spans stay in the logs.
+                eprintln!("OTLP exporter not built, spans are not exported: {e}");
+                builder
+            }
+        },
+        None => builder,
+    };
+    builder.build()
+}
+
+/// The layer that turns `tracing` spans into OpenTelemetry spans of `provider`.
+pub fn otel_layer<S>(provider: &SdkTracerProvider) -> impl Layer<S> + Send + Sync
+where
+    S: tracing::Subscriber + for<'s> tracing_subscriber::registry::LookupSpan<'s> + Send + Sync,
+{
+    tracing_opentelemetry::layer()
+        .with_tracer(provider.tracer("payments"))
+        .with_filter(filter_fn(|meta| !may_log_bodies(meta)))
+}
+
 /// Installs the global subscriber once per process; the level comes from `RUST_LOG` (default `info`).
 pub fn init() {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let provider = PROVIDER.get_or_init(tracer_provider);
     // A second call (tests, a host process serving several handlers) keeps the first subscriber.
     let _ = tracing_subscriber::registry()
         .with(layer(json_wanted(), std::io::stdout))
+        .with(otel_layer(provider))
         .with(filter)
         .try_init();
+}
+
+/// Exports the spans ended so far (a no-op without an OTLP endpoint). Called at the end of each
+/// invocation: Lambda freezes the process after it, so a batch waiting for its timer would be late or lost.
+pub fn flush() {
+    if let Some(provider) = PROVIDER.get() {
+        if otlp_endpoint().is_some() {
+            if let Err(e) = provider.force_flush() {
+                tracing::warn!(error = %e, "exporting spans failed");
+            }
+        }
+    }
 }
 
 /// The span of one request. `payment_id` may be unknown when it starts (a webhook names it in its body):
 /// fill it in with [`record_payment`].
 pub fn request_span(path: &'static str, correlation_id: &str) -> Span {
-    tracing::info_span!("request", path, correlation_id, payment_id = tracing::field::Empty)
+    let span = tracing::info_span!(
+        "request",
+        path,
+        correlation_id,
+        payment_id = tracing::field::Empty,
+        trace_id = tracing::field::Empty,
+        span_id = tracing::field::Empty
+    );
+    record_ids(&span);
+    span
+}
+
+/// A request span continuing the caller's trace: `carrier` is a W3C `traceparent` or an X-Ray trace header;
+/// none or unreadable starts a new trace.
+pub fn span_with_parent(path: &'static str, correlation_id: &str, carrier: Option<&str>) -> Span {
+    let span = tracing::info_span!(
+        "request",
+        path,
+        correlation_id,
+        payment_id = tracing::field::Empty,
+        trace_id = tracing::field::Empty,
+        span_id = tracing::field::Empty
+    );
+    if let Some(parent) = carrier.and_then(remote_context) {
+        // Before the span is first entered, so the OpenTelemetry span starts in the caller's trace.
+        let _ = span.set_parent(parent);
+    }
+    record_ids(&span);
+    span
+}
+
+/// A span for one step of a flow (verify, lease, read, finalize, publish, consume, ...), named after it.
+pub fn step_span(step: &'static str) -> Span {
+    let span = tracing::info_span!(
+        "step",
+        otel.name = step,
+        step,
+        trace_id = tracing::field::Empty,
+        span_id = tracing::field::Empty
+    );
+    record_ids(&span);
+    span
+}
+
+/// A step span continuing the trace `carrier` names (the relay's `publish` of an event item, the
+/// consumer's `consume` of a message); none or unreadable starts a new trace.
+pub fn step_span_with_parent(step: &'static str, carrier: Option<&str>) -> Span {
+    let span = tracing::info_span!(
+        "step",
+        otel.name = step,
+        step,
+        trace_id = tracing::field::Empty,
+        span_id = tracing::field::Empty
+    );
+    if let Some(parent) = carrier.and_then(remote_context) {
+        let _ = span.set_parent(parent);
+    }
+    record_ids(&span);
+    span
+}
+
+fn record_ids(span: &Span) {
+    let context = span.context();
+    let sc = context.span().span_context().clone();
+    if sc.is_valid() {
+        span.record("trace_id", sc.trace_id().to_string());
+        span.record("span_id", sc.span_id().to_string());
+    }
+}
+
+/// The context a W3C `traceparent` or an X-Ray header (`Root=...;Parent=...;Sampled=...`) names.
+pub fn remote_context(carrier: &str) -> Option<Context> {
+    let carrier = carrier.trim();
+    let sc = if carrier.contains("Root=") {
+        span_context_from_str(carrier)?
+    } else {
+        let headers = HashMap::from([("traceparent".to_owned(), carrier.to_owned())]);
+        let cx = TraceContextPropagator::new().extract(&headers);
+        let sc = cx.span().span_context().clone();
+        sc
+    };
+    sc.is_valid().then(|| Context::new().with_remote_span_context(sc))
+}
+
+fn span_context_of(span: &Span) -> Option<SpanContext> {
+    let sc = span.context().span().span_context().clone();
+    sc.is_valid().then_some(sc)
+}
+
+/// The W3C `traceparent` of `span`.
+pub fn traceparent_of(span: &Span) -> Option<String> {
+    let sc = span_context_of(span)?;
+    Some(format!(
+        "00-{}-{}-{:02x}",
+        sc.trace_id(),
+        sc.span_id(),
+        sc.trace_flags().to_u8()
+    ))
+}
+
+/// The X-Ray trace header of `span` (for SQS's `AWSTraceHeader`).
+pub fn xray_header_of(span: &Span) -> Option<String> {
+    span_context_to_string(&span_context_of(span)?)
+}
+
+/// The X-Ray trace header of this Lambda invocation (`_X_AMZN_TRACE_ID`, set by the runtime per
+/// invocation under active tracing): the parent of a request that brings no trace context of its own, so
+/// the function's spans join the trace X-Ray shows for the invocation.
+pub fn invocation_trace_header() -> Option<String> {
+    std::env::var("_X_AMZN_TRACE_ID").ok().filter(|h| !h.is_empty())
+}
+
+/// The current span's W3C `traceparent` (stored on event items).
+pub fn current_traceparent() -> Option<String> {
+    traceparent_of(&Span::current())
+}
+
+/// The current span's X-Ray trace header.
+pub fn current_xray_header() -> Option<String> {
+    xray_header_of(&Span::current())
 }
 
 pub fn record_payment(span: &Span, payment_id: &str) {
     span.record("payment_id", payment_id);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    const TRACE: &str = "5759e988bd862e3fe1be46a994272793";
+
+    /// Runs `f` under a subscriber with the OpenTelemetry layer (and JSON logs into the returned buffer).
+    fn traced<T>(f: impl FnOnce() -> T) -> (T, String) {
+        #[derive(Clone, Default)]
+        struct Buffer(Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Buffer {
+            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(bytes);
+                Ok(bytes.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let buffer = Buffer::default();
+        let writer = buffer.clone();
+        let provider = SdkTracerProvider::builder()
+            .with_id_generator(XrayIdGenerator::default())
+            .build();
+        let subscriber = tracing_subscriber::registry()
+            .with(layer(true, move || writer.clone()))
+            .with(otel_layer(&provider));
+        let out = tracing::subscriber::with_default(subscriber, f);
+        let logs = String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap();
+        (out, logs)
+    }
+
+    #[test]
+    fn new_traces_have_x_ray_compatible_ids_and_the_logs_carry_them() {
+        let ((traceparent, xray), logs) = traced(|| {
+            let span = request_span("webhook", "corr-1");
+            let _in = span.enter();
+            tracing::info!("inside");
+            (current_traceparent().unwrap(), current_xray_header().unwrap())
+        });
+        let trace_id = &traceparent[3..35];
+        // X-Ray: the first 32 bits are the trace's start, in epoch seconds.
+        let started = u64::from_str_radix(&trace_id[..8], 16).unwrap() as i64;
+        assert!((started - crate::clock::now_ms() / 1000).abs() < 60, "{traceparent}");
+        assert_eq!(
+            xray,
+            format!(
+                "Root=1-{}-{};Parent={};Sampled=1",
+                &trace_id[..8],
+                &trace_id[8..],
+                &traceparent[36..52]
+            )
+        );
+        assert!(logs.contains(&format!("\"trace_id\":\"{trace_id}\"")), "{logs}");
+        assert!(
+            logs.contains(&format!("\"span_id\":\"{}\"", &traceparent[36..52])),
+            "{logs}"
+        );
+        // Without an OTLP endpoint the span itself is a log line when it closes, with its ids.
+        let close: serde_json::Value = logs
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .find(|l| l["message"] == "close")
+            .unwrap_or_else(|| panic!("no close line in {logs}"));
+        assert_eq!(close["span"]["trace_id"], trace_id, "{close}");
+        assert_eq!(close["span"]["name"], "request", "{close}");
+    }
+
+    #[test]
+    fn a_w3c_traceparent_is_continued() {
+        let parent = format!("00-{TRACE}-53995c3f42cd8ad8-01");
+        let (child, _) = traced(|| traceparent_of(&span_with_parent("api", "c", Some(&parent))).unwrap());
+        assert_eq!(&child[3..35], TRACE);
+        assert_ne!(&child[36..52], "53995c3f42cd8ad8", "a new span in the same trace");
+        assert!(child.ends_with("-01"));
+    }
+
+    #[test]
+    fn an_x_ray_header_is_continued_and_handed_on_as_one() {
+        let parent = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1";
+        let ((w3c, xray), _) = traced(|| {
+            let span = span_with_parent("relay", "c", Some(parent));
+            let step = span.in_scope(|| step_span("publish"));
+            (traceparent_of(&step).unwrap(), xray_header_of(&step).unwrap())
+        });
+        assert_eq!(&w3c[3..35], TRACE);
+        assert!(
+            xray.starts_with("Root=1-5759e988-bd862e3fe1be46a994272793;Parent="),
+            "{xray}"
+        );
+        assert!(xray.ends_with(";Sampled=1"), "{xray}");
+        // The header names the step's own span, which a consumer continues.
+        let (consumer, _) = traced(|| traceparent_of(&span_with_parent("consume", "c", Some(&xray))).unwrap());
+        assert_eq!(&consumer[3..35], TRACE);
+    }
+
+    #[test]
+    fn an_unreadable_carrier_starts_a_new_trace() {
+        for carrier in ["", "garbage", "00-zz-yy-01", "Root=1-nope"] {
+            assert!(remote_context(carrier).is_none(), "{carrier}");
+            let (child, _) = traced(|| traceparent_of(&span_with_parent("x", "c", Some(carrier))).unwrap());
+            assert_ne!(&child[3..35], TRACE);
+        }
+    }
 }

@@ -195,10 +195,17 @@ pub async fn handle<P: Psp>(runner: &Runner<P>, req: Request) -> Result<Response
                 Ok(http::json(StatusCode::OK, &views))
             }
             Route::Cancel(id) => match orders::cancel(runner.sagas.client(), runner.sagas.table(), &id).await? {
-                Cancel::Cancelled => Ok(http::json(
-                    StatusCode::OK,
-                    &serde_json::json!({ "status": "cancelled" }),
-                )),
+                Cancel::Cancelled => {
+                    // Before the capture the PaymentIntent is canceled; after it, the payment is refunded. The
+                    // order is cancelled either way: a failure here leaves the rest to the sweeper.
+                    if let Err(e) = runner.cancel_by_customer(&id).await {
+                        tracing::warn!(order_id = %id, error = %e, "cancel recorded; the saga finishes it later");
+                    }
+                    Ok(http::json(
+                        StatusCode::OK,
+                        &serde_json::json!({ "status": "cancelled" }),
+                    ))
+                }
                 Cancel::TooLate => Err(ApiError::conflict("the order is no longer pending")),
                 Cancel::NotFound => Err(ApiError::not_found(format!("no order {id}"))),
             },

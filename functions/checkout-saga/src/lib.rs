@@ -20,9 +20,27 @@ use shared::recovery::{Recovery, RecoverySettings};
 use shared::saga::{Escalation, SagaStore};
 use shared::{Config, PaymentStore};
 
+/// A whole number of seconds from the environment, or `default`; a malformed value fails the start.
+fn seconds(name: &'static str, default: std::time::Duration) -> Result<std::time::Duration, shared::ConfigError> {
+    match std::env::var(name) {
+        Err(_) => Ok(default),
+        Ok(value) => {
+            value
+                .trim()
+                .parse()
+                .map(std::time::Duration::from_secs)
+                .map_err(|_| shared::ConfigError::Invalid {
+                    name,
+                    expected: "whole number of seconds",
+                    value,
+                })
+        }
+    }
+}
+
 /// Builds the runner from the environment (`TABLE_NAME`, the PSP's settings (`PSP_BASE_URL`,
 /// `PSP_API_KEY_ARN` or `PSP_API_KEY`, ...), `ESCALATION_QUEUE_URL`, `SAGA_PAYMENT_TIMEOUT_SECONDS` (default
-/// 120), `RECOVERY_*`, lease settings), with clients made once per cold start.
+/// 120), `CHECKOUT_ABANDON_AFTER_SECONDS` (default 900), `RECOVERY_*`, lease settings), with clients made once per cold start.
 pub async fn runner_from_env(
     sdk: &aws_config::SdkConfig,
     dynamodb: aws_sdk_dynamodb::Client,
@@ -39,11 +57,8 @@ pub async fn runner_from_env(
         },
         escalation: Escalation::new(aws_sdk_sqs::Client::new(sdk), queue),
         settings: Settings {
-            payment_timeout: std::env::var("SAGA_PAYMENT_TIMEOUT_SECONDS")
-                .ok()
-                .and_then(|s| s.parse().ok())
-                .map(std::time::Duration::from_secs)
-                .unwrap_or(Settings::default().payment_timeout),
+            payment_timeout: seconds("SAGA_PAYMENT_TIMEOUT_SECONDS", Settings::default().payment_timeout)?,
+            abandon_after: seconds("CHECKOUT_ABANDON_AFTER_SECONDS", Settings::default().abandon_after)?,
             ..Settings::default()
         },
     })

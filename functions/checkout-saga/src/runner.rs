@@ -5,10 +5,10 @@
 //! |---|---|---|---|
 //! | started | reserve stock (conditional decrement) | stock_reserved | out of stock: compensated |
 //! | stock_reserved | create the payment, create and confirm a PaymentIntent (key `<order>:charge`), finalize what it says | payment_pending (also after a decline: the customer may retry) | refused: cancelling_payment |
-//! | payment_pending | read the payment's outcome from the order projection (fed by the queue) | payment_captured | failed: cancelling_payment; past the deadline: handed to recovery |
+//! | payment_pending | read the payment's outcome from the order projection (fed by the queue; past the deadline the payment item itself) | payment_captured | failed, abandoned (still the customer's turn after `abandon_after`) or cancelled by the customer: cancelling_payment; past the deadline: handed to recovery |
 //! | payment_captured | confirm the order (conditioned on `pending`) | completed | cancelled meanwhile: refunding_payment |
 //! | refunding_payment | refund at the PSP (key `<order>:refund`), read the PaymentIntent back, finalize its refunded total | releasing_stock | retried, then escalated |
-//! | cancelling_payment | make sure our payment is failed | releasing_stock | retried, then escalated |
+//! | cancelling_payment | cancel the PaymentIntent at the PSP (key `<order>:cancel`) if still open, make sure our payment is failed | releasing_stock; succeeded meanwhile: payment_captured | retried, then escalated |
 //! | releasing_stock | increment the stock | compensated | retried, then escalated |
 //!
 //! Every PSP call that moves money carries a key derived from (saga, step), reused on every retry and after
@@ -68,13 +68,20 @@ const MAX_ROUNDS: usize = 32;
 pub struct Settings {
     /// How long a payment may stay unresolved before the saga hands it to recovery.
     pub payment_timeout: Duration,
+    /// How long after the start a payment still waiting for the customer (a 3-D Secure challenge, a retry
+    /// after a decline) is abandoned: the PaymentIntent is canceled and the checkout compensated.
+    pub abandon_after: Duration,
     pub backoff: Backoff,
 }
+
+/// `CHECKOUT_ABANDON_AFTER_SECONDS`' default: a 3-D Secure challenge or a retry has 15 minutes.
+pub const DEFAULT_ABANDON_AFTER: Duration = Duration::from_secs(15 * 60);
 
 impl Default for Settings {
     fn default() -> Self {
         Self {
             payment_timeout: Duration::from_secs(120),
+            abandon_after: DEFAULT_ABANDON_AFTER,
             backoff: Backoff::new(5, Duration::from_millis(100), Duration::from_secs(2)),
         }
     }
@@ -247,7 +254,12 @@ impl<P: Psp> Runner<P> {
             Loaded::StockReserved(saga) => self.charge(saga, now).await,
             Loaded::PaymentPending(saga) => {
                 let payment_id = saga.payment_id().clone();
-                match self.payment_outcome(saga.order_id(), &payment_id).await? {
+                let past_deadline = now >= saga.record().payment_deadline_ms;
+                let abandoned = self.abandoned(saga.record(), now);
+                match self
+                    .payment_outcome(saga.order_id(), &payment_id, past_deadline || abandoned)
+                    .await?
+                {
                     Some(PaymentStatus::Captured) => {
                         let (next, event) = saga.payment_captured(now);
                         self.moved(next, event, vec![]).await
@@ -256,7 +268,19 @@ impl<P: Psp> Runner<P> {
                         let (next, event) = saga.payment_failed(format!("payment {status}"), now);
                         self.moved(next, event, vec![]).await
                     }
-                    _ if now >= saga.record().payment_deadline_ms && !saga.record().recovery_requested => {
+                    // Still the customer's turn long after the start: give up, cancel at the PSP, compensate.
+                    Some(
+                        status
+                        @ (PaymentStatus::Pending | PaymentStatus::RequiresAction | PaymentStatus::AttemptFailed),
+                    ) if abandoned => {
+                        let reason = format!(
+                            "abandoned: payment still {status} after {:?}",
+                            self.settings.abandon_after
+                        );
+                        let (next, event) = saga.payment_failed(reason, now);
+                        self.moved(next, event, vec![]).await
+                    }
+                    _ if past_deadline && !saga.record().recovery_requested => {
                         match self.recovery.reconcile(&payment_id, correlation(saga.order_id())).await {
                             Ok(Reconciled::Busy) => {
                                 warn!(order_id = %saga.order_id(), "payment busy; the reconciler's schedule takes it")
@@ -294,7 +318,8 @@ impl<P: Psp> Runner<P> {
                     .clone()
                     .ok_or_else(|| RunError::Invalid("captured payment without a PSP reference".into()))?;
                 let key = format!("{}:refund", saga.order_id());
-                let refund = self.psp().refund(&key, &reference, Some(amount)).await?;
+                // All that is left on the charge (all of it, unless someone refunded part at the PSP already).
+                let refund = self.psp().refund(&key, &reference, None).await?;
                 if !refund.is_accepted() {
                     return Err(RunError::Invalid(format!(
                         "refund {} ended {}",
@@ -307,21 +332,7 @@ impl<P: Psp> Runner<P> {
                 let (next, event) = saga.refunded(amount, now);
                 self.moved(next, event, vec![]).await
             }
-            Loaded::CancellingPayment(saga) => {
-                if let Some(payment_id) = saga.payment_id().cloned() {
-                    let reason = saga
-                        .record()
-                        .failure
-                        .as_ref()
-                        .map(|f| format!("checkout cancelled: {}", f.reason))
-                        .unwrap_or_default();
-                    // A no-op for a payment that already failed; fails one the charge left open.
-                    self.observe(&payment_id, saga.order_id(), Outcome::Failed { reason }, None)
-                        .await?;
-                }
-                let (next, event) = saga.payment_cancelled(now);
-                self.moved(next, event, vec![]).await
-            }
+            Loaded::CancellingPayment(saga) => self.cancel_payment(saga, now).await,
             Loaded::ReleasingStock(saga) => {
                 let c = &saga.record().checkout;
                 let writes = vec![
@@ -402,20 +413,107 @@ impl<P: Psp> Runner<P> {
         self.moved(next, event, vec![]).await
     }
 
+    /// Past the abandonment deadline (counted from the start)?
+    fn abandoned(&self, record: &SagaRecord, now: i64) -> bool {
+        let after = i64::try_from(self.settings.abandon_after.as_millis()).unwrap_or(i64::MAX);
+        now >= record.started_at_ms.saturating_add(after)
+    }
+
+    /// Compensates a charge that must take no money: a payment still open is canceled at the PSP (key
+    /// `<order>:cancel`) and failed here. If the PSP refuses because the payment succeeded meanwhile, the
+    /// saga continues from the capture (confirm the order; a cancelled order is then refunded).
+    async fn cancel_payment(
+        &self,
+        saga: Saga<shared::saga::CancellingPayment>,
+        now: i64,
+    ) -> Result<Advanced, RunError> {
+        let Some(payment_id) = saga.payment_id().cloned() else {
+            let (next, event) = saga.payment_cancelled(now);
+            return self.moved(next, event, vec![]).await;
+        };
+        let order = saga.order_id().clone();
+        let payment = self
+            .payments()
+            .get(&payment_id)
+            .await?
+            .ok_or_else(|| RunError::Invalid(format!("payment {payment_id} of saga {order} vanished")))?;
+        let mut status = payment.status;
+        if !status.is_terminal() {
+            if let Some(reference) = payment.psp_reference.clone() {
+                let intent = match self.psp().cancel(&format!("{order}:cancel"), &reference).await {
+                    Ok(intent) => intent,
+                    // Refused with the PaymentIntent: it succeeded (or was canceled) meanwhile.
+                    Err(refused) => match refused.payment_intent().cloned() {
+                        Some(intent) => intent,
+                        None => return Err(refused.into()),
+                    },
+                };
+                status = self
+                    .observe_intent(&payment_id, &order, &intent)
+                    .await?
+                    .unwrap_or(status);
+            }
+        }
+        if !status.is_terminal() {
+            let reason = saga
+                .record()
+                .failure
+                .as_ref()
+                .map(|f| format!("checkout cancelled: {}", f.reason))
+                .unwrap_or_default();
+            // Fails a payment the PSP never heard of (the charge was refused before it reached it).
+            self.observe(&payment_id, &order, Outcome::Failed { reason }, None)
+                .await?;
+        }
+        if status == PaymentStatus::Captured {
+            info!(order_id = %order, "the payment succeeded before the cancel; continuing from the capture");
+            return match saga.payment_succeeded(now) {
+                Ok((next, event)) => self.moved(next, event, vec![]).await,
+                Err(_) => Err(RunError::Invalid(format!("saga {order} has no payment to capture"))),
+            };
+        }
+        let (next, event) = saga.payment_cancelled(now);
+        self.moved(next, event, vec![]).await
+    }
+
+    /// The customer cancels the order: a saga still waiting for its payment cancels the PaymentIntent rather
+    /// than waiting for money it would have to refund. (Once the money is taken, the confirmation fails and
+    /// the payment is refunded.) `None` for an unknown saga.
+    pub async fn cancel_by_customer(&self, order_id: &OrderId) -> Result<Option<SagaRecord>, RunError> {
+        match self.sagas.load(order_id).await? {
+            Some(Loaded::PaymentPending(saga)) => {
+                let (next, event) = saga.payment_failed("cancelled by the customer".into(), clock::now_ms());
+                match self.moved(next, event, vec![]).await {
+                    Ok(Advanced::Moved(next)) => self.drive(*next).await,
+                    Ok(Advanced::Stopped) => self.resume(order_id).await,
+                    // Moved by someone else meanwhile: carry on from where it is.
+                    Err(RunError::Saga(SagaStoreError::Conflict(_))) => self.resume(order_id).await,
+                    Err(e) => Err(e),
+                }
+            }
+            // Not waiting for the payment: the saga's own steps see the cancelled order (the confirmation fails
+            // and a captured payment is refunded).
+            Some(other) => Ok(Some(other.record().clone())),
+            None => Ok(None),
+        }
+    }
+
     /// Applies a PaymentIntent the saga read from the PSP through the one finalize.
+    /// The payment's status afterwards, when there was something to apply.
     async fn observe_intent(
         &self,
         payment_id: &PaymentId,
         order: &OrderId,
         intent: &PaymentIntent,
-    ) -> Result<(), RunError> {
-        if let Some(observation) = intent
+    ) -> Result<Option<PaymentStatus>, RunError> {
+        let Some(observation) = intent
             .observation(Path::Sync, correlation(order))
             .map_err(|e| RunError::Psp(PspError::BadAnswer(e)))?
-        {
-            self.payments().finalize(payment_id, &observation, None).await?;
-        }
-        Ok(())
+        else {
+            return Ok(None);
+        };
+        let outcome = self.payments().finalize(payment_id, &observation, None).await?;
+        Ok(Some(outcome.payment.status))
     }
 
     /// Applies what the saga itself learned from the PSP (a refund, a cancellation) through the one finalize.
@@ -433,12 +531,23 @@ impl<P: Psp> Runner<P> {
     }
 
     /// The payment's status as the order projection has applied it from the queue, if any event arrived.
-    async fn payment_outcome(&self, order: &OrderId, payment: &PaymentId) -> Result<Option<PaymentStatus>, RunError> {
+    /// Past the payment's deadline (or the checkout's), a projection that shows no outcome is not trusted to be
+    /// complete (an event may have been lost on the way): the payment item itself is read.
+    async fn payment_outcome(
+        &self,
+        order: &OrderId,
+        payment: &PaymentId,
+        past_deadline: bool,
+    ) -> Result<Option<PaymentStatus>, RunError> {
         let key = order_projection::key(order, payment).into_iter().collect();
         let item = read_item(self.sagas.client(), self.table(), key, "read order projection").await?;
-        Ok(item
+        let projected = item
             .and_then(|i| i.get("payment_status").and_then(|v| v.as_s().ok()).cloned())
-            .and_then(|s| PaymentStatus::parse(&s).ok()))
+            .and_then(|s| PaymentStatus::parse(&s).ok());
+        if !past_deadline || projected.is_some_and(PaymentStatus::is_terminal) {
+            return Ok(projected);
+        }
+        Ok(self.payments().get(payment).await?.map(|p| p.status).or(projected))
     }
 }
 

@@ -10,10 +10,14 @@
 use aws_lambda_events::event::dynamodb::Event as StreamEvent;
 use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
 use aws_sdk_dynamodb::types::AttributeValue;
-use aws_sdk_sqs::types::{MessageAttributeValue, MessageSystemAttributeName, SendMessageBatchRequestEntry};
+use aws_sdk_sqs::types::{
+    MessageAttributeValue, MessageSystemAttributeName, MessageSystemAttributeNameForSends, MessageSystemAttributeValue,
+    SendMessageBatchRequestEntry,
+};
 use shared::store::item::event_from_item;
-use shared::{outbox, PaymentEvent, PaymentId, PaymentStore};
+use shared::{outbox, telemetry, PaymentEvent, PaymentId, PaymentStore};
 use thiserror::Error;
+use tracing::Span;
 use tracing::{info, warn};
 
 /// SQS accepts at most ten entries per `SendMessageBatch`.
@@ -56,7 +60,10 @@ impl Publisher {
         &self.queue_url
     }
 
-    fn entry(index: usize, event: &PaymentEvent) -> Result<SendMessageBatchRequestEntry, RelayError> {
+    /// The SQS entry of `event`, published under `span` (its `publish` step): the message carries that
+    /// span's context as the `traceparent` attribute and as the `AWSTraceHeader` system attribute (which
+    /// X-Ray and Lambda's SQS event source read), so the consumer continues the webhook's trace.
+    pub fn entry(index: usize, event: &PaymentEvent, span: &Span) -> Result<SendMessageBatchRequestEntry, RelayError> {
         let mut entry = SendMessageBatchRequestEntry::builder()
             .id(index.to_string())
             .message_body(outbox::message_body(event))
@@ -64,8 +71,16 @@ impl Publisher {
             .message_deduplication_id(outbox::deduplication_id(event))
             .message_attributes(outbox::ATTR_CORRELATION_ID, attribute(event.correlation_id.as_str())?)
             .message_attributes(outbox::ATTR_EVENT_TYPE, attribute(event.kind.as_str())?);
-        if let Some(trace) = &event.trace_context {
-            entry = entry.message_attributes(outbox::ATTR_TRACE_CONTEXT, attribute(trace)?);
+        if let Some(trace) = telemetry::traceparent_of(span).or_else(|| event.trace_context.clone()) {
+            entry = entry.message_attributes(outbox::ATTR_TRACE_CONTEXT, attribute(&trace)?);
+        }
+        if let Some(header) = telemetry::xray_header_of(span) {
+            let value = MessageSystemAttributeValue::builder()
+                .data_type("String")
+                .string_value(header)
+                .build()
+                .map_err(|e| RelayError::Build(e.to_string()))?;
+            entry = entry.message_system_attributes(MessageSystemAttributeNameForSends::AwsTraceHeader, value);
         }
         entry.build().map_err(|e| RelayError::Build(e.to_string()))
     }
@@ -84,10 +99,15 @@ impl Publisher {
             if batch.is_empty() {
                 return Ok(());
             }
+            // One `publish` span per event, in the trace its event item carries; each ends with the send.
+            let spans: Vec<Span> = batch
+                .iter()
+                .map(|&e| telemetry::step_span_with_parent("publish", events[e].trace_context.as_deref()))
+                .collect();
             let entries: Result<Vec<_>, _> = batch
                 .iter()
                 .enumerate()
-                .map(|(i, &e)| Self::entry(i, &events[e]))
+                .map(|(i, &e)| Self::entry(i, &events[e], &spans[i]))
                 .collect();
             let entries = match entries {
                 Ok(entries) => entries,
@@ -330,6 +350,50 @@ pub async fn redrive_dlq(sqs: &aws_sdk_sqs::Client, dlq_url: &str, queue_url: &s
 mod tests {
     use super::*;
     use shared::{CorrelationId, EventKind, Money, OrderId, Path, PaymentStatus};
+
+    /// The message carries the `publish` span's context, in the event item's trace, both as `traceparent`
+    /// and as SQS's `AWSTraceHeader`, so the consumer's `consume` span continues the webhook's trace.
+    #[test]
+    fn an_entry_hands_the_event_items_trace_on_to_sqs() {
+        use tracing_subscriber::layer::SubscriberExt;
+        const TRACE: &str = "5759e988bd862e3fe1be46a994272793";
+        let provider = telemetry::tracer_provider();
+        let subscriber = tracing_subscriber::registry().with(telemetry::otel_layer(&provider));
+        tracing::subscriber::with_default(subscriber, || {
+            let mut e = event("pay_1", 3);
+            e.trace_context = Some(format!("00-{TRACE}-53995c3f42cd8ad8-01"));
+            let span = telemetry::step_span_with_parent("publish", e.trace_context.as_deref());
+            let entry = Publisher::entry(0, &e, &span).unwrap();
+            let header = entry.message_system_attributes().unwrap()
+                [&MessageSystemAttributeNameForSends::AwsTraceHeader]
+                .string_value()
+                .unwrap()
+                .to_owned();
+            assert!(
+                header.starts_with("Root=1-5759e988-bd862e3fe1be46a994272793;Parent="),
+                "{header}"
+            );
+            assert!(
+                !header.contains("53995c3f42cd8ad8"),
+                "the parent is the publish span: {header}"
+            );
+            let traceparent = entry.message_attributes().unwrap()[outbox::ATTR_TRACE_CONTEXT]
+                .string_value()
+                .unwrap()
+                .to_owned();
+            assert_eq!(&traceparent[3..35], TRACE);
+            assert_eq!(Some(traceparent), telemetry::traceparent_of(&span));
+
+            // An event without a trace context starts a trace at the relay, still handed on.
+            let untraced = Publisher::entry(
+                1,
+                &event("pay_2", 1),
+                &telemetry::step_span_with_parent("publish", None),
+            )
+            .unwrap();
+            assert!(untraced.message_system_attributes().is_some());
+        });
+    }
 
     fn event(payment: &str, version: u64) -> PaymentEvent {
         PaymentEvent {

@@ -12,7 +12,12 @@ async fn main() -> Result<(), Error> {
     let publisher = Publisher::new(aws_sdk_sqs::Client::new(&aws::sdk_config().await), queue_url);
     run(service_fn(|event: LambdaEvent<Event>| {
         let publisher = &publisher;
-        async move { Ok::<_, Error>(relay(publisher, &event.payload).await) }
+        async move {
+            let response = relay(publisher, &event.payload).await;
+            // Lambda freezes the process after the answer: export this invocation's spans now.
+            telemetry::flush();
+            Ok::<_, Error>(response)
+        }
     }))
     .await
 }

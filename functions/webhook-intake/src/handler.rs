@@ -6,9 +6,9 @@
 //! and then the versioned write conflicts and the decision is taken again from the item that won.
 
 use crate::metrics::RequestMetrics;
-use crate::providers::{Provider, Providers, Scheme};
+use crate::providers::{Provider, ProviderSource, Scheme};
 use crate::psp_event::{Parsed, PspEvent};
-use crate::signature::{verify_standard, verify_stripe, SignedRequest};
+use crate::signature::{verify_standard, verify_stripe, SignatureError, SignedRequest};
 use crate::{redact::redact, standard, stripe};
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
@@ -69,13 +69,15 @@ impl IntakeSettings {
 pub struct App {
     pub store: PaymentStore,
     pub leases: Leases,
-    pub providers: Providers,
+    /// The providers and their secrets, re-read after a TTL or a failed signature (see `providers`).
+    pub providers: ProviderSource,
     pub settings: IntakeSettings,
 }
 
 impl App {
     /// Builds the app from the environment once per cold start: the providers' secrets are read here
-    /// (Secrets Manager or `WEBHOOK_SECRETS`), never per request.
+    /// (Secrets Manager or `WEBHOOK_SECRETS`), and from Secrets Manager again only when the cached copy is
+    /// 5 minutes old or a signature fails (at most every 30 s), never per request.
     pub async fn from_env(
         sdk: &aws_config::SdkConfig,
         client: shared::aws::DynamoDbClient,
@@ -84,7 +86,7 @@ impl App {
         Ok(Self {
             store: PaymentStore::new(client.clone(), &config.table_name),
             leases: Leases::new(client, &config.table_name, config.lease),
-            providers: Providers::from_env(sdk).await?,
+            providers: ProviderSource::from_env(sdk).await?,
             settings: IntakeSettings::from_env()?,
         })
     }
@@ -94,13 +96,16 @@ impl App {
 pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, lambda_http::Error> {
     let (response, metrics) = process(app, req).await;
     metrics.emit();
+    telemetry::flush();
     Ok(response)
 }
 
 /// Handles one webhook; returns the answer and the metrics record (tests read both).
 pub async fn process(app: &App, req: Request) -> (Response<Body>, RequestMetrics) {
     let correlation_id = http::correlation_id(&req);
-    let span = telemetry::request_span("webhook", correlation_id.as_str());
+    // The caller's trace (a PSP rarely sends one), else the invocation's X-Ray trace.
+    let parent = http::trace_context(&req).or_else(telemetry::invocation_trace_header);
+    let span = telemetry::span_with_parent("webhook", correlation_id.as_str(), parent.as_deref());
     let mut metrics = RequestMetrics::default();
     let result = intake(app, &req, correlation_id, &mut metrics).instrument(span).await;
     let response = match result {
@@ -141,11 +146,9 @@ async fn intake(
         return Err(ApiError::method_not_allowed("webhooks are POSTed"));
     }
     let name = provider_name(req.uri().path()).ok_or_else(|| ApiError::not_found("no such route"))?;
-    let provider = app
-        .providers
-        .get(name)
-        .ok_or_else(|| ApiError::not_found(format!("unknown provider {name}")))?;
-    metrics.provider = provider.name.clone();
+    let mut providers = app.providers.current().await;
+    let unknown = || ApiError::not_found(format!("unknown provider {name}"));
+    metrics.provider = providers.get(name).ok_or_else(unknown)?.name.clone();
 
     // 1. Verify the exact raw bytes (lambda_http decoded a base64 body already).
     let body = http::body_bytes(req);
@@ -159,7 +162,23 @@ async fn intake(
     if body.is_empty() {
         return Err(ApiError::bad_request("empty body: not a webhook"));
     }
-    let signed_at = verify(provider, req, body).map_err(|e| {
+    let verify_span = telemetry::step_span("verify");
+    let loaded = providers.get(name).ok_or_else(unknown)?;
+    let verified = match verify_span.in_scope(|| verify(loaded, req, body)) {
+        // No loaded secret matches: the PSP may have rotated. Read the secrets again (rate-limited) and
+        // retry once with them, so a rotation does not wait for the next cold start.
+        Err(SignatureError::NoMatch) => match app.providers.refresh_after_failed_signature().await {
+            Some(fresh) => {
+                providers = fresh;
+                let reloaded = providers.get(name).ok_or_else(unknown)?;
+                verify_span.in_scope(|| verify(reloaded, req, body))
+            }
+            None => Err(SignatureError::NoMatch),
+        },
+        other => other,
+    };
+    let provider = providers.get(name).ok_or_else(unknown)?;
+    let signed_at = verified.map_err(|e| {
         metrics.unauthorized = 1;
         warn!(provider = %provider.name, error = %e, "webhook signature refused");
         ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", e.to_string())
@@ -202,8 +221,9 @@ async fn intake(
     telemetry::record_payment(&tracing::Span::current(), payment_id.as_str());
     let (lease, current) = tokio::join!(
         app.leases
-            .acquire_waiting(&payment_id, app.settings.lease_attempts, app.settings.lease_max_wait),
-        app.store.get(&payment_id),
+            .acquire_waiting(&payment_id, app.settings.lease_attempts, app.settings.lease_max_wait)
+            .instrument(telemetry::step_span("lease")),
+        app.store.get(&payment_id).instrument(telemetry::step_span("read")),
     );
     let (lease, current) = (lease?, current?);
     let Some(lease) = lease else {
@@ -217,8 +237,16 @@ async fn intake(
 
     // 4. Check the event against the endpoint, then the one finalize, which checks it against the payment
     //    (releasing the lease in its transaction).
-    let observation = event.observation(event.check(&provider.expect).err(), correlation_id);
-    let outcome = match app.store.finalize_from(current, &observation, Some(&lease)).await {
+    let mut observation = event.observation(event.check(&provider.expect).err(), correlation_id);
+    let finalize_span = telemetry::step_span("finalize");
+    // The event item carries the finalize step's context: the relay and the consumer continue this trace.
+    observation.trace_context = telemetry::traceparent_of(&finalize_span);
+    let outcome = match app
+        .store
+        .finalize_from(current, &observation, Some(&lease))
+        .instrument(finalize_span)
+        .await
+    {
         Ok(outcome) => outcome,
         Err(e) => {
             // Free the payment for the PSP's retry now rather than when the lease expires (best effort:

@@ -2,15 +2,37 @@
 //! active secrets (several during a rotation) and what their events must say about mode and account.
 //!
 //! `WEBHOOK_PROVIDERS` (JSON) names the providers; their secrets come from Secrets Manager
-//! (`WEBHOOK_SECRETS_ARN`, fetched once per cold start) or, for local development, from `WEBHOOK_SECRETS`
-//! (the same JSON: `{"stripe": ["whsec_..."], ...}`). Secrets are never logged.
+//! (`WEBHOOK_SECRETS_ARN`) or, for local development, from `WEBHOOK_SECRETS` (the same JSON:
+//! `{"stripe": ["whsec_..."], ...}`). Secrets are never logged, and never named in an error.
+//!
+//! A secret loads only if it can be one: `whsec_` followed by at least [`MIN_SECRET_BYTES`] bytes of key
+//! (Stripe's are 32 characters; Standard Webhooks asks for 24 to 64 bytes, base64-encoded). An empty or
+//! truncated secret pasted into Secrets Manager would otherwise load and answer 401 to every webhook.
+//!
+//! [`ProviderSource`] keeps the secrets of Secrets Manager in a cache: read at cold start, again when the
+//! copy is older than [`SECRETS_TTL`], and at once when a signature matches no secret (the PSP may have
+//! rotated), at most every [`MIN_REFRESH_INTERVAL`] so a flood of forged requests costs at most one call
+//! per interval per instance. A rotation so reaches warm instances within minutes, not at their next cold
+//! start. A failed re-read keeps the secrets loaded before.
 
 use crate::psp_event::Expectations;
 use crate::signature::{standard_key, DEFAULT_TOLERANCE_SECS};
 use serde::Deserialize;
 use shared::SigningSecret;
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
 use thiserror::Error;
+use tracing::{info, warn};
+
+/// Key bytes a signing secret has at least after `whsec_`.
+pub const MIN_SECRET_BYTES: usize = 24;
+/// How long a copy of the secrets from Secrets Manager is used before it is read again.
+pub const SECRETS_TTL: Duration = Duration::from_secs(300);
+/// At most one re-read per this interval after failed signatures.
+pub const MIN_REFRESH_INTERVAL: Duration = Duration::from_secs(30);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -39,6 +61,7 @@ pub enum ProvidersError {
     BadSecrets(String),
     #[error("provider {0} has no active secret")]
     NoSecret(String),
+    /// Names the provider and what is wrong, never the value.
     #[error("provider {0}: {1}")]
     BadSecret(String, String),
     #[error("no webhook secrets configured: set WEBHOOK_SECRETS_ARN (AWS) or WEBHOOK_SECRETS (local)")]
@@ -90,19 +113,21 @@ impl Providers {
         let mut map = HashMap::new();
         for spec in specs {
             let list = secrets.remove(&spec.name).unwrap_or_default();
+            let count = list.len();
             let secrets: Vec<SigningSecret> = list
                 .into_iter()
-                .map(|s| {
-                    SigningSecret::parse(s).map_err(|e| ProvidersError::BadSecret(spec.name.clone(), e.to_string()))
+                .enumerate()
+                .map(|(i, s)| {
+                    let which = format!("secret {} of {count}", i + 1);
+                    let secret = SigningSecret::parse(s)
+                        .map_err(|_| ProvidersError::BadSecret(spec.name.clone(), format!("{which} is empty")))?;
+                    check_secret(spec.scheme, &secret)
+                        .map_err(|why| ProvidersError::BadSecret(spec.name.clone(), format!("{which} {why}")))?;
+                    Ok(secret)
                 })
-                .collect::<Result<_, _>>()?;
+                .collect::<Result<_, ProvidersError>>()?;
             if secrets.is_empty() {
                 return Err(ProvidersError::NoSecret(spec.name));
-            }
-            if spec.scheme == Scheme::Standard {
-                for s in &secrets {
-                    standard_key(s).map_err(|e| ProvidersError::BadSecret(spec.name.clone(), e.to_string()))?;
-                }
             }
             let provider = Provider {
                 name: spec.name.clone(),
@@ -116,55 +141,395 @@ impl Providers {
         Ok(Self(map))
     }
 
-    /// Reads the environment; fetches the secrets from Secrets Manager when `WEBHOOK_SECRETS_ARN` is set.
-    pub async fn from_env(sdk: &aws_config::SdkConfig) -> Result<Self, ProvidersError> {
-        let providers = std::env::var("WEBHOOK_PROVIDERS").unwrap_or_else(|_| DEFAULT_PROVIDERS.to_owned());
-        let secrets = match std::env::var("WEBHOOK_SECRETS_ARN") {
-            Ok(arn) if !arn.is_empty() => {
-                let client = aws_sdk_secretsmanager::Client::new(sdk);
-                let out = client
-                    .get_secret_value()
-                    .secret_id(arn)
-                    .send()
-                    .await
-                    .map_err(|e| ProvidersError::SecretsManager(e.to_string()))?;
-                out.secret_string()
-                    .map(str::to_owned)
-                    .ok_or(ProvidersError::NoSecrets)?
-            }
-            _ => std::env::var("WEBHOOK_SECRETS").map_err(|_| ProvidersError::NoSecrets)?,
-        };
-        Self::from_json(&providers, &secrets)
-    }
-
     pub fn get(&self, name: &str) -> Option<&Provider> {
         self.0.get(name)
+    }
+}
+
+/// Why a secret cannot be one for its scheme (the reason only, never the value).
+fn check_secret(scheme: Scheme, secret: &SigningSecret) -> Result<(), String> {
+    let Some(key) = secret.expose().strip_prefix("whsec_") else {
+        return Err("does not start with whsec_".to_owned());
+    };
+    let key_bytes = match scheme {
+        Scheme::Stripe => key.len(),
+        Scheme::Standard => standard_key(secret)
+            .map_err(|_| "is not base64 after whsec_ (a Standard Webhooks secret)".to_owned())?
+            .len(),
+    };
+    if key_bytes < MIN_SECRET_BYTES {
+        return Err(format!("is shorter than {MIN_SECRET_BYTES} bytes after whsec_"));
+    }
+    Ok(())
+}
+
+/// Reads the secrets JSON (from Secrets Manager in AWS).
+pub type SecretsLoader =
+    Arc<dyn Fn() -> Pin<Box<dyn Future<Output = Result<String, ProvidersError>> + Send>> + Send + Sync>;
+/// The cache's clock (injectable for tests).
+pub type Clock = Arc<dyn Fn() -> Instant + Send + Sync>;
+
+/// The providers, re-read from their secrets' source after [`SECRETS_TTL`] or a failed signature.
+#[derive(Clone)]
+pub struct ProviderSource {
+    inner: Arc<SourceInner>,
+}
+
+struct SourceInner {
+    providers_json: String,
+    /// None: secrets from the environment, fixed for the process.
+    loader: Option<SecretsLoader>,
+    clock: Clock,
+    ttl: Duration,
+    min_refresh_interval: Duration,
+    state: RwLock<Loaded>,
+    /// One re-read at a time; the others use what it loaded.
+    refreshing: tokio::sync::Mutex<()>,
+}
+
+struct Loaded {
+    providers: Arc<Providers>,
+    loaded_at: Instant,
+    last_attempt: Instant,
+}
+
+impl std::fmt::Debug for ProviderSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProviderSource")
+            .field("providers", &self.inner.state.read().map(|s| s.providers.clone()).ok())
+            .field("refreshed", &self.inner.loader.is_some())
+            .finish()
+    }
+}
+
+/// Providers fixed for the process (local development, tests).
+impl From<Providers> for ProviderSource {
+    fn from(providers: Providers) -> Self {
+        let now = Instant::now();
+        Self::build(String::new(), None, Arc::new(Instant::now), providers, now)
+    }
+}
+
+impl ProviderSource {
+    fn build(
+        providers_json: String,
+        loader: Option<SecretsLoader>,
+        clock: Clock,
+        providers: Providers,
+        now: Instant,
+    ) -> Self {
+        Self {
+            inner: Arc::new(SourceInner {
+                providers_json,
+                loader,
+                clock,
+                ttl: SECRETS_TTL,
+                min_refresh_interval: MIN_REFRESH_INTERVAL,
+                state: RwLock::new(Loaded {
+                    providers: Arc::new(providers),
+                    loaded_at: now,
+                    last_attempt: now,
+                }),
+                refreshing: tokio::sync::Mutex::new(()),
+            }),
+        }
+    }
+
+    /// Loads the providers through `loader` once (an error here fails the cold start, as it should: there
+    /// is nothing to verify with) and keeps the loader for the re-reads.
+    pub async fn load(providers_json: &str, loader: SecretsLoader, clock: Clock) -> Result<Self, ProvidersError> {
+        let providers = Providers::from_json(providers_json, &loader().await?)?;
+        let now = clock();
+        Ok(Self::build(
+            providers_json.to_owned(),
+            Some(loader),
+            clock,
+            providers,
+            now,
+        ))
+    }
+
+    /// From the environment: `WEBHOOK_PROVIDERS`, and the secrets of `WEBHOOK_SECRETS_ARN` (cached and
+    /// re-read) or of `WEBHOOK_SECRETS` (fixed).
+    pub async fn from_env(sdk: &aws_config::SdkConfig) -> Result<Self, ProvidersError> {
+        let providers = std::env::var("WEBHOOK_PROVIDERS").unwrap_or_else(|_| DEFAULT_PROVIDERS.to_owned());
+        match std::env::var("WEBHOOK_SECRETS_ARN") {
+            Ok(arn) if !arn.is_empty() => {
+                let client = aws_sdk_secretsmanager::Client::new(sdk);
+                let loader: SecretsLoader = Arc::new(move || {
+                    let (client, arn) = (client.clone(), arn.clone());
+                    Box::pin(async move {
+                        let out = client
+                            .get_secret_value()
+                            .secret_id(arn)
+                            .send()
+                            .await
+                            .map_err(|e| ProvidersError::SecretsManager(e.to_string()))?;
+                        out.secret_string().map(str::to_owned).ok_or(ProvidersError::NoSecrets)
+                    })
+                });
+                Self::load(&providers, loader, Arc::new(Instant::now)).await
+            }
+            _ => {
+                let secrets = std::env::var("WEBHOOK_SECRETS").map_err(|_| ProvidersError::NoSecrets)?;
+                Ok(Providers::from_json(&providers, &secrets)?.into())
+            }
+        }
+    }
+
+    /// The providers to verify with: the cached copy, re-read first when it is older than the TTL.
+    pub async fn current(&self) -> Arc<Providers> {
+        let (providers, due) = {
+            let state = self.inner.state.read().expect("provider cache lock");
+            let now = (self.inner.clock)();
+            let due = now.saturating_duration_since(state.loaded_at) >= self.inner.ttl
+                && now.saturating_duration_since(state.last_attempt) >= self.inner.min_refresh_interval;
+            (state.providers.clone(), due)
+        };
+        if due && self.inner.loader.is_some() {
+            return self.refresh("ttl").await.unwrap_or(providers);
+        }
+        providers
+    }
+
+    /// After a signature that no loaded secret verified: re-reads the secrets unless that was done less
+    /// than [`MIN_REFRESH_INTERVAL`] ago. `Some` with the fresh providers when a re-read happened.
+    pub async fn refresh_after_failed_signature(&self) -> Option<Arc<Providers>> {
+        self.inner.loader.as_ref()?;
+        self.refresh("failed signature").await
+    }
+
+    async fn refresh(&self, why: &'static str) -> Option<Arc<Providers>> {
+        let loader = self.inner.loader.as_ref()?;
+        let _one_at_a_time = self.inner.refreshing.lock().await;
+        let now = (self.inner.clock)();
+        {
+            let mut state = self.inner.state.write().expect("provider cache lock");
+            // Whoever held the lock before may have just re-read: that copy is as fresh as ours would be.
+            if now.saturating_duration_since(state.last_attempt) < self.inner.min_refresh_interval {
+                return None;
+            }
+            state.last_attempt = now;
+        }
+        match loader()
+            .await
+            .and_then(|json| Providers::from_json(&self.inner.providers_json, &json))
+        {
+            Ok(providers) => {
+                let providers = Arc::new(providers);
+                let mut state = self.inner.state.write().expect("provider cache lock");
+                state.providers = providers.clone();
+                state.loaded_at = now;
+                info!(reason = why, "webhook secrets re-read");
+                Some(providers)
+            }
+            Err(e) => {
+                // The error names the provider and the problem, never a secret.
+                warn!(reason = why, error = %e, "re-reading the webhook secrets failed; keeping the loaded ones");
+                None
+            }
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+    use std::sync::Mutex;
+
+    const STRIPE_A: &str = "whsec_stripe_test_secret_aaaaaaaaaa";
+    const STRIPE_B: &str = "whsec_stripe_test_secret_bbbbbbbbbb";
+    /// base64 of "standard-webhooks-test-secret" (29 bytes).
+    const STANDARD: &str = "whsec_c3RhbmRhcmQtd2ViaG9va3MtdGVzdC1zZWNyZXQ=";
+
+    fn secrets(stripe: &[&str]) -> String {
+        serde_json::json!({ "stripe": stripe, "standard": [STANDARD] }).to_string()
+    }
 
     #[test]
     fn providers_need_secrets_and_valid_standard_keys() {
-        let p = Providers::from_json(
-            DEFAULT_PROVIDERS,
-            r#"{"stripe":["whsec_a","whsec_b"],"standard":["whsec_c2VjcmV0"]}"#,
-        )
-        .unwrap();
+        let p = Providers::from_json(DEFAULT_PROVIDERS, &secrets(&[STRIPE_A, STRIPE_B])).unwrap();
         assert_eq!(p.get("stripe").unwrap().secrets.len(), 2);
         assert_eq!(p.get("standard").unwrap().scheme, Scheme::Standard);
         assert!(p.get("adyen").is_none());
         assert!(matches!(
-            Providers::from_json(DEFAULT_PROVIDERS, r#"{"stripe":["whsec_a"]}"#),
+            Providers::from_json(
+                DEFAULT_PROVIDERS,
+                &serde_json::json!({ "stripe": [STRIPE_A] }).to_string()
+            ),
             Err(ProvidersError::NoSecret(_))
         ));
-        assert!(matches!(
-            Providers::from_json(DEFAULT_PROVIDERS, r#"{"stripe":["whsec_a"],"standard":["whsec_***"]}"#),
-            Err(ProvidersError::BadSecret(..))
-        ));
         let debug = format!("{p:?}");
-        assert!(!debug.contains("whsec_a") && !debug.contains("c2VjcmV0"), "{debug}");
+        assert!(!debug.contains(STRIPE_A) && !debug.contains("c3RhbmRhcmQ"), "{debug}");
+    }
+
+    /// Each secret that cannot be one is refused with the provider's name and the reason, never the value.
+    #[test]
+    fn secrets_that_cannot_be_one_refuse_to_load_naming_the_provider_not_the_value() {
+        let cases = [
+            ("stripe", "", "secret 1 of 1 is empty"),
+            ("stripe", "   ", "secret 1 of 1 is empty"),
+            ("stripe", "whsec_short_stripe_secret", "shorter than 24 bytes"),
+            (
+                "stripe",
+                "sk_live_not_a_signing_secret_at_all",
+                "does not start with whsec_",
+            ),
+            ("standard", "whsec_not*base64*at*all*but*long*enough", "not base64"),
+            // base64 of "only-twenty-bytes-ok" (20 bytes): valid base64, too short a key.
+            (
+                "standard",
+                "whsec_b25seS10d2VudHktYnl0ZXMtb2s=",
+                "shorter than 24 bytes",
+            ),
+        ];
+        for (provider, bad, reason) in cases {
+            let json = match provider {
+                "stripe" => serde_json::json!({ "stripe": [bad], "standard": [STANDARD] }),
+                _ => serde_json::json!({ "stripe": [STRIPE_A], "standard": [STANDARD, bad] }),
+            };
+            let err = Providers::from_json(DEFAULT_PROVIDERS, &json.to_string()).unwrap_err();
+            let message = err.to_string();
+            assert!(
+                matches!(&err, ProvidersError::BadSecret(p, _) if p == provider),
+                "{bad}: {message}"
+            );
+            assert!(message.starts_with(&format!("provider {provider}: ")), "{message}");
+            assert!(message.contains(reason), "{bad}: {message}");
+            let value = bad.trim().trim_start_matches("whsec_");
+            assert!(
+                value.is_empty() || !message.contains(value),
+                "{message} shows the secret"
+            );
+        }
+        // At the limit: exactly 24 bytes after whsec_ loads.
+        let exactly = format!("whsec_{}", "k".repeat(MIN_SECRET_BYTES));
+        Providers::from_json(DEFAULT_PROVIDERS, &secrets(&[&exactly])).unwrap();
+    }
+
+    /// A loader whose answer the test changes, counting its calls, and a clock the test moves.
+    struct Fixture {
+        json: Arc<Mutex<String>>,
+        calls: Arc<AtomicUsize>,
+        offset_secs: Arc<AtomicU64>,
+        source: ProviderSource,
+    }
+
+    impl Fixture {
+        async fn new() -> Self {
+            let json = Arc::new(Mutex::new(secrets(&[STRIPE_A])));
+            let calls = Arc::new(AtomicUsize::new(0));
+            let offset_secs = Arc::new(AtomicU64::new(0));
+            let loader: SecretsLoader = {
+                let (json, calls) = (json.clone(), calls.clone());
+                Arc::new(move || {
+                    calls.fetch_add(1, Ordering::SeqCst);
+                    let json = json.lock().unwrap().clone();
+                    Box::pin(async move {
+                        if json == "fail" {
+                            Err(ProvidersError::SecretsManager("AccessDenied".into()))
+                        } else {
+                            Ok(json)
+                        }
+                    })
+                })
+            };
+            let start = Instant::now();
+            let clock: Clock = {
+                let offset = offset_secs.clone();
+                Arc::new(move || start + Duration::from_secs(offset.load(Ordering::SeqCst)))
+            };
+            let source = ProviderSource::load(DEFAULT_PROVIDERS, loader, clock).await.unwrap();
+            Self {
+                json,
+                calls,
+                offset_secs,
+                source,
+            }
+        }
+        fn at(&self, secs: u64) {
+            self.offset_secs.store(secs, Ordering::SeqCst);
+        }
+        fn rotate_to(&self, json: String) {
+            *self.json.lock().unwrap() = json;
+        }
+        fn calls(&self) -> usize {
+            self.calls.load(Ordering::SeqCst)
+        }
+    }
+
+    fn stripe_secrets(p: &Arc<Providers>) -> Vec<String> {
+        p.get("stripe")
+            .unwrap()
+            .secrets
+            .iter()
+            .map(|s| s.expose().to_owned())
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn the_secrets_are_read_again_once_the_copy_is_older_than_the_ttl() {
+        let f = Fixture::new().await;
+        assert_eq!(f.calls(), 1);
+        f.rotate_to(secrets(&[STRIPE_A, STRIPE_B]));
+        f.at(SECRETS_TTL.as_secs() - 1);
+        assert_eq!(stripe_secrets(&f.source.current().await), vec![STRIPE_A]);
+        assert_eq!(f.calls(), 1, "no read before the TTL");
+        f.at(SECRETS_TTL.as_secs());
+        assert_eq!(stripe_secrets(&f.source.current().await), vec![STRIPE_A, STRIPE_B]);
+        assert_eq!(f.calls(), 2);
+        f.at(SECRETS_TTL.as_secs() + 10);
+        f.source.current().await;
+        assert_eq!(f.calls(), 2, "the fresh copy is used for another TTL");
+    }
+
+    #[tokio::test]
+    async fn a_failed_signature_reads_the_secrets_again_at_most_every_30_seconds() {
+        let f = Fixture::new().await;
+        f.rotate_to(secrets(&[STRIPE_B]));
+        f.at(5);
+        assert!(
+            f.source.refresh_after_failed_signature().await.is_none(),
+            "5 s after the load"
+        );
+        assert_eq!(f.calls(), 1);
+        f.at(MIN_REFRESH_INTERVAL.as_secs());
+        let fresh = f.source.refresh_after_failed_signature().await.expect("a re-read");
+        assert_eq!(stripe_secrets(&fresh), vec![STRIPE_B]);
+        assert_eq!(
+            stripe_secrets(&f.source.current().await),
+            vec![STRIPE_B],
+            "later requests use it"
+        );
+        for secs in [31, 45, 59] {
+            f.at(MIN_REFRESH_INTERVAL.as_secs() + secs - 30);
+            assert!(f.source.refresh_after_failed_signature().await.is_none(), "at {secs} s");
+        }
+        assert_eq!(f.calls(), 2, "a flood of bad signatures costs one read per interval");
+        f.at(2 * MIN_REFRESH_INTERVAL.as_secs());
+        assert!(f.source.refresh_after_failed_signature().await.is_some());
+        assert_eq!(f.calls(), 3);
+    }
+
+    #[tokio::test]
+    async fn a_failed_or_invalid_re_read_keeps_the_loaded_secrets() {
+        let f = Fixture::new().await;
+        f.rotate_to("fail".into());
+        f.at(SECRETS_TTL.as_secs());
+        assert_eq!(stripe_secrets(&f.source.current().await), vec![STRIPE_A]);
+        f.rotate_to(secrets(&["whsec_truncated"]));
+        f.at(SECRETS_TTL.as_secs() + MIN_REFRESH_INTERVAL.as_secs());
+        assert!(f.source.refresh_after_failed_signature().await.is_none());
+        assert_eq!(stripe_secrets(&f.source.current().await), vec![STRIPE_A]);
+        assert_eq!(f.calls(), 3);
+    }
+
+    #[tokio::test]
+    async fn providers_from_the_environment_are_never_re_read() {
+        let source = ProviderSource::from(Providers::from_json(DEFAULT_PROVIDERS, &secrets(&[STRIPE_A])).unwrap());
+        assert!(source.refresh_after_failed_signature().await.is_none());
+        assert_eq!(stripe_secrets(&source.current().await), vec![STRIPE_A]);
+        assert!(!format!("{source:?}").contains(STRIPE_A));
     }
 }

@@ -14,8 +14,8 @@ use webhook_intake::providers::Providers;
 use webhook_intake::signature::{sign_standard, sign_stripe};
 use webhook_intake::{process, App, IntakeSettings};
 
-const STRIPE_OLD: &str = "whsec_test_stripe_old";
-const STRIPE_NEW: &str = "whsec_test_stripe_new";
+const STRIPE_OLD: &str = "whsec_test_stripe_old_secret_0001";
+const STRIPE_NEW: &str = "whsec_test_stripe_new_secret_0002";
 const STANDARD: &str = "whsec_dGVzdC1zdGFuZGFyZC13ZWJob29rLXNlY3JldA==";
 const CLIENT_SECRET: &str = "pi_test_secret_INTAKEsecret";
 
@@ -51,7 +51,7 @@ impl TestIntake {
         let app = App {
             store: ctx.store.clone(),
             leases: ctx.leases.clone(),
-            providers: providers(),
+            providers: providers().into(),
             settings,
         };
         Self { ctx, app }
@@ -358,6 +358,91 @@ async fn every_refusal_writes_nothing() {
     assert_eq!(t.ctx.store.get(&id).await.unwrap().unwrap().version, 1);
 }
 
+/// A secret rotated in Secrets Manager reaches a warm instance at the first webhook it signs: the failed
+/// signature re-reads the secrets (a loader stands in for Secrets Manager) and the webhook is applied; a
+/// forged webhook right after it costs no second read (at most one per 30 s).
+#[tokio::test]
+async fn a_rotated_secret_is_used_from_the_first_webhook_it_signs() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+    use webhook_intake::providers::{ProviderSource, SecretsLoader, DEFAULT_PROVIDERS};
+    let mut t = TestIntake::new().await;
+    let stored = Arc::new(Mutex::new(
+        json!({ "stripe": [STRIPE_OLD], "standard": [STANDARD] }).to_string(),
+    ));
+    let reads = Arc::new(AtomicUsize::new(0));
+    let loader: SecretsLoader = {
+        let (stored, reads) = (stored.clone(), reads.clone());
+        Arc::new(move || {
+            reads.fetch_add(1, Ordering::SeqCst);
+            let json = stored.lock().unwrap().clone();
+            Box::pin(async move { Ok(json) })
+        })
+    };
+    // The cache's clock, moved 31 s past the load below: a failed signature may then re-read at once.
+    let start = std::time::Instant::now();
+    let elapsed = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let clock = {
+        let elapsed = elapsed.clone();
+        Arc::new(move || start + Duration::from_secs(elapsed.load(Ordering::SeqCst)))
+    };
+    t.app.providers = ProviderSource::load(DEFAULT_PROVIDERS, loader, clock).await.unwrap();
+    assert_eq!(reads.load(Ordering::SeqCst), 1);
+    elapsed.store(31, Ordering::SeqCst);
+
+    let id = t.payment("pay_rot").await;
+    *stored.lock().unwrap() = json!({ "stripe": [STRIPE_NEW], "standard": [STANDARD] }).to_string();
+    let event = intent_event("evt_rot_1", "payment_intent.succeeded", &id, now());
+    let answer = t.send(stripe(&event, STRIPE_NEW)).await;
+    assert_eq!((answer.status, result(&answer)), (StatusCode::OK, "applied"));
+    assert_eq!(
+        reads.load(Ordering::SeqCst),
+        2,
+        "one re-read after the failed signature"
+    );
+
+    let forged = intent_event("evt_rot_2", "payment_intent.canceled", &id, now());
+    let answer = t.send(stripe(&forged, "whsec_attacker_secret_0123456789")).await;
+    assert_eq!(answer.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(reads.load(Ordering::SeqCst), 2, "re-reads are rate-limited");
+    assert_eq!(
+        t.ctx.store.get(&id).await.unwrap().unwrap().status,
+        PaymentStatus::Captured
+    );
+}
+
+/// The event item a webhook writes carries the webhook's trace (the caller's `traceparent` here, else the
+/// invocation's X-Ray trace): the relay and the consumer continue it, so one trace shows both.
+#[tokio::test]
+async fn the_event_item_carries_the_webhooks_trace() {
+    shared::telemetry::init();
+    let t = TestIntake::new().await;
+    let id = t.payment("pay_trace").await;
+    let trace = "5759e988bd862e3fe1be46a994272793";
+    let body = intent_event("evt_trace_1", "payment_intent.succeeded", &id, now());
+    let bytes = body.to_string().into_bytes();
+    let sig = sign_stripe(&SigningSecret::parse(STRIPE_NEW).unwrap(), now(), &bytes);
+    let req = apigw(
+        "/webhooks/stripe",
+        json!({ "stripe-signature": sig, "traceparent": format!("00-{trace}-53995c3f42cd8ad8-01") }),
+        &bytes,
+        false,
+    );
+    assert_eq!(result(&t.send(req).await), "applied");
+    let events = t.ctx.store.events(&id).await.unwrap();
+    let stored = events
+        .last()
+        .unwrap()
+        .trace_context
+        .clone()
+        .expect("a trace context on the event");
+    assert!(stored.starts_with(&format!("00-{trace}-")), "{stored}");
+    assert!(
+        !stored.contains("53995c3f42cd8ad8"),
+        "the finalize span's own id, not the caller's: {stored}"
+    );
+}
+
 #[tokio::test]
 async fn base64_bodies_are_verified_on_the_decoded_bytes() {
     let t = TestIntake::new().await;
@@ -508,12 +593,12 @@ async fn sample_events_sign_and_run_through_the_handler() {
         }
     }
     let (stripe_secret, standard_secret) = (
-        "whsec_local_dev_stripe_secret",
+        "whsec_local_dev_stripe_signing_secret",
         "whsec_bG9jYWwtZGV2LXN0YW5kYXJkLXNlY3JldA==",
     );
     let secrets = json!({ "stripe": [stripe_secret], "standard": [standard_secret] }).to_string();
     let mut t = TestIntake::new().await;
-    t.app.providers = Providers::from_json(DEFAULT_PROVIDERS, &secrets).unwrap();
+    t.app.providers = Providers::from_json(DEFAULT_PROVIDERS, &secrets).unwrap().into();
     let mut sample = fixtures::new_payment("pay_sample", 1000);
     sample.psp_reference = Some(shared::PspReference::parse("pi_3SampleIntent00001").unwrap());
     t.ctx.store.create(sample).await.unwrap();

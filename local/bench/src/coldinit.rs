@@ -79,7 +79,7 @@ async fn cold_init(binary: &PathBuf) -> Result<(Duration, Option<u64>), Box<dyn 
         .env("PSP_BASE_URL", "https://psp.example")
         .env(
             "WEBHOOK_SECRETS",
-            r#"{"stripe":["whsec_x"],"standard":["whsec_c2VjcmV0"]}"#,
+            r#"{"stripe":["whsec_local_dev_stripe_signing_secret"],"standard":["whsec_bG9jYWwtZGV2LXN0YW5kYXJkLXNlY3JldA=="]}"#,
         )
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())

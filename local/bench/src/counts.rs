@@ -12,7 +12,7 @@ use webhook_intake::providers::{Providers, DEFAULT_PROVIDERS};
 use webhook_intake::samples::{apigw_event, signature_headers};
 use webhook_intake::{process, App, IntakeSettings};
 
-const SECRET: &str = "whsec_local_dev_stripe_secret";
+const SECRET: &str = "whsec_local_dev_stripe_signing_secret";
 
 fn webhook(event_id: &str, kind: &str, payment: &str, with_metadata: bool) -> Request {
     let body = json!({ "id": event_id, "object": "event", "type": kind, "created": shared::clock::now_ms() / 1000,
@@ -35,7 +35,9 @@ fn app(ctx: &TestContext) -> App {
     App {
         store: ctx.store.clone(),
         leases: ctx.leases.clone(),
-        providers: Providers::from_json(DEFAULT_PROVIDERS, &secrets).expect("providers"),
+        providers: Providers::from_json(DEFAULT_PROVIDERS, &secrets)
+            .expect("providers")
+            .into(),
         settings: IntakeSettings::default(),
     }
 }

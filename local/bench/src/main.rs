@@ -18,7 +18,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         .and_then(|v| v.parse().ok())
         .unwrap_or(200);
     let secret = SigningSecret::parse(
-        std::env::var("WEBHOOK_SECRET").unwrap_or_else(|_| "whsec_local_dev_stripe_secret".into()),
+        std::env::var("WEBHOOK_SECRET").unwrap_or_else(|_| "whsec_local_dev_stripe_signing_secret".into()),
     )?;
     let mut out = String::new();
     writeln!(out, "# Benchmark results\n").ok();

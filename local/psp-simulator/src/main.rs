@@ -39,7 +39,7 @@ async fn main() -> Result<(), Error> {
     shared::telemetry::init();
     let api = std::env::var("API").unwrap_or_else(|_| "http://127.0.0.1:3000".into());
     let secret = SigningSecret::parse(
-        std::env::var("WEBHOOK_SECRET").unwrap_or_else(|_| "whsec_local_dev_stripe_secret".into()),
+        std::env::var("WEBHOOK_SECRET").unwrap_or_else(|_| "whsec_local_dev_stripe_signing_secret".into()),
     )?;
     match std::env::args().nth(1).as_deref() {
         Some("serve") => {

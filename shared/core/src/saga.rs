@@ -495,6 +495,25 @@ impl Saga<CancellingPayment> {
         self.record.payment_id.as_ref()
     }
 
+    /// The PSP refused the cancel because the payment succeeded meanwhile: the money was taken, so the saga
+    /// continues from the capture (the order is confirmed, or, when the customer cancelled it, refunded).
+    /// `Err(self)` when the charge step created no payment (then nothing can have succeeded).
+    #[allow(clippy::result_large_err)]
+    pub fn payment_succeeded(mut self, now_ms: i64) -> Result<(Saga<PaymentCaptured>, SagaEvent), Self> {
+        if self.record.payment_id.is_none() {
+            return Err(self);
+        }
+        self.record.captured = true;
+        self.record.failure = None;
+        Ok(self.step(
+            SagaStatus::PaymentCaptured,
+            SagaEventKind::PaymentCaptured,
+            Step::AwaitPayment,
+            Some("succeeded before the cancel reached the PSP".into()),
+            now_ms,
+        ))
+    }
+
     /// The charge took no money and our payment (if any) is failed.
     pub fn payment_cancelled(self, now_ms: i64) -> (Saga<ReleasingStock>, SagaEvent) {
         self.step(

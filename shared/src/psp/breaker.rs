@@ -108,7 +108,9 @@ pub fn emf(name: &str, now_ms: i64) -> serde_json::Value {
     serde_json::json!({
         "_aws": { "Timestamp": now_ms, "CloudWatchMetrics": [{
             "Namespace": "Payments/Psp",
-            "Dimensions": [["Breaker"]],
+            // No dimension: one breaker per deployment, and the alarm watches the plain metric. The breaker's
+            // name rides along as a property for Logs Insights.
+            "Dimensions": [[]],
             "Metrics": [{ "Name": "BreakerOpened", "Unit": "Count" }],
         }]},
         "Breaker": name,

@@ -46,6 +46,10 @@ pub fn shard_of(kind: OpenKind, id: &str) -> String {
 
 /// The `pk`s of items of `kind` that opened at or before `opened_before_ms` and are still open, oldest first
 /// per shard, at most `limit` in all. Eventually consistent: callers re-read each item before acting.
+///
+/// Fair to every shard: each gets an equal share of `limit` (at least one), so items that cannot be resolved
+/// piling up in one shard never hide the other shards; when `limit` is smaller than the number of shards, the
+/// first shard asked rotates with the clock, so every shard is reached over a few runs.
 pub async fn open_since(
     client: &Client,
     table: &str,
@@ -53,38 +57,66 @@ pub async fn open_since(
     opened_before_ms: i64,
     limit: usize,
 ) -> Result<Vec<String>, StoreError> {
+    let shards = usize::try_from(OPEN_SHARDS).unwrap_or(8);
+    let share = (limit / shards).max(1);
+    let first = usize::try_from(crate::clock::now_ms().rem_euclid(60_000) / 1000).unwrap_or(0);
     let mut found = Vec::new();
-    for n in 0..OPEN_SHARDS {
-        let mut start = None;
-        loop {
-            let remaining = limit.saturating_sub(found.len());
-            if remaining == 0 {
-                return Ok(found);
-            }
-            let out = client
-                .query()
-                .table_name(table)
-                .index_name(OPEN_INDEX)
-                .key_condition_expression("open_shard = :s AND opened_at_ms <= :t")
-                .expression_attribute_values(":s", AttributeValue::S(format!("{}#{n}", kind.prefix())))
-                .expression_attribute_values(":t", AttributeValue::N(opened_before_ms.to_string()))
-                .limit(i32::try_from(remaining).unwrap_or(i32::MAX))
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(|e| StoreError::from_sdk("query open items", e))?;
-            found.extend(
-                out.items()
-                    .iter()
-                    .filter_map(|i| i.get("pk").and_then(|v| v.as_s().ok()).cloned()),
-            );
-            start = out.last_evaluated_key;
-            if start.is_none() {
-                break;
-            }
+    for n in (0..shards).map(|i| (first + i) % shards) {
+        let budget = share.min(limit.saturating_sub(found.len()));
+        if budget == 0 {
+            break;
         }
+        found.extend(
+            shard_since(
+                client,
+                table,
+                &format!("{}#{n}", kind.prefix()),
+                opened_before_ms,
+                budget,
+            )
+            .await?,
+        );
     }
     Ok(found)
+}
+
+/// Up to `budget` open items of one shard, oldest first.
+async fn shard_since(
+    client: &Client,
+    table: &str,
+    shard: &str,
+    opened_before_ms: i64,
+    budget: usize,
+) -> Result<Vec<String>, StoreError> {
+    let mut found = Vec::new();
+    let mut start = None;
+    loop {
+        let remaining = budget.saturating_sub(found.len());
+        if remaining == 0 {
+            return Ok(found);
+        }
+        let out = client
+            .query()
+            .table_name(table)
+            .index_name(OPEN_INDEX)
+            .key_condition_expression("open_shard = :s AND opened_at_ms <= :t")
+            .expression_attribute_values(":s", AttributeValue::S(shard.to_owned()))
+            .expression_attribute_values(":t", AttributeValue::N(opened_before_ms.to_string()))
+            .limit(i32::try_from(remaining).unwrap_or(i32::MAX))
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+            .map_err(|e| StoreError::from_sdk("query open items", e))?;
+        found.extend(
+            out.items()
+                .iter()
+                .filter_map(|i| i.get("pk").and_then(|v| v.as_s().ok()).cloned()),
+        );
+        start = out.last_evaluated_key;
+        if start.is_none() {
+            return Ok(found);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -17,7 +17,12 @@ async fn main() -> Result<(), Error> {
     let consumer = Consumer::new(dynamodb, &config.table_name, OrderProjection);
     run(service_fn(|event: LambdaEvent<SqsEvent>| {
         let (consumer, runner) = (&consumer, &runner);
-        async move { Ok::<_, Error>(checkout_saga::events::handle(consumer, runner, event.payload).await) }
+        async move {
+            let response = checkout_saga::events::handle(consumer, runner, event.payload).await;
+            // Lambda freezes the process after the answer: export this invocation's spans now.
+            telemetry::flush();
+            Ok::<_, Error>(response)
+        }
     }))
     .await
 }

@@ -13,7 +13,7 @@ use webhook_intake::samples::sign_all;
 
 /// The development secrets documented in README (the same as `scripts/lib.sh`).
 const DEV_SECRETS: &str =
-    r#"{"stripe":["whsec_local_dev_stripe_secret"],"standard":["whsec_bG9jYWwtZGV2LXN0YW5kYXJkLXNlY3JldA=="]}"#;
+    r#"{"stripe":["whsec_local_dev_stripe_signing_secret"],"standard":["whsec_bG9jYWwtZGV2LXN0YW5kYXJkLXNlY3JldA=="]}"#;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let secrets_json = std::env::var("WEBHOOK_SECRETS").unwrap_or_else(|_| DEV_SECRETS.to_owned());

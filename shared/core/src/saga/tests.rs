@@ -163,6 +163,13 @@ fn walk(choices: &[u8]) -> (SagaRecord, Vec<SagaEvent>) {
                 let (s, e) = s.refunded(2500, now);
                 (Loaded::ReleasingStock(s), e)
             }
+            Loaded::CancellingPayment(s) if c % 3 == 0 && s.payment_id().is_some() => {
+                // The PSP refused the cancel: the payment succeeded meanwhile.
+                let Ok((s, e)) = s.payment_succeeded(now) else {
+                    unreachable!("has a payment")
+                };
+                (Loaded::PaymentCaptured(s), e)
+            }
             Loaded::CancellingPayment(s) => {
                 let (s, e) = s.payment_cancelled(now);
                 (Loaded::ReleasingStock(s), e)

@@ -1,0 +1,237 @@
+//! Every wait ends: a saga whose projection never hears of the payment's outcome reads the payment itself
+//! past its deadline, and items that cannot be resolved in one shard of the open-items index never hide the
+//! others from recovery.
+
+use super::*;
+use shared::store::open_index::{shard_of, OpenKind, OPEN_SHARDS};
+use shared::{NewPayment, PaymentId};
+
+#[tokio::test]
+async fn a_lost_projection_event_cannot_hold_a_saga_past_its_deadline() {
+    let w = world().await;
+    // Before the deadline the saga waits for the queue (which, here, never delivers).
+    let waiting = w
+        .runner()
+        .start(order(), w.checkout("pm_succeeded", 1))
+        .await
+        .expect("start");
+    assert_eq!(waiting.status, SagaStatus::PaymentPending);
+    assert_eq!(w.payment_status(&waiting).await, PaymentStatus::Captured);
+    // Past it, the payment item itself settles the wait.
+    let runner = w.runner_with(
+        w.ctx.client.clone(),
+        w.psp(),
+        Settings {
+            payment_timeout: Duration::ZERO,
+            backoff: fast_backoff(),
+            ..Settings::default()
+        },
+    );
+    let id = order();
+    let done = runner
+        .start(id.clone(), w.checkout("pm_succeeded", 1))
+        .await
+        .expect("start");
+    assert_eq!(done.status, SagaStatus::Completed, "no event was delivered");
+    assert_eq!(w.log(&id).await, HAPPY);
+}
+
+fn payment_in_shard(shard: u64, n: usize) -> PaymentId {
+    (0..)
+        .map(|i| format!("pay_s{shard}_{n}_{i}"))
+        .find(|id| shard_of(OpenKind::Payment, id) == format!("PAYMENT#{shard}"))
+        .and_then(|id| PaymentId::parse(id).ok())
+        .expect("an id in the shard")
+}
+
+fn new_payment(id: PaymentId, reference: Option<PspReference>) -> NewPayment {
+    NewPayment {
+        order_id: OrderId::parse(format!("order-{id}")).unwrap(),
+        id,
+        money: fixture_money(),
+        psp_reference: reference,
+        metadata: Default::default(),
+        correlation_id: CorrelationId::parse("corr-setup").unwrap(),
+        trace_context: None,
+        now_ms: shared::clock::now_ms(),
+    }
+}
+
+#[tokio::test]
+async fn two_hundred_unresolvable_payments_in_one_shard_do_not_hide_a_resolvable_one_in_another() {
+    let w = world().await;
+    // 200 open payments in shard 0 that recovery cannot resolve (no PSP reference, ever).
+    for n in 0..200 {
+        w.ctx
+            .store
+            .create(new_payment(payment_in_shard(0, n), None))
+            .await
+            .expect("create");
+    }
+    // One in the last shard whose money was taken at the PSP, silently.
+    let last = OPEN_SHARDS - 1;
+    let id = payment_in_shard(last, 0);
+    let (order_id, money) = (OrderId::parse("order-shard").unwrap(), fixture_money());
+    let request = shared::psp::ChargeRequest {
+        payment_id: &id,
+        order_id: &order_id,
+        money: &money,
+        payment_method: "pm_silent",
+    };
+    let intent = w.psp().charge("shard:charge", &request).await.expect("charged");
+    let reference = PspReference::parse(intent.id.as_str()).unwrap();
+    w.ctx
+        .store
+        .create(new_payment(id.clone(), Some(reference)))
+        .await
+        .expect("create");
+
+    let runner = w.runner_with(
+        w.ctx.client.clone(),
+        w.psp(),
+        Settings {
+            backoff: fast_backoff(),
+            ..Settings::default()
+        },
+    );
+    let mut recovery = runner.recovery;
+    recovery.settings.batch_limit = 200;
+    let report = recovery.run().await.expect("run");
+    assert_eq!(report.applied, 1, "{report:?}");
+    assert!(
+        report.no_reference <= 200 / OPEN_SHARDS as u32,
+        "shard 0 got only its share: {report:?}"
+    );
+    assert_eq!(
+        w.ctx.store.get(&id).await.unwrap().unwrap().status,
+        PaymentStatus::Captured
+    );
+}
+
+/// Compensated after the payment took no money: the charge's compensation, then the stock.
+const CANCELLED_BEFORE_CAPTURE: [(K, S); 6] = [
+    (K::SagaStarted, S::ReserveStock),
+    (K::StockReserved, S::ReserveStock),
+    (K::PaymentRequested, S::Charge),
+    (K::StepFailed, S::AwaitPayment),
+    (K::StepCompensated, S::Charge),
+    (K::StockReleased, S::ReserveStock),
+];
+
+fn abandoning_runner(w: &World, abandon_after: Duration) -> Runner<shared::psp::StripeClient> {
+    w.runner_with(
+        w.ctx.client.clone(),
+        w.psp(),
+        Settings {
+            abandon_after,
+            backoff: fast_backoff(),
+            ..Settings::default()
+        },
+    )
+}
+
+/// The PaymentIntent of this saga's payment, as the simulator holds it.
+fn intent_status(w: &World, record: &SagaRecord) -> String {
+    let id = record.payment_id.as_ref().expect("payment");
+    let intents = w.sim.ledger.intents_for(id.as_str());
+    assert_eq!(intents.len(), 1, "{intents:?}");
+    intents[0]["status"].as_str().unwrap_or_default().to_owned()
+}
+
+#[tokio::test]
+async fn an_abandoned_3ds_checkout_ends_compensated_with_the_payment_intent_canceled() {
+    let w = world().await;
+    let runner = abandoning_runner(&w, Duration::from_secs(3));
+    let id = order();
+    let waiting = runner
+        .start(id.clone(), w.checkout("pm_abandoned_action", 1))
+        .await
+        .expect("start");
+    assert_eq!(
+        waiting.status,
+        SagaStatus::PaymentPending,
+        "the customer has time until the deadline"
+    );
+    tokio::time::sleep(Duration::from_millis(3100)).await;
+    sweeper::sweep(&runner, Duration::ZERO, 100).await.expect("sweep");
+    let done = w.saga(&id).await;
+    assert_eq!(done.status, SagaStatus::Compensated);
+    assert_eq!(w.log(&id).await, CANCELLED_BEFORE_CAPTURE);
+    assert_eq!(intent_status(&w, &done), "canceled");
+    assert_eq!(w.payment_status(&done).await, PaymentStatus::Failed);
+    assert_eq!(w.stock().await, STOCK);
+}
+
+#[tokio::test]
+async fn a_customer_who_cancels_during_the_challenge_is_never_charged() {
+    let w = world().await;
+    let runner = w.runner();
+    let id = order();
+    let waiting = runner
+        .start(id.clone(), w.checkout("pm_abandoned_action", 1))
+        .await
+        .expect("start");
+    orders::cancel(&w.ctx.client, &w.ctx.table, &id).await.expect("cancel");
+    let done = runner.cancel_by_customer(&id).await.expect("cancel").expect("saga");
+    assert_eq!(done.status, SagaStatus::Compensated);
+    assert_eq!(w.log(&id).await, CANCELLED_BEFORE_CAPTURE);
+    assert_eq!(
+        intent_status(&w, &waiting),
+        "canceled",
+        "canceled, not charged and refunded"
+    );
+    w.assert_charged_once(&waiting, 0);
+    assert_eq!(w.stock().await, STOCK);
+}
+
+#[tokio::test]
+async fn a_success_that_races_the_cancel_continues_from_the_capture() {
+    let w = world().await;
+    // The customer cancels; the challenge had succeeded at the PSP a moment before (its webhook not yet in).
+    let runner = w.runner();
+    let cancelled = order();
+    let first = runner
+        .start(cancelled.clone(), w.checkout("pm_slow_action", 1))
+        .await
+        .expect("start");
+    tokio::time::sleep(SLOW + Duration::from_millis(100)).await;
+    orders::cancel(&w.ctx.client, &w.ctx.table, &cancelled)
+        .await
+        .expect("cancel");
+    let done = runner
+        .cancel_by_customer(&cancelled)
+        .await
+        .expect("cancel")
+        .expect("saga");
+    assert_eq!(done.status, SagaStatus::Compensated);
+    let log = w.log(&cancelled).await;
+    assert_eq!(
+        log.iter().map(|(k, _)| *k).collect::<Vec<_>>(),
+        vec![
+            K::SagaStarted,
+            K::StockReserved,
+            K::PaymentRequested,
+            K::StepFailed,
+            K::PaymentCaptured,
+            K::StepFailed,
+            K::PaymentRefunded,
+            K::StockReleased
+        ],
+        "the cancel was refused, the capture continued, the cancelled order refunded"
+    );
+    w.assert_charged_once(&first, 2500);
+
+    // Abandoned at the deadline, but the customer completed the challenge just before: the order is kept.
+    // The deadline falls well after the success at the PSP (SLOW), so the cancel always meets a success.
+    let runner = abandoning_runner(&w, SLOW * 2);
+    let kept = order();
+    let second = runner
+        .start(kept.clone(), w.checkout("pm_slow_action", 1))
+        .await
+        .expect("start");
+    tokio::time::sleep(SLOW * 2 + Duration::from_millis(100)).await;
+    sweeper::sweep(&runner, Duration::ZERO, 100).await.expect("sweep");
+    assert_eq!(w.saga(&kept).await.status, SagaStatus::Completed);
+    w.assert_charged_once(&second, 0);
+    assert_eq!(w.stock().await, STOCK - 1);
+}
