@@ -4,7 +4,8 @@
 //! are reported, so the stream retries from there and the order per payment never breaks.
 //!
 //! Also here: replaying event items to the queue (by payment or time range) and redriving the DLQ, both
-//! safe to repeat because consumers apply each event once.
+//! safe to repeat because consumers apply each event once. The operator runs them through `paymentsctl
+//! replay` and `paymentsctl redrive-dlq` (`tools/paymentsctl`).
 
 use aws_lambda_events::event::dynamodb::Event as StreamEvent;
 use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
@@ -260,7 +261,23 @@ pub async fn replay_range(
     from_ms: i64,
     to_ms: i64,
 ) -> Result<usize, RelayError> {
-    let items = store
+    let events = events_between(store, from_ms, to_ms, |_| {}).await?;
+    publisher
+        .publish(&events)
+        .await
+        .map_err(|k| RelayError::Sqs(format!("publishing stopped at event {k}")))?;
+    Ok(events.len())
+}
+
+/// Every event item recorded in `[from_ms, to_ms)`, per payment in version order, by a Scan; `scanned` is
+/// told how many items each page read (for an operator's progress bar).
+pub async fn events_between(
+    store: &PaymentStore,
+    from_ms: i64,
+    to_ms: i64,
+    mut scanned: impl FnMut(u64),
+) -> Result<Vec<PaymentEvent>, RelayError> {
+    let mut pages = store
         .client()
         .scan()
         .table_name(store.table())
@@ -269,22 +286,17 @@ pub async fn replay_range(
         .expression_attribute_values(":from", AttributeValue::N(from_ms.to_string()))
         .expression_attribute_values(":to", AttributeValue::N((to_ms - 1).to_string()))
         .into_paginator()
-        .items()
-        .send()
-        .collect::<Result<Vec<_>, _>>()
-        .await
-        .map_err(|e| RelayError::Store(e.to_string()))?;
-    let mut events = items
-        .into_iter()
-        .map(event_from_item)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| RelayError::Store(e.to_string()))?;
+        .send();
+    let mut events = Vec::new();
+    while let Some(page) = pages.next().await {
+        let page = page.map_err(|e| RelayError::Store(e.to_string()))?;
+        scanned(u64::try_from(page.scanned_count()).unwrap_or(0));
+        for item in page.items() {
+            events.push(event_from_item(item.clone()).map_err(|e| RelayError::Store(e.to_string()))?);
+        }
+    }
     events.sort_by(|a, b| (a.payment_id.as_str(), a.version).cmp(&(b.payment_id.as_str(), b.version)));
-    publisher
-        .publish(&events)
-        .await
-        .map_err(|k| RelayError::Sqs(format!("publishing stopped at event {k}")))?;
-    Ok(events.len())
+    Ok(events)
 }
 
 /// Moves every message from the DLQ back to the queue (same group, deduplication id and attributes), deleting

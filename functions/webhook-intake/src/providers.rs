@@ -70,17 +70,34 @@ pub enum ProvidersError {
     SecretsManager(String),
 }
 
-#[derive(Deserialize)]
+/// One entry of `WEBHOOK_PROVIDERS`: a provider without its secrets (what an operator's replay needs).
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ProviderSpec {
-    name: String,
-    scheme: Scheme,
+pub struct ProviderSpec {
+    pub name: String,
+    pub scheme: Scheme,
     #[serde(default)]
-    livemode: Option<bool>,
+    pub livemode: Option<bool>,
     #[serde(default)]
-    account: Option<String>,
+    pub account: Option<String>,
     #[serde(default)]
-    tolerance_secs: Option<i64>,
+    pub tolerance_secs: Option<i64>,
+}
+
+impl ProviderSpec {
+    /// The providers `WEBHOOK_PROVIDERS` names (default: [`DEFAULT_PROVIDERS`]), without reading any secret.
+    pub fn from_env() -> Result<Vec<Self>, ProvidersError> {
+        let providers = std::env::var("WEBHOOK_PROVIDERS").unwrap_or_else(|_| DEFAULT_PROVIDERS.to_owned());
+        serde_json::from_str(&providers).map_err(|e| ProvidersError::BadProviders(e.to_string()))
+    }
+
+    /// What this provider's events must say about mode and account.
+    pub fn expectations(&self) -> Expectations {
+        Expectations {
+            livemode: self.livemode,
+            account: self.account.clone(),
+        }
+    }
 }
 
 /// The providers when `WEBHOOK_PROVIDERS` is not set: Stripe and one Standard Webhooks PSP.
@@ -116,10 +133,7 @@ impl Providers {
                 name: spec.name.clone(),
                 scheme: spec.scheme,
                 secrets,
-                expect: Expectations {
-                    livemode: spec.livemode,
-                    account: spec.account,
-                },
+                expect: spec.expectations(),
                 tolerance_secs: spec.tolerance_secs.unwrap_or(DEFAULT_TOLERANCE_SECS),
             };
             map.insert(spec.name, provider);

@@ -1,0 +1,238 @@
+//! The saga escalation queue: what the checkout saga could not fix by retrying (`shared::saga::Escalation`
+//! writes `{"order_id", "action", "attempts", "error", "escalated_at_ms"}`).
+//!
+//! **Listing without consuming.** SQS has no browse: the command receives every message with a short
+//! visibility timeout and then makes each visible again at once (`ChangeMessageVisibility` 0). The cost: each
+//! listing raises the messages' `ApproximateReceiveCount` (the queue has no redrive policy, so nothing moves)
+//! and, for a moment, another reader would not see them.
+//!
+//! **Retry** resumes the saga through the saga's own runner (`Runner::resume`, as the sweeper does): the same
+//! steps, the same idempotency keys at the PSP, the same version token. After a resume that returns, the
+//! order's escalation messages are deleted (they are answered); a resume that fails again escalates anew.
+
+use crate::settings::{Ctx, QueueRole};
+use crate::when::format_ms;
+use serde::{Deserialize, Serialize};
+use shared::saga::{Loaded, NextAction, SagaStore};
+use shared::OrderId;
+
+/// How long a listing hides the messages before it gives them back explicitly.
+const PEEK_VISIBILITY_SECONDS: i32 = 20;
+/// A listing stops after this many messages.
+const PEEK_LIMIT: usize = 1000;
+
+/// One escalation as the saga wrote it, plus SQS's own facts.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct EscalationMessage {
+    pub message_id: String,
+    pub order_id: String,
+    pub action: String,
+    pub attempts: u32,
+    pub error: String,
+    pub escalated_at_ms: i64,
+    pub receive_count: u32,
+    #[serde(skip)]
+    receipt_handle: String,
+}
+
+#[derive(Deserialize)]
+struct Body {
+    order_id: String,
+    #[serde(default)]
+    action: String,
+    #[serde(default)]
+    attempts: u32,
+    #[serde(default)]
+    error: String,
+    #[serde(default)]
+    escalated_at_ms: i64,
+}
+
+/// Every message of the queue (up to [`PEEK_LIMIT`]), left in the queue and visible again.
+pub async fn peek(sqs: &aws_sdk_sqs::Client, queue_url: &str) -> Result<Vec<EscalationMessage>, crate::Error> {
+    let mut found: Vec<EscalationMessage> = Vec::new();
+    let result = receive_all(sqs, queue_url, &mut found).await;
+    // Give every received message back, also when receiving failed halfway.
+    for m in &found {
+        let _ = sqs
+            .change_message_visibility()
+            .queue_url(queue_url)
+            .receipt_handle(&m.receipt_handle)
+            .visibility_timeout(0)
+            .send()
+            .await;
+    }
+    result?;
+    found.sort_by_key(|m| m.escalated_at_ms);
+    Ok(found)
+}
+
+async fn receive_all(
+    sqs: &aws_sdk_sqs::Client,
+    queue_url: &str,
+    found: &mut Vec<EscalationMessage>,
+) -> Result<(), crate::Error> {
+    use aws_sdk_sqs::types::MessageSystemAttributeName;
+    while found.len() < PEEK_LIMIT {
+        let out = sqs
+            .receive_message()
+            .queue_url(queue_url)
+            .max_number_of_messages(10)
+            .visibility_timeout(PEEK_VISIBILITY_SECONDS)
+            .wait_time_seconds(0)
+            .message_system_attribute_names(MessageSystemAttributeName::ApproximateReceiveCount)
+            .send()
+            .await
+            .map_err(|e| format!("receiving from the escalation queue: {e}"))?;
+        if out.messages().is_empty() {
+            return Ok(());
+        }
+        for m in out.messages() {
+            if found.iter().any(|f| Some(f.message_id.as_str()) == m.message_id()) {
+                continue;
+            }
+            let body: Option<Body> = m.body().and_then(|b| serde_json::from_str(b).ok());
+            let body = body.unwrap_or(Body {
+                order_id: String::new(),
+                action: String::new(),
+                attempts: 0,
+                error: format!("unreadable escalation: {}", m.body().unwrap_or_default()),
+                escalated_at_ms: 0,
+            });
+            found.push(EscalationMessage {
+                message_id: m.message_id().unwrap_or_default().to_owned(),
+                order_id: body.order_id,
+                action: body.action,
+                attempts: body.attempts,
+                error: body.error,
+                escalated_at_ms: body.escalated_at_ms,
+                receive_count: m
+                    .attributes()
+                    .and_then(|a| a.get(&MessageSystemAttributeName::ApproximateReceiveCount))
+                    .and_then(|c| c.parse().ok())
+                    .unwrap_or(0),
+                receipt_handle: m.receipt_handle().unwrap_or_default().to_owned(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// `escalations list`.
+pub async fn list(ctx: &Ctx, queue: Option<&str>, json: bool) -> Result<String, crate::Error> {
+    let url = ctx.queue_url(QueueRole::Escalations, queue).await?;
+    let messages = peek(&ctx.sqs, &url).await?;
+    if json {
+        return Ok(serde_json::to_string_pretty(&messages)?);
+    }
+    if messages.is_empty() {
+        return Ok(format!("no escalations in {url}\n"));
+    }
+    let rows: Vec<Vec<String>> = messages
+        .iter()
+        .map(|m| {
+            vec![
+                format_ms(m.escalated_at_ms),
+                m.order_id.clone(),
+                m.action.clone(),
+                m.attempts.to_string(),
+                m.receive_count.to_string(),
+                m.error.clone(),
+            ]
+        })
+        .collect();
+    Ok(format!(
+        "{}\n{} escalation(s); `paymentsctl escalations retry <order> --dry-run` says what a retry would do.\n",
+        crate::table::render(
+            &["ESCALATED", "ORDER", "ACTION", "ATTEMPTS", "RECEIVED", "ERROR"],
+            &rows
+        ),
+        messages.len()
+    ))
+}
+
+/// What a retry would run next for a saga, in words.
+pub fn describe_next(next: NextAction) -> String {
+    match next {
+        NextAction::Run(step) => format!("run step {step}"),
+        NextAction::RefundPayment => {
+            "refund the payment at the PSP (key <order>:refund), then release the stock".into()
+        }
+        NextAction::CancelPayment => "make sure the payment is failed, then release the stock".into(),
+        NextAction::ReleaseStock => "release the reserved stock".into(),
+        NextAction::Done => "nothing: the saga has ended".into(),
+    }
+}
+
+/// `escalations retry <order> [--dry-run]`.
+pub async fn retry(ctx: &Ctx, order: &str, queue: Option<&str>, dry_run: bool) -> Result<String, crate::Error> {
+    let order_id = OrderId::parse(order)?;
+    let sagas = SagaStore::new(ctx.dynamodb.clone(), ctx.table());
+    let loaded = sagas
+        .load(&order_id)
+        .await?
+        .ok_or_else(|| format!("no saga for order {order}"))?;
+    let before = loaded.record().clone();
+    let next = loaded.next_action();
+    let url = ctx.queue_url(QueueRole::Escalations, queue).await.ok();
+    let escalations = match &url {
+        Some(url) => peek(&ctx.sqs, url)
+            .await?
+            .into_iter()
+            .filter(|m| m.order_id == order)
+            .collect(),
+        None => Vec::new(),
+    };
+    let mut out = format!(
+        "saga {order}: {} (version {}), {} escalation(s) in the queue\nnext: {}\n",
+        before.status,
+        before.version,
+        escalations.len(),
+        describe_next(next)
+    );
+    if dry_run {
+        out.push_str("dry run: nothing was run, nothing written, no message deleted\n");
+        return Ok(out);
+    }
+    if next == NextAction::Done {
+        out.push_str("nothing to retry\n");
+    } else {
+        // The runner the functions use, from the same settings (PSP, escalation queue, timeouts).
+        if std::env::var_os("ESCALATION_QUEUE_URL").is_none() {
+            if let Some(url) = &url {
+                std::env::set_var("ESCALATION_QUEUE_URL", url);
+            }
+        }
+        let runner = checkout_saga::runner_from_env(&ctx.sdk, ctx.dynamodb.clone(), &ctx.config).await?;
+        let after = runner
+            .resume(&order_id)
+            .await
+            .map_err(|e| format!("the retry failed again (a new escalation was sent): {e}"))?
+            .ok_or("the saga vanished")?;
+        let now_next = Loaded::from_record(after.clone())
+            .map(|l| describe_next(l.next_action()))
+            .unwrap_or_else(|e| e.to_string());
+        out.push_str(&format!(
+            "resumed: now {} (version {}); next: {now_next}\n",
+            after.status, after.version
+        ));
+    }
+    if let Some(url) = &url {
+        for m in &escalations {
+            ctx.sqs
+                .delete_message()
+                .queue_url(url)
+                .receipt_handle(&m.receipt_handle)
+                .send()
+                .await
+                .map_err(|e| format!("deleting escalation {}: {e}", m.message_id))?;
+        }
+        if !escalations.is_empty() {
+            out.push_str(&format!(
+                "{} escalation message(s) of {order} deleted\n",
+                escalations.len()
+            ));
+        }
+    }
+    Ok(out)
+}

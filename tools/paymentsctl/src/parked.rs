@@ -1,0 +1,401 @@
+//! Parked webhooks (`PARKED#quarantined`, `PARKED#unknown_payment`): list them, and replay one once its
+//! cause is fixed (the payment exists now, the parser learned the event, the endpoint's mode or account was
+//! corrected).
+//!
+//! **What a replay can and cannot do.** The intake parks the body *redacted* (values under keys naming a
+//! secret, token, URL, password, authorization or redirect are replaced, bodies over 16 KiB are cut, a body
+//! that is not JSON is not stored at all), and the signature was checked when it arrived, on bytes that are
+//! not kept. So a replay cannot verify a signature again and cannot restore what was redacted. It re-runs the
+//! intake's own parser (`webhook_intake::stripe::parse` / `standard::parse`), its endpoint check (live mode,
+//! account), finds the payment as the intake does (payment id, else the `by-psp-reference` index), takes the
+//! payment's lease and finalizes through the one decision and versioned write (`PaymentStore::finalize_from`),
+//! with `path = webhook` and a correlation id `replay-<event key>`. It can apply a success, a processing, a
+//! decline reason, a failure and a refund. It refuses an event that carries a customer action or a retry
+//! token (they were redacted: applying them would hand a customer `[redacted]`); recovery fetches those from
+//! the PSP. `--dry-run` runs the same parse, lookup and pure `decide` against the current payment and writes
+//! nothing. A replay that ran marks the parked item (`replayed_at_ms`, `replay_result`); it is not deleted, it
+//! expires with the others after 30 days.
+
+use crate::settings::Ctx;
+use crate::timeline::{parked_items, ParkedItem};
+use crate::when::format_ms;
+use aws_sdk_dynamodb::types::AttributeValue;
+use serde::Serialize;
+use shared::store::ParkedKind;
+use shared::{clock, decide, CorrelationId, Decision, Leases, Outcome, PaymentId};
+use std::time::Duration;
+use webhook_intake::providers::{ProviderSpec, Scheme};
+use webhook_intake::psp_event::{Expectations, Parsed, PaymentRef, PspEvent};
+
+/// What every replay says about its limits (also in the README).
+pub const LIMITS: &str = "a replay re-runs the intake's parser, endpoint check and the one finalize on the \
+    REDACTED body: no signature check (it was checked on arrival), nothing redacted comes back, so events that \
+    carry a customer action or retry token are refused (recovery fetches them from the PSP)";
+
+pub fn parse_kind(text: &str) -> Result<ParkedKind, String> {
+    match text {
+        "quarantined" => Ok(ParkedKind::Quarantined),
+        "unknown_payment" => Ok(ParkedKind::UnknownPayment),
+        other => Err(format!("{other:?}: the kinds are quarantined and unknown_payment")),
+    }
+}
+
+/// `parked list [--kind K] [--since T]`.
+pub async fn list(ctx: &Ctx, kind: Option<ParkedKind>, since_ms: Option<i64>) -> Result<Vec<ParkedItem>, crate::Error> {
+    let kinds = match kind {
+        Some(k) => vec![k],
+        None => vec![ParkedKind::Quarantined, ParkedKind::UnknownPayment],
+    };
+    let mut all = Vec::new();
+    for k in kinds {
+        all.extend(parked_items(ctx, k).await?);
+    }
+    all.retain(|p| since_ms.is_none_or(|since| p.recorded_at_ms >= since));
+    all.sort_by_key(|p| p.recorded_at_ms);
+    Ok(all)
+}
+
+pub fn render_list(items: &[ParkedItem]) -> String {
+    if items.is_empty() {
+        return "no parked webhooks\n".into();
+    }
+    let rows: Vec<Vec<String>> = items
+        .iter()
+        .map(|p| {
+            vec![
+                format_ms(p.recorded_at_ms),
+                p.kind.clone(),
+                p.key.clone(),
+                match (&p.replay_result, p.replayed_at_ms) {
+                    (Some(r), Some(at)) => format!("{r} at {}", format_ms(at)),
+                    _ => "-".into(),
+                },
+                p.reason.clone(),
+            ]
+        })
+        .collect();
+    format!(
+        "{}\n{} parked; `paymentsctl parked replay <KEY> --dry-run` says what a replay would do\n",
+        crate::table::render(&["RECORDED", "KIND", "KEY", "REPLAYED", "REASON"], &rows),
+        items.len()
+    )
+}
+
+fn provider(name: &str) -> Result<(Scheme, Expectations), crate::Error> {
+    let spec = ProviderSpec::from_env()?
+        .into_iter()
+        .find(|s| s.name == name)
+        .ok_or_else(|| format!("provider {name} is not configured (WEBHOOK_PROVIDERS)"))?;
+    Ok((spec.scheme, spec.expectations()))
+}
+
+/// What a parked webhook's body names (payment id, PSP reference), read by the intake's parser; `None` when
+/// it does not parse.
+pub fn target(item: &ParkedItem) -> Option<PaymentRef> {
+    match parse(item).ok()? {
+        (Ok(Parsed::Event(event)), _) => Some(event.target),
+        _ => None,
+    }
+}
+
+type ParseResult = Result<Parsed, webhook_intake::psp_event::Unparseable>;
+
+/// The intake's parser over the parked body with its redacted values removed; also whether there were any.
+fn parse(item: &ParkedItem) -> Result<(ParseResult, bool), crate::Error> {
+    let (scheme, _) = provider(&item.provider)?;
+    let (stripped, redacted) = strip_redacted(&item.body);
+    let body = stripped.as_bytes();
+    let parsed = match scheme {
+        Scheme::Stripe => webhook_intake::stripe::parse(body),
+        // The webhook-timestamp header is not kept: the parking time stands in for `created` if the body
+        // lacks it (at most the unknown-payment window later than the real one).
+        Scheme::Standard => webhook_intake::standard::parse(body, &item.event_key, item.recorded_at_ms / 1000),
+    };
+    Ok((parsed, redacted))
+}
+
+/// The parked body with every redacted value removed (as if the PSP had not sent it), and whether there
+/// was one: the parser then reads what is left instead of tripping over `"[redacted]"` where it expects an
+/// object or a URL.
+fn strip_redacted(body: &str) -> (String, bool) {
+    fn strip(value: &mut serde_json::Value, found: &mut bool) {
+        match value {
+            serde_json::Value::Object(map) => {
+                let before = map.len();
+                map.retain(|_, v| v.as_str() != Some(REDACTED));
+                *found |= map.len() != before;
+                map.values_mut().for_each(|v| strip(v, found));
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(|v| strip(v, found)),
+            _ => {}
+        }
+    }
+    match serde_json::from_str::<serde_json::Value>(body) {
+        Ok(mut json) => {
+            let mut found = false;
+            strip(&mut json, &mut found);
+            (json.to_string(), found)
+        }
+        Err(_) => (body.to_owned(), false),
+    }
+}
+
+/// What `webhook_intake::redact` puts where a secret was.
+const REDACTED: &str = "[redacted]";
+
+/// What a replay did or would do.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReplayReport {
+    pub kind: String,
+    pub key: String,
+    pub dry_run: bool,
+    pub payment_id: Option<String>,
+    /// `would_apply`/`applied`, `duplicate`, `stale`, `no_op`, `deferred`, `refused`, `unparseable`,
+    /// `ignored`, `unknown_payment`, `redacted`, `busy`.
+    pub result: String,
+    pub detail: String,
+    pub wrote: bool,
+    pub limits: &'static str,
+}
+
+async fn find(ctx: &Ctx, key: &str, kind: Option<ParkedKind>) -> Result<ParkedItem, crate::Error> {
+    let kinds = match kind {
+        Some(k) => vec![k],
+        None => vec![ParkedKind::Quarantined, ParkedKind::UnknownPayment],
+    };
+    for k in kinds {
+        if let Some(item) = parked_items(ctx, k).await?.into_iter().find(|p| p.key == key) {
+            return Ok(item);
+        }
+    }
+    Err(format!("no parked webhook with key {key:?} (`paymentsctl parked list` shows the keys)").into())
+}
+
+/// `parked replay <key> [--kind K] [--dry-run]`.
+pub async fn replay(
+    ctx: &Ctx,
+    key: &str,
+    kind: Option<ParkedKind>,
+    dry_run: bool,
+) -> Result<ReplayReport, crate::Error> {
+    let item = find(ctx, key, kind).await?;
+    let mut report = ReplayReport {
+        kind: item.kind.clone(),
+        key: item.key.clone(),
+        dry_run,
+        payment_id: None,
+        result: String::new(),
+        detail: String::new(),
+        wrote: false,
+        limits: LIMITS,
+    };
+    let done = |mut r: ReplayReport, result: &str, detail: String| {
+        r.result = result.to_owned();
+        r.detail = detail;
+        r
+    };
+    let (_, expect) = provider(&item.provider)?;
+    let (parsed, redacted) = parse(&item)?;
+    let event: PspEvent = match parsed {
+        Ok(Parsed::Event(event)) => *event,
+        Ok(Parsed::Ignored { event_type }) => {
+            let r = done(
+                report,
+                "ignored",
+                format!("event type {event_type} is not acted on; nothing to replay"),
+            );
+            return finish(ctx, &item, r).await;
+        }
+        Err(e) if item.body.starts_with('[') => {
+            return Ok(done(
+                report,
+                "unparseable",
+                format!("the body was not stored ({}): {e}", item.body),
+            ));
+        }
+        Err(e) if redacted => {
+            return Ok(done(
+                report,
+                "redacted",
+                format!(
+                    "without its redacted values the intake's parser refuses the body ({e}): it needs what was \
+                     redacted; nothing written. Recovery (the reconciler) asks the PSP for the payment's state"
+                ),
+            ))
+        }
+        Err(e) => {
+            return Ok(done(
+                report,
+                "unparseable",
+                format!("the intake's parser still refuses the (redacted) body: {e}; nothing written"),
+            ))
+        }
+    };
+    match &event.outcome {
+        Outcome::RequiresAction(_)
+        | Outcome::AttemptFailed {
+            retry_token: Some(_), ..
+        } => {
+            return Ok(done(
+                report,
+                "redacted",
+                "the event carries a customer action or retry token, redacted when it was parked; replaying it \
+                 would store [redacted] for the customer. Nothing written: recovery (the reconciler) asks the PSP \
+                 and records the real action"
+                    .to_owned(),
+            ));
+        }
+        _ => {}
+    }
+    let store = ctx.store();
+    let payment_id: Option<PaymentId> = match &event.target.payment_id {
+        Some(id) => Some(id.clone()),
+        None => match &event.target.psp_reference {
+            Some(reference) => store.find_by_psp_reference(reference).await?,
+            None => None,
+        },
+    };
+    let current = match &payment_id {
+        Some(id) => store.get(id).await?,
+        None => None,
+    };
+    let Some(current) = current else {
+        return Ok(done(
+            report,
+            "unknown_payment",
+            format!("still no payment for {:?}; nothing written", event.target),
+        ));
+    };
+    report.payment_id = Some(current.id.to_string());
+    let correlation = CorrelationId::parse(format!("replay-{}", item.event_key))
+        .or_else(|_| CorrelationId::parse("replay"))
+        .map_err(|e| e.to_string())?;
+    let observation = event.observation(event.check(&expect).err(), correlation);
+    let decision = decide(&current, &observation, clock::now_ms());
+    let (result, detail) = describe(&decision, &current);
+    if dry_run || !matches!(&decision, Decision::Apply(t) if t.refused.is_none()) {
+        let mut r = done(report, result, detail);
+        if dry_run {
+            r.detail.push_str("; dry run: nothing written");
+            return Ok(r);
+        }
+        if r.result == "refused" {
+            r.detail.push_str("; nothing written (the cause is not fixed)");
+            return Ok(r);
+        }
+        return finish(ctx, &item, r).await;
+    }
+    // The intake's own sequence: the payment's lease, then the one finalize (which decides again on the item
+    // it writes against and releases the lease in its transaction).
+    let leases = Leases::new(ctx.dynamodb.clone(), ctx.table(), ctx.config.lease);
+    let Some(lease) = leases
+        .acquire_waiting(&current.id, 4, Duration::from_millis(200))
+        .await?
+    else {
+        return Ok(done(
+            report,
+            "busy",
+            "another worker holds the payment's lease; try again in a moment".into(),
+        ));
+    };
+    let fresh = match store.get(&current.id).await {
+        Ok(Some(p)) => p,
+        other => {
+            let _ = leases.release(&lease).await;
+            other?;
+            return Err("the payment vanished".into());
+        }
+    };
+    let outcome = match store.finalize_from(fresh, &observation, Some(&lease)).await {
+        Ok(o) => o,
+        Err(e) => {
+            let _ = leases.release(&lease).await;
+            return Err(e.into());
+        }
+    };
+    report.wrote = matches!(outcome.result, shared::FinalizeResult::Applied(_));
+    let r = match (&outcome.result, &outcome.refused) {
+        (_, Some(reason)) => done(report, "refused", format!("anomaly recorded again: {reason}")),
+        (shared::FinalizeResult::Applied(kind), None) => done(
+            report,
+            "applied",
+            format!(
+                "{} -> {} at v{}",
+                kind.as_str(),
+                outcome.payment.status.as_str(),
+                outcome.payment.version
+            ),
+        ),
+        (other, None) => done(report, "unchanged", format!("{other:?}")),
+    };
+    finish(ctx, &item, r).await
+}
+
+fn describe(decision: &Decision, current: &shared::Payment) -> (&'static str, String) {
+    match decision {
+        Decision::Apply(t) => match &t.refused {
+            Some(reason) => ("refused", format!("still inconsistent with the payment: {reason}")),
+            None => (
+                "would_apply",
+                format!(
+                    "would apply {}: {} -> {} at v{}",
+                    t.event.kind.as_str(),
+                    current.status.as_str(),
+                    t.payment.status.as_str(),
+                    t.payment.version
+                ),
+            ),
+        },
+        Decision::Ignore(reason) => {
+            let name = match reason {
+                shared::IgnoreReason::Duplicate => "duplicate",
+                shared::IgnoreReason::Stale => "stale",
+                shared::IgnoreReason::NoOp => "no_op",
+            };
+            (
+                name,
+                format!(
+                    "changes nothing: the payment is {} at v{}",
+                    current.status.as_str(),
+                    current.version
+                ),
+            )
+        }
+        Decision::Defer(reason) => ("deferred", format!("cannot apply yet: {reason:?}")),
+    }
+}
+
+/// Marks the parked item with the replay's result (not in a dry run).
+async fn finish(ctx: &Ctx, item: &ParkedItem, mut report: ReplayReport) -> Result<ReplayReport, crate::Error> {
+    if report.dry_run {
+        return Ok(report);
+    }
+    ctx.dynamodb
+        .update_item()
+        .table_name(ctx.table())
+        .key("pk", AttributeValue::S(format!("PARKED#{}", item.kind)))
+        .key("sk", AttributeValue::S(item.key.clone()))
+        .update_expression("SET replayed_at_ms = :at, replay_result = :r")
+        .condition_expression("attribute_exists(pk)")
+        .expression_attribute_values(":at", AttributeValue::N(clock::now_ms().to_string()))
+        .expression_attribute_values(":r", AttributeValue::S(report.result.clone()))
+        .send()
+        .await
+        .map_err(|e| format!("marking the parked item: {e}"))?;
+    report.wrote = true;
+    Ok(report)
+}
+
+pub fn render_replay(r: &ReplayReport) -> String {
+    format!(
+        "parked {} ({}){}\n  result:  {}\n  payment: {}\n  {}\n  wrote:   {}\n  note:    {}\n",
+        r.key,
+        r.kind,
+        if r.dry_run { " [dry run]" } else { "" },
+        r.result,
+        r.payment_id.as_deref().unwrap_or("-"),
+        r.detail,
+        if r.wrote { "yes" } else { "nothing" },
+        r.limits
+    )
+}
