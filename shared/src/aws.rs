@@ -42,3 +42,30 @@ pub async fn sdk_config() -> aws_config::SdkConfig {
 pub fn dynamodb_client(sdk: &aws_config::SdkConfig) -> DynamoDbClient {
     DynamoDbClient::from_conf(dynamodb_config(sdk).build())
 }
+
+/// A Secrets Manager client whose calls end within [`OPERATION_TIMEOUT`]: secrets are read at cold start and,
+/// for webhook secrets, again inside a request after a failed signature, which must not wait for long.
+pub fn secrets_client(sdk: &aws_config::SdkConfig) -> aws_sdk_secretsmanager::Client {
+    let config = aws_sdk_secretsmanager::config::Builder::from(sdk)
+        .timeout_config(
+            aws_sdk_secretsmanager::config::timeout::TimeoutConfig::builder()
+                .operation_attempt_timeout(ATTEMPT_TIMEOUT)
+                .operation_timeout(OPERATION_TIMEOUT)
+                .build(),
+        )
+        .build();
+    aws_sdk_secretsmanager::Client::from_conf(config)
+}
+
+/// The string value of the secret `arn`. The error names the secret's ARN and the problem, never a value.
+pub async fn secret_string(client: &aws_sdk_secretsmanager::Client, arn: &str) -> Result<String, String> {
+    let out = client.get_secret_value().secret_id(arn).send().await.map_err(|e| {
+        format!(
+            "reading secret {arn}: {}",
+            aws_sdk_secretsmanager::error::DisplayErrorContext(&e)
+        )
+    })?;
+    out.secret_string()
+        .map(str::to_owned)
+        .ok_or_else(|| format!("secret {arn} has no string value"))
+}

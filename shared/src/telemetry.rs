@@ -181,12 +181,7 @@ pub fn span_with_parent(path: &'static str, correlation_id: &str, carrier: Optio
         trace_id = tracing::field::Empty,
         span_id = tracing::field::Empty
     );
-    if let Some(parent) = carrier.and_then(remote_context) {
-        // Before the span is first entered, so the OpenTelemetry span starts in the caller's trace.
-        let _ = span.set_parent(parent);
-    }
-    record_ids(&span);
-    span
+    continue_trace(span, carrier)
 }
 
 /// A span for one step of a flow (verify, lease, read, finalize, publish, consume, ...), named after it.
@@ -204,7 +199,13 @@ pub fn step_span_with_parent(step: &'static str, carrier: Option<&str>) -> Span 
         trace_id = tracing::field::Empty,
         span_id = tracing::field::Empty
     );
+    continue_trace(span, carrier)
+}
+
+/// Makes `span` continue the trace `carrier` names (none or unreadable: a new trace) and records its ids.
+fn continue_trace(span: Span, carrier: Option<&str>) -> Span {
     if let Some(parent) = carrier.and_then(remote_context) {
+        // Before the span is first entered, so the OpenTelemetry span starts in the caller's trace.
         let _ = span.set_parent(parent);
     }
     record_ids(&span);

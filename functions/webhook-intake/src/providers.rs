@@ -255,17 +255,13 @@ impl ProviderSource {
         let providers = std::env::var("WEBHOOK_PROVIDERS").unwrap_or_else(|_| DEFAULT_PROVIDERS.to_owned());
         match std::env::var("WEBHOOK_SECRETS_ARN") {
             Ok(arn) if !arn.is_empty() => {
-                let client = aws_sdk_secretsmanager::Client::new(sdk);
+                let client = shared::aws::secrets_client(sdk);
                 let loader: SecretsLoader = Arc::new(move || {
                     let (client, arn) = (client.clone(), arn.clone());
                     Box::pin(async move {
-                        let out = client
-                            .get_secret_value()
-                            .secret_id(arn)
-                            .send()
+                        shared::aws::secret_string(&client, &arn)
                             .await
-                            .map_err(|e| ProvidersError::SecretsManager(e.to_string()))?;
-                        out.secret_string().map(str::to_owned).ok_or(ProvidersError::NoSecrets)
+                            .map_err(ProvidersError::SecretsManager)
                     })
                 });
                 Self::load(&providers, loader, Arc::new(Instant::now)).await
@@ -280,7 +276,11 @@ impl ProviderSource {
     /// The providers to verify with: the cached copy, re-read first when it is older than the TTL.
     pub async fn current(&self) -> Arc<Providers> {
         let (providers, due) = {
-            let state = self.inner.state.read().expect("provider cache lock");
+            let state = self
+                .inner
+                .state
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             let now = (self.inner.clock)();
             let due = now.saturating_duration_since(state.loaded_at) >= self.inner.ttl
                 && now.saturating_duration_since(state.last_attempt) >= self.inner.min_refresh_interval;
@@ -304,7 +304,11 @@ impl ProviderSource {
         let _one_at_a_time = self.inner.refreshing.lock().await;
         let now = (self.inner.clock)();
         {
-            let mut state = self.inner.state.write().expect("provider cache lock");
+            let mut state = self
+                .inner
+                .state
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             // Whoever held the lock before may have just re-read: that copy is as fresh as ours would be.
             if now.saturating_duration_since(state.last_attempt) < self.inner.min_refresh_interval {
                 return None;
@@ -317,7 +321,11 @@ impl ProviderSource {
         {
             Ok(providers) => {
                 let providers = Arc::new(providers);
-                let mut state = self.inner.state.write().expect("provider cache lock");
+                let mut state = self
+                    .inner
+                    .state
+                    .write()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
                 state.providers = providers.clone();
                 state.loaded_at = now;
                 info!(reason = why, "webhook secrets re-read");

@@ -194,16 +194,8 @@ impl StripeClient {
         let key = match &settings.key {
             KeySource::Value(key) => key.clone(),
             KeySource::SecretArn(arn) => {
-                let secret = aws_sdk_secretsmanager::Client::new(sdk)
-                    .get_secret_value()
-                    .secret_id(arn)
-                    .send()
-                    .await
-                    .map_err(|e| format!("reading the PSP API key from Secrets Manager ({arn}): {e}"))?;
-                let value = secret
-                    .secret_string()
-                    .ok_or_else(|| format!("the PSP API key secret {arn} has no string value"))?;
-                ApiKey::from_secret_string(value)?
+                let secret = crate::aws::secret_string(&crate::aws::secrets_client(sdk), arn).await?;
+                ApiKey::from_secret_string(&secret)?
             }
         };
         Ok(Self::new(settings, key)?)
