@@ -146,14 +146,15 @@ pub fn trace_context(req: &Request) -> Option<String> {
 /// carry no role path). Unset (local stack, tests): every caller the API let through is allowed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CallerGuard {
-    /// (partition, account, role name) of the allowed role.
-    role: Option<(String, String, String)>,
+    /// `arn:<partition>:sts::<account>:assumed-role/<name>/`: what the caller's session ARN must start with,
+    /// built once from the configured role.
+    session_prefix: Option<String>,
 }
 
 impl CallerGuard {
     /// Allows every caller (no role configured).
     pub fn open() -> Self {
-        Self { role: None }
+        Self { session_prefix: None }
     }
 
     /// From a role ARN, `arn:<partition>:iam::<account>:role/[<path>/]<name>`; empty means [`CallerGuard::open`].
@@ -175,7 +176,7 @@ impl CallerGuard {
             return Err(bad());
         }
         Ok(Self {
-            role: Some((partition.to_string(), account.to_string(), name.to_string())),
+            session_prefix: Some(format!("arn:{partition}:sts::{account}:assumed-role/{name}/")),
         })
     }
 
@@ -186,21 +187,20 @@ impl CallerGuard {
 
     /// Whether the caller ARN (the request context's `authorizer.iam.userArn`) is a session of the role.
     pub fn allows_arn(&self, caller: Option<&str>) -> bool {
-        let Some((partition, account, name)) = &self.role else {
+        let Some(session_prefix) = &self.session_prefix else {
             return true;
         };
         let Some(caller) = caller else {
             return false;
         };
-        let session_prefix = format!("arn:{partition}:sts::{account}:assumed-role/{name}/");
-        caller.starts_with(&session_prefix) && caller.len() > session_prefix.len()
+        caller.starts_with(session_prefix.as_str()) && caller.len() > session_prefix.len()
     }
 
     /// `Ok` for an allowed caller; a 403 answer otherwise (the caller's ARN is logged, it is no secret).
     pub fn check(&self, req: &Request) -> Result<(), ApiError> {
         use lambda_http::request::RequestContext;
         use lambda_http::RequestExt;
-        if self.role.is_none() {
+        if self.session_prefix.is_none() {
             return Ok(());
         }
         let caller = match req.request_context_ref() {
