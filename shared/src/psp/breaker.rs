@@ -103,19 +103,16 @@ fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
-/// The `BreakerOpened` EMF record.
+/// The `BreakerOpened` EMF record. No dimension: one breaker per deployment, and the alarm watches the plain
+/// metric. The breaker's name rides along as a property for Logs Insights.
 pub fn emf(name: &str, now_ms: i64) -> serde_json::Value {
-    serde_json::json!({
-        "_aws": { "Timestamp": now_ms, "CloudWatchMetrics": [{
-            "Namespace": "Payments/Psp",
-            // No dimension: one breaker per deployment, and the alarm watches the plain metric. The breaker's
-            // name rides along as a property for Logs Insights.
-            "Dimensions": [[]],
-            "Metrics": [{ "Name": "BreakerOpened", "Unit": "Count" }],
-        }]},
-        "Breaker": name,
-        "BreakerOpened": 1,
-    })
+    crate::metrics::counts(
+        "Payments/Psp",
+        &[&[]],
+        &["BreakerOpened"],
+        serde_json::json!({ "Breaker": name, "BreakerOpened": 1 }),
+        now_ms,
+    )
 }
 
 impl<P: Psp> CircuitBreaker<P> {
