@@ -19,3 +19,27 @@ pub fn full_jitter(max: std::time::Duration) -> std::time::Duration {
     use rand::Rng;
     rand::rng().random_range(std::time::Duration::ZERO..=max)
 }
+
+/// The time a component goes by: the system clock, or (in tests) the system clock moved ahead, so that "a
+/// day later" can be tested without waiting a day. Every decision that compares times takes it from here.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Clock {
+    ahead_ms: i64,
+}
+
+impl Clock {
+    /// The system clock.
+    pub const SYSTEM: Clock = Clock { ahead_ms: 0 };
+
+    /// The system clock moved `by` ahead.
+    pub fn ahead(by: std::time::Duration) -> Self {
+        Self {
+            ahead_ms: i64::try_from(by.as_millis()).unwrap_or(i64::MAX),
+        }
+    }
+
+    /// Epoch milliseconds.
+    pub fn now_ms(&self) -> i64 {
+        now_ms().saturating_add(self.ahead_ms)
+    }
+}

@@ -250,17 +250,19 @@ fn order() -> OrderId {
 use SagaEventKind as K;
 use Step as S;
 
-const HAPPY: [(K, S); 5] = [
+const HAPPY: [(K, S); 6] = [
     (K::SagaStarted, S::ReserveStock),
     (K::StockReserved, S::ReserveStock),
+    (K::PaymentCreated, S::Charge),
     (K::PaymentRequested, S::Charge),
     (K::PaymentCaptured, S::AwaitPayment),
     (K::OrderConfirmed, S::ConfirmOrder),
 ];
 
-const PAYMENT_FAILED: [(K, S); 6] = [
+const PAYMENT_FAILED: [(K, S); 7] = [
     (K::SagaStarted, S::ReserveStock),
     (K::StockReserved, S::ReserveStock),
+    (K::PaymentCreated, S::Charge),
     (K::PaymentRequested, S::Charge),
     (K::StepFailed, S::AwaitPayment),
     (K::StepCompensated, S::Charge),
@@ -268,9 +270,10 @@ const PAYMENT_FAILED: [(K, S); 6] = [
 ];
 
 /// Compensations in reverse order of the steps: the charge (refund) before the reservation (release).
-const FAILED_AFTER_CAPTURE: [(K, S); 7] = [
+const FAILED_AFTER_CAPTURE: [(K, S); 8] = [
     (K::SagaStarted, S::ReserveStock),
     (K::StockReserved, S::ReserveStock),
+    (K::PaymentCreated, S::Charge),
     (K::PaymentRequested, S::Charge),
     (K::PaymentCaptured, S::AwaitPayment),
     (K::StepFailed, S::ConfirmOrder),
@@ -320,10 +323,12 @@ async fn a_happy_checkout_reads_each_saga_state_once_at_most() {
         .expect("start");
     let start = w.ctx.calls.by_operation();
     println!("start: {start:?}");
-    // Saga put (with the order), reservation, payment create, finalize of the sync answer, the request; the
-    // projection read that finds no outcome yet. No read of a saga this process has just written.
+    // Saga put (with the order), reservation, payment create (with the saga's move that saves its id), finalize
+    // of the sync answer, the request; the payment read before the charge (it tells whether the PSP already
+    // answered for it) and the projection read that finds no outcome yet. No read of a saga this process has
+    // just written.
     assert_eq!(start.get("TransactWriteItems"), Some(&5));
-    assert_eq!(start.get("GetItem"), Some(&1), "only the projection is read");
+    assert_eq!(start.get("GetItem"), Some(&2), "the payment and the projection");
     w.ctx.calls.reset();
     w.deliver(&runner, &waiting).await;
     let delivery = w.ctx.calls.by_operation();
@@ -479,6 +484,9 @@ impl Psp for RefundsDown {
     async fn refund(&self, _: &str, _: &PspReference, _: Option<u64>) -> Result<Refund, PspError> {
         Err(PspError::Unavailable("HTTP 503".into()))
     }
+    async fn find_for_payment(&self, payment: &shared::PaymentId) -> Result<Option<PaymentIntent>, PspError> {
+        self.0.find_for_payment(payment).await
+    }
 }
 
 #[tokio::test]
@@ -561,7 +569,7 @@ async fn a_payment_past_its_deadline_is_handed_to_recovery_by_the_saga() {
     );
     w.deliver(&runner, &record).await;
     let log = w.log(&id).await;
-    assert_eq!(log[3], (K::RecoveryRequested, S::AwaitPayment));
+    assert_eq!(log[4], (K::RecoveryRequested, S::AwaitPayment));
     assert_eq!(log.last(), Some(&(K::OrderConfirmed, S::ConfirmOrder)));
 }
 
@@ -585,6 +593,9 @@ where
     }
     async fn refund(&self, key: &str, reference: &PspReference, amount: Option<u64>) -> Result<Refund, PspError> {
         self.0.refund(key, reference, amount).await
+    }
+    async fn find_for_payment(&self, payment: &shared::PaymentId) -> Result<Option<PaymentIntent>, PspError> {
+        self.0.find_for_payment(payment).await
     }
 }
 
@@ -805,6 +816,7 @@ mod api {
             [
                 "SagaStarted",
                 "StockReserved",
+                "PaymentCreated",
                 "PaymentRequested",
                 "PaymentCaptured",
                 "OrderConfirmed"

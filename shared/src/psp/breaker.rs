@@ -19,7 +19,7 @@
 use super::{ChargeRequest, PaymentIntent, Psp, PspError, Refund};
 use crate::store::item::Item;
 use crate::store::{read_item, StoreError};
-use crate::{clock, PspReference};
+use crate::{clock, PaymentId, PspReference};
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 use std::collections::VecDeque;
@@ -364,5 +364,9 @@ impl<P: Psp> Psp for CircuitBreaker<P> {
 
     async fn refund(&self, key: &str, reference: &PspReference, amount_minor: Option<u64>) -> Result<Refund, PspError> {
         self.guarded(self.inner.refund(key, reference, amount_minor)).await
+    }
+
+    async fn find_for_payment(&self, payment: &PaymentId) -> Result<Option<PaymentIntent>, PspError> {
+        self.guarded(self.inner.find_for_payment(payment)).await
     }
 }

@@ -59,7 +59,9 @@ async fn waiting_saga(
     sagas.save(&s, &e, vec![create_order]).await.unwrap();
     let (s, e) = s.stock_reserved(now());
     sagas.save(&s, &e, vec![]).await.unwrap();
-    let (s, e) = s.payment_requested(payment.clone(), reference, false, now());
+    let (s, e) = s.payment_created(payment.clone(), now());
+    sagas.save(&s, &e, vec![]).await.unwrap();
+    let (s, e) = s.payment_requested(reference, false, now());
     sagas.save(&s, &e, vec![]).await.unwrap();
     s
 }

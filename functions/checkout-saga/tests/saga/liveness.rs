@@ -3,6 +3,7 @@
 //! others from recovery.
 
 use super::*;
+use checkout_saga::runner::RunError;
 use shared::store::open_index::{shard_of, OpenKind, OPEN_SHARDS};
 use shared::{NewPayment, PaymentId};
 
@@ -101,9 +102,10 @@ async fn two_hundred_unresolvable_payments_in_one_shard_do_not_hide_a_resolvable
 }
 
 /// Compensated after the payment took no money: the charge's compensation, then the stock.
-const CANCELLED_BEFORE_CAPTURE: [(K, S); 6] = [
+const CANCELLED_BEFORE_CAPTURE: [(K, S); 7] = [
     (K::SagaStarted, S::ReserveStock),
     (K::StockReserved, S::ReserveStock),
+    (K::PaymentCreated, S::Charge),
     (K::PaymentRequested, S::Charge),
     (K::StepFailed, S::AwaitPayment),
     (K::StepCompensated, S::Charge),
@@ -202,6 +204,7 @@ async fn a_success_that_races_the_cancel_continues_from_the_capture() {
         vec![
             K::SagaStarted,
             K::StockReserved,
+            K::PaymentCreated,
             K::PaymentRequested,
             K::StepFailed,
             K::PaymentCaptured,
@@ -226,4 +229,81 @@ async fn a_success_that_races_the_cancel_continues_from_the_capture() {
     assert_eq!(w.saga(&kept).await.status, SagaStatus::Completed);
     w.assert_charged_once(&second, 0);
     assert_eq!(w.stock().await, STOCK - 1);
+}
+
+/// A PSP that does the charge and then loses the answer (the connection drops after the request was sent),
+/// every time.
+struct ChargeAnswersLost(StripeClient);
+
+impl Psp for ChargeAnswersLost {
+    async fn charge(&self, key: &str, request: &ChargeRequest<'_>) -> Result<PaymentIntent, PspError> {
+        let _done_at_the_psp = self.0.charge(key, request).await;
+        Err(PspError::Unavailable(
+            "connection reset after the request was sent".into(),
+        ))
+    }
+    async fn retrieve(&self, reference: &PspReference) -> Result<PaymentIntent, PspError> {
+        self.0.retrieve(reference).await
+    }
+    async fn cancel(&self, key: &str, reference: &PspReference) -> Result<PaymentIntent, PspError> {
+        self.0.cancel(key, reference).await
+    }
+    async fn refund(&self, key: &str, reference: &PspReference, amount: Option<u64>) -> Result<Refund, PspError> {
+        self.0.refund(key, reference, amount).await
+    }
+    async fn find_for_payment(&self, payment: &PaymentId) -> Result<Option<PaymentIntent>, PspError> {
+        self.0.find_for_payment(payment).await
+    }
+}
+
+/// The charge's answers are lost until the saga is escalated; the sweeper resumes it 25 hours later (clock
+/// moved ahead), when the PSP has forgotten the idempotency key and our own key record of the payment would
+/// have expired. The saga still charges the payment it saved, and finds the first PaymentIntent instead of
+/// creating a second one: the customer is charged once.
+#[tokio::test]
+async fn a_charge_retried_after_25_hours_reuses_the_first_payment_and_charge() {
+    let w = world().await;
+    let lossy = w.runner_with(
+        w.ctx.client.clone(),
+        ChargeAnswersLost(w.psp()),
+        Settings {
+            backoff: fast_backoff(),
+            ..Settings::default()
+        },
+    );
+    let id = order();
+    let escalated = lossy.start(id.clone(), w.checkout("pm_succeeded", 1)).await;
+    assert!(matches!(escalated, Err(RunError::Escalated { .. })), "{escalated:?}");
+    let stuck = w.saga(&id).await;
+    assert_eq!(
+        stuck.status,
+        SagaStatus::Charging,
+        "the payment is saved before the PSP is asked"
+    );
+    let first_payment = stuck.payment_id.clone().expect("saved payment");
+    assert_eq!(
+        w.sim.ledger.intents_for(first_payment.as_str()).len(),
+        1,
+        "the PSP did charge"
+    );
+
+    let day = Duration::from_secs(25 * 3600);
+    w.sim.ledger.age_keys(day);
+    let later = w.runner_with(
+        w.ctx.client.clone(),
+        w.psp(),
+        Settings {
+            backoff: fast_backoff(),
+            clock: shared::clock::Clock::ahead(day),
+            ..Settings::default()
+        },
+    );
+    let resumed = later.resume(&id).await.expect("resume").expect("saga");
+    assert_eq!(resumed.payment_id.as_ref(), Some(&first_payment));
+    // A day past its deadline, the saga reads the payment itself (captured from the first PaymentIntent).
+    assert_eq!(resumed.status, SagaStatus::Completed);
+    let done = w.saga(&id).await;
+    w.assert_charged_once(&done, 0);
+    let created = w.log(&id).await.iter().filter(|(k, _)| *k == K::PaymentCreated).count();
+    assert_eq!(created, 1, "one payment for the order");
 }

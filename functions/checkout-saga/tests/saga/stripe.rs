@@ -298,11 +298,7 @@ async fn a_5xx_storm_opens_the_breaker_sagas_and_recovery_defer_and_one_probe_cl
         .start(id.clone(), w.checkout("pm_succeeded", 1))
         .await
         .expect("start answers");
-    assert_eq!(
-        deferred.status,
-        SagaStatus::StockReserved,
-        "the charge waits for the PSP"
-    );
+    assert_eq!(deferred.status, SagaStatus::Charging, "the charge waits for the PSP");
     assert!(matches!(
         runner.recovery.psp.state().await.unwrap(),
         BreakerState::Open { .. }
