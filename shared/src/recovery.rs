@@ -21,7 +21,8 @@
 use crate::clock;
 use crate::lease::{Lease, Leases};
 use crate::psp::{Psp, PspError};
-use crate::store::open_index::{open_since, OpenKind};
+use crate::store::item::payment_key;
+use crate::store::open_index::{defer, next_due, open_since, OpenKind, MAX_RECHECK_INTERVAL};
 use crate::store::{FinalizeResult, PaymentStore, StoreError};
 use crate::{CorrelationId, Path, Payment, PaymentId, PspReference};
 use std::time::Duration;
@@ -180,6 +181,7 @@ impl<P: Psp> Recovery<P> {
             return Ok((Reconciled::NotOpen, false));
         }
         let Some(reference) = current.psp_reference.clone() else {
+            self.back_off(&current).await;
             return Ok((Reconciled::NoReference, false));
         };
         if let Some(anomaly) = current.refund_due() {
@@ -199,13 +201,18 @@ impl<P: Psp> Recovery<P> {
             .map_err(PspError::BadAnswer)?
         else {
             info!(payment_id = %id, psp_status = intent.status.as_str(), "PSP status changes nothing");
+            self.back_off(&current).await;
             return Ok((Reconciled::Unchanged, false));
         };
         observation.occurred_at_ms = Some(clock::now_ms() / 1000 * 1000);
         let outcome = self.store.finalize_from(current, &observation, Some(lease)).await?;
         if let Some(reason) = &outcome.refused {
             warn!(payment_id = %id, reason, "PSP answer is not about this payment: anomaly recorded, not applied");
+            self.back_off(&outcome.payment).await;
             return Ok((Reconciled::Refused, outcome.lease_released));
+        }
+        if matches!(outcome.result, FinalizeResult::Ignored(_)) && outcome.payment.is_open() {
+            self.back_off(&outcome.payment).await;
         }
         info!(payment_id = %id, result = ?outcome.result, psp_status = intent.status.as_str(), "payment reconciled");
         let reconciled = match outcome.result {
@@ -213,6 +220,23 @@ impl<P: Psp> Recovery<P> {
             FinalizeResult::Ignored(_) | FinalizeResult::Deferred(_) => Reconciled::Unchanged,
         };
         Ok((reconciled, outcome.lease_released))
+    }
+
+    /// The payment stays open and asking again soon would tell nothing new: it is due again later and later
+    /// (see `open_index::next_due`), so it costs fewer reads and never crowds out the others. Best effort: if
+    /// the write fails, the payment is simply looked at on the next run.
+    async fn back_off(&self, payment: &Payment) {
+        let millis = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+        let due = next_due(
+            payment.created_at_ms,
+            clock::now_ms(),
+            millis(self.settings.stale_after),
+            millis(MAX_RECHECK_INTERVAL),
+        );
+        let key = payment_key(&payment.id);
+        if let Err(e) = defer(self.store.client(), self.store.table(), key, due).await {
+            warn!(payment_id = %payment.id, error = %e, "could not defer the payment's next check");
+        }
     }
 
     /// Refunds money the PSP took on a payment we had failed: all that is left on the charge, with the key

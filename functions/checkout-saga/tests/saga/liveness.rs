@@ -37,6 +37,7 @@ fn payment_in_shard(shard: u64, n: usize) -> PaymentId {
         .expect("an id in the shard")
 }
 
+/// A payment created an hour ago.
 fn new_payment(id: PaymentId, reference: Option<PspReference>) -> NewPayment {
     NewPayment {
         order_id: OrderId::parse(format!("order-{id}")).unwrap(),
@@ -46,7 +47,7 @@ fn new_payment(id: PaymentId, reference: Option<PspReference>) -> NewPayment {
         metadata: Default::default(),
         correlation_id: CorrelationId::parse("corr-setup").unwrap(),
         trace_context: None,
-        now_ms: shared::clock::now_ms(),
+        now_ms: shared::clock::now_ms() - 3_600_000,
     }
 }
 
@@ -89,6 +90,8 @@ async fn two_hundred_unresolvable_payments_in_one_shard_do_not_hide_a_resolvable
     );
     let mut recovery = runner.recovery;
     recovery.settings.batch_limit = 200;
+    // Open for an hour, asked about after a minute: the ones it cannot resolve are due again minutes later.
+    recovery.settings.stale_after = Duration::from_secs(60);
     let report = recovery.run().await.expect("run");
     assert_eq!(report.applied, 1, "{report:?}");
     assert!(
@@ -99,6 +102,35 @@ async fn two_hundred_unresolvable_payments_in_one_shard_do_not_hide_a_resolvable
         w.ctx.store.get(&id).await.unwrap().unwrap().status,
         PaymentStatus::Captured
     );
+    // The ones it looked at and could not resolve backed off: they are not due again at once, so the next
+    // run looks at others.
+    let looked_at = report.no_reference as usize;
+    assert!(looked_at > 0);
+    let due_now = shared::store::open_index::open_since(
+        &w.ctx.client,
+        &w.ctx.table,
+        OpenKind::Payment,
+        shared::clock::now_ms(),
+        200 * OPEN_SHARDS as usize,
+    )
+    .await
+    .expect("index");
+    assert_eq!(due_now.len(), 200 - looked_at, "deferred: {looked_at}");
+    let next = recovery.run().await.expect("second run");
+    assert_eq!(
+        next.no_reference as usize, looked_at,
+        "another share of shard 0: {next:?}"
+    );
+    let due_after = shared::store::open_index::open_since(
+        &w.ctx.client,
+        &w.ctx.table,
+        OpenKind::Payment,
+        shared::clock::now_ms(),
+        200 * OPEN_SHARDS as usize,
+    )
+    .await
+    .expect("index");
+    assert_eq!(due_after.len(), 200 - 2 * looked_at, "none looked at twice");
 }
 
 /// Compensated after the payment took no money: the charge's compensation, then the stock.
