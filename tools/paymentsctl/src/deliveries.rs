@@ -221,7 +221,7 @@ pub fn json_line(line: &str, at_ms: Option<i64>) -> Option<Delivery> {
     })
 }
 
-/// The local stack's log lines about the payment's webhooks, in file order.
+/// The local stack's log lines about the payment's webhooks, in file order (span close lines left out).
 pub fn from_local_log(path: &std::path::Path, needles: &[String]) -> Result<Vec<Delivery>, LogsError> {
     let log = std::fs::read_to_string(path).map_err(|source| LogsError::LocalLog {
         path: path.display().to_string(),
@@ -232,17 +232,22 @@ pub fn from_local_log(path: &std::path::Path, needles: &[String]) -> Result<Vec<
         .map(strip_ansi)
         .filter(|l| l.contains("path=\"webhook\"") && needles.iter().any(|n| l.contains(n.as_str())))
         .map(|l| text_line(&l))
+        .filter(|d| d.message != SPAN_CLOSE)
         .collect())
 }
 
-/// A compact text line: `LEVEL span: message key=value ... span fields`.
+/// What a span's close line says instead of a message (written when no OTLP endpoint takes the spans).
+const SPAN_CLOSE: &str = "close";
+
+/// A compact text line: `LEVEL span:span: message key=value ... span fields`.
 pub fn text_line(line: &str) -> Delivery {
     let line = line.trim();
     let (level, rest) = line.split_once(' ').unwrap_or((line, ""));
-    let rest = rest.split_once(": ").map_or(rest, |(_, r)| r);
-    let message: Vec<&str> = rest.split(' ').take_while(|w| !w.contains('=')).collect();
+    let words: Vec<&str> = rest.split(' ').skip_while(|w| w.ends_with(':')).collect();
+    let message: Vec<&str> = words.iter().copied().take_while(|w| !w.contains('=')).collect();
     let value = |key: &str| {
-        rest.split(' ')
+        words
+            .iter()
             .find_map(|w| w.strip_prefix(key))
             .map(|v| v.trim_matches('"').to_owned())
     };
@@ -282,6 +287,7 @@ mod tests {
     #[test]
     fn the_local_log_yields_the_payments_webhook_lines_without_colours() {
         let log = "\u{1b}[32m INFO\u{1b}[0m \u{1b}[1mrequest\u{1b}[0m: webhook finalized \u{1b}[3mresult\u{1b}[0m\u{1b}[2m=\u{1b}[0mIgnored(Duplicate) \u{1b}[2m\u{1b}[3mpath\u{1b}[0m\u{1b}[2m=\u{1b}[0m\"webhook\" \u{1b}[3mcorrelation_id\u{1b}[0m\u{1b}[2m=\u{1b}[0m\"c-1\" \u{1b}[3mpayment_id\u{1b}[0m\u{1b}[2m=\u{1b}[0m\"pay_1\"\u{1b}[0m
+ INFO request: close path=\"webhook\" payment_id=\"pay_1\"
  INFO request: payment transition written payment_id=pay_1 path=\"sync\"
  INFO request: webhook finalized result=Applied path=\"webhook\" payment_id=\"pay_2\"";
         let file = std::env::temp_dir().join(format!("paymentsctl-local-log-{}", std::process::id()));

@@ -1238,11 +1238,12 @@ fn render_untimed_deliveries(t: &Timeline) -> String {
         out.push_str("\nwebhook deliveries in the local log (file order; local text logs carry no time):\n");
         for d in untimed {
             out.push_str(&format!(
-                "  {:<5} {}  result {}  correlation {}\n",
+                "  {:<5} {}  result {}  correlation {}  PSP event {}\n",
                 d.level,
                 d.message,
                 d.result.as_deref().unwrap_or("-"),
-                d.correlation_id.as_deref().unwrap_or("-")
+                d.correlation_id.as_deref().unwrap_or("-"),
+                d.psp_event_id.as_deref().unwrap_or("-")
             ));
         }
     }
