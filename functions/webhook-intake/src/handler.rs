@@ -228,6 +228,8 @@ async fn intake(
     let (lease, current) = (lease?, current?);
     let Some(lease) = lease else {
         metrics.lease_deferrals = 1;
+        // A 503 writes no item: this line is its only record (`paymentsctl timeline` reads it).
+        info!(result = "Deferred(LeaseHeld)", psp_event_id = %event.id, "webhook deferred: the payment's lease is held");
         return Err(retry_later("another worker is processing this payment; retry"));
     };
     let Some(current) = current else {
@@ -280,7 +282,7 @@ async fn intake(
         );
         return Ok("quarantined");
     }
-    info!(result = ?outcome.result, conflicts = outcome.version_conflicts, "webhook finalized");
+    info!(result = ?outcome.result, conflicts = outcome.version_conflicts, psp_event_id = %event.id, "webhook finalized");
     match outcome.result {
         FinalizeResult::Applied(shared::EventKind::AnomalyRecorded) => {
             metrics.anomalies = 1;
@@ -329,6 +331,8 @@ async fn unknown_payment(
 ) -> Result<&'static str, ApiError> {
     let age = Duration::from_secs(u64::try_from(clock::now_ms() / 1000 - event.created_secs).unwrap_or(0));
     if age < app.settings.unknown_payment_window {
+        // No payment id on the request span yet: the line names what the event does (`paymentsctl timeline`).
+        info!(result = "Deferred(UnknownPayment)", psp_event_id = %event.id, target = ?event.target, "webhook deferred: payment not known yet");
         return Err(retry_later("payment not known yet; retry"));
     }
     metrics.unknown_payments = 1;
