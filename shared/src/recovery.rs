@@ -68,6 +68,8 @@ pub struct RecoveryReport {
     pub refused: u32,
     pub deferred: u32,
     pub errors: u32,
+    /// Cut by the run's deadline (it and the payments not reached are the next run's).
+    pub left: u32,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -109,8 +111,10 @@ pub struct Recovery<P> {
 }
 
 impl<P: Psp> Recovery<P> {
-    /// One scheduled run: every payment open for longer than `stale_after`, reconciled one by one.
-    pub async fn run(&self) -> Result<RecoveryReport, StoreError> {
+    /// One scheduled run: every payment open for longer than `stale_after`, reconciled one by one until
+    /// `deadline` (the invocation's): a reconciliation is cut there wherever it is (safe as after a crash: the
+    /// lease expires, nothing half-written stays), and the payments not reached are the next run's.
+    pub async fn run(&self, deadline: tokio::time::Instant) -> Result<RecoveryReport, StoreError> {
         let stale_ms = i64::try_from(self.settings.stale_after.as_millis()).unwrap_or(i64::MAX);
         let keys = open_since(
             self.store.client(),
@@ -128,7 +132,11 @@ impl<P: Psp> Recovery<P> {
             report.found += 1;
             let correlation = CorrelationId::parse(format!("recovery-{}", uuid::Uuid::new_v4()))
                 .unwrap_or_else(|_| unreachable!("a uuid is a valid id"));
-            match self.reconcile(&id, correlation).await {
+            let Ok(reconciled) = tokio::time::timeout_at(deadline, self.reconcile(&id, correlation)).await else {
+                report.left += 1;
+                break;
+            };
+            match reconciled {
                 Ok(Reconciled::Applied(_)) => report.applied += 1,
                 Ok(Reconciled::Unchanged | Reconciled::NotOpen) => report.unchanged += 1,
                 Ok(Reconciled::Busy) => report.busy += 1,
@@ -278,6 +286,7 @@ pub fn emf(r: &RecoveryReport, now_ms: i64) -> serde_json::Value {
         serde_json::json!({
             "Found": r.found, "Applied": r.applied, "Unchanged": r.unchanged, "Busy": r.busy,
             "NoReference": r.no_reference, "Refused": r.refused, "Deferred": r.deferred, "Errors": r.errors,
+            "Left": r.left,
         }),
         now_ms,
     )

@@ -44,6 +44,10 @@ pub enum RunError {
     Psp(#[from] PspError),
     #[error("{0}")]
     Invalid(String),
+    /// The invocation's deadline came first; the saga is where the last completed step left it, and the
+    /// sweeper resumes it.
+    #[error("the invocation's deadline came before the saga settled")]
+    OutOfTime,
     /// Retries did not help; the saga was sent to the escalation queue.
     #[error("saga {order_id} escalated after {attempts} attempts at {action}: {error}")]
     Escalated {
@@ -60,7 +64,7 @@ impl RunError {
             RunError::Saga(e) => e.is_transient(),
             RunError::Store(e) => e.is_transient(),
             RunError::Psp(e) => e.is_transient(),
-            RunError::Invalid(_) | RunError::Escalated { .. } => false,
+            RunError::Invalid(_) | RunError::Escalated { .. } | RunError::OutOfTime => false,
         }
     }
 }
@@ -171,6 +175,19 @@ impl<P: Psp> Runner<P> {
             Some(loaded) => self.drive(loaded).await,
             None => Ok(None),
         }
+    }
+
+    /// [`Runner::resume`], cut at `deadline` wherever it is, PSP calls and their retries included. Cutting is
+    /// safe: every step is one transaction that a crash may interrupt at any point, and its PSP calls carry
+    /// idempotency keys, so the next resume (the sweeper's) redoes exactly what did not complete.
+    pub async fn resume_within(
+        &self,
+        order_id: &OrderId,
+        deadline: tokio::time::Instant,
+    ) -> Result<Option<SagaRecord>, RunError> {
+        tokio::time::timeout_at(deadline, self.resume(order_id))
+            .await
+            .map_err(|_| RunError::OutOfTime)?
     }
 
     /// Runs actions from `loaded` on. A saved transition hands over its new state directly; the saga is read

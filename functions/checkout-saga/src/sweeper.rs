@@ -12,6 +12,7 @@ use shared::store::open_index::{defer as defer_item, next_due, open_since, OpenK
 use shared::store::StoreError;
 use shared::{clock, OrderId};
 use std::time::Duration;
+use tokio::time::Instant;
 use tracing::warn;
 
 /// The longest wait between two looks at a waiting saga: the abandonment and payment deadlines it must act
@@ -23,10 +24,18 @@ pub struct SweepReport {
     pub found: u32,
     pub resumed: u32,
     pub errors: u32,
+    /// Not resumed: the invocation's deadline came first.
+    pub left: u32,
 }
 
-/// Resumes every saga open for longer than `stuck_after` (at most `limit`).
-pub async fn sweep<P: Psp>(runner: &Runner<P>, stuck_after: Duration, limit: usize) -> Result<SweepReport, StoreError> {
+/// Resumes every saga open for longer than `stuck_after` (at most `limit`), until `deadline`: what is left
+/// is found by the next run.
+pub async fn sweep<P: Psp>(
+    runner: &Runner<P>,
+    stuck_after: Duration,
+    limit: usize,
+    deadline: Instant,
+) -> Result<SweepReport, StoreError> {
     let stuck_ms = i64::try_from(stuck_after.as_millis()).unwrap_or(i64::MAX);
     let keys = open_since(
         runner.sagas.client(),
@@ -42,7 +51,11 @@ pub async fn sweep<P: Psp>(runner: &Runner<P>, stuck_after: Duration, limit: usi
             continue;
         };
         report.found += 1;
-        match runner.resume(&order).await {
+        if Instant::now() >= deadline {
+            report.left += 1;
+            continue;
+        }
+        match runner.resume_within(&order, deadline).await {
             Ok(Some(record)) if !record.status.is_terminal() => {
                 report.resumed += 1;
                 defer(runner, &record, stuck_ms).await;

@@ -89,6 +89,11 @@ async fn world_with(ctx: TestContext) -> World {
     }
 }
 
+/// A deadline no test reaches.
+fn later() -> tokio::time::Instant {
+    tokio::time::Instant::now() + Duration::from_secs(600)
+}
+
 fn fast_backoff() -> Backoff {
     Backoff::new(3, Duration::from_millis(1), Duration::from_millis(5))
 }
@@ -176,7 +181,7 @@ impl World {
             .collect();
         let mut batch = SqsEvent::default();
         batch.records = records;
-        let response = events::handle(&consumer, runner, batch).await;
+        let response = events::handle(&consumer, runner, batch, later()).await;
         assert!(response.batch_item_failures.is_empty(), "{response:?}");
     }
 
@@ -425,7 +430,9 @@ async fn killed_then_resumed(w: &World, calls: usize, method: &str, cancel: bool
     let record = runner.start(id.clone(), w.checkout(method, 1)).await.expect("restart");
     cancel_order().await;
     w.deliver(&runner, &record).await;
-    sweeper::sweep(&runner, Duration::ZERO, 1000).await.expect("sweep");
+    sweeper::sweep(&runner, Duration::ZERO, 1000, later())
+        .await
+        .expect("sweep");
     (switch.fired(), id)
 }
 
@@ -520,7 +527,9 @@ async fn a_compensation_that_keeps_failing_is_escalated_to_the_dlq_and_resumed_l
     assert_eq!(escalated[0]["action"], "refund_payment");
     assert_eq!(escalated[0]["attempts"], 3);
     // The refund API is back: the sweeper finds the open saga and finishes the compensations.
-    let report = sweeper::sweep(&w.runner(), Duration::ZERO, 1000).await.expect("sweep");
+    let report = sweeper::sweep(&w.runner(), Duration::ZERO, 1000, later())
+        .await
+        .expect("sweep");
     assert!(report.resumed >= 1);
     let done = w.saga(&id).await;
     assert_eq!(done.status, SagaStatus::Compensated);
@@ -540,14 +549,14 @@ async fn recovery_resolves_a_payment_whose_webhook_never_came() {
         .expect("start");
     assert_eq!(w.payment_status(&waiting).await, PaymentStatus::Processing);
     // The reconciler's scheduled run: found through the sparse index, asked at the PSP, finalized.
-    let report = runner.recovery.run().await.expect("recovery run");
+    let report = runner.recovery.run(later()).await.expect("recovery run");
     assert_eq!((report.found, report.applied), (1, 1), "{report:?}");
     let payment_id = waiting.payment_id.clone().expect("payment");
     let events = w.ctx.store.events(&payment_id).await.unwrap();
     let last = events.last().expect("events");
     assert_eq!((last.path, last.status), (Path::Recovery, PaymentStatus::Captured));
     // Terminal now: no longer in the index, so the next run finds nothing.
-    assert_eq!(runner.recovery.run().await.unwrap().found, 0);
+    assert_eq!(runner.recovery.run(later()).await.unwrap().found, 0);
     w.deliver(&runner, &waiting).await;
     assert_eq!(w.saga(&id).await.status, SagaStatus::Completed);
 }

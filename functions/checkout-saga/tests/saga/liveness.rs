@@ -92,7 +92,7 @@ async fn two_hundred_unresolvable_payments_in_one_shard_do_not_hide_a_resolvable
     recovery.settings.batch_limit = 200;
     // Open for an hour, asked about after a minute: the ones it cannot resolve are due again minutes later.
     recovery.settings.stale_after = Duration::from_secs(60);
-    let report = recovery.run().await.expect("run");
+    let report = recovery.run(later()).await.expect("run");
     assert_eq!(report.applied, 1, "{report:?}");
     assert!(
         report.no_reference <= 200 / OPEN_SHARDS as u32,
@@ -116,7 +116,7 @@ async fn two_hundred_unresolvable_payments_in_one_shard_do_not_hide_a_resolvable
     .await
     .expect("index");
     assert_eq!(due_now.len(), 200 - looked_at, "deferred: {looked_at}");
-    let next = recovery.run().await.expect("second run");
+    let next = recovery.run(later()).await.expect("second run");
     assert_eq!(
         next.no_reference as usize, looked_at,
         "another share of shard 0: {next:?}"
@@ -179,7 +179,9 @@ async fn an_abandoned_3ds_checkout_ends_compensated_with_the_payment_intent_canc
         "the customer has time until the deadline"
     );
     tokio::time::sleep(Duration::from_millis(3100)).await;
-    sweeper::sweep(&runner, Duration::ZERO, 100).await.expect("sweep");
+    sweeper::sweep(&runner, Duration::ZERO, 100, later())
+        .await
+        .expect("sweep");
     let done = w.saga(&id).await;
     assert_eq!(done.status, SagaStatus::Compensated);
     assert_eq!(w.log(&id).await, CANCELLED_BEFORE_CAPTURE);
@@ -257,7 +259,9 @@ async fn a_success_that_races_the_cancel_continues_from_the_capture() {
         .await
         .expect("start");
     tokio::time::sleep(SLOW * 2 + Duration::from_millis(100)).await;
-    sweeper::sweep(&runner, Duration::ZERO, 100).await.expect("sweep");
+    sweeper::sweep(&runner, Duration::ZERO, 100, later())
+        .await
+        .expect("sweep");
     assert_eq!(w.saga(&kept).await.status, SagaStatus::Completed);
     w.assert_charged_once(&second, 0);
     assert_eq!(w.stock().await, STOCK - 1);
@@ -338,4 +342,80 @@ async fn a_charge_retried_after_25_hours_reuses_the_first_payment_and_charge() {
     w.assert_charged_once(&done, 0);
     let created = w.log(&id).await.iter().filter(|(k, _)| *k == K::PaymentCreated).count();
     assert_eq!(created, 1, "one payment for the order");
+}
+
+/// A PSP that takes the given time to answer a charge (a slow or hanging connection), then does it.
+struct SlowCharges(StripeClient, Duration);
+
+impl Psp for SlowCharges {
+    async fn charge(&self, key: &str, request: &ChargeRequest<'_>) -> Result<PaymentIntent, PspError> {
+        tokio::time::sleep(self.1).await;
+        self.0.charge(key, request).await
+    }
+    async fn retrieve(&self, reference: &PspReference) -> Result<PaymentIntent, PspError> {
+        self.0.retrieve(reference).await
+    }
+    async fn cancel(&self, key: &str, reference: &PspReference) -> Result<PaymentIntent, PspError> {
+        self.0.cancel(key, reference).await
+    }
+    async fn refund(&self, key: &str, reference: &PspReference, amount: Option<u64>) -> Result<Refund, PspError> {
+        self.0.refund(key, reference, amount).await
+    }
+    async fn find_for_payment(&self, payment: &PaymentId) -> Result<Option<PaymentIntent>, PspError> {
+        self.0.find_for_payment(payment).await
+    }
+}
+
+/// The inbox and the sweeper never run past their invocation's deadline: a resume stuck in a slow PSP call
+/// is cut there, the saga stays where its last completed step left it, and the next resume finishes it
+/// without charging twice.
+#[tokio::test]
+async fn a_resume_is_cut_at_the_invocations_deadline_and_the_next_one_finishes_it() {
+    let w = world().await;
+    let id = order();
+    // The start is cut while its charge waits for the slow PSP: the saga stays at `charging`.
+    let slow = w.runner_with(
+        w.ctx.client.clone(),
+        SlowCharges(w.psp(), Duration::from_secs(30)),
+        Settings {
+            backoff: fast_backoff(),
+            ..Settings::default()
+        },
+    );
+    let started = tokio::time::timeout(
+        Duration::from_millis(300),
+        slow.start(id.clone(), w.checkout("pm_succeeded", 1)),
+    )
+    .await;
+    assert!(started.is_err(), "cut while the PSP is slow");
+    assert_eq!(w.saga(&id).await.status, SagaStatus::Charging);
+    let cut = slow
+        .resume_within(&id, tokio::time::Instant::now() + Duration::from_millis(300))
+        .await;
+    assert!(matches!(cut, Err(RunError::OutOfTime)), "{cut:?}");
+    assert_eq!(w.saga(&id).await.status, SagaStatus::Charging);
+    // The sweeper's next run, with a PSP that answers.
+    let runner = w.runner();
+    let report = sweeper::sweep(&runner, Duration::ZERO, 100, later())
+        .await
+        .expect("sweep");
+    assert_eq!((report.resumed, report.left), (1, 0), "{report:?}");
+    let charged = w.saga(&id).await;
+    assert_eq!(charged.status, SagaStatus::PaymentPending);
+    w.deliver(&runner, &charged).await;
+    let done = w.saga(&id).await;
+    assert_eq!(done.status, SagaStatus::Completed);
+    w.assert_charged_once(&done, 0);
+    // A run whose deadline has passed resumes nothing and says so.
+    let other = order();
+    let _ = tokio::time::timeout(
+        Duration::from_millis(300),
+        slow.start(other.clone(), w.checkout("pm_succeeded", 1)),
+    )
+    .await;
+    let report = sweeper::sweep(&runner, Duration::ZERO, 100, tokio::time::Instant::now())
+        .await
+        .expect("sweep");
+    assert_eq!((report.resumed, report.left), (0, 1), "{report:?}");
+    assert_eq!(w.saga(&other).await.status, SagaStatus::Charging);
 }

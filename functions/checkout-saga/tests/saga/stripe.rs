@@ -320,7 +320,9 @@ async fn a_5xx_storm_opens_the_breaker_sagas_and_recovery_defer_and_one_probe_cl
     // The storm ends; after the cool-down the sweeper's run is the probe, which closes the breaker.
     w.sim.ledger.storm(503, 0);
     tokio::time::sleep(breaker_settings().cool_down + Duration::from_millis(100)).await;
-    sweeper::sweep(&runner, Duration::ZERO, 1000).await.expect("sweep");
+    sweeper::sweep(&runner, Duration::ZERO, 1000, later())
+        .await
+        .expect("sweep");
     assert_eq!(other_instance.state().await.unwrap(), BreakerState::Closed);
     let resumed = w.saga(&id).await;
     assert_eq!(resumed.status, SagaStatus::PaymentPending);
