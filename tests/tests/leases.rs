@@ -88,7 +88,9 @@ async fn a_holder_whose_lease_was_taken_over_still_writes_only_on_the_current_ve
         .id;
     let lease_a = short.acquire(&id).await.unwrap().unwrap();
     tokio::time::sleep(Duration::from_millis(400)).await;
-    let lease_b = short.acquire(&id).await.unwrap().unwrap();
+    // B's lease is long, so it is still B's at the end however slow this machine is.
+    let long = ctx.leases_with_ttl(Duration::from_secs(30));
+    let lease_b = long.acquire(&id).await.unwrap().unwrap();
     // A writes on the current version while B holds the lease: the lease release fails, the version holds,
     // so the write goes through without the release, and B's lease stays B's.
     let a = ctx
