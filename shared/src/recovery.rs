@@ -163,12 +163,14 @@ impl<P: Psp> Recovery<P> {
             info!(payment_id = %id, "payment's lease is held (webhook intake at work); skipped this round");
             return Ok(Reconciled::Busy);
         };
-        let done = self.reconcile_leased(id, &lease, correlation).await;
-        // A finalize that wrote released the lease in its transaction; every other ending releases it here.
-        if !matches!(done, Ok((_, true))) {
-            if let Err(e) = self.leases.release(&lease).await {
-                warn!(payment_id = %id, error = %e, "lease release failed; it will expire");
-            }
+        let held = self.leases.hold(lease);
+        let done = self.reconcile_leased(id, held.lease(), correlation).await;
+        // A finalize that wrote released the lease in its transaction; every other ending releases it here
+        // (and a reconciliation cut at the run's deadline, when `held` is dropped).
+        if matches!(done, Ok((_, true))) {
+            held.released_by_write();
+        } else if let Err(e) = held.release().await {
+            warn!(payment_id = %id, error = %e, "lease release failed; it will expire");
         }
         done.map(|(reconciled, _)| reconciled)
     }

@@ -225,7 +225,9 @@ async fn intake(
             .instrument(telemetry::step_span("lease")),
         app.store.get(&payment_id).instrument(telemetry::step_span("read")),
     );
-    let (lease, current) = (lease?, current?);
+    // Held from here: released on every way out, the failed read's included.
+    let lease = lease?.map(|lease| app.leases.hold(lease));
+    let current = current?;
     let Some(lease) = lease else {
         metrics.lease_deferrals = 1;
         // A 503 writes no item: this line is its only record (`paymentsctl timeline` reads it).
@@ -233,7 +235,9 @@ async fn intake(
         return Err(retry_later("another worker is processing this payment; retry"));
     };
     let Some(current) = current else {
-        let _ = app.leases.release(&lease).await;
+        if let Err(e) = lease.release().await {
+            warn!(error = %e, "lease release failed; it will expire");
+        }
         return unknown_payment(app, provider, &event, body, metrics).await;
     };
 
@@ -245,15 +249,21 @@ async fn intake(
     observation.trace_context = telemetry::traceparent_of(&finalize_span);
     let outcome = match app
         .store
-        .finalize_from(current, &observation, Some(&lease))
+        .finalize_from(current, &observation, Some(lease.lease()))
         .instrument(finalize_span)
         .await
     {
-        Ok(outcome) => outcome,
+        Ok(outcome) => {
+            if outcome.lease_released {
+                lease.released_by_write();
+            }
+            // Otherwise (the lease was taken over meanwhile) `lease` tries once more when dropped.
+            outcome
+        }
         Err(e) => {
             // Free the payment for the PSP's retry now rather than when the lease expires (best effort:
             // if DynamoDB is down, the lease expires by itself).
-            if let Err(release) = app.leases.release(&lease).await {
+            if let Err(release) = lease.release().await {
                 warn!(error = %release, "lease release after a failed finalize failed; it will expire");
             }
             return Err(if e.is_transient() {
