@@ -9,7 +9,7 @@
 //! | payment_pending | read the payment's outcome from the order projection (fed by the queue; past the deadline the payment item itself) | payment_captured | failed, abandoned (still the customer's turn after `abandon_after`) or cancelled by the customer: cancelling_payment; past the deadline: handed to recovery |
 //! | payment_captured | confirm the order (conditioned on `pending`) | completed | cancelled meanwhile: refunding_payment |
 //! | refunding_payment | refund at the PSP (key `<order>:refund`), read the PaymentIntent back, finalize its refunded total | releasing_stock | retried, then escalated |
-//! | cancelling_payment | cancel the PaymentIntent at the PSP (key `<order>:cancel`) if still open, make sure our payment is failed | releasing_stock; succeeded meanwhile: payment_captured | retried, then escalated |
+//! | cancelling_payment | cancel the PaymentIntent at the PSP (key `<order>:cancel:<status>`) if it can be canceled, make sure our payment is failed | releasing_stock; succeeded meanwhile: payment_captured; processing (Stripe cannot cancel it): waits for its outcome | retried, then escalated |
 //! | releasing_stock | increment the stock | compensated | retried, then escalated |
 //!
 //! Every PSP call that moves money carries a key derived from (saga, step), reused on every retry and after
@@ -466,7 +466,7 @@ impl<P: Psp> Runner<P> {
     }
 
     /// Compensates a charge that must take no money: a payment still open is canceled at the PSP (key
-    /// `<order>:cancel`) and failed here. If the PSP refuses because the payment succeeded meanwhile, the
+    /// `<order>:cancel:<status>`) and failed here. If the PSP refuses because the payment succeeded meanwhile, the
     /// saga continues from the capture (confirm the order; a cancelled order is then refunded).
     async fn cancel_payment(
         &self,
@@ -483,18 +483,18 @@ impl<P: Psp> Runner<P> {
         let mut status = payment.status;
         if !status.is_terminal() {
             if let Some(reference) = payment.psp_reference.clone() {
-                let intent = match self.psp().cancel(&format!("{order}:cancel"), &reference).await {
-                    Ok(intent) => intent,
-                    // Refused with the PaymentIntent: it succeeded (or was canceled) meanwhile.
-                    Err(refused) => match refused.payment_intent().cloned() {
-                        Some(intent) => intent,
-                        None => return Err(refused.into()),
-                    },
-                };
+                let intent = self.cancel_intent(&order, &reference).await?;
                 status = self
                     .observe_intent(&payment_id, &order, &intent)
                     .await?
                     .unwrap_or(status);
+                if !matches!(intent.status, IntentStatus::Canceled | IntentStatus::Succeeded) {
+                    // The money may still be taken: saying "no money taken" now would keep it. The saga waits
+                    // here for the PSP's outcome (the sweeper resumes it; a capture continues from there).
+                    info!(order_id = %order, psp_status = intent.status.as_str(),
+                          "the PaymentIntent cannot be canceled now; waiting for its outcome");
+                    return Ok(Advanced::Stopped);
+                }
             }
         }
         if !status.is_terminal() {
@@ -504,8 +504,10 @@ impl<P: Psp> Runner<P> {
                 .as_ref()
                 .map(|f| format!("checkout cancelled: {}", f.reason))
                 .unwrap_or_default();
-            // Fails a payment the PSP never heard of (the charge was refused before it reached it).
-            self.observe(&payment_id, &order, Outcome::Failed { reason }, None)
+            // Fails a payment the PSP never took (canceled there, or refused before a PaymentIntent existed).
+            // What the write leaves decides: a capture that won the race is not "no money taken".
+            status = self
+                .observe(&payment_id, &order, Outcome::Failed { reason }, None)
                 .await?;
         }
         if status == PaymentStatus::Captured {
@@ -515,6 +517,33 @@ impl<P: Psp> Runner<P> {
         }
         let (next, event) = saga.payment_cancelled(now);
         self.moved(next, event, vec![]).await
+    }
+
+    /// Cancels the PaymentIntent if it can still be canceled, and answers it as it then stands. It is read
+    /// first: one that succeeded, was canceled or is processing (which Stripe cannot cancel) is not asked to
+    /// cancel. The key names the status the cancel was decided on (`<order>:cancel:<status>`), because Stripe
+    /// replays a refused cancel's answer for its key: a later cancel from another status must not get it.
+    async fn cancel_intent(
+        &self,
+        order: &OrderId,
+        reference: &shared::PspReference,
+    ) -> Result<PaymentIntent, RunError> {
+        let current = self.psp().retrieve(reference).await?;
+        if matches!(
+            current.status,
+            IntentStatus::Canceled | IntentStatus::Succeeded | IntentStatus::Processing
+        ) {
+            return Ok(current);
+        }
+        let key = format!("{order}:cancel:{}", current.status.as_str());
+        match self.psp().cancel(&key, reference).await {
+            Ok(intent) => Ok(intent),
+            // Refused with the PaymentIntent: it moved between the read and the cancel.
+            Err(refused) => match refused.payment_intent().cloned() {
+                Some(intent) => Ok(intent),
+                None => Err(refused.into()),
+            },
+        }
     }
 
     /// The customer cancels the order: a saga still waiting for its payment cancels the PaymentIntent rather
@@ -559,17 +588,22 @@ impl<P: Psp> Runner<P> {
     }
 
     /// Applies what the saga itself learned from the PSP (a refund, a cancellation) through the one finalize.
+    /// The payment's status afterwards (which may be another path's, when that one won).
     async fn observe(
         &self,
         payment_id: &PaymentId,
         order: &OrderId,
         outcome: Outcome,
         reference: Option<shared::PspReference>,
-    ) -> Result<(), RunError> {
+    ) -> Result<PaymentStatus, RunError> {
         let mut observation = Observation::new(Path::Sync, outcome, correlation(order));
         observation.psp_reference = reference;
-        self.payments().finalize(payment_id, &observation, None).await?;
-        Ok(())
+        Ok(self
+            .payments()
+            .finalize(payment_id, &observation, None)
+            .await?
+            .payment
+            .status)
     }
 
     /// The payment's status as the order projection has applied it from the queue, if any event arrived.

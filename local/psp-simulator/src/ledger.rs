@@ -615,7 +615,8 @@ fn cancel(state: &mut State, id: &str, params: &BTreeMap<String, String>) -> Eff
         return answer(no_such("payment_intent", id));
     };
     let mut webhooks = advance(intent, now);
-    if matches!(intent.status, "succeeded" | "canceled") {
+    // As at Stripe: a processing PaymentIntent cannot be canceled (Stripe allows it only "in rare cases").
+    if matches!(intent.status, "succeeded" | "canceled" | "processing") {
         let message = format!(
             "You cannot cancel this PaymentIntent because it has a status of {}.",
             intent.status

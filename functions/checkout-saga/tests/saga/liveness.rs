@@ -419,3 +419,38 @@ async fn a_resume_is_cut_at_the_invocations_deadline_and_the_next_one_finishes_i
     assert_eq!((report.resumed, report.left), (0, 1), "{report:?}");
     assert_eq!(w.saga(&other).await.status, SagaStatus::Charging);
 }
+
+/// The customer cancels while the payment is processing, which Stripe cannot cancel: the saga does not
+/// declare "no money taken" (the money may still come); it waits, and when the capture comes it continues
+/// from there: the cancelled order is refunded, never kept.
+#[tokio::test]
+async fn a_cancel_while_processing_waits_for_the_outcome_and_refunds_the_capture() {
+    let w = world().await;
+    let runner = w.runner();
+    let id = order();
+    let started = runner
+        .start(id.clone(), w.checkout("pm_slow_processing", 1))
+        .await
+        .expect("start");
+    assert_eq!(w.payment_status(&started).await, PaymentStatus::Processing);
+    orders::cancel(&w.ctx.client, &w.ctx.table, &id).await.expect("cancel");
+    let waiting = runner.cancel_by_customer(&id).await.expect("cancel").expect("saga");
+    assert_eq!(waiting.status, SagaStatus::CancellingPayment, "waits for the PSP");
+    assert_eq!(
+        w.payment_status(&waiting).await,
+        PaymentStatus::Processing,
+        "not failed while open"
+    );
+    // The processing ends in a capture; the next resume (the sweeper's) continues from it.
+    tokio::time::sleep(SLOW + Duration::from_millis(100)).await;
+    let done = runner.resume(&id).await.expect("resume").expect("saga");
+    assert_eq!(done.status, SagaStatus::Compensated);
+    assert!(done.captured && done.refunded_minor == 2500, "{done:?}");
+    let kinds: Vec<K> = w.log(&id).await.iter().map(|(k, _)| *k).collect();
+    assert!(
+        kinds.ends_with(&[K::PaymentCaptured, K::StepFailed, K::PaymentRefunded, K::StockReleased]),
+        "{kinds:?}"
+    );
+    w.assert_charged_once(&done, 2500);
+    assert_eq!(w.stock().await, STOCK);
+}
