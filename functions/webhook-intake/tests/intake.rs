@@ -662,3 +662,28 @@ async fn a_webhook_costs_three_calls_two_sequential() {
     assert_eq!(calls, vec!["GetItem", "PutItem", "TransactWriteItems"]);
     assert_eq!(t.ctx.calls.sequential_depth(), 2);
 }
+
+/// The intake's own binary, started with a secrets JSON of the wrong shape (a string where a list belongs):
+/// it refuses to start, saying what is wrong and where, and never prints the secret.
+#[test]
+fn a_wrong_shaped_secrets_json_fails_the_start_without_printing_the_secret() {
+    let secret = "whsec_this_must_never_be_printed_0123456789";
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_webhook-intake"))
+        .env("TABLE_NAME", "payments-start-test")
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_ACCESS_KEY_ID", "local")
+        .env("AWS_SECRET_ACCESS_KEY", "local")
+        .env_remove("WEBHOOK_SECRETS_ARN")
+        .env("WEBHOOK_SECRETS", format!(r#"{{"stripe": "{secret}"}}"#))
+        .env("AWS_LAMBDA_RUNTIME_API", "127.0.0.1:9")
+        .output()
+        .expect("the binary runs");
+    let printed = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(!output.status.success(), "started with bad secrets: {printed}");
+    assert!(printed.contains("BadSecrets") && printed.contains("expected a sequence"), "{printed}");
+    assert!(!printed.contains("this_must_never_be_printed"), "{printed}");
+}
