@@ -94,7 +94,7 @@ impl<P: Projection> Consumer<P> {
     /// Handles one SQS batch; the answer lists the messages SQS must redeliver.
     pub async fn handle(&self, batch: SqsEvent) -> SqsBatchResponse {
         let (response, report) = self.process(&batch.records).await;
-        println!("{}", emf(self.projection.name(), &report, clock::now_ms()));
+        crate::metrics::emit(&emf(self.projection.name(), &report, clock::now_ms()));
         crate::telemetry::flush();
         response
     }

@@ -29,7 +29,7 @@ pub async fn handle<P: Psp>(
     deadline: Instant,
 ) -> SqsBatchResponse {
     let (response, report) = consumer.process(&batch.records).await;
-    println!("{}", consumer::emf(order_projection::NAME, &report, clock::now_ms()));
+    shared::metrics::emit(&consumer::emf(order_projection::NAME, &report, clock::now_ms()));
     let failed: HashSet<&str> = response
         .batch_item_failures
         .iter()

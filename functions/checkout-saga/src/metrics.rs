@@ -15,18 +15,8 @@ pub const NAMESPACE: &str = "Payments/Checkout";
 /// The latency objective for sagas that need no customer action.
 pub const NO_ACTION_OBJECTIVE_MS: i64 = 30_000;
 
-fn record(dimensions: Value, metrics: &[(&str, &str)], values: Value) -> Value {
-    let mut out = json!({
-        "_aws": { "Timestamp": clock::now_ms(), "CloudWatchMetrics": [{
-            "Namespace": NAMESPACE,
-            "Dimensions": dimensions,
-            "Metrics": metrics.iter().map(|(n, u)| json!({ "Name": n, "Unit": u })).collect::<Vec<_>>(),
-        }]},
-    });
-    if let (Some(o), Some(v)) = (out.as_object_mut(), values.as_object()) {
-        o.extend(v.clone());
-    }
-    out
+fn record(dimensions: &[&[&str]], metrics: &[(&str, &str)], values: Value) -> Value {
+    shared::metrics::emf(NAMESPACE, dimensions, metrics, values, clock::now_ms())
 }
 
 /// The EMF records a transition produces (none for most).
@@ -34,12 +24,12 @@ pub fn for_transition(saga: &SagaRecord, event: &SagaEvent) -> Vec<Value> {
     let mut out = Vec::new();
     match event.kind {
         SagaEventKind::SagaStarted => out.push(record(
-            json!([[]]),
+            &[&[]],
             &[("SagasStarted", "Count")],
             json!({ "SagasStarted": 1 }),
         )),
         SagaEventKind::StepFailed => out.push(record(
-            json!([["Step"]]),
+            &[&["Step"]],
             &[("StepFailed", "Count")],
             json!({ "Step": event.step.as_str(), "StepFailed": 1, "order_id": saga.order_id.as_str() }),
         )),
@@ -50,7 +40,7 @@ pub fn for_transition(saga: &SagaRecord, event: &SagaEvent) -> Vec<Value> {
         let completed = saga.status == SagaStatus::Completed;
         let no_action = completed && !saga.customer_action;
         out.push(record(
-            json!([[]]),
+            &[&[]],
             &[
                 ("SagaDurationMs", "Milliseconds"),
                 ("SagasCompleted", "Count"),
@@ -77,17 +67,17 @@ pub fn for_transition(saga: &SagaRecord, event: &SagaEvent) -> Vec<Value> {
 
 pub fn after_transition(saga: &SagaRecord, event: &SagaEvent) {
     for line in for_transition(saga, event) {
-        println!("{line}");
+        shared::metrics::emit(&line);
     }
 }
 
 pub fn escalated(saga: &SagaRecord, action: &str) {
     let line = record(
-        json!([["Action"]]),
+        &[&["Action"]],
         &[("Escalations", "Count")],
         json!({ "Action": action, "Escalations": 1, "order_id": saga.order_id.as_str() }),
     );
-    println!("{line}");
+    shared::metrics::emit(&line);
 }
 
 #[cfg(test)]

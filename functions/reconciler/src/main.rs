@@ -31,7 +31,7 @@ async fn main() -> Result<(), Error> {
             // Lambda freezes the process after the answer: export this invocation's spans now.
             telemetry::flush();
             let report = report?;
-            println!("{}", recovery::emf(&report, clock::now_ms()));
+            shared::metrics::emit(&recovery::emf(&report, clock::now_ms()));
             Ok::<_, Error>(serde_json::json!({ "found": report.found, "applied": report.applied, "busy": report.busy }))
         }
     }))

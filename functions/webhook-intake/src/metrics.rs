@@ -22,39 +22,36 @@ impl RequestMetrics {
     /// The EMF document. Metrics are published without dimensions (for alarms), by provider, and by
     /// provider and result.
     pub fn to_emf(&self, now_ms: i64) -> serde_json::Value {
-        let names = [
-            "Requests",
-            "LeaseDeferrals",
-            "VersionConflicts",
-            "Anomalies",
-            "Quarantines",
-            "UnknownPayments",
-            "Unauthorized",
-        ];
-        json!({
-            "_aws": {
-                "Timestamp": now_ms,
-                "CloudWatchMetrics": [{
-                    "Namespace": NAMESPACE,
-                    "Dimensions": [[], ["Provider"], ["Provider", "Result"]],
-                    "Metrics": names.iter().map(|n| json!({ "Name": n, "Unit": "Count" })).collect::<Vec<_>>(),
-                }],
-            },
-            "Provider": self.provider,
-            "Result": self.result,
-            "Status": self.status,
-            "Requests": 1,
-            "LeaseDeferrals": self.lease_deferrals,
-            "VersionConflicts": self.version_conflicts,
-            "Anomalies": self.anomalies,
-            "Quarantines": self.quarantines,
-            "UnknownPayments": self.unknown_payments,
-            "Unauthorized": self.unauthorized,
-        })
+        shared::metrics::counts(
+            NAMESPACE,
+            &[&[], &["Provider"], &["Provider", "Result"]],
+            &[
+                "Requests",
+                "LeaseDeferrals",
+                "VersionConflicts",
+                "Anomalies",
+                "Quarantines",
+                "UnknownPayments",
+                "Unauthorized",
+            ],
+            json!({
+                "Provider": self.provider,
+                "Result": self.result,
+                "Status": self.status,
+                "Requests": 1,
+                "LeaseDeferrals": self.lease_deferrals,
+                "VersionConflicts": self.version_conflicts,
+                "Anomalies": self.anomalies,
+                "Quarantines": self.quarantines,
+                "UnknownPayments": self.unknown_payments,
+                "Unauthorized": self.unauthorized,
+            }),
+            now_ms,
+        )
     }
 
     /// Writes the record as one line to stdout, where Lambda's log pipeline extracts it.
     pub fn emit(&self) {
-        println!("{}", self.to_emf(shared::clock::now_ms()));
+        shared::metrics::emit(&self.to_emf(shared::clock::now_ms()));
     }
 }

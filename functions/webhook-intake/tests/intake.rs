@@ -684,6 +684,9 @@ fn a_wrong_shaped_secrets_json_fails_the_start_without_printing_the_secret() {
         String::from_utf8_lossy(&output.stderr)
     );
     assert!(!output.status.success(), "started with bad secrets: {printed}");
-    assert!(printed.contains("BadSecrets") && printed.contains("expected a sequence"), "{printed}");
+    assert!(
+        printed.contains("BadSecrets") && printed.contains("expected a sequence"),
+        "{printed}"
+    );
     assert!(!printed.contains("this_must_never_be_printed"), "{printed}");
 }

@@ -96,7 +96,7 @@ pub async fn schedules(runner: Arc<Runner<GuardedStripe>>) {
             .run(tokio::time::Instant::now() + CONSUMER_TIMEOUT)
             .await
         {
-            Ok(report) if report.found > 0 => println!("{}", recovery::emf(&report, shared::clock::now_ms())),
+            Ok(report) if report.found > 0 => shared::metrics::emit(&recovery::emf(&report, shared::clock::now_ms())),
             Ok(_) => {}
             Err(e) => error!(error = %e, "recovery run failed"),
         }

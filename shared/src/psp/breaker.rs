@@ -341,7 +341,7 @@ impl<P: Psp> CircuitBreaker<P> {
                         .and_then(|v| v.as_s().ok())
                         .cloned()
                         .unwrap_or_default();
-                    println!("{}", emf(name.trim_start_matches("BREAKER#"), clock::now_ms()));
+                    crate::metrics::emit(&emf(name.trim_start_matches("BREAKER#"), clock::now_ms()));
                 }
             }
         }
