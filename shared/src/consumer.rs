@@ -73,10 +73,6 @@ pub struct Consumer<P> {
     pub gap_alarm_after_receives: u32,
 }
 
-fn cursor_key(name: &str, event: &PaymentEvent) -> String {
-    format!("CONSUMER#{name}#{}", event.payment_id)
-}
-
 impl<P: Projection> Consumer<P> {
     pub fn new(client: Client, table: impl Into<String>, projection: P) -> Self {
         Self {
@@ -174,8 +170,7 @@ impl<P: Projection> Consumer<P> {
         let mut items = self.projection.effects(&self.table, event)?;
         let cursor = Put::builder()
             .table_name(&self.table)
-            .item("pk", AttributeValue::S(cursor_key(name, event)))
-            .item("sk", AttributeValue::S("CURSOR".into()))
+            .set_item(Some(crate::keys::consumer_cursor(name, &event.payment_id)))
             .item("applied_version", AttributeValue::N(event.version.to_string()))
             .item("applied_event_id", AttributeValue::S(event.event_id()))
             .item("updated_at_ms", AttributeValue::N(clock::now_ms().to_string()))
@@ -240,11 +235,7 @@ impl<P: Projection> Consumer<P> {
             .client
             .get_item()
             .table_name(&self.table)
-            .key(
-                "pk",
-                AttributeValue::S(format!("CONSUMER#{}#{payment_id}", self.projection.name())),
-            )
-            .key("sk", AttributeValue::S("CURSOR".into()))
+            .set_key(Some(crate::keys::consumer_cursor(self.projection.name(), payment_id)))
             .consistent_read(true)
             .send()
             .await

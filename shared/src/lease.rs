@@ -62,13 +62,6 @@ pub struct Leases {
     config: LeaseConfig,
 }
 
-pub(crate) fn lease_key(id: &PaymentId) -> [(&'static str, AttributeValue); 2] {
-    [
-        ("pk", AttributeValue::S(format!("LEASE#{id}"))),
-        ("sk", AttributeValue::S("LEASE".into())),
-    ]
-}
-
 impl Leases {
     pub fn new(client: Client, table: impl Into<String>, config: LeaseConfig) -> Self {
         Self {
@@ -87,13 +80,11 @@ impl Leases {
             owner: uuid::Uuid::new_v4().to_string(),
             expires_at_ms: now + ttl_ms,
         };
-        let [pk, sk] = lease_key(id);
         let result = self
             .client
             .put_item()
             .table_name(&self.table)
-            .item(pk.0, pk.1)
-            .item(sk.0, sk.1)
+            .set_item(Some(crate::keys::lease(id)))
             .item("owner", AttributeValue::S(lease.owner.clone()))
             .item("expires_at_ms", AttributeValue::N(lease.expires_at_ms.to_string()))
             .item(
@@ -140,11 +131,9 @@ impl Leases {
 
     /// The release as one item of a `TransactWriteItems`, saving a call when there is a write anyway.
     pub(crate) fn release_in_transaction(table: &str, lease: &Lease) -> Result<TransactWriteItem, StoreError> {
-        let [pk, sk] = lease_key(&lease.payment_id);
         let delete = Delete::builder()
             .table_name(table)
-            .key(pk.0, pk.1)
-            .key(sk.0, sk.1)
+            .set_key(Some(crate::keys::lease(&lease.payment_id)))
             .condition_expression("#owner = :owner")
             .expression_attribute_names("#owner", "owner")
             .expression_attribute_values(":owner", AttributeValue::S(lease.owner.clone()))
@@ -223,12 +212,10 @@ impl Drop for HeldLease {
 /// The conditional delete behind [`Leases::release`], also used by the store after a decision that writes
 /// nothing.
 pub(crate) async fn release(client: &Client, table: &str, lease: &Lease) -> Result<bool, StoreError> {
-    let [pk, sk] = lease_key(&lease.payment_id);
     let result = client
         .delete_item()
         .table_name(table)
-        .key(pk.0, pk.1)
-        .key(sk.0, sk.1)
+        .set_key(Some(crate::keys::lease(&lease.payment_id)))
         .condition_expression("#owner = :owner")
         .expression_attribute_names("#owner", "owner")
         .expression_attribute_values(":owner", AttributeValue::S(lease.owner.clone()))

@@ -8,6 +8,7 @@ pub mod clock;
 pub mod config;
 pub mod consumer;
 pub mod http;
+pub mod keys;
 pub mod lease;
 pub mod metrics;
 pub mod outbox;

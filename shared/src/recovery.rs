@@ -21,7 +21,6 @@
 use crate::clock;
 use crate::lease::{Lease, Leases};
 use crate::psp::{Psp, PspError};
-use crate::store::item::payment_key;
 use crate::store::open_index::{defer, next_due, open_since, OpenKind, MAX_RECHECK_INTERVAL};
 use crate::store::{FinalizeResult, PaymentStore, StoreError};
 use crate::{CorrelationId, Path, Payment, PaymentId, PspReference};
@@ -126,7 +125,10 @@ impl<P: Psp> Recovery<P> {
         .await?;
         let mut report = RecoveryReport::default();
         for key in keys {
-            let Some(id) = key.strip_prefix("PAYMENT#").and_then(|id| PaymentId::parse(id).ok()) else {
+            let Some(id) = key
+                .strip_prefix(crate::keys::PAYMENT_PK_PREFIX)
+                .and_then(|id| PaymentId::parse(id).ok())
+            else {
                 continue;
             };
             report.found += 1;
@@ -243,7 +245,7 @@ impl<P: Psp> Recovery<P> {
             millis(self.settings.stale_after),
             millis(MAX_RECHECK_INTERVAL),
         );
-        let key = payment_key(&payment.id);
+        let key = crate::keys::payment(&payment.id);
         if let Err(e) = defer(self.store.client(), self.store.table(), key, due).await {
             warn!(payment_id = %payment.id, error = %e, "could not defer the payment's next check");
         }

@@ -47,20 +47,7 @@ impl SagaStoreError {
     }
 }
 
-pub fn saga_pk(id: &OrderId) -> String {
-    format!("SAGA#{id}")
-}
-
-/// The key of a saga's state item.
-pub fn saga_key(id: &OrderId) -> Item {
-    [
-        ("pk".to_owned(), AttributeValue::S(saga_pk(id))),
-        ("sk".to_owned(), AttributeValue::S(SAGA_SK.into())),
-    ]
-    .into()
-}
-
-const SAGA_SK: &str = "SAGA";
+pub use crate::keys::{saga as saga_key, saga_pk};
 
 fn corrupt(key: &str, e: impl ToString) -> StoreError {
     StoreError::Corrupt {
@@ -73,7 +60,7 @@ fn record_to_item(r: &SagaRecord) -> Result<Item, StoreError> {
     let pk = saga_pk(&r.order_id);
     let mut item: Item = serde_dynamo::to_item(r).map_err(|e| corrupt(&pk, e))?;
     item.insert("pk".into(), AttributeValue::S(pk));
-    item.insert("sk".into(), AttributeValue::S(SAGA_SK.into()));
+    item.insert("sk".into(), AttributeValue::S(crate::keys::SAGA_SK.into()));
     item.insert("entity".into(), AttributeValue::S("saga".into()));
     if !r.status.is_terminal() {
         item.insert(
@@ -89,7 +76,7 @@ fn event_to_item(e: &SagaEvent) -> Result<Item, StoreError> {
     let pk = saga_pk(&e.order_id);
     let mut item: Item = serde_dynamo::to_item(e).map_err(|err| corrupt(&pk, err))?;
     item.insert("pk".into(), AttributeValue::S(pk));
-    item.insert("sk".into(), AttributeValue::S(format!("EVENT#{:010}", e.version)));
+    item.insert("sk".into(), AttributeValue::S(crate::keys::event_sk(e.version)));
     item.insert("entity".into(), AttributeValue::S("saga_event".into()));
     Ok(item)
 }
@@ -205,7 +192,7 @@ impl SagaStore {
                 .table_name(&self.table)
                 .key_condition_expression("pk = :pk AND begins_with(sk, :e)")
                 .expression_attribute_values(":pk", AttributeValue::S(saga_pk(id)))
-                .expression_attribute_values(":e", AttributeValue::S("EVENT#".into()))
+                .expression_attribute_values(":e", AttributeValue::S(crate::keys::EVENT_SK_PREFIX.into()))
                 .consistent_read(true)
                 .set_exclusive_start_key(start)
                 .send()

@@ -8,11 +8,8 @@ use aws_sdk_dynamodb::Client;
 use shared::store::read_item;
 use shared::{Sku, StoreError};
 
-fn key(sku: &Sku) -> [(&'static str, AttributeValue); 2] {
-    [
-        ("pk", AttributeValue::S(format!("SKU#{sku}"))),
-        ("sk", AttributeValue::S("STOCK".into())),
-    ]
+fn key(sku: &Sku) -> shared::keys::Item {
+    shared::keys::stock(sku)
 }
 
 fn update(
@@ -22,11 +19,9 @@ fn update(
     condition: &str,
     quantity: u32,
 ) -> Result<TransactWriteItem, StoreError> {
-    let [pk, sk] = key(sku);
     let update = Update::builder()
         .table_name(table)
-        .key(pk.0, pk.1)
-        .key(sk.0, sk.1)
+        .set_key(Some(key(sku)))
         .update_expression(expression)
         .condition_expression(condition)
         .expression_attribute_values(":q", AttributeValue::N(quantity.to_string()))
@@ -62,12 +57,10 @@ pub fn release(table: &str, sku: &Sku, quantity: u32) -> Result<TransactWriteIte
 
 /// Sets the stock of a SKU (operations and seeding).
 pub async fn put_stock(client: &Client, table: &str, sku: &Sku, available: u64) -> Result<(), StoreError> {
-    let [pk, sk] = key(sku);
     client
         .put_item()
         .table_name(table)
-        .item(pk.0, pk.1)
-        .item(sk.0, sk.1)
+        .set_item(Some(key(sku)))
         .item("entity", AttributeValue::S("stock".into()))
         .item("available", AttributeValue::N(available.to_string()))
         .send()
@@ -78,7 +71,7 @@ pub async fn put_stock(client: &Client, table: &str, sku: &Sku, available: u64) 
 
 /// The available stock of a SKU (consistent read); `None` for an unknown SKU.
 pub async fn available(client: &Client, table: &str, sku: &Sku) -> Result<Option<u64>, StoreError> {
-    let key = key(sku).map(|(k, v)| (k.to_owned(), v)).into();
+    let key = key(sku);
     Ok(read_item(client, table, key, "read stock").await?.and_then(|i| {
         i.get("available")
             .and_then(|v| v.as_n().ok())

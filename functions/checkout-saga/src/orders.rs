@@ -12,11 +12,8 @@ use aws_sdk_dynamodb::Client;
 use shared::store::read_item;
 use shared::{OrderId, StoreError};
 
-fn key(order: &OrderId) -> [(&'static str, AttributeValue); 2] {
-    [
-        ("pk", AttributeValue::S(format!("ORDER#{order}"))),
-        ("sk", AttributeValue::S("ORDER".into())),
-    ]
+fn key(order: &OrderId) -> shared::keys::Item {
+    shared::keys::order(order)
 }
 
 fn request_error(context: &'static str, e: impl ToString) -> StoreError {
@@ -28,11 +25,9 @@ fn request_error(context: &'static str, e: impl ToString) -> StoreError {
 
 /// The new order, written with `SagaStarted`; fails its condition when the order exists.
 pub fn create(table: &str, order: &OrderId, now_ms: i64) -> Result<TransactWriteItem, StoreError> {
-    let [pk, sk] = key(order);
     let put = Put::builder()
         .table_name(table)
-        .item(pk.0, pk.1)
-        .item(sk.0, sk.1)
+        .set_item(Some(key(order)))
         .item("entity", AttributeValue::S("order".into()))
         .item("status", AttributeValue::S("pending".into()))
         .item("created_at_ms", AttributeValue::N(now_ms.to_string()))
@@ -44,11 +39,9 @@ pub fn create(table: &str, order: &OrderId, now_ms: i64) -> Result<TransactWrite
 
 /// Confirms a pending order; fails its condition when the order is not pending.
 pub fn confirm(table: &str, order: &OrderId) -> Result<TransactWriteItem, StoreError> {
-    let [pk, sk] = key(order);
     let update = Update::builder()
         .table_name(table)
-        .key(pk.0, pk.1)
-        .key(sk.0, sk.1)
+        .set_key(Some(key(order)))
         .update_expression("SET #s = :confirmed, outcome = :completed")
         .condition_expression("#s = :pending")
         .expression_attribute_names("#s", "status")
@@ -62,11 +55,9 @@ pub fn confirm(table: &str, order: &OrderId) -> Result<TransactWriteItem, StoreE
 
 /// Records that the saga compensated (written with its last compensation).
 pub fn compensated(table: &str, order: &OrderId) -> Result<TransactWriteItem, StoreError> {
-    let [pk, sk] = key(order);
     let update = Update::builder()
         .table_name(table)
-        .key(pk.0, pk.1)
-        .key(sk.0, sk.1)
+        .set_key(Some(key(order)))
         .update_expression("SET outcome = :compensated")
         .condition_expression("attribute_exists(pk)")
         .expression_attribute_values(":compensated", AttributeValue::S("compensated".into()))
@@ -86,12 +77,10 @@ pub enum Cancel {
 
 /// The customer cancels a pending order.
 pub async fn cancel(client: &Client, table: &str, order: &OrderId) -> Result<Cancel, StoreError> {
-    let [pk, sk] = key(order);
     let result = client
         .update_item()
         .table_name(table)
-        .key(pk.0, pk.1)
-        .key(sk.0, sk.1)
+        .set_key(Some(key(order)))
         .update_expression("SET #s = :cancelled")
         .condition_expression("#s = :pending")
         .expression_attribute_names("#s", "status")
@@ -121,7 +110,7 @@ pub async fn status(
     table: &str,
     order: &OrderId,
 ) -> Result<Option<(String, Option<String>)>, StoreError> {
-    let key = key(order).map(|(k, v)| (k.to_owned(), v)).into();
+    let key = key(order);
     Ok(read_item(client, table, key, "read order").await?.map(|i| {
         let s = |k: &str| i.get(k).and_then(|v| v.as_s().ok()).cloned();
         (s("status").unwrap_or_default(), s("outcome"))

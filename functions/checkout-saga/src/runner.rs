@@ -615,7 +615,7 @@ impl<P: Psp> Runner<P> {
         payment: &PaymentId,
         past_deadline: bool,
     ) -> Result<Option<PaymentStatus>, RunError> {
-        let key = order_projection::key(order, payment).into_iter().collect();
+        let key = order_projection::key(order, payment);
         let item = read_item(self.sagas.client(), self.table(), key, "read order projection").await?;
         let projected = item
             .and_then(|i| i.get("payment_status").and_then(|v| v.as_s().ok()).cloned())

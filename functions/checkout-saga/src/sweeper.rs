@@ -47,7 +47,10 @@ pub async fn sweep<P: Psp>(
     .await?;
     let mut report = SweepReport::default();
     for key in keys {
-        let Some(order) = key.strip_prefix("SAGA#").and_then(|id| OrderId::parse(id).ok()) else {
+        let Some(order) = key
+            .strip_prefix(shared::keys::SAGA_PK_PREFIX)
+            .and_then(|id| OrderId::parse(id).ok())
+        else {
             continue;
         };
         report.found += 1;

@@ -13,11 +13,9 @@ pub const NAME: &str = "order-projection";
 #[derive(Debug, Clone, Copy, Default)]
 pub struct OrderProjection;
 
-pub fn key(order: &OrderId, payment: &PaymentId) -> [(String, AttributeValue); 2] {
-    [
-        ("pk".to_owned(), AttributeValue::S(format!("ORDER#{order}"))),
-        ("sk".to_owned(), AttributeValue::S(format!("PAYMENT#{payment}"))),
-    ]
+/// The projection item of one payment of an order.
+pub fn key(order: &OrderId, payment: &PaymentId) -> shared::keys::Item {
+    shared::keys::order_payment(order, payment)
 }
 
 impl Projection for OrderProjection {
@@ -26,11 +24,9 @@ impl Projection for OrderProjection {
     }
 
     fn effects(&self, table: &str, e: &PaymentEvent) -> Result<Vec<TransactWriteItem>, ConsumerError> {
-        let [pk, sk] = key(&e.order_id, &e.payment_id);
         let put = Put::builder()
             .table_name(table)
-            .item(pk.0, pk.1)
-            .item(sk.0, sk.1)
+            .set_item(Some(key(&e.order_id, &e.payment_id)))
             .item("entity", AttributeValue::S("order_payment".into()))
             .item("payment_status", AttributeValue::S(e.status.as_str().into()))
             .item("amount_minor", AttributeValue::N(e.money.amount_minor().to_string()))

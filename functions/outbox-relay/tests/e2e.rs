@@ -204,13 +204,11 @@ async fn assert_applied_once_in_order(ctx: &TestContext, ids: &[PaymentId]) {
             "{id}: every event applied once"
         );
         let payment = ctx.store.get(id).await.unwrap().unwrap();
-        let [pk, sk] = order_projection::key(&payment.order_id, id);
         let projection = ctx
             .client
             .get_item()
             .table_name(&ctx.table)
-            .key(pk.0, pk.1)
-            .key(sk.0, sk.1)
+            .set_key(Some(order_projection::key(&payment.order_id, id)))
             .send()
             .await
             .unwrap();

@@ -5,7 +5,6 @@
 use crate::client::{BoxError, HttpClient};
 use crate::delivery::{deliver, DeliveryOptions};
 use crate::ledger::{Answer, Ledger, Scenario, Timings};
-use aws_sdk_dynamodb::types::AttributeValue;
 use rand::seq::IndexedRandom;
 use rand::Rng;
 use serde_json::{json, Value};
@@ -232,11 +231,11 @@ async fn consumed(table: &str, checkouts: &[Checkout], deadline: Instant) -> Res
     let ddb = shared::aws::dynamodb_client(&shared::aws::sdk_config().await);
     let mut total = 0;
     for c in checkouts {
+        let payment_id = shared::PaymentId::parse(c.payment_id.as_str())?;
         let payment = ddb
             .get_item()
             .table_name(table)
-            .key("pk", AttributeValue::S(format!("PAYMENT#{}", c.payment_id)))
-            .key("sk", AttributeValue::S("PAYMENT".into()))
+            .set_key(Some(shared::keys::payment(&payment_id)))
             .send()
             .await?;
         let version: usize = payment
@@ -249,11 +248,7 @@ async fn consumed(table: &str, checkouts: &[Checkout], deadline: Instant) -> Res
             let cursor = ddb
                 .get_item()
                 .table_name(table)
-                .key(
-                    "pk",
-                    AttributeValue::S(format!("CONSUMER#order-projection#{}", c.payment_id)),
-                )
-                .key("sk", AttributeValue::S("CURSOR".into()))
+                .set_key(Some(shared::keys::consumer_cursor("order-projection", &payment_id)))
                 .consistent_read(true)
                 .send()
                 .await?;

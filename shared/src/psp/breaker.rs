@@ -118,10 +118,7 @@ pub fn emf(name: &str, now_ms: i64) -> serde_json::Value {
 impl<P: Psp> CircuitBreaker<P> {
     /// A breaker named `name` (one per PSP account) over `inner`, its state in `table`.
     pub fn new(inner: P, client: Client, table: impl Into<String>, name: &str, settings: BreakerSettings) -> Self {
-        let key = Item::from([
-            ("pk".to_owned(), AttributeValue::S(format!("BREAKER#{name}"))),
-            ("sk".to_owned(), AttributeValue::S("BREAKER".to_owned())),
-        ]);
+        let key = crate::keys::breaker(name);
         Self {
             inner,
             shared: Arc::new(Shared {

@@ -52,8 +52,7 @@ impl PaymentStore {
             let retention_ms = i64::try_from(KEY_RETENTION.as_millis()).unwrap_or(i64::MAX);
             let record = Put::builder()
                 .table_name(&self.table)
-                .item("pk", AttributeValue::S(format!("IDEMPOTENCY#{key}")))
-                .item("sk", AttributeValue::S("IDEMPOTENCY".into()))
+                .set_item(Some(crate::keys::idempotency(key.as_str())))
                 .item("request_hash", AttributeValue::S(request_hash.to_owned()))
                 .item("payment_id", AttributeValue::S(payment.id.to_string()))
                 .item(

@@ -13,27 +13,8 @@ use crate::{
 };
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
 
-pub type Item = HashMap<String, AttributeValue>;
-
-pub const PAYMENT_SK: &str = "PAYMENT";
-pub const EVENT_SK_PREFIX: &str = "EVENT#";
-
-pub fn payment_pk(id: &PaymentId) -> String {
-    format!("PAYMENT#{id}")
-}
-
-pub fn event_sk(version: u64) -> String {
-    format!("{EVENT_SK_PREFIX}{version:010}")
-}
-
-pub fn payment_key(id: &PaymentId) -> Item {
-    HashMap::from([
-        ("pk".to_owned(), AttributeValue::S(payment_pk(id))),
-        ("sk".to_owned(), AttributeValue::S(PAYMENT_SK.to_owned())),
-    ])
-}
+pub use crate::keys::{event_sk, payment_pk, Item, EVENT_SK_PREFIX, PAYMENT_SK};
 
 #[derive(Serialize, Deserialize)]
 struct PaymentItem {

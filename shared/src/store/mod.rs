@@ -18,12 +18,13 @@ pub use finalize::{FinalizeOutcome, FinalizeResult, MAX_TRANSIENT_RETRIES, MAX_V
 pub use idempotency::{Created, KEY_RETENTION};
 pub use parked::{Parked, ParkedKind, PARKED_RETENTION, PSP_REFERENCE_INDEX};
 
+use crate::keys::{self, payment_pk, Item, EVENT_SK_PREFIX};
 use crate::{NewPayment, Payment, PaymentEvent, PaymentId};
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
 use aws_sdk_dynamodb::Client;
-use item::{event_to_item, payment_key, payment_pk, payment_to_item, Item, EVENT_SK_PREFIX};
+use item::{event_to_item, payment_to_item};
 
 /// One item by its key, from a strongly consistent read (every read that decides something is one).
 pub async fn read_item(
@@ -110,7 +111,7 @@ impl PaymentStore {
 
     /// The current payment, from a strongly consistent read.
     pub async fn get(&self, id: &PaymentId) -> Result<Option<Payment>, StoreError> {
-        read_item(&self.client, &self.table, payment_key(id), "read payment")
+        read_item(&self.client, &self.table, keys::payment(id), "read payment")
             .await?
             .map(item::payment_from_item)
             .transpose()

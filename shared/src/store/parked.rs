@@ -51,8 +51,10 @@ impl PaymentStore {
         self.client
             .put_item()
             .table_name(&self.table)
-            .item("pk", AttributeValue::S(format!("PARKED#{}", kind.as_str())))
-            .item("sk", AttributeValue::S(format!("{provider}#{event_key}")))
+            .set_item(Some(crate::keys::parked(
+                kind.as_str(),
+                &crate::keys::parked_sk(provider, event_key),
+            )))
             .item("provider", AttributeValue::S(provider.to_owned()))
             .item("event_key", AttributeValue::S(event_key.to_owned()))
             .item("reason", AttributeValue::S(reason.chars().take(500).collect()))
@@ -75,7 +77,7 @@ impl PaymentStore {
             .query()
             .table_name(&self.table)
             .key_condition_expression("pk = :pk")
-            .expression_attribute_values(":pk", AttributeValue::S(format!("PARKED#{}", kind.as_str())))
+            .expression_attribute_values(":pk", AttributeValue::S(crate::keys::parked_pk(kind.as_str())))
             .into_paginator()
             .items()
             .send()
@@ -115,7 +117,7 @@ impl PaymentStore {
             .first()
             .and_then(|i| i.get("pk"))
             .and_then(|v| v.as_s().ok());
-        pk.and_then(|pk| pk.strip_prefix("PAYMENT#"))
+        pk.and_then(|pk| pk.strip_prefix(crate::keys::PAYMENT_PK_PREFIX))
             .map(PaymentId::parse)
             .transpose()
             .map_err(|e| StoreError::Corrupt {

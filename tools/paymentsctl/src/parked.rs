@@ -373,8 +373,7 @@ async fn finish(ctx: &Ctx, item: &ParkedItem, mut report: ReplayReport) -> Resul
     ctx.dynamodb
         .update_item()
         .table_name(ctx.table())
-        .key("pk", AttributeValue::S(format!("PARKED#{}", item.kind)))
-        .key("sk", AttributeValue::S(item.key.clone()))
+        .set_key(Some(shared::keys::parked(&item.kind, &item.key)))
         .update_expression("SET replayed_at_ms = :at, replay_result = :r")
         .condition_expression("attribute_exists(pk)")
         .expression_attribute_values(":at", AttributeValue::N(clock::now_ms().to_string()))

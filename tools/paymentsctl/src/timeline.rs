@@ -26,8 +26,9 @@ use crate::when::format_ms;
 use aws_sdk_dynamodb::types::AttributeValue;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
+use shared::keys::{self, payment_pk, Item};
 use shared::saga::{Loaded, SagaEvent, SagaEventKind, SagaRecord, SagaStatus, SagaStore};
-use shared::store::item::{event_from_item, payment_pk, Item};
+use shared::store::item::event_from_item;
 use shared::store::ParkedKind;
 use shared::{EventKind, OrderId, Payment, PaymentEvent, PaymentId, PspReference};
 
@@ -316,13 +317,12 @@ impl Timeline {
     }
 }
 
-async fn get(ctx: &Ctx, pk: String, sk: &str) -> Result<Option<Item>, crate::Error> {
+async fn get(ctx: &Ctx, key: Item) -> Result<Option<Item>, crate::Error> {
     let out = ctx
         .dynamodb
         .get_item()
         .table_name(ctx.table())
-        .key("pk", AttributeValue::S(pk))
-        .key("sk", AttributeValue::S(sk.to_owned()))
+        .set_key(Some(key))
         .consistent_read(true)
         .send()
         .await
@@ -376,7 +376,7 @@ pub struct ParkedItem {
 
 /// Every parked webhook of `kind`.
 pub async fn parked_items(ctx: &Ctx, kind: ParkedKind) -> Result<Vec<ParkedItem>, crate::Error> {
-    let items = query(ctx, format!("PARKED#{}", kind.as_str()), None).await?;
+    let items = query(ctx, keys::parked_pk(kind.as_str()), None).await?;
     Ok(items
         .iter()
         .map(|i| ParkedItem {
@@ -414,16 +414,16 @@ async fn resolve(ctx: &Ctx, q: &str, opts: &Options) -> Result<(Resolved, &'stat
         }
     }
     if let Ok(order) = OrderId::parse(q) {
-        let saga = get(ctx, shared::saga::saga_pk(&order), "SAGA").await?;
+        let saga = get(ctx, keys::saga(&order)).await?;
         let mut payments: Vec<PaymentId> = saga
             .as_ref()
             .and_then(|s| text(s, "payment_id"))
             .and_then(|p| PaymentId::parse(p).ok())
             .into_iter()
             .collect();
-        for item in query(ctx, format!("ORDER#{order}"), Some("PAYMENT#")).await? {
+        for item in query(ctx, keys::order_pk(&order), Some(keys::ORDER_PAYMENT_SK_PREFIX)).await? {
             if let Some(p) = text(&item, "sk")
-                .and_then(|sk| sk.strip_prefix("PAYMENT#").map(str::to_owned))
+                .and_then(|sk| sk.strip_prefix(keys::ORDER_PAYMENT_SK_PREFIX).map(str::to_owned))
                 .and_then(|p| PaymentId::parse(p).ok())
             {
                 if !payments.contains(&p) {
@@ -634,7 +634,7 @@ fn delivery_entry(d: &Delivery, at_ms: i64) -> Entry {
 
 async fn payment_events(ctx: &Ctx, t: &mut Timeline, p: &Payment) -> Result<Vec<PaymentEvent>, crate::Error> {
     let mut events = Vec::new();
-    for item in query(ctx, payment_pk(&p.id), Some(shared::store::item::EVENT_SK_PREFIX)).await? {
+    for item in query(ctx, payment_pk(&p.id), Some(keys::EVENT_SK_PREFIX)).await? {
         let sk = text(&item, "sk").unwrap_or_default();
         match event_from_item(item) {
             Ok(e) => events.push(e),
@@ -770,7 +770,7 @@ fn human(ms: i64) -> String {
 
 async fn cursors(ctx: &Ctx, t: &mut Timeline, p: &Payment, opts: &Options) -> Result<(), crate::Error> {
     for name in &opts.consumers {
-        let item = get(ctx, format!("CONSUMER#{name}#{}", p.id), "CURSOR").await?;
+        let item = get(ctx, keys::consumer_cursor(name, &p.id)).await?;
         let cursor = Cursor {
             payment_id: p.id.to_string(),
             consumer: name.clone(),
@@ -811,13 +811,7 @@ async fn cursors(ctx: &Ctx, t: &mut Timeline, p: &Payment, opts: &Options) -> Re
 
 /// The order projection's item for `p`, checked against the payment.
 async fn projection(ctx: &Ctx, t: &mut Timeline, p: &Payment) -> Result<(), crate::Error> {
-    let [pk, sk] = order_projection::key(&p.order_id, &p.id);
-    let item = get(
-        ctx,
-        pk.1.as_s().cloned().unwrap_or_default(),
-        sk.1.as_s().map(String::as_str).unwrap_or_default(),
-    )
-    .await?;
+    let item = get(ctx, keys::order_payment(&p.order_id, &p.id)).await?;
     if let Some(i) = item {
         let projection = Projection {
             payment_id: p.id.to_string(),
@@ -844,7 +838,7 @@ async fn projection(ctx: &Ctx, t: &mut Timeline, p: &Payment) -> Result<(), crat
 }
 
 async fn lease(ctx: &Ctx, t: &mut Timeline, id: &PaymentId, now_ms: i64) -> Result<(), crate::Error> {
-    if let Some(item) = get(ctx, format!("LEASE#{id}"), "LEASE").await? {
+    if let Some(item) = get(ctx, keys::lease(id)).await? {
         let expires_at_ms = number(&item, "expires_at_ms").unwrap_or(0);
         let view = LeaseView {
             payment_id: id.to_string(),
@@ -908,7 +902,7 @@ async fn saga(
     payment: Option<&Payment>,
     opts: &Options,
 ) -> Result<(), crate::Error> {
-    let Some(item) = get(ctx, shared::saga::saga_pk(order), "SAGA").await? else {
+    let Some(item) = get(ctx, keys::saga(order)).await? else {
         if payment.is_some() {
             t.find(
                 Level::Note,
