@@ -81,11 +81,17 @@ pub fn after_transition(saga: &SagaRecord, event: &SagaEvent) {
     }
 }
 
+/// One escalation of `saga`'s `action`.
 pub fn escalated(saga: &SagaRecord, action: &str) {
+    escalated_order(&saga.order_id, action);
+}
+
+/// One escalation of the order's saga, also when its record could not be read.
+pub fn escalated_order(order_id: &shared::OrderId, action: &str) {
     let line = record(
         json!([["Action"]]),
         &[("Escalations", "Count")],
-        json!({ "Action": action, "Escalations": 1, "order_id": saga.order_id.as_str() }),
+        json!({ "Action": action, "Escalations": 1, "order_id": order_id.as_str() }),
     );
     println!("{line}");
 }

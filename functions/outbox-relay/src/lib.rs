@@ -3,6 +3,13 @@
 //! partial batch failure, fail-fast: the first record that could not be published and every later record
 //! are reported, so the stream retries from there and the order per payment never breaks.
 //!
+//! An event that SQS would refuse (a character it does not take, over its size: only an item written around
+//! the entry points' text rules can be one) never fails the batch, which would hold the shard for hours and
+//! the payment's later events behind it: the relay sends it made sendable (its reason cleaned and cut,
+//! [`shared::outbox::made_sendable`]), parks a notice naming the event in the relay-failures queue (alarmed
+//! while not empty) and counts `UnsendableEvents`. The original stays in the table; `paymentsctl replay
+//! --payment <id>` publishes the payment's events again.
+//!
 //! Also here: replaying event items to the queue (by payment or time range) and redriving the DLQ, both
 //! safe to repeat because consumers apply each event once. The operator runs them through `paymentsctl
 //! replay` and `paymentsctl redrive-dlq` (`tools/paymentsctl`).
@@ -15,10 +22,11 @@ use aws_sdk_sqs::types::{
     SendMessageBatchRequestEntry,
 };
 use shared::store::item::event_from_item;
-use shared::{outbox, telemetry, PaymentEvent, PaymentId, PaymentStore};
+use serde_json::json;
+use shared::{metrics, outbox, telemetry, PaymentEvent, PaymentId, PaymentStore};
 use thiserror::Error;
 use tracing::Span;
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 /// SQS accepts at most ten entries per `SendMessageBatch`.
 pub const BATCH: usize = 10;
@@ -38,7 +46,12 @@ pub enum RelayError {
 pub struct Publisher {
     sqs: aws_sdk_sqs::Client,
     queue_url: String,
+    /// Where notices of events that had to be made sendable go (`RELAY_FAILURES_QUEUE_URL`).
+    parking_url: Option<String>,
 }
+
+/// Namespace of the relay's own metrics.
+pub const METRICS_NAMESPACE: &str = "Payments/Relay";
 
 fn attribute(value: &str) -> Result<MessageAttributeValue, RelayError> {
     MessageAttributeValue::builder()
@@ -53,11 +66,63 @@ impl Publisher {
         Self {
             sqs,
             queue_url: queue_url.into(),
+            parking_url: None,
         }
+    }
+
+    /// Parks notices of unsendable events in `url` (the relay-failures queue).
+    #[must_use]
+    pub fn with_parking(mut self, url: impl Into<String>) -> Self {
+        self.parking_url = Some(url.into());
+        self
     }
 
     pub fn queue_url(&self) -> &str {
         &self.queue_url
+    }
+
+    /// `events` as they can be sent: each that SQS would refuse is made sendable, counted and parked (see the
+    /// module doc). Never fails: a notice that cannot be parked is logged, and the event is sent anyway.
+    async fn sendable(&self, events: &[PaymentEvent]) -> Vec<PaymentEvent> {
+        let mut out = Vec::with_capacity(events.len());
+        for event in events {
+            match outbox::check_sendable(event) {
+                Ok(()) => out.push(event.clone()),
+                Err(problem) => {
+                    self.park(event, problem).await;
+                    out.push(outbox::made_sendable(event));
+                }
+            }
+        }
+        out
+    }
+
+    async fn park(&self, event: &PaymentEvent, problem: outbox::Unsendable) {
+        let event_id = event.event_id();
+        error!(event_id, payment_id = %event.payment_id, problem = problem.as_str(),
+               "event SQS would refuse: sent made sendable, parked for an operator");
+        metrics::emit(&metrics::counts(
+            METRICS_NAMESPACE,
+            &[&[]],
+            &["UnsendableEvents"],
+            json!({ "UnsendableEvents": 1, "event_id": event_id, "problem": problem.as_str() }),
+            shared::clock::now_ms(),
+        ));
+        let Some(url) = &self.parking_url else {
+            return;
+        };
+        let notice = json!({
+            "kind": "unsendable_event",
+            "event_id": event_id,
+            "payment_id": event.payment_id.as_str(),
+            "version": event.version,
+            "problem": problem.as_str(),
+            "sent": "made_sendable",
+            "parked_at_ms": shared::clock::now_ms(),
+        });
+        if let Err(e) = self.sqs.send_message().queue_url(url).message_body(notice.to_string()).send().await {
+            error!(event_id, error = %e, "the unsendable event's notice could not be parked");
+        }
     }
 
     /// The SQS entry of `event`, published under `span` (its `publish` step): the message carries that
@@ -93,6 +158,7 @@ impl Publisher {
     /// or the consumer would hold the later event back at the head of its FIFO group with its predecessor
     /// stuck behind it. Events of different payments are interleaved to keep batches full.
     pub async fn publish(&self, events: &[PaymentEvent]) -> Result<(), usize> {
+        let events = &self.sendable(events).await;
         let mut lanes = Lanes::new(events);
         loop {
             let batch = lanes.next_batch();

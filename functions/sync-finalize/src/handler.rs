@@ -21,6 +21,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, lambda_ht
     let correlation_id = http::correlation_id(&req);
     let span = telemetry::request_span("sync", correlation_id.as_str());
     let mut response = async {
+        http::check_body_size(&req)?;
         let route = Route::parse(req.method(), req.uri().path())?;
         match &route {
             Route::SyncResult(id) | Route::Get(id) | Route::Events(id) => {

@@ -17,6 +17,7 @@ pub mod payment;
 pub mod saga;
 pub mod secret;
 pub mod status;
+pub mod text;
 
 pub use client_view::ClientView;
 pub use error::DomainError;
@@ -27,5 +28,5 @@ pub use metadata::Metadata;
 pub use money::{Currency, Money};
 pub use observation::{Claims, Observation, Outcome, Path};
 pub use payment::{CustomerAction, NewPayment, Payment, StrayCapture};
-pub use secret::{ClientSecret, RedirectUrl, RetryToken, SigningSecret};
+pub use secret::{ClientSecret, RedirectPolicy, RedirectUrl, RetryToken, SigningSecret};
 pub use status::PaymentStatus;
