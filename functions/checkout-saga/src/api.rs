@@ -149,7 +149,7 @@ fn route(method: &Method, path: &str) -> Result<Route, ApiError> {
         .ok_or_else(|| ApiError::not_found(format!("no route for {path}")))?;
     let id = |raw: &str| OrderId::parse(raw).map_err(|e| ApiError::bad_request(format!("invalid order id: {e}")));
     let sku = |raw: &str| Sku::parse(raw).map_err(|e| ApiError::bad_request(format!("invalid sku: {e}")));
-    let (route, allowed) = match &segments[start..] {
+    let (route, allowed) = match segments.get(start..).unwrap_or_default() {
         ["inventory", raw] if method == Method::PUT => (Route::PutStock(sku(raw)?), Method::PUT),
         ["inventory", raw] => (Route::GetStock(sku(raw)?), Method::GET),
         ["checkouts"] => (Route::Start, Method::POST),

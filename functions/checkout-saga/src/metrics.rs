@@ -46,7 +46,7 @@ pub fn for_transition(saga: &SagaRecord, event: &SagaEvent) -> Vec<Value> {
         _ => {}
     }
     if saga.status.is_terminal() {
-        let duration = saga.updated_at_ms - saga.started_at_ms;
+        let duration = saga.updated_at_ms.saturating_sub(saga.started_at_ms);
         let completed = saga.status == SagaStatus::Completed;
         let no_action = completed && !saga.customer_action;
         out.push(record(

@@ -49,7 +49,7 @@ pub async fn sweep<P: Psp>(
         runner.sagas.client(),
         runner.sagas.table(),
         OpenKind::Saga,
-        clock::now_ms() - stuck_ms,
+        clock::now_ms().saturating_sub(stuck_ms),
         limit,
     )
     .await?;
@@ -58,28 +58,28 @@ pub async fn sweep<P: Psp>(
         let Some(order) = key.strip_prefix("SAGA#").and_then(|id| OrderId::parse(id).ok()) else {
             continue;
         };
-        report.found += 1;
+        report.found = report.found.saturating_add(1);
         if Instant::now() >= deadline {
-            report.left += 1;
+            report.left = report.left.saturating_add(1);
             continue;
         }
         match runner.resume_within(&order, deadline).await {
             Ok(Some(record)) if !record.status.is_terminal() => {
-                report.resumed += 1;
+                report.resumed = report.resumed.saturating_add(1);
                 defer(runner, &record, stuck_ms).await;
             }
-            Ok(_) => report.resumed += 1,
+            Ok(_) => report.resumed = report.resumed.saturating_add(1),
             // A moment's failure, the deadline, or a step that kept failing (already escalated): the next
             // run tries again, as a fixed PSP or table finishes the work.
             Err(e) if e.is_transient() || matches!(e, RunError::OutOfTime | RunError::Escalated { .. }) => {
-                report.errors += 1;
+                report.errors = report.errors.saturating_add(1);
                 warn!(order_id = %order, error = %e, "sweeper could not resume the saga");
             }
             // The saga cannot be processed (its record does not load, it never settles): retrying every
             // run cannot help. Escalated once, then left alone for UNPROCESSABLE_RECHECK.
             Err(e) => {
-                report.errors += 1;
-                report.escalated += 1;
+                report.errors = report.errors.saturating_add(1);
+                report.escalated = report.escalated.saturating_add(1);
                 runner.escalate_unprocessable(&order, &e).await;
                 let skip = i64::try_from(UNPROCESSABLE_RECHECK.as_millis()).unwrap_or(i64::MAX);
                 let due = clock::now_ms().saturating_add(skip);

@@ -168,12 +168,21 @@ impl Publisher {
             // One `publish` span per event, in the trace its event item carries; each ends with the send.
             let spans: Vec<Span> = batch
                 .iter()
-                .map(|&e| telemetry::step_span_with_parent("publish", events[e].trace_context.as_deref()))
+                .map(|&e| {
+                    let parent = events.get(e).and_then(|ev| ev.trace_context.as_deref());
+                    telemetry::step_span_with_parent("publish", parent)
+                })
                 .collect();
             let entries: Result<Vec<_>, _> = batch
                 .iter()
                 .enumerate()
-                .map(|(i, &e)| Self::entry(i, &events[e], &spans[i]))
+                .zip(&spans)
+                .map(|((i, &e), span)| {
+                    let event = events
+                        .get(e)
+                        .ok_or_else(|| RelayError::Build(format!("no event at {e}")))?;
+                    Self::entry(i, event, span)
+                })
                 .collect();
             let entries = match entries {
                 Ok(entries) => entries,
@@ -231,7 +240,11 @@ impl Lanes {
         let mut lanes: Vec<std::collections::VecDeque<usize>> = Vec::new();
         for (i, e) in events.iter().enumerate() {
             match order.iter().position(|p| **p == e.payment_id) {
-                Some(lane) => lanes[lane].push_back(i),
+                Some(lane) => {
+                    if let Some(lane) = lanes.get_mut(lane) {
+                        lane.push_back(i);
+                    }
+                }
                 None => {
                     order.push(&e.payment_id);
                     lanes.push([i].into());
@@ -253,7 +266,9 @@ impl Lanes {
     }
 
     fn confirm(&mut self, event: usize) {
-        self.confirmed[event] = true;
+        if let Some(confirmed) = self.confirmed.get_mut(event) {
+            *confirmed = true;
+        }
         for lane in &mut self.lanes {
             if lane.front() == Some(&event) {
                 lane.pop_front();
@@ -290,10 +305,11 @@ pub async fn relay(publisher: &Publisher, batch: &StreamEvent) -> DynamoDbEventR
     let events: Vec<PaymentEvent> = outbox_records.iter().map(|(_, e)| e.clone()).collect();
     let first_failed_position = match publisher.publish(&events).await {
         Ok(()) => first_unreadable,
-        Err(k) => Some(outbox_records[k].0),
+        // `k` is an index into `events`, one per outbox record; the first record is the safe fallback.
+        Err(k) => Some(outbox_records.get(k).map_or(0, |(position, _)| *position)),
     };
     if let Some(position) = first_failed_position {
-        for record in &batch.records[position..] {
+        for record in batch.records.iter().skip(position) {
             let mut failure = DynamoDbBatchItemFailure::default();
             failure.item_identifier = record.change.sequence_number.clone();
             response.batch_item_failures.push(failure);
@@ -350,7 +366,7 @@ pub async fn events_between(
         .filter_expression("entity = :event AND recorded_at_ms BETWEEN :from AND :to")
         .expression_attribute_values(":event", AttributeValue::S("event".into()))
         .expression_attribute_values(":from", AttributeValue::N(from_ms.to_string()))
-        .expression_attribute_values(":to", AttributeValue::N((to_ms - 1).to_string()))
+        .expression_attribute_values(":to", AttributeValue::N(to_ms.saturating_sub(1).to_string()))
         .into_paginator()
         .send();
     let mut events = Vec::new();
@@ -407,7 +423,7 @@ pub async fn redrive_dlq(sqs: &aws_sdk_sqs::Client, dlq_url: &str, queue_url: &s
                 .send()
                 .await
                 .map_err(|e| RelayError::Sqs(e.to_string()))?;
-            moved += 1;
+            moved = moved.saturating_add(1);
         }
     }
 }

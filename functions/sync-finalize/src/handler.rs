@@ -123,7 +123,10 @@ struct EventView<'a> {
 
 impl<'a> From<&'a PaymentEvent> for EventView<'a> {
     fn from(e: &'a PaymentEvent) -> Self {
-        let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(u64::try_from(e.recorded_at_ms).unwrap_or(0));
+        let since_epoch = std::time::Duration::from_millis(u64::try_from(e.recorded_at_ms).unwrap_or(0));
+        let at = std::time::UNIX_EPOCH
+            .checked_add(since_epoch)
+            .unwrap_or(std::time::UNIX_EPOCH);
         EventView {
             version: e.version,
             kind: e.kind.as_str(),

@@ -9,10 +9,16 @@
 
 mod handler;
 pub mod metrics;
+// `i + 1` numbers a provider's secrets for a message (a handful of them). The file belongs to another change
+// of issue 14 at the moment, so the exception is granted here.
+#[allow(clippy::arithmetic_side_effects)]
 pub mod providers;
 pub mod psp_event;
 pub mod redact;
 pub mod samples;
+// `HmacSha256::new_from_slice(..).expect(..)`: HMAC takes a key of any length, so it cannot fail. The file
+// belongs to another change of issue 14 at the moment, so the exception is granted here.
+#[allow(clippy::expect_used)]
 pub mod signature;
 pub mod standard;
 pub mod stripe;

@@ -178,7 +178,8 @@ impl RedirectUrl {
         };
         let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
         let host = url_host(authority).ok_or(DomainError::BadRedirectUrl)?;
-        if !secure && !(policy.allow_local_http && LOOPBACK.contains(&host.as_str())) {
+        let local = policy.allow_local_http && LOOPBACK.contains(&host.as_str());
+        if !(secure || local) {
             return Err(DomainError::BadRedirectUrl);
         }
         if !policy.allows_host(&host) {
