@@ -66,11 +66,10 @@ impl Unsendable {
 /// this fails only for an item written around them (an older version, a hand edit, a bug).
 pub fn check_sendable(event: &PaymentEvent) -> Result<(), Unsendable> {
     let free_text = [event.reason.as_deref(), event.trace_context.as_deref()];
-    if free_text
-        .iter()
-        .flatten()
-        .any(|t| !t.chars().all(|c| crate::text::is_allowed(c) && crate::text::is_sqs_char(c)))
-    {
+    if free_text.iter().flatten().any(|t| {
+        !t.chars()
+            .all(|c| crate::text::is_allowed(c) && crate::text::is_sqs_char(c))
+    }) {
         return Err(Unsendable::Characters);
     }
     let too_long = |t: Option<&str>, max: usize| t.is_some_and(|t| t.chars().nth(max).is_some());
@@ -91,9 +90,9 @@ pub fn made_sendable(event: &PaymentEvent) -> PaymentEvent {
     event.reason = event
         .reason
         .map(|r| crate::text::sanitized(&r, crate::text::MAX_REASON_CHARS));
-    event.trace_context = event.trace_context.filter(|t| {
-        t.chars().nth(MAX_TRACE_CONTEXT_CHARS).is_none() && t.chars().all(|c| c.is_ascii_graphic())
-    });
+    event.trace_context = event
+        .trace_context
+        .filter(|t| t.chars().nth(MAX_TRACE_CONTEXT_CHARS).is_none() && t.chars().all(|c| c.is_ascii_graphic()));
     event
 }
 

@@ -137,7 +137,9 @@ impl<P: Psp> Recovery<P> {
             };
             match reconciled {
                 Ok(Reconciled::Applied(_)) => report.applied = report.applied.saturating_add(1),
-                Ok(Reconciled::Unchanged | Reconciled::NotOpen) => report.unchanged = report.unchanged.saturating_add(1),
+                Ok(Reconciled::Unchanged | Reconciled::NotOpen) => {
+                    report.unchanged = report.unchanged.saturating_add(1)
+                }
                 Ok(Reconciled::Busy) => report.busy = report.busy.saturating_add(1),
                 Ok(Reconciled::NoReference) => report.no_reference = report.no_reference.saturating_add(1),
                 Ok(Reconciled::Refused) => report.refused = report.refused.saturating_add(1),

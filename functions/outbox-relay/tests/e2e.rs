@@ -1,6 +1,15 @@
 //! End to end on real local parts: DynamoDB Local -> its stream -> stream pump -> relay -> SQS emulator
 //! (moto) -> consumer. Every transition arrives and is applied once, in version order per payment, with
 //! duplicates injected at every hop and an SQS failure for one entry.
+// Test code: a failed unwrap or index is the test failing.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::unreachable,
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects
+)]
 
 use aws_lambda_events::event::dynamodb::Event as StreamEvent;
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
@@ -507,7 +516,10 @@ async fn a_poison_event_is_parked_and_the_payments_later_events_still_flow() {
         .unwrap();
     let events = ctx.store.events(&id).await.unwrap();
     assert_eq!(events.len(), 3);
-    assert!(shared::outbox::check_sendable(&events[1]).is_err(), "the stored event is poison");
+    assert!(
+        shared::outbox::check_sendable(&events[1]).is_err(),
+        "the stored event is poison"
+    );
 
     let mut pump = StreamPump::for_table(&ctx.client, streams_client(), &ctx.table)
         .await
@@ -536,7 +548,7 @@ async fn a_poison_event_is_parked_and_the_payments_later_events_still_flow() {
     let consumer = Consumer::new(ctx.client.clone(), &ctx.table, Recording);
     let report = drain(&sqs, &queues.queue_url, &consumer, None).await;
     assert_eq!((report.applied, report.failed), (3, 0), "{report:?}");
-    assert_applied_once_in_order(&ctx, &[id.clone()]).await;
+    assert_applied_once_in_order(&ctx, std::slice::from_ref(&id)).await;
 
     let parked = sqs
         .receive_message()

@@ -5,8 +5,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use shared::http::ApiError;
 use shared::{
-    ClientSecret, CorrelationId, Currency, CustomerAction, Metadata, Money, NewPayment, Observation, OrderId, Outcome,
-    Path, PaymentId, PspReference, RedirectUrl, RetryToken, text,
+    text, ClientSecret, CorrelationId, Currency, CustomerAction, Metadata, Money, NewPayment, Observation, OrderId,
+    Outcome, Path, PaymentId, PspReference, RedirectUrl, RetryToken,
 };
 use std::collections::BTreeMap;
 
@@ -183,8 +183,14 @@ mod tests {
             r#"{"outcome":"failed","reason":"fraud\uffff"}"#.to_owned(),
             r#"{"outcome":"attempt_failed","decline_code":"x\u0007"}"#.to_owned(),
             format!(r#"{{"outcome":"failed","reason":"{}"}}"#, "r".repeat(201)),
-            format!(r#"{{"outcome":"attempt_failed","decline_code":"d","retry_token":"{}"}}"#, "t".repeat(513)),
-            format!(r#"{{"outcome":"requires_action","client_secret":"{}"}}"#, "s".repeat(513)),
+            format!(
+                r#"{{"outcome":"attempt_failed","decline_code":"d","retry_token":"{}"}}"#,
+                "t".repeat(513)
+            ),
+            format!(
+                r#"{{"outcome":"requires_action","client_secret":"{}"}}"#,
+                "s".repeat(513)
+            ),
             r#"{"outcome":"requires_action","redirect_url":"http://localhost@evil.example/3ds"}"#.to_owned(),
             r#"{"outcome":"requires_action","redirect_url":"http://localhost.evil.example/3ds"}"#.to_owned(),
         ] {
@@ -192,7 +198,8 @@ mod tests {
             let err = parsed.into_observation(c(), None).unwrap_err();
             assert_eq!(err.status, 400, "{body}");
         }
-        let ok: SyncResult = parse_json(format!(r#"{{"outcome":"failed","reason":"{}"}}"#, "r".repeat(200)).as_bytes()).unwrap();
+        let ok: SyncResult =
+            parse_json(format!(r#"{{"outcome":"failed","reason":"{}"}}"#, "r".repeat(200)).as_bytes()).unwrap();
         assert!(ok.into_observation(c(), None).is_ok());
     }
 

@@ -11,8 +11,7 @@
 use crate::psp_event::{Facts, Parsed, PaymentRef, PspEvent, Unparseable};
 use serde::Deserialize;
 use shared::{
-    text, ClientSecret, Currency, CustomerAction, Outcome, PaymentId, PspEventId, PspReference, RedirectUrl,
-    RetryToken,
+    text, ClientSecret, Currency, CustomerAction, Outcome, PaymentId, PspEventId, PspReference, RedirectUrl, RetryToken,
 };
 
 #[derive(Deserialize)]
@@ -170,7 +169,9 @@ mod tests {
     #[test]
     fn text_that_breaks_the_rules_makes_the_event_unparseable() {
         let event = |data: serde_json::Value| {
-            json!({ "type": "payment.failed", "data": data }).to_string().into_bytes()
+            json!({ "type": "payment.failed", "data": data })
+                .to_string()
+                .into_bytes()
         };
         let base = json!({ "payment_id": "pay_1", "amount_minor": 1, "currency": "EUR" });
         assert!(parse(&event(base.clone()), "msg_1", 9).is_ok());
@@ -185,6 +186,9 @@ mod tests {
         }
         let long_account = json!({ "type": "payment.succeeded", "account": "a".repeat(129), "data": base });
         assert!(parse(long_account.to_string().as_bytes(), "msg_1", 9).is_err());
-        assert!(parse(&event(base), &"m".repeat(1100), 9).is_err(), "a webhook-id over 128 characters");
+        assert!(
+            parse(&event(base), &"m".repeat(1100), 9).is_err(),
+            "a webhook-id over 128 characters"
+        );
     }
 }

@@ -120,7 +120,10 @@ pub fn parse(body: &[u8]) -> Result<Parsed, Unparseable> {
                     retry_token: None,
                 },
                 _ => Outcome::Failed {
-                    reason: reason("cancellation_reason", pi.cancellation_reason.as_deref().unwrap_or("canceled"))?,
+                    reason: reason(
+                        "cancellation_reason",
+                        pi.cancellation_reason.as_deref().unwrap_or("canceled"),
+                    )?,
                 },
             };
             (
@@ -234,7 +237,10 @@ mod tests {
         body["account"] = json!("acct_1");
         assert!(parse(body.to_string().as_bytes()).is_ok());
         body["type"] = json!("x".repeat(129));
-        assert!(parse(body.to_string().as_bytes()).is_err(), "an over-long type is not logged");
+        assert!(
+            parse(body.to_string().as_bytes()).is_err(),
+            "an over-long type is not logged"
+        );
     }
 
     #[test]

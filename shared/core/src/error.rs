@@ -20,7 +20,9 @@ pub enum DomainError {
     NonPositiveAmount,
     #[error("amount {0} exceeds the maximum of 99999999999")]
     AmountTooLarge(u64),
-    #[error("redirect URL must be an absolute https URL without user info (http only for localhost in local development)")]
+    #[error(
+        "redirect URL must be an absolute https URL without user info (http only for localhost in local development)"
+    )]
     BadRedirectUrl,
     #[error("redirect URL's host is not one of REDIRECT_HOSTS")]
     RedirectHostNotAllowed,

@@ -149,7 +149,9 @@ fn url_host(authority: &str) -> Option<String> {
         return None;
     }
     let plain = !host.is_empty()
-        && host.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
+        && host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
         && !host.starts_with(['.', '-'])
         && !host.contains("..");
     (plain || host == "[::1]").then(|| host.to_ascii_lowercase())
@@ -231,7 +233,10 @@ mod tests {
         assert!(RedirectUrl::parse_with("http://[::1]:4000/3ds", &local).is_ok());
         assert!(RedirectUrl::parse_with("http://localhost.evil.example/3ds", &local).is_err());
         assert!(RedirectUrl::parse_with("http://127.0.0.1.evil.example/", &local).is_err());
-        assert!(RedirectUrl::parse_with("http://127.0.0.1:4000/3ds", &deployed).is_err(), "https only in AWS");
+        assert!(
+            RedirectUrl::parse_with("http://127.0.0.1:4000/3ds", &deployed).is_err(),
+            "https only in AWS"
+        );
     }
 
     #[test]

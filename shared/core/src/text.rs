@@ -81,8 +81,21 @@ mod tests {
 
     #[test]
     fn control_and_non_characters_are_refused() {
-        for bad in ["a\u{0}b", "a\u{7}", "tab\there", "line\nbreak", "\u{7f}", "\u{85}", "x\u{FFFF}", "\u{FFFE}"] {
-            assert_eq!(check("reason", bad, 200), Err(DomainError::BadText { field: "reason" }), "{bad:?}");
+        for bad in [
+            "a\u{0}b",
+            "a\u{7}",
+            "tab\there",
+            "line\nbreak",
+            "\u{7f}",
+            "\u{85}",
+            "x\u{FFFF}",
+            "\u{FFFE}",
+        ] {
+            assert_eq!(
+                check("reason", bad, 200),
+                Err(DomainError::BadText { field: "reason" }),
+                "{bad:?}"
+            );
         }
         for c in ['\u{FDD0}', '\u{FDEF}', '\u{1FFFF}', '\u{10FFFE}'] {
             assert!(!is_allowed(c), "{c:?}");
@@ -92,7 +105,10 @@ mod tests {
 
     #[test]
     fn every_allowed_character_is_one_sqs_takes() {
-        for n in (0..=0x10FFFF).step_by(7).chain([0xD7FF, 0xE000, 0xFFFD, 0x10000, 0x10FFFF]) {
+        for n in (0..=0x10FFFF)
+            .step_by(7)
+            .chain([0xD7FF, 0xE000, 0xFFFD, 0x10000, 0x10FFFF])
+        {
             if let Some(c) = char::from_u32(n) {
                 assert!(!is_allowed(c) || is_sqs_char(c), "U+{n:04X}");
             }
@@ -105,10 +121,16 @@ mod tests {
         assert!(check("reason", &"é".repeat(200), 200).is_ok());
         assert_eq!(
             check("reason", &"é".repeat(201), 200),
-            Err(DomainError::TooLong { field: "reason", max: 200 })
+            Err(DomainError::TooLong {
+                field: "reason",
+                max: 200
+            })
         );
         assert_eq!(check("reason", "", 200), Err(DomainError::Empty { field: "reason" }));
-        assert_eq!(bounded("reason", "  card_declined ", 200).as_deref(), Ok("card_declined"));
+        assert_eq!(
+            bounded("reason", "  card_declined ", 200).as_deref(),
+            Ok("card_declined")
+        );
         assert!(bounded("reason", "   ", 200).is_err());
     }
 

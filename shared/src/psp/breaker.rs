@@ -218,7 +218,10 @@ impl<P: Psp> CircuitBreaker<P> {
             .expression_attribute_names("#state", "state")
             .expression_attribute_values(":open", AttributeValue::S("open".into()))
             .expression_attribute_values(":now", number(now))
-            .expression_attribute_values(":probe_until", number(now.saturating_add(millis(s.settings.probe_timeout))))
+            .expression_attribute_values(
+                ":probe_until",
+                number(now.saturating_add(millis(s.settings.probe_timeout))),
+            )
             .send()
             .await;
         match claimed {

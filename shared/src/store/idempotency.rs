@@ -92,7 +92,9 @@ impl PaymentStore {
             };
             let code = |i: usize| reasons.get(i).and_then(|r| r.code()).unwrap_or("None");
             if code(0) == "ConditionalCheckFailed" {
-                return self.answer_reused_key(reasons.first().and_then(|r| r.item()), request_hash).await;
+                return self
+                    .answer_reused_key(reasons.first().and_then(|r| r.item()), request_hash)
+                    .await;
             }
             if code(1) == "ConditionalCheckFailed" {
                 return Err(StoreError::AlreadyExists(payment.id.to_string()));
@@ -105,7 +107,10 @@ impl PaymentStore {
                     message: format!("transaction cancelled: {}", code(0)),
                 });
             }
-            tokio::time::sleep(clock::full_jitter(Duration::from_millis(10).saturating_mul(2u32.saturating_pow(conflicts)))).await;
+            tokio::time::sleep(clock::full_jitter(
+                Duration::from_millis(10).saturating_mul(2u32.saturating_pow(conflicts)),
+            ))
+            .await;
         }
     }
 
