@@ -11,7 +11,7 @@ pub fn now_ms() -> i64 {
 
 /// Epoch seconds rounded up, for a TTL attribute that must not fire before `ms`.
 pub fn ceil_secs(ms: i64) -> i64 {
-    (ms + 999).div_euclid(1000)
+    ms.saturating_add(999).div_euclid(1000)
 }
 
 /// The instant by which an invocation must have answered: Lambda's deadline (epoch milliseconds, from the
@@ -21,7 +21,8 @@ pub fn invocation_deadline(deadline_epoch_ms: u64, margin: std::time::Duration) 
         .unwrap_or(i64::MAX)
         .saturating_sub(now_ms());
     let left = std::time::Duration::from_millis(u64::try_from(left_ms).unwrap_or(0));
-    tokio::time::Instant::now() + left.saturating_sub(margin)
+    let now = tokio::time::Instant::now();
+    now.checked_add(left.saturating_sub(margin)).unwrap_or(now)
 }
 
 /// What a function keeps back from its deadline for answering and flushing telemetry.

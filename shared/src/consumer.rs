@@ -110,14 +110,14 @@ impl<P: Projection> Consumer<P> {
                 tracing::Instrument::instrument(self.apply_message(message, &mut report), span).await
             };
             match outcome {
-                Outcome::Applied => report.applied += 1,
-                Outcome::Skipped => report.skipped += 1,
+                Outcome::Applied => report.applied = report.applied.saturating_add(1),
+                Outcome::Skipped => report.skipped = report.skipped.saturating_add(1),
                 Outcome::HeldBack | Outcome::BehindFailure | Outcome::Failed => {
                     if outcome == Outcome::HeldBack {
-                        report.held_back += 1;
+                        report.held_back = report.held_back.saturating_add(1);
                     }
                     if outcome == Outcome::Failed {
-                        report.failed += 1;
+                        report.failed = report.failed.saturating_add(1);
                     }
                     failed_groups.insert(group);
                     let mut failure = BatchItemFailure::default();
@@ -149,7 +149,7 @@ impl<P: Projection> Consumer<P> {
                         .and_then(|c| c.parse().ok())
                         .unwrap_or(1);
                     if receives >= self.gap_alarm_after_receives {
-                        report.gap_persistent += 1;
+                        report.gap_persistent = report.gap_persistent.saturating_add(1);
                         error!(payment_id = %event.payment_id, version = event.version, receives, "event gap persists");
                     } else {
                         warn!(payment_id = %event.payment_id, version = event.version, "event after a gap held back");
@@ -182,7 +182,7 @@ impl<P: Projection> Consumer<P> {
             .set_expression_attribute_values((event.version > 1).then(|| {
                 [(
                     ":previous".to_owned(),
-                    AttributeValue::N((event.version - 1).to_string()),
+                    AttributeValue::N(event.version.saturating_sub(1).to_string()),
                 )]
                 .into()
             }))
@@ -190,7 +190,7 @@ impl<P: Projection> Consumer<P> {
             .build()
             .map_err(|e| ConsumerError::Effect(e.to_string()))?;
         items.push(TransactWriteItem::builder().put(cursor).build());
-        let cursor_index = items.len() - 1;
+        let cursor_index = items.len().saturating_sub(1);
         match self
             .client
             .transact_write_items()

@@ -78,7 +78,7 @@ impl Leases {
         let lease = Lease {
             payment_id: id.clone(),
             owner: uuid::Uuid::new_v4().to_string(),
-            expires_at_ms: now + ttl_ms,
+            expires_at_ms: now.saturating_add(ttl_ms),
         };
         let result = self
             .client

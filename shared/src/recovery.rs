@@ -119,7 +119,7 @@ impl<P: Psp> Recovery<P> {
             self.store.client(),
             self.store.table(),
             OpenKind::Payment,
-            clock::now_ms() - stale_ms,
+            clock::now_ms().saturating_sub(stale_ms),
             self.settings.batch_limit,
         )
         .await?;
@@ -131,26 +131,27 @@ impl<P: Psp> Recovery<P> {
             else {
                 continue;
             };
-            report.found += 1;
-            let correlation = CorrelationId::parse(format!("recovery-{}", uuid::Uuid::new_v4()))
-                .unwrap_or_else(|_| unreachable!("a uuid is a valid id"));
+            report.found = report.found.saturating_add(1);
+            let correlation = CorrelationId::derived("recovery", &uuid::Uuid::new_v4().to_string());
             let Ok(reconciled) = tokio::time::timeout_at(deadline, self.reconcile(&id, correlation)).await else {
-                report.left += 1;
+                report.left = report.left.saturating_add(1);
                 break;
             };
             match reconciled {
-                Ok(Reconciled::Applied(_)) => report.applied += 1,
-                Ok(Reconciled::Unchanged | Reconciled::NotOpen) => report.unchanged += 1,
-                Ok(Reconciled::Busy) => report.busy += 1,
-                Ok(Reconciled::NoReference) => report.no_reference += 1,
-                Ok(Reconciled::Refused) => report.refused += 1,
+                Ok(Reconciled::Applied(_)) => report.applied = report.applied.saturating_add(1),
+                Ok(Reconciled::Unchanged | Reconciled::NotOpen) => {
+                    report.unchanged = report.unchanged.saturating_add(1)
+                }
+                Ok(Reconciled::Busy) => report.busy = report.busy.saturating_add(1),
+                Ok(Reconciled::NoReference) => report.no_reference = report.no_reference.saturating_add(1),
+                Ok(Reconciled::Refused) => report.refused = report.refused.saturating_add(1),
                 Ok(Reconciled::Deferred) => {
                     // The PSP is down: asking about the rest now would only add load; the next run does.
-                    report.deferred += 1;
+                    report.deferred = report.deferred.saturating_add(1);
                     break;
                 }
                 Err(e) => {
-                    report.errors += 1;
+                    report.errors = report.errors.saturating_add(1);
                     warn!(payment_id = %id, error = %e, "recovery of one payment failed; next run retries");
                 }
             }
@@ -216,7 +217,7 @@ impl<P: Psp> Recovery<P> {
             self.back_off(&current).await;
             return Ok((Reconciled::Unchanged, false));
         };
-        observation.occurred_at_ms = Some(clock::now_ms() / 1000 * 1000);
+        observation.occurred_at_ms = Some(clock::now_ms().div_euclid(1000).saturating_mul(1000));
         let outcome = self.store.finalize_from(current, &observation, Some(lease)).await?;
         if let Some(reason) = &outcome.refused {
             warn!(payment_id = %id, reason, "PSP answer is not about this payment: anomaly recorded, not applied");

@@ -37,11 +37,11 @@ impl Backoff {
             match op(attempt).await {
                 Ok(value) => return Ok(value),
                 Err(e) => {
-                    attempt += 1;
+                    attempt = attempt.saturating_add(1);
                     if attempt >= self.attempts || !is_transient(&e) {
                         return Err((e, attempt));
                     }
-                    tokio::time::sleep(clock::full_jitter(self.ceiling(attempt - 1))).await;
+                    tokio::time::sleep(clock::full_jitter(self.ceiling(attempt.saturating_sub(1)))).await;
                 }
             }
         }

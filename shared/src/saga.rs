@@ -133,7 +133,7 @@ impl SagaStore {
             .set_expression_attribute_values((record.version > 1).then(|| {
                 [(
                     ":previous".to_owned(),
-                    AttributeValue::N((record.version - 1).to_string()),
+                    AttributeValue::N(record.version.saturating_sub(1).to_string()),
                 )]
                 .into()
             }))
@@ -166,7 +166,7 @@ impl SagaStore {
                     if failed(0) || failed(1) {
                         Err(SagaStoreError::Conflict(record.order_id.to_string()))
                     } else if let Some(i) = (2..codes.len()).find(|&i| failed(i)) {
-                        Err(SagaStoreError::StepCondition(i - 2))
+                        Err(SagaStoreError::StepCondition(i.saturating_sub(2)))
                     } else {
                         Err(StoreError::Unavailable {
                             context: "save saga",

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use shared::http::{self, ApiError};
 use shared::psp::Psp;
 use shared::saga::{Checkout, SagaEvent, SagaRecord};
-use shared::{Currency, Money, OrderId, Sku};
+use shared::{text, Currency, Money, OrderId, Sku};
 use tracing::{warn, Instrument};
 
 /// `POST /checkouts`.
@@ -42,9 +42,7 @@ impl StartCheckout {
         if self.quantity == 0 || self.quantity > 1000 {
             return Err(ApiError::bad_request("quantity must be between 1 and 1000"));
         }
-        if self.payment_method.is_empty() || self.payment_method.len() > 64 {
-            return Err(ApiError::bad_request("payment_method must be 1 to 64 characters"));
-        }
+        text::check("payment_method", &self.payment_method, text::MAX_PAYMENT_METHOD_CHARS).map_err(bad)?;
         let money = Money::new(self.amount_minor, Currency::parse(&self.currency).map_err(bad)?).map_err(bad)?;
         Ok((
             OrderId::parse(self.order_id).map_err(bad)?,
@@ -151,7 +149,7 @@ fn route(method: &Method, path: &str) -> Result<Route, ApiError> {
         .ok_or_else(|| ApiError::not_found(format!("no route for {path}")))?;
     let id = |raw: &str| OrderId::parse(raw).map_err(|e| ApiError::bad_request(format!("invalid order id: {e}")));
     let sku = |raw: &str| Sku::parse(raw).map_err(|e| ApiError::bad_request(format!("invalid sku: {e}")));
-    let (route, allowed) = match &segments[start..] {
+    let (route, allowed) = match segments.get(start..).unwrap_or_default() {
         ["inventory", raw] if method == Method::PUT => (Route::PutStock(sku(raw)?), Method::PUT),
         ["inventory", raw] => (Route::GetStock(sku(raw)?), Method::GET),
         ["checkouts"] => (Route::Start, Method::POST),
@@ -179,6 +177,7 @@ pub async fn handle<P: Psp>(runner: &Runner<P>, req: Request) -> Result<Response
         order_id = tracing::field::Empty
     );
     Ok(async {
+        http::check_body_size(&req)?;
         match route(req.method(), req.uri().path())? {
             Route::Start => start(runner, &req).await,
             Route::Get(id) => {

@@ -36,7 +36,7 @@ pub fn for_transition(saga: &SagaRecord, event: &SagaEvent) -> Vec<Value> {
         _ => {}
     }
     if saga.status.is_terminal() {
-        let duration = saga.updated_at_ms - saga.started_at_ms;
+        let duration = saga.updated_at_ms.saturating_sub(saga.started_at_ms);
         let completed = saga.status == SagaStatus::Completed;
         let no_action = completed && !saga.customer_action;
         out.push(record(
@@ -71,11 +71,17 @@ pub fn after_transition(saga: &SagaRecord, event: &SagaEvent) {
     }
 }
 
+/// One escalation of `saga`'s `action`.
 pub fn escalated(saga: &SagaRecord, action: &str) {
+    escalated_order(&saga.order_id, action);
+}
+
+/// One escalation of the order's saga, also when its record could not be read.
+pub fn escalated_order(order_id: &shared::OrderId, action: &str) {
     let line = record(
         &[&["Action"]],
         &[("Escalations", "Count")],
-        json!({ "Action": action, "Escalations": 1, "order_id": saga.order_id.as_str() }),
+        json!({ "Action": action, "Escalations": 1, "order_id": order_id.as_str() }),
     );
     shared::metrics::emit(&line);
 }

@@ -59,7 +59,8 @@ pub enum RunError {
 }
 
 impl RunError {
-    fn is_transient(&self) -> bool {
+    /// Worth retrying at once: storage or the PSP failed for a moment.
+    pub fn is_transient(&self) -> bool {
         match self {
             RunError::Saga(e) => e.is_transient(),
             RunError::Store(e) => e.is_transient(),
@@ -120,8 +121,10 @@ enum Advanced {
     Stopped,
 }
 
+/// The saga's correlation id, `checkout-<order>` (hashed when that would be too long: every order id the
+/// API takes yields a valid one).
 fn correlation(order: &OrderId) -> CorrelationId {
-    CorrelationId::parse(format!("checkout-{order}")).unwrap_or_else(|_| unreachable!("order ids are valid ids"))
+    CorrelationId::derived("checkout", order.as_str())
 }
 
 impl<P: Psp> Runner<P> {
@@ -247,6 +250,18 @@ impl<P: Psp> Runner<P> {
             action,
             attempts,
             error: e.to_string(),
+        }
+    }
+
+    /// A saga the sweeper cannot process at all (its stored record does not load, or it never settles):
+    /// logged, counted and sent to the escalation queue like a step that keeps failing, so a person looks
+    /// at it. The sweeper then leaves it alone for a while (see `sweeper`).
+    pub async fn escalate_unprocessable(&self, order_id: &OrderId, e: &RunError) {
+        const ACTION: &str = "resume";
+        error!(order_id = %order_id, error = %e, "saga cannot be processed; escalated");
+        metrics::escalated_order(order_id, ACTION);
+        if let Err(send) = self.escalation.escalate(order_id, ACTION, 1, &e.to_string()).await {
+            error!(order_id = %order_id, error = %send, "escalation could not be sent");
         }
     }
 

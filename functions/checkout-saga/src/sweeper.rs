@@ -5,7 +5,7 @@
 //! apart, so a deadline is acted on at most that late), so sagas that wait long cost fewer reads and never
 //! crowd out the others.
 
-use crate::runner::Runner;
+use crate::runner::{RunError, Runner};
 use shared::psp::Psp;
 use shared::saga::{saga_key, SagaRecord};
 use shared::store::open_index::{defer as defer_item, next_due, open_since, OpenKind};
@@ -19,6 +19,12 @@ use tracing::warn;
 /// on are minutes apart, so a waiting saga is never left for longer than this.
 pub const MAX_SAGA_RECHECK: Duration = Duration::from_secs(5 * 60);
 
+/// How long a saga that could not be processed (escalated) is left alone before the sweeper looks at it
+/// again: long enough that it is escalated about once a day, not retried into the same failure every run.
+/// `paymentsctl escalations retry <order>` resumes it at once after a fix.
+pub const UNPROCESSABLE_RECHECK: Duration = Duration::from_secs(24 * 3600);
+
+/// What one sweep did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SweepReport {
     pub found: u32,
@@ -26,6 +32,8 @@ pub struct SweepReport {
     pub errors: u32,
     /// Not resumed: the invocation's deadline came first.
     pub left: u32,
+    /// Could not be processed at all: escalated and set aside (see [`UNPROCESSABLE_RECHECK`]).
+    pub escalated: u32,
 }
 
 /// Resumes every saga open for longer than `stuck_after` (at most `limit`), until `deadline`: what is left
@@ -41,7 +49,7 @@ pub async fn sweep<P: Psp>(
         runner.sagas.client(),
         runner.sagas.table(),
         OpenKind::Saga,
-        clock::now_ms() - stuck_ms,
+        clock::now_ms().saturating_sub(stuck_ms),
         limit,
     )
     .await?;
@@ -53,20 +61,34 @@ pub async fn sweep<P: Psp>(
         else {
             continue;
         };
-        report.found += 1;
+        report.found = report.found.saturating_add(1);
         if Instant::now() >= deadline {
-            report.left += 1;
+            report.left = report.left.saturating_add(1);
             continue;
         }
         match runner.resume_within(&order, deadline).await {
             Ok(Some(record)) if !record.status.is_terminal() => {
-                report.resumed += 1;
+                report.resumed = report.resumed.saturating_add(1);
                 defer(runner, &record, stuck_ms).await;
             }
-            Ok(_) => report.resumed += 1,
-            Err(e) => {
-                report.errors += 1;
+            Ok(_) => report.resumed = report.resumed.saturating_add(1),
+            // A moment's failure, the deadline, or a step that kept failing (already escalated): the next
+            // run tries again, as a fixed PSP or table finishes the work.
+            Err(e) if e.is_transient() || matches!(e, RunError::OutOfTime | RunError::Escalated { .. }) => {
+                report.errors = report.errors.saturating_add(1);
                 warn!(order_id = %order, error = %e, "sweeper could not resume the saga");
+            }
+            // The saga cannot be processed (its record does not load, it never settles): retrying every
+            // run cannot help. Escalated once, then left alone for UNPROCESSABLE_RECHECK.
+            Err(e) => {
+                report.errors = report.errors.saturating_add(1);
+                report.escalated = report.escalated.saturating_add(1);
+                runner.escalate_unprocessable(&order, &e).await;
+                let skip = i64::try_from(UNPROCESSABLE_RECHECK.as_millis()).unwrap_or(i64::MAX);
+                let due = clock::now_ms().saturating_add(skip);
+                if let Err(e) = defer_item(runner.sagas.client(), runner.sagas.table(), saga_key(&order), due).await {
+                    warn!(order_id = %order, error = %e, "could not set the unprocessable saga aside");
+                }
             }
         }
     }

@@ -3,9 +3,27 @@
 //! partial batch failure, fail-fast: the first record that could not be published and every later record
 //! are reported, so the stream retries from there and the order per payment never breaks.
 //!
+//! An event that SQS would refuse (a character it does not take, over its size: only an item written around
+//! the entry points' text rules can be one) never fails the batch, which would hold the shard for hours and
+//! the payment's later events behind it: the relay sends it made sendable (its reason cleaned and cut,
+//! [`shared::outbox::made_sendable`]), parks a notice naming the event in the relay-failures queue (alarmed
+//! while not empty) and counts `UnsendableEvents`. The original stays in the table; `paymentsctl replay
+//! --payment <id>` publishes the payment's events again.
+//!
 //! Also here: replaying event items to the queue (by payment or time range) and redriving the DLQ, both
 //! safe to repeat because consumers apply each event once. The operator runs them through `paymentsctl
 //! replay` and `paymentsctl redrive-dlq` (`tools/paymentsctl`).
+// Tests may count and index freely (the workspace lints keep them out of the request paths).
+#![cfg_attr(
+    test,
+    allow(
+        clippy::arithmetic_side_effects,
+        clippy::indexing_slicing,
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic
+    )
+)]
 
 use aws_lambda_events::event::dynamodb::Event as StreamEvent;
 use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
@@ -14,11 +32,12 @@ use aws_sdk_sqs::types::{
     MessageAttributeValue, MessageSystemAttributeName, MessageSystemAttributeNameForSends, MessageSystemAttributeValue,
     SendMessageBatchRequestEntry,
 };
+use serde_json::json;
 use shared::store::item::event_from_item;
-use shared::{outbox, telemetry, PaymentEvent, PaymentId, PaymentStore};
+use shared::{metrics, outbox, telemetry, PaymentEvent, PaymentId, PaymentStore};
 use thiserror::Error;
 use tracing::Span;
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 /// SQS accepts at most ten entries per `SendMessageBatch`.
 pub const BATCH: usize = 10;
@@ -38,7 +57,12 @@ pub enum RelayError {
 pub struct Publisher {
     sqs: aws_sdk_sqs::Client,
     queue_url: String,
+    /// Where notices of events that had to be made sendable go (`RELAY_FAILURES_QUEUE_URL`).
+    parking_url: Option<String>,
 }
+
+/// Namespace of the relay's own metrics.
+pub const METRICS_NAMESPACE: &str = "Payments/Relay";
 
 fn attribute(value: &str) -> Result<MessageAttributeValue, RelayError> {
     MessageAttributeValue::builder()
@@ -53,11 +77,70 @@ impl Publisher {
         Self {
             sqs,
             queue_url: queue_url.into(),
+            parking_url: None,
         }
+    }
+
+    /// Parks notices of unsendable events in `url` (the relay-failures queue).
+    #[must_use]
+    pub fn with_parking(mut self, url: impl Into<String>) -> Self {
+        self.parking_url = Some(url.into());
+        self
     }
 
     pub fn queue_url(&self) -> &str {
         &self.queue_url
+    }
+
+    /// `events` as they can be sent: each that SQS would refuse is made sendable, counted and parked (see the
+    /// module doc). Never fails: a notice that cannot be parked is logged, and the event is sent anyway.
+    async fn sendable(&self, events: &[PaymentEvent]) -> Vec<PaymentEvent> {
+        let mut out = Vec::with_capacity(events.len());
+        for event in events {
+            match outbox::check_sendable(event) {
+                Ok(()) => out.push(event.clone()),
+                Err(problem) => {
+                    self.park(event, problem).await;
+                    out.push(outbox::made_sendable(event));
+                }
+            }
+        }
+        out
+    }
+
+    async fn park(&self, event: &PaymentEvent, problem: outbox::Unsendable) {
+        let event_id = event.event_id();
+        error!(event_id, payment_id = %event.payment_id, problem = problem.as_str(),
+               "event SQS would refuse: sent made sendable, parked for an operator");
+        metrics::emit(&metrics::counts(
+            METRICS_NAMESPACE,
+            &[&[]],
+            &["UnsendableEvents"],
+            json!({ "UnsendableEvents": 1, "event_id": event_id, "problem": problem.as_str() }),
+            shared::clock::now_ms(),
+        ));
+        let Some(url) = &self.parking_url else {
+            return;
+        };
+        let notice = json!({
+            "kind": "unsendable_event",
+            "event_id": event_id,
+            "payment_id": event.payment_id.as_str(),
+            "version": event.version,
+            "problem": problem.as_str(),
+            "sent": "made_sendable",
+            "parked_at_ms": shared::clock::now_ms(),
+        });
+        if let Err(e) = self
+            .sqs
+            .send_message()
+            .queue_url(url)
+            .message_body(notice.to_string())
+            .send()
+            .await
+        {
+            error!(event_id, error = %e, "the unsendable event's notice could not be parked");
+        }
     }
 
     /// The SQS entry of `event`, published under `span` (its `publish` step): the message carries that
@@ -93,6 +176,7 @@ impl Publisher {
     /// or the consumer would hold the later event back at the head of its FIFO group with its predecessor
     /// stuck behind it. Events of different payments are interleaved to keep batches full.
     pub async fn publish(&self, events: &[PaymentEvent]) -> Result<(), usize> {
+        let events = &self.sendable(events).await;
         let mut lanes = Lanes::new(events);
         loop {
             let batch = lanes.next_batch();
@@ -102,12 +186,21 @@ impl Publisher {
             // One `publish` span per event, in the trace its event item carries; each ends with the send.
             let spans: Vec<Span> = batch
                 .iter()
-                .map(|&e| telemetry::step_span_with_parent("publish", events[e].trace_context.as_deref()))
+                .map(|&e| {
+                    let parent = events.get(e).and_then(|ev| ev.trace_context.as_deref());
+                    telemetry::step_span_with_parent("publish", parent)
+                })
                 .collect();
             let entries: Result<Vec<_>, _> = batch
                 .iter()
                 .enumerate()
-                .map(|(i, &e)| Self::entry(i, &events[e], &spans[i]))
+                .zip(&spans)
+                .map(|((i, &e), span)| {
+                    let event = events
+                        .get(e)
+                        .ok_or_else(|| RelayError::Build(format!("no event at {e}")))?;
+                    Self::entry(i, event, span)
+                })
                 .collect();
             let entries = match entries {
                 Ok(entries) => entries,
@@ -165,7 +258,11 @@ impl Lanes {
         let mut lanes: Vec<std::collections::VecDeque<usize>> = Vec::new();
         for (i, e) in events.iter().enumerate() {
             match order.iter().position(|p| **p == e.payment_id) {
-                Some(lane) => lanes[lane].push_back(i),
+                Some(lane) => {
+                    if let Some(lane) = lanes.get_mut(lane) {
+                        lane.push_back(i);
+                    }
+                }
                 None => {
                     order.push(&e.payment_id);
                     lanes.push([i].into());
@@ -187,7 +284,9 @@ impl Lanes {
     }
 
     fn confirm(&mut self, event: usize) {
-        self.confirmed[event] = true;
+        if let Some(confirmed) = self.confirmed.get_mut(event) {
+            *confirmed = true;
+        }
         for lane in &mut self.lanes {
             if lane.front() == Some(&event) {
                 lane.pop_front();
@@ -224,10 +323,11 @@ pub async fn relay(publisher: &Publisher, batch: &StreamEvent) -> DynamoDbEventR
     let events: Vec<PaymentEvent> = outbox_records.iter().map(|(_, e)| e.clone()).collect();
     let first_failed_position = match publisher.publish(&events).await {
         Ok(()) => first_unreadable,
-        Err(k) => Some(outbox_records[k].0),
+        // `k` is an index into `events`, one per outbox record; the first record is the safe fallback.
+        Err(k) => Some(outbox_records.get(k).map_or(0, |(position, _)| *position)),
     };
     if let Some(position) = first_failed_position {
-        for record in &batch.records[position..] {
+        for record in batch.records.iter().skip(position) {
             let mut failure = DynamoDbBatchItemFailure::default();
             failure.item_identifier = record.change.sequence_number.clone();
             response.batch_item_failures.push(failure);
@@ -284,7 +384,7 @@ pub async fn events_between(
         .filter_expression("entity = :event AND recorded_at_ms BETWEEN :from AND :to")
         .expression_attribute_values(":event", AttributeValue::S("event".into()))
         .expression_attribute_values(":from", AttributeValue::N(from_ms.to_string()))
-        .expression_attribute_values(":to", AttributeValue::N((to_ms - 1).to_string()))
+        .expression_attribute_values(":to", AttributeValue::N(to_ms.saturating_sub(1).to_string()))
         .into_paginator()
         .send();
     let mut events = Vec::new();
@@ -341,7 +441,7 @@ pub async fn redrive_dlq(sqs: &aws_sdk_sqs::Client, dlq_url: &str, queue_url: &s
                 .send()
                 .await
                 .map_err(|e| RelayError::Sqs(e.to_string()))?;
-            moved += 1;
+            moved = moved.saturating_add(1);
         }
     }
 }

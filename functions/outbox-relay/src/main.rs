@@ -9,7 +9,11 @@ use shared::{aws, telemetry};
 async fn main() -> Result<(), Error> {
     telemetry::init();
     let queue_url = std::env::var("QUEUE_URL").map_err(|_| "QUEUE_URL is not set")?;
-    let publisher = Publisher::new(aws_sdk_sqs::Client::new(&aws::sdk_config().await), queue_url);
+    let mut publisher = Publisher::new(aws_sdk_sqs::Client::new(&aws::sdk_config().await), queue_url);
+    // Where notices of events SQS would refuse are parked (the relay-failures queue, alarmed).
+    if let Ok(parking) = std::env::var("RELAY_FAILURES_QUEUE_URL") {
+        publisher = publisher.with_parking(parking);
+    }
     run(service_fn(|event: LambdaEvent<Event>| {
         let publisher = &publisher;
         async move {

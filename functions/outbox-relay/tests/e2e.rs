@@ -1,6 +1,15 @@
 //! End to end on real local parts: DynamoDB Local -> its stream -> stream pump -> relay -> SQS emulator
 //! (moto) -> consumer. Every transition arrives and is applied once, in version order per payment, with
 //! duplicates injected at every hop and an SQS failure for one entry.
+// Test code: a failed unwrap or index is the test failing.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::unreachable,
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects
+)]
 
 use aws_lambda_events::event::dynamodb::Event as StreamEvent;
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
@@ -474,4 +483,84 @@ fn only_inserts_of_event_items_are_outbox_records() {
         "REMOVE",
         &serde_dynamo::Item::from(HashMap::<String, serde_dynamo::AttributeValue>::new())
     ));
+}
+
+/// A poison event in the stream (a reason with U+FFFF, written around the entry points' text rules) is sent
+/// made sendable and parked for an operator instead of failing the batch: no record is reported for retry,
+/// and the payment's later events still reach the consumer, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_poison_event_is_parked_and_the_payments_later_events_still_flow() {
+    let ctx = TestContext::new().await;
+    let sqs = sqs_client(None);
+    let queues = fresh_queues(&sqs).await;
+    let publisher = Publisher::new(sqs.clone(), &queues.queue_url).with_parking(&queues.relay_failures_url);
+    let id = ctx
+        .store
+        .create(fixtures::new_payment("pay_poison", 1000))
+        .await
+        .unwrap()
+        .id;
+    let poison = Outcome::AttemptFailed {
+        reason: "declined\u{FFFF}\u{1}".into(),
+        retry_token: None,
+    };
+    ctx.store
+        .finalize(&id, &fixtures::observe(Path::Sync, poison), None)
+        .await
+        .unwrap();
+    ctx.store
+        .finalize(&id, &fixtures::webhook("evt_later", 10, Outcome::Succeeded), None)
+        .await
+        .unwrap();
+    let events = ctx.store.events(&id).await.unwrap();
+    assert_eq!(events.len(), 3);
+    assert!(
+        shared::outbox::check_sendable(&events[1]).is_err(),
+        "the stored event is poison"
+    );
+
+    let mut pump = StreamPump::for_table(&ctx.client, streams_client(), &ctx.table)
+        .await
+        .unwrap();
+    let failures = std::sync::Arc::new(std::sync::Mutex::new(0usize));
+    for _ in 0..10 {
+        let failures = failures.clone();
+        let publisher = &publisher;
+        let n = pump
+            .poll_once(|event: StreamEvent| {
+                let failures = failures.clone();
+                async move {
+                    let response = relay(publisher, &event).await;
+                    *failures.lock().unwrap() += response.batch_item_failures.len();
+                    response
+                }
+            })
+            .await
+            .unwrap();
+        if n == 0 {
+            break;
+        }
+    }
+    assert_eq!(*failures.lock().unwrap(), 0, "no record is retried");
+
+    let consumer = Consumer::new(ctx.client.clone(), &ctx.table, Recording);
+    let report = drain(&sqs, &queues.queue_url, &consumer, None).await;
+    assert_eq!((report.applied, report.failed), (3, 0), "{report:?}");
+    assert_applied_once_in_order(&ctx, std::slice::from_ref(&id)).await;
+
+    let parked = sqs
+        .receive_message()
+        .queue_url(&queues.relay_failures_url)
+        .max_number_of_messages(10)
+        .send()
+        .await
+        .unwrap();
+    let notices: Vec<serde_json::Value> = parked
+        .messages()
+        .iter()
+        .filter_map(|m| m.body().and_then(|b| serde_json::from_str(b).ok()))
+        .collect();
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    assert_eq!(notices[0]["event_id"], events[1].event_id());
+    assert_eq!(notices[0]["problem"], "characters");
 }

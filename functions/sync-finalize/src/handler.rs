@@ -21,6 +21,7 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, lambda_ht
     let correlation_id = http::correlation_id(&req);
     let span = telemetry::request_span("sync", correlation_id.as_str());
     let mut response = async {
+        http::check_body_size(&req)?;
         let route = Route::parse(req.method(), req.uri().path())?;
         match &route {
             Route::SyncResult(id) | Route::Get(id) | Route::Events(id) => {
@@ -122,7 +123,10 @@ struct EventView<'a> {
 
 impl<'a> From<&'a PaymentEvent> for EventView<'a> {
     fn from(e: &'a PaymentEvent) -> Self {
-        let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(u64::try_from(e.recorded_at_ms).unwrap_or(0));
+        let since_epoch = std::time::Duration::from_millis(u64::try_from(e.recorded_at_ms).unwrap_or(0));
+        let at = std::time::UNIX_EPOCH
+            .checked_add(since_epoch)
+            .unwrap_or(std::time::UNIX_EPOCH);
         EventView {
             version: e.version,
             kind: e.kind.as_str(),

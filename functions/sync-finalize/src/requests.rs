@@ -5,8 +5,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use shared::http::ApiError;
 use shared::{
-    ClientSecret, CorrelationId, Currency, CustomerAction, Metadata, Money, NewPayment, Observation, OrderId, Outcome,
-    Path, PaymentId, PspReference, RedirectUrl, RetryToken,
+    text, ClientSecret, CorrelationId, Currency, CustomerAction, Metadata, Money, NewPayment, Observation, OrderId,
+    Outcome, Path, PaymentId, PspReference, RedirectUrl, RetryToken,
 };
 use std::collections::BTreeMap;
 
@@ -130,11 +130,11 @@ impl SyncResult {
                 retry_token,
                 ..
             } => Outcome::AttemptFailed {
-                reason: non_empty("decline_code", decline_code)?,
+                reason: text::bounded("decline_code", &decline_code, text::MAX_REASON_CHARS).map_err(invalid)?,
                 retry_token: retry_token.map(RetryToken::parse).transpose().map_err(invalid)?,
             },
             SyncResult::Failed { reason, .. } => Outcome::Failed {
-                reason: non_empty("reason", reason)?,
+                reason: text::bounded("reason", &reason, text::MAX_REASON_CHARS).map_err(invalid)?,
             },
         };
         let mut observation = Observation::new(Path::Sync, outcome, correlation_id);
@@ -142,14 +142,6 @@ impl SyncResult {
         observation.trace_context = trace_context;
         Ok(observation)
     }
-}
-
-fn non_empty(field: &str, value: String) -> Result<String, ApiError> {
-    let value = value.trim().to_owned();
-    if value.is_empty() || value.len() > 200 {
-        return Err(ApiError::bad_request(format!("{field} must be 1 to 200 characters")));
-    }
-    Ok(value)
 }
 
 #[cfg(test)]
@@ -182,6 +174,33 @@ mod tests {
             parse_json::<SyncResult>(br#"{"outcome":"failed"}"#).is_err(),
             "reason is required"
         );
+    }
+
+    #[test]
+    fn free_text_is_bounded_and_printable() {
+        let c = || CorrelationId::parse("c").unwrap();
+        for body in [
+            r#"{"outcome":"failed","reason":"fraud\uffff"}"#.to_owned(),
+            r#"{"outcome":"attempt_failed","decline_code":"x\u0007"}"#.to_owned(),
+            format!(r#"{{"outcome":"failed","reason":"{}"}}"#, "r".repeat(201)),
+            format!(
+                r#"{{"outcome":"attempt_failed","decline_code":"d","retry_token":"{}"}}"#,
+                "t".repeat(513)
+            ),
+            format!(
+                r#"{{"outcome":"requires_action","client_secret":"{}"}}"#,
+                "s".repeat(513)
+            ),
+            r#"{"outcome":"requires_action","redirect_url":"http://localhost@evil.example/3ds"}"#.to_owned(),
+            r#"{"outcome":"requires_action","redirect_url":"http://localhost.evil.example/3ds"}"#.to_owned(),
+        ] {
+            let parsed: SyncResult = parse_json(body.as_bytes()).unwrap();
+            let err = parsed.into_observation(c(), None).unwrap_err();
+            assert_eq!(err.status, 400, "{body}");
+        }
+        let ok: SyncResult =
+            parse_json(format!(r#"{{"outcome":"failed","reason":"{}"}}"#, "r".repeat(200)).as_bytes()).unwrap();
+        assert!(ok.into_observation(c(), None).is_ok());
     }
 
     #[test]

@@ -22,7 +22,7 @@ impl Route {
             .ok_or_else(|| unknown(path))?;
         let id =
             |raw: &str| PaymentId::parse(raw).map_err(|e| ApiError::bad_request(format!("invalid payment id: {e}")));
-        let (route, allowed) = match &segments[start..] {
+        let (route, allowed) = match segments.get(start..).unwrap_or_default() {
             ["payments"] => (Some(Route::Create).filter(|_| method == Method::POST), "POST"),
             ["payments", raw] => (Some(Route::Get(id(raw)?)).filter(|_| method == Method::GET), "GET"),
             ["payments", raw, "sync-result"] => (

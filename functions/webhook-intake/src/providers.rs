@@ -119,7 +119,7 @@ impl Providers {
                 .into_iter()
                 .enumerate()
                 .map(|(i, s)| {
-                    let which = format!("secret {} of {count}", i + 1);
+                    let which = format!("secret {} of {count}", i.saturating_add(1));
                     let secret = SigningSecret::parse(s)
                         .map_err(|_| ProvidersError::BadSecret(spec.name.clone(), format!("{which} is empty")))?;
                     check_secret(spec.scheme, &secret)

@@ -58,7 +58,8 @@ impl std::fmt::Debug for SignedRequest<'_> {
 }
 
 fn mac(key: &[u8], parts: &[&[u8]]) -> HmacSha256 {
-    // HMAC takes keys of any length.
+    // HMAC takes keys of any length: `new_from_slice` cannot fail (`KeyInit` for HMAC is infallible).
+    #[allow(clippy::expect_used)]
     let mut mac = HmacSha256::new_from_slice(key).expect("HMAC accepts any key length");
     for part in parts {
         mac.update(part);

@@ -11,7 +11,7 @@
 use crate::psp_event::{Facts, Parsed, PaymentRef, PspEvent, Unparseable};
 use serde::Deserialize;
 use shared::{
-    ClientSecret, Currency, CustomerAction, Outcome, PaymentId, PspEventId, PspReference, RedirectUrl, RetryToken,
+    text, ClientSecret, Currency, CustomerAction, Outcome, PaymentId, PspEventId, PspReference, RedirectUrl, RetryToken,
 };
 
 #[derive(Deserialize)]
@@ -56,9 +56,15 @@ fn bad(e: impl std::fmt::Display) -> Unparseable {
     Unparseable(e.to_string())
 }
 
+/// A reason from the event under the text rules (`shared::text`); one that breaks them quarantines the event.
+fn reason(field: &'static str, value: &str) -> Result<String, Unparseable> {
+    text::bounded(field, value, text::MAX_REASON_CHARS).map_err(bad)
+}
+
 /// `webhook_id` and `webhook_timestamp` come from the verified headers.
 pub fn parse(body: &[u8], webhook_id: &str, webhook_timestamp: i64) -> Result<Parsed, Unparseable> {
     let event: Event = serde_json::from_slice(body).map_err(bad)?;
+    text::check("type", &event.kind, 128).map_err(bad)?;
     const KNOWN: [&str; 6] = [
         "payment.requires_action",
         "payment.processing",
@@ -80,13 +86,16 @@ pub fn parse(body: &[u8], webhook_id: &str, webhook_timestamp: i64) -> Result<Pa
         "payment.processing" => Outcome::Processing,
         "payment.succeeded" => Outcome::Succeeded,
         "payment.attempt_failed" => Outcome::AttemptFailed {
-            reason: data
-                .decline_code
-                .ok_or_else(|| Unparseable("decline_code is missing".into()))?,
+            reason: reason(
+                "decline_code",
+                &data
+                    .decline_code
+                    .ok_or_else(|| Unparseable("decline_code is missing".into()))?,
+            )?,
             retry_token: data.retry_token.map(RetryToken::parse).transpose().map_err(bad)?,
         },
         "payment.failed" => Outcome::Failed {
-            reason: data.reason.unwrap_or_else(|| "failed".into()),
+            reason: reason("reason", data.reason.as_deref().unwrap_or("failed"))?,
         },
         _ => Outcome::Refunded {
             refunded_total_minor: data
@@ -110,7 +119,12 @@ pub fn parse(body: &[u8], webhook_id: &str, webhook_timestamp: i64) -> Result<Pa
             amount_minor: Some(data.amount_minor),
             currency: Some(Currency::parse(&data.currency).map_err(bad)?),
             livemode: event.livemode,
-            account: event.account,
+            account: event
+                .account
+                .as_deref()
+                .map(|a| text::bounded("account", a, text::MAX_ACCOUNT_CHARS))
+                .transpose()
+                .map_err(bad)?,
         },
         outcome,
     })))
@@ -150,5 +164,31 @@ mod tests {
             9
         )
         .is_err());
+    }
+
+    #[test]
+    fn text_that_breaks_the_rules_makes_the_event_unparseable() {
+        let event = |data: serde_json::Value| {
+            json!({ "type": "payment.failed", "data": data })
+                .to_string()
+                .into_bytes()
+        };
+        let base = json!({ "payment_id": "pay_1", "amount_minor": 1, "currency": "EUR" });
+        assert!(parse(&event(base.clone()), "msg_1", 9).is_ok());
+        for (field, value) in [
+            ("reason", json!("fraud\u{FFFF}")),
+            ("reason", json!("\u{FDD0}")),
+            ("reason", json!("r".repeat(201))),
+        ] {
+            let mut data = base.clone();
+            data[field] = value;
+            assert!(parse(&event(data), "msg_1", 9).is_err(), "{field}");
+        }
+        let long_account = json!({ "type": "payment.succeeded", "account": "a".repeat(129), "data": base });
+        assert!(parse(long_account.to_string().as_bytes(), "msg_1", 9).is_err());
+        assert!(
+            parse(&event(base), &"m".repeat(1100), 9).is_err(),
+            "a webhook-id over 128 characters"
+        );
     }
 }

@@ -4,7 +4,7 @@
 use crate::psp_event::{Facts, Parsed, PaymentRef, PspEvent, Unparseable};
 use serde::Deserialize;
 use shared::psp::stripe::{customer_action, LastPaymentError, NextAction};
-use shared::{ClientSecret, Currency, Outcome, PaymentId, PspEventId, PspReference};
+use shared::{text, ClientSecret, Currency, Outcome, PaymentId, PspEventId, PspReference};
 use std::collections::HashMap;
 
 #[derive(Deserialize)]
@@ -70,15 +70,31 @@ fn target(metadata: &HashMap<String, String>, psp_reference: Option<String>) -> 
     })
 }
 
+/// A reason from the event, checked by the text rules (`shared::text`): one that breaks them makes the event
+/// unparseable (quarantined), never a stored reason that cannot be sent on.
+fn reason(field: &'static str, value: &str) -> Result<String, Unparseable> {
+    text::bounded(field, value, text::MAX_REASON_CHARS).map_err(bad)
+}
+
+/// The event's type, as it is logged when we do not handle it.
+const MAX_TYPE_CHARS: usize = 128;
+
 pub fn parse(body: &[u8]) -> Result<Parsed, Unparseable> {
     let event: Event = serde_json::from_slice(body).map_err(bad)?;
     let id = PspEventId::parse(event.id).map_err(bad)?;
+    text::check("type", &event.kind, MAX_TYPE_CHARS).map_err(bad)?;
+    let account = event
+        .account
+        .as_deref()
+        .map(|a| text::bounded("account", a, text::MAX_ACCOUNT_CHARS))
+        .transpose()
+        .map_err(bad)?;
     let facts = |amount, currency: &str| -> Result<Facts, Unparseable> {
         Ok(Facts {
             amount_minor: Some(amount),
             currency: Some(Currency::parse(currency).map_err(bad)?),
             livemode: event.livemode,
-            account: event.account.clone(),
+            account: account.clone(),
         })
     };
     let (target, facts, outcome) = match event.kind.as_str() {
@@ -95,14 +111,19 @@ pub fn parse(body: &[u8]) -> Result<Parsed, Unparseable> {
                     customer_action(pi.client_secret.as_ref(), pi.next_action.as_ref()).map_err(bad)?,
                 ),
                 "payment_intent.payment_failed" => Outcome::AttemptFailed {
-                    reason: pi
-                        .last_payment_error
-                        .as_ref()
-                        .map_or_else(|| "payment_failed".into(), LastPaymentError::reason),
+                    reason: reason(
+                        "decline_code",
+                        pi.last_payment_error
+                            .as_ref()
+                            .map_or("payment_failed", LastPaymentError::raw_reason),
+                    )?,
                     retry_token: None,
                 },
                 _ => Outcome::Failed {
-                    reason: pi.cancellation_reason.clone().unwrap_or_else(|| "canceled".into()),
+                    reason: reason(
+                        "cancellation_reason",
+                        pi.cancellation_reason.as_deref().unwrap_or("canceled"),
+                    )?,
                 },
             };
             (
@@ -197,6 +218,29 @@ mod tests {
             (Some(1000), "EUR")
         );
         assert_eq!(e.created_secs, 1_700_000_000);
+    }
+
+    #[test]
+    fn text_that_breaks_the_rules_makes_the_event_unparseable() {
+        let mut declined = intent();
+        declined["last_payment_error"]["decline_code"] = json!("insufficient\u{FFFF}");
+        assert!(parse(&event("payment_intent.payment_failed", declined)).is_err());
+        let mut canceled = intent();
+        canceled["cancellation_reason"] = json!("r".repeat(201));
+        assert!(parse(&event("payment_intent.canceled", canceled)).is_err());
+        let mut secret = intent();
+        secret["client_secret"] = json!("s".repeat(513));
+        assert!(parse(&event("payment_intent.requires_action", secret)).is_err());
+        let mut body: serde_json::Value = serde_json::from_slice(&event("payment_intent.succeeded", intent())).unwrap();
+        body["account"] = json!("a".repeat(129));
+        assert!(parse(body.to_string().as_bytes()).is_err());
+        body["account"] = json!("acct_1");
+        assert!(parse(body.to_string().as_bytes()).is_ok());
+        body["type"] = json!("x".repeat(129));
+        assert!(
+            parse(body.to_string().as_bytes()).is_err(),
+            "an over-long type is not logged"
+        );
     }
 
     #[test]

@@ -6,6 +6,7 @@ use serde_yaml_ng::Value;
 use std::collections::HashMap;
 
 const ESCALATION_RESOURCE: &str = "SagaEscalationQueue";
+const RELAY_FAILURES_RESOURCE: &str = "RelayFailuresQueue";
 const QUEUE_RESOURCE: &str = "PaymentEventsQueue";
 pub const DLQ_RESOURCE: &str = "PaymentEventsDlq";
 
@@ -16,6 +17,8 @@ pub struct Queues {
     pub dlq_url: String,
     /// The checkout saga's escalation queue (what retries could not fix).
     pub escalation_url: String,
+    /// The relay's failures queue (notices of events SQS would refuse).
+    pub relay_failures_url: String,
 }
 
 fn properties(name: &str) -> Value {
@@ -106,9 +109,17 @@ pub async fn create(sqs: &aws_sdk_sqs::Client, prefix: &str) -> Queues {
         .send()
         .await
         .expect("create escalation queue");
+    let relay_failures = sqs
+        .create_queue()
+        .queue_name(format!("{prefix}-relay-failures"))
+        .set_attributes(Some(attributes(&properties(RELAY_FAILURES_RESOURCE))))
+        .send()
+        .await
+        .expect("create relay failures queue");
     Queues {
         queue_url: queue.queue_url().expect("queue url").to_owned(),
         dlq_url,
         escalation_url: escalation.queue_url().expect("escalation queue url").to_owned(),
+        relay_failures_url: relay_failures.queue_url().expect("relay failures queue url").to_owned(),
     }
 }

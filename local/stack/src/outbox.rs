@@ -40,7 +40,7 @@ pub async fn run(
             return;
         }
     };
-    let publisher = Publisher::new(sqs.clone(), &queues.queue_url);
+    let publisher = Publisher::new(sqs.clone(), &queues.queue_url).with_parking(&queues.relay_failures_url);
     let consumer = Consumer::new(dynamodb, &table, OrderProjection);
     let mut poller = SqsPoller::new(sqs, &queues.queue_url);
     poller.visibility_timeout = 5;

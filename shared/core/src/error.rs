@@ -11,14 +11,21 @@ pub enum DomainError {
     TooLong { field: &'static str, max: usize },
     #[error("{field} may only contain letters, digits, '_', '-', '.' and ':'")]
     BadCharacters { field: &'static str },
+    /// Control characters, Unicode non-characters (see `crate::text`).
+    #[error("{field} contains a control character or a Unicode non-character")]
+    BadText { field: &'static str },
     #[error("currency must be a three-letter ISO 4217 code in upper case, got {0:?}")]
     BadCurrency(String),
     #[error("amount must be a positive number of minor units")]
     NonPositiveAmount,
     #[error("amount {0} exceeds the maximum of 99999999999")]
     AmountTooLarge(u64),
-    #[error("redirect URL must be an absolute https URL (http only for localhost)")]
+    #[error(
+        "redirect URL must be an absolute https URL without user info (http only for localhost in local development)"
+    )]
     BadRedirectUrl,
+    #[error("redirect URL's host is not one of REDIRECT_HOSTS")]
+    RedirectHostNotAllowed,
     #[error("a customer action needs a client secret or a redirect URL")]
     EmptyAction,
     #[error("unknown payment status {0:?}")]

@@ -195,7 +195,7 @@ fn is_older_than_current(current: &Payment, observation: &Observation) -> bool {
 
 fn apply(current: &Payment, observation: &Observation, change: Change, now_ms: i64) -> Transition {
     let mut next = current.clone();
-    next.version = current.version + 1;
+    next.version = current.version.saturating_add(1);
     next.updated_at_ms = now_ms;
     let refused = match &change {
         Change::Refused(reason) => Some(reason.clone()),
@@ -215,11 +215,11 @@ fn apply(current: &Payment, observation: &Observation, change: Change, now_ms: i
 
     let (kind, event_reason) = match change {
         Change::Anomaly(reason) | Change::Refused(reason) => {
-            next.anomalies += 1;
+            next.anomalies = next.anomalies.saturating_add(1);
             (EventKind::AnomalyRecorded, Some(reason))
         }
         Change::StrayCapture => {
-            next.anomalies += 1;
+            next.anomalies = next.anomalies.saturating_add(1);
             next.stray_capture = Some(StrayCapture {
                 anomaly: next.anomalies,
                 refunded: false,

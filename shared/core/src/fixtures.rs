@@ -1,4 +1,7 @@
 //! Builders for tests (enabled by the `fixtures` feature): a new payment and observations from any path.
+// Test builders only (`cfg(test)` or the `fixtures` feature of dev-dependencies): a bad fixture is a bug in
+// the test, and panicking there is what a test should do.
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
 use crate::ids::{CorrelationId, OrderId, PaymentId, PspEventId};
 use crate::money::{Currency, Money};

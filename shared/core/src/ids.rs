@@ -1,16 +1,12 @@
 //! Identifier newtypes. Each is parsed once at the edge; inside, a value of the type is valid by construction.
 
 use crate::error::DomainError;
+use crate::text;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
 fn validate(field: &'static str, value: &str, max: usize) -> Result<(), DomainError> {
-    if value.is_empty() {
-        return Err(DomainError::Empty { field });
-    }
-    if value.chars().count() > max {
-        return Err(DomainError::TooLong { field, max });
-    }
+    text::check(field, value, max)?;
     let ok = value
         .chars()
         .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':'));
@@ -93,6 +89,31 @@ id_type!(
     Sku, "sku", 64
 );
 
+impl CorrelationId {
+    /// The correlation id of a flow derived from another id (`checkout-<order>`): `<prefix>-<id>` when that
+    /// fits, else the id's first characters and a hash of all of it, so every id yields a valid, distinct
+    /// correlation id and none can fail. `prefix` is a constant of ours (`[a-z-]`, a few characters).
+    pub fn derived(prefix: &'static str, id: &str) -> Self {
+        let full = format!("{prefix}-{id}");
+        if validate("correlation_id", &full, CORRELATION_MAX).is_ok() {
+            return Self(full);
+        }
+        // FNV-1a (64 bit): stable across builds and platforms, which std's hasher does not promise.
+        let hash = id.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+        let keep: String = id
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':'))
+            .take(64)
+            .collect();
+        Self(format!("{prefix}-{keep}-{hash:016x}"))
+    }
+}
+
+/// `CorrelationId`'s longest value.
+const CORRELATION_MAX: usize = 128;
+
 impl PaymentId {
     /// A fresh random id, `pay_` followed by 32 hex digits.
     pub fn generate(random: u128) -> Self {
@@ -126,6 +147,20 @@ mod tests {
             Err(DomainError::BadCharacters { field: "payment_id" })
         );
         assert!(OrderId::parse("a b").is_err());
+    }
+
+    #[test]
+    fn derived_correlation_ids_always_fit() {
+        assert_eq!(CorrelationId::derived("checkout", "o-1").as_str(), "checkout-o-1");
+        let long = OrderId::parse("o".repeat(128)).unwrap();
+        let a = CorrelationId::derived("checkout", long.as_str());
+        assert!(CorrelationId::parse(a.as_str()).is_ok(), "{a}");
+        let other = OrderId::parse(format!("{}p", "o".repeat(127))).unwrap();
+        assert_ne!(a, CorrelationId::derived("checkout", other.as_str()));
+        for n in 100..=128 {
+            let id = "x".repeat(n);
+            assert!(CorrelationId::parse(CorrelationId::derived("checkout", &id).as_str()).is_ok());
+        }
     }
 
     #[test]

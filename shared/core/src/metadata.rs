@@ -1,6 +1,7 @@
 //! Free-form key/value metadata a checkout attaches to a payment, bounded so items stay small.
 
 use crate::error::DomainError;
+use crate::text;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -33,11 +34,9 @@ impl Metadata {
             {
                 return Err(DomainError::BadCharacters { field: "metadata key" });
             }
-            if value.chars().count() > MAX_VALUE_LEN {
-                return Err(DomainError::TooLong {
-                    field: "metadata value",
-                    max: MAX_VALUE_LEN,
-                });
+            // An empty value is allowed (Stripe's way to unset a key); otherwise the text rules apply.
+            if !value.is_empty() {
+                text::check("metadata value", value, MAX_VALUE_LEN)?;
             }
         }
         Ok(Self(map))
@@ -77,5 +76,7 @@ mod tests {
         assert!(Metadata::parse(many).is_err());
         assert!(Metadata::parse(BTreeMap::from([("bad key".into(), "v".into())])).is_err());
         assert!(Metadata::parse(BTreeMap::from([("k".into(), "v".repeat(201))])).is_err());
+        assert!(Metadata::parse(BTreeMap::from([("k".into(), "v\u{FFFF}".into())])).is_err());
+        assert!(Metadata::parse(BTreeMap::from([("k".into(), String::new())])).is_ok());
     }
 }

@@ -15,15 +15,15 @@ pub struct Currency([u8; 3]);
 impl Currency {
     /// Accepts `eur` or `EUR` (Stripe sends lower case) and stores upper case.
     pub fn parse(value: &str) -> Result<Self, DomainError> {
-        let bytes = value.as_bytes();
-        if bytes.len() != 3 || !bytes.iter().all(u8::is_ascii_alphabetic) {
-            return Err(DomainError::BadCurrency(value.to_owned()));
+        match value.as_bytes() {
+            &[a, b, c] if [a, b, c].iter().all(u8::is_ascii_alphabetic) => Ok(Self([
+                a.to_ascii_uppercase(),
+                b.to_ascii_uppercase(),
+                c.to_ascii_uppercase(),
+            ])),
+            // The value is quoted only when it is short: an error never carries a large input.
+            _ => Err(DomainError::BadCurrency(value.chars().take(8).collect())),
         }
-        Ok(Self([
-            bytes[0].to_ascii_uppercase(),
-            bytes[1].to_ascii_uppercase(),
-            bytes[2].to_ascii_uppercase(),
-        ]))
     }
 
     pub fn as_str(&self) -> &str {

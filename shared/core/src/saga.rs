@@ -311,7 +311,7 @@ impl<S> Saga<S> {
         detail: Option<String>,
         now_ms: i64,
     ) -> (Saga<T>, SagaEvent) {
-        self.record.version += 1;
+        self.record.version = self.record.version.saturating_add(1);
         self.record.status = status;
         self.record.updated_at_ms = now_ms;
         let event = SagaEvent {
@@ -413,6 +413,9 @@ impl Saga<StockReserved> {
 impl Saga<Charging> {
     pub fn payment_id(&self) -> &PaymentId {
         // Checked on load and set by the only transition into this state.
+        // Cannot panic: `from_record` refuses a record in this state without a payment id, and the only
+        // transition into it sets one.
+        #[allow(clippy::unreachable)]
         self.record.payment_id.as_ref().unwrap_or_else(|| unreachable!())
     }
 
@@ -443,6 +446,9 @@ impl Saga<Charging> {
 impl Saga<PaymentPending> {
     pub fn payment_id(&self) -> &PaymentId {
         // Checked on load and set by the only transition into this state.
+        // Cannot panic: `from_record` refuses a record in this state without a payment id, and the only
+        // transition into it sets one.
+        #[allow(clippy::unreachable)]
         self.record.payment_id.as_ref().unwrap_or_else(|| unreachable!())
     }
 
@@ -476,6 +482,9 @@ impl Saga<PaymentPending> {
 
 impl Saga<PaymentCaptured> {
     pub fn payment_id(&self) -> &PaymentId {
+        // Cannot panic: `from_record` refuses a record in this state without a payment id, and the only
+        // transition into it sets one.
+        #[allow(clippy::unreachable)]
         self.record.payment_id.as_ref().unwrap_or_else(|| unreachable!())
     }
 
@@ -497,6 +506,9 @@ impl Saga<PaymentCaptured> {
 
 impl Saga<RefundingPayment> {
     pub fn payment_id(&self) -> &PaymentId {
+        // Cannot panic: `from_record` refuses a record in this state without a payment id, and the only
+        // transition into it sets one.
+        #[allow(clippy::unreachable)]
         self.record.payment_id.as_ref().unwrap_or_else(|| unreachable!())
     }
 
@@ -515,6 +527,9 @@ impl Saga<RefundingPayment> {
 impl Saga<CancellingPayment> {
     pub fn payment_id(&self) -> &PaymentId {
         // Checked on load: the charge step creates the payment before anything can fail.
+        // Cannot panic: `from_record` refuses a record in this state without a payment id, and the only
+        // transition into it sets one.
+        #[allow(clippy::unreachable)]
         self.record.payment_id.as_ref().unwrap_or_else(|| unreachable!())
     }
 

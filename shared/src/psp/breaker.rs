@@ -148,7 +148,7 @@ impl<P: Psp> CircuitBreaker<P> {
     pub async fn state(&self) -> Result<BreakerState, StoreError> {
         let now = clock::now_ms();
         if let Some((read_at, state)) = self.local().cached {
-            if now - read_at < millis(self.shared.settings.cache_ttl) {
+            if now.saturating_sub(read_at) < millis(self.shared.settings.cache_ttl) {
                 return Ok(state);
             }
         }
@@ -215,7 +215,10 @@ impl<P: Psp> CircuitBreaker<P> {
             .expression_attribute_names("#state", "state")
             .expression_attribute_values(":open", AttributeValue::S("open".into()))
             .expression_attribute_values(":now", number(now))
-            .expression_attribute_values(":probe_until", number(now + millis(s.settings.probe_timeout)))
+            .expression_attribute_values(
+                ":probe_until",
+                number(now.saturating_add(millis(s.settings.probe_timeout))),
+            )
             .send()
             .await;
         match claimed {
@@ -236,7 +239,7 @@ impl<P: Psp> CircuitBreaker<P> {
     async fn open(&self, reopen: bool) -> bool {
         let s = &self.shared;
         let now = clock::now_ms();
-        let until_ms = now + millis(s.settings.cool_down);
+        let until_ms = now.saturating_add(millis(s.settings.cool_down));
         let mut update = s
             .client
             .update_item()
@@ -302,7 +305,7 @@ impl<P: Psp> CircuitBreaker<P> {
         while local
             .failures
             .front()
-            .is_some_and(|t| now - t > millis(settings.window))
+            .is_some_and(|t| now.saturating_sub(*t) > millis(settings.window))
         {
             local.failures.pop_front();
         }

@@ -265,7 +265,7 @@ impl StripeClient {
         debug!(
             status,
             attempt,
-            elapsed_ms = clock::now_ms() - started,
+            elapsed_ms = clock::now_ms().saturating_sub(started),
             request_id = header(&headers, "request-id").unwrap_or("-"),
             "PSP answered"
         );

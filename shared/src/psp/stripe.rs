@@ -130,12 +130,19 @@ pub struct LastPaymentError {
 }
 
 impl LastPaymentError {
-    /// The decline as we record it: the decline code, else the error code.
+    /// The decline as we record it: the decline code, else the error code, made to follow the text rules
+    /// (`crate::text::sanitized`): recovery cannot refuse a PSP's answer, and the webhook intake checks the
+    /// raw values itself before it gets here.
     pub fn reason(&self) -> String {
+        crate::text::sanitized(self.raw_reason(), crate::text::MAX_REASON_CHARS)
+    }
+
+    /// The decline code, else the error code, as Stripe sent it.
+    pub fn raw_reason(&self) -> &str {
         self.decline_code
-            .clone()
-            .or_else(|| self.code.clone())
-            .unwrap_or_else(|| "payment_failed".into())
+            .as_deref()
+            .or(self.code.as_deref())
+            .unwrap_or("payment_failed")
     }
 }
 
@@ -279,9 +286,12 @@ impl PaymentIntent {
                 _ => Outcome::Succeeded,
             }),
             IntentStatus::Canceled => Some(Outcome::Failed {
-                reason: format!(
-                    "canceled at the PSP: {}",
-                    self.cancellation_reason.as_deref().unwrap_or("no reason given")
+                reason: crate::text::sanitized(
+                    &format!(
+                        "canceled at the PSP: {}",
+                        self.cancellation_reason.as_deref().unwrap_or("no reason given")
+                    ),
+                    crate::text::MAX_REASON_CHARS,
                 ),
             }),
         })

@@ -86,7 +86,7 @@ impl PaymentStore {
     ) -> Result<FinalizeOutcome, StoreError> {
         let mut lease = lease;
         let mut version_conflicts = 0;
-        let mut transient = 0;
+        let mut transient: u32 = 0;
         loop {
             let transition = match decide(&current, observation, clock::now_ms()) {
                 Decision::Apply(t) => t,
@@ -126,7 +126,7 @@ impl PaymentStore {
                     });
                 }
                 Err(WriteFailure::VersionConflict(winner)) => {
-                    version_conflicts += 1;
+                    version_conflicts = version_conflicts.saturating_add(1);
                     debug!(
                         expected = current.version,
                         found = winner.version,
@@ -145,14 +145,14 @@ impl PaymentStore {
                     lease = None;
                 }
                 Err(WriteFailure::Transient(code)) => {
-                    transient += 1;
+                    transient = transient.saturating_add(1);
                     if transient > MAX_TRANSIENT_RETRIES {
                         return Err(StoreError::Unavailable {
                             context: "finalize",
                             message: code,
                         });
                     }
-                    let cap = TRANSIENT_BACKOFF_BASE * 2u32.pow(transient);
+                    let cap = TRANSIENT_BACKOFF_BASE.saturating_mul(2u32.saturating_pow(transient));
                     tokio::time::sleep(clock::full_jitter(cap)).await;
                     current = self
                         .get(&current.id)
@@ -242,7 +242,7 @@ impl PaymentStore {
 fn classify_cancellation(reasons: &[CancellationReason], with_lease: bool) -> WriteFailure {
     let code = |i: usize| reasons.get(i).and_then(|r| r.code()).unwrap_or("None");
     if code(0) == "ConditionalCheckFailed" {
-        return match reasons[0].item().cloned().map(payment_from_item) {
+        return match reasons.first().and_then(|r| r.item()).cloned().map(payment_from_item) {
             Some(Ok(winner)) => WriteFailure::VersionConflict(Box::new(winner)),
             Some(Err(e)) => WriteFailure::Failed(e),
             None => WriteFailure::Failed(StoreError::NotFound("payment vanished during finalize".into())),

@@ -45,7 +45,7 @@ impl PaymentStore {
         key: &IdempotencyKey,
         request_hash: &str,
     ) -> Result<Created, StoreError> {
-        let mut conflicts = 0;
+        let mut conflicts: u32 = 0;
         loop {
             let now = clock::now_ms();
             let (payment, event) = new.clone().into_payment();
@@ -57,7 +57,7 @@ impl PaymentStore {
                 .item("payment_id", AttributeValue::S(payment.id.to_string()))
                 .item(
                     "expires_at",
-                    AttributeValue::N(clock::ceil_secs(now + retention_ms).to_string()),
+                    AttributeValue::N(clock::ceil_secs(now.saturating_add(retention_ms)).to_string()),
                 )
                 .condition_expression("attribute_not_exists(pk) OR expires_at < :now")
                 .expression_attribute_values(":now", AttributeValue::N((now / 1000).to_string()))
@@ -91,20 +91,25 @@ impl PaymentStore {
             };
             let code = |i: usize| reasons.get(i).and_then(|r| r.code()).unwrap_or("None");
             if code(0) == "ConditionalCheckFailed" {
-                return self.answer_reused_key(reasons[0].item(), request_hash).await;
+                return self
+                    .answer_reused_key(reasons.first().and_then(|r| r.item()), request_hash)
+                    .await;
             }
             if code(1) == "ConditionalCheckFailed" {
                 return Err(StoreError::AlreadyExists(payment.id.to_string()));
             }
             // A transaction conflict: another request with the same key is committing right now.
-            conflicts += 1;
+            conflicts = conflicts.saturating_add(1);
             if conflicts > MAX_CONFLICT_RETRIES {
                 return Err(StoreError::Unavailable {
                     context: "create payment",
                     message: format!("transaction cancelled: {}", code(0)),
                 });
             }
-            tokio::time::sleep(clock::full_jitter(Duration::from_millis(10) * 2u32.pow(conflicts))).await;
+            tokio::time::sleep(clock::full_jitter(
+                Duration::from_millis(10).saturating_mul(2u32.saturating_pow(conflicts)),
+            ))
+            .await;
         }
     }
 

@@ -66,10 +66,10 @@ pub async fn open_since(
     limit: usize,
 ) -> Result<Vec<String>, StoreError> {
     let shards = usize::try_from(OPEN_SHARDS).unwrap_or(8);
-    let share = (limit / shards).max(1);
+    let share = limit.checked_div(shards).unwrap_or(limit).max(1);
     let first = usize::try_from(crate::clock::now_ms().rem_euclid(60_000) / 1000).unwrap_or(0);
     let mut found = Vec::new();
-    for n in (0..shards).map(|i| (first + i) % shards) {
+    for n in (0..shards).map(|i| first.saturating_add(i).checked_rem(shards).unwrap_or(0)) {
         let budget = share.min(limit.saturating_sub(found.len()));
         if budget == 0 {
             break;

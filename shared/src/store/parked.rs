@@ -62,7 +62,7 @@ impl PaymentStore {
             .item("recorded_at_ms", AttributeValue::N(now.to_string()))
             .item(
                 "expires_at",
-                AttributeValue::N(clock::ceil_secs(now + retention).to_string()),
+                AttributeValue::N(clock::ceil_secs(now.saturating_add(retention)).to_string()),
             )
             .send()
             .await

@@ -454,3 +454,53 @@ async fn a_cancel_while_processing_waits_for_the_outcome_and_refunds_the_capture
     w.assert_charged_once(&done, 2500);
     assert_eq!(w.stock().await, STOCK);
 }
+
+/// An order id at the API's limit (128 characters: `checkout-<order>` would be too long for a correlation
+/// id) runs like any other; a saga whose stored record no longer loads is escalated once and then set aside
+/// by the sweeper instead of failing the same way on every run, and the other sagas are still resumed.
+#[tokio::test]
+async fn a_saga_that_cannot_be_loaded_is_escalated_once_and_set_aside() {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    let w = world().await;
+    let runner = w.runner();
+    let longest = OrderId::parse(format!("o{}", "x".repeat(127))).expect("128 characters");
+    let waiting = runner
+        .start(longest.clone(), w.checkout("pm_succeeded", 1))
+        .await
+        .expect("start");
+    assert_eq!(waiting.status, SagaStatus::PaymentPending);
+    assert_eq!(w.payment_status(&waiting).await, PaymentStatus::Captured);
+
+    let broken = order();
+    runner
+        .start(broken.clone(), w.checkout("pm_succeeded", 1))
+        .await
+        .expect("start");
+    w.ctx
+        .client
+        .update_item()
+        .table_name(&w.ctx.table)
+        .set_key(Some(shared::saga::saga_key(&broken)))
+        .update_expression("SET #s = :bad")
+        .expression_attribute_names("#s", "status")
+        .expression_attribute_values(":bad", AttributeValue::S("teleported".into()))
+        .send()
+        .await
+        .expect("break the stored saga");
+
+    let first = sweeper::sweep(&runner, Duration::ZERO, 100, later())
+        .await
+        .expect("sweep");
+    assert_eq!((first.found, first.escalated), (2, 1), "{first:?}");
+    assert_eq!(first.resumed, 1, "the other saga is resumed: {first:?}");
+    let escalated = w.escalations().await;
+    assert_eq!(escalated.len(), 1, "{escalated:?}");
+    assert_eq!(escalated[0]["order_id"], broken.as_str());
+    assert_eq!(escalated[0]["action"], "resume");
+
+    let second = sweeper::sweep(&runner, Duration::ZERO, 100, later())
+        .await
+        .expect("sweep");
+    assert_eq!((second.escalated, second.errors), (0, 0), "escalated once: {second:?}");
+    assert!(w.escalations().await.len() <= 1, "no second escalation message");
+}
