@@ -1,0 +1,449 @@
+//! The stateright [`Model`]: the actions every actor and fault may take in a state, and the properties.
+//!
+//! Liveness: stateright's `eventually` only judges paths that end (a state with no successors or the depth
+//! bound) and cannot tell a cycle from a join, so a livelock in a cycle would pass unseen. The liveness
+//! property is therefore stated as an invariant over every reachable state: **from here, once faults stop
+//! (no more crashes, lost answers, duplicates or new customer choices; crashed actors restart, which is the
+//! sweeper and the PSP's retries; time passes), a fair run ends the saga and settles the money**. The fair
+//! run ([`fair_run`]) gives every enabled non-fault action its turn, round-robin, and must reach a state
+//! where the saga is terminal and nothing is left to do within [`FAIR_RUN_LIMIT`] steps. It does not rely
+//! on the order projection (the relay is not part of it): a saga must end even if its projection never
+//! catches up. The native `eventually` property "every saga ends" is checked too; it is sound here for the
+//! paths it sees because a terminal saga stays terminal.
+
+use crate::actors::{self, Actor, CancelPc, Delivery, RecoveryPc, RunnerPc};
+use crate::ids;
+use crate::psp::Scenario;
+use crate::world::{OrderStatus, World};
+use payments_core::saga::{Loaded, SagaEventKind, SagaStatus};
+use payments_core::ClientView;
+use stateright::{Model, Property};
+
+/// How the charge step creates its payment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChargeMode {
+    /// Intended (issue 12, item 4): a new payment id is saved in the saga before the charge; every retry
+    /// reuses it and the key `<order>:charge`.
+    SavedBeforeCharge,
+    /// Main's `Runner::charge`: `create_idempotent` under the key `<order>:charge`, whose record lives
+    /// 24 hours, then the charge under the same key.
+    IdempotencyRecord,
+}
+
+/// What the model explores.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The customer's payment method scenarios: one initial state each.
+    pub scenarios: Vec<Scenario>,
+    /// Saga runners working at once (inbox consumer and sweeper).
+    pub runners: usize,
+    /// Crashes, in total, of any actor between any two of its steps.
+    pub crashes: u8,
+    /// Lost answers, in total: PSP answers to the runner and the anomaly refunds (and webhooks the PSP gives
+    /// up on, with `webhooks_lost`).
+    pub losses: u8,
+    /// A lost answer may also be a webhook the PSP never delivers (it gave up after its retries). Off by
+    /// default: the issue's PSP delivers late, twice and out of order, but delivers; on, the model finds that
+    /// a late success on a payment we failed is then found by nobody (recovery skips terminal payments).
+    pub webhooks_lost: bool,
+    /// Webhooks delivered twice.
+    pub duplicates: u8,
+    /// The customer may act (complete 3-D Secure) and cancel.
+    pub customer: bool,
+    /// A day may pass after the deadlines: Stripe prunes its idempotency keys, our 24-hour records expire.
+    pub day_passes: bool,
+    pub charge_mode: ChargeMode,
+    /// The fix this model proposes for `Runner::cancel_payment`: after failing a payment that was still
+    /// open, go on with the status that finalize returned (captured meanwhile: continue from the capture),
+    /// not the status read before. Main goes on with the status read before (`false`) and can compensate a
+    /// captured payment as if no money was taken.
+    pub cancel_reads_final_status: bool,
+    /// Broken on purpose: every charge attempt gets a fresh idempotency key.
+    pub fresh_charge_key: bool,
+    /// Broken on purpose: the saga never abandons a payment waiting for the customer (issue 12's first bug).
+    pub never_abandon: bool,
+}
+
+impl Default for Config {
+    /// The intended protocol, every scenario, one runner, a customer, one fault of each kind.
+    fn default() -> Self {
+        Self {
+            scenarios: Scenario::ALL.to_vec(),
+            runners: 1,
+            crashes: 1,
+            losses: 1,
+            duplicates: 1,
+            webhooks_lost: false,
+            customer: true,
+            day_passes: false,
+            charge_mode: ChargeMode::SavedBeforeCharge,
+            cancel_reads_final_status: true,
+            fresh_charge_key: false,
+            never_abandon: false,
+        }
+    }
+}
+
+/// One move of one actor, the PSP, time or a fault.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// Runner `runner` takes its next step; `lose`: the PSP's answer to it is lost.
+    Runner {
+        runner: u8,
+        lose: bool,
+    },
+    /// The PSP delivers webhook `webhook` to intake.
+    Deliver {
+        webhook: u8,
+        how: Delivery,
+    },
+    /// Recovery takes open payment `payment`'s lease and asks the PSP.
+    RecoveryAsk {
+        payment: u8,
+    },
+    /// Recovery finalizes the PSP's answer.
+    RecoveryFinalize,
+    /// The anomaly consumer refunds money taken on a failed payment.
+    RefundAnomaly {
+        lose: bool,
+    },
+    /// The order projection catches up.
+    Relay,
+    CustomerActs,
+    CustomerCancels,
+    /// The customer's cancel request goes on to the saga.
+    CustomerCancelsSaga,
+    /// The PSP captures a processing PaymentIntent.
+    PspSettles,
+    /// A lease whose holder crashed expires.
+    ExpireLease,
+    /// Time passes the next deadline.
+    Tick,
+    /// A day passes.
+    DayPasses,
+    Crash(Actor),
+}
+
+impl Action {
+    /// Part of a fair run: not a fault and not a new customer choice.
+    pub fn is_fair(&self) -> bool {
+        match self {
+            Action::Runner { lose, .. } | Action::RefundAnomaly { lose } => !lose,
+            Action::Deliver { how, .. } => *how == Delivery::Once,
+            Action::RecoveryAsk { .. }
+            | Action::RecoveryFinalize
+            | Action::CustomerCancelsSaga
+            | Action::PspSettles
+            | Action::ExpireLease
+            | Action::Tick => true,
+            Action::Relay | Action::CustomerActs | Action::CustomerCancels | Action::DayPasses | Action::Crash(_) => {
+                false
+            }
+        }
+    }
+}
+
+/// The model: a [`Config`] and the rules.
+#[derive(Debug, Clone)]
+pub struct ProtocolModel {
+    pub config: Config,
+}
+
+impl ProtocolModel {
+    /// A model of `config`.
+    pub fn new(config: Config) -> Self {
+        Self { config }
+    }
+
+    /// Every action that may be taken in `w` (some change nothing and are dropped by `next_state`).
+    pub fn candidate_actions(&self, w: &World, actions: &mut Vec<Action>) {
+        let c = &self.config;
+        for runner in 0..u8::try_from(w.runners.len()).unwrap_or(0) {
+            actions.push(Action::Runner { runner, lose: false });
+            if w.losses_left > 0 {
+                actions.push(Action::Runner { runner, lose: true });
+            }
+            if w.crashes_left > 0 && w.runners[usize::from(runner)] != RunnerPc::Idle {
+                actions.push(Action::Crash(Actor::Runner(runner)));
+            }
+        }
+        for webhook in 0..u8::try_from(w.psp.webhooks.len()).unwrap_or(0) {
+            actions.push(Action::Deliver {
+                webhook,
+                how: Delivery::Once,
+            });
+            if w.duplicates_left > 0 {
+                actions.push(Action::Deliver {
+                    webhook,
+                    how: Delivery::Twice,
+                });
+            }
+            if c.webhooks_lost && w.losses_left > 0 {
+                actions.push(Action::Deliver {
+                    webhook,
+                    how: Delivery::Lost,
+                });
+            }
+            if w.crashes_left > 0 {
+                actions.push(Action::Deliver {
+                    webhook,
+                    how: Delivery::Crashed,
+                });
+            }
+        }
+        if w.recovery == RecoveryPc::Idle {
+            for payment in 0..u8::try_from(w.payments.len()).unwrap_or(0) {
+                actions.push(Action::RecoveryAsk { payment });
+            }
+        } else {
+            actions.push(Action::RecoveryFinalize);
+            if w.crashes_left > 0 {
+                actions.push(Action::Crash(Actor::Recovery));
+            }
+        }
+        if !w.anomaly_refunds.is_empty() {
+            actions.push(Action::RefundAnomaly { lose: false });
+            if w.losses_left > 0 {
+                actions.push(Action::RefundAnomaly { lose: true });
+            }
+        }
+        actions.push(Action::Relay);
+        if c.customer {
+            actions.push(Action::CustomerActs);
+            actions.push(Action::CustomerCancels);
+        }
+        if w.customer.cancel == CancelPc::OrderCancelled {
+            actions.push(Action::CustomerCancelsSaga);
+            if w.crashes_left > 0 {
+                actions.push(Action::Crash(Actor::Customer));
+            }
+        }
+        actions.push(Action::PspSettles);
+        if w.lease.is_some() {
+            actions.push(Action::ExpireLease);
+        }
+        if w.clock < 2 {
+            actions.push(Action::Tick);
+        }
+        if c.day_passes && !w.day_passed && w.clock == 2 {
+            actions.push(Action::DayPasses);
+        }
+    }
+
+    /// The state after `action`, `None` when it is not possible or changes nothing.
+    pub fn step(&self, w: &World, action: &Action) -> Option<World> {
+        let c = &self.config;
+        match *action {
+            Action::Runner { runner, lose } => actors::runner_step(c, w, usize::from(runner), lose),
+            Action::Deliver { webhook, how } => actors::intake(w, usize::from(webhook), how),
+            Action::RecoveryAsk { payment } => actors::recovery_ask(w, usize::from(payment)),
+            Action::RecoveryFinalize => actors::recovery_finalize(w),
+            Action::RefundAnomaly { lose } => actors::refund_anomaly(w, lose),
+            Action::Relay => actors::relay(w),
+            Action::CustomerActs => actors::customer_acts(w),
+            Action::CustomerCancels => actors::customer_cancels(w),
+            Action::CustomerCancelsSaga => actors::customer_cancels_saga(w),
+            Action::PspSettles => actors::psp_settles(w),
+            Action::ExpireLease => actors::expire_lease(w),
+            Action::Tick => {
+                let mut next = w.clone();
+                next.clock += 1;
+                (w.clock < 2).then_some(next)
+            }
+            Action::DayPasses => {
+                let mut next = w.clone();
+                next.day_passed = true;
+                next.psp.prune_keys();
+                next.charge_record = None;
+                Some(next)
+            }
+            Action::Crash(actor) => actors::crash(w, actor),
+        }
+    }
+}
+
+/// Steps a fair run may take before it counts as never ending.
+pub const FAIR_RUN_LIMIT: usize = 200;
+
+/// Nothing is left to do: the saga ended, every webhook was delivered, every owed refund made, every actor
+/// idle.
+pub fn quiet(w: &World) -> bool {
+    w.saga.0.status.is_terminal()
+        && w.psp.webhooks.is_empty()
+        && w.anomaly_refunds.is_empty()
+        && w.runners.iter().all(|r| *r == RunnerPc::Idle)
+        && w.recovery == RecoveryPc::Idle
+        && w.customer.cancel != CancelPc::OrderCancelled
+}
+
+/// Runs `w` on with fair actions only, round-robin, until [`quiet`] or no action is possible; the state it
+/// ends in, or `None` past [`FAIR_RUN_LIMIT`] steps.
+pub fn fair_run(model: &ProtocolModel, w: &World) -> Option<World> {
+    let mut w = w.clone();
+    let mut actions = Vec::new();
+    for turn in 0..FAIR_RUN_LIMIT {
+        if quiet(&w) {
+            return Some(w);
+        }
+        actions.clear();
+        model.candidate_actions(&w, &mut actions);
+        let enabled: Vec<World> = actions
+            .iter()
+            .filter(|a| a.is_fair())
+            .filter_map(|a| model.step(&w, a))
+            .collect();
+        if enabled.is_empty() {
+            return Some(w);
+        }
+        let pick = turn % enabled.len();
+        w = enabled.into_iter().nth(pick)?;
+    }
+    None
+}
+
+/// The money and the stock at the end: a completed order kept exactly one capture and sold the stock; a
+/// compensated one gave every capture back and put the stock back.
+pub fn settled(w: &World) -> bool {
+    let kept_one = w.psp.captures() == 1
+        && w.psp.intents.iter().all(|i| !i.captured() || i.refunded == 0)
+        && w.order == OrderStatus::Confirmed;
+    let gave_back =
+        w.psp.intents.iter().all(|i| !i.captured() || i.refunded == ids::AMOUNT) && w.available == ids::INITIAL_STOCK;
+    match w.saga.0.status {
+        SagaStatus::Completed => kept_one,
+        SagaStatus::Compensated => gave_back,
+        _ => false,
+    }
+}
+
+/// Stock the saga holds: reserved from `stock_reserved` until released, sold once completed.
+pub fn held_stock(w: &World) -> u32 {
+    let reserved = w.saga_log.iter().any(|(k, _)| *k == SagaEventKind::StockReserved);
+    let released = w.saga_log.iter().any(|(k, _)| *k == SagaEventKind::StockReleased);
+    if reserved && !released {
+        ids::QUANTITY
+    } else {
+        0
+    }
+}
+
+/// The saga's log: every compensation after the step it compensates, none twice, and in reverse order
+/// (the refund before the release, nothing after the release; a charge that took money is never compensated
+/// as one that took none).
+pub fn compensations_in_order(w: &World) -> bool {
+    let mut seen: Vec<SagaEventKind> = Vec::new();
+    for (kind, _step) in &w.saga_log {
+        let before = |k: SagaEventKind| seen.contains(&k);
+        let ok = match kind {
+            SagaEventKind::PaymentRefunded => {
+                before(SagaEventKind::PaymentCaptured)
+                    && !before(SagaEventKind::PaymentRefunded)
+                    && !before(SagaEventKind::StockReleased)
+            }
+            SagaEventKind::StepCompensated => {
+                before(SagaEventKind::StockReserved)
+                    && !before(SagaEventKind::PaymentCaptured)
+                    && !before(SagaEventKind::StepCompensated)
+                    && !before(SagaEventKind::StockReleased)
+            }
+            SagaEventKind::StockReleased => {
+                before(SagaEventKind::StockReserved)
+                    && !before(SagaEventKind::StockReleased)
+                    && (!before(SagaEventKind::PaymentCaptured) || before(SagaEventKind::PaymentRefunded))
+                    && !before(SagaEventKind::OrderConfirmed)
+            }
+            // Nothing moves forward once compensation started releasing, or after the order was confirmed.
+            _ => !before(SagaEventKind::StockReleased) && !before(SagaEventKind::OrderConfirmed),
+        };
+        if !ok {
+            return false;
+        }
+        seen.push(*kind);
+    }
+    true
+}
+
+impl Model for ProtocolModel {
+    type State = World;
+    type Action = Action;
+
+    fn init_states(&self) -> Vec<World> {
+        let c = &self.config;
+        c.scenarios
+            .iter()
+            .map(|s| World::new(*s, c.runners, c.crashes, c.losses, c.duplicates))
+            .collect()
+    }
+
+    fn actions(&self, state: &World, actions: &mut Vec<Action>) {
+        self.candidate_actions(state, actions);
+    }
+
+    fn next_state(&self, last_state: &World, action: Action) -> Option<World> {
+        self.step(last_state, &action)
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        vec![
+            Property::always("never charged twice for one order", |_: &ProtocolModel, w: &World| {
+                w.psp.captures() <= 1
+            }),
+            Property::always("never refunded more than captured", |_: &ProtocolModel, w: &World| {
+                w.psp.refused_refunds == 0
+                    && w.psp
+                        .intents
+                        .iter()
+                        .all(|i| i.refunded <= if i.captured() { ids::AMOUNT } else { 0 })
+                    && w.payments.iter().all(|p| p.0.refunded_minor <= ids::AMOUNT)
+            }),
+            Property::always("stock conserved", |_: &ProtocolModel, w: &World| {
+                w.available + held_stock(w) == ids::INITIAL_STOCK
+            }),
+            Property::always(
+                "compensations after their steps, in reverse order",
+                |_: &ProtocolModel, w: &World| compensations_in_order(w),
+            ),
+            Property::always("no secret on a terminal payment", |_: &ProtocolModel, w: &World| {
+                w.payments.iter().all(|p| {
+                    let p = &p.0;
+                    !p.status.is_terminal()
+                        || (p.action.is_none() && p.retry_token.is_none() && !ClientView::from(p).carries_secret())
+                })
+            }),
+            Property::always("every stored saga loads", |_: &ProtocolModel, w: &World| {
+                Loaded::from_record(w.saga.0.clone()).is_ok()
+            }),
+            Property::always(
+                "a fair run from here ends the saga and settles the money",
+                |m: &ProtocolModel, w: &World| fair_run(m, w).is_some_and(|end| quiet(&end) && settled(&end)),
+            ),
+            Property::eventually("every saga ends", |_: &ProtocolModel, w: &World| {
+                w.saga.0.status.is_terminal()
+            }),
+            Property::sometimes("completed", |_: &ProtocolModel, w: &World| {
+                w.saga.0.status == SagaStatus::Completed
+            }),
+            Property::sometimes("compensated after a refund", |_: &ProtocolModel, w: &World| {
+                w.saga.0.status == SagaStatus::Compensated && w.saga.0.refunded_minor == ids::AMOUNT
+            }),
+            Property::sometimes("a success raced the cancel", |_: &ProtocolModel, w: &World| {
+                let log = &w.saga_log;
+                let failed = log.iter().position(|(k, _)| *k == SagaEventKind::StepFailed);
+                failed.is_some_and(|f| log[f..].iter().any(|(k, _)| *k == SagaEventKind::PaymentCaptured))
+            }),
+            Property::sometimes("money on a failed payment refunded", |_: &ProtocolModel, w: &World| {
+                w.payments
+                    .iter()
+                    .any(|p| p.0.status == payments_core::PaymentStatus::Failed)
+                    && w.psp.intents.iter().any(|i| i.captured() && i.refunded == ids::AMOUNT)
+            }),
+            Property::sometimes("abandoned and canceled at the PSP", |_: &ProtocolModel, w: &World| {
+                w.saga.0.status == SagaStatus::Compensated
+                    && w.psp
+                        .intents
+                        .iter()
+                        .any(|i| i.status == crate::psp::IntentStatus::Canceled)
+            }),
+        ]
+    }
+}
