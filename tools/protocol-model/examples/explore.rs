@@ -1,62 +1,61 @@
-//! Runs the model once and prints what the checker found, or serves stateright's Explorer.
+//! Checks one configuration of the model and prints what it found, or serves stateright's Explorer.
 //!
-//! `cargo run -p protocol-model --example explore -- check` checks the default configuration;
-//! `cargo run -p protocol-model --example explore -- serve` opens the Explorer on http://127.0.0.1:3001.
+//! `cargo run -p protocol-model --example explore` checks the default configuration (the intended
+//! protocol); `-- serve` opens the Explorer on http://127.0.0.1:3001 instead. Environment:
+//! `MODEL_MAIN=1` (main's charge and cancel steps), `MODEL_DAY=1` (a day may pass), `MODEL_RUNNERS`,
+//! `MODEL_CRASHES`, `MODEL_LOSSES`, `MODEL_DUPLICATES`, `MODEL_SCENARIOS` (e.g. `ThreeDs,Processing`),
+//! `MODEL_TRACE=<property>` (print the path to its discovery, `all` for every one).
 
-use protocol_model::{Config, ProtocolModel};
-use stateright::{Checker, Model};
-use std::time::Instant;
+use protocol_model::check::check;
+use protocol_model::psp::Scenario;
+use protocol_model::{ChargeMode, Config, ProtocolModel};
+use stateright::Model;
 
-fn main() {
-    let mode = std::env::args().nth(1).unwrap_or_else(|| "check".into());
+fn config() -> Config {
+    let var = |name: &str| std::env::var(name).ok();
     let mut config = Config::default();
-    if let Some(runners) = std::env::var("MODEL_RUNNERS").ok().and_then(|v| v.parse().ok()) {
-        config.runners = runners;
+    if var("MODEL_MAIN").is_some() {
+        config.charge_mode = ChargeMode::IdempotencyRecord;
+        config.cancel_reads_final_status = false;
     }
-    if std::env::var("MODEL_MAIN").is_ok() {
-        config.charge_mode = protocol_model::ChargeMode::IdempotencyRecord;
+    config.day_passes = var("MODEL_DAY").is_some();
+    config.webhooks_lost = var("MODEL_WEBHOOKS_LOST").is_some();
+    if let Some(n) = var("MODEL_RUNNERS").and_then(|v| v.parse().ok()) {
+        config.runners = n;
     }
-    if std::env::var("MODEL_DAY").is_ok() {
-        config.day_passes = true;
-    }
-    for (var, slot) in [
+    for (name, slot) in [
         ("MODEL_CRASHES", &mut config.crashes),
         ("MODEL_LOSSES", &mut config.losses),
         ("MODEL_DUPLICATES", &mut config.duplicates),
     ] {
-        if let Some(n) = std::env::var(var).ok().and_then(|v| v.parse().ok()) {
+        if let Some(n) = var(name).and_then(|v| v.parse().ok()) {
             *slot = n;
         }
     }
-    let model = ProtocolModel::new(config.clone());
-    let model_for_trace = ProtocolModel::new(config);
-    if mode == "serve" {
-        model.checker().threads(2).serve("127.0.0.1:3001");
+    if let Some(names) = var("MODEL_SCENARIOS") {
+        config.scenarios = Scenario::ALL
+            .into_iter()
+            .filter(|s| names.split(',').any(|n| n == format!("{s:?}")))
+            .collect();
+    }
+    config
+}
+
+fn main() {
+    let config = config();
+    if std::env::args().nth(1).as_deref() == Some("serve") {
+        println!("Explorer on http://127.0.0.1:3001");
+        ProtocolModel::new(config).checker().threads(2).serve("127.0.0.1:3001");
         return;
     }
-    let started = Instant::now();
-    let checker = model.checker().threads(2).spawn_bfs().join();
-    println!(
-        "states: {} unique, {} generated, max depth {}, {:?}",
-        checker.unique_state_count(),
-        checker.state_count(),
-        checker.max_depth(),
-        started.elapsed()
-    );
-    let mut found: Vec<_> = checker.discoveries().into_iter().collect();
-    found.sort_by_key(|(name, _)| *name);
-    for (name, path) in found {
-        println!("-- {name}: {} steps", path.clone().into_actions().len());
-        if std::env::var("MODEL_TRACE").is_ok_and(|v| v == name || v == "all") {
-            let last = path.last_state().clone();
-            for action in path.into_actions() {
-                println!("   {action:?}");
-            }
-            println!("   last state: {last:#?}");
-            if std::env::var("MODEL_FAIR").is_ok() {
-                let end = protocol_model::model::fair_run(&model_for_trace, &last);
-                println!("   fair run ends: {end:#?}");
-            }
+    let report = check(config, 2, false);
+    println!("{}", report.summary());
+    println!("failed: {:?}", report.failures());
+    println!("examples not reached: {:?}", report.unreached_examples());
+    let wanted = std::env::var("MODEL_TRACE").unwrap_or_default();
+    for name in report.discoveries.keys() {
+        if wanted == "all" || wanted == *name {
+            println!("{}", report.trace(name));
         }
     }
 }

@@ -171,13 +171,20 @@ fn await_decision(cfg: &Config, w: &World, saga: &SagaRecord) -> Option<Pending>
 /// One step of runner `i`. `lose`: the PSP's answer to this step's call is lost (the call happened); `None`
 /// when the step makes no call, or nothing changes.
 pub fn runner_step(cfg: &Config, w: &World, i: usize, lose: bool) -> Option<World> {
+    let calls_psp = matches!(
+        w.runners.get(i)?,
+        RunnerPc::At {
+            step: Sub::Charge(_) | Sub::Refund | Sub::ObserveRefund | Sub::CancelCall(..),
+            ..
+        }
+    );
+    if lose && (!calls_psp || w.losses_left == 0) {
+        return None;
+    }
     let pc = w.runners.get(i)?.clone();
     let RunnerPc::At { saga, planned, step } = pc else {
         // Load the saga (`SagaStore::load`); in `payment_pending` also read the outcome and decide at once,
         // so a saga that waits is no step at all.
-        if lose {
-            return None;
-        }
         let record = &w.saga.0;
         if record.status.is_terminal() || Loaded::from_record(record.clone()).is_err() {
             return None;
@@ -219,13 +226,6 @@ pub fn runner_step(cfg: &Config, w: &World, i: usize, lose: bool) -> Option<Worl
             step,
         };
     };
-    let calls_psp = matches!(
-        step,
-        Sub::Charge(_) | Sub::Refund | Sub::ObserveRefund | Sub::CancelCall(..)
-    );
-    if lose && (!calls_psp || w.losses_left == 0) {
-        return None;
-    }
     match (step, loaded) {
         (Sub::Reserve, Loaded::Started(s)) => {
             if next.available >= s.record().checkout.quantity {
@@ -590,7 +590,7 @@ pub fn relay(w: &World) -> Option<World> {
 /// The customer completes the 3-D Secure challenge with the client secret our client view of a payment
 /// shows (`ClientView::from`), at the PaymentIntent it belongs to.
 pub fn customer_acts(w: &World) -> Option<World> {
-    if w.customer.acted {
+    if w.customer.acted || !w.psp.intents.iter().any(|i| i.status == IntentStatus::RequiresAction) {
         return None;
     }
     let index = w.payments.iter().find_map(|p| {

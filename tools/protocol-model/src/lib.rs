@@ -14,6 +14,7 @@
 //! | [`world`] | the state: DynamoDB items, PSP, actors' local state, fault budgets; the saga save and the finalize write | `shared/src/saga.rs` (`SagaStore::save`), `shared/src/store/finalize.rs` (`finalize_from`), `shared/src/lease.rs` |
 //! | [`actors`] | saga runner, webhook intake, recovery, customer, anomaly refunds, order projection: one step per call | see the table in [`actors`] |
 //! | [`model`] | the stateright model: actions, faults, properties, the fair run behind the liveness check | |
+//! | [`check`] | one breadth-first run and its report: state counts, counterexample traces | |
 //!
 //! # What it covers
 //! One order of one unit of the last unit in stock, one amount, with every payment scenario (captured at
@@ -47,6 +48,7 @@
 //!   payment ([`actors::refund_anomaly`]). Main's charge step is [`model::ChargeMode::IdempotencyRecord`].
 
 pub mod actors;
+pub mod check;
 pub mod ids;
 pub mod model;
 pub mod psp;

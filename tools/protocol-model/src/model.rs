@@ -18,6 +18,9 @@ use crate::world::{OrderStatus, World};
 use payments_core::saga::{Loaded, SagaEventKind, SagaStatus};
 use payments_core::ClientView;
 use stateright::{Model, Property};
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex};
 
 /// How the charge step creates its payment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -147,12 +150,78 @@ impl Action {
 #[derive(Debug, Clone)]
 pub struct ProtocolModel {
     pub config: Config,
+    /// Verdicts of fair runs by state hash: a fair run is deterministic, so every state it passes through
+    /// has the same verdict, and the checker meets most of them again.
+    fair_verdicts: Arc<Mutex<HashMap<u64, bool>>>,
 }
 
 impl ProtocolModel {
     /// A model of `config`.
     pub fn new(config: Config) -> Self {
-        Self { config }
+        Self {
+            config,
+            fair_verdicts: Arc::default(),
+        }
+    }
+
+    /// The liveness verdict for `w`: a fair run from it ends quiet and settled (cached along the run).
+    pub fn fair_run_ends(&self, w: &World) -> bool {
+        let hash = |w: &World| {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            w.hash(&mut h);
+            h.finish()
+        };
+        let verdicts = |f: &mut dyn FnMut(&mut HashMap<u64, bool>)| {
+            // A poisoned lock only means another checker thread panicked; the map is still usable.
+            let mut map = self.fair_verdicts.lock().unwrap_or_else(|p| p.into_inner());
+            f(&mut map);
+        };
+        let mut seen = Vec::new();
+        let mut verdict = None;
+        let mut state = w.clone();
+        let mut actions = Vec::new();
+        for turn in 0..FAIR_RUN_LIMIT {
+            let h = hash(&state);
+            verdicts(&mut |map| verdict = map.get(&h).copied());
+            if verdict.is_some() {
+                break;
+            }
+            seen.push(h);
+            if quiet(&state) {
+                verdict = Some(settled(&state));
+                break;
+            }
+            match self.fair_step(&state, turn, &mut actions) {
+                Some(next) => state = next,
+                None => {
+                    verdict = Some(quiet(&state) && settled(&state));
+                    break;
+                }
+            }
+        }
+        let verdict = verdict.unwrap_or(false);
+        verdicts(&mut |map| {
+            for h in &seen {
+                map.insert(*h, verdict);
+            }
+        });
+        verdict
+    }
+
+    /// One step of a fair run: the `turn`th enabled fair action, round-robin. `None` when none is enabled.
+    fn fair_step(&self, w: &World, turn: usize, actions: &mut Vec<Action>) -> Option<World> {
+        actions.clear();
+        self.candidate_actions(w, actions);
+        let enabled: Vec<World> = actions
+            .iter()
+            .filter(|a| a.is_fair())
+            .filter_map(|a| self.step(w, a))
+            .collect();
+        if enabled.is_empty() {
+            return None;
+        }
+        let pick = turn % enabled.len();
+        enabled.into_iter().nth(pick)
     }
 
     /// Every action that may be taken in `w` (some change nothing and are dropped by `next_state`).
@@ -230,8 +299,22 @@ impl ProtocolModel {
         }
     }
 
-    /// The state after `action`, `None` when it is not possible or changes nothing.
+    /// The state after `action`, `None` when it is not possible or changes nothing. Runners are
+    /// interchangeable, so they are kept sorted (by hash): states that differ only in which runner does what
+    /// are one state (symmetry reduction).
     pub fn step(&self, w: &World, action: &Action) -> Option<World> {
+        let mut next = self.step_unsorted(w, action)?;
+        if next.runners.len() > 1 {
+            next.runners.sort_by_cached_key(|r| {
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                r.hash(&mut h);
+                h.finish()
+            });
+        }
+        Some(next)
+    }
+
+    fn step_unsorted(&self, w: &World, action: &Action) -> Option<World> {
         let c = &self.config;
         match *action {
             Action::Runner { runner, lose } => actors::runner_step(c, w, usize::from(runner), lose),
@@ -262,6 +345,9 @@ impl ProtocolModel {
     }
 }
 
+/// The liveness property's name.
+pub const LIVENESS: &str = "a fair run from here ends the saga and settles the money";
+
 /// Steps a fair run may take before it counts as never ending.
 pub const FAIR_RUN_LIMIT: usize = 200;
 
@@ -277,7 +363,7 @@ pub fn quiet(w: &World) -> bool {
 }
 
 /// Runs `w` on with fair actions only, round-robin, until [`quiet`] or no action is possible; the state it
-/// ends in, or `None` past [`FAIR_RUN_LIMIT`] steps.
+/// ends in, or `None` past [`FAIR_RUN_LIMIT`] steps. (The uncached run, for traces.)
 pub fn fair_run(model: &ProtocolModel, w: &World) -> Option<World> {
     let mut w = w.clone();
     let mut actions = Vec::new();
@@ -285,18 +371,10 @@ pub fn fair_run(model: &ProtocolModel, w: &World) -> Option<World> {
         if quiet(&w) {
             return Some(w);
         }
-        actions.clear();
-        model.candidate_actions(&w, &mut actions);
-        let enabled: Vec<World> = actions
-            .iter()
-            .filter(|a| a.is_fair())
-            .filter_map(|a| model.step(&w, a))
-            .collect();
-        if enabled.is_empty() {
-            return Some(w);
+        match model.fair_step(&w, turn, &mut actions) {
+            Some(next) => w = next,
+            None => return Some(w),
         }
-        let pick = turn % enabled.len();
-        w = enabled.into_iter().nth(pick)?;
     }
     None
 }
