@@ -84,7 +84,7 @@ pub enum RunnerPc {
     Idle,
     /// Working on the saga as loaded (and the payment id it had saved), at `step`.
     At {
-        saga: StoredSaga,
+        saga: Box<StoredSaga>,
         planned: Option<PaymentId>,
         step: Sub,
     },
@@ -134,7 +134,7 @@ fn first_sub(cfg: &Config, saga: &SagaRecord, planned: &Option<PaymentId>) -> Op
 fn at(cfg: &Config, saga: &StoredSaga, planned: &Option<PaymentId>) -> RunnerPc {
     match first_sub(cfg, &saga.0, planned) {
         Some(step) => RunnerPc::At {
-            saga: saga.clone(),
+            saga: Box::new(saga.clone()),
             planned: planned.clone(),
             step,
         },
@@ -192,7 +192,7 @@ pub fn runner_step(cfg: &Config, w: &World, i: usize, lose: bool) -> Option<Worl
         let mut next = w.clone();
         next.runners[i] = if record.status == SagaStatus::PaymentPending {
             RunnerPc::At {
-                saga: w.saga.clone(),
+                saga: Box::new(w.saga.clone()),
                 planned: w.saga_payment.clone(),
                 step: Sub::Await(await_decision(cfg, w, record)?),
             }
