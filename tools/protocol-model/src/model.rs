@@ -61,6 +61,10 @@ pub struct Config {
     /// not the status read before. Main goes on with the status read before (`false`) and can compensate a
     /// captured payment as if no money was taken.
     pub cancel_reads_final_status: bool,
+    /// Check issue 12's "the same PSP fact twice records it once" for a late success on a failed payment.
+    /// Off by default: `decide` records it once per path today (recovery's snapshot carries no event id, the
+    /// webhook does), which the anomaly refund survives only because its key names the PaymentIntent.
+    pub late_success_recorded_once: bool,
     /// Broken on purpose: every charge attempt gets a fresh idempotency key.
     pub fresh_charge_key: bool,
     /// Broken on purpose: the saga never abandons a payment waiting for the customer (issue 12's first bug).
@@ -81,6 +85,7 @@ impl Default for Config {
             day_passes: false,
             charge_mode: ChargeMode::SavedBeforeCharge,
             cancel_reads_final_status: true,
+            late_success_recorded_once: false,
             fresh_charge_key: false,
             never_abandon: false,
         }
@@ -487,6 +492,9 @@ impl Model for ProtocolModel {
                     !p.status.is_terminal()
                         || (p.action.is_none() && p.retry_token.is_none() && !ClientView::from(p).carries_secret())
                 })
+            }),
+            Property::always("a late success is recorded once", |m: &ProtocolModel, w: &World| {
+                !m.config.late_success_recorded_once || w.late_successes_recorded <= 1
             }),
             Property::always("every stored saga loads", |_: &ProtocolModel, w: &World| {
                 Loaded::from_record(w.saga.0.clone()).is_ok()

@@ -116,6 +116,8 @@ pub struct World {
     pub projection: Option<PaymentStatus>,
     /// Refunds owed for money taken on a failed payment: (payment, the PaymentIntent that took it).
     pub anomaly_refunds: Vec<(PaymentId, PspReference)>,
+    /// Anomalies "late success on a failed payment" recorded, in all.
+    pub late_successes_recorded: u8,
 
     // --- the PSP ---
     pub psp: Psp,
@@ -160,6 +162,7 @@ impl World {
             order: OrderStatus::Pending,
             projection: None,
             anomaly_refunds: Vec::new(),
+            late_successes_recorded: 0,
             psp: Psp::new(scenario),
             runners: vec![RunnerPc::Idle; runners],
             recovery: RecoveryPc::Idle,
@@ -244,6 +247,7 @@ impl World {
                     && t.refused.is_none();
                 let status = t.payment.status;
                 if late_success {
+                    self.late_successes_recorded = self.late_successes_recorded.saturating_add(1);
                     if let Some(reference) = t.payment.psp_reference.clone() {
                         let owed = (id.clone(), reference);
                         if !self.anomaly_refunds.contains(&owed) {

@@ -134,3 +134,20 @@ fn a_late_capture_whose_webhook_never_arrives_is_never_refunded() {
     };
     assert_fails(&check(config, THREADS, true), LIVENESS);
 }
+
+/// Known gap (reported): issue 12 asks that the same PSP fact seen twice records one anomaly. `decide`
+/// dedups webhooks by event id, but recovery's snapshot has none, so a late success found by recovery and
+/// then delivered by its webhook is recorded twice. The model's anomaly refund is keyed by
+/// (payment, PaymentIntent) and refunds once; a key from the anomaly's count would refund twice.
+#[test]
+fn a_late_success_seen_by_recovery_and_by_its_webhook_is_recorded_twice() {
+    let config = Config {
+        scenarios: vec![Scenario::Processing],
+        crashes: 0,
+        losses: 0,
+        duplicates: 0,
+        late_success_recorded_once: true,
+        ..Config::default()
+    };
+    assert_fails(&check(config, THREADS, true), "a late success is recorded once");
+}
