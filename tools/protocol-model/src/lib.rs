@@ -30,6 +30,10 @@
 //! reverse order; no secret on a terminal payment; every stored saga passes the real load check; and
 //! liveness: from every reachable state, a fair run without further faults ends the saga with the money
 //! settled (an order completed keeps one capture; a compensated one gave every capture back).
+//! Optional: a late success on a failed payment is recorded once (`Config::late_success_recorded_once`).
+//!
+//! What the model found in the code (each pinned by a test in `tests/model.rs` that expects the
+//! counterexample) is listed in the README's "The protocol model".
 //!
 //! # What it does not cover
 //! - The AWS SDK and the HTTP layers themselves, signatures, parsing, the circuit breaker, escalation
