@@ -320,7 +320,7 @@ MUTATIONS = [
     ("key policy without CloudWatch", lambda d: _alarm_key(d)["Properties"]["KeyPolicy"].update(
         Statement=[s for s in _alarm_key(d)["Properties"]["KeyPolicy"]["Statement"]
                    if "Service" not in s.get("Principal", {})]), "cloudwatch.amazonaws.com"),
-    ("an alarm without actions", lambda d: d["Resources"]["WebhookAnomaliesAlarm"]["Properties"].pop("AlarmActions"),
+    ("an alarm without actions", lambda d: d["Resources"]["PaymentAnomaliesAlarm"]["Properties"].pop("AlarmActions"),
      "notifies no one"),
     ("webhook route not throttled", lambda d: d["Resources"]["HttpApi"]["Properties"].pop("RouteSettings"),
      "no throttling"),

@@ -271,17 +271,17 @@ pub fn trace_carrier(message: &SqsMessage) -> Option<String> {
 
 /// The consumer's EMF record: applied, skipped, held back, persistent gaps, failures.
 pub fn emf(consumer: &str, r: &BatchReport, now_ms: i64) -> serde_json::Value {
-    let names = ["Applied", "Skipped", "HeldBack", "GapPersistent", "Failed"];
-    serde_json::json!({
-        "_aws": { "Timestamp": now_ms, "CloudWatchMetrics": [{
-            "Namespace": "Payments/Consumers",
-            "Dimensions": [[], ["Consumer"]],
-            "Metrics": names.iter().map(|n| serde_json::json!({ "Name": n, "Unit": "Count" })).collect::<Vec<_>>(),
-        }]},
-        "Consumer": consumer,
-        "Applied": r.applied, "Skipped": r.skipped, "HeldBack": r.held_back,
-        "GapPersistent": r.gap_persistent, "Failed": r.failed,
-    })
+    crate::metrics::counts(
+        "Payments/Consumers",
+        &[&[], &["Consumer"]],
+        &["Applied", "Skipped", "HeldBack", "GapPersistent", "Failed"],
+        serde_json::json!({
+            "Consumer": consumer,
+            "Applied": r.applied, "Skipped": r.skipped, "HeldBack": r.held_back,
+            "GapPersistent": r.gap_persistent, "Failed": r.failed,
+        }),
+        now_ms,
+    )
 }
 
 #[cfg(test)]

@@ -111,7 +111,31 @@ pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     if body.is_empty() {
         return Err(ApiError::bad_request("request body is empty; expected a JSON object"));
     }
-    serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("invalid request body: {e}")))
+    serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("invalid request body: {}", json_error(&e))))
+}
+
+/// A JSON error as it may be shown or logged: serde's message (which names the field, the expected type and
+/// where) with every quoted value withheld, since the value may be a secret (a client secret in a request
+/// body, a signing secret in a configuration).
+pub fn json_error(e: &serde_json::Error) -> String {
+    let message = e.to_string();
+    let mut out = String::with_capacity(message.len());
+    let mut quoted = false;
+    for c in message.chars() {
+        match (c, quoted) {
+            ('"', false) => {
+                quoted = true;
+                out.push_str("\"…");
+            }
+            ('"', true) => {
+                quoted = false;
+                out.push('"');
+            }
+            (_, false) => out.push(c),
+            (_, true) => {}
+        }
+    }
+    out
 }
 
 /// A header's value as text, if present and readable.

@@ -5,6 +5,12 @@
 //! DynamoDB's TTL deletes late (up to 48 h). It is released by a delete conditioned on the owner, inside the
 //! finalize transaction when there is a write anyway. A holder whose lease expired and was taken over cannot
 //! overwrite a newer write: the payment's version token fences it.
+//!
+//! Acquiring is idempotent under lost answers: the put also succeeds over a lease with our own owner token, so
+//! the SDK's retry of a put that committed but whose answer was lost (a 500, a reset) finds its own lease and
+//! takes it, instead of blocking the payment until the lease expires. A request path holds its lease as a
+//! [`HeldLease`], which releases it on every way out (an early return, an error, a cut at the deadline) unless
+//! a write released it in its transaction.
 
 use crate::clock;
 use crate::config::ConfigError;
@@ -94,8 +100,10 @@ impl Leases {
                 "expires_at",
                 AttributeValue::N(clock::ceil_secs(lease.expires_at_ms).to_string()),
             )
-            .condition_expression("attribute_not_exists(pk) OR expires_at_ms < :now")
+            .condition_expression("attribute_not_exists(pk) OR expires_at_ms < :now OR #owner = :owner")
+            .expression_attribute_names("#owner", "owner")
             .expression_attribute_values(":now", AttributeValue::N(now.to_string()))
+            .expression_attribute_values(":owner", AttributeValue::S(lease.owner.clone()))
             .send()
             .await;
         match result {
@@ -150,6 +158,65 @@ impl Leases {
 
     pub fn table(&self) -> &str {
         &self.table
+    }
+
+    /// Holds `lease` for a request path: see [`HeldLease`].
+    pub fn hold(&self, lease: Lease) -> HeldLease {
+        HeldLease {
+            lease,
+            leases: self.clone(),
+            armed: true,
+        }
+    }
+}
+
+/// A lease a request path holds. Whatever way the path ends, the lease is released: by a write's transaction
+/// ([`HeldLease::released_by_write`]), by [`HeldLease::release`], or, on any other way out (an early return
+/// with `?`, a panic unwinding, a future cut at its deadline), by a release started when it is dropped (best
+/// effort: if it cannot run, the lease expires by itself).
+#[must_use = "a held lease is released when dropped"]
+#[derive(Debug)]
+pub struct HeldLease {
+    lease: Lease,
+    leases: Leases,
+    armed: bool,
+}
+
+impl HeldLease {
+    pub fn lease(&self) -> &Lease {
+        &self.lease
+    }
+
+    /// A write released the lease in its transaction (`FinalizeOutcome::lease_released`): nothing left to do.
+    pub fn released_by_write(mut self) {
+        self.armed = false;
+    }
+
+    /// Releases the lease now. `Ok(false)`: it was no longer ours.
+    pub async fn release(mut self) -> Result<bool, StoreError> {
+        self.armed = false;
+        self.leases.release(&self.lease).await
+    }
+}
+
+impl Drop for HeldLease {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let (leases, lease) = (self.leases.clone(), self.lease.clone());
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    if let Err(e) = leases.release(&lease).await {
+                        tracing::warn!(payment_id = %lease.payment_id, error = %e, "lease release failed; it will expire");
+                    }
+                });
+            }
+            Err(_) => {
+                tracing::warn!(payment_id = %self.lease.payment_id, "no runtime to release the lease; it will expire")
+            }
+        }
     }
 }
 

@@ -9,6 +9,7 @@ pub mod config;
 pub mod consumer;
 pub mod http;
 pub mod lease;
+pub mod metrics;
 pub mod outbox;
 pub mod psp;
 pub mod recovery;

@@ -12,13 +12,19 @@
 //! backward and never takes away an action the PSP still asks the customer for. The observation is stamped
 //! with the query's time (to the second, Stripe's resolution), so a webhook about an older state that
 //! arrives afterwards is stale.
+//!
+//! Money the PSP took on a payment we had already failed (a success after the failure, from any path) keeps
+//! the payment in the index until recovery has refunded it ([`Recovery::give_back`], key from the payment and
+//! the anomaly) and read the refund back from the PSP: the `PaymentRefunded` event records it, with the
+//! reason, and the payment leaves the index.
 
 use crate::clock;
-use crate::lease::Leases;
+use crate::lease::{Lease, Leases};
 use crate::psp::{Psp, PspError};
-use crate::store::open_index::{open_since, OpenKind};
+use crate::store::item::payment_key;
+use crate::store::open_index::{defer, next_due, open_since, OpenKind, MAX_RECHECK_INTERVAL};
 use crate::store::{FinalizeResult, PaymentStore, StoreError};
-use crate::{CorrelationId, Path, PaymentId};
+use crate::{CorrelationId, Path, Payment, PaymentId, PspReference};
 use std::time::Duration;
 use thiserror::Error;
 use tracing::{info, warn};
@@ -62,6 +68,8 @@ pub struct RecoveryReport {
     pub refused: u32,
     pub deferred: u32,
     pub errors: u32,
+    /// Cut by the run's deadline (it and the payments not reached are the next run's).
+    pub left: u32,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -103,8 +111,10 @@ pub struct Recovery<P> {
 }
 
 impl<P: Psp> Recovery<P> {
-    /// One scheduled run: every payment open for longer than `stale_after`, reconciled one by one.
-    pub async fn run(&self) -> Result<RecoveryReport, StoreError> {
+    /// One scheduled run: every payment open for longer than `stale_after`, reconciled one by one until
+    /// `deadline` (the invocation's): a reconciliation is cut there wherever it is (safe as after a crash: the
+    /// lease expires, nothing half-written stays), and the payments not reached are the next run's.
+    pub async fn run(&self, deadline: tokio::time::Instant) -> Result<RecoveryReport, StoreError> {
         let stale_ms = i64::try_from(self.settings.stale_after.as_millis()).unwrap_or(i64::MAX);
         let keys = open_since(
             self.store.client(),
@@ -122,7 +132,11 @@ impl<P: Psp> Recovery<P> {
             report.found += 1;
             let correlation = CorrelationId::parse(format!("recovery-{}", uuid::Uuid::new_v4()))
                 .unwrap_or_else(|_| unreachable!("a uuid is a valid id"));
-            match self.reconcile(&id, correlation).await {
+            let Ok(reconciled) = tokio::time::timeout_at(deadline, self.reconcile(&id, correlation)).await else {
+                report.left += 1;
+                break;
+            };
+            match reconciled {
                 Ok(Reconciled::Applied(_)) => report.applied += 1,
                 Ok(Reconciled::Unchanged | Reconciled::NotOpen) => report.unchanged += 1,
                 Ok(Reconciled::Busy) => report.busy += 1,
@@ -142,101 +156,140 @@ impl<P: Psp> Recovery<P> {
         Ok(report)
     }
 
-    /// Asks the PSP about one payment and applies the answer, under the payment's lease.
+    /// Asks the PSP about one payment and applies the answer, under the payment's lease. A failed payment
+    /// whose money the PSP took anyway gets it back first ([`Recovery::give_back`]).
     pub async fn reconcile(&self, id: &PaymentId, correlation: CorrelationId) -> Result<Reconciled, RecoveryError> {
         let Some(lease) = self.leases.acquire(id).await? else {
             info!(payment_id = %id, "payment's lease is held (webhook intake at work); skipped this round");
             return Ok(Reconciled::Busy);
         };
-        let lease_ref = &lease;
-        let release = |why: &'static str| async move {
-            if let Err(e) = self.leases.release(lease_ref).await {
-                warn!(payment_id = %id, error = %e, why, "lease release failed; it will expire");
-            }
-        };
-        let current = match self.store.get(id).await {
-            Ok(Some(p)) => p,
-            Ok(None) => {
-                release("payment vanished").await;
-                return Err(StoreError::NotFound(id.to_string()).into());
-            }
-            Err(e) => {
-                release("read failed").await;
-                return Err(e.into());
-            }
-        };
-        if current.status.is_terminal() {
-            release("already terminal").await;
-            return Ok(Reconciled::NotOpen);
+        let held = self.leases.hold(lease);
+        let done = self.reconcile_leased(id, held.lease(), correlation).await;
+        // A finalize that wrote released the lease in its transaction; every other ending releases it here
+        // (and a reconciliation cut at the run's deadline, when `held` is dropped).
+        if matches!(done, Ok((_, true))) {
+            held.released_by_write();
+        } else if let Err(e) = held.release().await {
+            warn!(payment_id = %id, error = %e, "lease release failed; it will expire");
+        }
+        done.map(|(reconciled, _)| reconciled)
+    }
+
+    /// [`Recovery::reconcile`]'s work once the lease is held; also says whether the lease was released.
+    async fn reconcile_leased(
+        &self,
+        id: &PaymentId,
+        lease: &Lease,
+        correlation: CorrelationId,
+    ) -> Result<(Reconciled, bool), RecoveryError> {
+        let current = self
+            .store
+            .get(id)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(id.to_string()))?;
+        if !current.is_open() {
+            return Ok((Reconciled::NotOpen, false));
         }
         let Some(reference) = current.psp_reference.clone() else {
-            release("no PSP reference").await;
-            return Ok(Reconciled::NoReference);
+            self.back_off(&current).await;
+            return Ok((Reconciled::NoReference, false));
         };
+        if let Some(anomaly) = current.refund_due() {
+            match self.give_back(&current, &reference, anomaly).await {
+                Ok(()) => {}
+                Err(e) if e.is_deferred() => return Ok((Reconciled::Deferred, false)),
+                Err(e) => return Err(e.into()),
+            }
+        }
         let intent = match self.psp.retrieve(&reference).await {
             Ok(intent) => intent,
-            Err(e) => {
-                release("PSP status query failed").await;
-                return if e.is_deferred() {
-                    Ok(Reconciled::Deferred)
-                } else {
-                    Err(e.into())
-                };
-            }
+            Err(e) if e.is_deferred() => return Ok((Reconciled::Deferred, false)),
+            Err(e) => return Err(e.into()),
         };
-        let observation = match intent.observation(Path::Recovery, correlation) {
-            Ok(Some(mut observation)) => {
-                observation.occurred_at_ms = Some(clock::now_ms() / 1000 * 1000);
-                observation
-            }
-            Ok(None) => {
-                release("nothing new at the PSP").await;
-                info!(payment_id = %id, psp_status = intent.status.as_str(), "PSP status changes nothing");
-                return Ok(Reconciled::Unchanged);
-            }
-            Err(unreadable) => {
-                release("PSP answer unusable").await;
-                return Err(PspError::BadAnswer(unreadable).into());
-            }
+        let Some(mut observation) = intent
+            .observation(Path::Recovery, correlation)
+            .map_err(PspError::BadAnswer)?
+        else {
+            info!(payment_id = %id, psp_status = intent.status.as_str(), "PSP status changes nothing");
+            self.back_off(&current).await;
+            return Ok((Reconciled::Unchanged, false));
         };
-        let outcome = match self.store.finalize_from(current, &observation, Some(&lease)).await {
-            Ok(o) => o,
-            Err(e) => {
-                release("finalize failed").await;
-                return Err(e.into());
-            }
-        };
+        observation.occurred_at_ms = Some(clock::now_ms() / 1000 * 1000);
+        let outcome = self.store.finalize_from(current, &observation, Some(lease)).await?;
         if let Some(reason) = &outcome.refused {
             warn!(payment_id = %id, reason, "PSP answer is not about this payment: anomaly recorded, not applied");
-            return Ok(Reconciled::Refused);
+            self.back_off(&outcome.payment).await;
+            return Ok((Reconciled::Refused, outcome.lease_released));
+        }
+        if matches!(outcome.result, FinalizeResult::Ignored(_)) && outcome.payment.is_open() {
+            self.back_off(&outcome.payment).await;
         }
         info!(payment_id = %id, result = ?outcome.result, psp_status = intent.status.as_str(), "payment reconciled");
-        Ok(match outcome.result {
+        let reconciled = match outcome.result {
             FinalizeResult::Applied(kind) => Reconciled::Applied(kind),
             FinalizeResult::Ignored(_) | FinalizeResult::Deferred(_) => Reconciled::Unchanged,
-        })
+        };
+        Ok((reconciled, outcome.lease_released))
+    }
+
+    /// The payment stays open and asking again soon would tell nothing new: it is due again later and later
+    /// (see `open_index::next_due`), so it costs fewer reads and never crowds out the others. Best effort: if
+    /// the write fails, the payment is simply looked at on the next run.
+    async fn back_off(&self, payment: &Payment) {
+        let millis = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+        let due = next_due(
+            payment.created_at_ms,
+            clock::now_ms(),
+            millis(self.settings.stale_after),
+            millis(MAX_RECHECK_INTERVAL),
+        );
+        let key = payment_key(&payment.id);
+        if let Err(e) = defer(self.store.client(), self.store.table(), key, due).await {
+            warn!(payment_id = %payment.id, error = %e, "could not defer the payment's next check");
+        }
+    }
+
+    /// Refunds money the PSP took on a payment we had failed: all that is left on the charge, with the key
+    /// `<payment>:anomaly-<n>:refund`, the same on every run, so a retry never refunds twice. The caller then
+    /// reads the PaymentIntent back, whose charge's refunded total records the refund on the payment.
+    async fn give_back(&self, payment: &Payment, reference: &PspReference, anomaly: u32) -> Result<(), PspError> {
+        let key = format!("{}:anomaly-{anomaly}:refund", payment.id);
+        match self.psp.refund(&key, reference, None).await {
+            Ok(refund) => {
+                warn!(payment_id = %payment.id, refund_id = %refund.id, status = %refund.status, anomaly,
+                      "money taken after the payment failed: refunded");
+                Ok(())
+            }
+            // Nothing left to refund (the charge was refunded meanwhile): the read-back records what happened.
+            Err(PspError::Refused { .. }) => {
+                warn!(payment_id = %payment.id, anomaly, "refund of money taken after failure refused; reading back");
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
     }
 }
 
 /// The reconciler's EMF record.
 pub fn emf(r: &RecoveryReport, now_ms: i64) -> serde_json::Value {
-    let names = [
-        "Found",
-        "Applied",
-        "Unchanged",
-        "Busy",
-        "NoReference",
-        "Refused",
-        "Deferred",
-        "Errors",
-    ];
-    serde_json::json!({
-        "_aws": { "Timestamp": now_ms, "CloudWatchMetrics": [{
-            "Namespace": "Payments/Recovery",
-            "Dimensions": [[]],
-            "Metrics": names.iter().map(|n| serde_json::json!({ "Name": n, "Unit": "Count" })).collect::<Vec<_>>(),
-        }]},
-        "Found": r.found, "Applied": r.applied, "Unchanged": r.unchanged, "Busy": r.busy,
-        "NoReference": r.no_reference, "Refused": r.refused, "Deferred": r.deferred, "Errors": r.errors,
-    })
+    crate::metrics::counts(
+        "Payments/Recovery",
+        &[&[]],
+        &[
+            "Found",
+            "Applied",
+            "Unchanged",
+            "Busy",
+            "NoReference",
+            "Refused",
+            "Deferred",
+            "Errors",
+        ],
+        serde_json::json!({
+            "Found": r.found, "Applied": r.applied, "Unchanged": r.unchanged, "Busy": r.busy,
+            "NoReference": r.no_reference, "Refused": r.refused, "Deferred": r.deferred, "Errors": r.errors,
+            "Left": r.left,
+        }),
+        now_ms,
+    )
 }

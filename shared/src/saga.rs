@@ -51,6 +51,17 @@ pub fn saga_pk(id: &OrderId) -> String {
     format!("SAGA#{id}")
 }
 
+/// The key of a saga's state item.
+pub fn saga_key(id: &OrderId) -> Item {
+    [
+        ("pk".to_owned(), AttributeValue::S(saga_pk(id))),
+        ("sk".to_owned(), AttributeValue::S(SAGA_SK.into())),
+    ]
+    .into()
+}
+
+const SAGA_SK: &str = "SAGA";
+
 fn corrupt(key: &str, e: impl ToString) -> StoreError {
     StoreError::Corrupt {
         key: key.to_owned(),
@@ -62,7 +73,7 @@ fn record_to_item(r: &SagaRecord) -> Result<Item, StoreError> {
     let pk = saga_pk(&r.order_id);
     let mut item: Item = serde_dynamo::to_item(r).map_err(|e| corrupt(&pk, e))?;
     item.insert("pk".into(), AttributeValue::S(pk));
-    item.insert("sk".into(), AttributeValue::S("SAGA".into()));
+    item.insert("sk".into(), AttributeValue::S(SAGA_SK.into()));
     item.insert("entity".into(), AttributeValue::S("saga".into()));
     if !r.status.is_terminal() {
         item.insert(
@@ -108,12 +119,7 @@ impl SagaStore {
 
     /// The stored saga, checked and typed (consistent read).
     pub async fn load(&self, id: &OrderId) -> Result<Option<Loaded>, SagaStoreError> {
-        let key = [
-            ("pk".to_owned(), AttributeValue::S(saga_pk(id))),
-            ("sk".to_owned(), AttributeValue::S("SAGA".into())),
-        ]
-        .into();
-        let Some(item) = read_item(&self.client, &self.table, key, "read saga").await? else {
+        let Some(item) = read_item(&self.client, &self.table, saga_key(id), "read saga").await? else {
             return Ok(None);
         };
         let record: SagaRecord = serde_dynamo::from_item(item).map_err(|e| corrupt(&saga_pk(id), e))?;

@@ -88,7 +88,9 @@ async fn a_holder_whose_lease_was_taken_over_still_writes_only_on_the_current_ve
         .id;
     let lease_a = short.acquire(&id).await.unwrap().unwrap();
     tokio::time::sleep(Duration::from_millis(400)).await;
-    let lease_b = short.acquire(&id).await.unwrap().unwrap();
+    // B's lease is long, so it is still B's at the end however slow this machine is.
+    let long = ctx.leases_with_ttl(Duration::from_secs(30));
+    let lease_b = long.acquire(&id).await.unwrap().unwrap();
     // A writes on the current version while B holds the lease: the lease release fails, the version holds,
     // so the write goes through without the release, and B's lease stays B's.
     let a = ctx
@@ -135,4 +137,74 @@ async fn waiting_for_a_lease_is_bounded() {
         .unwrap();
     assert!(got.is_none());
     assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+/// The lease put commits but its answer is lost (a 500 after commit): the SDK's retry finds the lease with
+/// our own owner token and takes it, so the payment is not blocked until the lease expires.
+#[tokio::test]
+async fn a_lease_put_whose_answer_was_lost_after_commit_is_still_ours() {
+    use integration_tests::{Fault, FaultInjector};
+    let faults = FaultInjector::new();
+    let ctx = TestContext::with_faults(faults.clone()).await;
+    let id = ctx
+        .store
+        .create(fixtures::new_payment("pay_lost_lease", 1000))
+        .await
+        .unwrap()
+        .id;
+    faults.fail_next("PutItem", Fault::ResponseLostAfterCommit, 1);
+    let lease = ctx.leases.acquire(&id).await.unwrap();
+    assert_eq!(faults.injected(), 1, "the answer was lost once");
+    let lease = lease.expect("the retry of our own committed put takes the lease");
+    // It is a real lease: others are kept out, and it releases.
+    assert!(ctx.leases.acquire(&id).await.unwrap().is_none());
+    assert!(ctx.leases.release(&lease).await.unwrap());
+    assert!(ctx.leases.acquire(&id).await.unwrap().is_some());
+}
+
+/// A request path that leaves early (an error after the lease was taken) still frees the payment: the
+/// held lease is released when dropped.
+#[tokio::test]
+async fn a_held_lease_is_released_on_every_way_out() {
+    let ctx = TestContext::new().await;
+    let id = ctx
+        .store
+        .create(fixtures::new_payment("pay_held", 1000))
+        .await
+        .unwrap()
+        .id;
+    async fn fails_after_taking(leases: &shared::Leases, id: &PaymentId) -> Result<(), &'static str> {
+        let _held = leases.hold(leases.acquire(id).await.unwrap().expect("free"));
+        Err("the read after the lease failed")
+    }
+    assert!(fails_after_taking(&ctx.leases, &id).await.is_err());
+    let mut free = None;
+    for _ in 0..50 {
+        free = ctx.leases.acquire(&id).await.unwrap();
+        if free.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(free.is_some(), "the dropped lease was released (its TTL is 30 s)");
+    // A lease a write released is not released again (the new holder keeps it).
+    let held = ctx.leases.hold(free.unwrap());
+    let out = ctx
+        .store
+        .finalize(
+            &id,
+            &fixtures::webhook("evt_h", 1, Outcome::Processing),
+            Some(held.lease()),
+        )
+        .await
+        .unwrap();
+    assert!(out.lease_released);
+    held.released_by_write();
+    let next = ctx.leases.acquire(&id).await.unwrap().expect("free after the write");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        ctx.leases.acquire(&id).await.unwrap().is_none(),
+        "the next holder keeps it"
+    );
+    assert!(ctx.leases.release(&next).await.unwrap());
 }

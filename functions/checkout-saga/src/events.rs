@@ -1,6 +1,7 @@
 //! The saga's inbox: payment events from the queue, applied by the consumer library to the order projection
 //! (exactly once, in version order), then the saga of the event's order is resumed. A resume that fails does
-//! not fail the message (its effect is applied); the sweeper finds the saga again.
+//! not fail the message (its effect is applied); the sweeper finds the saga again. So does one the
+//! invocation's deadline leaves unfinished: resumes run only until `deadline`, and never past it.
 
 use crate::runner::Runner;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
@@ -9,6 +10,7 @@ use shared::consumer::{self, Consumer};
 use shared::psp::Psp;
 use shared::{clock, outbox, PaymentStatus};
 use std::collections::HashSet;
+use tokio::time::Instant;
 use tracing::warn;
 
 /// Statuses that can move a waiting saga.
@@ -19,10 +21,12 @@ fn may_move_a_saga(status: PaymentStatus) -> bool {
     )
 }
 
+/// Applies the batch, then resumes the sagas its events may move, until `deadline`.
 pub async fn handle<P: Psp>(
     consumer: &Consumer<OrderProjection>,
     runner: &Runner<P>,
     batch: SqsEvent,
+    deadline: Instant,
 ) -> SqsBatchResponse {
     let (response, report) = consumer.process(&batch.records).await;
     println!("{}", consumer::emf(order_projection::NAME, &report, clock::now_ms()));
@@ -40,8 +44,8 @@ pub async fn handle<P: Psp>(
             continue;
         };
         if may_move_a_saga(event.status) && resumed.insert(event.order_id.clone()) {
-            if let Err(e) = runner.resume(&event.order_id).await {
-                warn!(order_id = %event.order_id, error = %e, "saga resume failed; the sweeper retries");
+            if let Err(e) = runner.resume_within(&event.order_id, deadline).await {
+                warn!(order_id = %event.order_id, error = %e, "saga resume did not finish; the sweeper resumes it");
             }
         }
     }

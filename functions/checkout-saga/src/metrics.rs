@@ -100,7 +100,10 @@ mod tests {
     fn captured_then(fail: bool, duration_ms: i64) -> Vec<Value> {
         let (s, _) = Saga::<Started>::begin(OrderId::parse("o-1").unwrap(), fixtures::checkout(), 0, 60_000);
         let (s, _) = s.stock_reserved(1);
-        let (s, _) = s.payment_requested(PaymentId::parse("pay_1").unwrap(), None, false, 2);
+        let (s, _) = s
+            .payment_created(PaymentId::parse("pay_1").unwrap(), 2)
+            .0
+            .payment_requested(None, false, 2);
         let (s, _) = s.payment_captured(3);
         if fail {
             let (s, _) = s.confirmation_failed("cancelled".into(), 4);
@@ -132,7 +135,10 @@ mod tests {
         assert_eq!(refunded[0]["NoActionSagas"].as_u64(), Some(0));
         let (s, _) = Saga::<Started>::begin(OrderId::parse("o-2").unwrap(), fixtures::checkout(), 0, 60_000);
         let (s, _) = s.stock_reserved(1);
-        let (s, _) = s.payment_requested(PaymentId::parse("pay_2").unwrap(), None, false, 2);
+        let (s, _) = s
+            .payment_created(PaymentId::parse("pay_2").unwrap(), 2)
+            .0
+            .payment_requested(None, false, 2);
         let (s, failed) = s.payment_failed("declined".into(), 3);
         assert_eq!(for_transition(s.record(), &failed)[0]["Step"], "await_payment");
         let (s, _) = s.payment_cancelled(4);

@@ -4,11 +4,12 @@
 //! | state | action | on success | on failure |
 //! |---|---|---|---|
 //! | started | reserve stock (conditional decrement) | stock_reserved | out of stock: compensated |
-//! | stock_reserved | create the payment, create and confirm a PaymentIntent (key `<order>:charge`), finalize what it says | payment_pending (also after a decline: the customer may retry) | refused: cancelling_payment |
+//! | stock_reserved | create the payment and save its id in the saga (one transaction) | charging | retried, then escalated |
+//! | charging | create and confirm a PaymentIntent for the saved payment (key `<order>:charge`; a payment whose PaymentIntent is known is read instead), finalize what it says | payment_pending (also after a decline: the customer may retry) | refused: cancelling_payment |
 //! | payment_pending | read the payment's outcome from the order projection (fed by the queue; past the deadline the payment item itself) | payment_captured | failed, abandoned (still the customer's turn after `abandon_after`) or cancelled by the customer: cancelling_payment; past the deadline: handed to recovery |
 //! | payment_captured | confirm the order (conditioned on `pending`) | completed | cancelled meanwhile: refunding_payment |
 //! | refunding_payment | refund at the PSP (key `<order>:refund`), read the PaymentIntent back, finalize its refunded total | releasing_stock | retried, then escalated |
-//! | cancelling_payment | cancel the PaymentIntent at the PSP (key `<order>:cancel`) if still open, make sure our payment is failed | releasing_stock; succeeded meanwhile: payment_captured | retried, then escalated |
+//! | cancelling_payment | cancel the PaymentIntent at the PSP (key `<order>:cancel:<status>`) if it can be canceled, make sure our payment is failed | releasing_stock; succeeded meanwhile: payment_captured; processing (Stripe cannot cancel it): waits for its outcome | retried, then escalated |
 //! | releasing_stock | increment the stock | compensated | retried, then escalated |
 //!
 //! Every PSP call that moves money carries a key derived from (saga, step), reused on every retry and after
@@ -19,14 +20,17 @@
 
 use crate::metrics;
 use crate::{inventory, orders};
+use shared::clock::Clock;
 use shared::psp::{ChargeRequest, IntentStatus, PaymentIntent, Psp, PspError};
 use shared::recovery::{Reconciled, Recovery};
 use shared::retry::Backoff;
-use shared::saga::{Checkout, Escalation, Loaded, Saga, SagaEvent, SagaRecord, SagaStore, SagaStoreError, Started};
-use shared::store::{read_item, Created, PaymentStore, StoreError};
-use shared::{clock, CorrelationId, Observation, OrderId, Outcome, Path, PaymentId, PaymentStatus};
+use shared::saga::{
+    Charging, Checkout, Escalation, Loaded, Saga, SagaEvent, SagaRecord, SagaStore, SagaStoreError, Started,
+    StockReserved,
+};
+use shared::store::{read_item, PaymentStore, StoreError};
+use shared::{CorrelationId, Metadata, NewPayment, Observation, OrderId, Outcome, Path, PaymentId, PaymentStatus};
 use std::time::Duration;
-use sync_finalize::requests::CreatePayment;
 use thiserror::Error;
 use tracing::{error, info, warn, Instrument};
 
@@ -40,6 +44,10 @@ pub enum RunError {
     Psp(#[from] PspError),
     #[error("{0}")]
     Invalid(String),
+    /// The invocation's deadline came first; the saga is where the last completed step left it, and the
+    /// sweeper resumes it.
+    #[error("the invocation's deadline came before the saga settled")]
+    OutOfTime,
     /// Retries did not help; the saga was sent to the escalation queue.
     #[error("saga {order_id} escalated after {attempts} attempts at {action}: {error}")]
     Escalated {
@@ -56,10 +64,15 @@ impl RunError {
             RunError::Saga(e) => e.is_transient(),
             RunError::Store(e) => e.is_transient(),
             RunError::Psp(e) => e.is_transient(),
-            RunError::Invalid(_) | RunError::Escalated { .. } => false,
+            RunError::Invalid(_) | RunError::Escalated { .. } | RunError::OutOfTime => false,
         }
     }
 }
+
+/// Stripe keeps an idempotency key for 24 hours. A charge first tried longer ago than this (with a margin)
+/// may have outlived its key, so before it is sent again the PSP is searched for the PaymentIntent of the
+/// first attempt.
+pub const PSP_KEY_TRUSTED_FOR: Duration = Duration::from_secs(23 * 3600);
 
 /// Load-and-advance rounds of one resume.
 const MAX_ROUNDS: usize = 32;
@@ -72,6 +85,8 @@ pub struct Settings {
     /// after a decline) is abandoned: the PaymentIntent is canceled and the checkout compensated.
     pub abandon_after: Duration,
     pub backoff: Backoff,
+    /// The time the saga goes by (the system clock; moved ahead in tests).
+    pub clock: Clock,
 }
 
 /// `CHECKOUT_ABANDON_AFTER_SECONDS`' default: a 3-D Secure challenge or a retry has 15 minutes.
@@ -83,6 +98,7 @@ impl Default for Settings {
             payment_timeout: Duration::from_secs(120),
             abandon_after: DEFAULT_ABANDON_AFTER,
             backoff: Backoff::new(5, Duration::from_millis(100), Duration::from_secs(2)),
+            clock: Clock::SYSTEM,
         }
     }
 }
@@ -124,7 +140,7 @@ impl<P: Psp> Runner<P> {
     /// Starts a checkout: the saga and the pending order in one transaction, then runs it as far as it goes.
     /// Starting an order that exists already answers its current state.
     pub async fn start(&self, order_id: OrderId, checkout: Checkout) -> Result<SagaRecord, RunError> {
-        let now = clock::now_ms();
+        let now = self.settings.clock.now_ms();
         let timeout_ms = i64::try_from(self.settings.payment_timeout.as_millis()).unwrap_or(i64::MAX);
         let (saga, event) = Saga::<Started>::begin(order_id.clone(), checkout, now, timeout_ms);
         let create_order = orders::create(self.table(), &order_id, now)?;
@@ -159,6 +175,19 @@ impl<P: Psp> Runner<P> {
             Some(loaded) => self.drive(loaded).await,
             None => Ok(None),
         }
+    }
+
+    /// [`Runner::resume`], cut at `deadline` wherever it is, PSP calls and their retries included. Cutting is
+    /// safe: every step is one transaction that a crash may interrupt at any point, and its PSP calls carry
+    /// idempotency keys, so the next resume (the sweeper's) redoes exactly what did not complete.
+    pub async fn resume_within(
+        &self,
+        order_id: &OrderId,
+        deadline: tokio::time::Instant,
+    ) -> Result<Option<SagaRecord>, RunError> {
+        tokio::time::timeout_at(deadline, self.resume(order_id))
+            .await
+            .map_err(|_| RunError::OutOfTime)?
     }
 
     /// Runs actions from `loaded` on. A saved transition hands over its new state directly; the saga is read
@@ -240,7 +269,7 @@ impl<P: Psp> Runner<P> {
 
     /// Runs the one action of the saga's state.
     async fn advance(&self, loaded: Loaded) -> Result<Advanced, RunError> {
-        let now = clock::now_ms();
+        let now = self.settings.clock.now_ms();
         let table = self.table().to_owned();
         match loaded {
             Loaded::Started(saga) => {
@@ -257,7 +286,13 @@ impl<P: Psp> Runner<P> {
                     other => other,
                 }
             }
-            Loaded::StockReserved(saga) => self.charge(saga, now).await,
+            Loaded::StockReserved(saga) => {
+                let new = new_payment(&saga, now)?;
+                let (payment, writes) = self.payments().create_writes(new)?;
+                let (next, event) = saga.payment_created(payment.id, now);
+                self.moved(next, event, writes).await
+            }
+            Loaded::Charging(saga) => self.charge(saga, now).await,
             Loaded::PaymentPending(saga) => {
                 let payment_id = saga.payment_id().clone();
                 let past_deadline = now >= saga.record().payment_deadline_ms;
@@ -352,53 +387,39 @@ impl<P: Psp> Runner<P> {
         }
     }
 
-    /// Create the payment (idempotent by the saga's key), charge at the PSP (same key), finalize the PSP's
-    /// synchronous answer, and record the request. A crash anywhere in between repeats the same calls.
-    async fn charge(&self, saga: Saga<shared::saga::StockReserved>, now: i64) -> Result<Advanced, RunError> {
+    /// Charges the payment the saga saved: at the PSP with the key `<order>:charge` (the same on every retry,
+    /// however late), finalizes the PSP's synchronous answer and records the request. A payment the PSP already
+    /// answered for (its PaymentIntent bound by a webhook) is read, never charged again: that holds even after
+    /// the PSP has forgotten the idempotency key (Stripe keeps them 24 hours).
+    async fn charge(&self, saga: Saga<Charging>, now: i64) -> Result<Advanced, RunError> {
         let order = saga.order_id().clone();
-        let checkout = saga.record().checkout.clone();
-        let key = format!("{order}:charge");
-        let request = CreatePayment {
-            order_id: order.to_string(),
-            amount_minor: checkout.money.amount_minor(),
-            currency: checkout.money.currency().to_string(),
-            psp_reference: None,
-            metadata: [("checkout".to_owned(), order.to_string())].into(),
-        };
-        let fingerprint = request.fingerprint();
-        let new = request
-            .into_new_payment(correlation(&order), None, now)
-            .map_err(|e| RunError::Invalid(e.message))?;
-        let idempotency_key =
-            shared::IdempotencyKey::parse(key.clone()).map_err(|e| RunError::Invalid(e.to_string()))?;
-        let payment = match self
+        let payment = self
             .payments()
-            .create_idempotent(new, &idempotency_key, &fingerprint)
+            .get(saga.payment_id())
             .await?
-        {
-            Created::New(p) | Created::Replay(p) => p,
-            Created::KeyReused => return Err(RunError::Invalid(format!("payment key {key} reused"))),
+            .ok_or_else(|| RunError::Invalid(format!("payment {} of saga {order} vanished", saga.payment_id())))?;
+        let answer = match payment.psp_reference.clone() {
+            Some(reference) => self.psp().retrieve(&reference).await,
+            None if self.key_may_be_forgotten(&payment, now) => match self.psp().find_for_payment(&payment.id).await? {
+                Some(first) => {
+                    warn!(order_id = %order, payment_id = %payment.id, intent = %first.id,
+                          "charge retried after the PSP's key expired: the first PaymentIntent is used");
+                    Ok(first)
+                }
+                None => self.send_charge(&saga, &payment).await,
+            },
+            None => self.send_charge(&saga, &payment).await,
         };
-        let request = ChargeRequest {
-            payment_id: &payment.id,
-            order_id: &order,
-            money: &checkout.money,
-            payment_method: &checkout.payment_method,
-        };
-        let refused = match self.psp().charge(&key, &request).await {
-            Ok(intent) => Ok(intent),
+        let intent = match answer {
+            Ok(intent) => intent,
             // Declined: the PaymentIntent waits for the customer's next attempt, and so does the saga.
-            Err(PspError::Declined(mut error)) => error
+            Err(PspError::Declined(mut error)) if error.payment_intent.is_some() => error
                 .payment_intent
                 .take()
                 .map(|pi| *pi)
-                .ok_or(PspError::Declined(error)),
-            Err(e) => Err(e),
-        };
-        let intent = match refused {
-            Ok(intent) => intent,
+                .ok_or(PspError::Declined(error))?,
             Err(refused @ (PspError::Declined(_) | PspError::Refused { .. })) => {
-                let (next, event) = saga.charge_failed(Some(payment.id), format!("charge refused: {refused}"), now);
+                let (next, event) = saga.charge_failed(format!("charge refused: {refused}"), now);
                 return self.moved(next, event, vec![]).await;
             }
             Err(e) => return Err(e.into()),
@@ -406,17 +427,36 @@ impl<P: Psp> Runner<P> {
         let reference = shared::PspReference::parse(intent.id.as_str())
             .map_err(|e| RunError::Psp(PspError::BadAnswer(format!("PaymentIntent id: {e}"))))?;
         let customer_action = intent.status == IntentStatus::RequiresAction;
-        let payment_id = payment.id.clone();
         match intent.observation(Path::Sync, correlation(&order)) {
-            // From the payment create just returned: no second read.
+            // From the payment just read: no second read.
             Ok(Some(observation)) => {
                 self.payments().finalize_from(payment, &observation, None).await?;
             }
             Ok(None) => warn!(order_id = %order, psp_status = intent.status.as_str(), "charge answer says nothing new"),
             Err(unusable) => return Err(RunError::Psp(PspError::BadAnswer(unusable))),
         }
-        let (next, event) = saga.payment_requested(payment_id, Some(reference), customer_action, now);
+        let (next, event) = saga.payment_requested(Some(reference), customer_action, now);
         self.moved(next, event, vec![]).await
+    }
+
+    /// Creates and confirms the PaymentIntent for `payment`, with the key `<order>:charge`.
+    async fn send_charge(&self, saga: &Saga<Charging>, payment: &shared::Payment) -> Result<PaymentIntent, PspError> {
+        let checkout = &saga.record().checkout;
+        let request = ChargeRequest {
+            payment_id: &payment.id,
+            order_id: saga.order_id(),
+            money: &checkout.money,
+            payment_method: &checkout.payment_method,
+        };
+        self.psp()
+            .charge(&format!("{}:charge", saga.order_id()), &request)
+            .await
+    }
+
+    /// Was the payment created so long ago that the PSP may have forgotten the charge's idempotency key?
+    fn key_may_be_forgotten(&self, payment: &shared::Payment, now: i64) -> bool {
+        let trusted = i64::try_from(PSP_KEY_TRUSTED_FOR.as_millis()).unwrap_or(i64::MAX);
+        now.saturating_sub(payment.created_at_ms) >= trusted
     }
 
     /// Past the abandonment deadline (counted from the start)?
@@ -426,17 +466,14 @@ impl<P: Psp> Runner<P> {
     }
 
     /// Compensates a charge that must take no money: a payment still open is canceled at the PSP (key
-    /// `<order>:cancel`) and failed here. If the PSP refuses because the payment succeeded meanwhile, the
+    /// `<order>:cancel:<status>`) and failed here. If the PSP refuses because the payment succeeded meanwhile, the
     /// saga continues from the capture (confirm the order; a cancelled order is then refunded).
     async fn cancel_payment(
         &self,
         saga: Saga<shared::saga::CancellingPayment>,
         now: i64,
     ) -> Result<Advanced, RunError> {
-        let Some(payment_id) = saga.payment_id().cloned() else {
-            let (next, event) = saga.payment_cancelled(now);
-            return self.moved(next, event, vec![]).await;
-        };
+        let payment_id = saga.payment_id().clone();
         let order = saga.order_id().clone();
         let payment = self
             .payments()
@@ -446,18 +483,18 @@ impl<P: Psp> Runner<P> {
         let mut status = payment.status;
         if !status.is_terminal() {
             if let Some(reference) = payment.psp_reference.clone() {
-                let intent = match self.psp().cancel(&format!("{order}:cancel"), &reference).await {
-                    Ok(intent) => intent,
-                    // Refused with the PaymentIntent: it succeeded (or was canceled) meanwhile.
-                    Err(refused) => match refused.payment_intent().cloned() {
-                        Some(intent) => intent,
-                        None => return Err(refused.into()),
-                    },
-                };
+                let intent = self.cancel_intent(&order, &reference).await?;
                 status = self
                     .observe_intent(&payment_id, &order, &intent)
                     .await?
                     .unwrap_or(status);
+                if !matches!(intent.status, IntentStatus::Canceled | IntentStatus::Succeeded) {
+                    // The money may still be taken: saying "no money taken" now would keep it. The saga waits
+                    // here for the PSP's outcome (the sweeper resumes it; a capture continues from there).
+                    info!(order_id = %order, psp_status = intent.status.as_str(),
+                          "the PaymentIntent cannot be canceled now; waiting for its outcome");
+                    return Ok(Advanced::Stopped);
+                }
             }
         }
         if !status.is_terminal() {
@@ -467,19 +504,46 @@ impl<P: Psp> Runner<P> {
                 .as_ref()
                 .map(|f| format!("checkout cancelled: {}", f.reason))
                 .unwrap_or_default();
-            // Fails a payment the PSP never heard of (the charge was refused before it reached it).
-            self.observe(&payment_id, &order, Outcome::Failed { reason }, None)
+            // Fails a payment the PSP never took (canceled there, or refused before a PaymentIntent existed).
+            // What the write leaves decides: a capture that won the race is not "no money taken".
+            status = self
+                .observe(&payment_id, &order, Outcome::Failed { reason }, None)
                 .await?;
         }
         if status == PaymentStatus::Captured {
             info!(order_id = %order, "the payment succeeded before the cancel; continuing from the capture");
-            return match saga.payment_succeeded(now) {
-                Ok((next, event)) => self.moved(next, event, vec![]).await,
-                Err(_) => Err(RunError::Invalid(format!("saga {order} has no payment to capture"))),
-            };
+            let (next, event) = saga.payment_succeeded(now);
+            return self.moved(next, event, vec![]).await;
         }
         let (next, event) = saga.payment_cancelled(now);
         self.moved(next, event, vec![]).await
+    }
+
+    /// Cancels the PaymentIntent if it can still be canceled, and answers it as it then stands. It is read
+    /// first: one that succeeded, was canceled or is processing (which Stripe cannot cancel) is not asked to
+    /// cancel. The key names the status the cancel was decided on (`<order>:cancel:<status>`), because Stripe
+    /// replays a refused cancel's answer for its key: a later cancel from another status must not get it.
+    async fn cancel_intent(
+        &self,
+        order: &OrderId,
+        reference: &shared::PspReference,
+    ) -> Result<PaymentIntent, RunError> {
+        let current = self.psp().retrieve(reference).await?;
+        if matches!(
+            current.status,
+            IntentStatus::Canceled | IntentStatus::Succeeded | IntentStatus::Processing
+        ) {
+            return Ok(current);
+        }
+        let key = format!("{order}:cancel:{}", current.status.as_str());
+        match self.psp().cancel(&key, reference).await {
+            Ok(intent) => Ok(intent),
+            // Refused with the PaymentIntent: it moved between the read and the cancel.
+            Err(refused) => match refused.payment_intent().cloned() {
+                Some(intent) => Ok(intent),
+                None => Err(refused.into()),
+            },
+        }
     }
 
     /// The customer cancels the order: a saga still waiting for its payment cancels the PaymentIntent rather
@@ -488,7 +552,8 @@ impl<P: Psp> Runner<P> {
     pub async fn cancel_by_customer(&self, order_id: &OrderId) -> Result<Option<SagaRecord>, RunError> {
         match self.sagas.load(order_id).await? {
             Some(Loaded::PaymentPending(saga)) => {
-                let (next, event) = saga.payment_failed("cancelled by the customer".into(), clock::now_ms());
+                let (next, event) =
+                    saga.payment_failed("cancelled by the customer".into(), self.settings.clock.now_ms());
                 match self.moved(next, event, vec![]).await {
                     Ok(Advanced::Moved(next)) => self.drive(*next).await,
                     Ok(Advanced::Stopped) => self.resume(order_id).await,
@@ -523,17 +588,22 @@ impl<P: Psp> Runner<P> {
     }
 
     /// Applies what the saga itself learned from the PSP (a refund, a cancellation) through the one finalize.
+    /// The payment's status afterwards (which may be another path's, when that one won).
     async fn observe(
         &self,
         payment_id: &PaymentId,
         order: &OrderId,
         outcome: Outcome,
         reference: Option<shared::PspReference>,
-    ) -> Result<(), RunError> {
+    ) -> Result<PaymentStatus, RunError> {
         let mut observation = Observation::new(Path::Sync, outcome, correlation(order));
         observation.psp_reference = reference;
-        self.payments().finalize(payment_id, &observation, None).await?;
-        Ok(())
+        Ok(self
+            .payments()
+            .finalize(payment_id, &observation, None)
+            .await?
+            .payment
+            .status)
     }
 
     /// The payment's status as the order projection has applied it from the queue, if any event arrived.
@@ -557,10 +627,28 @@ impl<P: Psp> Runner<P> {
     }
 }
 
+/// The checkout's payment: a fresh id, the checkout's money, the order in its metadata.
+fn new_payment(saga: &Saga<StockReserved>, now: i64) -> Result<NewPayment, RunError> {
+    let order = saga.order_id();
+    let metadata = Metadata::parse([("checkout".to_owned(), order.to_string())].into())
+        .map_err(|e| RunError::Invalid(format!("payment metadata: {e}")))?;
+    Ok(NewPayment {
+        id: PaymentId::generate(uuid::Uuid::new_v4().as_u128()),
+        order_id: order.clone(),
+        money: saga.record().checkout.money,
+        psp_reference: None,
+        metadata,
+        correlation_id: correlation(order),
+        trace_context: None,
+        now_ms: now,
+    })
+}
+
 fn action_name(loaded: &Loaded) -> &'static str {
     match loaded {
         Loaded::Started(_) => "reserve_stock",
-        Loaded::StockReserved(_) => "charge",
+        Loaded::StockReserved(_) => "create_payment",
+        Loaded::Charging(_) => "charge",
         Loaded::PaymentPending(_) => "await_payment",
         Loaded::PaymentCaptured(_) => "confirm_order",
         Loaded::RefundingPayment(_) => "refund_payment",

@@ -89,6 +89,11 @@ async fn world_with(ctx: TestContext) -> World {
     }
 }
 
+/// A deadline no test reaches.
+fn later() -> tokio::time::Instant {
+    tokio::time::Instant::now() + Duration::from_secs(600)
+}
+
 fn fast_backoff() -> Backoff {
     Backoff::new(3, Duration::from_millis(1), Duration::from_millis(5))
 }
@@ -176,7 +181,7 @@ impl World {
             .collect();
         let mut batch = SqsEvent::default();
         batch.records = records;
-        let response = events::handle(&consumer, runner, batch).await;
+        let response = events::handle(&consumer, runner, batch, later()).await;
         assert!(response.batch_item_failures.is_empty(), "{response:?}");
     }
 
@@ -250,17 +255,19 @@ fn order() -> OrderId {
 use SagaEventKind as K;
 use Step as S;
 
-const HAPPY: [(K, S); 5] = [
+const HAPPY: [(K, S); 6] = [
     (K::SagaStarted, S::ReserveStock),
     (K::StockReserved, S::ReserveStock),
+    (K::PaymentCreated, S::Charge),
     (K::PaymentRequested, S::Charge),
     (K::PaymentCaptured, S::AwaitPayment),
     (K::OrderConfirmed, S::ConfirmOrder),
 ];
 
-const PAYMENT_FAILED: [(K, S); 6] = [
+const PAYMENT_FAILED: [(K, S); 7] = [
     (K::SagaStarted, S::ReserveStock),
     (K::StockReserved, S::ReserveStock),
+    (K::PaymentCreated, S::Charge),
     (K::PaymentRequested, S::Charge),
     (K::StepFailed, S::AwaitPayment),
     (K::StepCompensated, S::Charge),
@@ -268,9 +275,10 @@ const PAYMENT_FAILED: [(K, S); 6] = [
 ];
 
 /// Compensations in reverse order of the steps: the charge (refund) before the reservation (release).
-const FAILED_AFTER_CAPTURE: [(K, S); 7] = [
+const FAILED_AFTER_CAPTURE: [(K, S); 8] = [
     (K::SagaStarted, S::ReserveStock),
     (K::StockReserved, S::ReserveStock),
+    (K::PaymentCreated, S::Charge),
     (K::PaymentRequested, S::Charge),
     (K::PaymentCaptured, S::AwaitPayment),
     (K::StepFailed, S::ConfirmOrder),
@@ -320,10 +328,12 @@ async fn a_happy_checkout_reads_each_saga_state_once_at_most() {
         .expect("start");
     let start = w.ctx.calls.by_operation();
     println!("start: {start:?}");
-    // Saga put (with the order), reservation, payment create, finalize of the sync answer, the request; the
-    // projection read that finds no outcome yet. No read of a saga this process has just written.
+    // Saga put (with the order), reservation, payment create (with the saga's move that saves its id), finalize
+    // of the sync answer, the request; the payment read before the charge (it tells whether the PSP already
+    // answered for it) and the projection read that finds no outcome yet. No read of a saga this process has
+    // just written.
     assert_eq!(start.get("TransactWriteItems"), Some(&5));
-    assert_eq!(start.get("GetItem"), Some(&1), "only the projection is read");
+    assert_eq!(start.get("GetItem"), Some(&2), "the payment and the projection");
     w.ctx.calls.reset();
     w.deliver(&runner, &waiting).await;
     let delivery = w.ctx.calls.by_operation();
@@ -420,7 +430,9 @@ async fn killed_then_resumed(w: &World, calls: usize, method: &str, cancel: bool
     let record = runner.start(id.clone(), w.checkout(method, 1)).await.expect("restart");
     cancel_order().await;
     w.deliver(&runner, &record).await;
-    sweeper::sweep(&runner, Duration::ZERO, 1000).await.expect("sweep");
+    sweeper::sweep(&runner, Duration::ZERO, 1000, later())
+        .await
+        .expect("sweep");
     (switch.fired(), id)
 }
 
@@ -479,6 +491,9 @@ impl Psp for RefundsDown {
     async fn refund(&self, _: &str, _: &PspReference, _: Option<u64>) -> Result<Refund, PspError> {
         Err(PspError::Unavailable("HTTP 503".into()))
     }
+    async fn find_for_payment(&self, payment: &shared::PaymentId) -> Result<Option<PaymentIntent>, PspError> {
+        self.0.find_for_payment(payment).await
+    }
 }
 
 #[tokio::test]
@@ -512,7 +527,9 @@ async fn a_compensation_that_keeps_failing_is_escalated_to_the_dlq_and_resumed_l
     assert_eq!(escalated[0]["action"], "refund_payment");
     assert_eq!(escalated[0]["attempts"], 3);
     // The refund API is back: the sweeper finds the open saga and finishes the compensations.
-    let report = sweeper::sweep(&w.runner(), Duration::ZERO, 1000).await.expect("sweep");
+    let report = sweeper::sweep(&w.runner(), Duration::ZERO, 1000, later())
+        .await
+        .expect("sweep");
     assert!(report.resumed >= 1);
     let done = w.saga(&id).await;
     assert_eq!(done.status, SagaStatus::Compensated);
@@ -532,14 +549,14 @@ async fn recovery_resolves_a_payment_whose_webhook_never_came() {
         .expect("start");
     assert_eq!(w.payment_status(&waiting).await, PaymentStatus::Processing);
     // The reconciler's scheduled run: found through the sparse index, asked at the PSP, finalized.
-    let report = runner.recovery.run().await.expect("recovery run");
+    let report = runner.recovery.run(later()).await.expect("recovery run");
     assert_eq!((report.found, report.applied), (1, 1), "{report:?}");
     let payment_id = waiting.payment_id.clone().expect("payment");
     let events = w.ctx.store.events(&payment_id).await.unwrap();
     let last = events.last().expect("events");
     assert_eq!((last.path, last.status), (Path::Recovery, PaymentStatus::Captured));
     // Terminal now: no longer in the index, so the next run finds nothing.
-    assert_eq!(runner.recovery.run().await.unwrap().found, 0);
+    assert_eq!(runner.recovery.run(later()).await.unwrap().found, 0);
     w.deliver(&runner, &waiting).await;
     assert_eq!(w.saga(&id).await.status, SagaStatus::Completed);
 }
@@ -561,7 +578,7 @@ async fn a_payment_past_its_deadline_is_handed_to_recovery_by_the_saga() {
     );
     w.deliver(&runner, &record).await;
     let log = w.log(&id).await;
-    assert_eq!(log[3], (K::RecoveryRequested, S::AwaitPayment));
+    assert_eq!(log[4], (K::RecoveryRequested, S::AwaitPayment));
     assert_eq!(log.last(), Some(&(K::OrderConfirmed, S::ConfirmOrder)));
 }
 
@@ -585,6 +602,9 @@ where
     }
     async fn refund(&self, key: &str, reference: &PspReference, amount: Option<u64>) -> Result<Refund, PspError> {
         self.0.refund(key, reference, amount).await
+    }
+    async fn find_for_payment(&self, payment: &shared::PaymentId) -> Result<Option<PaymentIntent>, PspError> {
+        self.0.find_for_payment(payment).await
     }
 }
 
@@ -805,6 +825,7 @@ mod api {
             [
                 "SagaStarted",
                 "StockReserved",
+                "PaymentCreated",
                 "PaymentRequested",
                 "PaymentCaptured",
                 "OrderConfirmed"

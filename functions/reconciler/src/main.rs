@@ -23,10 +23,11 @@ async fn main() -> Result<(), Error> {
         psp: shared::psp::from_env(&sdk, client, &config.table_name).await?,
         settings: RecoverySettings::from_env(),
     };
-    run(service_fn(|_: LambdaEvent<Value>| {
+    run(service_fn(|event: LambdaEvent<Value>| {
         let recovery = &recovery;
         async move {
-            let report = recovery.run().await;
+            let deadline = clock::invocation_deadline(event.context.deadline, clock::ANSWER_MARGIN);
+            let report = recovery.run(deadline).await;
             // Lambda freezes the process after the answer: export this invocation's spans now.
             telemetry::flush();
             let report = report?;

@@ -197,9 +197,7 @@ async fn intake(
         }
         Err(unparseable) => {
             metrics.quarantines = 1;
-            let key = http::header(req, "webhook-id")
-                .map(str::to_owned)
-                .unwrap_or_else(|| format!("t{signed_at}"));
+            let key = quarantine_key(http::header(req, "webhook-id"), body);
             app.store
                 .park(
                     ParkedKind::Quarantined,
@@ -225,13 +223,19 @@ async fn intake(
             .instrument(telemetry::step_span("lease")),
         app.store.get(&payment_id).instrument(telemetry::step_span("read")),
     );
-    let (lease, current) = (lease?, current?);
+    // Held from here: released on every way out, the failed read's included.
+    let lease = lease?.map(|lease| app.leases.hold(lease));
+    let current = current?;
     let Some(lease) = lease else {
         metrics.lease_deferrals = 1;
+        // A 503 writes no item: this line is its only record (`paymentsctl timeline` reads it).
+        info!(result = "Deferred(LeaseHeld)", psp_event_id = %event.id, "webhook deferred: the payment's lease is held");
         return Err(retry_later("another worker is processing this payment; retry"));
     };
     let Some(current) = current else {
-        let _ = app.leases.release(&lease).await;
+        if let Err(e) = lease.release().await {
+            warn!(error = %e, "lease release failed; it will expire");
+        }
         return unknown_payment(app, provider, &event, body, metrics).await;
     };
 
@@ -243,15 +247,21 @@ async fn intake(
     observation.trace_context = telemetry::traceparent_of(&finalize_span);
     let outcome = match app
         .store
-        .finalize_from(current, &observation, Some(&lease))
+        .finalize_from(current, &observation, Some(lease.lease()))
         .instrument(finalize_span)
         .await
     {
-        Ok(outcome) => outcome,
+        Ok(outcome) => {
+            if outcome.lease_released {
+                lease.released_by_write();
+            }
+            // Otherwise (the lease was taken over meanwhile) `lease` tries once more when dropped.
+            outcome
+        }
         Err(e) => {
             // Free the payment for the PSP's retry now rather than when the lease expires (best effort:
             // if DynamoDB is down, the lease expires by itself).
-            if let Err(release) = app.leases.release(&lease).await {
+            if let Err(release) = lease.release().await {
                 warn!(error = %release, "lease release after a failed finalize failed; it will expire");
             }
             return Err(if e.is_transient() {
@@ -280,7 +290,7 @@ async fn intake(
         );
         return Ok("quarantined");
     }
-    info!(result = ?outcome.result, conflicts = outcome.version_conflicts, "webhook finalized");
+    info!(result = ?outcome.result, conflicts = outcome.version_conflicts, psp_event_id = %event.id, "webhook finalized");
     match outcome.result {
         FinalizeResult::Applied(shared::EventKind::AnomalyRecorded) => {
             metrics.anomalies = 1;
@@ -327,8 +337,11 @@ async fn unknown_payment(
     body: &[u8],
     metrics: &mut RequestMetrics,
 ) -> Result<&'static str, ApiError> {
-    let age = Duration::from_secs(u64::try_from(clock::now_ms() / 1000 - event.created_secs).unwrap_or(0));
+    let age_secs = (clock::now_ms() / 1000).saturating_sub(event.created_secs);
+    let age = Duration::from_secs(u64::try_from(age_secs).unwrap_or(0));
     if age < app.settings.unknown_payment_window {
+        // No payment id on the request span yet: the line names what the event does (`paymentsctl timeline`).
+        info!(result = "Deferred(UnknownPayment)", psp_event_id = %event.id, target = ?event.target, "webhook deferred: payment not known yet");
         return Err(retry_later("payment not known yet; retry"));
     }
     metrics.unknown_payments = 1;
@@ -346,9 +359,35 @@ async fn unknown_payment(
     Ok("unknown_payment")
 }
 
+/// The key a quarantined delivery is parked under: its `webhook-id` when that is a valid event id (bounded,
+/// plain characters), else a hash of the body. So two deliveries never overwrite each other unless they are
+/// the same (a PSP's retry), and no header can make the sort key too long.
+fn quarantine_key(webhook_id: Option<&str>, body: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    match webhook_id.and_then(|id| shared::PspEventId::parse(id).ok()) {
+        Some(id) => id.to_string(),
+        None => format!("sha256-{}", hex::encode(Sha256::digest(body))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::provider_name;
+    use super::{provider_name, quarantine_key};
+
+    #[test]
+    fn quarantine_keys_are_per_delivery_and_bounded() {
+        assert_eq!(quarantine_key(Some("msg_1"), b"{}"), "msg_1");
+        let (a, b) = (quarantine_key(None, b"{\"a\":1}"), quarantine_key(None, b"{\"a\":2}"));
+        assert_ne!(a, b, "two bodies signed in the same second are two keys");
+        assert_eq!(
+            a,
+            quarantine_key(None, b"{\"a\":1}"),
+            "a retry of the same body is the same key"
+        );
+        let huge = "x".repeat(4096);
+        let key = quarantine_key(Some(&huge), b"{}");
+        assert!(key.starts_with("sha256-") && key.len() == 71, "{key}");
+    }
 
     #[test]
     fn provider_from_path() {

@@ -88,7 +88,7 @@ impl ProviderSpec {
     /// The providers `WEBHOOK_PROVIDERS` names (default: [`DEFAULT_PROVIDERS`]), without reading any secret.
     pub fn from_env() -> Result<Vec<Self>, ProvidersError> {
         let providers = std::env::var("WEBHOOK_PROVIDERS").unwrap_or_else(|_| DEFAULT_PROVIDERS.to_owned());
-        serde_json::from_str(&providers).map_err(|e| ProvidersError::BadProviders(e.to_string()))
+        serde_json::from_str(&providers).map_err(|e| ProvidersError::BadProviders(shared::http::json_error(&e)))
     }
 
     /// What this provider's events must say about mode and account.
@@ -107,9 +107,10 @@ impl Providers {
     /// Builds the registry from the providers JSON and the secrets JSON.
     pub fn from_json(providers: &str, secrets: &str) -> Result<Self, ProvidersError> {
         let specs: Vec<ProviderSpec> =
-            serde_json::from_str(providers).map_err(|e| ProvidersError::BadProviders(e.to_string()))?;
+            serde_json::from_str(providers).map_err(|e| ProvidersError::BadProviders(shared::http::json_error(&e)))?;
+        // serde's message would quote the offending value, here a secret: only its shape and place are named.
         let mut secrets: HashMap<String, Vec<String>> =
-            serde_json::from_str(secrets).map_err(|e| ProvidersError::BadSecrets(e.to_string()))?;
+            serde_json::from_str(secrets).map_err(|e| ProvidersError::BadSecrets(shared::http::json_error(&e)))?;
         let mut map = HashMap::new();
         for spec in specs {
             let list = secrets.remove(&spec.name).unwrap_or_default();
@@ -410,6 +411,17 @@ mod tests {
                 value.is_empty() || !message.contains(value),
                 "{message} shows the secret"
             );
+        }
+        // Secrets JSON of the wrong shape: the error names the shape and place, never the value.
+        for shape in [
+            serde_json::json!({ "stripe": STRIPE_A, "standard": [STANDARD] }).to_string(),
+            format!(r#"{{"stripe": ["{STRIPE_A}"], "standard": ["{STANDARD}"],}}"#),
+            serde_json::json!({ "stripe": [{ "secret": STRIPE_A }], "standard": [STANDARD] }).to_string(),
+        ] {
+            let message = Providers::from_json(DEFAULT_PROVIDERS, &shape).unwrap_err().to_string();
+            assert!(message.starts_with("webhook secrets are not valid JSON"), "{message}");
+            let key = STRIPE_A.trim_start_matches("whsec_");
+            assert!(!message.contains(key), "{message} shows the secret");
         }
         // At the limit: exactly 24 bytes after whsec_ loads.
         let exactly = format!("whsec_{}", "k".repeat(MIN_SECRET_BYTES));

@@ -53,22 +53,26 @@ pub struct Expectations {
 }
 
 impl PspEvent {
-    /// Live/test mode and account must be what this endpoint expects. Amount, currency and the PSP's payment
-    /// id are checked against the payment by the one check every path shares ([`Observation::check`], called
-    /// by the decision). `Err` names the first mismatch.
+    /// Live/test mode and account must be what this endpoint expects; an endpoint configured for either
+    /// refuses an event that does not say (an event that omits the field proves nothing). Amount, currency
+    /// and the PSP's payment id are checked against the payment by the one check every path shares
+    /// ([`Observation::check`], called by the decision). `Err` names the first mismatch.
     pub fn check(&self, expected: &Expectations) -> Result<(), String> {
         let f = &self.facts;
-        if let (Some(seen), Some(want)) = (f.livemode, expected.livemode) {
-            if seen != want {
-                return Err(format!("livemode {seen} but this endpoint expects livemode {want}"));
+        match (f.livemode, expected.livemode) {
+            (Some(seen), Some(want)) if seen != want => {
+                return Err(format!("livemode {seen} but this endpoint expects livemode {want}"))
             }
+            (None, Some(want)) => return Err(format!("the event omits livemode; this endpoint expects {want}")),
+            _ => {}
         }
-        if let (Some(seen), Some(want)) = (&f.account, &expected.account) {
-            if seen != want {
-                return Err(format!("account {seen} is not this endpoint's account {want}"));
+        match (&f.account, &expected.account) {
+            (Some(seen), Some(want)) if seen != want => {
+                Err(format!("account {seen} is not this endpoint's account {want}"))
             }
+            (None, Some(want)) => Err(format!("the event omits its account; this endpoint expects {want}")),
+            _ => Ok(()),
         }
-        Ok(())
     }
 
     /// The observation to finalize: the event's outcome with its claims, or an anomaly when the endpoint's

@@ -1,44 +1,67 @@
-//! Redaction of webhook bodies before they are parked for an operator: every value under a key that can
-//! carry a secret (client secrets, tokens, URLs with one-time tokens) is replaced.
+//! What of a webhook body may be parked for an operator: an **allow-list** of fields (ids, types, amounts,
+//! currency, status, timestamps, and the few the parsers need to replay the event), everything else dropped.
+//! A deny-list cannot know every field a PSP adds (Stripe's `next_action.use_stripe_sdk.stripe_js` URL carries
+//! the client secret; billing details are personal data), so nothing is kept that is not named here.
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
-const SECRET_KEYS: [&str; 6] = ["secret", "token", "url", "password", "authorization", "redirect"];
+/// Fields kept with their value when it is a scalar (a string, number, boolean or null).
+const SCALARS: [&str; 27] = [
+    "id",
+    "object",
+    "type",
+    "created",
+    "timestamp",
+    "livemode",
+    "account",
+    "api_version",
+    "amount",
+    "amount_minor",
+    "amount_received",
+    "amount_captured",
+    "amount_refunded",
+    "refunded_total_minor",
+    "currency",
+    "status",
+    "captured",
+    "paid",
+    "refunded",
+    "payment_intent",
+    "payment_id",
+    "psp_reference",
+    "order_id",
+    "cancellation_reason",
+    "decline_code",
+    "code",
+    "reason",
+];
+
+/// Objects kept, themselves filtered by the same lists.
+const CONTAINERS: [&str; 4] = ["data", "object", "metadata", "last_payment_error"];
+
 const MAX_STORED: usize = 16 * 1024;
 
-fn is_secret_key(key: &str) -> bool {
-    let key = key.to_ascii_lowercase();
-    SECRET_KEYS.iter().any(|k| key.contains(k))
+fn keep(map: Map<String, Value>) -> Map<String, Value> {
+    map.into_iter()
+        .filter_map(|(key, value)| match value {
+            Value::Object(inner) if CONTAINERS.contains(&key.as_str()) => Some((key, Value::Object(keep(inner)))),
+            Value::Object(_) | Value::Array(_) => None,
+            scalar if SCALARS.contains(&key.as_str()) => Some((key, scalar)),
+            _ => None,
+        })
+        .collect()
 }
 
-fn scrub(value: &mut Value) {
-    match value {
-        Value::Object(map) => {
-            for (key, v) in map.iter_mut() {
-                if is_secret_key(key) {
-                    *v = Value::String("[redacted]".into());
-                } else {
-                    scrub(v);
-                }
-            }
-        }
-        Value::Array(items) => items.iter_mut().for_each(scrub),
-        _ => {}
-    }
-}
-
-/// The body as it may be stored: JSON with secret-bearing values replaced; anything else only described.
+/// The body as it may be stored: a JSON object reduced to the allowed fields; anything else only described.
 pub fn redact(body: &[u8]) -> String {
     let text = match serde_json::from_slice::<Value>(body) {
-        Ok(mut json) => {
-            scrub(&mut json);
-            json.to_string()
-        }
+        Ok(Value::Object(map)) => Value::Object(keep(map)).to_string(),
+        Ok(_) => "[JSON that is not an object: withheld]".to_owned(),
         Err(_) => format!("[{} bytes, not JSON: withheld, it may hold secrets]", body.len()),
     };
     if text.len() > MAX_STORED {
         let cut = (0..=MAX_STORED).rev().find(|i| text.is_char_boundary(*i)).unwrap_or(0);
-        format!("{}...[truncated]", &text[..cut])
+        format!("{}...[truncated]", text.get(..cut).unwrap_or_default())
     } else {
         text
     }
@@ -49,15 +72,53 @@ mod tests {
     use super::*;
 
     #[test]
-    fn secrets_are_replaced_everywhere() {
-        let body = br#"{"id":"evt_1","data":{"object":{"client_secret":"pi_1_secret_x","amount":5,
-            "next_action":{"redirect_to_url":{"url":"https://bank/3ds?t=1","return_url":"https://shop"}},
+    fn only_allowed_fields_are_kept() {
+        let body = br#"{"id":"evt_1","type":"payment_intent.requires_action","created":1,"livemode":false,
+            "data":{"object":{"id":"pi_1","object":"payment_intent","client_secret":"pi_1_secret_x","amount":5,
+            "currency":"eur","status":"requires_action","metadata":{"payment_id":"pay_1","email":"a@b.example"},
+            "next_action":{"use_stripe_sdk":{"stripe_js":"https://js.stripe.com/?client_secret=pi_1_secret_x"}},
+            "billing_details":{"name":"Erika Mustermann","address":{"line1":"Hauptstr. 1"}},
+            "last_payment_error":{"code":"card_declined","decline_code":"insufficient_funds",
+              "payment_method":{"billing_details":{"email":"a@b.example"}}},
             "items":[{"retry_token":"r1"}]}}}"#;
         let out = redact(body);
-        for leak in ["pi_1_secret_x", "bank/3ds", "shop", "r1"] {
+        for leak in [
+            "secret_x",
+            "stripe_js",
+            "Mustermann",
+            "Hauptstr",
+            "a@b.example",
+            "r1",
+            "next_action",
+        ] {
             assert!(!out.contains(leak), "{leak} in {out}");
         }
-        assert!(out.contains("evt_1") && out.contains("\"amount\":5"));
+        for kept in [
+            "evt_1",
+            "pi_1",
+            "\"amount\":5",
+            "eur",
+            "pay_1",
+            "insufficient_funds",
+            "requires_action",
+        ] {
+            assert!(out.contains(kept), "{kept} missing in {out}");
+        }
         assert!(!redact(b"client_secret=pi_1_secret_x").contains("secret_x"));
+        assert!(!redact(br#"["pi_1_secret_x"]"#).contains("secret_x"));
+    }
+
+    #[test]
+    fn a_parked_event_still_parses_for_a_replay() {
+        let body = br#"{"id":"evt_2","object":"event","type":"payment_intent.succeeded","created":1700000000,
+            "livemode":false,"data":{"object":{"id":"pi_2","object":"payment_intent","amount":2500,"currency":"eur",
+            "status":"succeeded","client_secret":"pi_2_secret_y","metadata":{"payment_id":"pay_2"}}}}"#;
+        let parked = redact(body);
+        assert!(!parked.contains("secret_y"));
+        let parsed = crate::stripe::parse(parked.as_bytes()).expect("parses");
+        let crate::psp_event::Parsed::Event(event) = parsed else {
+            panic!("a payment event")
+        };
+        assert_eq!(event.outcome, shared::Outcome::Succeeded);
     }
 }

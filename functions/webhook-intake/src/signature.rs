@@ -35,13 +35,26 @@ pub enum SignatureError {
 }
 
 /// The signature headers of one request, as the scheme needs them.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub struct SignedRequest<'a> {
     pub stripe_signature: Option<&'a str>,
     pub webhook_id: Option<&'a str>,
     pub webhook_timestamp: Option<&'a str>,
     pub webhook_signature: Option<&'a str>,
     pub body: &'a [u8],
+}
+
+/// The body (it may carry client secrets) and the signatures are withheld; their sizes are shown.
+impl std::fmt::Debug for SignedRequest<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SignedRequest")
+            .field("stripe_signature", &self.stripe_signature.map(str::len))
+            .field("webhook_id", &self.webhook_id)
+            .field("webhook_timestamp", &self.webhook_timestamp)
+            .field("webhook_signature", &self.webhook_signature.map(str::len))
+            .field("body_bytes", &self.body.len())
+            .finish()
+    }
 }
 
 fn mac(key: &[u8], parts: &[&[u8]]) -> HmacSha256 {
@@ -54,7 +67,8 @@ fn mac(key: &[u8], parts: &[&[u8]]) -> HmacSha256 {
 }
 
 fn within_tolerance(timestamp: i64, now_secs: i64, tolerance: i64) -> Result<(), SignatureError> {
-    if (now_secs - timestamp).abs() > tolerance {
+    // `abs_diff` cannot overflow, whatever the timestamp (`i64::MIN` included).
+    if now_secs.abs_diff(timestamp) > tolerance.unsigned_abs() {
         return Err(SignatureError::OutsideTolerance(tolerance));
     }
     Ok(())
@@ -74,6 +88,8 @@ pub fn verify_stripe(
     for item in header.split(',') {
         let (key, value) = item.trim().split_once('=').ok_or(SignatureError::Malformed(HEADER))?;
         match key {
+            // Two timestamps make the header ambiguous (which one was signed?): refused, not last-wins.
+            "t" if timestamp.is_some() => return Err(SignatureError::Malformed(HEADER)),
             "t" => timestamp = Some(value),
             "v1" => candidates.push(hex::decode(value).map_err(|_| SignatureError::Malformed(HEADER))?),
             _ => {} // other schemes (v0) are ignored, as Stripe's libraries do
@@ -222,6 +238,14 @@ mod tests {
     }
 
     #[test]
+    fn debug_withholds_the_body_and_the_signatures() {
+        let body = br#"{"client_secret":"pi_1_secret_x"}"#;
+        let header = sign_stripe(&secret("whsec_test_secret"), 1, body);
+        let shown = format!("{:?}", stripe_req(&header, body));
+        assert!(!shown.contains("secret_x") && !shown.contains(&header), "{shown}");
+    }
+
+    #[test]
     fn tampering_is_refused() {
         let s = secret("whsec_test_secret");
         let body = br#"{"id":"evt_test","amount":1000}"#;
@@ -254,6 +278,21 @@ mod tests {
             verify_stripe(&stripe_req(&good, body), &[secret("whsec_other")], now, 300),
             Err(SignatureError::NoMatch)
         );
+        // a second timestamp, before or after the signed one: ambiguous, refused (not last-wins)
+        for doubled in [format!("t={},{good}", now + 1), format!("{good},t={}", now + 1)] {
+            assert_eq!(
+                verify_stripe(&stripe_req(&doubled, body), std::slice::from_ref(&s), now, 300),
+                Err(SignatureError::Malformed("Stripe-Signature"))
+            );
+        }
+        // timestamps at the edges of i64: out of tolerance, no overflow
+        for edge in [i64::MIN, i64::MIN + 1, -1, i64::MAX] {
+            let header = format!("t={edge},v1={}", "00".repeat(32));
+            assert_eq!(
+                verify_stripe(&stripe_req(&header, body), std::slice::from_ref(&s), now, 300),
+                Err(SignatureError::OutsideTolerance(300))
+            );
+        }
         // missing and malformed headers
         let none = SignedRequest {
             stripe_signature: None,
@@ -284,6 +323,17 @@ mod tests {
         let now = 1_700_000_000;
         let sig = sign_standard(&s, "msg_1", now, body).unwrap();
         let ts = now.to_string();
+        for edge in [i64::MIN, -1, i64::MAX] {
+            assert_eq!(
+                verify_standard(
+                    &standard_req("msg_1", &edge.to_string(), &sig, body),
+                    std::slice::from_ref(&s),
+                    now,
+                    300
+                ),
+                Err(SignatureError::OutsideTolerance(300))
+            );
+        }
         assert!(verify_standard(
             &standard_req("msg_1", &ts, &sig, body),
             std::slice::from_ref(&s),

@@ -216,6 +216,10 @@ async fn the_200_answers() {
     let mut live = intent_event("evt_6", "payment_intent.succeeded", &id2, now());
     live["livemode"] = json!(true);
     assert_eq!(result(&t.send(stripe(&live, STRIPE_NEW)).await), "quarantined");
+    // An event that does not say its mode, on an endpoint configured for one: the same (it proves nothing).
+    let mut silent = intent_event("evt_6b", "payment_intent.succeeded", &id2, now());
+    silent.as_object_mut().unwrap().remove("livemode");
+    assert_eq!(result(&t.send(stripe(&silent, STRIPE_NEW)).await), "quarantined");
     assert_eq!(
         t.ctx.store.get(&id2).await.unwrap().unwrap().status,
         PaymentStatus::Pending
@@ -271,6 +275,9 @@ async fn standard_webhooks_and_the_psp_reference_lookup() {
     let mut other_account = event("payment.failed", json!({}));
     other_account["account"] = json!("acct_other");
     assert_eq!(result(&t.send(standard("msg_3", &other_account)).await), "quarantined");
+    let mut no_account = event("payment.failed", json!({}));
+    no_account.as_object_mut().unwrap().remove("account");
+    assert_eq!(result(&t.send(standard("msg_4", &no_account)).await), "quarantined");
 }
 
 #[tokio::test]

@@ -1,6 +1,9 @@
 //! The checkout demo: N checkout sagas through the running local stack (`/checkouts`), with the simulator
 //! (`psp-simulator serve`) failing payments on purpose (declined, failed, silent) and customers cancelling
-//! orders while their payment is in flight, so confirmations fail after the capture. It waits until every
+//! orders while their payment is in flight, so confirmations fail after the capture; with `slow` also 3-D
+//! Secure challenges that last (racing the abandonment deadline) or are abandoned, and declines the customer
+//! retries later (the stack's `CHECKOUT_ABANDON_AFTER_SECONDS` and the simulator's `SLOW_SECONDS` set to
+//! seconds, as `scripts/test` does). It waits until every
 //! saga ended, then checks that stock and payments are consistent:
 //! - the stock left is the initial stock minus what completed orders took (every failed checkout gave its
 //!   stock back);
@@ -25,6 +28,8 @@ pub struct CheckoutDemoConfig {
     pub cancel_rate: f64,
     /// How long to wait for every saga to end.
     pub timeout: Duration,
+    /// Also the slow scenarios: lasting and abandoned challenges, declines retried later.
+    pub slow: bool,
 }
 
 #[derive(Debug, Default)]
@@ -82,6 +87,14 @@ const METHODS: [&str; 6] = [
     "pm_silent",
 ];
 
+/// The scenarios that take the simulator's `SLOW_SECONDS` or the stack's abandonment deadline to end.
+const SLOW_METHODS: [&str; 4] = [
+    "pm_slow_action",
+    "pm_abandoned_action",
+    "pm_decline_then_retry",
+    "pm_slow_processing",
+];
+
 struct Started {
     order: String,
     method: String,
@@ -102,7 +115,12 @@ async fn start(
     sku: &str,
     n: usize,
 ) -> Result<(Started, bool), BoxError> {
-    let method = METHODS.choose(&mut rand::rng()).copied().unwrap_or("pm_succeeded");
+    let methods: Vec<&str> = if config.slow {
+        METHODS.iter().chain(SLOW_METHODS.iter()).copied().collect()
+    } else {
+        METHODS.to_vec()
+    };
+    let method = methods.choose(&mut rand::rng()).copied().unwrap_or("pm_succeeded");
     let quantity = rand::rng().random_range(1..=3u64);
     let order = format!("order-{sku}-{n}");
     let body = json!({ "order_id": order, "sku": sku, "quantity": quantity,

@@ -165,12 +165,18 @@ struct ChargeState {
 struct Remembered {
     request: String,
     answer: Answer,
+    at_ms: i64,
 }
+
+/// Stripe forgets an idempotency key 24 hours after its first use: the same key then does the work again.
+pub const KEY_RETENTION_MS: i64 = 24 * 3600 * 1000;
 
 #[derive(Default)]
 struct State {
     intents: HashMap<String, Intent>,
     keys: HashMap<String, Remembered>,
+    /// How far the idempotency keys' clock was moved ahead ([`Ledger::age_keys`]).
+    keys_aged_ms: i64,
     seq: u64,
     /// Answers to force before any work: (status, remaining count).
     storm: Option<(u16, u32)>,
@@ -219,6 +225,12 @@ impl Ledger {
     /// The next `count` requests are answered with `status` (429 or 5xx) and do nothing.
     pub fn storm(&self, status: u16, count: u32) {
         self.state().storm = (count > 0).then_some((status, count));
+    }
+
+    /// Moves the idempotency keys' clock ahead by `by` (a test's "a day later"): keys then older than 24 hours
+    /// are forgotten, as at Stripe. The PaymentIntents' own timers do not move.
+    pub fn age_keys(&self, by: std::time::Duration) {
+        self.state().keys_aged_ms += i64::try_from(by.as_millis()).unwrap_or(i64::MAX);
     }
 
     /// Requests seen with the right Bearer key, and without it.
@@ -285,6 +297,10 @@ impl Ledger {
                 ));
             };
             let request = fingerprint(method, path, params);
+            let keys_now = now_ms().saturating_add(state.keys_aged_ms);
+            state
+                .keys
+                .retain(|_, k| keys_now.saturating_sub(k.at_ms) < KEY_RETENTION_MS);
             if let Some(first) = state.keys.get(key) {
                 if first.request != request {
                     return answer(Answer::error(
@@ -309,12 +325,14 @@ impl Ledger {
                     Remembered {
                         request,
                         answer: a.clone(),
+                        at_ms: keys_now,
                     },
                 );
             }
             return effects;
         }
         match (method, segments.as_slice()) {
+            ("GET", ["v1", "payment_intents", "search"]) => search(&state, params),
             ("GET", ["v1", "payment_intents", id]) => {
                 let expand = params
                     .iter()
@@ -481,6 +499,36 @@ impl Ledger {
     }
 }
 
+/// `GET /v1/payment_intents/search`: the one query our client asks, `metadata['payment_id']:'<id>'`.
+fn search(state: &State, params: &BTreeMap<String, String>) -> Effects {
+    let query = params.get("query").map(String::as_str).unwrap_or("");
+    let Some(wanted) = query
+        .strip_prefix("metadata['payment_id']:'")
+        .and_then(|rest| rest.strip_suffix('\''))
+    else {
+        return answer(Answer::error(
+            400,
+            "invalid_request_error",
+            Some("parameter_invalid_string"),
+            "This simulator searches PaymentIntents by metadata['payment_id'] only.",
+            json!({}),
+        ));
+    };
+    let data: Vec<Value> = state
+        .intents
+        .values()
+        .filter(|i| i.metadata.get("payment_id").map(String::as_str) == Some(wanted))
+        .map(|i| payment_intent(i, false))
+        .collect();
+    answer(Answer::ok(json!({
+        "object": "search_result",
+        "url": "/v1/payment_intents/search",
+        "has_more": false,
+        "next_page": null,
+        "data": data,
+    })))
+}
+
 fn answer(answer: Answer) -> Effects {
     Effects {
         answer: Some(answer),
@@ -567,7 +615,8 @@ fn cancel(state: &mut State, id: &str, params: &BTreeMap<String, String>) -> Eff
         return answer(no_such("payment_intent", id));
     };
     let mut webhooks = advance(intent, now);
-    if matches!(intent.status, "succeeded" | "canceled") {
+    // As at Stripe: a processing PaymentIntent cannot be canceled (Stripe allows it only "in rare cases").
+    if matches!(intent.status, "succeeded" | "canceled" | "processing") {
         let message = format!(
             "You cannot cancel this PaymentIntent because it has a status of {}.",
             intent.status

@@ -1,7 +1,8 @@
 //! `psp-simulator serve` runs the simulated PSP on 127.0.0.1; `psp-simulator demo` runs payments against
 //! the local stack and prints a summary; `psp-simulator checkouts` runs checkout sagas through the local
 //! stack (which calls `serve`), cancels some orders on purpose and checks stock and payments at the end
-//! (`CANCEL_RATE`, default 0.2; `TIMEOUT_SECONDS`, default 120). Settings come from the environment (see README):
+//! (`CANCEL_RATE`, default 0.2; `TIMEOUT_SECONDS`, default 120; `SLOW_SCENARIOS`, default false: also lasting
+//! and abandoned challenges and declines retried later). Settings come from the environment (see README):
 //! `SIMULATOR_PORT` (4000), `API` (http://127.0.0.1:3000), `WEBHOOK_SECRET` (the dev Stripe secret),
 //! `CHECKOUTS` (50), `CONCURRENCY` (8), `DUPLICATE_RATE`, `REORDER_RATE`, `FAILURE_RATE`, `MAX_DELAY_MS`,
 //! `SCENARIO` (serve: fixed scenario), `PSP_API_KEY` (serve: the account's secret key, default
@@ -87,6 +88,7 @@ async fn main() -> Result<(), Error> {
                 concurrency: env_or("CONCURRENCY", 8),
                 cancel_rate: env_or("CANCEL_RATE", 0.2),
                 timeout: Duration::from_secs(env_or("TIMEOUT_SECONDS", 120)),
+                slow: env_or("SLOW_SCENARIOS", false),
             };
             let summary = checkout_demo::run(config).await?;
             print!("{summary}");

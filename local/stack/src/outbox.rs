@@ -16,6 +16,9 @@ use std::sync::Arc;
 use std::time::Duration;
 use tracing::{error, info};
 
+/// The saga inbox function's timeout in `infra/template.yaml` (25 s) less the answer margin.
+const CONSUMER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(23);
+
 pub async fn run(
     sdk: aws_config::SdkConfig,
     dynamodb: aws_sdk_dynamodb::Client,
@@ -53,7 +56,11 @@ pub async fn run(
         let consumed = poller
             .poll_once(|event: SqsEvent| async move {
                 match checkout {
-                    Some(runner) => checkout_saga::events::handle(consumer, runner, event).await,
+                    // As in AWS: the consumer's function timeout bounds the resumes.
+                    Some(runner) => {
+                        let deadline = tokio::time::Instant::now() + CONSUMER_TIMEOUT;
+                        checkout_saga::events::handle(consumer, runner, event, deadline).await
+                    }
                     None => consumer.handle(event).await,
                 }
             })
@@ -72,12 +79,23 @@ pub async fn run(
 pub async fn schedules(runner: Arc<Runner<GuardedStripe>>) {
     loop {
         tokio::time::sleep(Duration::from_secs(5)).await;
-        match checkout_saga::sweeper::sweep(&runner, Duration::from_secs(10), 100).await {
+        match checkout_saga::sweeper::sweep(
+            &runner,
+            Duration::from_secs(10),
+            100,
+            tokio::time::Instant::now() + CONSUMER_TIMEOUT,
+        )
+        .await
+        {
             Ok(report) if report.found > 0 => info!(?report, "saga sweep"),
             Ok(_) => {}
             Err(e) => error!(error = %e, "saga sweep failed"),
         }
-        match runner.recovery.run().await {
+        match runner
+            .recovery
+            .run(tokio::time::Instant::now() + CONSUMER_TIMEOUT)
+            .await
+        {
             Ok(report) if report.found > 0 => println!("{}", recovery::emf(&report, shared::clock::now_ms())),
             Ok(_) => {}
             Err(e) => error!(error = %e, "recovery run failed"),

@@ -16,7 +16,7 @@
 
 use crate::event::{EventKind, PaymentEvent};
 use crate::observation::{Observation, Outcome, Path};
-use crate::payment::Payment;
+use crate::payment::{Payment, StrayCapture};
 use crate::status::PaymentStatus::{self, *};
 use serde::Serialize;
 
@@ -59,8 +59,15 @@ pub enum Decision {
 /// What an applicable observation does to the payment, before bookkeeping.
 enum Change {
     To(PaymentStatus, EventKind),
-    /// Money moved where it should not have (success or refund on a failed payment): recorded and alarmed.
+    /// Money moved where it should not have: recorded and alarmed.
     Anomaly(String),
+    /// Money taken on a failed payment: an anomaly, and a refund now due.
+    StrayCapture,
+    /// (Part of) the money of a stray capture came back: the refund recorded, the payment stays failed.
+    StrayRefund {
+        total: u64,
+        anomaly: u32,
+    },
     /// The observation is not about this payment: recorded, nothing else applied.
     Refused(String),
 }
@@ -92,9 +99,26 @@ fn change_for(current: &Payment, observation: &Observation) -> Result<Change, De
     match &observation.outcome {
         Outcome::Anomaly { reason } => Ok(Change::Refused(reason.clone())),
 
-        // Money moved on a payment we hold as failed: never stale, always an anomaly to compensate.
-        Outcome::Succeeded if status == Failed => Ok(Change::Anomaly("late success on a failed payment".into())),
-        Outcome::Refunded { .. } if status == Failed => Ok(Change::Anomaly("refund on a failed payment".into())),
+        // Money taken on a payment we hold as failed: never stale. Recorded once (whichever path reports it
+        // first, however often), then recovery gives it back; the refund of it is recorded as such.
+        Outcome::Succeeded if status == Failed => match current.stray_capture {
+            Some(_) => ignore(IgnoreReason::NoOp),
+            None => Ok(Change::StrayCapture),
+        },
+        Outcome::Refunded {
+            refunded_total_minor: total,
+            ..
+        } if status == Failed => match current.stray_capture {
+            Some(_) if *total > amount => Ok(Change::Anomaly(format!(
+                "refunded total {total} exceeds the payment amount {amount}"
+            ))),
+            Some(_) if *total <= current.refunded_minor => ignore(IgnoreReason::NoOp),
+            Some(stray) => Ok(Change::StrayRefund {
+                total: *total,
+                anomaly: stray.anomaly,
+            }),
+            None => Ok(Change::Anomaly("refund on a failed payment".into())),
+        },
 
         Outcome::Refunded {
             refunded_total_minor: total,
@@ -193,6 +217,37 @@ fn apply(current: &Payment, observation: &Observation, change: Change, now_ms: i
         Change::Anomaly(reason) | Change::Refused(reason) => {
             next.anomalies += 1;
             (EventKind::AnomalyRecorded, Some(reason))
+        }
+        Change::StrayCapture => {
+            next.anomalies += 1;
+            next.stray_capture = Some(StrayCapture {
+                anomaly: next.anomalies,
+                refunded: false,
+            });
+            let reason = format!(
+                "money taken after the payment failed (anomaly {}): to be refunded",
+                next.anomalies
+            );
+            (EventKind::AnomalyRecorded, Some(reason))
+        }
+        Change::StrayRefund { total, anomaly } => {
+            next.refunded_minor = total;
+            let full = total == next.money.amount_minor();
+            next.stray_capture = Some(StrayCapture {
+                anomaly,
+                refunded: full,
+            });
+            let (kind, what) = if full {
+                (EventKind::PaymentRefunded, "refunded")
+            } else {
+                (EventKind::RefundRecorded, "partly refunded")
+            };
+            (
+                kind,
+                Some(format!(
+                    "money taken after the payment failed (anomaly {anomaly}) {what}"
+                )),
+            )
         }
         Change::To(status, kind) => {
             next.status = status;

@@ -26,6 +26,6 @@ pub use ids::{CorrelationId, IdempotencyKey, OrderId, PaymentId, PspEventId, Psp
 pub use metadata::Metadata;
 pub use money::{Currency, Money};
 pub use observation::{Claims, Observation, Outcome, Path};
-pub use payment::{CustomerAction, NewPayment, Payment};
+pub use payment::{CustomerAction, NewPayment, Payment, StrayCapture};
 pub use secret::{ClientSecret, RedirectUrl, RetryToken, SigningSecret};
 pub use status::PaymentStatus;

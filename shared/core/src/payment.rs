@@ -41,6 +41,17 @@ impl CustomerAction {
     }
 }
 
+/// Money the PSP took after we had failed the payment ("success after failure"): recorded once as an anomaly
+/// and given back by recovery, which refunds it with an idempotency key from (payment, anomaly).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StrayCapture {
+    /// The number of the anomaly that recorded it (the payment's `anomalies` count then): with the payment
+    /// id, the refund's idempotency key.
+    pub anomaly: u32,
+    /// The PSP reported the money returned in full.
+    pub refunded: bool,
+}
+
 /// One payment. `version` is the optimistic-concurrency token: 1 at creation, +1 on every accepted change.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Payment {
@@ -65,11 +76,24 @@ pub struct Payment {
     pub last_psp_event_at_ms: Option<i64>,
     /// How many anomalies were recorded on this payment.
     pub anomalies: u32,
+    /// Money taken after the payment failed, if any: see [`StrayCapture`].
+    pub stray_capture: Option<StrayCapture>,
     pub created_at_ms: i64,
     pub updated_at_ms: i64,
 }
 
 impl Payment {
+    /// Money taken after the payment failed and not yet returned: the anomaly's number (for the refund's key).
+    pub fn refund_due(&self) -> Option<u32> {
+        self.stray_capture.filter(|s| !s.refunded).map(|s| s.anomaly)
+    }
+
+    /// Someone still has work to do on it: not terminal, or stray money to give back. Open payments are in
+    /// the `open-items` index, where recovery finds them.
+    pub fn is_open(&self) -> bool {
+        !self.status.is_terminal() || self.refund_due().is_some()
+    }
+
     pub fn has_seen(&self, event: &PspEventId) -> bool {
         self.seen_psp_events.iter().any(|e| e == event)
     }
@@ -112,6 +136,7 @@ impl NewPayment {
             seen_psp_events: Vec::new(),
             last_psp_event_at_ms: None,
             anomalies: 0,
+            stray_capture: None,
             created_at_ms: self.now_ms,
             updated_at_ms: self.now_ms,
         };

@@ -1,7 +1,7 @@
 //! The checkout saga's state machine, as types.
 //!
-//! A checkout is a sequence of local transactions: reserve stock, charge (create the payment and ask the PSP),
-//! wait for the payment's outcome, confirm the order. When a step fails, the completed steps are compensated
+//! A checkout is a sequence of local transactions: reserve stock, charge (create the payment, saved in the
+//! saga before the PSP is asked, then ask the PSP), wait for the payment's outcome, confirm the order. When a step fails, the completed steps are compensated
 //! in reverse order: refund the payment if money was taken (or cancel it if not), then release the stock.
 //! Compensations are new events, never deletions.
 //!
@@ -57,6 +57,8 @@ impl fmt::Display for Step {
 pub enum SagaStatus {
     Started,
     StockReserved,
+    /// The payment is created and saved in the saga; the PSP is asked (again, after a crash) for it.
+    Charging,
     PaymentPending,
     PaymentCaptured,
     Completed,
@@ -69,9 +71,10 @@ pub enum SagaStatus {
 }
 
 impl SagaStatus {
-    pub const ALL: [SagaStatus; 9] = [
+    pub const ALL: [SagaStatus; 10] = [
         Self::Started,
         Self::StockReserved,
+        Self::Charging,
         Self::PaymentPending,
         Self::PaymentCaptured,
         Self::Completed,
@@ -85,6 +88,7 @@ impl SagaStatus {
         match self {
             Self::Started => "started",
             Self::StockReserved => "stock_reserved",
+            Self::Charging => "charging",
             Self::PaymentPending => "payment_pending",
             Self::PaymentCaptured => "payment_captured",
             Self::Completed => "completed",
@@ -169,6 +173,8 @@ pub struct SagaRecord {
 pub enum SagaEventKind {
     SagaStarted,
     StockReserved,
+    /// The charge step created the payment and saved its id, before asking the PSP.
+    PaymentCreated,
     PaymentRequested,
     PaymentCaptured,
     OrderConfirmed,
@@ -185,6 +191,7 @@ impl SagaEventKind {
         match self {
             Self::SagaStarted => "SagaStarted",
             Self::StockReserved => "StockReserved",
+            Self::PaymentCreated => "PaymentCreated",
             Self::PaymentRequested => "PaymentRequested",
             Self::PaymentCaptured => "PaymentCaptured",
             Self::OrderConfirmed => "OrderConfirmed",
@@ -261,8 +268,11 @@ macro_rules! states {
 states!(
     /// Created; the stock is not reserved yet.
     Started,
-    /// Stock reserved; next: create the payment and charge.
+    /// Stock reserved; next: create the payment and save its id here.
     StockReserved,
+    /// The payment exists and the saga knows it; next: ask the PSP to charge it (the same payment and the same
+    /// idempotency key on every retry, however late).
+    Charging,
     /// Charged; waiting for the payment's outcome event.
     PaymentPending,
     /// Money taken; next: confirm the order.
@@ -385,15 +395,34 @@ impl Saga<Started> {
 }
 
 impl Saga<StockReserved> {
+    /// The payment was created (in the same transaction as this transition): every charge attempt from now on
+    /// is for this payment.
+    pub fn payment_created(mut self, payment_id: PaymentId, now_ms: i64) -> (Saga<Charging>, SagaEvent) {
+        let detail = Some(payment_id.to_string());
+        self.record.payment_id = Some(payment_id);
+        self.step(
+            SagaStatus::Charging,
+            SagaEventKind::PaymentCreated,
+            Step::Charge,
+            detail,
+            now_ms,
+        )
+    }
+}
+
+impl Saga<Charging> {
+    pub fn payment_id(&self) -> &PaymentId {
+        // Checked on load and set by the only transition into this state.
+        self.record.payment_id.as_ref().unwrap_or_else(|| unreachable!())
+    }
+
     pub fn payment_requested(
         mut self,
-        payment_id: PaymentId,
         psp_reference: Option<PspReference>,
         customer_action: bool,
         now_ms: i64,
     ) -> (Saga<PaymentPending>, SagaEvent) {
-        let detail = Some(payment_id.to_string());
-        self.record.payment_id = Some(payment_id);
+        let detail = Some(self.payment_id().to_string());
         self.record.psp_reference = psp_reference;
         self.record.customer_action = customer_action;
         self.step(
@@ -405,14 +434,8 @@ impl Saga<StockReserved> {
         )
     }
 
-    /// The charge was refused outright. `payment_id`: our payment, if it was created before the refusal.
-    pub fn charge_failed(
-        mut self,
-        payment_id: Option<PaymentId>,
-        reason: String,
-        now_ms: i64,
-    ) -> (Saga<CancellingPayment>, SagaEvent) {
-        self.record.payment_id = payment_id;
+    /// The PSP refused the charge outright.
+    pub fn charge_failed(self, reason: String, now_ms: i64) -> (Saga<CancellingPayment>, SagaEvent) {
         self.fail(SagaStatus::CancellingPayment, Step::Charge, reason, now_ms)
     }
 }
@@ -490,31 +513,26 @@ impl Saga<RefundingPayment> {
 }
 
 impl Saga<CancellingPayment> {
-    /// Our payment, if the charge step got as far as creating it.
-    pub fn payment_id(&self) -> Option<&PaymentId> {
-        self.record.payment_id.as_ref()
+    pub fn payment_id(&self) -> &PaymentId {
+        // Checked on load: the charge step creates the payment before anything can fail.
+        self.record.payment_id.as_ref().unwrap_or_else(|| unreachable!())
     }
 
     /// The PSP refused the cancel because the payment succeeded meanwhile: the money was taken, so the saga
     /// continues from the capture (the order is confirmed, or, when the customer cancelled it, refunded).
-    /// `Err(self)` when the charge step created no payment (then nothing can have succeeded).
-    #[allow(clippy::result_large_err)]
-    pub fn payment_succeeded(mut self, now_ms: i64) -> Result<(Saga<PaymentCaptured>, SagaEvent), Self> {
-        if self.record.payment_id.is_none() {
-            return Err(self);
-        }
+    pub fn payment_succeeded(mut self, now_ms: i64) -> (Saga<PaymentCaptured>, SagaEvent) {
         self.record.captured = true;
         self.record.failure = None;
-        Ok(self.step(
+        self.step(
             SagaStatus::PaymentCaptured,
             SagaEventKind::PaymentCaptured,
             Step::AwaitPayment,
             Some("succeeded before the cancel reached the PSP".into()),
             now_ms,
-        ))
+        )
     }
 
-    /// The charge took no money and our payment (if any) is failed.
+    /// The charge took no money and our payment is failed.
     pub fn payment_cancelled(self, now_ms: i64) -> (Saga<ReleasingStock>, SagaEvent) {
         self.step(
             SagaStatus::ReleasingStock,
@@ -558,9 +576,10 @@ pub fn check(r: &SagaRecord) -> Result<(), InconsistentSaga> {
     let min_version = match r.status {
         S::Started => 1,
         S::StockReserved | S::Compensated => 2,
-        S::PaymentPending | S::CancellingPayment => 3,
-        S::PaymentCaptured | S::ReleasingStock => 4,
-        S::Completed | S::RefundingPayment => 5,
+        S::Charging => 3,
+        S::PaymentPending | S::CancellingPayment => 4,
+        S::PaymentCaptured | S::ReleasingStock => 5,
+        S::Completed | S::RefundingPayment => 6,
     };
     if r.version < min_version {
         return Err(inconsistent(r, "version lower than the steps behind this status"));
@@ -570,7 +589,12 @@ pub fn check(r: &SagaRecord) -> Result<(), InconsistentSaga> {
     }
     let needs_payment = matches!(
         r.status,
-        S::PaymentPending | S::PaymentCaptured | S::Completed | S::RefundingPayment
+        S::Charging
+            | S::PaymentPending
+            | S::PaymentCaptured
+            | S::Completed
+            | S::RefundingPayment
+            | S::CancellingPayment
     );
     let no_payment_yet = matches!(r.status, S::Started | S::StockReserved);
     if needs_payment && r.payment_id.is_none() {
@@ -579,10 +603,13 @@ pub fn check(r: &SagaRecord) -> Result<(), InconsistentSaga> {
     if no_payment_yet && (r.payment_id.is_some() || r.psp_reference.is_some()) {
         return Err(inconsistent(r, "a payment before the charge step"));
     }
+    if r.status == S::Charging && r.psp_reference.is_some() {
+        return Err(inconsistent(r, "a PSP reference before the PSP answered the charge"));
+    }
     let must_be_captured = matches!(r.status, S::PaymentCaptured | S::Completed | S::RefundingPayment);
     let never_captured = matches!(
         r.status,
-        S::Started | S::StockReserved | S::PaymentPending | S::CancellingPayment
+        S::Started | S::StockReserved | S::Charging | S::PaymentPending | S::CancellingPayment
     );
     if (must_be_captured && !r.captured) || (never_captured && r.captured) {
         return Err(inconsistent(r, "capture flag does not match the status"));
@@ -599,7 +626,9 @@ pub fn check(r: &SagaRecord) -> Result<(), InconsistentSaga> {
     }
     let failed_step = r.failure.as_ref().map(|f| f.step);
     let failure_ok = match r.status {
-        S::Started | S::StockReserved | S::PaymentPending | S::PaymentCaptured | S::Completed => failed_step.is_none(),
+        S::Started | S::StockReserved | S::Charging | S::PaymentPending | S::PaymentCaptured | S::Completed => {
+            failed_step.is_none()
+        }
         S::CancellingPayment => matches!(failed_step, Some(Step::Charge | Step::AwaitPayment)),
         S::RefundingPayment => failed_step == Some(Step::ConfirmOrder),
         S::ReleasingStock => match failed_step {
@@ -634,7 +663,7 @@ impl Loaded {
     pub fn next_action(&self) -> NextAction {
         match self {
             Loaded::Started(_) => NextAction::Run(Step::ReserveStock),
-            Loaded::StockReserved(_) => NextAction::Run(Step::Charge),
+            Loaded::StockReserved(_) | Loaded::Charging(_) => NextAction::Run(Step::Charge),
             Loaded::PaymentPending(_) => NextAction::Run(Step::AwaitPayment),
             Loaded::PaymentCaptured(_) => NextAction::Run(Step::ConfirmOrder),
             Loaded::RefundingPayment(_) => NextAction::RefundPayment,

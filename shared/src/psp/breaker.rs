@@ -19,7 +19,7 @@
 use super::{ChargeRequest, PaymentIntent, Psp, PspError, Refund};
 use crate::store::item::Item;
 use crate::store::{read_item, StoreError};
-use crate::{clock, PspReference};
+use crate::{clock, PaymentId, PspReference};
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 use std::collections::VecDeque;
@@ -103,19 +103,16 @@ fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
-/// The `BreakerOpened` EMF record.
+/// The `BreakerOpened` EMF record. No dimension: one breaker per deployment, and the alarm watches the plain
+/// metric. The breaker's name rides along as a property for Logs Insights.
 pub fn emf(name: &str, now_ms: i64) -> serde_json::Value {
-    serde_json::json!({
-        "_aws": { "Timestamp": now_ms, "CloudWatchMetrics": [{
-            "Namespace": "Payments/Psp",
-            // No dimension: one breaker per deployment, and the alarm watches the plain metric. The breaker's
-            // name rides along as a property for Logs Insights.
-            "Dimensions": [[]],
-            "Metrics": [{ "Name": "BreakerOpened", "Unit": "Count" }],
-        }]},
-        "Breaker": name,
-        "BreakerOpened": 1,
-    })
+    crate::metrics::counts(
+        "Payments/Psp",
+        &[&[]],
+        &["BreakerOpened"],
+        serde_json::json!({ "Breaker": name, "BreakerOpened": 1 }),
+        now_ms,
+    )
 }
 
 impl<P: Psp> CircuitBreaker<P> {
@@ -367,5 +364,9 @@ impl<P: Psp> Psp for CircuitBreaker<P> {
 
     async fn refund(&self, key: &str, reference: &PspReference, amount_minor: Option<u64>) -> Result<Refund, PspError> {
         self.guarded(self.inner.refund(key, reference, amount_minor)).await
+    }
+
+    async fn find_for_payment(&self, payment: &PaymentId) -> Result<Option<PaymentIntent>, PspError> {
+        self.guarded(self.inner.find_for_payment(payment)).await
     }
 }

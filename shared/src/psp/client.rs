@@ -14,7 +14,7 @@
 use super::stripe::{ErrorBody, ErrorType, PaymentIntent, Refund};
 use super::{ChargeRequest, Psp, PspError};
 use crate::retry::Backoff;
-use crate::{clock, ConfigError, PspReference};
+use crate::{clock, ConfigError, PaymentId, PspReference};
 use reqwest::header::HeaderMap;
 use serde::de::DeserializeOwned;
 use std::fmt;
@@ -374,6 +374,22 @@ impl Psp for StripeClient {
         }
         self.call("psp.refund", reqwest::Method::POST, "/v1/refunds", Some(key), &form)
             .await
+    }
+
+    async fn find_for_payment(&self, payment: &PaymentId) -> Result<Option<PaymentIntent>, PspError> {
+        // Payment ids are validated ids (no quote can close the search string).
+        let form = [("query", format!("metadata['payment_id']:'{payment}'"))];
+        let found: super::stripe::SearchResult<PaymentIntent> = self
+            .call(
+                "psp.search",
+                reqwest::Method::GET,
+                "/v1/payment_intents/search",
+                None,
+                &form,
+            )
+            .await?;
+        // Oldest first: a second one would itself be the double charge this search prevents.
+        Ok(found.data.into_iter().min_by_key(|pi| pi.created))
     }
 }
 

@@ -129,4 +129,12 @@ pub trait Psp: Send + Sync {
         reference: &PspReference,
         amount_minor: Option<u64>,
     ) -> impl Future<Output = Result<Refund, PspError>> + Send;
+
+    /// The PaymentIntent created for our payment (by `metadata[payment_id]`), if any: how a charge retried
+    /// after the PSP forgot its idempotency key finds the first one. Stripe's search is eventually consistent
+    /// (seconds), so it is asked only about charges long past.
+    fn find_for_payment(
+        &self,
+        payment: &PaymentId,
+    ) -> impl Future<Output = Result<Option<PaymentIntent>, PspError>> + Send;
 }

@@ -83,6 +83,17 @@ pub struct PaymentIntent {
     pub metadata: HashMap<String, String>,
     #[serde(default)]
     pub livemode: bool,
+    /// Epoch seconds.
+    #[serde(default)]
+    pub created: i64,
+}
+
+/// A page of a search (`object: "search_result"`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct SearchResult<T> {
+    pub data: Vec<T>,
+    #[serde(default)]
+    pub has_more: bool,
 }
 
 /// What the customer must do (`next_action`). Only a redirect carries a URL we hand on; `use_stripe_sdk` is

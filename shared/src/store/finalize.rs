@@ -111,6 +111,12 @@ impl PaymentStore {
                         path = %observation.path,
                         "payment transition written"
                     );
+                    if transition.event.kind == EventKind::AnomalyRecorded {
+                        // Alarmed (`PaymentAnomaliesAlarm`), whichever path recorded it.
+                        warn!(payment_id = %transition.payment.id, path = %observation.path,
+                              reason = transition.event.reason.as_deref().unwrap_or(""), "anomaly recorded");
+                        crate::metrics::emit(&crate::metrics::anomaly(&observation.path.to_string(), clock::now_ms()));
+                    }
                     return Ok(FinalizeOutcome {
                         result: FinalizeResult::Applied(transition.event.kind),
                         payment: transition.payment,

@@ -9,7 +9,7 @@ use super::open_index::{shard_of, OpenKind};
 use super::StoreError;
 use crate::{
     ClientSecret, CorrelationId, Currency, CustomerAction, EventKind, Metadata, Money, OrderId, Path, Payment,
-    PaymentEvent, PaymentId, PaymentStatus, PspEventId, PspReference, RedirectUrl, RetryToken,
+    PaymentEvent, PaymentId, PaymentStatus, PspEventId, PspReference, RedirectUrl, RetryToken, StrayCapture,
 };
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
@@ -65,6 +65,8 @@ struct PaymentItem {
     last_psp_event_at_ms: Option<i64>,
     #[serde(default)]
     anomalies: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    stray_capture: Option<StrayCapture>,
     created_at_ms: i64,
     updated_at_ms: i64,
     /// The sparse `open-items` index key, only while the payment is open (see `open_index`).
@@ -134,10 +136,11 @@ pub fn payment_to_item(p: &Payment) -> Result<Item, StoreError> {
         seen_psp_events: p.seen_psp_events.clone(),
         last_psp_event_at_ms: p.last_psp_event_at_ms,
         anomalies: p.anomalies,
+        stray_capture: p.stray_capture,
         created_at_ms: p.created_at_ms,
         updated_at_ms: p.updated_at_ms,
-        open_shard: (!p.status.is_terminal()).then(|| shard_of(OpenKind::Payment, p.id.as_str())),
-        opened_at_ms: (!p.status.is_terminal()).then_some(p.created_at_ms),
+        open_shard: p.is_open().then(|| shard_of(OpenKind::Payment, p.id.as_str())),
+        opened_at_ms: p.is_open().then_some(p.created_at_ms),
     };
     encode(&pk, &item)
 }
@@ -165,6 +168,7 @@ pub fn payment_from_item(item: Item) -> Result<Payment, StoreError> {
         seen_psp_events: i.seen_psp_events,
         last_psp_event_at_ms: i.last_psp_event_at_ms,
         anomalies: i.anomalies,
+        stray_capture: i.stray_capture,
         created_at_ms: i.created_at_ms,
         updated_at_ms: i.updated_at_ms,
     })

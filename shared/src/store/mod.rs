@@ -68,20 +68,7 @@ impl PaymentStore {
 
     /// Creates the payment at version 1 together with its `PaymentCreated` event.
     pub async fn create(&self, new: NewPayment) -> Result<Payment, StoreError> {
-        let (payment, event) = new.into_payment();
-        let put_payment = Put::builder()
-            .table_name(&self.table)
-            .set_item(Some(payment_to_item(&payment)?))
-            .condition_expression("attribute_not_exists(pk)")
-            .build()
-            .map_err(|e| StoreError::Request {
-                context: "build create",
-                message: e.to_string(),
-            })?;
-        let items = vec![
-            TransactWriteItem::builder().put(put_payment).build(),
-            self.event_put(&event)?,
-        ];
+        let (payment, items) = self.create_writes(new)?;
         match self
             .client
             .transact_write_items()
@@ -98,6 +85,27 @@ impl PaymentStore {
             }
             Err(e) => Err(StoreError::from_sdk("create payment", e)),
         }
+    }
+
+    /// The writes that create the payment (the payment, only if it does not exist, and its `PaymentCreated`
+    /// event), for a caller that commits them in its own transaction: the checkout saga saves the payment's
+    /// id in the same transaction that creates it.
+    pub fn create_writes(&self, new: NewPayment) -> Result<(Payment, Vec<TransactWriteItem>), StoreError> {
+        let (payment, event) = new.into_payment();
+        let put_payment = Put::builder()
+            .table_name(&self.table)
+            .set_item(Some(payment_to_item(&payment)?))
+            .condition_expression("attribute_not_exists(pk)")
+            .build()
+            .map_err(|e| StoreError::Request {
+                context: "build create",
+                message: e.to_string(),
+            })?;
+        let items = vec![
+            TransactWriteItem::builder().put(put_payment).build(),
+            self.event_put(&event)?,
+        ];
+        Ok((payment, items))
     }
 
     /// The current payment, from a strongly consistent read.

@@ -9,6 +9,14 @@
 //! Cost (KEYS_ONLY, entries far under 1 KB): 1 WCU when an item opens and 1 WCU when it closes. Writes in
 //! between change no index key, so they write nothing to the index (had the sort key been the time of the
 //! last change, every intermediate write would cost 2 more: delete and put of the entry).
+//!
+//! **Back-off.** An item its scanner looked at and could not resolve (a payment the PSP says nothing new
+//! about, or has no PSP reference; a saga still waiting) is [`defer`]red: its sort key moves ahead so that it
+//! is due again on an exponential schedule counted from its opening (after 1, 2, 4, 8, ... times the
+//! scanner's threshold, at most [`MAX_RECHECK_INTERVAL`] apart). So `opened_at_ms` reads "due (minus the
+//! threshold) at"; a write that changes the item puts it back to its opening time, so news is checked on
+//! the normal schedule. Items that cannot be resolved thus cost fewer and fewer reads and never crowd out the
+//! others (each shard also gets its share of every run).
 
 use super::StoreError;
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -119,9 +127,67 @@ async fn shard_since(
     }
 }
 
+/// The longest wait between two looks at an item that cannot be resolved.
+pub const MAX_RECHECK_INTERVAL: std::time::Duration = std::time::Duration::from_secs(6 * 3600);
+
+/// The sort key that makes an item opened at `opened_ms` due again after its next exponential step: the
+/// scanners ask for `opened_at_ms <= now - threshold`, so the item is due at `opened_ms + threshold * 2^k`
+/// (the first such time after `now_ms`), or `now_ms + max_interval_ms` if that is sooner.
+pub fn next_due(opened_ms: i64, now_ms: i64, threshold_ms: i64, max_interval_ms: i64) -> i64 {
+    let step = threshold_ms.max(1_000);
+    let mut due = opened_ms.saturating_add(step);
+    let mut span = step;
+    while due <= now_ms {
+        span = span.saturating_mul(2);
+        due = opened_ms.saturating_add(span);
+    }
+    due.min(now_ms.saturating_add(max_interval_ms))
+        .saturating_sub(threshold_ms)
+}
+
+/// Moves an open item's sort key to `opened_at_ms` (see [`next_due`]). An item that left the index
+/// meanwhile is not put back.
+pub async fn defer(client: &Client, table: &str, key: super::item::Item, opened_at_ms: i64) -> Result<(), StoreError> {
+    let result = client
+        .update_item()
+        .table_name(table)
+        .set_key(Some(key))
+        .update_expression("SET opened_at_ms = :due")
+        .condition_expression("attribute_exists(open_shard)")
+        .expression_attribute_values(":due", AttributeValue::N(opened_at_ms.to_string()))
+        .send()
+        .await;
+    match result {
+        Ok(_) => Ok(()),
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(StoreError::from_sdk("defer open item", e)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unresolved_item_is_due_again_on_a_doubling_schedule_from_its_opening() {
+        let (t0, threshold, max) = (1_000_000, 60_000, 6 * 3_600_000);
+        // Looked at just after it became due: due again at 2x, then 4x, 8x ... the threshold after opening.
+        let due = |now| next_due(t0, now, threshold, max) + threshold;
+        assert_eq!(due(t0 + 61_000), t0 + 120_000);
+        assert_eq!(due(t0 + 121_000), t0 + 240_000);
+        assert_eq!(due(t0 + 241_000), t0 + 480_000);
+        // Never more than the cap apart.
+        let late = t0 + 100 * 3_600_000;
+        assert_eq!(due(late), late + max);
+        // The stored key satisfies the scanners' condition exactly at the due time.
+        let key = next_due(t0, t0 + 61_000, threshold, max);
+        assert!(key > t0 + 61_000 - threshold && key <= t0 + 120_000 - threshold);
+    }
 
     #[test]
     fn shards_are_stable_and_spread() {

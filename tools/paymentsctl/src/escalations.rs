@@ -118,15 +118,16 @@ async fn receive_all(
     Ok(())
 }
 
-/// `escalations list`.
-pub async fn list(ctx: &Ctx, queue: Option<&str>, json: bool) -> Result<String, crate::Error> {
+/// `escalations list`: every escalation, oldest first.
+pub async fn list(ctx: &Ctx, queue: Option<&str>) -> Result<Vec<EscalationMessage>, crate::Error> {
     let url = ctx.queue_url(QueueRole::Escalations, queue).await?;
-    let messages = peek(&ctx.sqs, &url).await?;
-    if json {
-        return Ok(serde_json::to_string_pretty(&messages)?);
-    }
+    peek(&ctx.sqs, &url).await
+}
+
+/// The escalations for people.
+pub fn render_list(messages: &[EscalationMessage]) -> String {
     if messages.is_empty() {
-        return Ok(format!("no escalations in {url}\n"));
+        return "no escalations\n".to_owned();
     }
     let rows: Vec<Vec<String>> = messages
         .iter()
@@ -141,14 +142,14 @@ pub async fn list(ctx: &Ctx, queue: Option<&str>, json: bool) -> Result<String, 
             ]
         })
         .collect();
-    Ok(format!(
+    format!(
         "{}\n{} escalation(s); `paymentsctl escalations retry <order> --dry-run` says what a retry would do.\n",
         crate::table::render(
             &["ESCALATED", "ORDER", "ACTION", "ATTEMPTS", "RECEIVED", "ERROR"],
             &rows
         ),
         messages.len()
-    ))
+    )
 }
 
 /// What a retry would run next for a saga, in words.
@@ -164,8 +165,74 @@ pub fn describe_next(next: NextAction) -> String {
     }
 }
 
+/// A retry that failed; the cause is kept.
+#[derive(Debug, thiserror::Error)]
+pub enum RetryError {
+    #[error("the retry failed again (a new escalation was sent)")]
+    FailedAgain(#[source] checkout_saga::runner::RunError),
+    #[error("the saga vanished during the retry")]
+    Vanished,
+    #[error("deleting escalation {message_id}")]
+    Delete {
+        message_id: String,
+        #[source]
+        source: aws_sdk_sqs::Error,
+    },
+}
+
+/// What `escalations retry` found and did.
+#[derive(Debug, Clone, Serialize)]
+pub struct RetryReport {
+    pub order_id: String,
+    pub dry_run: bool,
+    /// The saga before the retry.
+    pub status: String,
+    pub version: u64,
+    /// The order's escalation messages found in the queue.
+    pub escalations: usize,
+    /// What the saga runs next (before the retry).
+    pub next: String,
+    /// After a retry that ran: the saga's status, version and next action.
+    pub resumed: Option<Resumed>,
+    /// Escalation messages deleted (answered by the retry).
+    pub deleted: usize,
+}
+
+/// The saga after a retry.
+#[derive(Debug, Clone, Serialize)]
+pub struct Resumed {
+    pub status: String,
+    pub version: u64,
+    pub next: String,
+}
+
+impl RetryReport {
+    /// The report for people.
+    pub fn render(&self) -> String {
+        let mut out = format!(
+            "saga {}: {} (version {}), {} escalation(s) in the queue\nnext: {}\n",
+            self.order_id, self.status, self.version, self.escalations, self.next
+        );
+        match &self.resumed {
+            _ if self.dry_run => out.push_str("dry run: nothing was run, nothing written, no message deleted\n"),
+            Some(r) => out.push_str(&format!(
+                "resumed: now {} (version {}); next: {}\n",
+                r.status, r.version, r.next
+            )),
+            None => out.push_str("nothing to retry\n"),
+        }
+        if self.deleted > 0 {
+            out.push_str(&format!(
+                "{} escalation message(s) of {} deleted\n",
+                self.deleted, self.order_id
+            ));
+        }
+        out
+    }
+}
+
 /// `escalations retry <order> [--dry-run]`.
-pub async fn retry(ctx: &Ctx, order: &str, queue: Option<&str>, dry_run: bool) -> Result<String, crate::Error> {
+pub async fn retry(ctx: &Ctx, order: &str, queue: Option<&str>, dry_run: bool) -> Result<RetryReport, crate::Error> {
     let order_id = OrderId::parse(order)?;
     let sagas = SagaStore::new(ctx.dynamodb.clone(), ctx.table());
     let loaded = sagas
@@ -175,7 +242,7 @@ pub async fn retry(ctx: &Ctx, order: &str, queue: Option<&str>, dry_run: bool) -
     let before = loaded.record().clone();
     let next = loaded.next_action();
     let url = ctx.queue_url(QueueRole::Escalations, queue).await.ok();
-    let escalations = match &url {
+    let escalations: Vec<EscalationMessage> = match &url {
         Some(url) => peek(&ctx.sqs, url)
             .await?
             .into_iter()
@@ -183,56 +250,66 @@ pub async fn retry(ctx: &Ctx, order: &str, queue: Option<&str>, dry_run: bool) -
             .collect(),
         None => Vec::new(),
     };
-    let mut out = format!(
-        "saga {order}: {} (version {}), {} escalation(s) in the queue\nnext: {}\n",
-        before.status,
-        before.version,
-        escalations.len(),
-        describe_next(next)
-    );
+    let mut report = RetryReport {
+        order_id: order.to_owned(),
+        dry_run,
+        status: before.status.to_string(),
+        version: before.version,
+        escalations: escalations.len(),
+        next: describe_next(next),
+        resumed: None,
+        deleted: 0,
+    };
     if dry_run {
-        out.push_str("dry run: nothing was run, nothing written, no message deleted\n");
-        return Ok(out);
+        return Ok(report);
     }
-    if next == NextAction::Done {
-        out.push_str("nothing to retry\n");
-    } else {
-        // The runner the functions use, from the same settings (PSP, escalation queue, timeouts).
-        if std::env::var_os("ESCALATION_QUEUE_URL").is_none() {
-            if let Some(url) = &url {
-                std::env::set_var("ESCALATION_QUEUE_URL", url);
-            }
-        }
-        let runner = checkout_saga::runner_from_env(&ctx.sdk, ctx.dynamodb.clone(), &ctx.config).await?;
-        let after = runner
-            .resume(&order_id)
-            .await
-            .map_err(|e| format!("the retry failed again (a new escalation was sent): {e}"))?
-            .ok_or("the saga vanished")?;
-        let now_next = Loaded::from_record(after.clone())
-            .map(|l| describe_next(l.next_action()))
-            .unwrap_or_else(|e| e.to_string());
-        out.push_str(&format!(
-            "resumed: now {} (version {}); next: {now_next}\n",
-            after.status, after.version
-        ));
+    if next != NextAction::Done {
+        report.resumed = Some(resume(ctx, &order_id, url.as_deref()).await?);
     }
     if let Some(url) = &url {
-        for m in &escalations {
-            ctx.sqs
-                .delete_message()
-                .queue_url(url)
-                .receipt_handle(&m.receipt_handle)
-                .send()
-                .await
-                .map_err(|e| format!("deleting escalation {}: {e}", m.message_id))?;
-        }
-        if !escalations.is_empty() {
-            out.push_str(&format!(
-                "{} escalation message(s) of {order} deleted\n",
-                escalations.len()
-            ));
+        delete(ctx, url, &escalations).await?;
+        report.deleted = escalations.len();
+    }
+    Ok(report)
+}
+
+/// Resumes the saga through the runner the functions use, from the same settings (PSP, escalation queue,
+/// timeouts).
+async fn resume(ctx: &Ctx, order_id: &OrderId, url: Option<&str>) -> Result<Resumed, crate::Error> {
+    if std::env::var_os("ESCALATION_QUEUE_URL").is_none() {
+        if let Some(url) = url {
+            std::env::set_var("ESCALATION_QUEUE_URL", url);
         }
     }
-    Ok(out)
+    let runner = checkout_saga::runner_from_env(&ctx.sdk, ctx.dynamodb.clone(), &ctx.config).await?;
+    let after = runner
+        .resume(order_id)
+        .await
+        .map_err(RetryError::FailedAgain)?
+        .ok_or(RetryError::Vanished)?;
+    let next = Loaded::from_record(after.clone())
+        .map(|l| describe_next(l.next_action()))
+        .unwrap_or_else(|e| e.to_string());
+    Ok(Resumed {
+        status: after.status.to_string(),
+        version: after.version,
+        next,
+    })
+}
+
+/// Deletes answered escalation messages.
+async fn delete(ctx: &Ctx, url: &str, messages: &[EscalationMessage]) -> Result<(), crate::Error> {
+    for m in messages {
+        ctx.sqs
+            .delete_message()
+            .queue_url(url)
+            .receipt_handle(&m.receipt_handle)
+            .send()
+            .await
+            .map_err(|e| RetryError::Delete {
+                message_id: m.message_id.clone(),
+                source: e.into(),
+            })?;
+    }
+    Ok(())
 }

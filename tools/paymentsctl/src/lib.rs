@@ -6,6 +6,7 @@
 //! |---|---|
 //! | [`settings`] | the table and queue URLs (locally found by the local stack's queue names) |
 //! | [`when`] | human times: `2026-12-01T10:00Z`, `--last 2h`, epoch milliseconds |
+//! | [`deliveries`] | the intake's log lines about a payment's deliveries: a Logs Insights query, or the local log |
 //! | [`timeline`] | one time-ordered story of a payment or order from every item that mentions it, with gaps and anomalies |
 //! | [`parked`] | parked webhooks: list, and replay through the intake's parser, check and the one finalize |
 //! | [`escalations`] | the saga escalation queue: list (without consuming), retry through the saga runner |
@@ -16,6 +17,7 @@
 //! `PaymentStore::finalize_from`, retries through `checkout_saga::runner::Runner::resume`, so an operator's
 //! action obeys the same version token, lease and dedup as the functions.
 
+pub mod deliveries;
 pub mod escalations;
 pub mod parked;
 pub mod replay;
@@ -26,3 +28,14 @@ pub mod when;
 
 /// Errors at the command's edge: printed once with their cause chain.
 pub type Error = Box<dyn std::error::Error + Send + Sync>;
+
+/// `error: cause: cause ...`: an error with its whole source chain, on one line.
+pub fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut message = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        message.push_str(&format!(": {cause}"));
+        source = cause.source();
+    }
+    message
+}

@@ -55,11 +55,16 @@ struct TimelineArgs {
     /// The saga escalation queue (default: ESCALATION_QUEUE_URL, or the local stack's).
     #[arg(long)]
     escalation_queue: Option<String>,
-    /// The webhook intake's log group, for the printed Logs Insights query (default: INTAKE_LOG_GROUP).
+    /// The webhook intake's log group (default: INTAKE_LOG_GROUP): its Logs Insights query for the payment's
+    /// deliveries (duplicates, stale, 503s) is run and its rows merged (billed per GB scanned over the
+    /// payment's life); without it the query is only printed.
     #[arg(long)]
     log_group: Option<String>,
-    /// The local stack's log file: show its webhook lines for the payment (duplicates, stale, ...).
-    #[arg(long)]
+    /// How long the Logs Insights query may run before it is stopped (30s, 2m).
+    #[arg(long, default_value = "30s", value_parser = when::parse_duration)]
+    logs_timeout: std::time::Duration,
+    /// The local stack's log file: its webhook lines for the payment instead of Logs Insights.
+    #[arg(long, conflicts_with = "log_group")]
     log: Option<std::path::PathBuf>,
 }
 
@@ -102,7 +107,9 @@ enum EscalationsCommand {
     ///
     /// Needs the checkout functions' settings (PSP_BASE_URL, PSP_API_KEY or PSP_API_KEY_ARN, ...).
     Retry {
+        /// The order whose saga to resume.
         order: String,
+        /// The escalation queue (default: ESCALATION_QUEUE_URL, or the local stack's).
         #[arg(long)]
         queue: Option<String>,
         /// Say what the saga would run next; run nothing, write nothing.
@@ -115,6 +122,7 @@ enum EscalationsCommand {
 enum ReplayCommand {
     /// One payment's events, in version order.
     Payment {
+        /// The payment id.
         id: String,
         #[command(flatten)]
         common: ReplayCommon,
@@ -182,9 +190,10 @@ async fn run(cli: Cli) -> Result<(), paymentsctl::Error> {
                 opts.consumers = args.consumers;
             }
             opts.escalation_queue = args.escalation_queue;
-            if let Some(group) = args.log_group {
-                opts.log_group = group;
+            if args.log_group.is_some() {
+                opts.log_group = args.log_group;
             }
+            opts.logs_deadline = args.logs_timeout;
             opts.progress = progress;
             opts.local_log = args.log;
             let t = timeline::build(&ctx, &args.id, &opts).await?;
@@ -206,12 +215,12 @@ async fn run(cli: Cli) -> Result<(), paymentsctl::Error> {
             print(json, &report, parked::render_replay)
         }
         Command::Escalations(EscalationsCommand::List { queue }) => {
-            print!("{}", escalations::list(&ctx, queue.as_deref(), json).await?);
-            Ok(())
+            let messages = escalations::list(&ctx, queue.as_deref()).await?;
+            print(json, &messages, |m| escalations::render_list(m))
         }
         Command::Escalations(EscalationsCommand::Retry { order, queue, dry_run }) => {
-            print!("{}", escalations::retry(&ctx, &order, queue.as_deref(), dry_run).await?);
-            Ok(())
+            let report = escalations::retry(&ctx, &order, queue.as_deref(), dry_run).await?;
+            print(json, &report, escalations::RetryReport::render)
         }
         Command::Replay(ReplayCommand::Payment { id, common }) => {
             let report = replay::payment(&ctx, &id, common.queue.as_deref(), common.dry_run).await?;
@@ -236,13 +245,7 @@ async fn main() -> ExitCode {
     match run(cli).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            let mut message = format!("paymentsctl: {e}");
-            let mut source = e.source();
-            while let Some(cause) = source {
-                message.push_str(&format!(": {cause}"));
-                source = cause.source();
-            }
-            eprintln!("{message}");
+            eprintln!("paymentsctl: {}", paymentsctl::chain(e.as_ref()));
             ExitCode::FAILURE
         }
     }

@@ -9,8 +9,11 @@ use shared::{aws, Config, PaymentStore};
 /// The queues the command can name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum QueueRole {
+    /// The payment events FIFO queue (`QUEUE_URL`).
     Events,
+    /// Its dead-letter queue (`DLQ_URL`).
     EventsDlq,
+    /// The saga escalation queue (`ESCALATION_QUEUE_URL`).
     Escalations,
 }
 
@@ -39,15 +42,19 @@ pub struct Ctx {
     pub config: Config,
     pub dynamodb: aws_sdk_dynamodb::Client,
     pub sqs: aws_sdk_sqs::Client,
+    /// CloudWatch Logs, for the intake's Logs Insights query (`AWS_ENDPOINT_URL_CLOUDWATCH_LOGS` applies).
+    pub logs: aws_sdk_cloudwatchlogs::Client,
 }
 
 impl Ctx {
+    /// The clients and settings the functions use, from the environment.
     pub async fn from_env() -> Result<Self, crate::Error> {
         let config = Config::from_env()?;
         let sdk = aws::sdk_config().await;
         Ok(Self {
             dynamodb: aws::dynamodb_client(&sdk),
             sqs: aws_sdk_sqs::Client::new(&sdk),
+            logs: aws_sdk_cloudwatchlogs::Client::new(&sdk),
             sdk,
             config,
         })
@@ -57,16 +64,19 @@ impl Ctx {
     pub fn new(sdk: aws_config::SdkConfig, dynamodb: aws_sdk_dynamodb::Client, config: Config) -> Self {
         Self {
             sqs: aws_sdk_sqs::Client::new(&sdk),
+            logs: aws_sdk_cloudwatchlogs::Client::new(&sdk),
             sdk,
             dynamodb,
             config,
         }
     }
 
+    /// The table's name.
     pub fn table(&self) -> &str {
         &self.config.table_name
     }
 
+    /// The payments store on the table.
     pub fn store(&self) -> PaymentStore {
         PaymentStore::new(self.dynamodb.clone(), self.table())
     }

@@ -11,12 +11,15 @@
 //! | `lease` | the payment's lease (`LEASE#<id>` / `LEASE`), live or expired-not-yet-deleted | one GetItem |
 //! | `parked` | webhooks parked under `PARKED#quarantined` / `PARKED#unknown_payment` whose body names the payment, its PSP reference or one of its PSP event ids | one Query per kind (all parked items, kept 30 days) |
 //! | `escalation` | messages of the saga escalation queue for the order | receives every message and gives it back (see `escalations`) |
+//! | `logs` | the intake's log lines naming the payment (see `deliveries`): duplicates, stale events, 503 deferrals | one Logs Insights query per payment (billed per GB scanned), or the local stack's log file |
 //!
-//! **Not on record**: a webhook delivery that changed nothing (duplicate, stale, deferred with 503, a 401)
-//! writes no item, by design: recording it would add a write to every webhook. Those are in the intake's
-//! logs only; the command prints the CloudWatch Logs Insights query that finds them for this payment, and
-//! says so when it runs against the local stack (whose logs go to its terminal).
+//! **Not on record as items**: a webhook delivery that changed nothing (duplicate, stale, deferred with 503,
+//! a 401) writes no item, by design: recording it would add a write to every webhook. Those are in the
+//! intake's logs only; with the intake's log group configured the command runs the Logs Insights query that
+//! finds them and merges its rows, else it prints the query. An order's every payment (a retry after a
+//! decline is a new payment) is shown in the one time-ordered table.
 
+use crate::deliveries::{self, Delivery};
 use crate::escalations::{describe_next, peek, EscalationMessage};
 use crate::settings::{Ctx, QueueRole};
 use crate::when::format_ms;
@@ -39,8 +42,10 @@ pub struct Options {
     pub saga_stuck_after_ms: i64,
     /// A payment open longer than this is one recovery should have asked the PSP about.
     pub payment_stale_after_ms: i64,
-    /// The intake's log group, for the Logs Insights query printed at the end.
-    pub log_group: String,
+    /// The intake's log group: its Logs Insights query is run (`None`: the query is only printed).
+    pub log_group: Option<String>,
+    /// How long the Logs Insights query may run before it is stopped.
+    pub logs_deadline: std::time::Duration,
     pub now_ms: i64,
     /// Show a spinner on stderr during scans.
     pub progress: bool,
@@ -65,8 +70,8 @@ impl Options {
             escalation_queue: None,
             saga_stuck_after_ms: seconds("SAGA_STUCK_AFTER_SECONDS", 60),
             payment_stale_after_ms: seconds("RECOVERY_STALE_AFTER_SECONDS", 300),
-            log_group: std::env::var("INTAKE_LOG_GROUP")
-                .unwrap_or_else(|_| "/aws/lambda/payments-<stage>-webhook-intake".to_owned()),
+            log_group: std::env::var("INTAKE_LOG_GROUP").ok().filter(|g| !g.is_empty()),
+            logs_deadline: std::time::Duration::from_secs(30),
             now_ms,
             progress: false,
             local_log: None,
@@ -135,6 +140,7 @@ pub enum Source {
     Cursor,
     Parked,
     Escalation,
+    Logs,
 }
 
 impl Source {
@@ -145,6 +151,7 @@ impl Source {
             Source::Cursor => "cursor",
             Source::Parked => "parked",
             Source::Escalation => "escalation",
+            Source::Logs => "logs",
         }
     }
 }
@@ -155,6 +162,8 @@ pub struct Entry {
     pub at_ms: i64,
     pub at: String,
     pub source: Source,
+    /// The payment the line is about (`None` for the saga's and escalations' lines).
+    pub payment_id: Option<String>,
     /// The payment's or saga's version the line belongs to.
     pub version: Option<u64>,
     /// Event type, saga event, `applied`, `quarantined`, ...
@@ -177,6 +186,7 @@ impl Entry {
             at_ms,
             at: format_ms(at_ms),
             source,
+            payment_id: None,
             version: None,
             what: what.into(),
             status: String::new(),
@@ -190,8 +200,10 @@ impl Entry {
     }
 }
 
+/// What one consumer has applied of one payment.
 #[derive(Debug, Clone, Serialize)]
 pub struct Cursor {
+    pub payment_id: String,
     pub consumer: String,
     /// `None`: the consumer has applied nothing of this payment.
     pub applied_version: Option<u64>,
@@ -199,15 +211,19 @@ pub struct Cursor {
     pub updated_at_ms: Option<i64>,
 }
 
+/// The order projection's view of one payment.
 #[derive(Debug, Clone, Serialize)]
 pub struct Projection {
+    pub payment_id: String,
     pub payment_status: String,
     pub payment_version: u64,
     pub last_event: String,
 }
 
+/// A payment's lease item, live or expired.
 #[derive(Debug, Clone, Serialize)]
 pub struct LeaseView {
+    pub payment_id: String,
     pub owner: String,
     pub expires_at_ms: i64,
     pub live: bool,
@@ -248,26 +264,54 @@ pub struct Timeline {
     pub query: String,
     /// How the query was understood: `payment id`, `order id`, `PSP reference`, `PSP event id`.
     pub resolved_as: String,
+    /// The payment the saga holds (else the first found).
     pub payment: Option<PaymentSummary>,
+    /// Every payment shown: one, or each payment of the order (a retry after a decline is a new payment).
+    pub payments: Vec<PaymentSummary>,
     pub saga: Option<SagaSummary>,
     pub entries: Vec<Entry>,
     pub cursors: Vec<Cursor>,
-    pub projection: Option<Projection>,
-    pub lease: Option<LeaseView>,
+    pub projections: Vec<Projection>,
+    pub leases: Vec<LeaseView>,
     pub escalations: Vec<EscalationMessage>,
     pub findings: Vec<Finding>,
-    /// A CloudWatch Logs Insights query for what left no item (duplicates, stale, 503s).
-    pub logs_insights_query: Option<String>,
-    /// With `--log`: the local stack's webhook log lines for the payment, in file order (its text logs
-    /// carry no time).
-    pub log_lines: Vec<String>,
+    /// Per payment, the `aws logs start-query` command for what left no item (duplicates, stale, 503s).
+    pub logs_queries: Vec<String>,
+    /// The intake's log lines about the payments' deliveries (those with a time are also entries).
+    pub deliveries: Vec<Delivery>,
+    /// Prefixes findings with the payment they are about when there are several.
+    #[serde(skip)]
+    subject: Option<String>,
 }
 
 impl Timeline {
+    fn new(query: &str, resolved_as: &str) -> Self {
+        Self {
+            query: query.to_owned(),
+            resolved_as: resolved_as.to_owned(),
+            payment: None,
+            payments: Vec::new(),
+            saga: None,
+            entries: Vec::new(),
+            cursors: Vec::new(),
+            projections: Vec::new(),
+            leases: Vec::new(),
+            escalations: Vec::new(),
+            findings: Vec::new(),
+            logs_queries: Vec::new(),
+            deliveries: Vec::new(),
+            subject: None,
+        }
+    }
+
     fn find(&mut self, level: Level, message: impl Into<String>) {
+        let message = message.into();
         self.findings.push(Finding {
             level,
-            message: message.into(),
+            message: match &self.subject {
+                Some(subject) => format!("{subject}: {message}"),
+                None => message,
+            },
         });
     }
 }
@@ -474,71 +518,118 @@ pub fn spinner(visible: bool, message: &'static str) -> ProgressBar {
 /// Builds the timeline of whatever `q` names.
 pub async fn build(ctx: &Ctx, q: &str, opts: &Options) -> Result<Timeline, crate::Error> {
     let (resolved, resolved_as) = resolve(ctx, q, opts).await?;
-    let mut t = Timeline {
-        query: q.to_owned(),
-        resolved_as: resolved_as.to_owned(),
-        payment: None,
-        saga: None,
-        entries: Vec::new(),
-        cursors: Vec::new(),
-        projection: None,
-        lease: None,
-        escalations: Vec::new(),
-        findings: Vec::new(),
-        logs_insights_query: None,
-        log_lines: Vec::new(),
+    let mut t = Timeline::new(q, resolved_as);
+    let (ids, order_id) = match resolved {
+        Resolved::Payment(id) => (vec![id], None),
+        Resolved::Order(order, ids) => (ids, Some(order)),
     };
-    let (payment_id, order_id) = match resolved {
-        Resolved::Payment(id) => (Some(id), None),
-        Resolved::Order(order, payments) => {
-            if payments.len() > 1 {
+    let mut payments = load_payments(ctx, &mut t, &ids).await?;
+    let primary = payments.first().cloned();
+    payments.sort_by_key(|p| p.created_at_ms);
+    let parked = if payments.is_empty() {
+        Vec::new()
+    } else {
+        all_parked(ctx).await?
+    };
+    for p in &payments {
+        t.subject = (payments.len() > 1).then(|| p.id.to_string());
+        payment_section(ctx, &mut t, p, &parked, opts).await?;
+    }
+    t.subject = None;
+    t.payment = primary.as_ref().map(PaymentSummary::from);
+    if let Some(order) = order_id.or_else(|| primary.as_ref().map(|p| p.order_id.clone())) {
+        saga(ctx, &mut t, &order, primary.as_ref(), opts).await?;
+        escalations(ctx, &mut t, &order, opts).await;
+    }
+    t.entries.sort_by_key(|e| e.at_ms);
+    Ok(t)
+}
+
+/// The payments `ids` names, in that order; one named but missing is an anomaly.
+async fn load_payments(ctx: &Ctx, t: &mut Timeline, ids: &[PaymentId]) -> Result<Vec<Payment>, crate::Error> {
+    let mut payments = Vec::new();
+    for id in ids {
+        match ctx.store().get(id).await? {
+            Some(p) => payments.push(p),
+            None => t.find(
+                Level::Anomaly,
+                format!("payment {id} is named by the order but has no payment item"),
+            ),
+        }
+    }
+    Ok(payments)
+}
+
+/// Everything about one payment: its events, cursors, projection, lease, parked webhooks and deliveries.
+async fn payment_section(
+    ctx: &Ctx,
+    t: &mut Timeline,
+    p: &Payment,
+    parked: &[ParkedItem],
+    opts: &Options,
+) -> Result<(), crate::Error> {
+    t.payments.push(PaymentSummary::from(p));
+    let first = t.entries.len();
+    let events = payment_events(ctx, t, p).await?;
+    check_payment(t, p, &events, opts);
+    cursors(ctx, t, p, opts).await?;
+    projection(ctx, t, p).await?;
+    lease(ctx, t, &p.id, opts.now_ms).await?;
+    parked_for(t, p, &events, parked);
+    deliveries_of(ctx, t, p, opts).await?;
+    for entry in &mut t.entries[first..] {
+        entry.payment_id = Some(p.id.to_string());
+    }
+    Ok(())
+}
+
+/// The intake's log lines about `p`'s deliveries: the local log with `--log`, else the Logs Insights query
+/// when the log group is known (a failure is a note: the rest of the timeline stands), else the query only.
+async fn deliveries_of(ctx: &Ctx, t: &mut Timeline, p: &Payment, opts: &Options) -> Result<(), crate::Error> {
+    let rows = if let Some(path) = &opts.local_log {
+        deliveries::from_local_log(path, &deliveries::needles(p))?
+    } else if let Some(group) = &opts.log_group {
+        t.logs_queries.push(deliveries::insights_command(p, group, opts.now_ms));
+        match deliveries::from_insights(&ctx.logs, group, p, opts.now_ms, opts.logs_deadline).await {
+            Ok(rows) => rows,
+            Err(e) => {
                 t.find(
                     Level::Note,
                     format!(
-                        "order {order} has {} payments ({}); showing the first, run the timeline of each for the others",
-                        payments.len(),
-                        payments.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+                        "webhook deliveries not read from the intake's logs: {}",
+                        crate::chain(&e)
                     ),
                 );
+                return Ok(());
             }
-            (payments.into_iter().next(), Some(order))
         }
-    };
-    let payment = match &payment_id {
-        Some(id) => ctx.store().get(id).await?,
-        None => None,
-    };
-    if let (Some(id), None) = (&payment_id, &payment) {
+    } else {
+        t.logs_queries
+            .push(deliveries::insights_command(p, "<intake log group>", opts.now_ms));
         t.find(
-            Level::Anomaly,
-            format!("payment {id} is named by the order but has no payment item"),
+            Level::Note,
+            "deliveries that changed nothing (duplicate, stale, 503) write no item; they are in the intake's \
+             logs: set INTAKE_LOG_GROUP or --log-group to have the timeline query them (Logs Insights, billed per \
+             GB scanned), or --log <file> locally",
         );
-    }
-    let order_id = order_id.or_else(|| payment.as_ref().map(|p| p.order_id.clone()));
-    if let Some(p) = &payment {
-        t.payment = Some(PaymentSummary::from(p));
-        let events = payment_events(ctx, &mut t, p).await?;
-        check_payment(&mut t, p, &events, opts);
-        cursors(ctx, &mut t, p, opts).await?;
-        lease(ctx, &mut t, &p.id, opts.now_ms).await?;
-        parked_for(ctx, &mut t, p, &events).await?;
-        t.logs_insights_query = Some(logs_query(p, &opts.log_group));
-        if let Some(path) = &opts.local_log {
-            let text = std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
-            t.log_lines = webhook_log_lines(&text, p.id.as_str());
+        return Ok(());
+    };
+    for d in &rows {
+        if let Some(at_ms) = d.at_ms {
+            t.entries.push(delivery_entry(d, at_ms));
         }
     }
-    if let Some(order) = &order_id {
-        saga(ctx, &mut t, order, payment.as_ref(), opts).await?;
-        escalations(ctx, &mut t, order, opts).await;
-    }
-    t.entries.sort_by_key(|e| e.at_ms);
-    t.find(
-        Level::Note,
-        "webhook deliveries that changed nothing (duplicate, stale, deferred with 503, refused with 401) write \
-         no item by design; they are in the intake's logs only (see the Logs Insights query)",
-    );
-    Ok(t)
+    t.deliveries.extend(rows);
+    Ok(())
+}
+
+fn delivery_entry(d: &Delivery, at_ms: i64) -> Entry {
+    let mut entry = Entry::new(at_ms, Source::Logs, d.result.clone().unwrap_or_else(|| d.level.clone()));
+    entry.path = Some("webhook".to_owned());
+    entry.correlation_id = d.correlation_id.clone();
+    entry.psp_event_id = d.psp_event_id.clone();
+    entry.detail = Some(d.message.clone());
+    entry
 }
 
 async fn payment_events(ctx: &Ctx, t: &mut Timeline, p: &Payment) -> Result<Vec<PaymentEvent>, crate::Error> {
@@ -681,6 +772,7 @@ async fn cursors(ctx: &Ctx, t: &mut Timeline, p: &Payment, opts: &Options) -> Re
     for name in &opts.consumers {
         let item = get(ctx, format!("CONSUMER#{name}#{}", p.id), "CURSOR").await?;
         let cursor = Cursor {
+            payment_id: p.id.to_string(),
             consumer: name.clone(),
             applied_version: item
                 .as_ref()
@@ -714,6 +806,11 @@ async fn cursors(ctx: &Ctx, t: &mut Timeline, p: &Payment, opts: &Options) -> Re
         }
         t.cursors.push(cursor);
     }
+    Ok(())
+}
+
+/// The order projection's item for `p`, checked against the payment.
+async fn projection(ctx: &Ctx, t: &mut Timeline, p: &Payment) -> Result<(), crate::Error> {
     let [pk, sk] = order_projection::key(&p.order_id, &p.id);
     let item = get(
         ctx,
@@ -723,6 +820,7 @@ async fn cursors(ctx: &Ctx, t: &mut Timeline, p: &Payment, opts: &Options) -> Re
     .await?;
     if let Some(i) = item {
         let projection = Projection {
+            payment_id: p.id.to_string(),
             payment_status: text(&i, "payment_status").unwrap_or_default(),
             payment_version: number(&i, "payment_version")
                 .and_then(|v| u64::try_from(v).ok())
@@ -740,7 +838,7 @@ async fn cursors(ctx: &Ctx, t: &mut Timeline, p: &Payment, opts: &Options) -> Re
                 ),
             );
         }
-        t.projection = Some(projection);
+        t.projections.push(projection);
     }
     Ok(())
 }
@@ -749,6 +847,7 @@ async fn lease(ctx: &Ctx, t: &mut Timeline, id: &PaymentId, now_ms: i64) -> Resu
     if let Some(item) = get(ctx, format!("LEASE#{id}"), "LEASE").await? {
         let expires_at_ms = number(&item, "expires_at_ms").unwrap_or(0);
         let view = LeaseView {
+            payment_id: id.to_string(),
             owner: text(&item, "owner").unwrap_or_default(),
             expires_at_ms,
             live: expires_at_ms >= now_ms,
@@ -763,20 +862,20 @@ async fn lease(ctx: &Ctx, t: &mut Timeline, id: &PaymentId, now_ms: i64) -> Resu
                 ),
             );
         }
-        t.lease = Some(view);
+        t.leases.push(view);
     }
     Ok(())
 }
 
 /// Parked webhooks that name this payment (id, PSP reference) or one of its PSP event ids.
-async fn parked_for(ctx: &Ctx, t: &mut Timeline, p: &Payment, events: &[PaymentEvent]) -> Result<(), crate::Error> {
+fn parked_for(t: &mut Timeline, p: &Payment, events: &[PaymentEvent], parked: &[ParkedItem]) {
     let mut needles: Vec<String> = vec![p.id.to_string()];
     needles.extend(p.psp_reference.as_ref().map(ToString::to_string));
     let event_ids: Vec<String> = events
         .iter()
         .filter_map(|e| e.psp_event_id.as_ref().map(ToString::to_string))
         .collect();
-    for item in all_parked(ctx).await? {
+    for item in parked {
         let named = needles.iter().any(|n| item.body.contains(n.as_str())) || event_ids.contains(&item.event_key);
         if !named {
             continue;
@@ -800,7 +899,6 @@ async fn parked_for(ctx: &Ctx, t: &mut Timeline, p: &Payment, events: &[PaymentE
             );
         }
     }
-    Ok(())
 }
 
 async fn saga(
@@ -971,69 +1069,11 @@ async fn escalations(ctx: &Ctx, t: &mut Timeline, order: &OrderId, opts: &Option
     }
 }
 
-/// The Logs Insights query for this payment's webhook deliveries, including those that wrote nothing.
-/// Intake logs are JSON with the request span (`spans.0.payment_id`, `spans.0.correlation_id`); a delivery
-/// refused before the payment was found (401, unknown payment) carries the PSP reference in its message only.
-pub fn logs_query(p: &Payment, log_group: &str) -> String {
-    let mut filter = format!("spans.0.payment_id = \"{}\"", p.id);
-    if let Some(reference) = &p.psp_reference {
-        filter.push_str(&format!(" or @message like \"{reference}\""));
-    }
-    format!(
-        "aws logs start-query --log-group-names {log_group} --start-time <epoch s> --end-time <epoch s> \
-         --query-string 'fields @timestamp, level, message, result, reason, spans.0.correlation_id \
-         | filter {filter} | sort @timestamp asc'"
-    )
-}
-
-/// The lines of a local stack log (text, coloured, no time) about the webhook path of `payment`, without the
-/// colours: each delivery's `result` (applied, `Ignored(Duplicate)`, `Ignored(Stale)`, ...) and correlation id.
-pub fn webhook_log_lines(log: &str, payment: &str) -> Vec<String> {
-    log.lines()
-        .map(strip_ansi)
-        .filter(|l| l.contains(payment) && l.contains("path=\"webhook\""))
-        .map(|l| l.trim().to_owned())
-        .collect()
-}
-
-fn strip_ansi(line: &str) -> String {
-    let mut out = String::with_capacity(line.len());
-    let mut chars = line.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            // CSI: ESC [ parameters final-letter.
-            for d in chars.by_ref() {
-                if d.is_ascii_alphabetic() {
-                    break;
-                }
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
 /// The timeline for people.
 pub fn render(t: &Timeline) -> String {
     let mut out = format!("timeline of {} ({})\n", t.query, t.resolved_as);
-    if let Some(p) = &t.payment {
-        out.push_str(&format!(
-            "payment  {}  order {}  {}  v{}  {} {} (refunded {})  PSP {}{}\n",
-            p.payment_id,
-            p.order_id,
-            p.status,
-            p.version,
-            p.amount_minor,
-            p.currency,
-            p.refunded_minor,
-            p.psp_reference.as_deref().unwrap_or("-"),
-            if p.customer_action_held {
-                "  (a customer action is held: withheld here)"
-            } else {
-                ""
-            }
-        ));
+    for p in &t.payments {
+        out.push_str(&render_payment(p));
     }
     if let Some(s) = &t.saga {
         out.push_str(&format!(
@@ -1051,6 +1091,36 @@ pub fn render(t: &Timeline) -> String {
         ));
     }
     out.push('\n');
+    out.push_str(&render_entries(t));
+    out.push('\n');
+    out.push_str(&render_state(t));
+    out.push_str(&render_findings(&t.findings));
+    out.push_str(&render_untimed_deliveries(t));
+    out
+}
+
+fn render_payment(p: &PaymentSummary) -> String {
+    format!(
+        "payment  {}  order {}  {}  v{}  {} {} (refunded {})  PSP {}{}\n",
+        p.payment_id,
+        p.order_id,
+        p.status,
+        p.version,
+        p.amount_minor,
+        p.currency,
+        p.refunded_minor,
+        p.psp_reference.as_deref().unwrap_or("-"),
+        if p.customer_action_held {
+            "  (a customer action is held: withheld here)"
+        } else {
+            ""
+        }
+    )
+}
+
+/// The time-ordered table; a PAYMENT column when the order has several payments.
+fn render_entries(t: &Timeline) -> String {
+    let several = t.payments.len() > 1;
     let rows: Vec<Vec<String>> = t
         .entries
         .iter()
@@ -1059,107 +1129,131 @@ pub fn render(t: &Timeline) -> String {
             if let Some(trace) = &e.trace_context {
                 detail = format!("{detail}{}trace {trace}", if detail.is_empty() { "" } else { "; " });
             }
-            vec![
-                e.at.clone(),
-                e.source.as_str().to_owned(),
+            let what = if e.compensation {
+                format!("{} (compensation)", e.what)
+            } else {
+                e.what.clone()
+            };
+            let mut row = vec![e.at.clone(), e.source.as_str().to_owned()];
+            if several {
+                row.push(e.payment_id.clone().unwrap_or_default());
+            }
+            row.extend([
                 e.version.map(|v| v.to_string()).unwrap_or_default(),
-                if e.compensation {
-                    format!("{} (compensation)", e.what)
-                } else {
-                    e.what.clone()
-                },
+                what,
                 e.status.clone(),
                 e.path.clone().unwrap_or_default(),
                 e.correlation_id.clone().unwrap_or_default(),
                 e.psp_event_id.clone().unwrap_or_default(),
                 detail,
-            ]
+            ]);
+            row
         })
         .collect();
-    out.push_str(&crate::table::render(
-        &[
-            "TIME",
-            "SOURCE",
-            "V",
-            "WHAT",
-            "STATUS",
-            "PATH",
-            "CORRELATION",
-            "PSP EVENT",
-            "DETAIL",
-        ],
-        &rows,
-    ));
-    out.push('\n');
+    let mut header = vec!["TIME", "SOURCE"];
+    if several {
+        header.push("PAYMENT");
+    }
+    header.extend(["V", "WHAT", "STATUS", "PATH", "CORRELATION", "PSP EVENT", "DETAIL"]);
+    crate::table::render(&header, &rows)
+}
+
+/// Cursors, projections, leases and escalations, one line each.
+fn render_state(t: &Timeline) -> String {
+    let mut out = String::new();
+    let of = |payment: &str| {
+        if t.payments.len() > 1 {
+            format!(" ({payment})")
+        } else {
+            String::new()
+        }
+    };
     for c in &t.cursors {
+        let applied = match c.applied_version {
+            Some(v) => format!(
+                "applied up to v{v}{}",
+                c.updated_at_ms
+                    .map(|at| format!(" at {}", format_ms(at)))
+                    .unwrap_or_default()
+            ),
+            None => "nothing applied".to_owned(),
+        };
+        out.push_str(&format!("cursor   {}{}: {applied}\n", c.consumer, of(&c.payment_id)));
+    }
+    for p in &t.projections {
         out.push_str(&format!(
-            "cursor   {}: {}\n",
-            c.consumer,
-            match c.applied_version {
-                Some(v) => format!(
-                    "applied up to v{v}{}",
-                    c.updated_at_ms
-                        .map(|at| format!(" at {}", format_ms(at)))
-                        .unwrap_or_default()
-                ),
-                None => "nothing applied".to_owned(),
-            }
+            "order projection{}: {} at v{} (last event {})\n",
+            of(&p.payment_id),
+            p.payment_status,
+            p.payment_version,
+            p.last_event
         ));
     }
-    if let Some(p) = &t.projection {
-        out.push_str(&format!(
-            "order projection: {} at v{} (last event {})\n",
-            p.payment_status, p.payment_version, p.last_event
-        ));
+    for l in &t.leases {
+        out.push_str(&if l.live {
+            format!(
+                "lease{}    held by {} until {}\n",
+                of(&l.payment_id),
+                l.owner,
+                format_ms(l.expires_at_ms)
+            )
+        } else {
+            format!(
+                "lease{}    none live (an expired lease of {} awaits TTL deletion)\n",
+                of(&l.payment_id),
+                l.owner
+            )
+        });
     }
-    out.push_str(&match &t.lease {
-        Some(l) if l.live => format!("lease    held by {} until {}\n", l.owner, format_ms(l.expires_at_ms)),
-        Some(l) => format!(
-            "lease    none live (an expired lease of {} awaits TTL deletion)\n",
-            l.owner
-        ),
-        None => "lease    none\n".to_owned(),
-    });
+    if t.leases.is_empty() {
+        out.push_str("lease    none\n");
+    }
     if t.escalations.is_empty() {
         out.push_str("escalations: none found\n");
     }
-    out.push_str("\nfindings:\n");
-    let order = |l: Level| match l {
+    out
+}
+
+fn render_findings(findings: &[Finding]) -> String {
+    let rank = |l: Level| match l {
         Level::Gap => 0,
         Level::Anomaly => 1,
         Level::Warning => 2,
         Level::Note => 3,
     };
-    let mut findings: Vec<&Finding> = t.findings.iter().collect();
-    findings.sort_by_key(|f| order(f.level));
-    for f in findings {
+    let mut sorted: Vec<&Finding> = findings.iter().collect();
+    sorted.sort_by_key(|f| rank(f.level));
+    let mut out = "\nfindings:\n".to_owned();
+    for f in sorted {
         out.push_str(&format!("  {:<8} {}\n", f.level.marker(), f.message));
-    }
-    if !t.log_lines.is_empty() {
-        out.push_str("\nwebhook deliveries in the local log (file order; local text logs carry no time):\n");
-        for line in &t.log_lines {
-            out.push_str(&format!("  {line}\n"));
-        }
-    }
-    if let Some(q) = &t.logs_insights_query {
-        out.push_str(&format!(
-            "\ndeliveries that left no item (AWS; locally `--log <local stack log>`):\n  {q}\n"
-        ));
     }
     out
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn the_local_log_yields_the_payments_webhook_lines_without_colours() {
-        let log = "\u{1b}[32m INFO\u{1b}[0m \u{1b}[1mrequest\u{1b}[0m: webhook finalized \u{1b}[3mresult\u{1b}[0m\u{1b}[2m=\u{1b}[0mIgnored(Duplicate) \u{1b}[2m\u{1b}[3mpath\u{1b}[0m\u{1b}[2m=\u{1b}[0m\"webhook\" \u{1b}[3mpayment_id\u{1b}[0m\u{1b}[2m=\u{1b}[0m\"pay_1\"\u{1b}[0m
- INFO request: payment transition written payment_id=pay_1 path=\"sync\"
- INFO request: webhook finalized result=Applied path=\"webhook\" payment_id=\"pay_2\"";
-        let lines = super::webhook_log_lines(log, "pay_1");
-        assert_eq!(
-            lines,
-            ["INFO request: webhook finalized result=Ignored(Duplicate) path=\"webhook\" payment_id=\"pay_1\""]
-        );
+/// The local log's delivery lines (no time: file order) and the Logs Insights commands.
+fn render_untimed_deliveries(t: &Timeline) -> String {
+    let mut out = String::new();
+    let untimed: Vec<&Delivery> = t.deliveries.iter().filter(|d| d.at_ms.is_none()).collect();
+    if !untimed.is_empty() {
+        out.push_str("\nwebhook deliveries in the local log (file order; local text logs carry no time):\n");
+        for d in untimed {
+            out.push_str(&format!(
+                "  {:<5} {}  result {}  correlation {}  PSP event {}\n",
+                d.level,
+                d.message,
+                d.result.as_deref().unwrap_or("-"),
+                d.correlation_id.as_deref().unwrap_or("-"),
+                d.psp_event_id.as_deref().unwrap_or("-")
+            ));
+        }
     }
+    if !t.logs_queries.is_empty() {
+        out.push_str(
+            "\nthe intake's log lines for deliveries that left no item (Logs Insights, billed per GB scanned):\n",
+        );
+        for q in &t.logs_queries {
+            out.push_str(&format!("  {q}\n"));
+        }
+    }
+    out
 }

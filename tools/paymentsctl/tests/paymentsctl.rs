@@ -21,6 +21,9 @@ fn ctl(ctx: &TestContext) -> Ctx {
         config: Config::from_lookup(move |name| (name == "TABLE_NAME").then(|| table.clone())).unwrap(),
         dynamodb: ctx.client.clone(),
         sqs: sqs_client(None),
+        logs: aws_sdk_cloudwatchlogs::Client::new(&integration_tests::local_sdk_config(
+            &local_dev::service::SQS.endpoint(),
+        )),
     }
 }
 
@@ -59,7 +62,9 @@ async fn waiting_saga(
     sagas.save(&s, &e, vec![create_order]).await.unwrap();
     let (s, e) = s.stock_reserved(now());
     sagas.save(&s, &e, vec![]).await.unwrap();
-    let (s, e) = s.payment_requested(payment.clone(), reference, false, now());
+    let (s, e) = s.payment_created(payment.clone(), now());
+    sagas.save(&s, &e, vec![]).await.unwrap();
+    let (s, e) = s.payment_requested(reference, false, now());
     sagas.save(&s, &e, vec![]).await.unwrap();
     s
 }
@@ -136,7 +141,7 @@ async fn a_compensated_checkout_shows_the_transitions_the_refund_the_compensatio
         Some(3),
         "the consumer is at the last version"
     );
-    assert_eq!(t.projection.as_ref().unwrap().payment_status, "refunded");
+    assert_eq!(t.projections[0].payment_status, "refunded");
     assert!(problems(&t).is_empty(), "{:?}", t.findings);
 
     // The same story from the payment id and from the PSP reference; the table and the JSON carry it.
@@ -352,9 +357,12 @@ async fn escalations_are_listed_without_being_consumed_and_a_dry_run_retry_says_
         assert_eq!(listed[0].order_id, order.as_str());
         assert_eq!(listed[0].action, "refund_payment");
     }
-    let out = escalations::retry(&ctl, order.as_str(), Some(&queues.escalation_url), true)
+    let report = escalations::retry(&ctl, order.as_str(), Some(&queues.escalation_url), true)
         .await
         .unwrap();
+    assert_eq!((report.escalations, report.deleted), (1, 0));
+    assert!(report.resumed.is_none(), "a dry run runs nothing");
+    let out = report.render();
     assert!(
         out.contains("refunding_payment") && out.contains("refund the payment"),
         "{out}"
@@ -444,9 +452,12 @@ async fn an_escalated_saga_is_resumed_by_retry_through_the_saga_runner_and_its_e
     std::env::set_var("PSP_API_KEY", "sk_test_unused");
 
     let ctl = ctl(&ctx);
-    let out = escalations::retry(&ctl, order.as_str(), Some(&queues.escalation_url), false)
+    let report = escalations::retry(&ctl, order.as_str(), Some(&queues.escalation_url), false)
         .await
         .unwrap();
+    assert_eq!(report.resumed.as_ref().map(|r| r.status.as_str()), Some("compensated"));
+    assert_eq!(report.deleted, 1);
+    let out = report.render();
     assert!(
         out.contains("release the reserved stock") && out.contains("resumed: now compensated"),
         "{out}"
@@ -466,4 +477,209 @@ async fn an_escalated_saga_is_resumed_by_retry_through_the_saga_runner_and_its_e
         .await
         .unwrap();
     assert_eq!(stock.item.unwrap()["available"].as_n().unwrap(), "12", "released once");
+}
+
+/// What the intake's own logging setup (`shared::telemetry`, JSON as in Lambda) writes while `log` runs
+/// inside a webhook request span that names `payment` (none: not found yet).
+fn intake_log(correlation: &str, payment: Option<&str>, log: impl FnOnce()) -> Vec<String> {
+    use tracing_subscriber::layer::SubscriberExt;
+    #[derive(Clone, Default)]
+    struct Buffer(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+    impl std::io::Write for Buffer {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let buffer = Buffer::default();
+    let writer = buffer.clone();
+    let subscriber = tracing_subscriber::registry().with(shared::telemetry::layer(true, move || writer.clone()));
+    tracing::subscriber::with_default(subscriber, || {
+        let span = shared::telemetry::request_span("webhook", correlation);
+        if let Some(payment) = payment {
+            shared::telemetry::record_payment(&span, payment);
+        }
+        span.in_scope(log);
+    });
+    let text = String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap();
+    text.lines().map(str::to_owned).collect()
+}
+
+/// A fresh log group on moto holding `lines` (each with its time), as the intake's log group would.
+async fn intake_log_group(logs: &aws_sdk_cloudwatchlogs::Client, lines: Vec<(i64, String)>) -> String {
+    use aws_sdk_cloudwatchlogs::types::InputLogEvent;
+    let group = format!("/aws/lambda/test-intake-{}", uuid::Uuid::new_v4().simple());
+    logs.create_log_group().log_group_name(&group).send().await.unwrap();
+    logs.create_log_stream()
+        .log_group_name(&group)
+        .log_stream_name("2026/12/01/[$LATEST]1")
+        .send()
+        .await
+        .unwrap();
+    let events = lines.into_iter().map(|(at_ms, message)| {
+        InputLogEvent::builder()
+            .timestamp(at_ms)
+            .message(message)
+            .build()
+            .unwrap()
+    });
+    logs.put_log_events()
+        .log_group_name(&group)
+        .log_stream_name("2026/12/01/[$LATEST]1")
+        .set_log_events(Some(events.collect()))
+        .send()
+        .await
+        .unwrap();
+    group
+}
+
+#[tokio::test]
+async fn deliveries_that_changed_nothing_come_from_a_logs_insights_query_merged_in_time_order() {
+    let ctx = TestContext::new().await;
+    let (payment, _) = compensated_checkout(&ctx, "pay_lg1").await;
+    consume_all(&ctx, &payment).await;
+    let pay = Some(payment.as_str());
+    let finalized = |result: &'static str, psp_event_id: &'static str| {
+        move || tracing::info!(result, psp_event_id, conflicts = 0, "webhook finalized")
+    };
+    let mut lines = intake_log(
+        "c-applied",
+        pay,
+        finalized("Applied(PaymentRefunded)", "evt_refund_pay_lg1"),
+    );
+    lines.extend(intake_log(
+        "c-dup",
+        pay,
+        finalized("Ignored(Duplicate)", "evt_refund_pay_lg1"),
+    ));
+    lines.extend(intake_log("c-lease", pay, || {
+        tracing::info!(
+            result = "Deferred(LeaseHeld)",
+            psp_event_id = "evt_late",
+            "webhook deferred: the payment's lease is held"
+        )
+    }));
+    // Before the payment was found, the line names only what the event targets (its PSP reference).
+    lines.extend(intake_log("c-early", None, || {
+        tracing::info!(
+            result = "Deferred(UnknownPayment)",
+            psp_event_id = "evt_early",
+            target = "pi_pay_lg1",
+            "webhook deferred: payment not known yet"
+        )
+    }));
+    lines.extend(intake_log(
+        "c-other",
+        Some("pay_other"),
+        finalized("Ignored(Stale)", "evt_other"),
+    ));
+    assert!(
+        lines.iter().any(|l| l.contains("time.busy")),
+        "span close lines are in the log too"
+    );
+    let start = clock::now_ms() - 60_000;
+    let timed: Vec<(i64, String)> = lines
+        .into_iter()
+        .enumerate()
+        .map(|(i, l)| (start + i as i64, l))
+        .collect();
+    let ctl = ctl(&ctx);
+    let group = intake_log_group(&ctl.logs, timed).await;
+
+    let mut opts = options(None);
+    opts.log_group = Some(group.clone());
+    let t = timeline::build(&ctl, payment.as_str(), &opts).await.unwrap();
+    let logs: Vec<(&str, Option<&str>)> = t
+        .entries
+        .iter()
+        .filter(|e| e.source == Source::Logs)
+        .map(|e| (e.what.as_str(), e.correlation_id.as_deref()))
+        .collect();
+    assert_eq!(
+        logs,
+        [
+            ("Applied(PaymentRefunded)", Some("c-applied")),
+            ("Ignored(Duplicate)", Some("c-dup")),
+            ("Deferred(LeaseHeld)", Some("c-lease")),
+            ("Deferred(UnknownPayment)", Some("c-early")),
+        ],
+        "{:?}",
+        t.findings
+    );
+    assert!(t.entries.windows(2).all(|w| w[0].at_ms <= w[1].at_ms), "one time order");
+    let duplicate = t.entries.iter().find(|e| e.what == "Ignored(Duplicate)").unwrap();
+    assert_eq!(duplicate.psp_event_id.as_deref(), Some("evt_refund_pay_lg1"));
+    assert_eq!(duplicate.payment_id.as_deref(), Some(payment.as_str()));
+    assert!(
+        duplicate.at_ms >= start && duplicate.at_ms < start + 100,
+        "the log line's own time"
+    );
+    assert_eq!(t.deliveries.len(), 4);
+    assert!(t.logs_queries[0].contains(&group), "{:?}", t.logs_queries);
+    assert!(timeline::render(&t).contains("logs"));
+}
+
+#[tokio::test]
+async fn an_order_with_a_declined_payment_and_its_retry_shows_both_payments_in_one_time_order() {
+    let ctx = TestContext::new().await;
+    let mut first = fixtures::new_payment("pay_try1", 2500);
+    first.now_ms = clock::now_ms();
+    let declined = ctx.store.create(first).await.unwrap();
+    let order = declined.order_id.clone();
+    let failed = Outcome::Failed {
+        reason: "card_declined".into(),
+    };
+    ctx.store
+        .finalize(&declined.id, &fixtures::observe(Path::Sync, failed), None)
+        .await
+        .unwrap();
+    let mut retry = fixtures::new_payment("pay_try2", 2500);
+    retry.order_id = order.clone();
+    retry.now_ms = clock::now_ms();
+    let retried = ctx.store.create(retry).await.unwrap();
+    ctx.store
+        .finalize(&retried.id, &fixtures::observe(Path::Sync, Outcome::Succeeded), None)
+        .await
+        .unwrap();
+    consume_all(&ctx, &declined.id).await;
+    consume_all(&ctx, &retried.id).await;
+    waiting_saga(&ctx, &order, &retried.id, None).await;
+
+    let t = timeline::build(&ctl(&ctx), order.as_str(), &options(None))
+        .await
+        .unwrap();
+    let shown: Vec<&str> = t.payments.iter().map(|p| p.payment_id.as_str()).collect();
+    assert_eq!(shown, ["pay_try1", "pay_try2"]);
+    assert_eq!(
+        t.payment.as_ref().unwrap().payment_id,
+        "pay_try2",
+        "the saga's payment first"
+    );
+    let lines: Vec<(&str, &str)> = t
+        .entries
+        .iter()
+        .filter(|e| e.source == Source::Payment)
+        .map(|e| (e.payment_id.as_deref().unwrap(), e.what.as_str()))
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            ("pay_try1", "PaymentCreated"),
+            ("pay_try1", "PaymentFailed"),
+            ("pay_try2", "PaymentCreated"),
+            ("pay_try2", "PaymentCaptured"),
+        ]
+    );
+    assert!(t.entries.windows(2).all(|w| w[0].at_ms <= w[1].at_ms));
+    let cursors: Vec<(&str, Option<u64>)> = t
+        .cursors
+        .iter()
+        .map(|c| (c.payment_id.as_str(), c.applied_version))
+        .collect();
+    assert_eq!(cursors, [("pay_try1", Some(2)), ("pay_try2", Some(2))]);
+    assert!(problems(&t).is_empty(), "{:?}", t.findings);
+    assert!(timeline::render(&t).contains("PAYMENT"));
 }

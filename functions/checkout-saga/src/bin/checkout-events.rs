@@ -18,7 +18,8 @@ async fn main() -> Result<(), Error> {
     run(service_fn(|event: LambdaEvent<SqsEvent>| {
         let (consumer, runner) = (&consumer, &runner);
         async move {
-            let response = checkout_saga::events::handle(consumer, runner, event.payload).await;
+            let deadline = shared::clock::invocation_deadline(event.context.deadline, shared::clock::ANSWER_MARGIN);
+            let response = checkout_saga::events::handle(consumer, runner, event.payload, deadline).await;
             // Lambda freezes the process after the answer: export this invocation's spans now.
             telemetry::flush();
             Ok::<_, Error>(response)

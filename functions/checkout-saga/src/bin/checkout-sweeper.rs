@@ -17,10 +17,11 @@ async fn main() -> Result<(), Error> {
         .and_then(|s| s.parse().ok())
         .map(Duration::from_secs)
         .unwrap_or(Duration::from_secs(60));
-    run(service_fn(|_: LambdaEvent<Value>| {
+    run(service_fn(|event: LambdaEvent<Value>| {
         let runner = &runner;
         async move {
-            let report = checkout_saga::sweeper::sweep(runner, stuck_after, 100).await;
+            let deadline = shared::clock::invocation_deadline(event.context.deadline, shared::clock::ANSWER_MARGIN);
+            let report = checkout_saga::sweeper::sweep(runner, stuck_after, 100, deadline).await;
             // Lambda freezes the process after the answer: export this invocation's spans now.
             telemetry::flush();
             let report = report?;

@@ -3,6 +3,7 @@
 //! others from recovery.
 
 use super::*;
+use checkout_saga::runner::RunError;
 use shared::store::open_index::{shard_of, OpenKind, OPEN_SHARDS};
 use shared::{NewPayment, PaymentId};
 
@@ -36,6 +37,7 @@ fn payment_in_shard(shard: u64, n: usize) -> PaymentId {
         .expect("an id in the shard")
 }
 
+/// A payment created an hour ago.
 fn new_payment(id: PaymentId, reference: Option<PspReference>) -> NewPayment {
     NewPayment {
         order_id: OrderId::parse(format!("order-{id}")).unwrap(),
@@ -45,7 +47,7 @@ fn new_payment(id: PaymentId, reference: Option<PspReference>) -> NewPayment {
         metadata: Default::default(),
         correlation_id: CorrelationId::parse("corr-setup").unwrap(),
         trace_context: None,
-        now_ms: shared::clock::now_ms(),
+        now_ms: shared::clock::now_ms() - 3_600_000,
     }
 }
 
@@ -88,7 +90,9 @@ async fn two_hundred_unresolvable_payments_in_one_shard_do_not_hide_a_resolvable
     );
     let mut recovery = runner.recovery;
     recovery.settings.batch_limit = 200;
-    let report = recovery.run().await.expect("run");
+    // Open for an hour, asked about after a minute: the ones it cannot resolve are due again minutes later.
+    recovery.settings.stale_after = Duration::from_secs(60);
+    let report = recovery.run(later()).await.expect("run");
     assert_eq!(report.applied, 1, "{report:?}");
     assert!(
         report.no_reference <= 200 / OPEN_SHARDS as u32,
@@ -98,12 +102,42 @@ async fn two_hundred_unresolvable_payments_in_one_shard_do_not_hide_a_resolvable
         w.ctx.store.get(&id).await.unwrap().unwrap().status,
         PaymentStatus::Captured
     );
+    // The ones it looked at and could not resolve backed off: they are not due again at once, so the next
+    // run looks at others.
+    let looked_at = report.no_reference as usize;
+    assert!(looked_at > 0);
+    let due_now = shared::store::open_index::open_since(
+        &w.ctx.client,
+        &w.ctx.table,
+        OpenKind::Payment,
+        shared::clock::now_ms(),
+        200 * OPEN_SHARDS as usize,
+    )
+    .await
+    .expect("index");
+    assert_eq!(due_now.len(), 200 - looked_at, "deferred: {looked_at}");
+    let next = recovery.run(later()).await.expect("second run");
+    assert_eq!(
+        next.no_reference as usize, looked_at,
+        "another share of shard 0: {next:?}"
+    );
+    let due_after = shared::store::open_index::open_since(
+        &w.ctx.client,
+        &w.ctx.table,
+        OpenKind::Payment,
+        shared::clock::now_ms(),
+        200 * OPEN_SHARDS as usize,
+    )
+    .await
+    .expect("index");
+    assert_eq!(due_after.len(), 200 - 2 * looked_at, "none looked at twice");
 }
 
 /// Compensated after the payment took no money: the charge's compensation, then the stock.
-const CANCELLED_BEFORE_CAPTURE: [(K, S); 6] = [
+const CANCELLED_BEFORE_CAPTURE: [(K, S); 7] = [
     (K::SagaStarted, S::ReserveStock),
     (K::StockReserved, S::ReserveStock),
+    (K::PaymentCreated, S::Charge),
     (K::PaymentRequested, S::Charge),
     (K::StepFailed, S::AwaitPayment),
     (K::StepCompensated, S::Charge),
@@ -145,7 +179,9 @@ async fn an_abandoned_3ds_checkout_ends_compensated_with_the_payment_intent_canc
         "the customer has time until the deadline"
     );
     tokio::time::sleep(Duration::from_millis(3100)).await;
-    sweeper::sweep(&runner, Duration::ZERO, 100).await.expect("sweep");
+    sweeper::sweep(&runner, Duration::ZERO, 100, later())
+        .await
+        .expect("sweep");
     let done = w.saga(&id).await;
     assert_eq!(done.status, SagaStatus::Compensated);
     assert_eq!(w.log(&id).await, CANCELLED_BEFORE_CAPTURE);
@@ -202,6 +238,7 @@ async fn a_success_that_races_the_cancel_continues_from_the_capture() {
         vec![
             K::SagaStarted,
             K::StockReserved,
+            K::PaymentCreated,
             K::PaymentRequested,
             K::StepFailed,
             K::PaymentCaptured,
@@ -222,8 +259,198 @@ async fn a_success_that_races_the_cancel_continues_from_the_capture() {
         .await
         .expect("start");
     tokio::time::sleep(SLOW * 2 + Duration::from_millis(100)).await;
-    sweeper::sweep(&runner, Duration::ZERO, 100).await.expect("sweep");
+    sweeper::sweep(&runner, Duration::ZERO, 100, later())
+        .await
+        .expect("sweep");
     assert_eq!(w.saga(&kept).await.status, SagaStatus::Completed);
     w.assert_charged_once(&second, 0);
     assert_eq!(w.stock().await, STOCK - 1);
+}
+
+/// A PSP that does the charge and then loses the answer (the connection drops after the request was sent),
+/// every time.
+struct ChargeAnswersLost(StripeClient);
+
+impl Psp for ChargeAnswersLost {
+    async fn charge(&self, key: &str, request: &ChargeRequest<'_>) -> Result<PaymentIntent, PspError> {
+        let _done_at_the_psp = self.0.charge(key, request).await;
+        Err(PspError::Unavailable(
+            "connection reset after the request was sent".into(),
+        ))
+    }
+    async fn retrieve(&self, reference: &PspReference) -> Result<PaymentIntent, PspError> {
+        self.0.retrieve(reference).await
+    }
+    async fn cancel(&self, key: &str, reference: &PspReference) -> Result<PaymentIntent, PspError> {
+        self.0.cancel(key, reference).await
+    }
+    async fn refund(&self, key: &str, reference: &PspReference, amount: Option<u64>) -> Result<Refund, PspError> {
+        self.0.refund(key, reference, amount).await
+    }
+    async fn find_for_payment(&self, payment: &PaymentId) -> Result<Option<PaymentIntent>, PspError> {
+        self.0.find_for_payment(payment).await
+    }
+}
+
+/// The charge's answers are lost until the saga is escalated; the sweeper resumes it 25 hours later (clock
+/// moved ahead), when the PSP has forgotten the idempotency key and our own key record of the payment would
+/// have expired. The saga still charges the payment it saved, and finds the first PaymentIntent instead of
+/// creating a second one: the customer is charged once.
+#[tokio::test]
+async fn a_charge_retried_after_25_hours_reuses_the_first_payment_and_charge() {
+    let w = world().await;
+    let lossy = w.runner_with(
+        w.ctx.client.clone(),
+        ChargeAnswersLost(w.psp()),
+        Settings {
+            backoff: fast_backoff(),
+            ..Settings::default()
+        },
+    );
+    let id = order();
+    let escalated = lossy.start(id.clone(), w.checkout("pm_succeeded", 1)).await;
+    assert!(matches!(escalated, Err(RunError::Escalated { .. })), "{escalated:?}");
+    let stuck = w.saga(&id).await;
+    assert_eq!(
+        stuck.status,
+        SagaStatus::Charging,
+        "the payment is saved before the PSP is asked"
+    );
+    let first_payment = stuck.payment_id.clone().expect("saved payment");
+    assert_eq!(
+        w.sim.ledger.intents_for(first_payment.as_str()).len(),
+        1,
+        "the PSP did charge"
+    );
+
+    let day = Duration::from_secs(25 * 3600);
+    w.sim.ledger.age_keys(day);
+    let later = w.runner_with(
+        w.ctx.client.clone(),
+        w.psp(),
+        Settings {
+            backoff: fast_backoff(),
+            clock: shared::clock::Clock::ahead(day),
+            ..Settings::default()
+        },
+    );
+    let resumed = later.resume(&id).await.expect("resume").expect("saga");
+    assert_eq!(resumed.payment_id.as_ref(), Some(&first_payment));
+    // A day past its deadline, the saga reads the payment itself (captured from the first PaymentIntent).
+    assert_eq!(resumed.status, SagaStatus::Completed);
+    let done = w.saga(&id).await;
+    w.assert_charged_once(&done, 0);
+    let created = w.log(&id).await.iter().filter(|(k, _)| *k == K::PaymentCreated).count();
+    assert_eq!(created, 1, "one payment for the order");
+}
+
+/// A PSP that takes the given time to answer a charge (a slow or hanging connection), then does it.
+struct SlowCharges(StripeClient, Duration);
+
+impl Psp for SlowCharges {
+    async fn charge(&self, key: &str, request: &ChargeRequest<'_>) -> Result<PaymentIntent, PspError> {
+        tokio::time::sleep(self.1).await;
+        self.0.charge(key, request).await
+    }
+    async fn retrieve(&self, reference: &PspReference) -> Result<PaymentIntent, PspError> {
+        self.0.retrieve(reference).await
+    }
+    async fn cancel(&self, key: &str, reference: &PspReference) -> Result<PaymentIntent, PspError> {
+        self.0.cancel(key, reference).await
+    }
+    async fn refund(&self, key: &str, reference: &PspReference, amount: Option<u64>) -> Result<Refund, PspError> {
+        self.0.refund(key, reference, amount).await
+    }
+    async fn find_for_payment(&self, payment: &PaymentId) -> Result<Option<PaymentIntent>, PspError> {
+        self.0.find_for_payment(payment).await
+    }
+}
+
+/// The inbox and the sweeper never run past their invocation's deadline: a resume stuck in a slow PSP call
+/// is cut there, the saga stays where its last completed step left it, and the next resume finishes it
+/// without charging twice.
+#[tokio::test]
+async fn a_resume_is_cut_at_the_invocations_deadline_and_the_next_one_finishes_it() {
+    let w = world().await;
+    let id = order();
+    // The start is cut while its charge waits for the slow PSP: the saga stays at `charging`.
+    let slow = w.runner_with(
+        w.ctx.client.clone(),
+        SlowCharges(w.psp(), Duration::from_secs(30)),
+        Settings {
+            backoff: fast_backoff(),
+            ..Settings::default()
+        },
+    );
+    let started = tokio::time::timeout(
+        Duration::from_millis(300),
+        slow.start(id.clone(), w.checkout("pm_succeeded", 1)),
+    )
+    .await;
+    assert!(started.is_err(), "cut while the PSP is slow");
+    assert_eq!(w.saga(&id).await.status, SagaStatus::Charging);
+    let cut = slow
+        .resume_within(&id, tokio::time::Instant::now() + Duration::from_millis(300))
+        .await;
+    assert!(matches!(cut, Err(RunError::OutOfTime)), "{cut:?}");
+    assert_eq!(w.saga(&id).await.status, SagaStatus::Charging);
+    // The sweeper's next run, with a PSP that answers.
+    let runner = w.runner();
+    let report = sweeper::sweep(&runner, Duration::ZERO, 100, later())
+        .await
+        .expect("sweep");
+    assert_eq!((report.resumed, report.left), (1, 0), "{report:?}");
+    let charged = w.saga(&id).await;
+    assert_eq!(charged.status, SagaStatus::PaymentPending);
+    w.deliver(&runner, &charged).await;
+    let done = w.saga(&id).await;
+    assert_eq!(done.status, SagaStatus::Completed);
+    w.assert_charged_once(&done, 0);
+    // A run whose deadline has passed resumes nothing and says so.
+    let other = order();
+    let _ = tokio::time::timeout(
+        Duration::from_millis(300),
+        slow.start(other.clone(), w.checkout("pm_succeeded", 1)),
+    )
+    .await;
+    let report = sweeper::sweep(&runner, Duration::ZERO, 100, tokio::time::Instant::now())
+        .await
+        .expect("sweep");
+    assert_eq!((report.resumed, report.left), (0, 1), "{report:?}");
+    assert_eq!(w.saga(&other).await.status, SagaStatus::Charging);
+}
+
+/// The customer cancels while the payment is processing, which Stripe cannot cancel: the saga does not
+/// declare "no money taken" (the money may still come); it waits, and when the capture comes it continues
+/// from there: the cancelled order is refunded, never kept.
+#[tokio::test]
+async fn a_cancel_while_processing_waits_for_the_outcome_and_refunds_the_capture() {
+    let w = world().await;
+    let runner = w.runner();
+    let id = order();
+    let started = runner
+        .start(id.clone(), w.checkout("pm_slow_processing", 1))
+        .await
+        .expect("start");
+    assert_eq!(w.payment_status(&started).await, PaymentStatus::Processing);
+    orders::cancel(&w.ctx.client, &w.ctx.table, &id).await.expect("cancel");
+    let waiting = runner.cancel_by_customer(&id).await.expect("cancel").expect("saga");
+    assert_eq!(waiting.status, SagaStatus::CancellingPayment, "waits for the PSP");
+    assert_eq!(
+        w.payment_status(&waiting).await,
+        PaymentStatus::Processing,
+        "not failed while open"
+    );
+    // The processing ends in a capture; the next resume (the sweeper's) continues from it.
+    tokio::time::sleep(SLOW + Duration::from_millis(100)).await;
+    let done = runner.resume(&id).await.expect("resume").expect("saga");
+    assert_eq!(done.status, SagaStatus::Compensated);
+    assert!(done.captured && done.refunded_minor == 2500, "{done:?}");
+    let kinds: Vec<K> = w.log(&id).await.iter().map(|(k, _)| *k).collect();
+    assert!(
+        kinds.ends_with(&[K::PaymentCaptured, K::StepFailed, K::PaymentRefunded, K::StockReleased]),
+        "{kinds:?}"
+    );
+    w.assert_charged_once(&done, 2500);
+    assert_eq!(w.stock().await, STOCK);
 }

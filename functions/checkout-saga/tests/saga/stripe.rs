@@ -298,11 +298,7 @@ async fn a_5xx_storm_opens_the_breaker_sagas_and_recovery_defer_and_one_probe_cl
         .start(id.clone(), w.checkout("pm_succeeded", 1))
         .await
         .expect("start answers");
-    assert_eq!(
-        deferred.status,
-        SagaStatus::StockReserved,
-        "the charge waits for the PSP"
-    );
+    assert_eq!(deferred.status, SagaStatus::Charging, "the charge waits for the PSP");
     assert!(matches!(
         runner.recovery.psp.state().await.unwrap(),
         BreakerState::Open { .. }
@@ -324,7 +320,9 @@ async fn a_5xx_storm_opens_the_breaker_sagas_and_recovery_defer_and_one_probe_cl
     // The storm ends; after the cool-down the sweeper's run is the probe, which closes the breaker.
     w.sim.ledger.storm(503, 0);
     tokio::time::sleep(breaker_settings().cool_down + Duration::from_millis(100)).await;
-    sweeper::sweep(&runner, Duration::ZERO, 1000).await.expect("sweep");
+    sweeper::sweep(&runner, Duration::ZERO, 1000, later())
+        .await
+        .expect("sweep");
     assert_eq!(other_instance.state().await.unwrap(), BreakerState::Closed);
     let resumed = w.saga(&id).await;
     assert_eq!(resumed.status, SagaStatus::PaymentPending);
@@ -374,4 +372,124 @@ async fn a_failed_probe_keeps_the_breaker_open_for_another_cool_down() {
         serde_json::json!([[]])
     );
     assert_eq!(emf["BreakerOpened"], 1);
+}
+
+/// A payment we hold as failed whose money the PSP took anyway (here: a careless client reported the charge
+/// failed; at Stripe it succeeded). The success reaches us three times, by two webhooks and the sync path:
+/// one anomaly; the reconciler refunds it once, records the refund with its reason, and lets the payment go.
+#[tokio::test]
+async fn money_taken_on_a_failed_payment_is_one_anomaly_and_refunded_once() {
+    use shared::store::open_index::{open_since, OpenKind};
+    let w = world().await;
+    let runner = w.runner();
+    let psp = w.psp();
+    let order_id = order();
+    let id = shared::PaymentId::generate(rand_id());
+    let new = shared::NewPayment {
+        id: id.clone(),
+        order_id: order_id.clone(),
+        money: fixture_money(),
+        psp_reference: None,
+        metadata: Default::default(),
+        correlation_id: CorrelationId::parse("corr-stray").unwrap(),
+        trace_context: None,
+        now_ms: shared::clock::now_ms(),
+    };
+    w.ctx.store.create(new).await.expect("payment");
+    let request = ChargeRequest {
+        payment_id: &id,
+        order_id: &order_id,
+        money: &fixture_money(),
+        payment_method: "pm_succeeded",
+    };
+    let intent = psp
+        .charge(&format!("{order_id}:charge"), &request)
+        .await
+        .expect("charge");
+    assert_eq!(intent.status, IntentStatus::Succeeded);
+    let failed = Observation::new(
+        Path::Sync,
+        shared::Outcome::Failed {
+            reason: "reported failed by the client".into(),
+        },
+        CorrelationId::parse("corr-careless").unwrap(),
+    );
+    w.ctx.store.finalize(&id, &failed, None).await.expect("fail it");
+
+    let success = |path: Path| {
+        intent
+            .observation(path, CorrelationId::parse("corr-success").unwrap())
+            .expect("readable")
+            .expect("an outcome")
+    };
+    let mut first = success(Path::Webhook);
+    first.psp_event_id = Some(shared::PspEventId::parse("evt_stray_1").unwrap());
+    let mut second = success(Path::Webhook);
+    second.psp_event_id = Some(shared::PspEventId::parse("evt_stray_2").unwrap());
+    let mut anomalies = 0;
+    for observation in [first, second, success(Path::Sync)] {
+        let outcome = w.ctx.store.finalize(&id, &observation, None).await.expect("finalize");
+        if outcome.result == shared::FinalizeResult::Applied(EventKind::AnomalyRecorded) {
+            anomalies += 1;
+        }
+    }
+    assert_eq!(anomalies, 1, "the same money is one anomaly");
+    let held = w.ctx.store.get(&id).await.unwrap().unwrap();
+    assert_eq!(
+        (held.status, held.refund_due()),
+        (PaymentStatus::Failed, Some(held.anomalies))
+    );
+    let open = open_since(&w.ctx.client, &w.ctx.table, OpenKind::Payment, i64::MAX, 800)
+        .await
+        .expect("index");
+    assert!(open.contains(&format!("PAYMENT#{id}")), "recovery must find it");
+
+    let correlation = || CorrelationId::parse("corr-recovery").unwrap();
+    assert_eq!(
+        runner.recovery.reconcile(&id, correlation()).await.expect("reconcile"),
+        Reconciled::Applied(EventKind::PaymentRefunded)
+    );
+    assert_eq!(
+        runner.recovery.reconcile(&id, correlation()).await.expect("again"),
+        Reconciled::NotOpen
+    );
+    let done = w.ctx.store.get(&id).await.unwrap().unwrap();
+    assert_eq!(
+        (done.status, done.refunded_minor, done.refund_due()),
+        (PaymentStatus::Failed, 2500, None)
+    );
+    let events = w.ctx.store.events(&id).await.expect("events");
+    let refund = events.last().expect("events");
+    assert_eq!(refund.kind, EventKind::PaymentRefunded);
+    assert!(
+        refund
+            .reason
+            .as_deref()
+            .unwrap_or("")
+            .contains("after the payment failed"),
+        "{refund:?}"
+    );
+    let intents = w.sim.ledger.intents_for(id.as_str());
+    assert_eq!(intents.len(), 1);
+    assert_eq!(
+        intents[0]["latest_charge"]["amount_refunded"].as_u64(),
+        Some(2500),
+        "refunded once, in full"
+    );
+    // A late report of the same success changes nothing, and the payment left the index.
+    let late = w
+        .ctx
+        .store
+        .finalize(&id, &success(Path::Recovery), None)
+        .await
+        .expect("late");
+    assert!(matches!(late.result, shared::FinalizeResult::Ignored(_)));
+    let open = open_since(&w.ctx.client, &w.ctx.table, OpenKind::Payment, i64::MAX, 800)
+        .await
+        .expect("index");
+    assert!(!open.contains(&format!("PAYMENT#{id}")));
+}
+
+fn rand_id() -> u128 {
+    uuid::Uuid::new_v4().as_u128()
 }

@@ -259,6 +259,59 @@ fn partial_refunds_accumulate_and_reach_refunded_at_the_full_amount() {
 }
 
 #[test]
+fn money_taken_on_a_failed_payment_is_one_anomaly_whatever_reports_it_and_its_refund_is_recorded() {
+    let failed = payment_in(S::Failed);
+    let first = applied(&failed, &webhook("evt_s1", 5_000, Outcome::Succeeded));
+    assert_eq!(
+        (first.payment.status, first.event.kind),
+        (S::Failed, EventKind::AnomalyRecorded)
+    );
+    assert_eq!(first.payment.refund_due(), Some(first.payment.anomalies));
+    assert!(
+        first.payment.is_open(),
+        "a refund is due: recovery must find the payment"
+    );
+    // The same fact again, from any path (another event id, the sync answer, recovery): recorded once.
+    for again in [
+        webhook("evt_s2", 6_000, Outcome::Succeeded),
+        observe(Path::Sync, Outcome::Succeeded),
+        observe(Path::Recovery, Outcome::Succeeded),
+    ] {
+        assert_eq!(decide(&first.payment, &again, NOW), Decision::Ignore(NoOp));
+    }
+    // Part of it back, then all of it: recorded as refunds with the anomaly named; the payment stays failed.
+    let part = applied(&first.payment, &observe(Path::Recovery, refunded(400, true)));
+    assert_eq!(
+        (part.payment.status, part.event.kind),
+        (S::Failed, EventKind::RefundRecorded)
+    );
+    assert!(part.payment.refund_due().is_some());
+    let all = applied(&part.payment, &webhook("evt_r", 7_000, refunded(1000, true)));
+    assert_eq!(
+        (all.payment.status, all.event.kind),
+        (S::Failed, EventKind::PaymentRefunded)
+    );
+    assert_eq!(all.payment.refunded_minor, 1000);
+    assert!(all
+        .event
+        .reason
+        .as_deref()
+        .unwrap()
+        .contains("after the payment failed"));
+    assert_eq!((all.payment.refund_due(), all.payment.is_open()), (None, false));
+    // Later reports of the same money change nothing.
+    assert_eq!(
+        decide(&all.payment, &observe(Path::Recovery, refunded(1000, true)), NOW),
+        Decision::Ignore(NoOp)
+    );
+    assert_eq!(
+        decide(&all.payment, &observe(Path::Sync, Outcome::Succeeded), NOW),
+        Decision::Ignore(NoOp)
+    );
+    assert_eq!(all.payment.anomalies, first.payment.anomalies);
+}
+
+#[test]
 fn the_same_psp_event_id_applies_once() {
     let p = payment("pay_d");
     let obs = webhook("evt_1", 10, Outcome::Processing);

@@ -16,9 +16,13 @@ fn started() -> Saga<Started> {
     Saga::begin(order(), fixtures::checkout(), T0, 60_000).0
 }
 
-fn captured() -> Saga<PaymentCaptured> {
+fn charging() -> Saga<Charging> {
     let (s, _) = started().stock_reserved(T0 + 1);
-    let (s, _) = s.payment_requested(pay(), None, false, T0 + 2);
+    s.payment_created(pay(), T0 + 2).0
+}
+
+fn captured() -> Saga<PaymentCaptured> {
+    let (s, _) = charging().payment_requested(None, false, T0 + 2);
     s.payment_captured(T0 + 3).0
 }
 
@@ -30,18 +34,29 @@ fn reload<S>(saga: &Saga<S>) -> Loaded {
 fn the_happy_path_logs_one_event_per_step_with_consecutive_versions() {
     let (s, e1) = Saga::begin(order(), fixtures::checkout(), T0, 60_000);
     let (s, e2) = s.stock_reserved(T0 + 1);
-    let (s, e3) = s.payment_requested(pay(), None, false, T0 + 2);
-    let (s, e4) = s.payment_captured(T0 + 3);
-    let (s, e5) = s.order_confirmed(T0 + 4);
-    let kinds: Vec<_> = [&e1, &e2, &e3, &e4, &e5].iter().map(|e| (e.version, e.kind)).collect();
+    let (s, e3) = s.payment_created(pay(), T0 + 2);
+    assert_eq!(
+        s.payment_id(),
+        &pay(),
+        "the payment is the saga's before the PSP is asked"
+    );
+    assert_eq!(reload(&s).next_action(), NextAction::Run(Step::Charge));
+    let (s, e4) = s.payment_requested(None, false, T0 + 2);
+    let (s, e5) = s.payment_captured(T0 + 3);
+    let (s, e6) = s.order_confirmed(T0 + 4);
+    let kinds: Vec<_> = [&e1, &e2, &e3, &e4, &e5, &e6]
+        .iter()
+        .map(|e| (e.version, e.kind))
+        .collect();
     assert_eq!(
         kinds,
         vec![
             (1, SagaEventKind::SagaStarted),
             (2, SagaEventKind::StockReserved),
-            (3, SagaEventKind::PaymentRequested),
-            (4, SagaEventKind::PaymentCaptured),
-            (5, SagaEventKind::OrderConfirmed)
+            (3, SagaEventKind::PaymentCreated),
+            (4, SagaEventKind::PaymentRequested),
+            (5, SagaEventKind::PaymentCaptured),
+            (6, SagaEventKind::OrderConfirmed)
         ]
     );
     assert_eq!(s.record().status, SagaStatus::Completed);
@@ -68,8 +83,7 @@ fn a_failure_after_capture_refunds_before_releasing() {
 
 #[test]
 fn a_failed_payment_cancels_then_releases() {
-    let (s, _) = started().stock_reserved(T0 + 1);
-    let (s, _) = s.payment_requested(pay(), None, false, T0 + 2);
+    let (s, _) = charging().payment_requested(None, false, T0 + 2);
     let (s, _) = s.payment_failed("card declined".into(), T0 + 3);
     assert_eq!(reload(&s).next_action(), NextAction::CancelPayment);
     let (s, compensated) = s.payment_cancelled(T0 + 4);
@@ -128,13 +142,16 @@ fn walk(choices: &[u8]) -> (SagaRecord, Vec<SagaEvent>) {
                 let (s, e) = s.stock_reserved(now);
                 (Loaded::StockReserved(s), e)
             }
-            Loaded::StockReserved(s) if c % 4 == 0 => {
-                let payment = (c % 8 == 0).then(pay);
-                let (s, e) = s.charge_failed(payment, "refused".into(), now);
+            Loaded::StockReserved(s) => {
+                let (s, e) = s.payment_created(pay(), now);
+                (Loaded::Charging(s), e)
+            }
+            Loaded::Charging(s) if c % 4 == 0 => {
+                let (s, e) = s.charge_failed("refused".into(), now);
                 (Loaded::CancellingPayment(s), e)
             }
-            Loaded::StockReserved(s) => {
-                let (s, e) = s.payment_requested(pay(), None, c % 3 == 0, now);
+            Loaded::Charging(s) => {
+                let (s, e) = s.payment_requested(None, c % 3 == 0, now);
                 (Loaded::PaymentPending(s), e)
             }
             Loaded::PaymentPending(s) => match c % 3 {
@@ -163,11 +180,9 @@ fn walk(choices: &[u8]) -> (SagaRecord, Vec<SagaEvent>) {
                 let (s, e) = s.refunded(2500, now);
                 (Loaded::ReleasingStock(s), e)
             }
-            Loaded::CancellingPayment(s) if c % 3 == 0 && s.payment_id().is_some() => {
+            Loaded::CancellingPayment(s) if c % 3 == 0 => {
                 // The PSP refused the cancel: the payment succeeded meanwhile.
-                let Ok((s, e)) = s.payment_succeeded(now) else {
-                    unreachable!("has a payment")
-                };
+                let (s, e) = s.payment_succeeded(now);
                 (Loaded::PaymentCaptured(s), e)
             }
             Loaded::CancellingPayment(s) => {
@@ -196,15 +211,15 @@ fn walk(choices: &[u8]) -> (SagaRecord, Vec<SagaEvent>) {
 fn preconditions_hold(r: &SagaRecord, action: NextAction) -> bool {
     let failed_at = r.failure.as_ref().map(|f| f.step);
     match action {
-        NextAction::Run(Step::ReserveStock) | NextAction::Run(Step::Charge) => {
-            r.payment_id.is_none() && !r.captured && r.failure.is_none()
-        }
+        NextAction::Run(Step::ReserveStock) => r.payment_id.is_none() && !r.captured && r.failure.is_none(),
+        // Creating the payment, or charging the one the saga saved: never with a PSP answer already in.
+        NextAction::Run(Step::Charge) => r.psp_reference.is_none() && !r.captured && r.failure.is_none(),
         NextAction::Run(Step::AwaitPayment) => r.payment_id.is_some() && !r.captured && r.failure.is_none(),
         NextAction::Run(Step::ConfirmOrder) => r.payment_id.is_some() && r.captured && r.failure.is_none(),
         NextAction::RefundPayment => {
             r.payment_id.is_some() && r.captured && r.refunded_minor == 0 && failed_at == Some(Step::ConfirmOrder)
         }
-        NextAction::CancelPayment => !r.captured && r.failure.is_some(),
+        NextAction::CancelPayment => r.payment_id.is_some() && !r.captured && r.failure.is_some(),
         // Stock goes back only after the money did.
         NextAction::ReleaseStock => {
             r.failure.is_some() && (!r.captured || r.refunded_minor == r.checkout.money.amount_minor())
