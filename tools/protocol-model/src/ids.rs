@@ -16,6 +16,12 @@ pub const PAYMENT_TIMEOUT_MS: i64 = 1000;
 /// The checkout's abandonment deadline (model time 2): a payment still waiting for the customer is canceled.
 pub const ABANDON_AFTER_MS: i64 = 2000;
 
+/// A day, in ms: the model's "a day later" is this long after the start.
+pub const DAY_MS: i64 = 24 * 3600 * 1000;
+/// `PSP_KEY_TRUSTED_FOR` (`functions/checkout-saga/src/runner.rs`): a charge whose payment was created longer
+/// ago than this searches the PSP for its first PaymentIntent before it charges again.
+pub const PSP_KEY_TRUSTED_FOR_MS: i64 = 23 * 3600 * 1000;
+
 /// A value the model builds from constants: parsing cannot fail.
 pub fn valid<T, E: Debug>(parsed: Result<T, E>) -> T {
     parsed.unwrap_or_else(|e| unreachable!("model constants are valid: {e:?}"))

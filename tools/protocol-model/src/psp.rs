@@ -6,7 +6,12 @@
 //! - `charge`, `cancel` and `refund` are decided by their idempotency key: the same key replays the *first*
 //!   answer (a snapshot, possibly stale by now), the same key with another payment is refused
 //!   (`idempotency_error`), as at Stripe. [`Psp::prune_keys`] forgets every key, as Stripe does after 24 h.
-//! - a cancel is refused (with the PaymentIntent) once it succeeded, was canceled, or is processing;
+//! - a cancel is refused (with the PaymentIntent) once it succeeded, was canceled, or is processing (as at
+//!   Stripe, and the simulator since main's cancel fix);
+//! - [`Psp::search`] (`Psp::find_for_payment`, `GET /v1/payment_intents/search` by `metadata['payment_id']`)
+//!   finds the oldest PaymentIntent created for a payment. Stripe's search is eventually consistent: the model
+//!   lets it see only PaymentIntents created before the day passed (a day later they are indexed), never the
+//!   ones created since (the index may lag), the adversarial choice;
 //! - a refund is refused when it asks for more than is left on the charge (counted in
 //!   [`Psp::refused_refunds`], which a property requires to stay 0: our code never asks for it);
 //! - every change sends a webhook, a snapshot of the PaymentIntent at that time; webhooks wait in
@@ -46,6 +51,19 @@ pub enum IntentStatus {
     Processing,
     Succeeded,
     Canceled,
+}
+
+impl IntentStatus {
+    /// Stripe's name (the cancel key names the status it was decided on: `<order>:cancel:<status>`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::RequiresPaymentMethod => "requires_payment_method",
+            Self::RequiresAction => "requires_action",
+            Self::Processing => "processing",
+            Self::Succeeded => "succeeded",
+            Self::Canceled => "canceled",
+        }
+    }
 }
 
 /// One PaymentIntent at the PSP. Its id is `pi_<index + 1>`.
@@ -167,6 +185,8 @@ pub struct Psp {
     pub events: u8,
     /// Refunds refused because they asked for more than was left on the charge.
     pub refused_refunds: u8,
+    /// PaymentIntents the search index holds: those created before the day passed.
+    pub indexed: u8,
 }
 
 impl Psp {
@@ -180,6 +200,7 @@ impl Psp {
             time: 0,
             events: 0,
             refused_refunds: 0,
+            indexed: 0,
         }
     }
 
@@ -309,9 +330,22 @@ impl Psp {
         }
     }
 
-    /// Stripe prunes idempotency keys after 24 hours.
+    /// Stripe prunes idempotency keys after 24 hours; a day later, its search index holds every
+    /// PaymentIntent created until then.
     pub fn prune_keys(&mut self) {
         self.keys.clear();
+        self.indexed = u8::try_from(self.intents.len()).unwrap_or(u8::MAX);
+    }
+
+    /// `Psp::find_for_payment`: the oldest PaymentIntent whose `metadata[payment_id]` is `payment`, among
+    /// those the search index holds.
+    pub fn search(&self, payment: &PaymentId) -> Option<IntentView> {
+        let index = self
+            .intents
+            .iter()
+            .take(usize::from(self.indexed))
+            .position(|i| &i.payment == payment)?;
+        self.retrieve(u8::try_from(index).ok()?)
     }
 
     /// PaymentIntents that took money.
