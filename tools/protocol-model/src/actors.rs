@@ -3,27 +3,27 @@
 //!
 //! | actor | steps mirror |
 //! |---|---|
-//! | saga runner ([`RunnerPc`]) | `functions/checkout-saga/src/runner.rs`: `Runner::drive`, `Runner::advance` (reserve, await, confirm, refund, release), `Runner::charge`, `Runner::cancel_payment`, `Runner::payment_outcome` |
-//! | webhook intake ([`intake`]) | `functions/webhook-intake/src/handler.rs`: `handle` steps 3 (lease + read) and 4 (finalize, releasing the lease) |
-//! | recovery ([`RecoveryPc`], [`recovery_ask`], [`recovery_finalize`]) | `shared/src/recovery.rs`: `Recovery::reconcile` (lease, read, PSP status query, finalize) |
+//! | saga runner ([`RunnerPc`]) | `functions/checkout-saga/src/runner.rs`: `Runner::drive`, `Runner::advance` (reserve, create the payment, await, confirm, refund, release), `Runner::charge` (with `send_charge`, `key_may_be_forgotten`), `Runner::cancel_payment` with `cancel_intent`, `Runner::payment_outcome` |
+//! | webhook intake ([`intake`]) | `functions/webhook-intake/src/handler.rs`: `intake` (lease + read, then finalize, releasing the lease) |
+//! | recovery ([`RecoveryPc`], [`recovery_ask`], [`recovery_finalize`]) | `shared/src/recovery.rs`: `Recovery::reconcile` / `reconcile_leased` (lease, read, `give_back` when a refund is due, PSP status query, finalize) |
 //! | customer ([`CustomerPc`]) | completes the 3-D Secure challenge at the PSP with the secret our client view gave; `POST /checkouts/{order}/cancel` (`functions/checkout-saga/src/api.rs`: `orders::cancel`, then `Runner::cancel_by_customer`) |
-//! | anomaly refunds ([`refund_anomaly`]) | intended (issue 12, item 3): money taken on a failed payment is refunded with the key `<payment>:anomaly:<PaymentIntent>` |
 //! | order projection ([`relay`]) | the outbox relay and `functions/order-projection`: the projection catches up with the payment (best effort) |
 //!
 //! The saga's transitions are the real typestate ([`payments_core::saga`]): every step loads the stored
 //! record with [`Loaded::from_record`] (the real consistency check) and moves it with the real transition
 //! method, which the model saves with [`World::save_saga`].
 //!
-//! Two charge steps are modelled ([`ChargeMode`]): main's (the payment is created through the 24-hour
-//! idempotency record of `<order>:charge`) and the intended one of issue 12 item 4 (the payment id is saved
-//! in the saga before the charge; every retry reuses it and the key).
+//! Three cancel steps are modelled ([`CancelMode`]): main's (`Runner::cancel_payment` + `cancel_intent`: the
+//! PaymentIntent read first, a processing one waited for, the status after our write deciding), and two
+//! earlier ones that fail our payment while its PaymentIntent may still capture: the model's source of money
+//! taken on a failed payment, and main's before the fix (broken).
 
 use crate::ids;
-use crate::model::{ChargeMode, Config};
+use crate::model::{CancelMode, Config};
 use crate::psp::{IntentStatus, IntentView, Psp};
 use crate::world::{Holder, OrderStatus, StoredSaga, World};
 use payments_core::saga::{Loaded, SagaRecord, SagaStatus};
-use payments_core::{Observation, Outcome, Path, PaymentId, PaymentStatus};
+use payments_core::{decide, Decision, Observation, Outcome, Path, Payment, PaymentId, PaymentStatus};
 
 /// What the runner decided from the payment's outcome in `payment_pending` (`Runner::advance`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -41,18 +41,19 @@ pub enum Pending {
 pub enum Sub {
     /// `started`: reserve the stock and save `stock_reserved` in one transaction.
     Reserve,
-    /// `stock_reserved`, intended: save a new payment id in the saga before charging.
-    PlanPayment,
-    /// Create the payment item (intended: by the saved id; main: `create_idempotent` under `<order>:charge`).
+    /// `stock_reserved`: create the payment and save its id (`payment_created`, to `charging`) in one
+    /// transaction.
     CreatePayment,
-    /// Create and confirm the PaymentIntent with the key `<order>:charge`.
-    Charge(PaymentId),
-    /// Finalize the PSP's synchronous answer.
+    /// `charging` (`Runner::charge`): read the payment, then retrieve its bound PaymentIntent, or (created
+    /// more than `PSP_KEY_TRUSTED_FOR` ago) search the PSP for its first one, or create and confirm one with
+    /// the key `<order>:charge`.
+    Charge,
+    /// Finalize the PSP's answer.
     FinalizeCharge(PaymentId, IntentView),
     /// Save `payment_requested`.
-    SaveRequested(PaymentId, IntentView),
+    SaveRequested(IntentView),
     /// The PSP refused the charge: save `charge_failed`.
-    SaveChargeFailed(PaymentId),
+    SaveChargeFailed,
     /// `payment_pending`: save what the read decided.
     Await(Pending),
     /// `payment_captured`: confirm the order (conditioned on `pending`) with `completed`, or fail.
@@ -63,13 +64,14 @@ pub enum Sub {
     ObserveRefund,
     /// Save `refunded`.
     SaveRefunded,
-    /// `cancelling_payment`: read our payment.
+    /// `cancelling_payment`: read our payment (main: and its PaymentIntent, `cancel_intent`'s read).
     CancelRead,
-    /// Cancel the PaymentIntent (key `<order>:cancel`); the payment's status as read.
-    CancelCall(PaymentId, u8, PaymentStatus),
-    /// Finalize what the cancel answered.
+    /// Cancel the PaymentIntent; the key names the status read (main: `<order>:cancel:<status>`), or not
+    /// (earlier: `<order>:cancel`).
+    CancelCall(PaymentId, u8, Option<IntentStatus>),
+    /// Finalize the PaymentIntent as the cancel (or main's read) left it.
     CancelObserve(PaymentId, IntentView),
-    /// The payment is still open: fail it (finalize `failed`).
+    /// The payment is still open: fail it (finalize `failed`); the status before this write.
     CancelFail(PaymentId, PaymentStatus),
     /// Save `payment_succeeded` (the status was captured) or `payment_cancelled`.
     CancelSave(PaymentStatus),
@@ -82,12 +84,8 @@ pub enum Sub {
 pub enum RunnerPc {
     /// No saga loaded.
     Idle,
-    /// Working on the saga as loaded (and the payment id it had saved), at `step`.
-    At {
-        saga: Box<StoredSaga>,
-        planned: Option<PaymentId>,
-        step: Sub,
-    },
+    /// Working on the saga as loaded, at `step`.
+    At { saga: Box<StoredSaga>, step: Sub },
 }
 
 /// Recovery (the reconciler, or the saga handing a payment over past its deadline).
@@ -116,13 +114,11 @@ pub struct CustomerPc {
     pub cancel: CancelPc,
 }
 
-fn first_sub(cfg: &Config, saga: &SagaRecord, planned: &Option<PaymentId>) -> Option<Sub> {
+fn first_sub(saga: &SagaRecord) -> Option<Sub> {
     Some(match saga.status {
         SagaStatus::Started => Sub::Reserve,
-        SagaStatus::StockReserved => match (cfg.charge_mode, planned) {
-            (ChargeMode::SavedBeforeCharge, None) => Sub::PlanPayment,
-            _ => Sub::CreatePayment,
-        },
+        SagaStatus::StockReserved => Sub::CreatePayment,
+        SagaStatus::Charging => Sub::Charge,
         SagaStatus::PaymentCaptured => Sub::Confirm,
         SagaStatus::RefundingPayment => Sub::Refund,
         SagaStatus::CancellingPayment => Sub::CancelRead,
@@ -131,11 +127,10 @@ fn first_sub(cfg: &Config, saga: &SagaRecord, planned: &Option<PaymentId>) -> Op
     })
 }
 
-fn at(cfg: &Config, saga: &StoredSaga, planned: &Option<PaymentId>) -> RunnerPc {
-    match first_sub(cfg, &saga.0, planned) {
+fn at(saga: &StoredSaga) -> RunnerPc {
+    match first_sub(&saga.0) {
         Some(step) => RunnerPc::At {
             saga: Box::new(saga.clone()),
-            planned: planned.clone(),
             step,
         },
         None => RunnerPc::Idle,
@@ -168,13 +163,49 @@ fn await_decision(cfg: &Config, w: &World, saga: &SagaRecord) -> Option<Pending>
     }
 }
 
+/// `Runner::cancel_payment`'s reads: our payment, and (main) `cancel_intent`'s read of its PaymentIntent. What
+/// comes next; `None` when main's cancel would only wait (`Advanced::Stopped`: the PaymentIntent is processing
+/// and our payment already says so), which is no step at all. The two reads are one step: a PaymentIntent
+/// change commutes with the payment's read and a payment write with the PaymentIntent's read.
+fn cancel_reads(cfg: &Config, w: &World, saga: &SagaRecord) -> Option<Sub> {
+    let id = saga.payment_id.clone()?;
+    let payment = w.payment(&id)?;
+    let status = payment.status;
+    if status.is_terminal() {
+        return Some(Sub::CancelSave(status));
+    }
+    let Some(index) = payment.psp_reference.as_ref().and_then(Psp::index_of) else {
+        return Some(Sub::CancelFail(id, status));
+    };
+    if cfg.cancel != CancelMode::ReadsFirst {
+        return Some(Sub::CancelCall(id, index, None));
+    }
+    let view = w.psp.retrieve(index)?;
+    match view.status {
+        IntentStatus::Canceled | IntentStatus::Succeeded => Some(Sub::CancelObserve(id, view)),
+        IntentStatus::Processing => {
+            let observation = view.observation(Path::Sync)?;
+            matches!(decide(payment, &observation, World::STAMP_MS), Decision::Apply(_))
+                .then_some(Sub::CancelObserve(id, view))
+        }
+        read @ (IntentStatus::RequiresAction | IntentStatus::RequiresPaymentMethod) => {
+            Some(Sub::CancelCall(id, index, Some(read)))
+        }
+    }
+}
+
+/// `Runner::key_may_be_forgotten`: the payment was created `PSP_KEY_TRUSTED_FOR` ago or longer.
+fn key_may_be_forgotten(w: &World, payment: &Payment) -> bool {
+    w.wall_ms().saturating_sub(payment.created_at_ms) >= ids::PSP_KEY_TRUSTED_FOR_MS
+}
+
 /// One step of runner `i`. `lose`: the PSP's answer to this step's call is lost (the call happened); `None`
-/// when the step makes no call, or nothing changes.
+/// when the step makes no call that changes anything, or nothing changes.
 pub fn runner_step(cfg: &Config, w: &World, i: usize, lose: bool) -> Option<World> {
     let calls_psp = matches!(
         w.runners.get(i)?,
         RunnerPc::At {
-            step: Sub::Charge(_) | Sub::Refund | Sub::ObserveRefund | Sub::CancelCall(..),
+            step: Sub::Charge | Sub::Refund | Sub::ObserveRefund | Sub::CancelCall(..),
             ..
         }
     );
@@ -182,22 +213,28 @@ pub fn runner_step(cfg: &Config, w: &World, i: usize, lose: bool) -> Option<Worl
         return None;
     }
     let pc = w.runners.get(i)?.clone();
-    let RunnerPc::At { saga, planned, step } = pc else {
-        // Load the saga (`SagaStore::load`); in `payment_pending` also read the outcome and decide at once,
-        // so a saga that waits is no step at all.
+    let RunnerPc::At { saga, step } = pc else {
+        // Load the saga (`SagaStore::load`); in `payment_pending` also read the outcome and decide at once, and
+        // in main's `cancelling_payment` read the payment and its PaymentIntent, so a saga that waits is no
+        // step at all.
         let record = &w.saga.0;
         if record.status.is_terminal() || Loaded::from_record(record.clone()).is_err() {
             return None;
         }
         let mut next = w.clone();
-        next.runners[i] = if record.status == SagaStatus::PaymentPending {
-            RunnerPc::At {
-                saga: Box::new(w.saga.clone()),
-                planned: w.saga_payment.clone(),
-                step: Sub::Await(await_decision(cfg, w, record)?),
+        let step = match record.status {
+            SagaStatus::PaymentPending => Some(Sub::Await(await_decision(cfg, w, record)?)),
+            SagaStatus::CancellingPayment if cfg.cancel == CancelMode::ReadsFirst => {
+                Some(cancel_reads(cfg, w, record)?)
             }
-        } else {
-            at(cfg, &w.saga, &w.saga_payment)
+            _ => first_sub(record),
+        };
+        next.runners[i] = match step {
+            Some(step) => RunnerPc::At {
+                saga: Box::new(w.saga.clone()),
+                step,
+            },
+            None => RunnerPc::Idle,
         };
         return Some(next);
     };
@@ -208,21 +245,16 @@ pub fn runner_step(cfg: &Config, w: &World, i: usize, lose: bool) -> Option<Worl
     let order = ids::order();
     // After a save: go on from the new state without a re-read (`Advanced::Moved`); after a conflict: reload.
     let moved = |next: &mut World, saved: bool| {
-        next.runners[i] = if saved {
-            at(cfg, &next.saga, &next.saga_payment)
-        } else {
-            RunnerPc::Idle
-        };
+        next.runners[i] = if saved { at(&next.saga) } else { RunnerPc::Idle };
     };
     // A lost answer: the backoff retries the same action from the same loaded saga.
     let retry = |next: &mut World| {
         next.losses_left -= 1;
-        next.runners[i] = at(cfg, &saga, &planned);
+        next.runners[i] = at(&saga);
     };
     let goto = |next: &mut World, step: Sub| {
         next.runners[i] = RunnerPc::At {
             saga: saga.clone(),
-            planned: planned.clone(),
             step,
         };
     };
@@ -241,67 +273,62 @@ pub fn runner_step(cfg: &Config, w: &World, i: usize, lose: bool) -> Option<Worl
                 moved(&mut next, saved);
             }
         }
-        (Sub::PlanPayment, Loaded::StockReserved(_)) => {
-            // A conditional update of the saga item: only if nobody moved it or saved an id meanwhile.
-            if next.saga.0.version == version && next.saga_payment.is_none() {
-                let id = ids::payment(next.payments.len() + 1);
-                next.saga_payment = Some(id.clone());
-                next.runners[i] = RunnerPc::At {
-                    saga,
-                    planned: Some(id),
-                    step: Sub::CreatePayment,
-                };
-            } else {
-                next.runners[i] = RunnerPc::Idle;
+        (Sub::CreatePayment, Loaded::StockReserved(s)) => {
+            // `PaymentStore::create_writes` in the saga's transaction: both or neither.
+            let id = ids::payment(next.payments.len() + 1);
+            let (n, e) = s.payment_created(id.clone(), now);
+            let saved = next.save_saga(version, n, e);
+            if saved {
+                next.create_payment(&id);
             }
+            moved(&mut next, saved);
         }
-        (Sub::CreatePayment, Loaded::StockReserved(_)) => {
-            let id = match (cfg.charge_mode, &planned) {
-                (ChargeMode::SavedBeforeCharge, Some(id)) => id.clone(),
-                (ChargeMode::SavedBeforeCharge, None) => return None,
-                // `PaymentStore::create_idempotent`: the record replays the first payment while it lives.
-                (ChargeMode::IdempotencyRecord, _) => match &next.charge_record {
-                    Some(id) => id.clone(),
-                    None => {
-                        let id = ids::payment(next.payments.len() + 1);
-                        next.charge_record = Some(id.clone());
-                        id
-                    }
-                },
+        (Sub::Charge, Loaded::Charging(s)) => {
+            // The payment's read and the PSP call are one step: a webhook binding the PaymentIntent between
+            // them leaves the call a replay of the key (or, a day later, the search finds it).
+            let id = s.payment_id().clone();
+            let payment = next.payment(&id)?.clone();
+            let found = match payment.psp_reference.as_ref().and_then(Psp::index_of) {
+                Some(index) => Some(next.psp.retrieve(index)?),
+                None if cfg.search_after_a_day && key_may_be_forgotten(&next, &payment) => next.psp.search(&id),
+                None => None,
             };
-            next.create_payment(&id);
-            goto(&mut next, Sub::Charge(id));
-        }
-        (Sub::Charge(id), Loaded::StockReserved(_)) => {
-            let key = if cfg.fresh_charge_key {
-                format!("{order}:charge:{}", next.psp.intents.len())
-            } else {
-                format!("{order}:charge")
+            let answer = match found {
+                // A read: its answer lost changes nothing (no step).
+                Some(_) if lose => return None,
+                Some(view) => Ok(view),
+                None => {
+                    let key = if cfg.fresh_charge_key {
+                        format!("{order}:charge:{}", next.psp.intents.len())
+                    } else {
+                        format!("{order}:charge")
+                    };
+                    next.psp.charge(&key, &id)
+                }
             };
-            let answer = next.psp.charge(&key, &id);
             if lose {
                 retry(&mut next);
             } else {
                 match answer {
                     Ok(view) => goto(&mut next, Sub::FinalizeCharge(id, view)),
-                    Err(_) => goto(&mut next, Sub::SaveChargeFailed(id)),
+                    Err(_) => goto(&mut next, Sub::SaveChargeFailed),
                 }
             }
         }
-        (Sub::FinalizeCharge(id, view), Loaded::StockReserved(_)) => {
+        (Sub::FinalizeCharge(id, view), Loaded::Charging(_)) => {
             if let Some(observation) = view.observation(Path::Sync) {
                 next.finalize(&id, &observation, None)?;
             }
-            goto(&mut next, Sub::SaveRequested(id, view));
+            goto(&mut next, Sub::SaveRequested(view));
         }
-        (Sub::SaveRequested(id, view), Loaded::StockReserved(s)) => {
+        (Sub::SaveRequested(view), Loaded::Charging(s)) => {
             let action = view.status == IntentStatus::RequiresAction;
-            let (n, e) = s.payment_requested(id, Some(view.reference()), action, now);
+            let (n, e) = s.payment_requested(Some(view.reference()), action, now);
             let saved = next.save_saga(version, n, e);
             moved(&mut next, saved);
         }
-        (Sub::SaveChargeFailed(id), Loaded::StockReserved(s)) => {
-            let (n, e) = s.charge_failed(Some(id), "charge refused".into(), now);
+        (Sub::SaveChargeFailed, Loaded::Charging(s)) => {
+            let (n, e) = s.charge_failed("charge refused".into(), now);
             let saved = next.save_saga(version, n, e);
             moved(&mut next, saved);
         }
@@ -346,10 +373,11 @@ pub fn runner_step(cfg: &Config, w: &World, i: usize, lose: bool) -> Option<Worl
             let accepted = next.psp.refund(&format!("{order}:refund"), index, None);
             if lose {
                 retry(&mut next);
-            } else if accepted {
+            } else if accepted || cfg.refused_refund_reads_back {
                 goto(&mut next, Sub::ObserveRefund);
             } else {
-                // Refused: retried, then escalated; the sweeper resumes it.
+                // Main: refused (`PspError::Refused`, e.g. `charge_already_refunded`): retried, then escalated;
+                // the sweeper resumes it and asks again.
                 next.runners[i] = RunnerPc::Idle;
             }
         }
@@ -370,28 +398,21 @@ pub fn runner_step(cfg: &Config, w: &World, i: usize, lose: bool) -> Option<Worl
             let saved = next.save_saga(version, n, e);
             moved(&mut next, saved);
         }
-        (Sub::CancelRead, Loaded::CancellingPayment(s)) => match s.payment_id().cloned() {
-            None => {
-                let (n, e) = s.payment_cancelled(now);
-                let saved = next.save_saga(version, n, e);
-                moved(&mut next, saved);
-            }
-            Some(id) => {
-                let payment = next.payment(&id)?;
-                let status = payment.status;
-                let reference = payment.psp_reference.as_ref().and_then(Psp::index_of);
-                match reference {
-                    Some(index) if !status.is_terminal() => goto(&mut next, Sub::CancelCall(id, index, status)),
-                    _ => goto(&mut next, after_status(id, status)),
-                }
-            }
+        (Sub::CancelRead, Loaded::CancellingPayment(s)) => match cancel_reads(cfg, &next, s.record()) {
+            Some(step) => goto(&mut next, step),
+            // Main: the PaymentIntent is processing; the saga waits (the sweeper resumes it).
+            None => next.runners[i] = RunnerPc::Idle,
         },
-        (Sub::CancelCall(id, index, _), Loaded::CancellingPayment(_)) => {
-            let answer = next.psp.cancel(&format!("{order}:cancel"), index);
+        (Sub::CancelCall(id, index, read), Loaded::CancellingPayment(_)) => {
+            let key = match read {
+                Some(status) => format!("{order}:cancel:{}", status.as_str()),
+                None => format!("{order}:cancel"),
+            };
+            let answer = next.psp.cancel(&key, index);
             if lose {
                 retry(&mut next);
             } else {
-                // Refused with the PaymentIntent: it succeeded (or was canceled) meanwhile.
+                // Refused with the PaymentIntent: it moved (succeeded, processing) meanwhile.
                 let view = answer.unwrap_or_else(|refused| refused);
                 goto(&mut next, Sub::CancelObserve(id, view));
             }
@@ -401,9 +422,15 @@ pub fn runner_step(cfg: &Config, w: &World, i: usize, lose: bool) -> Option<Worl
                 Some(observation) => next.finalize(&id, &observation, None)?.status,
                 None => next.payment(&id)?.status,
             };
-            goto(&mut next, after_status(id, status));
+            let may_still_take_money = !matches!(view.status, IntentStatus::Canceled | IntentStatus::Succeeded);
+            if cfg.cancel == CancelMode::ReadsFirst && may_still_take_money {
+                // Main: saying "no money taken" now would keep it; the saga waits for the outcome.
+                next.runners[i] = RunnerPc::Idle;
+            } else {
+                goto(&mut next, after_status(id, status));
+            }
         }
-        (Sub::CancelFail(id, status), Loaded::CancellingPayment(s)) => {
+        (Sub::CancelFail(id, before), Loaded::CancellingPayment(s)) => {
             let reason = s
                 .record()
                 .failure
@@ -412,17 +439,19 @@ pub fn runner_step(cfg: &Config, w: &World, i: usize, lose: bool) -> Option<Worl
                 .unwrap_or_default();
             let observation = Observation::new(Path::Sync, Outcome::Failed { reason }, psp_correlation());
             let after = next.finalize(&id, &observation, None)?.status;
-            // Main's `Runner::cancel_payment` goes on with the status it had *before* this finalize, even when
-            // the finalize found the payment captured meanwhile (see `Config::cancel_reads_final_status`).
-            let status = if cfg.cancel_reads_final_status { after } else { status };
+            // Main goes on with the status this finalize leaves (a capture that won continues from the capture);
+            // main before the fix went on with the status read before it.
+            let status = if cfg.cancel == CancelMode::OldMain {
+                before
+            } else {
+                after
+            };
             goto(&mut next, Sub::CancelSave(status));
         }
         (Sub::CancelSave(status), Loaded::CancellingPayment(s)) => {
             let saved = if status == PaymentStatus::Captured {
-                match s.payment_succeeded(now) {
-                    Ok((n, e)) => next.save_saga(version, n, e),
-                    Err(_) => false,
-                }
+                let (n, e) = s.payment_succeeded(now);
+                next.save_saga(version, n, e)
             } else {
                 let (n, e) = s.payment_cancelled(now);
                 next.save_saga(version, n, e)
@@ -512,30 +541,44 @@ pub fn intake(w: &World, k: usize, how: Delivery) -> Option<World> {
     Some(next)
 }
 
-/// Recovery, step 1 (`Recovery::reconcile`): take the lease of open payment `k` (stale: past the payment
-/// timeout) and ask the PSP. Taking the lease and asking are one step: no other step reads the lease but
-/// intake, which a held lease only turns away. A PSP answer that would change nothing now is no step (the
-/// lease is released at once); a lost answer is the same.
-pub fn recovery_ask(w: &World, k: usize) -> Option<World> {
+/// Recovery, step 1 (`Recovery::reconcile` / `reconcile_leased`): take the lease of open payment `k` (stale:
+/// past the payment timeout; open: `Payment::is_open`, not terminal or money to give back) and ask the PSP.
+/// Money taken on a failed payment is given back first (`Recovery::give_back`: all that is left, key
+/// `<payment>:anomaly-<n>:refund`, a refusal read back too); `lose`: that refund's answer is lost (the
+/// reconciliation ends in an error and releases the lease). Taking the lease, the refund and the status query
+/// are one step: no other step reads the lease but intake, which a held lease only turns away, and nothing
+/// but our own refund moves a captured PaymentIntent. A status query that would change nothing now is no step
+/// (the lease is released at once); a lost answer to it is the same.
+pub fn recovery_ask(w: &World, k: usize, lose: bool) -> Option<World> {
     if w.recovery != RecoveryPc::Idle || w.clock == 0 || w.lease.is_some() {
         return None;
     }
     let payment = &w.payments.get(k)?.0;
-    let index = payment.psp_reference.as_ref().and_then(Psp::index_of)?;
-    if payment.status.is_terminal() {
+    if !payment.is_open() {
         return None;
     }
-    let view = w.psp.retrieve(index)?;
-    let observation = recovery_observation(&view, w.psp.time)?;
-    if !matches!(
-        payments_core::decide(payment, &observation, World::STAMP_MS),
-        payments_core::Decision::Apply(_)
-    ) {
+    let index = payment.psp_reference.as_ref().and_then(Psp::index_of)?;
+    let refund_due = payment.refund_due();
+    if lose && (refund_due.is_none() || w.losses_left == 0) {
         return None;
     }
     let mut next = w.clone();
+    if let Some(anomaly) = refund_due {
+        next.psp
+            .refund(&format!("{}:anomaly-{anomaly}:refund", payment.id), index, None);
+        if lose {
+            next.losses_left -= 1;
+            return Some(next);
+        }
+    }
+    let view = next.psp.retrieve(index)?;
+    let at = next.psp.time;
+    let observation = recovery_observation(&view, at)?;
+    if refund_due.is_none() && !matches!(decide(payment, &observation, World::STAMP_MS), Decision::Apply(_)) {
+        return None;
+    }
     next.lease = Some((payment.id.clone(), Holder::Recovery));
-    next.recovery = RecoveryPc::Asked(payment.id.clone(), view, w.psp.time);
+    next.recovery = RecoveryPc::Asked(payment.id.clone(), view, at);
     Some(next)
 }
 
@@ -554,25 +597,6 @@ pub fn recovery_finalize(w: &World) -> Option<World> {
     let mut next = w.clone();
     next.finalize(id, &recovery_observation(view, *at)?, Some(Holder::Recovery))?;
     next.recovery = RecoveryPc::Idle;
-    Some(next)
-}
-
-/// Intended (issue 12, item 3): refund money taken on a failed payment, key `<payment>:anomaly:<PaymentIntent>`,
-/// the captured amount. `lose`: the answer is lost and the refund is tried again.
-pub fn refund_anomaly(w: &World, lose: bool) -> Option<World> {
-    let (payment, reference) = w.anomaly_refunds.first()?.clone();
-    if lose && w.losses_left == 0 {
-        return None;
-    }
-    let index = Psp::index_of(&reference)?;
-    let mut next = w.clone();
-    next.psp
-        .refund(&format!("{payment}:anomaly:{reference}"), index, Some(ids::AMOUNT));
-    if lose {
-        next.losses_left -= 1;
-    } else {
-        next.anomaly_refunds.remove(0);
-    }
     Some(next)
 }
 

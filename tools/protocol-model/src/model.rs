@@ -22,15 +22,23 @@ use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
-/// How the charge step creates its payment.
+/// How the saga compensates a charge that must take no money (`cancelling_payment`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ChargeMode {
-    /// Intended (issue 12, item 4): a new payment id is saved in the saga before the charge; every retry
-    /// reuses it and the key `<order>:charge`.
-    SavedBeforeCharge,
-    /// Main's `Runner::charge`: `create_idempotent` under the key `<order>:charge`, whose record lives
-    /// 24 hours, then the charge under the same key.
-    IdempotencyRecord,
+pub enum CancelMode {
+    /// Main's `Runner::cancel_payment` with `cancel_intent`: the PaymentIntent is read first; one that
+    /// succeeded or was canceled is used as is, one that is processing (Stripe cannot cancel it) is waited for
+    /// (the saga stops, the sweeper resumes it), any other is canceled with the key `<order>:cancel:<status
+    /// read>`; a payment still open after that is failed, and the status that write leaves decides.
+    ReadsFirst,
+    /// Cancels at once with the key `<order>:cancel` and fails our payment even when Stripe refused to cancel
+    /// a processing PaymentIntent, going on with the status that write leaves: live, but money may then be
+    /// taken on a failed payment. The model's source of such money (issue 12, item 3: recorded once, given
+    /// back by recovery), which main's own cancel no longer produces.
+    FailsWhileProcessing,
+    /// Broken on purpose: main before the fix (af27798), as [`CancelMode::FailsWhileProcessing`] but going on
+    /// with the status read *before* failing our payment, so a capture that won the race is compensated as
+    /// if no money was taken.
+    OldMain,
 }
 
 /// What the model explores.
@@ -42,29 +50,28 @@ pub struct Config {
     pub runners: usize,
     /// Crashes, in total, of any actor between any two of its steps.
     pub crashes: u8,
-    /// Lost answers, in total: PSP answers to the runner and the anomaly refunds (and webhooks the PSP gives
-    /// up on, with `webhooks_lost`).
+    /// Lost answers, in total: PSP answers to the runner and to recovery's refunds (and webhooks the PSP
+    /// gives up on, with `webhooks_lost`).
     pub losses: u8,
     /// A lost answer may also be a webhook the PSP never delivers (it gave up after its retries). Off by
-    /// default: the issue's PSP delivers late, twice and out of order, but delivers; on, the model finds that
-    /// a late success on a payment we failed is then found by nobody (recovery skips terminal payments).
+    /// default: the issue's PSP delivers late, twice and out of order, but delivers.
     pub webhooks_lost: bool,
     /// Webhooks delivered twice.
     pub duplicates: u8,
     /// The customer may act (complete 3-D Secure) and cancel.
     pub customer: bool,
-    /// A day may pass after the deadlines: Stripe prunes its idempotency keys, our 24-hour records expire.
+    /// A day may pass after the deadlines: Stripe prunes its idempotency keys (its search index has caught
+    /// up), and a charge retried then is past `PSP_KEY_TRUSTED_FOR`.
     pub day_passes: bool,
-    pub charge_mode: ChargeMode,
-    /// The fix this model proposes for `Runner::cancel_payment`: after failing a payment that was still
-    /// open, go on with the status that finalize returned (captured meanwhile: continue from the capture),
-    /// not the status read before. Main goes on with the status read before (`false`) and can compensate a
-    /// captured payment as if no money was taken.
-    pub cancel_reads_final_status: bool,
-    /// Check issue 12's "the same PSP fact twice records it once" for a late success on a failed payment.
-    /// Off by default: `decide` records it once per path today (recovery's snapshot carries no event id, the
-    /// webhook does), which the anomaly refund survives only because its key names the PaymentIntent.
-    pub late_success_recorded_once: bool,
+    pub cancel: CancelMode,
+    /// Main's charge searches the PSP for the payment's first PaymentIntent once the key may be forgotten.
+    /// `false` is broken on purpose: a charge retried a day later creates a second PaymentIntent.
+    pub search_after_a_day: bool,
+    /// The fix the model proposes for the saga's refund step (`Runner::advance`, `refunding_payment`): a refund
+    /// the PSP refuses because nothing is left on the charge (asked again under `<order>:refund` after Stripe
+    /// forgot that key) reads the PaymentIntent back, as `Recovery::give_back` does, instead of escalating
+    /// forever. Main: `false`.
+    pub refused_refund_reads_back: bool,
     /// Broken on purpose: every charge attempt gets a fresh idempotency key.
     pub fresh_charge_key: bool,
     /// Broken on purpose: the saga never abandons a payment waiting for the customer (issue 12's first bug).
@@ -72,7 +79,7 @@ pub struct Config {
 }
 
 impl Default for Config {
-    /// The intended protocol, every scenario, one runner, a customer, one fault of each kind.
+    /// Main's protocol, every scenario, one runner, a customer, one fault of each kind.
     fn default() -> Self {
         Self {
             scenarios: Scenario::ALL.to_vec(),
@@ -83,9 +90,9 @@ impl Default for Config {
             webhooks_lost: false,
             customer: true,
             day_passes: false,
-            charge_mode: ChargeMode::SavedBeforeCharge,
-            cancel_reads_final_status: true,
-            late_success_recorded_once: false,
+            cancel: CancelMode::ReadsFirst,
+            search_after_a_day: true,
+            refused_refund_reads_back: false,
             fresh_charge_key: false,
             never_abandon: false,
         }
@@ -105,16 +112,14 @@ pub enum Action {
         webhook: u8,
         how: Delivery,
     },
-    /// Recovery takes open payment `payment`'s lease and asks the PSP.
+    /// Recovery takes open payment `payment`'s lease, gives back money taken on it if it failed, and asks
+    /// the PSP; `lose`: the refund's answer is lost.
     RecoveryAsk {
         payment: u8,
+        lose: bool,
     },
     /// Recovery finalizes the PSP's answer.
     RecoveryFinalize,
-    /// The anomaly consumer refunds money taken on a failed payment.
-    RefundAnomaly {
-        lose: bool,
-    },
     /// The order projection catches up.
     Relay,
     CustomerActs,
@@ -136,10 +141,9 @@ impl Action {
     /// Part of a fair run: not a fault and not a new customer choice.
     pub fn is_fair(&self) -> bool {
         match self {
-            Action::Runner { lose, .. } | Action::RefundAnomaly { lose } => !lose,
+            Action::Runner { lose, .. } | Action::RecoveryAsk { lose, .. } => !lose,
             Action::Deliver { how, .. } => *how == Delivery::Once,
-            Action::RecoveryAsk { .. }
-            | Action::RecoveryFinalize
+            Action::RecoveryFinalize
             | Action::CustomerCancelsSaga
             | Action::PspSettles
             | Action::ExpireLease
@@ -267,18 +271,15 @@ impl ProtocolModel {
         }
         if w.recovery == RecoveryPc::Idle {
             for payment in 0..u8::try_from(w.payments.len()).unwrap_or(0) {
-                actions.push(Action::RecoveryAsk { payment });
+                actions.push(Action::RecoveryAsk { payment, lose: false });
+                if w.losses_left > 0 {
+                    actions.push(Action::RecoveryAsk { payment, lose: true });
+                }
             }
         } else {
             actions.push(Action::RecoveryFinalize);
             if w.crashes_left > 0 {
                 actions.push(Action::Crash(Actor::Recovery));
-            }
-        }
-        if !w.anomaly_refunds.is_empty() {
-            actions.push(Action::RefundAnomaly { lose: false });
-            if w.losses_left > 0 {
-                actions.push(Action::RefundAnomaly { lose: true });
             }
         }
         actions.push(Action::Relay);
@@ -324,9 +325,8 @@ impl ProtocolModel {
         match *action {
             Action::Runner { runner, lose } => actors::runner_step(c, w, usize::from(runner), lose),
             Action::Deliver { webhook, how } => actors::intake(w, usize::from(webhook), how),
-            Action::RecoveryAsk { payment } => actors::recovery_ask(w, usize::from(payment)),
+            Action::RecoveryAsk { payment, lose } => actors::recovery_ask(w, usize::from(payment), lose),
             Action::RecoveryFinalize => actors::recovery_finalize(w),
-            Action::RefundAnomaly { lose } => actors::refund_anomaly(w, lose),
             Action::Relay => actors::relay(w),
             Action::CustomerActs => actors::customer_acts(w),
             Action::CustomerCancels => actors::customer_cancels(w),
@@ -342,7 +342,6 @@ impl ProtocolModel {
                 let mut next = w.clone();
                 next.day_passed = true;
                 next.psp.prune_keys();
-                next.charge_record = None;
                 Some(next)
             }
             Action::Crash(actor) => actors::crash(w, actor),
@@ -350,18 +349,26 @@ impl ProtocolModel {
     }
 }
 
+/// The example of money taken on a failed payment, recorded as refunded (the payment still failed) and
+/// given back at the PSP. Main's own cancel never takes money on a failed payment, so only
+/// [`CancelMode::FailsWhileProcessing`] (or [`CancelMode::OldMain`]) reaches it.
+pub const MONEY_ON_FAILED_REFUNDED: &str = "money on a failed payment refunded, recorded on it";
+
+/// Our code never asks for a refund of more than is left on the charge (the PSP would refuse it).
+pub const NO_REFUND_BEYOND_LEFT: &str = "no refund asked for beyond what is left";
+
 /// The liveness property's name.
 pub const LIVENESS: &str = "a fair run from here ends the saga and settles the money";
 
 /// Steps a fair run may take before it counts as never ending.
 pub const FAIR_RUN_LIMIT: usize = 200;
 
-/// Nothing is left to do: the saga ended, every webhook was delivered, every owed refund made, every actor
-/// idle.
+/// Nothing is left to do: the saga ended, every webhook was delivered, no payment has money to give back,
+/// every actor idle.
 pub fn quiet(w: &World) -> bool {
     w.saga.0.status.is_terminal()
         && w.psp.webhooks.is_empty()
-        && w.anomaly_refunds.is_empty()
+        && w.payments.iter().all(|p| p.0.refund_due().is_none())
         && w.runners.iter().all(|r| *r == RunnerPc::Idle)
         && w.recovery == RecoveryPc::Idle
         && w.customer.cancel != CancelPc::OrderCancelled
@@ -472,12 +479,14 @@ impl Model for ProtocolModel {
                 w.psp.captures() <= 1
             }),
             Property::always("never refunded more than captured", |_: &ProtocolModel, w: &World| {
-                w.psp.refused_refunds == 0
-                    && w.psp
-                        .intents
-                        .iter()
-                        .all(|i| i.refunded <= if i.captured() { ids::AMOUNT } else { 0 })
+                w.psp
+                    .intents
+                    .iter()
+                    .all(|i| i.refunded <= if i.captured() { ids::AMOUNT } else { 0 })
                     && w.payments.iter().all(|p| p.0.refunded_minor <= ids::AMOUNT)
+            }),
+            Property::always(NO_REFUND_BEYOND_LEFT, |_: &ProtocolModel, w: &World| {
+                w.psp.refused_refunds == 0
             }),
             Property::always("stock conserved", |_: &ProtocolModel, w: &World| {
                 w.available + held_stock(w) == ids::INITIAL_STOCK
@@ -493,9 +502,10 @@ impl Model for ProtocolModel {
                         || (p.action.is_none() && p.retry_token.is_none() && !ClientView::from(p).carries_secret())
                 })
             }),
-            Property::always("a late success is recorded once", |m: &ProtocolModel, w: &World| {
-                !m.config.late_success_recorded_once || w.late_successes_recorded <= 1
-            }),
+            Property::always(
+                "money taken on a failed payment is recorded once",
+                |_: &ProtocolModel, w: &World| w.late_successes_recorded <= 1,
+            ),
             Property::always("every stored saga loads", |_: &ProtocolModel, w: &World| {
                 Loaded::from_record(w.saga.0.clone()).is_ok()
             }),
@@ -517,11 +527,13 @@ impl Model for ProtocolModel {
                 let failed = log.iter().position(|(k, _)| *k == SagaEventKind::StepFailed);
                 failed.is_some_and(|f| log[f..].iter().any(|(k, _)| *k == SagaEventKind::PaymentCaptured))
             }),
-            Property::sometimes("money on a failed payment refunded", |_: &ProtocolModel, w: &World| {
-                w.payments
-                    .iter()
-                    .any(|p| p.0.status == payments_core::PaymentStatus::Failed)
-                    && w.psp.intents.iter().any(|i| i.captured() && i.refunded == ids::AMOUNT)
+            Property::sometimes(MONEY_ON_FAILED_REFUNDED, |_: &ProtocolModel, w: &World| {
+                w.payments.iter().any(|p| {
+                    let p = &p.0;
+                    p.status == payments_core::PaymentStatus::Failed
+                        && p.stray_capture.is_some_and(|s| s.refunded)
+                        && p.refunded_minor == ids::AMOUNT
+                }) && w.psp.intents.iter().any(|i| i.captured() && i.refunded == ids::AMOUNT)
             }),
             Property::sometimes("abandoned and canceled at the PSP", |_: &ProtocolModel, w: &World| {
                 w.saga.0.status == SagaStatus::Compensated

@@ -5,19 +5,20 @@
 //! fingerprints states by their hash, so every field that can differ between two states is hashed).
 //!
 //! - [`World::save_saga`] mirrors `SagaStore::save` (`shared/src/saga.rs`): the saga put conditioned on the
-//!   version it was loaded at, its event, and the step's own writes, in one transaction.
+//!   version it was loaded at, its event, and the step's own writes (the stock; the payment's creation in
+//!   `payment_created`), in one transaction.
 //! - [`World::finalize`] mirrors `PaymentStore::finalize_from` (`shared/src/store/finalize.rs`): the real
 //!   [`payments_core::decide`] against the current item (a version conflict decides again from the item that
 //!   won, so the write lands on the newest version), the payment put under the version token, and the lease
-//!   released in the same transaction when the caller holds it (separately when nothing is written). An
-//!   applied anomaly "late success on a failed payment" puts a refund on the anomaly consumer's queue (the
-//!   intended behaviour of issue 12, item 3).
+//!   released in the same transaction when the caller holds it (separately when nothing is written). Money
+//!   taken on a failed payment is `decide`'s `stray_capture`: the payment stays open (`Payment::is_open`) and
+//!   recovery gives the money back ([`crate::actors::recovery_ask`]).
 
 use crate::actors::{CustomerPc, RecoveryPc, RunnerPc};
 use crate::ids;
 use crate::psp::{Psp, Scenario};
 use payments_core::saga::{Saga, SagaEvent, SagaEventKind, SagaRecord, Started, Step};
-use payments_core::{decide, Decision, EventKind, Observation, Payment, PaymentId, PaymentStatus, PspReference};
+use payments_core::{decide, Decision, EventKind, Observation, Payment, PaymentId, PaymentStatus};
 use std::hash::{Hash, Hasher};
 
 /// A stored saga record, hashed over every field the model can change.
@@ -58,6 +59,7 @@ impl Hash for StoredPayment {
         )
             .hash(h);
         (&p.seen_psp_events, p.last_psp_event_at_ms, p.anomalies, p.updated_at_ms).hash(h);
+        (p.created_at_ms, p.stray_capture.map(|s| (s.anomaly, s.refunded))).hash(h);
         p.retry_token.as_ref().map(|t| t.expose().to_owned()).hash(h);
         p.action
             .as_ref()
@@ -99,14 +101,10 @@ pub struct World {
 
     // --- DynamoDB ---
     pub saga: StoredSaga,
-    /// The payment id the charge step saved in the saga before charging (issue 12, item 4, intended).
-    pub saga_payment: Option<PaymentId>,
     /// The saga's event log, in the order the transitions were saved.
     pub saga_log: Vec<(SagaEventKind, Step)>,
     /// Payment items, `pay-1`, `pay-2`, ... in creation order.
     pub payments: Vec<StoredPayment>,
-    /// The 24-hour idempotency record of `POST /payments` under the key `<order>:charge` (main's charge step).
-    pub charge_record: Option<PaymentId>,
     /// The payment's lease item (`LEASE#<payment>`), if taken and not expired.
     pub lease: Option<(PaymentId, Holder)>,
     /// The SKU's `available` count.
@@ -114,9 +112,7 @@ pub struct World {
     pub order: OrderStatus,
     /// The order projection's payment status (fed by the outbox; best effort).
     pub projection: Option<PaymentStatus>,
-    /// Refunds owed for money taken on a failed payment: (payment, the PaymentIntent that took it).
-    pub anomaly_refunds: Vec<(PaymentId, PspReference)>,
-    /// Anomalies "late success on a failed payment" recorded, in all.
+    /// Anomalies "money taken on a failed payment" recorded, in all (whatever path reported them).
     pub late_successes_recorded: u8,
 
     // --- the PSP ---
@@ -153,15 +149,12 @@ impl World {
             clock: 0,
             day_passed: false,
             saga: StoredSaga(saga.into_record()),
-            saga_payment: None,
             saga_log: vec![(event.kind, event.step)],
             payments: Vec::new(),
-            charge_record: None,
             lease: None,
             available: ids::INITIAL_STOCK,
             order: OrderStatus::Pending,
             projection: None,
-            anomaly_refunds: Vec::new(),
             late_successes_recorded: 0,
             psp: Psp::new(scenario),
             runners: vec![RunnerPc::Idle; runners],
@@ -178,6 +171,15 @@ impl World {
         i64::from(self.clock) * 1000
     }
 
+    /// The wall clock for what is measured in hours: the start, or a day later once the day passed.
+    pub fn wall_ms(&self) -> i64 {
+        if self.day_passed {
+            ids::DAY_MS
+        } else {
+            Self::STAMP_MS
+        }
+    }
+
     /// The time the real code stamps on what it writes (`updated_at_ms`): a constant, since nothing the
     /// model checks reads it back and a varying stamp would only multiply states.
     pub const STAMP_MS: i64 = 0;
@@ -191,9 +193,9 @@ impl World {
         self.payments.iter_mut().map(|p| &mut p.0).find(|p| &p.id == id)
     }
 
-    /// The payment the saga is about (saved before the charge, or recorded by `payment_requested`).
+    /// The payment the saga is about (saved by `payment_created`).
     pub fn saga_payment_id(&self) -> Option<&PaymentId> {
-        self.saga.0.payment_id.as_ref().or(self.saga_payment.as_ref())
+        self.saga.0.payment_id.as_ref()
     }
 
     /// `SagaStore::save`: the transition from the record loaded at `loaded_version`, if nobody moved the saga
@@ -207,7 +209,8 @@ impl World {
         true
     }
 
-    /// Creates payment `id` (version 1, pending) unless it exists.
+    /// Creates payment `id` (version 1, pending) unless it exists, stamped [`World::STAMP_MS`], or a day
+    /// later once the day passed (the charge step measures the PSP key's age from it).
     pub fn create_payment(&mut self, id: &PaymentId) {
         if self.payment(id).is_some() {
             return;
@@ -220,7 +223,7 @@ impl World {
             metadata: Default::default(),
             correlation_id: ids::valid(payments_core::CorrelationId::parse("model")),
             trace_context: None,
-            now_ms: Self::STAMP_MS,
+            now_ms: self.wall_ms(),
         };
         self.payments.push(StoredPayment(new.into_payment().0));
     }
@@ -248,12 +251,6 @@ impl World {
                 let status = t.payment.status;
                 if late_success {
                     self.late_successes_recorded = self.late_successes_recorded.saturating_add(1);
-                    if let Some(reference) = t.payment.psp_reference.clone() {
-                        let owed = (id.clone(), reference);
-                        if !self.anomaly_refunds.contains(&owed) {
-                            self.anomaly_refunds.push(owed);
-                        }
-                    }
                 }
                 if let Some(slot) = self.payment_mut(id) {
                     *slot = t.payment;
