@@ -2,23 +2,30 @@
 //!
 //! `cargo run -p protocol-model --example explore` checks the default configuration (the intended
 //! protocol); `-- serve` opens the Explorer on http://127.0.0.1:3001 instead. Environment:
-//! `MODEL_MAIN=1` (main's charge and cancel steps), `MODEL_DAY=1` (a day may pass), `MODEL_RUNNERS`,
+//! `MODEL_CANCEL=fails-while-processing|old-main` (another cancel step than main's), `MODEL_NO_SEARCH=1`
+//! (a charge a day later does not search the PSP first), `MODEL_REFUND_READS_BACK=1` (the saga's refund
+//! step reads a refused refund back), `MODEL_DAY=1` (a day may pass), `MODEL_NO_CUSTOMER=1`,
+//! `MODEL_WEBHOOKS_LOST=1` (a lost answer may be a webhook never delivered), `MODEL_RUNNERS`,
 //! `MODEL_CRASHES`, `MODEL_LOSSES`, `MODEL_DUPLICATES`, `MODEL_SCENARIOS` (e.g. `ThreeDs,Processing`),
 //! `MODEL_TRACE=<property>` (print the path to its discovery, `all` for every one).
 
 use protocol_model::check::check;
 use protocol_model::psp::Scenario;
-use protocol_model::{ChargeMode, Config, ProtocolModel};
+use protocol_model::{CancelMode, Config, ProtocolModel};
 use stateright::Model;
 
 fn config() -> Config {
     let var = |name: &str| std::env::var(name).ok();
     let mut config = Config::default();
-    if var("MODEL_MAIN").is_some() {
-        config.charge_mode = ChargeMode::IdempotencyRecord;
-        config.cancel_reads_final_status = false;
+    match var("MODEL_CANCEL").as_deref() {
+        Some("fails-while-processing") => config.cancel = CancelMode::FailsWhileProcessing,
+        Some("old-main") => config.cancel = CancelMode::OldMain,
+        _ => {}
     }
+    config.search_after_a_day = var("MODEL_NO_SEARCH").is_none();
+    config.refused_refund_reads_back = var("MODEL_REFUND_READS_BACK").is_some();
     config.day_passes = var("MODEL_DAY").is_some();
+    config.customer = var("MODEL_NO_CUSTOMER").is_none();
     config.webhooks_lost = var("MODEL_WEBHOOKS_LOST").is_some();
     if let Some(n) = var("MODEL_RUNNERS").and_then(|v| v.parse().ok()) {
         config.runners = n;
