@@ -1,0 +1,68 @@
+//! Checks one configuration of the model and prints what it found, or serves stateright's Explorer.
+//!
+//! `cargo run -p protocol-model --example explore` checks the default configuration (the intended
+//! protocol); `-- serve` opens the Explorer on http://127.0.0.1:3001 instead. Environment:
+//! `MODEL_CANCEL=fails-while-processing|old-main` (another cancel step than main's), `MODEL_NO_SEARCH=1`
+//! (a charge a day later does not search the PSP first), `MODEL_REFUND_READS_BACK=1` (the saga's refund
+//! step reads a refused refund back), `MODEL_DAY=1` (a day may pass), `MODEL_NO_CUSTOMER=1`,
+//! `MODEL_WEBHOOKS_LOST=1` (a lost answer may be a webhook never delivered), `MODEL_RUNNERS`,
+//! `MODEL_CRASHES`, `MODEL_LOSSES`, `MODEL_DUPLICATES`, `MODEL_SCENARIOS` (e.g. `ThreeDs,Processing`),
+//! `MODEL_TRACE=<property>` (print the path to its discovery, `all` for every one).
+
+use protocol_model::check::check;
+use protocol_model::psp::Scenario;
+use protocol_model::{CancelMode, Config, ProtocolModel};
+use stateright::Model;
+
+fn config() -> Config {
+    let var = |name: &str| std::env::var(name).ok();
+    let mut config = Config::default();
+    match var("MODEL_CANCEL").as_deref() {
+        Some("fails-while-processing") => config.cancel = CancelMode::FailsWhileProcessing,
+        Some("old-main") => config.cancel = CancelMode::OldMain,
+        _ => {}
+    }
+    config.search_after_a_day = var("MODEL_NO_SEARCH").is_none();
+    config.refused_refund_reads_back = var("MODEL_REFUND_READS_BACK").is_some();
+    config.day_passes = var("MODEL_DAY").is_some();
+    config.customer = var("MODEL_NO_CUSTOMER").is_none();
+    config.webhooks_lost = var("MODEL_WEBHOOKS_LOST").is_some();
+    if let Some(n) = var("MODEL_RUNNERS").and_then(|v| v.parse().ok()) {
+        config.runners = n;
+    }
+    for (name, slot) in [
+        ("MODEL_CRASHES", &mut config.crashes),
+        ("MODEL_LOSSES", &mut config.losses),
+        ("MODEL_DUPLICATES", &mut config.duplicates),
+    ] {
+        if let Some(n) = var(name).and_then(|v| v.parse().ok()) {
+            *slot = n;
+        }
+    }
+    if let Some(names) = var("MODEL_SCENARIOS") {
+        config.scenarios = Scenario::ALL
+            .into_iter()
+            .filter(|s| names.split(',').any(|n| n == format!("{s:?}")))
+            .collect();
+    }
+    config
+}
+
+fn main() {
+    let config = config();
+    if std::env::args().nth(1).as_deref() == Some("serve") {
+        println!("Explorer on http://127.0.0.1:3001");
+        ProtocolModel::new(config).checker().threads(2).serve("127.0.0.1:3001");
+        return;
+    }
+    let report = check(config, 2, false);
+    println!("{}", report.summary());
+    println!("failed: {:?}", report.failures());
+    println!("examples not reached: {:?}", report.unreached_examples());
+    let wanted = std::env::var("MODEL_TRACE").unwrap_or_default();
+    for name in report.discoveries.keys() {
+        if wanted == "all" || wanted == *name {
+            println!("{}", report.trace(name));
+        }
+    }
+}

@@ -1,0 +1,729 @@
+//! The actors: each one's local state (what survives between its steps, and is lost when it crashes) and
+//! its steps. One step is one DynamoDB call or one PSP call; a crash can fall between any two.
+//!
+//! | actor | steps mirror |
+//! |---|---|
+//! | saga runner ([`RunnerPc`]) | `functions/checkout-saga/src/runner.rs`: `Runner::drive`, `Runner::advance` (reserve, create the payment, await, confirm, refund, release), `Runner::charge` (with `send_charge`, `key_may_be_forgotten`), `Runner::cancel_payment` with `cancel_intent`, `Runner::payment_outcome` |
+//! | webhook intake ([`intake`]) | `functions/webhook-intake/src/handler.rs`: `intake` (lease + read, then finalize, releasing the lease) |
+//! | recovery ([`RecoveryPc`], [`recovery_ask`], [`recovery_finalize`]) | `shared/src/recovery.rs`: `Recovery::reconcile` / `reconcile_leased` (lease, read, `give_back` when a refund is due, PSP status query, finalize) |
+//! | customer ([`CustomerPc`]) | completes the 3-D Secure challenge at the PSP with the secret our client view gave; `POST /checkouts/{order}/cancel` (`functions/checkout-saga/src/api.rs`: `orders::cancel`, then `Runner::cancel_by_customer`) |
+//! | order projection ([`relay`]) | the outbox relay and `functions/order-projection`: the projection catches up with the payment (best effort) |
+//!
+//! The saga's transitions are the real typestate ([`payments_core::saga`]): every step loads the stored
+//! record with [`Loaded::from_record`] (the real consistency check) and moves it with the real transition
+//! method, which the model saves with [`World::save_saga`].
+//!
+//! Three cancel steps are modelled ([`CancelMode`]): main's (`Runner::cancel_payment` + `cancel_intent`: the
+//! PaymentIntent read first, a processing one waited for, the status after our write deciding), and two
+//! earlier ones that fail our payment while its PaymentIntent may still capture: the model's source of money
+//! taken on a failed payment, and main's before the fix (broken).
+
+use crate::ids;
+use crate::model::{CancelMode, Config};
+use crate::psp::{IntentStatus, IntentView, Psp};
+use crate::world::{Holder, OrderStatus, StoredSaga, World};
+use payments_core::saga::{Loaded, SagaRecord, SagaStatus};
+use payments_core::{decide, Decision, Observation, Outcome, Path, Payment, PaymentId, PaymentStatus};
+
+/// What the runner decided from the payment's outcome in `payment_pending` (`Runner::advance`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Pending {
+    Captured,
+    Failed(PaymentStatus),
+    /// Still the customer's turn past the abandonment deadline.
+    Abandoned(PaymentStatus),
+    /// Past the payment deadline: handed to recovery.
+    HandToRecovery,
+}
+
+/// Where the runner is within the action of the saga it loaded.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Sub {
+    /// `started`: reserve the stock and save `stock_reserved` in one transaction.
+    Reserve,
+    /// `stock_reserved`: create the payment and save its id (`payment_created`, to `charging`) in one
+    /// transaction.
+    CreatePayment,
+    /// `charging` (`Runner::charge`): read the payment, then retrieve its bound PaymentIntent, or (created
+    /// more than `PSP_KEY_TRUSTED_FOR` ago) search the PSP for its first one, or create and confirm one with
+    /// the key `<order>:charge`.
+    Charge,
+    /// Finalize the PSP's answer.
+    FinalizeCharge(PaymentId, IntentView),
+    /// Save `payment_requested`.
+    SaveRequested(IntentView),
+    /// The PSP refused the charge: save `charge_failed`.
+    SaveChargeFailed,
+    /// `payment_pending`: save what the read decided.
+    Await(Pending),
+    /// `payment_captured`: confirm the order (conditioned on `pending`) with `completed`, or fail.
+    Confirm,
+    /// `refunding_payment`: refund at the PSP (key `<order>:refund`).
+    Refund,
+    /// Read the PaymentIntent back and finalize its refunded total.
+    ObserveRefund,
+    /// Save `refunded`.
+    SaveRefunded,
+    /// `cancelling_payment`: read our payment (main: and its PaymentIntent, `cancel_intent`'s read).
+    CancelRead,
+    /// Cancel the PaymentIntent; the key names the status read (main: `<order>:cancel:<status>`), or not
+    /// (earlier: `<order>:cancel`).
+    CancelCall(PaymentId, u8, Option<IntentStatus>),
+    /// Finalize the PaymentIntent as the cancel (or main's read) left it.
+    CancelObserve(PaymentId, IntentView),
+    /// The payment is still open: fail it (finalize `failed`); the status before this write.
+    CancelFail(PaymentId, PaymentStatus),
+    /// Save `payment_succeeded` (the status was captured) or `payment_cancelled`.
+    CancelSave(PaymentStatus),
+    /// `releasing_stock`: put the stock back and save `compensated`.
+    Release,
+}
+
+/// A saga runner (an inbox consumer or the sweeper resuming a saga).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum RunnerPc {
+    /// No saga loaded.
+    Idle,
+    /// Working on the saga as loaded, at `step`.
+    At { saga: Box<StoredSaga>, step: Sub },
+}
+
+/// Recovery (the reconciler, or the saga handing a payment over past its deadline).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum RecoveryPc {
+    Idle,
+    /// Holds the lease and has the PSP's answer, taken at PSP time `at`.
+    Asked(PaymentId, IntentView, u8),
+}
+
+/// Where the customer's cancel request is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum CancelPc {
+    #[default]
+    NotYet,
+    /// The order is cancelled; the request goes on to the saga.
+    OrderCancelled,
+    Done,
+}
+
+/// The customer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct CustomerPc {
+    /// Completed the 3-D Secure challenge.
+    pub acted: bool,
+    pub cancel: CancelPc,
+}
+
+fn first_sub(saga: &SagaRecord) -> Option<Sub> {
+    Some(match saga.status {
+        SagaStatus::Started => Sub::Reserve,
+        SagaStatus::StockReserved => Sub::CreatePayment,
+        SagaStatus::Charging => Sub::Charge,
+        SagaStatus::PaymentCaptured => Sub::Confirm,
+        SagaStatus::RefundingPayment => Sub::Refund,
+        SagaStatus::CancellingPayment => Sub::CancelRead,
+        SagaStatus::ReleasingStock => Sub::Release,
+        SagaStatus::PaymentPending | SagaStatus::Completed | SagaStatus::Compensated => return None,
+    })
+}
+
+fn at(saga: &StoredSaga) -> RunnerPc {
+    match first_sub(&saga.0) {
+        Some(step) => RunnerPc::At {
+            saga: Box::new(saga.clone()),
+            step,
+        },
+        None => RunnerPc::Idle,
+    }
+}
+
+/// `Runner::payment_outcome` and the `payment_pending` arm of `Runner::advance`: what the saga does with
+/// the payment's outcome. `None`: it waits (`Advanced::Stopped`).
+fn await_decision(cfg: &Config, w: &World, saga: &SagaRecord) -> Option<Pending> {
+    let now = w.now_ms();
+    let past_deadline = now >= saga.payment_deadline_ms;
+    let abandoned = !cfg.never_abandon && now >= saga.started_at_ms + ids::ABANDON_AFTER_MS;
+    let projected = w.projection;
+    let outcome = if !(past_deadline || abandoned) || projected.is_some_and(PaymentStatus::is_terminal) {
+        projected
+    } else {
+        let payment = saga.payment_id.as_ref().and_then(|id| w.payment(id));
+        payment.map(|p| p.status).or(projected)
+    };
+    match outcome {
+        Some(PaymentStatus::Captured) => Some(Pending::Captured),
+        Some(status @ (PaymentStatus::Failed | PaymentStatus::Refunded)) => Some(Pending::Failed(status)),
+        Some(status @ (PaymentStatus::Pending | PaymentStatus::RequiresAction | PaymentStatus::AttemptFailed))
+            if abandoned =>
+        {
+            Some(Pending::Abandoned(status))
+        }
+        _ if past_deadline && !saga.recovery_requested => Some(Pending::HandToRecovery),
+        _ => None,
+    }
+}
+
+/// `Runner::cancel_payment`'s reads: our payment, and (main) `cancel_intent`'s read of its PaymentIntent. What
+/// comes next; `None` when main's cancel would only wait (`Advanced::Stopped`: the PaymentIntent is processing
+/// and our payment already says so), which is no step at all. The two reads are one step: a PaymentIntent
+/// change commutes with the payment's read and a payment write with the PaymentIntent's read.
+fn cancel_reads(cfg: &Config, w: &World, saga: &SagaRecord) -> Option<Sub> {
+    let id = saga.payment_id.clone()?;
+    let payment = w.payment(&id)?;
+    let status = payment.status;
+    if status.is_terminal() {
+        return Some(Sub::CancelSave(status));
+    }
+    let Some(index) = payment.psp_reference.as_ref().and_then(Psp::index_of) else {
+        return Some(Sub::CancelFail(id, status));
+    };
+    if cfg.cancel != CancelMode::ReadsFirst {
+        return Some(Sub::CancelCall(id, index, None));
+    }
+    let view = w.psp.retrieve(index)?;
+    match view.status {
+        IntentStatus::Canceled | IntentStatus::Succeeded => Some(Sub::CancelObserve(id, view)),
+        IntentStatus::Processing => {
+            let observation = view.observation(Path::Sync)?;
+            matches!(decide(payment, &observation, World::STAMP_MS), Decision::Apply(_))
+                .then_some(Sub::CancelObserve(id, view))
+        }
+        read @ (IntentStatus::RequiresAction | IntentStatus::RequiresPaymentMethod) => {
+            Some(Sub::CancelCall(id, index, Some(read)))
+        }
+    }
+}
+
+/// `Runner::key_may_be_forgotten`: the payment was created `PSP_KEY_TRUSTED_FOR` ago or longer.
+fn key_may_be_forgotten(w: &World, payment: &Payment) -> bool {
+    w.wall_ms().saturating_sub(payment.created_at_ms) >= ids::PSP_KEY_TRUSTED_FOR_MS
+}
+
+/// One step of runner `i`. `lose`: the PSP's answer to this step's call is lost (the call happened); `None`
+/// when the step makes no call that changes anything, or nothing changes.
+pub fn runner_step(cfg: &Config, w: &World, i: usize, lose: bool) -> Option<World> {
+    let calls_psp = matches!(
+        w.runners.get(i)?,
+        RunnerPc::At {
+            step: Sub::Charge | Sub::Refund | Sub::ObserveRefund | Sub::CancelCall(..),
+            ..
+        }
+    );
+    if lose && (!calls_psp || w.losses_left == 0) {
+        return None;
+    }
+    let pc = w.runners.get(i)?.clone();
+    let RunnerPc::At { saga, step } = pc else {
+        // Load the saga (`SagaStore::load`); in `payment_pending` also read the outcome and decide at once, and
+        // in main's `cancelling_payment` read the payment and its PaymentIntent, so a saga that waits is no
+        // step at all.
+        let record = &w.saga.0;
+        if record.status.is_terminal() || Loaded::from_record(record.clone()).is_err() {
+            return None;
+        }
+        let mut next = w.clone();
+        let step = match record.status {
+            SagaStatus::PaymentPending => Some(Sub::Await(await_decision(cfg, w, record)?)),
+            SagaStatus::CancellingPayment if cfg.cancel == CancelMode::ReadsFirst => {
+                Some(cancel_reads(cfg, w, record)?)
+            }
+            _ => first_sub(record),
+        };
+        next.runners[i] = match step {
+            Some(step) => RunnerPc::At {
+                saga: Box::new(w.saga.clone()),
+                step,
+            },
+            None => RunnerPc::Idle,
+        };
+        return Some(next);
+    };
+    let mut next = w.clone();
+    let now = World::STAMP_MS;
+    let version = saga.0.version;
+    let loaded = Loaded::from_record(saga.0.clone()).ok()?;
+    let order = ids::order();
+    // After a save: go on from the new state without a re-read (`Advanced::Moved`); after a conflict: reload.
+    let moved = |next: &mut World, saved: bool| {
+        next.runners[i] = if saved { at(&next.saga) } else { RunnerPc::Idle };
+    };
+    // A lost answer: the backoff retries the same action from the same loaded saga.
+    let retry = |next: &mut World| {
+        next.losses_left -= 1;
+        next.runners[i] = at(&saga);
+    };
+    let goto = |next: &mut World, step: Sub| {
+        next.runners[i] = RunnerPc::At {
+            saga: saga.clone(),
+            step,
+        };
+    };
+    match (step, loaded) {
+        (Sub::Reserve, Loaded::Started(s)) => {
+            if next.available >= s.record().checkout.quantity {
+                let (n, e) = s.stock_reserved(now);
+                let saved = next.save_saga(version, n, e);
+                if saved {
+                    next.available -= ids::QUANTITY;
+                }
+                moved(&mut next, saved);
+            } else {
+                let (n, e) = s.reservation_failed("out of stock".into(), now);
+                let saved = next.save_saga(version, n, e);
+                moved(&mut next, saved);
+            }
+        }
+        (Sub::CreatePayment, Loaded::StockReserved(s)) => {
+            // `PaymentStore::create_writes` in the saga's transaction: both or neither.
+            let id = ids::payment(next.payments.len() + 1);
+            let (n, e) = s.payment_created(id.clone(), now);
+            let saved = next.save_saga(version, n, e);
+            if saved {
+                next.create_payment(&id);
+            }
+            moved(&mut next, saved);
+        }
+        (Sub::Charge, Loaded::Charging(s)) => {
+            // The payment's read and the PSP call are one step: a webhook binding the PaymentIntent between
+            // them leaves the call a replay of the key (or, a day later, the search finds it).
+            let id = s.payment_id().clone();
+            let payment = next.payment(&id)?.clone();
+            let found = match payment.psp_reference.as_ref().and_then(Psp::index_of) {
+                Some(index) => Some(next.psp.retrieve(index)?),
+                None if cfg.search_after_a_day && key_may_be_forgotten(&next, &payment) => next.psp.search(&id),
+                None => None,
+            };
+            let answer = match found {
+                // A read: its answer lost changes nothing (no step).
+                Some(_) if lose => return None,
+                Some(view) => Ok(view),
+                None => {
+                    let key = if cfg.fresh_charge_key {
+                        format!("{order}:charge:{}", next.psp.intents.len())
+                    } else {
+                        format!("{order}:charge")
+                    };
+                    next.psp.charge(&key, &id)
+                }
+            };
+            if lose {
+                retry(&mut next);
+            } else {
+                match answer {
+                    Ok(view) => goto(&mut next, Sub::FinalizeCharge(id, view)),
+                    Err(_) => goto(&mut next, Sub::SaveChargeFailed),
+                }
+            }
+        }
+        (Sub::FinalizeCharge(id, view), Loaded::Charging(_)) => {
+            if let Some(observation) = view.observation(Path::Sync) {
+                next.finalize(&id, &observation, None)?;
+            }
+            goto(&mut next, Sub::SaveRequested(view));
+        }
+        (Sub::SaveRequested(view), Loaded::Charging(s)) => {
+            let action = view.status == IntentStatus::RequiresAction;
+            let (n, e) = s.payment_requested(Some(view.reference()), action, now);
+            let saved = next.save_saga(version, n, e);
+            moved(&mut next, saved);
+        }
+        (Sub::SaveChargeFailed, Loaded::Charging(s)) => {
+            let (n, e) = s.charge_failed("charge refused".into(), now);
+            let saved = next.save_saga(version, n, e);
+            moved(&mut next, saved);
+        }
+        (Sub::Await(decision), Loaded::PaymentPending(s)) => {
+            let saved = match decision {
+                Pending::Captured => {
+                    let (n, e) = s.payment_captured(now);
+                    next.save_saga(version, n, e)
+                }
+                Pending::Failed(status) => {
+                    let (n, e) = s.payment_failed(format!("payment {status}"), now);
+                    next.save_saga(version, n, e)
+                }
+                Pending::Abandoned(status) => {
+                    let (n, e) = s.payment_failed(format!("abandoned: payment still {status}"), now);
+                    next.save_saga(version, n, e)
+                }
+                Pending::HandToRecovery => {
+                    let (n, e) = s.recovery_requested(now);
+                    next.save_saga(version, n, e)
+                }
+            };
+            moved(&mut next, saved);
+        }
+        (Sub::Confirm, Loaded::PaymentCaptured(s)) => {
+            // One transaction: the order's update conditioned on `pending`, and the saga's.
+            let saved = if next.order == OrderStatus::Pending {
+                let (n, e) = s.order_confirmed(now);
+                let saved = next.save_saga(version, n, e);
+                if saved {
+                    next.order = OrderStatus::Confirmed;
+                }
+                saved
+            } else {
+                let (n, e) = s.confirmation_failed("order no longer pending (cancelled by the customer)".into(), now);
+                next.save_saga(version, n, e)
+            };
+            moved(&mut next, saved);
+        }
+        (Sub::Refund, Loaded::RefundingPayment(s)) => {
+            let index = s.record().psp_reference.as_ref().and_then(Psp::index_of)?;
+            let accepted = next.psp.refund(&format!("{order}:refund"), index, None);
+            if lose {
+                retry(&mut next);
+            } else if accepted || cfg.refused_refund_reads_back {
+                goto(&mut next, Sub::ObserveRefund);
+            } else {
+                // Main: refused (`PspError::Refused`, e.g. `charge_already_refunded`): retried, then escalated;
+                // the sweeper resumes it and asks again.
+                next.runners[i] = RunnerPc::Idle;
+            }
+        }
+        (Sub::ObserveRefund, Loaded::RefundingPayment(s)) => {
+            let index = s.record().psp_reference.as_ref().and_then(Psp::index_of)?;
+            if lose {
+                retry(&mut next);
+            } else {
+                let view = next.psp.retrieve(index)?;
+                if let Some(observation) = view.observation(Path::Sync) {
+                    next.finalize(s.payment_id(), &observation, None)?;
+                }
+                goto(&mut next, Sub::SaveRefunded);
+            }
+        }
+        (Sub::SaveRefunded, Loaded::RefundingPayment(s)) => {
+            let (n, e) = s.refunded(ids::AMOUNT, now);
+            let saved = next.save_saga(version, n, e);
+            moved(&mut next, saved);
+        }
+        (Sub::CancelRead, Loaded::CancellingPayment(s)) => match cancel_reads(cfg, &next, s.record()) {
+            Some(step) => goto(&mut next, step),
+            // Main: the PaymentIntent is processing; the saga waits (the sweeper resumes it).
+            None => next.runners[i] = RunnerPc::Idle,
+        },
+        (Sub::CancelCall(id, index, read), Loaded::CancellingPayment(_)) => {
+            let key = match read {
+                Some(status) => format!("{order}:cancel:{}", status.as_str()),
+                None => format!("{order}:cancel"),
+            };
+            let answer = next.psp.cancel(&key, index);
+            if lose {
+                retry(&mut next);
+            } else {
+                // Refused with the PaymentIntent: it moved (succeeded, processing) meanwhile.
+                let view = answer.unwrap_or_else(|refused| refused);
+                goto(&mut next, Sub::CancelObserve(id, view));
+            }
+        }
+        (Sub::CancelObserve(id, view), Loaded::CancellingPayment(_)) => {
+            let status = match view.observation(Path::Sync) {
+                Some(observation) => next.finalize(&id, &observation, None)?.status,
+                None => next.payment(&id)?.status,
+            };
+            let may_still_take_money = !matches!(view.status, IntentStatus::Canceled | IntentStatus::Succeeded);
+            if cfg.cancel == CancelMode::ReadsFirst && may_still_take_money {
+                // Main: saying "no money taken" now would keep it; the saga waits for the outcome.
+                next.runners[i] = RunnerPc::Idle;
+            } else {
+                goto(&mut next, after_status(id, status));
+            }
+        }
+        (Sub::CancelFail(id, before), Loaded::CancellingPayment(s)) => {
+            let reason = s
+                .record()
+                .failure
+                .as_ref()
+                .map(|f| format!("checkout cancelled: {}", f.reason))
+                .unwrap_or_default();
+            let observation = Observation::new(Path::Sync, Outcome::Failed { reason }, psp_correlation());
+            let after = next.finalize(&id, &observation, None)?.status;
+            // Main goes on with the status this finalize leaves (a capture that won continues from the capture);
+            // main before the fix went on with the status read before it.
+            let status = if cfg.cancel == CancelMode::OldMain {
+                before
+            } else {
+                after
+            };
+            goto(&mut next, Sub::CancelSave(status));
+        }
+        (Sub::CancelSave(status), Loaded::CancellingPayment(s)) => {
+            let saved = if status == PaymentStatus::Captured {
+                let (n, e) = s.payment_succeeded(now);
+                next.save_saga(version, n, e)
+            } else {
+                let (n, e) = s.payment_cancelled(now);
+                next.save_saga(version, n, e)
+            };
+            moved(&mut next, saved);
+        }
+        (Sub::Release, Loaded::ReleasingStock(s)) => {
+            let (n, e) = s.stock_released(now);
+            let saved = next.save_saga(version, n, e);
+            if saved {
+                next.available += ids::QUANTITY;
+            }
+            moved(&mut next, saved);
+        }
+        // The loaded record is not in the state the step belongs to: cannot happen (steps follow loads).
+        _ => return None,
+    }
+    Some(next)
+}
+
+fn after_status(id: PaymentId, status: PaymentStatus) -> Sub {
+    if status.is_terminal() {
+        Sub::CancelSave(status)
+    } else {
+        Sub::CancelFail(id, status)
+    }
+}
+
+fn psp_correlation() -> payments_core::CorrelationId {
+    ids::valid(payments_core::CorrelationId::parse("model"))
+}
+
+/// How the PSP delivers one webhook.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Delivery {
+    /// Delivered and answered 2xx: it leaves the queue.
+    Once,
+    /// Delivered, and a copy stays to be delivered again later.
+    Twice,
+    /// Never delivered (the PSP gave up).
+    Lost,
+    /// Intake took the payment's lease and crashed: no 2xx, the webhook stays queued, the lease stays until
+    /// it expires.
+    Crashed,
+}
+
+/// Webhook intake handles webhook `k` (`handle`, steps 3 and 4): takes the payment's lease (held: a 5xx,
+/// the webhook stays queued and nothing changes), finalizes, releasing the lease in the transaction. A
+/// deferred decision is a 5xx too. Lease, read and finalize are one step: the read is joined with the lease
+/// in the code, the finalize decides again on a version conflict, and nobody else takes the lease
+/// meanwhile, so no other step can fall between them with a different outcome; a crash between them is
+/// [`Delivery::Crashed`].
+pub fn intake(w: &World, k: usize, how: Delivery) -> Option<World> {
+    let webhook = w.psp.webhooks.get(k)?.clone();
+    let mut next = w.clone();
+    match how {
+        Delivery::Lost => {
+            if next.losses_left == 0 {
+                return None;
+            }
+            next.losses_left -= 1;
+            next.psp.webhooks.remove(k);
+            return Some(next);
+        }
+        Delivery::Twice if next.duplicates_left == 0 => return None,
+        Delivery::Twice => next.duplicates_left -= 1,
+        Delivery::Crashed if next.crashes_left == 0 => return None,
+        Delivery::Crashed => next.crashes_left -= 1,
+        Delivery::Once => {
+            next.psp.webhooks.remove(k);
+        }
+    }
+    if w.lease.is_some() {
+        return None;
+    }
+    let payment = w.psp.intents.get(usize::from(webhook.intent.index))?.payment.clone();
+    w.payment(&payment)?;
+    next.lease = Some((payment.clone(), Holder::Intake));
+    if how == Delivery::Crashed {
+        return Some(next);
+    }
+    let observation = webhook.observation()?;
+    let done = next.finalize(&payment, &observation, Some(Holder::Intake))?;
+    if done.deferred && how == Delivery::Once {
+        next.psp.webhooks.push(webhook);
+    }
+    Some(next)
+}
+
+/// Recovery, step 1 (`Recovery::reconcile` / `reconcile_leased`): take the lease of open payment `k` (stale:
+/// past the payment timeout; open: `Payment::is_open`, not terminal or money to give back) and ask the PSP.
+/// Money taken on a failed payment is given back first (`Recovery::give_back`: all that is left, key
+/// `<payment>:anomaly-<n>:refund`, a refusal read back too); `lose`: that refund's answer is lost (the
+/// reconciliation ends in an error and releases the lease). Taking the lease, the refund and the status query
+/// are one step: no other step reads the lease but intake, which a held lease only turns away, and nothing
+/// but our own refund moves a captured PaymentIntent. A status query that would change nothing now is no step
+/// (the lease is released at once); a lost answer to it is the same.
+pub fn recovery_ask(w: &World, k: usize, lose: bool) -> Option<World> {
+    if w.recovery != RecoveryPc::Idle || w.clock == 0 || w.lease.is_some() {
+        return None;
+    }
+    let payment = &w.payments.get(k)?.0;
+    if !payment.is_open() {
+        return None;
+    }
+    let index = payment.psp_reference.as_ref().and_then(Psp::index_of)?;
+    let refund_due = payment.refund_due();
+    if lose && (refund_due.is_none() || w.losses_left == 0) {
+        return None;
+    }
+    let mut next = w.clone();
+    if let Some(anomaly) = refund_due {
+        next.psp
+            .refund(&format!("{}:anomaly-{anomaly}:refund", payment.id), index, None);
+        if lose {
+            next.losses_left -= 1;
+            return Some(next);
+        }
+    }
+    let view = next.psp.retrieve(index)?;
+    let at = next.psp.time;
+    let observation = recovery_observation(&view, at)?;
+    if refund_due.is_none() && !matches!(decide(payment, &observation, World::STAMP_MS), Decision::Apply(_)) {
+        return None;
+    }
+    next.lease = Some((payment.id.clone(), Holder::Recovery));
+    next.recovery = RecoveryPc::Asked(payment.id.clone(), view, at);
+    Some(next)
+}
+
+fn recovery_observation(view: &IntentView, at: u8) -> Option<Observation> {
+    let mut observation = view.observation(Path::Recovery)?;
+    // Stamped with the query's time: no event the PSP sent before it is newer.
+    observation.occurred_at_ms = Some(i64::from(at) * 1000);
+    Some(observation)
+}
+
+/// Recovery, step 2: finalize the PSP's answer under the lease (released in the transaction).
+pub fn recovery_finalize(w: &World) -> Option<World> {
+    let RecoveryPc::Asked(id, view, at) = &w.recovery else {
+        return None;
+    };
+    let mut next = w.clone();
+    next.finalize(id, &recovery_observation(view, *at)?, Some(Holder::Recovery))?;
+    next.recovery = RecoveryPc::Idle;
+    Some(next)
+}
+
+/// The order projection catches up with the saga's payment.
+pub fn relay(w: &World) -> Option<World> {
+    let status = w.payment(w.saga_payment_id()?)?.status;
+    if w.projection == Some(status) {
+        return None;
+    }
+    let mut next = w.clone();
+    next.projection = Some(status);
+    Some(next)
+}
+
+/// The customer completes the 3-D Secure challenge with the client secret our client view of a payment
+/// shows (`ClientView::from`), at the PaymentIntent it belongs to.
+pub fn customer_acts(w: &World) -> Option<World> {
+    if w.customer.acted || !w.psp.intents.iter().any(|i| i.status == IntentStatus::RequiresAction) {
+        return None;
+    }
+    let index = w.payments.iter().find_map(|p| {
+        let view = payments_core::ClientView::from(&p.0);
+        match view {
+            payments_core::ClientView::RequiresAction(_) if view.carries_secret() => {
+                p.0.psp_reference.as_ref().and_then(Psp::index_of)
+            }
+            _ => None,
+        }
+    })?;
+    let mut next = w.clone();
+    next.customer.acted = true;
+    next.psp.complete_action(index).then_some(next)
+}
+
+/// `POST /checkouts/{order}/cancel`, first step: `orders::cancel` (conditioned on `pending`).
+pub fn customer_cancels(w: &World) -> Option<World> {
+    if w.customer.cancel != CancelPc::NotYet {
+        return None;
+    }
+    let mut next = w.clone();
+    if w.order == OrderStatus::Pending {
+        next.order = OrderStatus::Cancelled;
+        next.customer.cancel = CancelPc::OrderCancelled;
+    } else {
+        next.customer.cancel = CancelPc::Done;
+    }
+    Some(next)
+}
+
+/// Second step: `Runner::cancel_by_customer` (a saga waiting for its payment fails it: the runner then
+/// cancels the PaymentIntent). Load and save are one step here.
+pub fn customer_cancels_saga(w: &World) -> Option<World> {
+    if w.customer.cancel != CancelPc::OrderCancelled {
+        return None;
+    }
+    let mut next = w.clone();
+    next.customer.cancel = CancelPc::Done;
+    if let Ok(Loaded::PaymentPending(s)) = Loaded::from_record(w.saga.0.clone()) {
+        let version = s.record().version;
+        let (n, e) = s.payment_failed("cancelled by the customer".into(), World::STAMP_MS);
+        next.save_saga(version, n, e);
+    }
+    Some(next)
+}
+
+/// The PSP captures a processing PaymentIntent.
+pub fn psp_settles(w: &World) -> Option<World> {
+    let index = w
+        .psp
+        .intents
+        .iter()
+        .position(|i| i.status == IntentStatus::Processing)?;
+    let mut next = w.clone();
+    next.psp.settle(u8::try_from(index).ok()?).then_some(next)
+}
+
+/// A lease whose holder crashed expires (its TTL is longer than any live holder's work).
+pub fn expire_lease(w: &World) -> Option<World> {
+    let (id, holder) = w.lease.as_ref()?;
+    let live = match holder {
+        Holder::Intake => false,
+        Holder::Recovery => matches!(&w.recovery, RecoveryPc::Asked(p, ..) if p == id),
+    };
+    if live {
+        return None;
+    }
+    let mut next = w.clone();
+    next.lease = None;
+    Some(next)
+}
+
+/// Which actor crashes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Actor {
+    Runner(u8),
+    Recovery,
+    Customer,
+}
+
+/// `actor` crashes: its local state is gone. A webhook it held was not answered 2xx and comes again; a
+/// lease it held stays until it expires.
+pub fn crash(w: &World, actor: Actor) -> Option<World> {
+    if w.crashes_left == 0 {
+        return None;
+    }
+    let mut next = w.clone();
+    next.crashes_left -= 1;
+    match actor {
+        Actor::Runner(i) => {
+            let pc = next.runners.get_mut(usize::from(i))?;
+            if *pc == RunnerPc::Idle {
+                return None;
+            }
+            *pc = RunnerPc::Idle;
+        }
+        Actor::Recovery => {
+            if w.recovery == RecoveryPc::Idle {
+                return None;
+            }
+            next.recovery = RecoveryPc::Idle;
+        }
+        Actor::Customer => {
+            if w.customer.cancel != CancelPc::OrderCancelled {
+                return None;
+            }
+            next.customer.cancel = CancelPc::Done;
+        }
+    }
+    Some(next)
+}

@@ -1,0 +1,547 @@
+//! The stateright [`Model`]: the actions every actor and fault may take in a state, and the properties.
+//!
+//! Liveness: stateright's `eventually` only judges paths that end (a state with no successors or the depth
+//! bound) and cannot tell a cycle from a join, so a livelock in a cycle would pass unseen. The liveness
+//! property is therefore stated as an invariant over every reachable state: **from here, once faults stop
+//! (no more crashes, lost answers, duplicates or new customer choices; crashed actors restart, which is the
+//! sweeper and the PSP's retries; time passes), a fair run ends the saga and settles the money**. The fair
+//! run ([`fair_run`]) gives every enabled non-fault action its turn, round-robin, and must reach a state
+//! where the saga is terminal and nothing is left to do within [`FAIR_RUN_LIMIT`] steps. It does not rely
+//! on the order projection (the relay is not part of it): a saga must end even if its projection never
+//! catches up. The native `eventually` property "every saga ends" is checked too; it is sound here for the
+//! paths it sees because a terminal saga stays terminal.
+
+use crate::actors::{self, Actor, CancelPc, Delivery, RecoveryPc, RunnerPc};
+use crate::ids;
+use crate::psp::Scenario;
+use crate::world::{OrderStatus, World};
+use payments_core::saga::{Loaded, SagaEventKind, SagaStatus};
+use payments_core::ClientView;
+use stateright::{Model, Property};
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex};
+
+/// How the saga compensates a charge that must take no money (`cancelling_payment`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelMode {
+    /// Main's `Runner::cancel_payment` with `cancel_intent`: the PaymentIntent is read first; one that
+    /// succeeded or was canceled is used as is, one that is processing (Stripe cannot cancel it) is waited for
+    /// (the saga stops, the sweeper resumes it), any other is canceled with the key `<order>:cancel:<status
+    /// read>`; a payment still open after that is failed, and the status that write leaves decides.
+    ReadsFirst,
+    /// Cancels at once with the key `<order>:cancel` and fails our payment even when Stripe refused to cancel
+    /// a processing PaymentIntent, going on with the status that write leaves: live, but money may then be
+    /// taken on a failed payment. The model's source of such money (issue 12, item 3: recorded once, given
+    /// back by recovery), which main's own cancel no longer produces.
+    FailsWhileProcessing,
+    /// Broken on purpose: main before the fix (af27798), as [`CancelMode::FailsWhileProcessing`] but going on
+    /// with the status read *before* failing our payment, so a capture that won the race is compensated as
+    /// if no money was taken.
+    OldMain,
+}
+
+/// What the model explores.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The customer's payment method scenarios: one initial state each.
+    pub scenarios: Vec<Scenario>,
+    /// Saga runners working at once (inbox consumer and sweeper).
+    pub runners: usize,
+    /// Crashes, in total, of any actor between any two of its steps.
+    pub crashes: u8,
+    /// Lost answers, in total: PSP answers to the runner and to recovery's refunds (and webhooks the PSP
+    /// gives up on, with `webhooks_lost`).
+    pub losses: u8,
+    /// A lost answer may also be a webhook the PSP never delivers (it gave up after its retries). Off by
+    /// default: the issue's PSP delivers late, twice and out of order, but delivers.
+    pub webhooks_lost: bool,
+    /// Webhooks delivered twice.
+    pub duplicates: u8,
+    /// The customer may act (complete 3-D Secure) and cancel.
+    pub customer: bool,
+    /// A day may pass after the deadlines: Stripe prunes its idempotency keys (its search index has caught
+    /// up), and a charge retried then is past `PSP_KEY_TRUSTED_FOR`.
+    pub day_passes: bool,
+    pub cancel: CancelMode,
+    /// Main's charge searches the PSP for the payment's first PaymentIntent once the key may be forgotten.
+    /// `false` is broken on purpose: a charge retried a day later creates a second PaymentIntent.
+    pub search_after_a_day: bool,
+    /// The fix the model proposes for the saga's refund step (`Runner::advance`, `refunding_payment`): a refund
+    /// the PSP refuses because nothing is left on the charge (asked again under `<order>:refund` after Stripe
+    /// forgot that key) reads the PaymentIntent back, as `Recovery::give_back` does, instead of escalating
+    /// forever. Main: `false`.
+    pub refused_refund_reads_back: bool,
+    /// Broken on purpose: every charge attempt gets a fresh idempotency key.
+    pub fresh_charge_key: bool,
+    /// Broken on purpose: the saga never abandons a payment waiting for the customer (issue 12's first bug).
+    pub never_abandon: bool,
+}
+
+impl Default for Config {
+    /// Main's protocol, every scenario, one runner, a customer, one fault of each kind.
+    fn default() -> Self {
+        Self {
+            scenarios: Scenario::ALL.to_vec(),
+            runners: 1,
+            crashes: 1,
+            losses: 1,
+            duplicates: 1,
+            webhooks_lost: false,
+            customer: true,
+            day_passes: false,
+            cancel: CancelMode::ReadsFirst,
+            search_after_a_day: true,
+            refused_refund_reads_back: false,
+            fresh_charge_key: false,
+            never_abandon: false,
+        }
+    }
+}
+
+/// One move of one actor, the PSP, time or a fault.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// Runner `runner` takes its next step; `lose`: the PSP's answer to it is lost.
+    Runner {
+        runner: u8,
+        lose: bool,
+    },
+    /// The PSP delivers webhook `webhook` to intake.
+    Deliver {
+        webhook: u8,
+        how: Delivery,
+    },
+    /// Recovery takes open payment `payment`'s lease, gives back money taken on it if it failed, and asks
+    /// the PSP; `lose`: the refund's answer is lost.
+    RecoveryAsk {
+        payment: u8,
+        lose: bool,
+    },
+    /// Recovery finalizes the PSP's answer.
+    RecoveryFinalize,
+    /// The order projection catches up.
+    Relay,
+    CustomerActs,
+    CustomerCancels,
+    /// The customer's cancel request goes on to the saga.
+    CustomerCancelsSaga,
+    /// The PSP captures a processing PaymentIntent.
+    PspSettles,
+    /// A lease whose holder crashed expires.
+    ExpireLease,
+    /// Time passes the next deadline.
+    Tick,
+    /// A day passes.
+    DayPasses,
+    Crash(Actor),
+}
+
+impl Action {
+    /// Part of a fair run: not a fault and not a new customer choice.
+    pub fn is_fair(&self) -> bool {
+        match self {
+            Action::Runner { lose, .. } | Action::RecoveryAsk { lose, .. } => !lose,
+            Action::Deliver { how, .. } => *how == Delivery::Once,
+            Action::RecoveryFinalize
+            | Action::CustomerCancelsSaga
+            | Action::PspSettles
+            | Action::ExpireLease
+            | Action::Tick => true,
+            Action::Relay | Action::CustomerActs | Action::CustomerCancels | Action::DayPasses | Action::Crash(_) => {
+                false
+            }
+        }
+    }
+}
+
+/// The model: a [`Config`] and the rules.
+#[derive(Debug, Clone)]
+pub struct ProtocolModel {
+    pub config: Config,
+    /// Verdicts of fair runs by state hash: a fair run is deterministic, so every state it passes through
+    /// has the same verdict, and the checker meets most of them again.
+    fair_verdicts: Arc<Mutex<HashMap<u64, bool>>>,
+}
+
+impl ProtocolModel {
+    /// A model of `config`.
+    pub fn new(config: Config) -> Self {
+        Self {
+            config,
+            fair_verdicts: Arc::default(),
+        }
+    }
+
+    /// The liveness verdict for `w`: a fair run from it ends quiet and settled (cached along the run).
+    pub fn fair_run_ends(&self, w: &World) -> bool {
+        let hash = |w: &World| {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            w.hash(&mut h);
+            h.finish()
+        };
+        let verdicts = |f: &mut dyn FnMut(&mut HashMap<u64, bool>)| {
+            // A poisoned lock only means another checker thread panicked; the map is still usable.
+            let mut map = self.fair_verdicts.lock().unwrap_or_else(|p| p.into_inner());
+            f(&mut map);
+        };
+        let mut seen = Vec::new();
+        let mut verdict = None;
+        let mut state = w.clone();
+        let mut actions = Vec::new();
+        for turn in 0..FAIR_RUN_LIMIT {
+            let h = hash(&state);
+            verdicts(&mut |map| verdict = map.get(&h).copied());
+            if verdict.is_some() {
+                break;
+            }
+            seen.push(h);
+            if quiet(&state) {
+                verdict = Some(settled(&state));
+                break;
+            }
+            match self.fair_step(&state, turn, &mut actions) {
+                Some(next) => state = next,
+                None => {
+                    verdict = Some(quiet(&state) && settled(&state));
+                    break;
+                }
+            }
+        }
+        let verdict = verdict.unwrap_or(false);
+        verdicts(&mut |map| {
+            for h in &seen {
+                map.insert(*h, verdict);
+            }
+        });
+        verdict
+    }
+
+    /// One step of a fair run: the `turn`th enabled fair action, round-robin. `None` when none is enabled.
+    fn fair_step(&self, w: &World, turn: usize, actions: &mut Vec<Action>) -> Option<World> {
+        actions.clear();
+        self.candidate_actions(w, actions);
+        let enabled: Vec<World> = actions
+            .iter()
+            .filter(|a| a.is_fair())
+            .filter_map(|a| self.step(w, a))
+            .collect();
+        if enabled.is_empty() {
+            return None;
+        }
+        let pick = turn % enabled.len();
+        enabled.into_iter().nth(pick)
+    }
+
+    /// Every action that may be taken in `w` (some change nothing and are dropped by `next_state`).
+    pub fn candidate_actions(&self, w: &World, actions: &mut Vec<Action>) {
+        let c = &self.config;
+        for runner in 0..u8::try_from(w.runners.len()).unwrap_or(0) {
+            actions.push(Action::Runner { runner, lose: false });
+            if w.losses_left > 0 {
+                actions.push(Action::Runner { runner, lose: true });
+            }
+            if w.crashes_left > 0 && w.runners[usize::from(runner)] != RunnerPc::Idle {
+                actions.push(Action::Crash(Actor::Runner(runner)));
+            }
+        }
+        for webhook in 0..u8::try_from(w.psp.webhooks.len()).unwrap_or(0) {
+            actions.push(Action::Deliver {
+                webhook,
+                how: Delivery::Once,
+            });
+            if w.duplicates_left > 0 {
+                actions.push(Action::Deliver {
+                    webhook,
+                    how: Delivery::Twice,
+                });
+            }
+            if c.webhooks_lost && w.losses_left > 0 {
+                actions.push(Action::Deliver {
+                    webhook,
+                    how: Delivery::Lost,
+                });
+            }
+            if w.crashes_left > 0 {
+                actions.push(Action::Deliver {
+                    webhook,
+                    how: Delivery::Crashed,
+                });
+            }
+        }
+        if w.recovery == RecoveryPc::Idle {
+            for payment in 0..u8::try_from(w.payments.len()).unwrap_or(0) {
+                actions.push(Action::RecoveryAsk { payment, lose: false });
+                if w.losses_left > 0 {
+                    actions.push(Action::RecoveryAsk { payment, lose: true });
+                }
+            }
+        } else {
+            actions.push(Action::RecoveryFinalize);
+            if w.crashes_left > 0 {
+                actions.push(Action::Crash(Actor::Recovery));
+            }
+        }
+        actions.push(Action::Relay);
+        if c.customer {
+            actions.push(Action::CustomerActs);
+            actions.push(Action::CustomerCancels);
+        }
+        if w.customer.cancel == CancelPc::OrderCancelled {
+            actions.push(Action::CustomerCancelsSaga);
+            if w.crashes_left > 0 {
+                actions.push(Action::Crash(Actor::Customer));
+            }
+        }
+        actions.push(Action::PspSettles);
+        if w.lease.is_some() {
+            actions.push(Action::ExpireLease);
+        }
+        if w.clock < 2 {
+            actions.push(Action::Tick);
+        }
+        if c.day_passes && !w.day_passed && w.clock == 2 {
+            actions.push(Action::DayPasses);
+        }
+    }
+
+    /// The state after `action`, `None` when it is not possible or changes nothing. Runners are
+    /// interchangeable, so they are kept sorted (by hash): states that differ only in which runner does what
+    /// are one state (symmetry reduction).
+    pub fn step(&self, w: &World, action: &Action) -> Option<World> {
+        let mut next = self.step_unsorted(w, action)?;
+        if next.runners.len() > 1 {
+            next.runners.sort_by_cached_key(|r| {
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                r.hash(&mut h);
+                h.finish()
+            });
+        }
+        Some(next)
+    }
+
+    fn step_unsorted(&self, w: &World, action: &Action) -> Option<World> {
+        let c = &self.config;
+        match *action {
+            Action::Runner { runner, lose } => actors::runner_step(c, w, usize::from(runner), lose),
+            Action::Deliver { webhook, how } => actors::intake(w, usize::from(webhook), how),
+            Action::RecoveryAsk { payment, lose } => actors::recovery_ask(w, usize::from(payment), lose),
+            Action::RecoveryFinalize => actors::recovery_finalize(w),
+            Action::Relay => actors::relay(w),
+            Action::CustomerActs => actors::customer_acts(w),
+            Action::CustomerCancels => actors::customer_cancels(w),
+            Action::CustomerCancelsSaga => actors::customer_cancels_saga(w),
+            Action::PspSettles => actors::psp_settles(w),
+            Action::ExpireLease => actors::expire_lease(w),
+            Action::Tick => {
+                let mut next = w.clone();
+                next.clock += 1;
+                (w.clock < 2).then_some(next)
+            }
+            Action::DayPasses => {
+                let mut next = w.clone();
+                next.day_passed = true;
+                next.psp.prune_keys();
+                Some(next)
+            }
+            Action::Crash(actor) => actors::crash(w, actor),
+        }
+    }
+}
+
+/// The example of money taken on a failed payment, recorded as refunded (the payment still failed) and
+/// given back at the PSP. Main's own cancel never takes money on a failed payment, so only
+/// [`CancelMode::FailsWhileProcessing`] (or [`CancelMode::OldMain`]) reaches it.
+pub const MONEY_ON_FAILED_REFUNDED: &str = "money on a failed payment refunded, recorded on it";
+
+/// Our code never asks for a refund of more than is left on the charge (the PSP would refuse it).
+pub const NO_REFUND_BEYOND_LEFT: &str = "no refund asked for beyond what is left";
+
+/// The liveness property's name.
+pub const LIVENESS: &str = "a fair run from here ends the saga and settles the money";
+
+/// Steps a fair run may take before it counts as never ending.
+pub const FAIR_RUN_LIMIT: usize = 200;
+
+/// Nothing is left to do: the saga ended, every webhook was delivered, no payment has money to give back,
+/// every actor idle.
+pub fn quiet(w: &World) -> bool {
+    w.saga.0.status.is_terminal()
+        && w.psp.webhooks.is_empty()
+        && w.payments.iter().all(|p| p.0.refund_due().is_none())
+        && w.runners.iter().all(|r| *r == RunnerPc::Idle)
+        && w.recovery == RecoveryPc::Idle
+        && w.customer.cancel != CancelPc::OrderCancelled
+}
+
+/// Runs `w` on with fair actions only, round-robin, until [`quiet`] or no action is possible; the state it
+/// ends in, or `None` past [`FAIR_RUN_LIMIT`] steps. (The uncached run, for traces.)
+pub fn fair_run(model: &ProtocolModel, w: &World) -> Option<World> {
+    let mut w = w.clone();
+    let mut actions = Vec::new();
+    for turn in 0..FAIR_RUN_LIMIT {
+        if quiet(&w) {
+            return Some(w);
+        }
+        match model.fair_step(&w, turn, &mut actions) {
+            Some(next) => w = next,
+            None => return Some(w),
+        }
+    }
+    None
+}
+
+/// The money and the stock at the end: a completed order kept exactly one capture and sold the stock; a
+/// compensated one gave every capture back and put the stock back.
+pub fn settled(w: &World) -> bool {
+    let kept_one = w.psp.captures() == 1
+        && w.psp.intents.iter().all(|i| !i.captured() || i.refunded == 0)
+        && w.order == OrderStatus::Confirmed;
+    let gave_back =
+        w.psp.intents.iter().all(|i| !i.captured() || i.refunded == ids::AMOUNT) && w.available == ids::INITIAL_STOCK;
+    match w.saga.0.status {
+        SagaStatus::Completed => kept_one,
+        SagaStatus::Compensated => gave_back,
+        _ => false,
+    }
+}
+
+/// Stock the saga holds: reserved from `stock_reserved` until released, sold once completed.
+pub fn held_stock(w: &World) -> u32 {
+    let reserved = w.saga_log.iter().any(|(k, _)| *k == SagaEventKind::StockReserved);
+    let released = w.saga_log.iter().any(|(k, _)| *k == SagaEventKind::StockReleased);
+    if reserved && !released {
+        ids::QUANTITY
+    } else {
+        0
+    }
+}
+
+/// The saga's log: every compensation after the step it compensates, none twice, and in reverse order
+/// (the refund before the release, nothing after the release; a charge that took money is never compensated
+/// as one that took none).
+pub fn compensations_in_order(w: &World) -> bool {
+    let mut seen: Vec<SagaEventKind> = Vec::new();
+    for (kind, _step) in &w.saga_log {
+        let before = |k: SagaEventKind| seen.contains(&k);
+        let ok = match kind {
+            SagaEventKind::PaymentRefunded => {
+                before(SagaEventKind::PaymentCaptured)
+                    && !before(SagaEventKind::PaymentRefunded)
+                    && !before(SagaEventKind::StockReleased)
+            }
+            SagaEventKind::StepCompensated => {
+                before(SagaEventKind::StockReserved)
+                    && !before(SagaEventKind::PaymentCaptured)
+                    && !before(SagaEventKind::StepCompensated)
+                    && !before(SagaEventKind::StockReleased)
+            }
+            SagaEventKind::StockReleased => {
+                before(SagaEventKind::StockReserved)
+                    && !before(SagaEventKind::StockReleased)
+                    && (!before(SagaEventKind::PaymentCaptured) || before(SagaEventKind::PaymentRefunded))
+                    && !before(SagaEventKind::OrderConfirmed)
+            }
+            // Nothing moves forward once compensation started releasing, or after the order was confirmed.
+            _ => !before(SagaEventKind::StockReleased) && !before(SagaEventKind::OrderConfirmed),
+        };
+        if !ok {
+            return false;
+        }
+        seen.push(*kind);
+    }
+    true
+}
+
+impl Model for ProtocolModel {
+    type State = World;
+    type Action = Action;
+
+    fn init_states(&self) -> Vec<World> {
+        let c = &self.config;
+        c.scenarios
+            .iter()
+            .map(|s| World::new(*s, c.runners, c.crashes, c.losses, c.duplicates))
+            .collect()
+    }
+
+    fn actions(&self, state: &World, actions: &mut Vec<Action>) {
+        self.candidate_actions(state, actions);
+    }
+
+    fn next_state(&self, last_state: &World, action: Action) -> Option<World> {
+        self.step(last_state, &action)
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        vec![
+            Property::always("never charged twice for one order", |_: &ProtocolModel, w: &World| {
+                w.psp.captures() <= 1
+            }),
+            Property::always("never refunded more than captured", |_: &ProtocolModel, w: &World| {
+                w.psp
+                    .intents
+                    .iter()
+                    .all(|i| i.refunded <= if i.captured() { ids::AMOUNT } else { 0 })
+                    && w.payments.iter().all(|p| p.0.refunded_minor <= ids::AMOUNT)
+            }),
+            Property::always(NO_REFUND_BEYOND_LEFT, |_: &ProtocolModel, w: &World| {
+                w.psp.refused_refunds == 0
+            }),
+            Property::always("stock conserved", |_: &ProtocolModel, w: &World| {
+                w.available + held_stock(w) == ids::INITIAL_STOCK
+            }),
+            Property::always(
+                "compensations after their steps, in reverse order",
+                |_: &ProtocolModel, w: &World| compensations_in_order(w),
+            ),
+            Property::always("no secret on a terminal payment", |_: &ProtocolModel, w: &World| {
+                w.payments.iter().all(|p| {
+                    let p = &p.0;
+                    !p.status.is_terminal()
+                        || (p.action.is_none() && p.retry_token.is_none() && !ClientView::from(p).carries_secret())
+                })
+            }),
+            Property::always(
+                "money taken on a failed payment is recorded once",
+                |_: &ProtocolModel, w: &World| w.late_successes_recorded <= 1,
+            ),
+            Property::always("every stored saga loads", |_: &ProtocolModel, w: &World| {
+                Loaded::from_record(w.saga.0.clone()).is_ok()
+            }),
+            Property::always(
+                "a fair run from here ends the saga and settles the money",
+                |m: &ProtocolModel, w: &World| fair_run(m, w).is_some_and(|end| quiet(&end) && settled(&end)),
+            ),
+            Property::eventually("every saga ends", |_: &ProtocolModel, w: &World| {
+                w.saga.0.status.is_terminal()
+            }),
+            Property::sometimes("completed", |_: &ProtocolModel, w: &World| {
+                w.saga.0.status == SagaStatus::Completed
+            }),
+            Property::sometimes("compensated after a refund", |_: &ProtocolModel, w: &World| {
+                w.saga.0.status == SagaStatus::Compensated && w.saga.0.refunded_minor == ids::AMOUNT
+            }),
+            Property::sometimes("a success raced the cancel", |_: &ProtocolModel, w: &World| {
+                let log = &w.saga_log;
+                let failed = log.iter().position(|(k, _)| *k == SagaEventKind::StepFailed);
+                failed.is_some_and(|f| log[f..].iter().any(|(k, _)| *k == SagaEventKind::PaymentCaptured))
+            }),
+            Property::sometimes(MONEY_ON_FAILED_REFUNDED, |_: &ProtocolModel, w: &World| {
+                w.payments.iter().any(|p| {
+                    let p = &p.0;
+                    p.status == payments_core::PaymentStatus::Failed
+                        && p.stray_capture.is_some_and(|s| s.refunded)
+                        && p.refunded_minor == ids::AMOUNT
+                }) && w.psp.intents.iter().any(|i| i.captured() && i.refunded == ids::AMOUNT)
+            }),
+            Property::sometimes("abandoned and canceled at the PSP", |_: &ProtocolModel, w: &World| {
+                w.saga.0.status == SagaStatus::Compensated
+                    && w.psp
+                        .intents
+                        .iter()
+                        .any(|i| i.status == crate::psp::IntentStatus::Canceled)
+            }),
+        ]
+    }
+}

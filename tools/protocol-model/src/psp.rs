@@ -1,0 +1,355 @@
+//! The PSP as the model sees it: Stripe's PaymentIntents and Refunds with idempotency keys, webhooks in
+//! flight, and what a PaymentIntent tells our payment.
+//!
+//! Mirrors the contract the real client relies on (`shared/src/psp/mod.rs`, trait `Psp`, and the
+//! Stripe-speaking simulator `local/psp-simulator`):
+//! - `charge`, `cancel` and `refund` are decided by their idempotency key: the same key replays the *first*
+//!   answer (a snapshot, possibly stale by now), the same key with another payment is refused
+//!   (`idempotency_error`), as at Stripe. [`Psp::prune_keys`] forgets every key, as Stripe does after 24 h.
+//! - a cancel is refused (with the PaymentIntent) once it succeeded, was canceled, or is processing (as at
+//!   Stripe, and the simulator since main's cancel fix);
+//! - [`Psp::search`] (`Psp::find_for_payment`, `GET /v1/payment_intents/search` by `metadata['payment_id']`)
+//!   finds the oldest PaymentIntent created for a payment. Stripe's search is eventually consistent: the model
+//!   lets it see only PaymentIntents created before the day passed (a day later they are indexed), never the
+//!   ones created since (the index may lag), the adversarial choice;
+//! - a refund is refused when it asks for more than is left on the charge (counted in
+//!   [`Psp::refused_refunds`], which a property requires to stay 0: our code never asks for it);
+//! - every change sends a webhook, a snapshot of the PaymentIntent at that time; webhooks wait in
+//!   [`Psp::webhooks`] and the model delivers them in any order, late, twice or never.
+//!
+//! What a PaymentIntent snapshot means for our payment mirrors `PaymentIntent::outcome` and
+//! `PaymentIntent::observation` in `shared/src/psp/stripe.rs`.
+
+use crate::ids;
+use payments_core::{Claims, CorrelationId, Observation, Outcome, Path, PaymentId, PspEventId, PspReference};
+use std::collections::BTreeMap;
+
+/// What the customer's payment method does when charged (the simulator's `pm_<scenario>`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Scenario {
+    /// Captured at once.
+    Succeeds,
+    /// A 3-D Secure challenge: `requires_action` until the customer completes it (or never).
+    ThreeDs,
+    /// `processing`, then the PSP captures on its own.
+    Processing,
+    /// Declined: `requires_payment_method` with a `last_payment_error`; the customer never retries.
+    Declined,
+}
+
+impl Scenario {
+    /// Every scenario, one initial state each.
+    pub const ALL: [Scenario; 4] = [Self::Succeeds, Self::ThreeDs, Self::Processing, Self::Declined];
+}
+
+/// A PaymentIntent's `status`, as far as the model needs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum IntentStatus {
+    /// After a decline (`last_payment_error` set).
+    RequiresPaymentMethod,
+    RequiresAction,
+    Processing,
+    Succeeded,
+    Canceled,
+}
+
+impl IntentStatus {
+    /// Stripe's name (the cancel key names the status it was decided on: `<order>:cancel:<status>`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::RequiresPaymentMethod => "requires_payment_method",
+            Self::RequiresAction => "requires_action",
+            Self::Processing => "processing",
+            Self::Succeeded => "succeeded",
+            Self::Canceled => "canceled",
+        }
+    }
+}
+
+/// One PaymentIntent at the PSP. Its id is `pi_<index + 1>`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Intent {
+    /// `metadata[payment_id]`: our payment it was created for.
+    pub payment: PaymentId,
+    pub status: IntentStatus,
+    /// Cumulative refunded amount of its charge.
+    pub refunded: u64,
+}
+
+impl Intent {
+    /// Money was taken (the charge exists, whatever was refunded since).
+    pub fn captured(&self) -> bool {
+        self.status == IntentStatus::Succeeded
+    }
+}
+
+/// A PaymentIntent as one answer or webhook showed it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct IntentView {
+    pub index: u8,
+    pub status: IntentStatus,
+    pub refunded: u64,
+}
+
+impl IntentView {
+    /// `pi_<index + 1>`.
+    pub fn reference(&self) -> PspReference {
+        reference(self.index)
+    }
+
+    /// What this snapshot tells our payment, on `path`: mirrors `PaymentIntent::observation` (outcome, the
+    /// PaymentIntent id as the PSP reference, amount and currency as claims). `None` when it tells nothing.
+    pub fn observation(&self, path: Path) -> Option<Observation> {
+        let outcome = match self.status {
+            IntentStatus::RequiresPaymentMethod => Outcome::AttemptFailed {
+                reason: "card_declined".into(),
+                retry_token: None,
+            },
+            IntentStatus::RequiresAction => Outcome::RequiresAction(ids::action(self.index)),
+            IntentStatus::Processing => Outcome::Processing,
+            IntentStatus::Succeeded if self.refunded > 0 => Outcome::Refunded {
+                refunded_total_minor: self.refunded,
+                capture_proven: true,
+            },
+            IntentStatus::Succeeded => Outcome::Succeeded,
+            IntentStatus::Canceled => Outcome::Failed {
+                reason: "canceled at the PSP: requested_by_customer".into(),
+            },
+        };
+        let mut observation = Observation::new(path, outcome, correlation());
+        observation.psp_reference = Some(self.reference());
+        observation.claims = Claims {
+            amount_minor: Some(ids::AMOUNT),
+            currency: Some(ids::currency()),
+        };
+        Some(observation)
+    }
+}
+
+/// The PSP's id of PaymentIntent `index`.
+pub fn reference(index: u8) -> PspReference {
+    ids::valid(PspReference::parse(format!("pi_{}", u32::from(index) + 1)))
+}
+
+fn correlation() -> CorrelationId {
+    ids::valid(CorrelationId::parse("model"))
+}
+
+/// A webhook the PSP has yet to deliver: an event id, the PaymentIntent as it was, and when (PSP time).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Webhook {
+    pub event: u8,
+    pub intent: IntentView,
+    pub at: u8,
+}
+
+impl Webhook {
+    /// The observation webhook intake makes of it (mirrors `functions/webhook-intake/src/stripe.rs`: the
+    /// event's object, its id and `created` time).
+    pub fn observation(&self) -> Option<Observation> {
+        let id = ids::valid(PspEventId::parse(format!("evt_{}", self.event)));
+        self.intent
+            .observation(Path::Webhook)
+            .map(|o| o.with_event(id, i64::from(self.at) * 1000))
+    }
+}
+
+/// What an idempotency key remembers: the first answer.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Remembered {
+    /// A charge: the PaymentIntent as first answered, and the payment it was for.
+    Charge(IntentView, PaymentId),
+    /// A cancel: the answer (accepted or refused) with the PaymentIntent as it was.
+    Cancel(Result<IntentView, IntentView>),
+    /// A refund: accepted or refused.
+    Refund(bool),
+}
+
+/// Why a charge did not produce a PaymentIntent answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ChargeRefused {
+    /// The key was used for another payment (`idempotency_error`).
+    KeyReused,
+}
+
+/// The PSP: its PaymentIntents, idempotency keys and webhooks in flight.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Psp {
+    pub scenario: Scenario,
+    pub intents: Vec<Intent>,
+    pub keys: BTreeMap<String, Remembered>,
+    pub webhooks: Vec<Webhook>,
+    /// PSP time: +1 with every change; the time of the newest event.
+    pub time: u8,
+    /// Event ids handed out so far.
+    pub events: u8,
+    /// Refunds refused because they asked for more than was left on the charge.
+    pub refused_refunds: u8,
+    /// PaymentIntents the search index holds: those created before the day passed.
+    pub indexed: u8,
+}
+
+impl Psp {
+    /// A PSP with nothing on it yet.
+    pub fn new(scenario: Scenario) -> Self {
+        Self {
+            scenario,
+            intents: Vec::new(),
+            keys: BTreeMap::new(),
+            webhooks: Vec::new(),
+            time: 0,
+            events: 0,
+            refused_refunds: 0,
+            indexed: 0,
+        }
+    }
+
+    /// PaymentIntent `index` as it stands now (`GET /v1/payment_intents/{id}` with the charge expanded).
+    pub fn retrieve(&self, index: u8) -> Option<IntentView> {
+        self.intents.get(usize::from(index)).map(|i| IntentView {
+            index,
+            status: i.status,
+            refunded: i.refunded,
+        })
+    }
+
+    /// The PaymentIntent a reference names.
+    pub fn index_of(reference: &PspReference) -> Option<u8> {
+        reference
+            .as_str()
+            .strip_prefix("pi_")
+            .and_then(|n| n.parse::<u8>().ok())
+            .and_then(|n| n.checked_sub(1))
+    }
+
+    fn changed(&mut self, index: u8) {
+        self.time = self.time.saturating_add(1);
+        self.events = self.events.saturating_add(1);
+        if let Some(intent) = self.retrieve(index) {
+            self.webhooks.push(Webhook {
+                event: self.events,
+                intent,
+                at: self.time,
+            });
+        }
+    }
+
+    /// Creates and confirms a PaymentIntent for `payment`, once per `key`.
+    pub fn charge(&mut self, key: &str, payment: &PaymentId) -> Result<IntentView, ChargeRefused> {
+        if let Some(Remembered::Charge(view, for_payment)) = self.keys.get(key) {
+            return if for_payment == payment {
+                Ok(*view)
+            } else {
+                Err(ChargeRefused::KeyReused)
+            };
+        }
+        let status = match self.scenario {
+            Scenario::Succeeds => IntentStatus::Succeeded,
+            Scenario::ThreeDs => IntentStatus::RequiresAction,
+            Scenario::Processing => IntentStatus::Processing,
+            Scenario::Declined => IntentStatus::RequiresPaymentMethod,
+        };
+        let index = u8::try_from(self.intents.len()).unwrap_or(u8::MAX);
+        self.intents.push(Intent {
+            payment: payment.clone(),
+            status,
+            refunded: 0,
+        });
+        self.changed(index);
+        let view = self.retrieve(index).unwrap_or_else(|| unreachable!("just created"));
+        self.keys
+            .insert(key.to_owned(), Remembered::Charge(view, payment.clone()));
+        Ok(view)
+    }
+
+    /// Cancels PaymentIntent `index`, once per `key`. `Err` with the PaymentIntent when it cannot be canceled
+    /// (succeeded, canceled, processing), as Stripe's `payment_intent_unexpected_state`.
+    pub fn cancel(&mut self, key: &str, index: u8) -> Result<IntentView, IntentView> {
+        if let Some(Remembered::Cancel(answer)) = self.keys.get(key) {
+            return *answer;
+        }
+        let Some(intent) = self.intents.get_mut(usize::from(index)) else {
+            unreachable!("cancel of an unknown PaymentIntent");
+        };
+        let answer = match intent.status {
+            IntentStatus::RequiresAction | IntentStatus::RequiresPaymentMethod => {
+                intent.status = IntentStatus::Canceled;
+                self.changed(index);
+                Ok(self.retrieve(index).unwrap_or_else(|| unreachable!()))
+            }
+            _ => Err(self.retrieve(index).unwrap_or_else(|| unreachable!())),
+        };
+        self.keys.insert(key.to_owned(), Remembered::Cancel(answer));
+        answer
+    }
+
+    /// Refunds `amount` (all that is left when `None`) of PaymentIntent `index`'s charge, once per `key`.
+    /// `false` when refused (no charge, or more than is left).
+    pub fn refund(&mut self, key: &str, index: u8, amount: Option<u64>) -> bool {
+        if let Some(Remembered::Refund(accepted)) = self.keys.get(key) {
+            return *accepted;
+        }
+        let Some(intent) = self.intents.get_mut(usize::from(index)) else {
+            unreachable!("refund of an unknown PaymentIntent");
+        };
+        let left = if intent.captured() {
+            ids::AMOUNT - intent.refunded
+        } else {
+            0
+        };
+        let amount = amount.unwrap_or(left);
+        let accepted = amount > 0 && amount <= left;
+        if accepted {
+            intent.refunded += amount;
+            self.changed(index);
+        } else {
+            self.refused_refunds = self.refused_refunds.saturating_add(1);
+        }
+        self.keys.insert(key.to_owned(), Remembered::Refund(accepted));
+        accepted
+    }
+
+    /// The customer completes the 3-D Secure challenge of PaymentIntent `index`.
+    pub fn complete_action(&mut self, index: u8) -> bool {
+        self.settle_from(index, IntentStatus::RequiresAction)
+    }
+
+    /// The PSP captures a processing PaymentIntent `index`.
+    pub fn settle(&mut self, index: u8) -> bool {
+        self.settle_from(index, IntentStatus::Processing)
+    }
+
+    fn settle_from(&mut self, index: u8, from: IntentStatus) -> bool {
+        match self.intents.get_mut(usize::from(index)) {
+            Some(intent) if intent.status == from => {
+                intent.status = IntentStatus::Succeeded;
+                self.changed(index);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Stripe prunes idempotency keys after 24 hours; a day later, its search index holds every
+    /// PaymentIntent created until then.
+    pub fn prune_keys(&mut self) {
+        self.keys.clear();
+        self.indexed = u8::try_from(self.intents.len()).unwrap_or(u8::MAX);
+    }
+
+    /// `Psp::find_for_payment`: the oldest PaymentIntent whose `metadata[payment_id]` is `payment`, among
+    /// those the search index holds.
+    pub fn search(&self, payment: &PaymentId) -> Option<IntentView> {
+        let index = self
+            .intents
+            .iter()
+            .take(usize::from(self.indexed))
+            .position(|i| &i.payment == payment)?;
+        self.retrieve(u8::try_from(index).ok()?)
+    }
+
+    /// PaymentIntents that took money.
+    pub fn captures(&self) -> usize {
+        self.intents.iter().filter(|i| i.captured()).count()
+    }
+}
