@@ -365,29 +365,7 @@ impl<P: Psp> Runner<P> {
                     other => other,
                 }
             }
-            Loaded::RefundingPayment(saga) => {
-                let payment_id = saga.payment_id().clone();
-                let amount = saga.record().checkout.money.amount_minor();
-                let reference = saga
-                    .record()
-                    .psp_reference
-                    .clone()
-                    .ok_or_else(|| RunError::Invalid("captured payment without a PSP reference".into()))?;
-                let key = format!("{}:refund", saga.order_id());
-                // All that is left on the charge (all of it, unless someone refunded part at the PSP already).
-                let refund = self.psp().refund(&key, &reference, None).await?;
-                if !refund.is_accepted() {
-                    return Err(RunError::Invalid(format!(
-                        "refund {} ended {}",
-                        refund.id, refund.status
-                    )));
-                }
-                // The refund object has no cumulative total; the PaymentIntent's charge does.
-                let intent = self.psp().retrieve(&reference).await?;
-                self.observe_intent(&payment_id, saga.order_id(), &intent).await?;
-                let (next, event) = saga.refunded(amount, now);
-                self.moved(next, event, vec![]).await
-            }
+            Loaded::RefundingPayment(saga) => self.refund(saga, now).await,
             Loaded::CancellingPayment(saga) => self.cancel_payment(saga, now).await,
             Loaded::ReleasingStock(saga) => {
                 let c = &saga.record().checkout;
@@ -472,6 +450,49 @@ impl<P: Psp> Runner<P> {
     fn key_may_be_forgotten(&self, payment: &shared::Payment, now: i64) -> bool {
         let trusted = i64::try_from(PSP_KEY_TRUSTED_FOR.as_millis()).unwrap_or(i64::MAX);
         now.saturating_sub(payment.created_at_ms) >= trusted
+    }
+
+    /// Refunds the captured payment: all that is left on the charge (all of it, unless someone refunded part
+    /// at the PSP already), key `<order>:refund`, then reads the PaymentIntent back, whose charge has the
+    /// refunded total (the refund object has none). A refund the PSP refuses (nothing left: our earlier
+    /// attempt, whose answer was lost, after the PSP forgot its key; or a refund made at the PSP) is read
+    /// back too: the money is back if the charge says so, and only then does the saga go on.
+    async fn refund(&self, saga: Saga<shared::saga::RefundingPayment>, now: i64) -> Result<Advanced, RunError> {
+        let payment_id = saga.payment_id().clone();
+        let amount = saga.record().checkout.money.amount_minor();
+        let reference = saga
+            .record()
+            .psp_reference
+            .clone()
+            .ok_or_else(|| RunError::Invalid("captured payment without a PSP reference".into()))?;
+        let refused = match self
+            .psp()
+            .refund(&format!("{}:refund", saga.order_id()), &reference, None)
+            .await
+        {
+            Ok(refund) if refund.is_accepted() => None,
+            Ok(refund) => {
+                return Err(RunError::Invalid(format!(
+                    "refund {} ended {}",
+                    refund.id, refund.status
+                )))
+            }
+            Err(refused @ PspError::Refused { .. }) => Some(refused),
+            Err(e) => return Err(e.into()),
+        };
+        let intent = self.psp().retrieve(&reference).await?;
+        if let Some(refused) = refused {
+            let back = intent.amount_refunded().unwrap_or(0);
+            if back < amount {
+                return Err(RunError::Invalid(format!(
+                    "refund refused ({refused}) with {back} of {amount} refunded"
+                )));
+            }
+            warn!(order_id = %saga.order_id(), "refund refused: the charge is refunded already; going on");
+        }
+        self.observe_intent(&payment_id, saga.order_id(), &intent).await?;
+        let (next, event) = saga.refunded(amount, now);
+        self.moved(next, event, vec![]).await
     }
 
     /// Past the abandonment deadline (counted from the start)?

@@ -60,8 +60,13 @@ async fn world() -> World {
 }
 
 async fn world_with(ctx: TestContext) -> World {
+    world_with_slow(ctx, SLOW).await
+}
+
+/// A world whose slow scenarios take `slow`.
+async fn world_with_slow(ctx: TestContext, slow: Duration) -> World {
     let sim = Arc::new(Simulator {
-        ledger: Ledger::new(TEST_KEY, Timings { slow: SLOW }, None),
+        ledger: Ledger::new(TEST_KEY, Timings { slow }, None),
         // Webhooks go nowhere: these tests drive outcomes through the saga's own PSP calls and recovery.
         webhook_url: "http://127.0.0.1:9/webhooks/stripe".into(),
         secret: SigningSecret::parse("whsec_test").expect("secret"),

@@ -41,21 +41,39 @@ const CONTAINERS: [&str; 4] = ["data", "object", "metadata", "last_payment_error
 
 const MAX_STORED: usize = 16 * 1024;
 
-fn keep(map: Map<String, Value>) -> Map<String, Value> {
+/// The key under which a redacted body says how many fields were withheld (an operator's replay tells a body
+/// that lost what its parser needs from one that is wrong).
+pub const WITHHELD: &str = "_withheld";
+
+fn keep(map: Map<String, Value>, withheld: &mut u64) -> Map<String, Value> {
     map.into_iter()
         .filter_map(|(key, value)| match value {
-            Value::Object(inner) if CONTAINERS.contains(&key.as_str()) => Some((key, Value::Object(keep(inner)))),
-            Value::Object(_) | Value::Array(_) => None,
-            scalar if SCALARS.contains(&key.as_str()) => Some((key, scalar)),
-            _ => None,
+            Value::Object(inner) if CONTAINERS.contains(&key.as_str()) => {
+                Some((key, Value::Object(keep(inner, withheld))))
+            }
+            scalar if SCALARS.contains(&key.as_str()) && !scalar.is_object() && !scalar.is_array() => {
+                Some((key, scalar))
+            }
+            _ => {
+                *withheld = withheld.saturating_add(1);
+                None
+            }
         })
         .collect()
 }
 
-/// The body as it may be stored: a JSON object reduced to the allowed fields; anything else only described.
+/// The body as it may be stored: a JSON object reduced to the allowed fields (with the number of fields
+/// withheld under [`WITHHELD`]); anything else only described.
 pub fn redact(body: &[u8]) -> String {
     let text = match serde_json::from_slice::<Value>(body) {
-        Ok(Value::Object(map)) => Value::Object(keep(map)).to_string(),
+        Ok(Value::Object(map)) => {
+            let mut withheld = 0;
+            let mut kept = keep(map, &mut withheld);
+            if withheld > 0 {
+                kept.insert(WITHHELD.to_owned(), Value::from(withheld));
+            }
+            Value::Object(kept).to_string()
+        }
         Ok(_) => "[JSON that is not an object: withheld]".to_owned(),
         Err(_) => format!("[{} bytes, not JSON: withheld, it may hold secrets]", body.len()),
     };

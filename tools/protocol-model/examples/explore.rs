@@ -3,8 +3,8 @@
 //! `cargo run -p protocol-model --example explore` checks the default configuration (the intended
 //! protocol); `-- serve` opens the Explorer on http://127.0.0.1:3001 instead. Environment:
 //! `MODEL_CANCEL=fails-while-processing|old-main` (another cancel step than main's), `MODEL_NO_SEARCH=1`
-//! (a charge a day later does not search the PSP first), `MODEL_REFUND_READS_BACK=1` (the saga's refund
-//! step reads a refused refund back), `MODEL_DAY=1` (a day may pass), `MODEL_NO_CUSTOMER=1`,
+//! (a charge a day later does not search the PSP first), `MODEL_REFUND_READS_BACK=0` (the saga's refund
+//! step before it read a refused refund back), `MODEL_DAY=1` (a day may pass), `MODEL_NO_CUSTOMER=1`,
 //! `MODEL_WEBHOOKS_LOST=1` (a lost answer may be a webhook never delivered), `MODEL_RUNNERS`,
 //! `MODEL_CRASHES`, `MODEL_LOSSES`, `MODEL_DUPLICATES`, `MODEL_SCENARIOS` (e.g. `ThreeDs,Processing`),
 //! `MODEL_TRACE=<property>` (print the path to its discovery, `all` for every one).
@@ -23,7 +23,7 @@ fn config() -> Config {
         _ => {}
     }
     config.search_after_a_day = var("MODEL_NO_SEARCH").is_none();
-    config.refused_refund_reads_back = var("MODEL_REFUND_READS_BACK").is_some();
+    config.refused_refund_reads_back = var("MODEL_REFUND_READS_BACK").as_deref() != Some("0");
     config.day_passes = var("MODEL_DAY").is_some();
     config.customer = var("MODEL_NO_CUSTOMER").is_none();
     config.webhooks_lost = var("MODEL_WEBHOOKS_LOST").is_some();

@@ -67,10 +67,10 @@ pub struct Config {
     /// Main's charge searches the PSP for the payment's first PaymentIntent once the key may be forgotten.
     /// `false` is broken on purpose: a charge retried a day later creates a second PaymentIntent.
     pub search_after_a_day: bool,
-    /// The fix the model proposes for the saga's refund step (`Runner::advance`, `refunding_payment`): a refund
-    /// the PSP refuses because nothing is left on the charge (asked again under `<order>:refund` after Stripe
-    /// forgot that key) reads the PaymentIntent back, as `Recovery::give_back` does, instead of escalating
-    /// forever. Main: `false`.
+    /// The saga's refund step (`Runner::refund`): a refund the PSP refuses because nothing is left on the
+    /// charge (asked again under `<order>:refund` after Stripe forgot that key) reads the PaymentIntent back,
+    /// as `Recovery::give_back` does. Main: `true` (the model found the bug without it); `false` is the old
+    /// main, broken on purpose: escalated forever.
     pub refused_refund_reads_back: bool,
     /// Broken on purpose: every charge attempt gets a fresh idempotency key.
     pub fresh_charge_key: bool,
@@ -92,7 +92,7 @@ impl Default for Config {
             day_passes: false,
             cancel: CancelMode::ReadsFirst,
             search_after_a_day: true,
-            refused_refund_reads_back: false,
+            refused_refund_reads_back: true,
             fresh_charge_key: false,
             never_abandon: false,
         }

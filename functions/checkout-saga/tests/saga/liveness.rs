@@ -383,7 +383,7 @@ async fn a_resume_is_cut_at_the_invocations_deadline_and_the_next_one_finishes_i
         },
     );
     let started = tokio::time::timeout(
-        Duration::from_millis(300),
+        Duration::from_secs(5),
         slow.start(id.clone(), w.checkout("pm_succeeded", 1)),
     )
     .await;
@@ -409,7 +409,7 @@ async fn a_resume_is_cut_at_the_invocations_deadline_and_the_next_one_finishes_i
     // A run whose deadline has passed resumes nothing and says so.
     let other = order();
     let _ = tokio::time::timeout(
-        Duration::from_millis(300),
+        Duration::from_secs(5),
         slow.start(other.clone(), w.checkout("pm_succeeded", 1)),
     )
     .await;
@@ -425,7 +425,9 @@ async fn a_resume_is_cut_at_the_invocations_deadline_and_the_next_one_finishes_i
 /// from there: the cancelled order is refunded, never kept.
 #[tokio::test]
 async fn a_cancel_while_processing_waits_for_the_outcome_and_refunds_the_capture() {
-    let w = world().await;
+    // Processing lasts long enough that the cancel surely comes while it does, even on a busy machine.
+    let processing = Duration::from_secs(4);
+    let w = world_with_slow(TestContext::new().await, processing).await;
     let runner = w.runner();
     let id = order();
     let started = runner
@@ -442,7 +444,7 @@ async fn a_cancel_while_processing_waits_for_the_outcome_and_refunds_the_capture
         "not failed while open"
     );
     // The processing ends in a capture; the next resume (the sweeper's) continues from it.
-    tokio::time::sleep(SLOW + Duration::from_millis(100)).await;
+    tokio::time::sleep(processing + Duration::from_millis(100)).await;
     let done = runner.resume(&id).await.expect("resume").expect("saga");
     assert_eq!(done.status, SagaStatus::Compensated);
     assert!(done.captured && done.refunded_minor == 2500, "{done:?}");
@@ -503,4 +505,60 @@ async fn a_saga_that_cannot_be_loaded_is_escalated_once_and_set_aside() {
         .expect("sweep");
     assert_eq!((second.escalated, second.errors), (0, 0), "escalated once: {second:?}");
     assert!(w.escalations().await.len() <= 1, "no second escalation message");
+}
+
+/// A PSP that does refunds and then loses the answer, every time.
+struct RefundAnswersLost(StripeClient);
+
+impl Psp for RefundAnswersLost {
+    async fn charge(&self, key: &str, request: &ChargeRequest<'_>) -> Result<PaymentIntent, PspError> {
+        self.0.charge(key, request).await
+    }
+    async fn retrieve(&self, reference: &PspReference) -> Result<PaymentIntent, PspError> {
+        self.0.retrieve(reference).await
+    }
+    async fn cancel(&self, key: &str, reference: &PspReference) -> Result<PaymentIntent, PspError> {
+        self.0.cancel(key, reference).await
+    }
+    async fn refund(&self, key: &str, reference: &PspReference, amount: Option<u64>) -> Result<Refund, PspError> {
+        let _done_at_the_psp = self.0.refund(key, reference, amount).await;
+        Err(PspError::Unavailable(
+            "connection reset after the request was sent".into(),
+        ))
+    }
+    async fn find_for_payment(&self, payment: &PaymentId) -> Result<Option<PaymentIntent>, PspError> {
+        self.0.find_for_payment(payment).await
+    }
+}
+
+/// Found by the protocol model: the refund's answers are lost until the saga is escalated; a day later the
+/// PSP has forgotten the refund's key, so the retry asks again for "all that is left" and is refused (nothing
+/// is left). The saga reads the charge back, sees the money returned, and finishes the compensation instead
+/// of being refused on every resume for good.
+#[tokio::test]
+async fn a_refund_retried_after_its_key_expired_reads_back_and_the_saga_ends() {
+    let w = world().await;
+    let lossy = w.runner_with(
+        w.ctx.client.clone(),
+        RefundAnswersLost(w.psp()),
+        Settings {
+            backoff: fast_backoff(),
+            ..Settings::default()
+        },
+    );
+    let id = order();
+    let waiting = lossy
+        .start(id.clone(), w.checkout("pm_succeeded", 1))
+        .await
+        .expect("start");
+    orders::cancel(&w.ctx.client, &w.ctx.table, &id).await.expect("cancel");
+    let escalated = lossy.resume_within(&id, later()).await;
+    w.deliver(&lossy, &waiting).await;
+    let stuck = w.saga(&id).await;
+    assert_eq!(stuck.status, SagaStatus::RefundingPayment, "{escalated:?}");
+    w.sim.ledger.age_keys(Duration::from_secs(25 * 3600));
+    let done = w.runner().resume(&id).await.expect("resume").expect("saga");
+    assert_eq!(done.status, SagaStatus::Compensated);
+    w.assert_charged_once(&done, 2500);
+    assert_eq!(w.stock().await, STOCK);
 }
