@@ -81,6 +81,23 @@ fn event_to_item(e: &SagaEvent) -> Result<Item, StoreError> {
     Ok(item)
 }
 
+/// Reads a saga's state item: decoded, then checked and typed ([`Loaded::from_record`]).
+pub fn saga_from_item(item: Item) -> Result<Loaded, SagaStoreError> {
+    let key = item_pk(&item);
+    let record: SagaRecord = serde_dynamo::from_item(item).map_err(|e| corrupt(&key, e))?;
+    Ok(Loaded::from_record(record)?)
+}
+
+/// Reads an entry of a saga's log.
+pub fn saga_event_from_item(item: Item) -> Result<SagaEvent, StoreError> {
+    let key = item_pk(&item);
+    serde_dynamo::from_item(item).map_err(|e| corrupt(&key, e))
+}
+
+fn item_pk(item: &Item) -> String {
+    item.get("pk").and_then(|v| v.as_s().ok()).cloned().unwrap_or_default()
+}
+
 /// Reads and writes sagas.
 #[derive(Debug, Clone)]
 pub struct SagaStore {
@@ -109,8 +126,7 @@ impl SagaStore {
         let Some(item) = read_item(&self.client, &self.table, saga_key(id), "read saga").await? else {
             return Ok(None);
         };
-        let record: SagaRecord = serde_dynamo::from_item(item).map_err(|e| corrupt(&saga_pk(id), e))?;
-        Ok(Some(Loaded::from_record(record)?))
+        saga_from_item(item).map(Some)
     }
 
     /// Writes `saga` (just moved by a transition) and `event`, plus the step's own `writes`, in one
@@ -199,7 +215,7 @@ impl SagaStore {
                 .await
                 .map_err(|e| StoreError::from_sdk("read saga events", e))?;
             for item in out.items() {
-                events.push(serde_dynamo::from_item(item.clone()).map_err(|e| corrupt(&saga_pk(id), e))?);
+                events.push(saga_event_from_item(item.clone())?);
             }
             start = out.last_evaluated_key;
             if start.is_none() {
