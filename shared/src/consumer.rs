@@ -13,10 +13,10 @@
 
 use crate::clock;
 use crate::outbox;
+use crate::store::transact::{transact_write, TransactError};
+use crate::store::StoreError;
 use crate::PaymentEvent;
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
-use aws_sdk_dynamodb::error::SdkError;
-use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem};
 use aws_sdk_dynamodb::Client;
 use std::collections::HashSet;
@@ -38,7 +38,7 @@ pub enum ConsumerError {
     #[error("building the effect failed: {0}")]
     Effect(String),
     #[error("DynamoDB: {0}")]
-    Store(String),
+    Store(#[source] StoreError),
 }
 
 /// What happened to one message.
@@ -191,41 +191,26 @@ impl<P: Projection> Consumer<P> {
             .map_err(|e| ConsumerError::Effect(e.to_string()))?;
         items.push(TransactWriteItem::builder().put(cursor).build());
         let cursor_index = items.len().saturating_sub(1);
-        match self
-            .client
-            .transact_write_items()
-            .set_transact_items(Some(items))
-            .send()
-            .await
-        {
-            Ok(_) => {
+        match transact_write(&self.client, items, "apply event", false).await {
+            Ok(()) => {
                 info!(consumer = name, payment_id = %event.payment_id, version = event.version, "event applied");
                 Ok(Outcome::Applied)
             }
-            Err(SdkError::ServiceError(e)) => match e.err() {
-                TransactWriteItemsError::TransactionCanceledException(c) => {
-                    let reason = c.cancellation_reasons().get(cursor_index);
-                    if reason.and_then(|r| r.code()) != Some("ConditionalCheckFailed") {
-                        return Err(ConsumerError::Store(format!(
-                            "transaction cancelled: {:?}",
-                            c.cancellation_reasons()
-                        )));
-                    }
-                    let applied: u64 = reason
-                        .and_then(|r| r.item())
-                        .and_then(|i| i.get("applied_version"))
-                        .and_then(|v| v.as_n().ok())
-                        .and_then(|n| n.parse().ok())
-                        .unwrap_or(0);
-                    Ok(if applied >= event.version {
-                        Outcome::Skipped
-                    } else {
-                        Outcome::HeldBack
-                    })
-                }
-                other => Err(ConsumerError::Store(other.to_string())),
-            },
-            Err(e) => Err(ConsumerError::Store(e.to_string())),
+            // Our cursor's condition failed: the event was applied before, or its predecessor was not yet.
+            Err(TransactError::Cancelled(c)) if c.condition_failed(cursor_index) => {
+                let applied: u64 = c
+                    .item(cursor_index)
+                    .and_then(|i| i.get("applied_version"))
+                    .and_then(|v| v.as_n().ok())
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(0);
+                Ok(if applied >= event.version {
+                    Outcome::Skipped
+                } else {
+                    Outcome::HeldBack
+                })
+            }
+            Err(e) => Err(ConsumerError::Store(e.into_store_error("apply event"))),
         }
     }
 
@@ -239,7 +224,7 @@ impl<P: Projection> Consumer<P> {
             .consistent_read(true)
             .send()
             .await
-            .map_err(|e| ConsumerError::Store(e.to_string()))?;
+            .map_err(|e| ConsumerError::Store(StoreError::from_sdk("read consumer cursor", e)))?;
         Ok(out
             .item
             .and_then(|i| {

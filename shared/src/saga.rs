@@ -15,10 +15,9 @@
 use crate::clock;
 use crate::store::item::Item;
 use crate::store::open_index::{shard_of, OpenKind};
+use crate::store::transact::{transact_write, TransactError};
 use crate::store::{read_item, StoreError};
 use crate::OrderId;
-use aws_sdk_dynamodb::error::SdkError;
-use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
 use aws_sdk_dynamodb::Client;
 
@@ -166,34 +165,15 @@ impl SagaStore {
             TransactWriteItem::builder().put(log).build(),
         ];
         items.extend(writes);
-        let result = self
-            .client
-            .transact_write_items()
-            .set_transact_items(Some(items))
-            .client_request_token(uuid::Uuid::new_v4().to_string())
-            .send()
-            .await;
-        match result {
-            Ok(_) => Ok(()),
-            Err(SdkError::ServiceError(e)) => match e.err() {
-                TransactWriteItemsError::TransactionCanceledException(c) => {
-                    let codes: Vec<Option<&str>> = c.cancellation_reasons().iter().map(|r| r.code()).collect();
-                    let failed = |i: usize| codes.get(i).copied().flatten() == Some("ConditionalCheckFailed");
-                    if failed(0) || failed(1) {
-                        Err(SagaStoreError::Conflict(record.order_id.to_string()))
-                    } else if let Some(i) = (2..codes.len()).find(|&i| failed(i)) {
-                        Err(SagaStoreError::StepCondition(i.saturating_sub(2)))
-                    } else {
-                        Err(StoreError::Unavailable {
-                            context: "save saga",
-                            message: format!("transaction cancelled: {codes:?}"),
-                        }
-                        .into())
-                    }
-                }
-                _ => Err(StoreError::from_sdk("save saga", SdkError::ServiceError(e)).into()),
-            },
-            Err(e) => Err(StoreError::from_sdk("save saga", e).into()),
+        match transact_write(&self.client, items, "save saga", true).await {
+            Ok(()) => Ok(()),
+            // Item 0 is the saga's state, 1 its log entry, 2.. the step's own writes.
+            Err(TransactError::Cancelled(c)) => Err(match c.first_failed_from(0) {
+                Some(0 | 1) => SagaStoreError::Conflict(record.order_id.to_string()),
+                Some(step) => SagaStoreError::StepCondition(step.saturating_sub(2)),
+                None => c.into_store_error("save saga").into(),
+            }),
+            Err(e) => Err(e.into_store_error("save saga").into()),
         }
     }
 

@@ -6,15 +6,12 @@
 //! it is retried after a jittered pause with a fresh read. Both are bounded.
 
 use super::item::{payment_from_item, payment_to_item};
+use super::transact::{transact_write, Cancelled, TransactError};
 use super::{PaymentStore, StoreError};
 use crate::clock;
 use crate::lease::{self, Lease, Leases};
 use crate::{decide, Decision, DeferReason, EventKind, IgnoreReason, Observation, Payment, PaymentId, Transition};
-use aws_sdk_dynamodb::error::SdkError;
-use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
-use aws_sdk_dynamodb::types::{
-    AttributeValue, CancellationReason, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
-};
+use aws_sdk_dynamodb::types::{AttributeValue, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem};
 use serde::Serialize;
 use std::time::Duration;
 use tracing::{debug, info, warn};
@@ -211,60 +208,29 @@ impl PaymentStore {
         if let Some(lease) = lease {
             items.push(Leases::release_in_transaction(&self.table, lease).map_err(WriteFailure::Failed)?);
         }
-        let result = self
-            .client
-            .transact_write_items()
-            .set_transact_items(Some(items))
-            // Same token on every SDK retry of this call: a retry after a lost response is idempotent.
-            .client_request_token(uuid::Uuid::new_v4().to_string())
-            .send()
-            .await;
-        match result {
-            Ok(_) => Ok(()),
-            Err(SdkError::ServiceError(e)) => match e.err() {
-                TransactWriteItemsError::TransactionCanceledException(c) => {
-                    Err(classify_cancellation(c.cancellation_reasons(), lease.is_some()))
-                }
-                TransactWriteItemsError::TransactionInProgressException(_) => {
-                    Err(WriteFailure::Transient("TransactionInProgress".into()))
-                }
-                _ => Err(WriteFailure::Failed(StoreError::from_sdk(
-                    "finalize write",
-                    SdkError::ServiceError(e),
-                ))),
-            },
-            Err(e) => Err(WriteFailure::Failed(StoreError::from_sdk("finalize write", e))),
+        match transact_write(&self.client, items, "finalize write", true).await {
+            Ok(()) => Ok(()),
+            Err(TransactError::Cancelled(c)) => Err(classify_cancellation(c, lease.is_some())),
+            Err(TransactError::InProgress) => Err(WriteFailure::Transient("TransactionInProgress".into())),
+            Err(TransactError::Store(e)) => Err(WriteFailure::Failed(e)),
         }
     }
 }
 
 /// Reads the cancellation reasons: item 0 is the payment, 1 the event, 2 the lease release (if any).
-fn classify_cancellation(reasons: &[CancellationReason], with_lease: bool) -> WriteFailure {
-    let code = |i: usize| reasons.get(i).and_then(|r| r.code()).unwrap_or("None");
-    if code(0) == "ConditionalCheckFailed" {
-        return match reasons.first().and_then(|r| r.item()).cloned().map(payment_from_item) {
+fn classify_cancellation(cancelled: Cancelled, with_lease: bool) -> WriteFailure {
+    if cancelled.condition_failed(0) {
+        return match cancelled.item(0).cloned().map(payment_from_item) {
             Some(Ok(winner)) => WriteFailure::VersionConflict(Box::new(winner)),
             Some(Err(e)) => WriteFailure::Failed(e),
             None => WriteFailure::Failed(StoreError::NotFound("payment vanished during finalize".into())),
         };
     }
-    if with_lease && code(2) == "ConditionalCheckFailed" {
+    if with_lease && cancelled.condition_failed(2) {
         return WriteFailure::LeaseLost;
     }
-    let transient = reasons.iter().filter_map(CancellationReason::code).find(|c| {
-        matches!(
-            *c,
-            "TransactionConflict" | "ThrottlingError" | "ProvisionedThroughputExceeded"
-        )
-    });
-    match transient {
+    match cancelled.transient() {
         Some(code) => WriteFailure::Transient(code.to_owned()),
-        None => WriteFailure::Failed(StoreError::Request {
-            context: "finalize write",
-            message: format!(
-                "transaction cancelled: {:?}",
-                reasons.iter().map(|r| r.code()).collect::<Vec<_>>()
-            ),
-        }),
+        None => WriteFailure::Failed(cancelled.into_store_error("finalize write")),
     }
 }

@@ -6,11 +6,10 @@
 //! Records expire after [`KEY_RETENTION`]; an expired record counts as absent, as TTL deletes late.
 
 use super::item::{payment_to_item, Item};
+use super::transact::{transact_write, TransactError};
 use super::{PaymentStore, StoreError};
 use crate::clock;
 use crate::{IdempotencyKey, NewPayment, Payment, PaymentId};
-use aws_sdk_dynamodb::error::SdkError;
-use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem};
 use std::time::Duration;
 
@@ -75,35 +74,26 @@ impl PaymentStore {
                 TransactWriteItem::builder().put(put_payment).build(),
                 self.event_put(&event)?,
             ];
-            let result = self
-                .client
-                .transact_write_items()
-                .set_transact_items(Some(items))
-                .send()
-                .await;
-            let reasons = match result {
-                Ok(_) => return Ok(Created::New(payment)),
-                Err(SdkError::ServiceError(e)) => match e.err() {
-                    TransactWriteItemsError::TransactionCanceledException(c) => c.cancellation_reasons().to_vec(),
-                    _ => return Err(StoreError::from_sdk("create payment", SdkError::ServiceError(e))),
-                },
-                Err(e) => return Err(StoreError::from_sdk("create payment", e)),
+            let cancelled = match transact_write(&self.client, items, "create payment", false).await {
+                Ok(()) => return Ok(Created::New(payment)),
+                Err(TransactError::Cancelled(c)) => c,
+                Err(e) => return Err(e.into_store_error("create payment")),
             };
-            let code = |i: usize| reasons.get(i).and_then(|r| r.code()).unwrap_or("None");
-            if code(0) == "ConditionalCheckFailed" {
-                return self
-                    .answer_reused_key(reasons.first().and_then(|r| r.item()), request_hash)
-                    .await;
+            if cancelled.condition_failed(0) {
+                return self.answer_reused_key(cancelled.item(0), request_hash).await;
             }
-            if code(1) == "ConditionalCheckFailed" {
+            if cancelled.condition_failed(1) {
                 return Err(StoreError::AlreadyExists(payment.id.to_string()));
+            }
+            if cancelled.transient().is_none() {
+                return Err(cancelled.into_store_error("create payment"));
             }
             // A transaction conflict: another request with the same key is committing right now.
             conflicts = conflicts.saturating_add(1);
             if conflicts > MAX_CONFLICT_RETRIES {
                 return Err(StoreError::Unavailable {
                     context: "create payment",
-                    message: format!("transaction cancelled: {}", code(0)),
+                    message: cancelled.to_string(),
                 });
             }
             tokio::time::sleep(clock::full_jitter(

@@ -12,6 +12,7 @@ mod idempotency;
 pub mod item;
 pub mod open_index;
 mod parked;
+pub mod transact;
 
 pub use error::StoreError;
 pub use finalize::{FinalizeOutcome, FinalizeResult, MAX_TRANSIENT_RETRIES, MAX_VERSION_CONFLICTS};
@@ -20,11 +21,10 @@ pub use parked::{Parked, ParkedKind, PARKED_RETENTION, PSP_REFERENCE_INDEX};
 
 use crate::keys::{self, payment_pk, Item, EVENT_SK_PREFIX};
 use crate::{NewPayment, Payment, PaymentEvent, PaymentId};
-use aws_sdk_dynamodb::error::SdkError;
-use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
 use aws_sdk_dynamodb::Client;
 use item::{event_to_item, payment_to_item};
+use transact::{transact_write, TransactError};
 
 /// One item by its key, from a strongly consistent read (every read that decides something is one).
 pub async fn read_item(
@@ -70,21 +70,12 @@ impl PaymentStore {
     /// Creates the payment at version 1 together with its `PaymentCreated` event.
     pub async fn create(&self, new: NewPayment) -> Result<Payment, StoreError> {
         let (payment, items) = self.create_writes(new)?;
-        match self
-            .client
-            .transact_write_items()
-            .set_transact_items(Some(items))
-            .send()
-            .await
-        {
-            Ok(_) => Ok(payment),
-            Err(SdkError::ServiceError(e))
-                if matches!(e.err(), TransactWriteItemsError::TransactionCanceledException(c)
-                    if c.cancellation_reasons().first().and_then(|r| r.code()) == Some("ConditionalCheckFailed")) =>
-            {
+        match transact_write(&self.client, items, "create payment", false).await {
+            Ok(()) => Ok(payment),
+            Err(TransactError::Cancelled(c)) if c.condition_failed(0) => {
                 Err(StoreError::AlreadyExists(payment.id.to_string()))
             }
-            Err(e) => Err(StoreError::from_sdk("create payment", e)),
+            Err(e) => Err(e.into_store_error("create payment")),
         }
     }
 
