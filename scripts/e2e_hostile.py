@@ -50,8 +50,9 @@ def check(name, condition, detail=""):
     checks["passed"] += 1
 
 
-def raw(method, path, body=None, headers=None):
-    """One request as sent (no client-side normalisation of the path); (status, parsed JSON or None)."""
+def raw(method, path, body=None, headers=None, with_headers=False):
+    """One request as sent (no client-side normalisation of the path); (status, parsed JSON or None), and the
+    answer's headers too `with_headers`."""
     conn = http.client.HTTPConnection(API.hostname, API.port, timeout=15)
     try:
         conn.putrequest(method, path, skip_accept_encoding=True)
@@ -63,9 +64,10 @@ def raw(method, path, body=None, headers=None):
         resp = conn.getresponse()
         payload = resp.read()
         try:
-            return resp.status, json.loads(payload) if payload else None
+            answer = json.loads(payload) if payload else None
         except ValueError:
-            return resp.status, None
+            answer = None
+        return (resp.status, answer, resp.headers) if with_headers else (resp.status, answer)
     finally:
         conn.close()
 
@@ -257,10 +259,18 @@ for name, data, expected in [
     refused(name, status, answer, expected)
 
 # ---- odd paths and methods ------------------------------------------------------------------------------
+for name, method, path, allow in [
+    ("GET /payments", "GET", "/payments", "POST"),
+    ("DELETE a payment", "DELETE", f"/payments/{pid}", "GET"),
+    ("PUT sync-result", "PUT", f"/payments/{pid}/sync-result", "POST"),
+    ("GET a webhook", "GET", "/webhooks/stripe", "POST"),
+    ("PATCH checkouts", "PATCH", "/checkouts", "POST"),
+    ("DELETE a stock item", "DELETE", f"/inventory/sku-{RUN}", "GET, PUT"),
+]:
+    status, answer, headers = raw(method, path, with_headers=True)
+    refused(name, status, answer, 405)
+    check(f"{name}: Allow names every method the route serves", headers.get("Allow") == allow, headers.get("Allow"))
 for name, method, path, expected in [
-    ("GET /payments", "GET", "/payments", 405),
-    ("DELETE a payment", "DELETE", f"/payments/{pid}", 405),
-    ("PUT sync-result", "PUT", f"/payments/{pid}/sync-result", 405),
     ("a NUL in the id", "GET", "/payments/pay%00x", 400),
     ("an id over 64 characters", "GET", "/payments/" + "p" * 65, 400),
     ("a 6 KB path", "GET", "/payments/" + "p" * 6000, 400),
@@ -269,8 +279,6 @@ for name, method, path, expected in [
     ("no route", "GET", "/", 404),
     ("an unknown provider", "POST", "/webhooks/paypal", 404),
     ("a provider path with extra segments", "POST", "/webhooks/stripe/x", 404),
-    ("GET a webhook", "GET", "/webhooks/stripe", 405),
-    ("PATCH checkouts", "PATCH", "/checkouts", 405),
     ("an order id over 128 characters", "GET", "/checkouts/" + "o" * 129, 400),
     ("a sku with a slash encoded", "GET", "/inventory/a%2Fb", 400),
 ]:

@@ -1,7 +1,16 @@
 //! Configuration read from the environment, by convention: `TABLE_NAME`, the AWS SDK's own endpoint variables
 //! (`AWS_ENDPOINT_URL`, `AWS_ENDPOINT_URL_DYNAMODB`), and the few settings of our own, documented in README.
+//!
+//! Every loader reads through one [`Env`], the same way: an empty value is unset, a required variable that is
+//! unset is [`ConfigError::Missing`] and a malformed value is [`ConfigError::Invalid`], both at start, never a
+//! silent default. Each function's `main` builds its settings once, before the first request. Two readers are
+//! left outside on purpose: telemetry's (`LOG_FORMAT`, `OTEL_*`, the platform's `_X_AMZN_TRACE_ID`), which
+//! must work before any setting can be reported, and the pure core's `REDIRECT_HOSTS`, which has no SDK and
+//! no `shared` to depend on.
 
 use crate::lease::LeaseConfig;
+use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 use thiserror::Error;
 
@@ -21,6 +30,75 @@ pub enum ConfigError {
     LeaseShorterThanTimeout { ttl: Duration, timeout: Duration },
 }
 
+type Lookup = dyn Fn(&str) -> Option<String> + Send + Sync;
+
+/// Where settings come from: the process environment, or a test's (or the local stack's) own values.
+#[derive(Clone)]
+pub struct Env {
+    lookup: Arc<Lookup>,
+}
+
+impl std::fmt::Debug for Env {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The values may be secrets (`PSP_API_KEY`, `WEBHOOK_SECRETS`).
+        f.write_str("Env([values withheld])")
+    }
+}
+
+impl Env {
+    /// The process environment.
+    pub fn process() -> Self {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Values from `lookup` (tests, the local stack).
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String> + Send + Sync + 'static) -> Self {
+        Self {
+            lookup: Arc::new(lookup),
+        }
+    }
+
+    /// These values, with `name` set to `value` (the local stack passes what it created, e.g. a queue URL).
+    pub fn with(self, name: &'static str, value: impl Into<String>) -> Self {
+        let value = value.into();
+        let inner = self.lookup;
+        Self::from_lookup(move |n| if n == name { Some(value.clone()) } else { inner(n) })
+    }
+
+    /// The value of `name`; unset or empty (blank) is `None`.
+    pub fn optional(&self, name: &str) -> Option<String> {
+        (self.lookup)(name).filter(|v| !v.trim().is_empty())
+    }
+
+    /// The value of `name`, which must be set.
+    pub fn required(&self, name: &'static str) -> Result<String, ConfigError> {
+        self.optional(name).ok_or(ConfigError::Missing(name))
+    }
+
+    /// `name` parsed as a `T` (a count, a size), or `default` when unset.
+    pub fn number<T: FromStr>(&self, name: &'static str, default: T) -> Result<T, ConfigError> {
+        match self.optional(name) {
+            None => Ok(default),
+            Some(value) => value.trim().parse().map_err(|_| ConfigError::Invalid {
+                name,
+                expected: "whole number",
+                value,
+            }),
+        }
+    }
+
+    /// `name` as whole seconds, or `default` when unset.
+    pub fn seconds(&self, name: &'static str, default: Duration) -> Result<Duration, ConfigError> {
+        self.number(name, default.as_secs()).map(Duration::from_secs)
+    }
+
+    /// `name` as whole milliseconds, or `default` when unset.
+    pub fn millis(&self, name: &'static str, default: Duration) -> Result<Duration, ConfigError> {
+        let default = u64::try_from(default.as_millis()).unwrap_or(u64::MAX);
+        self.number(name, default).map(Duration::from_millis)
+    }
+}
+
 /// Settings every function shares.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -33,31 +111,23 @@ pub const DEFAULT_FUNCTION_TIMEOUT_SECONDS: u64 = 10;
 
 impl Config {
     pub fn from_env() -> Result<Self, ConfigError> {
-        Self::from_lookup(|name| std::env::var(name).ok())
+        Self::from(&Env::process())
     }
 
     /// Reads through `lookup`, so tests need not touch the process environment.
-    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
-        let table_name = lookup("TABLE_NAME")
-            .filter(|v| !v.is_empty())
-            .ok_or(ConfigError::Missing("TABLE_NAME"))?;
-        let seconds = |name: &'static str, default: u64| -> Result<Duration, ConfigError> {
-            match lookup(name) {
-                None => Ok(Duration::from_secs(default)),
-                Some(value) => value
-                    .parse::<u64>()
-                    .map(Duration::from_secs)
-                    .map_err(|_| ConfigError::Invalid {
-                        name,
-                        expected: "number of seconds",
-                        value,
-                    }),
-            }
-        };
-        let ttl = seconds("LEASE_TTL_SECONDS", DEFAULT_LEASE_TTL_SECONDS)?;
-        let timeout = seconds("FUNCTION_TIMEOUT_SECONDS", DEFAULT_FUNCTION_TIMEOUT_SECONDS)?;
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String> + Send + Sync + 'static) -> Result<Self, ConfigError> {
+        Self::from(&Env::from_lookup(lookup))
+    }
+
+    /// `TABLE_NAME` (required), `LEASE_TTL_SECONDS` and `FUNCTION_TIMEOUT_SECONDS`.
+    pub fn from(env: &Env) -> Result<Self, ConfigError> {
+        let ttl = env.seconds("LEASE_TTL_SECONDS", Duration::from_secs(DEFAULT_LEASE_TTL_SECONDS))?;
+        let timeout = env.seconds(
+            "FUNCTION_TIMEOUT_SECONDS",
+            Duration::from_secs(DEFAULT_FUNCTION_TIMEOUT_SECONDS),
+        )?;
         Ok(Self {
-            table_name,
+            table_name: env.required("TABLE_NAME")?,
             lease: LeaseConfig::new(ttl, timeout)?,
         })
     }
@@ -68,7 +138,7 @@ mod tests {
     use super::*;
     use std::collections::HashMap;
 
-    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> + Send + Sync + 'static {
         let map: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         move |k| map.get(k).cloned()
     }
@@ -98,5 +168,24 @@ mod tests {
         .unwrap_err();
         assert!(matches!(err, ConfigError::LeaseShorterThanTimeout { .. }));
         assert!(Config::from_lookup(env(&[("TABLE_NAME", "t"), ("LEASE_TTL_SECONDS", "abc")])).is_err());
+    }
+
+    #[test]
+    fn a_malformed_value_is_an_error_not_a_default() {
+        let env = Env::from_lookup(env(&[("N", " 12 "), ("BAD", "12s"), ("BLANK", " ")]));
+        assert_eq!(env.number("N", 1u32), Ok(12));
+        assert_eq!(env.number("BLANK", 1u32), Ok(1));
+        assert_eq!(
+            env.millis("UNSET", Duration::from_millis(250)),
+            Ok(Duration::from_millis(250))
+        );
+        assert!(matches!(
+            env.seconds("BAD", Duration::ZERO),
+            Err(ConfigError::Invalid { name: "BAD", .. })
+        ));
+        assert_eq!(env.required("BLANK"), Err(ConfigError::Missing("BLANK")));
+        let env = env.with("BLANK", "set");
+        assert_eq!(env.required("BLANK").as_deref(), Ok("set"));
+        assert_eq!(format!("{env:?}"), "Env([values withheld])");
     }
 }

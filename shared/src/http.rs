@@ -28,6 +28,8 @@ pub struct ApiError {
     pub message: String,
     /// Seconds for a `Retry-After` header (503 answers).
     pub retry_after: Option<u32>,
+    /// The `Allow` header of a 405: every method the route serves.
+    pub allow: Option<String>,
 }
 
 impl ApiError {
@@ -37,6 +39,7 @@ impl ApiError {
             code,
             message: message.into(),
             retry_after: None,
+            allow: None,
         }
     }
     pub fn bad_request(message: impl Into<String>) -> Self {
@@ -47,6 +50,13 @@ impl ApiError {
     }
     pub fn method_not_allowed(message: impl Into<String>) -> Self {
         Self::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", message)
+    }
+    /// With the `Allow` header a 405 must carry (e.g. `GET, PUT`).
+    pub fn with_allow(self, methods: &str) -> Self {
+        Self {
+            allow: Some(methods.to_owned()),
+            ..self
+        }
     }
     pub fn conflict(message: impl Into<String>) -> Self {
         Self::new(StatusCode::CONFLICT, "conflict", message)
@@ -73,6 +83,9 @@ impl ApiError {
             response
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        if let Some(methods) = self.allow.as_deref().and_then(|m| HeaderValue::from_str(m).ok()) {
+            response.headers_mut().insert(header::ALLOW, methods);
         }
         response
     }
@@ -222,9 +235,9 @@ impl CallerGuard {
         })
     }
 
-    /// From `ORCHESTRATOR_ROLE_ARN`.
-    pub fn from_env() -> Result<Self, String> {
-        Self::for_role(&std::env::var("ORCHESTRATOR_ROLE_ARN").unwrap_or_default())
+    /// From `ORCHESTRATOR_ROLE_ARN` (unset: every caller the API let through).
+    pub fn from(env: &crate::Env) -> Result<Self, String> {
+        Self::for_role(&env.optional("ORCHESTRATOR_ROLE_ARN").unwrap_or_default())
     }
 
     /// Whether the caller ARN (the request context's `authorizer.iam.userArn`) is a session of the role.

@@ -26,10 +26,11 @@ pub mod outbox;
 pub mod psp;
 pub mod recovery;
 pub mod retry;
+pub mod router;
 pub mod saga;
 pub mod store;
 pub mod telemetry;
 
-pub use config::{Config, ConfigError};
+pub use config::{Config, ConfigError, Env};
 pub use lease::{Lease, LeaseConfig, Leases};
 pub use store::{FinalizeOutcome, FinalizeResult, PaymentStore, StoreError};

@@ -23,7 +23,7 @@ use crate::lease::{Lease, Leases};
 use crate::psp::{Psp, PspError};
 use crate::store::open_index::{defer, next_due, open_since, OpenKind, MAX_RECHECK_INTERVAL};
 use crate::store::{FinalizeResult, PaymentStore, StoreError};
-use crate::{CorrelationId, Path, Payment, PaymentId, PspReference};
+use crate::{ConfigError, CorrelationId, Env, Path, Payment, PaymentId, PspReference};
 use std::time::Duration;
 use thiserror::Error;
 use tracing::{info, warn};
@@ -81,15 +81,12 @@ pub struct RecoverySettings {
 
 impl RecoverySettings {
     /// `RECOVERY_STALE_AFTER_SECONDS` and `RECOVERY_BATCH_LIMIT`, else the defaults.
-    pub fn from_env() -> Self {
-        let var = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
+    pub fn from(env: &Env) -> Result<Self, ConfigError> {
         let default = Self::default();
-        Self {
-            stale_after: var("RECOVERY_STALE_AFTER_SECONDS").map_or(default.stale_after, Duration::from_secs),
-            batch_limit: var("RECOVERY_BATCH_LIMIT").map_or(default.batch_limit, |n| {
-                usize::try_from(n).unwrap_or(default.batch_limit)
-            }),
-        }
+        Ok(Self {
+            stale_after: env.seconds("RECOVERY_STALE_AFTER_SECONDS", default.stale_after)?,
+            batch_limit: env.number("RECOVERY_BATCH_LIMIT", default.batch_limit)?,
+        })
     }
 }
 

@@ -20,8 +20,10 @@ use lambda_http::{Body, Request, Response};
 use serde::{Deserialize, Serialize};
 use shared::http::{self, ApiError};
 use shared::psp::Psp;
+use shared::router::{RouteTableError, Router};
 use shared::saga::{Checkout, SagaEvent, SagaRecord};
 use shared::{text, Currency, Money, OrderId, Sku};
+use std::sync::LazyLock;
 use tracing::{warn, Instrument};
 
 /// `POST /checkouts`.
@@ -135,35 +137,53 @@ enum Route {
     GetStock(Sku),
 }
 
+/// The handlers, before the order id or sku is parsed.
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Start,
+    Get,
+    Events,
+    Cancel,
+    PutStock,
+    GetStock,
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SetStock {
     available: u64,
 }
 
+/// The same table as the API's routes in `infra/template.yaml`.
+fn table() -> Result<Router<Kind>, RouteTableError> {
+    Router::builder()
+        .route(Method::POST, "/checkouts", Kind::Start)
+        .route(Method::GET, "/checkouts/{id}", Kind::Get)
+        .route(Method::GET, "/checkouts/{id}/events", Kind::Events)
+        .route(Method::POST, "/checkouts/{id}/cancel", Kind::Cancel)
+        .route(Method::PUT, "/inventory/{sku}", Kind::PutStock)
+        .route(Method::GET, "/inventory/{sku}", Kind::GetStock)
+        .build()
+}
+
+#[expect(
+    clippy::expect_used,
+    reason = "a constant table; the unit test `the_route_table_builds` builds it"
+)]
+static ROUTER: LazyLock<Router<Kind>> = LazyLock::new(|| table().expect("the checkout route table is consistent"));
+
 fn route(method: &Method, path: &str) -> Result<Route, ApiError> {
-    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-    let start = segments
-        .iter()
-        .position(|s| *s == "checkouts" || *s == "inventory")
-        .ok_or_else(|| ApiError::not_found(format!("no route for {path}")))?;
-    let id = |raw: &str| OrderId::parse(raw).map_err(|e| ApiError::bad_request(format!("invalid order id: {e}")));
-    let sku = |raw: &str| Sku::parse(raw).map_err(|e| ApiError::bad_request(format!("invalid sku: {e}")));
-    let (route, allowed) = match segments.get(start..).unwrap_or_default() {
-        ["inventory", raw] if method == Method::PUT => (Route::PutStock(sku(raw)?), Method::PUT),
-        ["inventory", raw] => (Route::GetStock(sku(raw)?), Method::GET),
-        ["checkouts"] => (Route::Start, Method::POST),
-        ["checkouts", raw] => (Route::Get(id(raw)?), Method::GET),
-        ["checkouts", raw, "events"] => (Route::Events(id(raw)?), Method::GET),
-        ["checkouts", raw, "cancel"] => (Route::Cancel(id(raw)?), Method::POST),
-        _ => return Err(ApiError::not_found(format!("no route for {path}"))),
-    };
-    if method != allowed {
-        return Err(ApiError::method_not_allowed(format!(
-            "{method} is not allowed here; use {allowed}"
-        )));
-    }
-    Ok(route)
+    let found = ROUTER.at(method, path)?;
+    let id = || OrderId::parse(found.param("id")).map_err(|e| ApiError::bad_request(format!("invalid order id: {e}")));
+    let sku = || Sku::parse(found.param("sku")).map_err(|e| ApiError::bad_request(format!("invalid sku: {e}")));
+    Ok(match found.route {
+        Kind::Start => Route::Start,
+        Kind::Get => Route::Get(id()?),
+        Kind::Events => Route::Events(id()?),
+        Kind::Cancel => Route::Cancel(id()?),
+        Kind::PutStock => Route::PutStock(sku()?),
+        Kind::GetStock => Route::GetStock(sku()?),
+    })
 }
 
 /// Handles one API request. Never fails: every error is an answer with a JSON body.
@@ -180,56 +200,68 @@ pub async fn handle<P: Psp>(runner: &Runner<P>, req: Request) -> Result<Response
         http::check_body_size(&req)?;
         match route(req.method(), req.uri().path())? {
             Route::Start => start(runner, &req).await,
-            Route::Get(id) => {
-                let saga = runner.sagas.load(&id).await.map_err(internal)?;
-                let saga = saga.ok_or_else(|| ApiError::not_found(format!("no checkout for order {id}")))?;
-                Ok(http::json(StatusCode::OK, &SagaView::from(saga.record())))
-            }
-            Route::Events(id) => {
-                let events = runner.sagas.events(&id).await?;
-                if events.is_empty() {
-                    return Err(ApiError::not_found(format!("no checkout for order {id}")));
-                }
-                let views: Vec<EventView> = events.iter().map(EventView::from).collect();
-                Ok(http::json(StatusCode::OK, &views))
-            }
-            Route::Cancel(id) => match orders::cancel(runner.sagas.client(), runner.sagas.table(), &id).await? {
-                Cancel::Cancelled => {
-                    // Before the capture the PaymentIntent is canceled; after it, the payment is refunded. The
-                    // order is cancelled either way: a failure here leaves the rest to the sweeper.
-                    if let Err(e) = runner.cancel_by_customer(&id).await {
-                        tracing::warn!(order_id = %id, error = %e, "cancel recorded; the saga finishes it later");
-                    }
-                    Ok(http::json(
-                        StatusCode::OK,
-                        &serde_json::json!({ "status": "cancelled" }),
-                    ))
-                }
-                Cancel::TooLate => Err(ApiError::conflict("the order is no longer pending")),
-                Cancel::NotFound => Err(ApiError::not_found(format!("no order {id}"))),
-            },
-            Route::PutStock(sku) => {
-                let body: SetStock = http::parse_json(http::body_bytes(&req))?;
-                inventory::put_stock(runner.sagas.client(), runner.sagas.table(), &sku, body.available).await?;
-                Ok(http::json(
-                    StatusCode::OK,
-                    &serde_json::json!({ "sku": sku.as_str(), "available": body.available }),
-                ))
-            }
-            Route::GetStock(sku) => {
-                let available = inventory::available(runner.sagas.client(), runner.sagas.table(), &sku)
-                    .await?
-                    .ok_or_else(|| ApiError::not_found(format!("no stock item for {sku}")))?;
-                Ok(http::json(
-                    StatusCode::OK,
-                    &serde_json::json!({ "sku": sku.as_str(), "available": available }),
-                ))
-            }
+            Route::Get(id) => get(runner, &id).await,
+            Route::Events(id) => events(runner, &id).await,
+            Route::Cancel(id) => cancel(runner, &id).await,
+            Route::PutStock(sku) => put_stock(runner, &req, &sku).await,
+            Route::GetStock(sku) => get_stock(runner, &sku).await,
         }
     }
     .instrument(span)
     .await
     .unwrap_or_else(ApiError::into_response))
+}
+
+async fn get<P: Psp>(runner: &Runner<P>, id: &OrderId) -> Result<Response<Body>, ApiError> {
+    let saga = runner.sagas.load(id).await.map_err(internal)?;
+    let saga = saga.ok_or_else(|| ApiError::not_found(format!("no checkout for order {id}")))?;
+    Ok(http::json(StatusCode::OK, &SagaView::from(saga.record())))
+}
+
+async fn events<P: Psp>(runner: &Runner<P>, id: &OrderId) -> Result<Response<Body>, ApiError> {
+    let events = runner.sagas.events(id).await?;
+    if events.is_empty() {
+        return Err(ApiError::not_found(format!("no checkout for order {id}")));
+    }
+    let views: Vec<EventView> = events.iter().map(EventView::from).collect();
+    Ok(http::json(StatusCode::OK, &views))
+}
+
+async fn cancel<P: Psp>(runner: &Runner<P>, id: &OrderId) -> Result<Response<Body>, ApiError> {
+    match orders::cancel(runner.sagas.client(), runner.sagas.table(), id).await? {
+        Cancel::Cancelled => {
+            // Before the capture the PaymentIntent is canceled; after it, the payment is refunded. The order is
+            // cancelled either way: a failure here leaves the rest to the sweeper.
+            if let Err(e) = runner.cancel_by_customer(id).await {
+                tracing::warn!(order_id = %id, error = %e, "cancel recorded; the saga finishes it later");
+            }
+            Ok(http::json(
+                StatusCode::OK,
+                &serde_json::json!({ "status": "cancelled" }),
+            ))
+        }
+        Cancel::TooLate => Err(ApiError::conflict("the order is no longer pending")),
+        Cancel::NotFound => Err(ApiError::not_found(format!("no order {id}"))),
+    }
+}
+
+async fn put_stock<P: Psp>(runner: &Runner<P>, req: &Request, sku: &Sku) -> Result<Response<Body>, ApiError> {
+    let body: SetStock = http::parse_json(http::body_bytes(req))?;
+    inventory::put_stock(runner.sagas.client(), runner.sagas.table(), sku, body.available).await?;
+    Ok(http::json(
+        StatusCode::OK,
+        &serde_json::json!({ "sku": sku.as_str(), "available": body.available }),
+    ))
+}
+
+async fn get_stock<P: Psp>(runner: &Runner<P>, sku: &Sku) -> Result<Response<Body>, ApiError> {
+    let available = inventory::available(runner.sagas.client(), runner.sagas.table(), sku)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("no stock item for {sku}")))?;
+    Ok(http::json(
+        StatusCode::OK,
+        &serde_json::json!({ "sku": sku.as_str(), "available": available }),
+    ))
 }
 
 async fn start<P: Psp>(runner: &Runner<P>, req: &Request) -> Result<Response<Body>, ApiError> {
@@ -256,5 +288,21 @@ fn internal(e: shared::saga::SagaStoreError) -> ApiError {
     match e {
         shared::saga::SagaStoreError::Store(s) => s.into(),
         other => ApiError::internal(other.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_route_table_builds() {
+        assert!(table().is_ok());
+        assert!(matches!(
+            route(&Method::PUT, "/prod/inventory/sku-1"),
+            Ok(Route::PutStock(_))
+        ));
+        let refused = route(&Method::DELETE, "/inventory/sku-1").err().unwrap();
+        assert_eq!(refused.allow.as_deref(), Some("GET, PUT"));
     }
 }

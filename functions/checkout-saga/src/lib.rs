@@ -29,48 +29,32 @@ use shared::lease::Leases;
 use shared::psp::GuardedStripe;
 use shared::recovery::{Recovery, RecoverySettings};
 use shared::saga::{Escalation, SagaStore};
-use shared::{Config, PaymentStore};
+use shared::{Config, Env, PaymentStore};
 
-/// A whole number of seconds from the environment, or `default`; a malformed value fails the start.
-fn seconds(name: &'static str, default: std::time::Duration) -> Result<std::time::Duration, shared::ConfigError> {
-    match std::env::var(name) {
-        Err(_) => Ok(default),
-        Ok(value) => {
-            value
-                .trim()
-                .parse()
-                .map(std::time::Duration::from_secs)
-                .map_err(|_| shared::ConfigError::Invalid {
-                    name,
-                    expected: "whole number of seconds",
-                    value,
-                })
-        }
-    }
-}
-
-/// Builds the runner from the environment (`TABLE_NAME`, the PSP's settings (`PSP_BASE_URL`,
-/// `PSP_API_KEY_ARN` or `PSP_API_KEY`, ...), `ESCALATION_QUEUE_URL`, `SAGA_PAYMENT_TIMEOUT_SECONDS` (default
-/// 120), `CHECKOUT_ABANDON_AFTER_SECONDS` (default 900), `RECOVERY_*`, lease settings), with clients made once per cold start.
+/// Builds the runner from `env` (`TABLE_NAME`, the PSP's settings (`PSP_BASE_URL`, `PSP_API_KEY_ARN` or
+/// `PSP_API_KEY`, ...), `ESCALATION_QUEUE_URL`, `SAGA_PAYMENT_TIMEOUT_SECONDS` (default 120),
+/// `CHECKOUT_ABANDON_AFTER_SECONDS` (default 900), `RECOVERY_*`, lease settings), with clients made once per
+/// cold start. A missing or malformed setting fails the start.
 pub async fn runner_from_env(
     sdk: &aws_config::SdkConfig,
     dynamodb: aws_sdk_dynamodb::Client,
     config: &Config,
+    env: &Env,
 ) -> Result<Runner<GuardedStripe>, Box<dyn std::error::Error + Send + Sync>> {
-    let queue = std::env::var("ESCALATION_QUEUE_URL").map_err(|_| "ESCALATION_QUEUE_URL is not set")?;
+    let defaults = Settings::default();
     Ok(Runner {
         sagas: SagaStore::new(dynamodb.clone(), &config.table_name),
         recovery: Recovery {
             store: PaymentStore::new(dynamodb.clone(), &config.table_name),
             leases: Leases::new(dynamodb.clone(), &config.table_name, config.lease),
-            psp: shared::psp::from_env(sdk, dynamodb.clone(), &config.table_name).await?,
-            settings: RecoverySettings::from_env(),
+            psp: shared::psp::from_env(sdk, dynamodb.clone(), &config.table_name, env).await?,
+            settings: RecoverySettings::from(env)?,
         },
-        escalation: Escalation::new(aws_sdk_sqs::Client::new(sdk), queue),
+        escalation: Escalation::new(aws_sdk_sqs::Client::new(sdk), env.required("ESCALATION_QUEUE_URL")?),
         settings: Settings {
-            payment_timeout: seconds("SAGA_PAYMENT_TIMEOUT_SECONDS", Settings::default().payment_timeout)?,
-            abandon_after: seconds("CHECKOUT_ABANDON_AFTER_SECONDS", Settings::default().abandon_after)?,
-            ..Settings::default()
+            payment_timeout: env.seconds("SAGA_PAYMENT_TIMEOUT_SECONDS", defaults.payment_timeout)?,
+            abandon_after: env.seconds("CHECKOUT_ABANDON_AFTER_SECONDS", defaults.abandon_after)?,
+            ..defaults
         },
     })
 }

@@ -3,15 +3,16 @@
 use aws_lambda_events::event::dynamodb::Event;
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
 use outbox_relay::{relay, Publisher};
-use shared::{aws, telemetry};
+use shared::{aws, telemetry, Env};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     telemetry::init();
-    let queue_url = std::env::var("QUEUE_URL").map_err(|_| "QUEUE_URL is not set")?;
+    let env = Env::process();
+    let queue_url = env.required("QUEUE_URL")?;
     let mut publisher = Publisher::new(aws_sdk_sqs::Client::new(&aws::sdk_config().await), queue_url);
     // Where notices of events SQS would refuse are parked (the relay-failures queue, alarmed).
-    if let Ok(parking) = std::env::var("RELAY_FAILURES_QUEUE_URL") {
+    if let Some(parking) = env.optional("RELAY_FAILURES_QUEUE_URL") {
         publisher = publisher.with_parking(parking);
     }
     run(service_fn(|event: LambdaEvent<Event>| {

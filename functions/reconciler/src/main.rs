@@ -20,19 +20,20 @@ use lambda_runtime::{run, service_fn, Error, LambdaEvent};
 use serde_json::Value;
 use shared::lease::Leases;
 use shared::recovery::{self, Recovery, RecoverySettings};
-use shared::{aws, clock, telemetry, Config, PaymentStore};
+use shared::{aws, clock, telemetry, Config, Env, PaymentStore};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     telemetry::init();
-    let config = Config::from_env()?;
+    let env = Env::process();
+    let config = Config::from(&env)?;
     let sdk = aws::sdk_config().await;
     let client = aws::dynamodb_client(&sdk);
     let recovery = Recovery {
         store: PaymentStore::new(client.clone(), &config.table_name),
         leases: Leases::new(client.clone(), &config.table_name, config.lease),
-        psp: shared::psp::from_env(&sdk, client, &config.table_name).await?,
-        settings: RecoverySettings::from_env(),
+        psp: shared::psp::from_env(&sdk, client, &config.table_name, &env).await?,
+        settings: RecoverySettings::from(&env)?,
     };
     run(service_fn(|event: LambdaEvent<Value>| {
         let recovery = &recovery;

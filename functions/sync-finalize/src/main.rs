@@ -2,15 +2,16 @@
 
 use lambda_http::{run, service_fn, Error};
 use shared::http::CallerGuard;
-use shared::{aws, telemetry, Config, PaymentStore};
+use shared::{aws, telemetry, Config, Env, PaymentStore};
 use sync_finalize::{handle, App};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     telemetry::init();
-    let config = Config::from_env()?;
+    let env = Env::process();
+    let config = Config::from(&env)?;
     // Only the orchestrator's role may call the payments API (an HTTP API has no resource policy).
-    let guard = CallerGuard::from_env()?;
+    let guard = CallerGuard::from(&env)?;
     let client = aws::dynamodb_client(&aws::sdk_config().await);
     let app = App {
         store: PaymentStore::new(client, config.table_name),

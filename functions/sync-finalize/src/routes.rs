@@ -1,9 +1,10 @@
-//! Which route a request is for. API Gateway passes the raw path; a stage prefix before `/payments` is
-//! ignored so the same handler serves `$default` and named stages.
+//! Which route a request is for, on the shared router (the same table as `infra/template.yaml`'s events).
 
 use lambda_http::http::Method;
 use shared::http::ApiError;
+use shared::router::{RouteTableError, Router};
 use shared::PaymentId;
+use std::sync::LazyLock;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Route {
@@ -13,31 +14,40 @@ pub enum Route {
     Events(PaymentId),
 }
 
-impl Route {
-    pub fn parse(method: &Method, path: &str) -> Result<Route, ApiError> {
-        let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-        let start = segments
-            .iter()
-            .position(|s| *s == "payments")
-            .ok_or_else(|| unknown(path))?;
-        let id =
-            |raw: &str| PaymentId::parse(raw).map_err(|e| ApiError::bad_request(format!("invalid payment id: {e}")));
-        let (route, allowed) = match segments.get(start..).unwrap_or_default() {
-            ["payments"] => (Some(Route::Create).filter(|_| method == Method::POST), "POST"),
-            ["payments", raw] => (Some(Route::Get(id(raw)?)).filter(|_| method == Method::GET), "GET"),
-            ["payments", raw, "sync-result"] => (
-                Some(Route::SyncResult(id(raw)?)).filter(|_| method == Method::POST),
-                "POST",
-            ),
-            ["payments", raw, "events"] => (Some(Route::Events(id(raw)?)).filter(|_| method == Method::GET), "GET"),
-            _ => return Err(unknown(path)),
-        };
-        route.ok_or_else(|| ApiError::method_not_allowed(format!("{method} is not allowed here; use {allowed}")))
-    }
+/// The handlers, before the id is parsed.
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Create,
+    SyncResult,
+    Get,
+    Events,
 }
 
-fn unknown(path: &str) -> ApiError {
-    ApiError::not_found(format!("no route for {path}"))
+fn table() -> Result<Router<Kind>, RouteTableError> {
+    Router::builder()
+        .route(Method::POST, "/payments", Kind::Create)
+        .route(Method::POST, "/payments/{id}/sync-result", Kind::SyncResult)
+        .route(Method::GET, "/payments/{id}", Kind::Get)
+        .route(Method::GET, "/payments/{id}/events", Kind::Events)
+        .build()
+}
+
+#[expect(clippy::expect_used, reason = "a constant table; the unit test `routes` builds it")]
+static ROUTER: LazyLock<Router<Kind>> = LazyLock::new(|| table().expect("the payments route table is consistent"));
+
+impl Route {
+    pub fn parse(method: &Method, path: &str) -> Result<Route, ApiError> {
+        let found = ROUTER.at(method, path)?;
+        let id = || {
+            PaymentId::parse(found.param("id")).map_err(|e| ApiError::bad_request(format!("invalid payment id: {e}")))
+        };
+        Ok(match found.route {
+            Kind::Create => Route::Create,
+            Kind::SyncResult => Route::SyncResult(id()?),
+            Kind::Get => Route::Get(id()?),
+            Kind::Events => Route::Events(id()?),
+        })
+    }
 }
 
 #[cfg(test)]
@@ -46,6 +56,7 @@ mod tests {
 
     #[test]
     fn routes() {
+        assert!(table().is_ok());
         let id = PaymentId::parse("pay_1").unwrap();
         assert_eq!(Route::parse(&Method::POST, "/payments").unwrap(), Route::Create);
         assert_eq!(
@@ -60,7 +71,10 @@ mod tests {
             Route::parse(&Method::POST, "/payments/pay_1/sync-result/").unwrap(),
             Route::SyncResult(id)
         );
-        assert_eq!(Route::parse(&Method::GET, "/payments").unwrap_err().status, 405);
+        assert_eq!(
+            Route::parse(&Method::GET, "/payments").unwrap_err().allow.as_deref(),
+            Some("POST")
+        );
         assert_eq!(
             Route::parse(&Method::DELETE, "/payments/pay_1").unwrap_err().status,
             405

@@ -10,12 +10,14 @@ use crate::providers::{Provider, ProviderSource, Scheme};
 use crate::psp_event::{Parsed, PspEvent};
 use crate::signature::{verify_standard, verify_stripe, SignatureError, SignedRequest};
 use crate::{redact::redact, standard, stripe};
-use lambda_http::http::StatusCode;
+use lambda_http::http::{Method, StatusCode};
 use lambda_http::{Body, Request, Response};
 use serde_json::json;
 use shared::http::{self, ApiError};
+use shared::router::{RouteTableError, Router};
 use shared::store::ParkedKind;
-use shared::{clock, telemetry, FinalizeResult, IgnoreReason, Leases, PaymentId, PaymentStore, StoreError};
+use shared::{clock, telemetry, Env, FinalizeResult, IgnoreReason, Leases, PaymentId, PaymentStore, StoreError};
+use std::sync::LazyLock;
 use std::time::Duration;
 use tracing::{info, warn, Instrument};
 
@@ -41,25 +43,14 @@ impl Default for IntakeSettings {
 }
 
 impl IntakeSettings {
-    pub fn from_env() -> Result<Self, shared::ConfigError> {
+    /// `WEBHOOK_MAX_BODY_BYTES`, `UNKNOWN_PAYMENT_WINDOW_SECONDS`, `LEASE_WAIT_ATTEMPTS`, `LEASE_WAIT_MAX_MS`.
+    pub fn from(env: &Env) -> Result<Self, shared::ConfigError> {
         let d = Self::default();
-        let number = |name: &'static str, default: u64| -> Result<u64, shared::ConfigError> {
-            std::env::var(name).map_or(Ok(default), |v| {
-                v.parse().map_err(|_| shared::ConfigError::Invalid {
-                    name,
-                    expected: "number",
-                    value: v,
-                })
-            })
-        };
         Ok(Self {
-            max_body_bytes: number("WEBHOOK_MAX_BODY_BYTES", d.max_body_bytes as u64)? as usize,
-            unknown_payment_window: Duration::from_secs(number(
-                "UNKNOWN_PAYMENT_WINDOW_SECONDS",
-                d.unknown_payment_window.as_secs(),
-            )?),
-            lease_attempts: number("LEASE_WAIT_ATTEMPTS", u64::from(d.lease_attempts))? as u32,
-            lease_max_wait: Duration::from_millis(number("LEASE_WAIT_MAX_MS", d.lease_max_wait.as_millis() as u64)?),
+            max_body_bytes: env.number("WEBHOOK_MAX_BODY_BYTES", d.max_body_bytes)?,
+            unknown_payment_window: env.seconds("UNKNOWN_PAYMENT_WINDOW_SECONDS", d.unknown_payment_window)?,
+            lease_attempts: env.number("LEASE_WAIT_ATTEMPTS", d.lease_attempts)?,
+            lease_max_wait: env.millis("LEASE_WAIT_MAX_MS", d.lease_max_wait)?,
         })
     }
 }
@@ -82,12 +73,13 @@ impl App {
         sdk: &aws_config::SdkConfig,
         client: shared::aws::DynamoDbClient,
         config: &shared::Config,
+        env: &Env,
     ) -> Result<Self, Box<dyn std::error::Error + Send + Sync>> {
         Ok(Self {
             store: PaymentStore::new(client.clone(), &config.table_name),
             leases: Leases::new(client, &config.table_name, config.lease),
-            providers: ProviderSource::from_env(sdk).await?,
-            settings: IntakeSettings::from_env()?,
+            providers: ProviderSource::from_env(sdk, env).await?,
+            settings: IntakeSettings::from(env)?,
         })
     }
 }
@@ -122,14 +114,22 @@ pub async fn process(app: &App, req: Request) -> (Response<Body>, RequestMetrics
     (response, metrics)
 }
 
-fn provider_name(path: &str) -> Option<&str> {
-    let mut segments = path
-        .split('/')
-        .filter(|s| !s.is_empty())
-        .skip_while(|s| *s != "webhooks");
-    segments.next()?;
-    let name = segments.next()?;
-    segments.next().is_none().then_some(name)
+/// The intake's one route (as in `infra/template.yaml`); the provider is a path parameter.
+fn table() -> Result<Router<()>, RouteTableError> {
+    Router::builder()
+        .route(Method::POST, "/webhooks/{provider}", ())
+        .build()
+}
+
+#[expect(
+    clippy::expect_used,
+    reason = "a constant table; the unit test `provider_from_path` builds it"
+)]
+static ROUTER: LazyLock<Router<()>> = LazyLock::new(|| table().expect("the webhook route table is consistent"));
+
+/// The `{provider}` of `POST /webhooks/{provider}`; a 404 or 405 for any other request.
+fn provider_name(method: &Method, path: &str) -> Result<String, ApiError> {
+    Ok(ROUTER.at(method, path)?.param("provider").to_owned())
 }
 
 fn retry_later(message: &str) -> ApiError {
@@ -142,10 +142,7 @@ async fn intake(
     correlation_id: shared::CorrelationId,
     metrics: &mut RequestMetrics,
 ) -> Result<&'static str, ApiError> {
-    if req.method() != lambda_http::http::Method::POST {
-        return Err(ApiError::method_not_allowed("webhooks are POSTed"));
-    }
-    let name = provider_name(req.uri().path()).ok_or_else(|| ApiError::not_found("no such route"))?;
+    let name = &provider_name(req.method(), req.uri().path())?;
     let mut providers = app.providers.current().await;
     let unknown = || ApiError::not_found(format!("unknown provider {name}"));
     metrics.provider = providers.get(name).ok_or_else(unknown)?.name.clone();
@@ -372,7 +369,8 @@ fn quarantine_key(webhook_id: Option<&str>, body: &[u8]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{provider_name, quarantine_key};
+    use super::{provider_name, quarantine_key, table};
+    use lambda_http::http::Method;
 
     #[test]
     fn quarantine_keys_are_per_delivery_and_bounded() {
@@ -391,10 +389,14 @@ mod tests {
 
     #[test]
     fn provider_from_path() {
-        assert_eq!(provider_name("/webhooks/stripe"), Some("stripe"));
-        assert_eq!(provider_name("/prod/webhooks/standard/"), Some("standard"));
-        assert_eq!(provider_name("/webhooks"), None);
-        assert_eq!(provider_name("/webhooks/stripe/extra"), None);
-        assert_eq!(provider_name("/payments"), None);
+        assert!(table().is_ok());
+        let post = |path| provider_name(&Method::POST, path);
+        assert_eq!(post("/webhooks/stripe").unwrap(), "stripe");
+        assert_eq!(post("/prod/webhooks/standard/").unwrap(), "standard");
+        assert_eq!(post("/webhooks").unwrap_err().status, 404);
+        assert_eq!(post("/webhooks/stripe/extra").unwrap_err().status, 404);
+        assert_eq!(post("/payments").unwrap_err().status, 404);
+        let get = provider_name(&Method::GET, "/webhooks/stripe").unwrap_err();
+        assert_eq!((get.status.as_u16(), get.allow.as_deref()), (405, Some("POST")));
     }
 }

@@ -18,7 +18,7 @@
 use crate::psp_event::Expectations;
 use crate::signature::{standard_key, DEFAULT_TOLERANCE_SECS};
 use serde::Deserialize;
-use shared::SigningSecret;
+use shared::{Env, SigningSecret};
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
@@ -86,8 +86,10 @@ pub struct ProviderSpec {
 
 impl ProviderSpec {
     /// The providers `WEBHOOK_PROVIDERS` names (default: [`DEFAULT_PROVIDERS`]), without reading any secret.
-    pub fn from_env() -> Result<Vec<Self>, ProvidersError> {
-        let providers = std::env::var("WEBHOOK_PROVIDERS").unwrap_or_else(|_| DEFAULT_PROVIDERS.to_owned());
+    pub fn from_env(env: &Env) -> Result<Vec<Self>, ProvidersError> {
+        let providers = env
+            .optional("WEBHOOK_PROVIDERS")
+            .unwrap_or_else(|| DEFAULT_PROVIDERS.to_owned());
         serde_json::from_str(&providers).map_err(|e| ProvidersError::BadProviders(shared::http::json_error(&e)))
     }
 
@@ -252,10 +254,12 @@ impl ProviderSource {
 
     /// From the environment: `WEBHOOK_PROVIDERS`, and the secrets of `WEBHOOK_SECRETS_ARN` (cached and
     /// re-read) or of `WEBHOOK_SECRETS` (fixed).
-    pub async fn from_env(sdk: &aws_config::SdkConfig) -> Result<Self, ProvidersError> {
-        let providers = std::env::var("WEBHOOK_PROVIDERS").unwrap_or_else(|_| DEFAULT_PROVIDERS.to_owned());
-        match std::env::var("WEBHOOK_SECRETS_ARN") {
-            Ok(arn) if !arn.is_empty() => {
+    pub async fn from_env(sdk: &aws_config::SdkConfig, env: &Env) -> Result<Self, ProvidersError> {
+        let providers = env
+            .optional("WEBHOOK_PROVIDERS")
+            .unwrap_or_else(|| DEFAULT_PROVIDERS.to_owned());
+        match env.optional("WEBHOOK_SECRETS_ARN") {
+            Some(arn) => {
                 let client = shared::aws::secrets_client(sdk);
                 let loader: SecretsLoader = Arc::new(move || {
                     let (client, arn) = (client.clone(), arn.clone());
@@ -267,8 +271,8 @@ impl ProviderSource {
                 });
                 Self::load(&providers, loader, Arc::new(Instant::now)).await
             }
-            _ => {
-                let secrets = std::env::var("WEBHOOK_SECRETS").map_err(|_| ProvidersError::NoSecrets)?;
+            None => {
+                let secrets = env.optional("WEBHOOK_SECRETS").ok_or(ProvidersError::NoSecrets)?;
                 Ok(Providers::from_json(&providers, &secrets)?.into())
             }
         }

@@ -26,8 +26,10 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use lambda_http::Body;
+use shared::http::ApiError;
 use shared::psp::GuardedStripe;
-use shared::{aws, telemetry, Config, PaymentStore};
+use shared::router::{RouteTableError, Router};
+use shared::{aws, telemetry, Config, Env, PaymentStore};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::net::TcpListener;
@@ -36,9 +38,30 @@ use tracing::{error, info};
 mod outbox;
 
 struct Apps {
+    routes: Router<Function>,
     sync: sync_finalize::App,
     intake: webhook_intake::App,
     checkout: Option<Arc<Runner<GuardedStripe>>>,
+}
+
+/// The function API Gateway sends a path to; each function then routes by method and path itself.
+#[derive(Debug, Clone, Copy)]
+enum Function {
+    SyncFinalize,
+    WebhookIntake,
+    CheckoutApi,
+}
+
+/// API Gateway's path routing (`infra/template.yaml`), on the functions' own router.
+fn routes() -> Result<Router<Function>, RouteTableError> {
+    Router::builder()
+        .any("/payments", Function::SyncFinalize)
+        .any("/payments/{*rest}", Function::SyncFinalize)
+        .any("/webhooks/{*rest}", Function::WebhookIntake)
+        .any("/checkouts", Function::CheckoutApi)
+        .any("/checkouts/{*rest}", Function::CheckoutApi)
+        .any("/inventory/{*rest}", Function::CheckoutApi)
+        .build()
 }
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -46,22 +69,22 @@ type Error = Box<dyn std::error::Error + Send + Sync>;
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     telemetry::init();
-    let config = Config::from_env()?;
+    let mut env = Env::process();
+    if env.optional("RECOVERY_STALE_AFTER_SECONDS").is_none() {
+        // Locally, recovery looks at payments open for 10 s rather than the deployed 5 minutes.
+        env = env.with("RECOVERY_STALE_AFTER_SECONDS", "10");
+    }
+    let config = Config::from(&env)?;
     let sdk = aws::sdk_config().await;
     let client = aws::dynamodb_client(&sdk);
     ensure_table(&client, &config.table_name).await?;
     let mut checkout = None;
-    if std::env::var_os("AWS_ENDPOINT_URL_SQS").is_some() {
+    if env.optional("AWS_ENDPOINT_URL_SQS").is_some() {
         let sqs = aws_sdk_sqs::Client::new(&sdk);
         let queues = local_dev::queues::create(&sqs, &config.table_name).await;
-        if std::env::var_os("PSP_BASE_URL").is_some() {
-            std::env::set_var("ESCALATION_QUEUE_URL", &queues.escalation_url);
-            let mut runner = checkout_saga::runner_from_env(&sdk, client.clone(), &config).await?;
-            if std::env::var_os("RECOVERY_STALE_AFTER_SECONDS").is_none() {
-                // Locally, recovery looks at payments open for 10 s rather than the deployed 5 minutes.
-                runner.recovery.settings.stale_after = std::time::Duration::from_secs(10);
-            }
-            let runner = Arc::new(runner);
+        if env.optional("PSP_BASE_URL").is_some() {
+            let env = env.clone().with("ESCALATION_QUEUE_URL", queues.escalation_url.clone());
+            let runner = Arc::new(checkout_saga::runner_from_env(&sdk, client.clone(), &config, &env).await?);
             tokio::spawn(outbox::schedules(runner.clone()));
             checkout = Some(runner);
         }
@@ -74,17 +97,15 @@ async fn main() -> Result<(), Error> {
         ));
     }
     let apps = Arc::new(Apps {
+        routes: routes()?,
         sync: sync_finalize::App {
             store: PaymentStore::new(client.clone(), &config.table_name),
         },
-        intake: webhook_intake::App::from_env(&sdk, client, &config).await?,
+        intake: webhook_intake::App::from_env(&sdk, client, &config, &env).await?,
         checkout,
     });
 
-    let port: u16 = std::env::var("LOCAL_API_PORT")
-        .ok()
-        .and_then(|p| p.parse().ok())
-        .unwrap_or(3000);
+    let port: u16 = env.number("LOCAL_API_PORT", 3000)?;
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let listener = TcpListener::bind(addr).await?;
     info!(%addr, table = %config.table_name, "local API listening");
@@ -114,18 +135,23 @@ async fn serve(apps: Arc<Apps>, req: hyper::Request<Incoming>) -> Result<hyper::
         Body::Binary(bytes.to_vec())
     };
     let request = lambda_http::Request::from_parts(parts, body);
-    let path = request.uri().path();
-    let response = if path.starts_with("/webhooks/") {
-        webhook_intake::handle(&apps.intake, request).await
-    } else if path.starts_with("/checkouts") || path.starts_with("/inventory") {
-        match &apps.checkout {
+    let function = match apps.routes.at(request.method(), request.uri().path()) {
+        Ok(found) => found.route,
+        Err(refused) => return Ok(hyper_response(refused.into_response())),
+    };
+    let response = match function {
+        Function::WebhookIntake => webhook_intake::handle(&apps.intake, request).await,
+        Function::CheckoutApi => match &apps.checkout {
             Some(runner) => checkout_saga::api::handle(runner, request).await,
-            None => Ok(shared::http::ApiError::not_found("checkouts need PSP_BASE_URL and SQS").into_response()),
-        }
-    } else {
-        sync_finalize::handle(&apps.sync, request).await
+            None => Ok(ApiError::not_found("checkouts need PSP_BASE_URL and SQS").into_response()),
+        },
+        Function::SyncFinalize => sync_finalize::handle(&apps.sync, request).await,
     }
     .map_err(|e| -> Error { e.to_string().into() })?;
+    Ok(hyper_response(response))
+}
+
+fn hyper_response(response: lambda_http::Response<Body>) -> hyper::Response<Full<Bytes>> {
     let (parts, body) = response.into_parts();
     let bytes = match body {
         Body::Empty => Bytes::new(),
@@ -133,7 +159,7 @@ async fn serve(apps: Arc<Apps>, req: hyper::Request<Incoming>) -> Result<hyper::
         Body::Binary(data) => Bytes::from(data),
         _ => Bytes::new(),
     };
-    Ok(hyper::Response::from_parts(parts, Full::new(bytes)))
+    hyper::Response::from_parts(parts, Full::new(bytes))
 }
 
 async fn ensure_table(client: &aws_sdk_dynamodb::Client, name: &str) -> Result<(), Error> {

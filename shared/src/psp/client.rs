@@ -14,7 +14,7 @@
 use super::stripe::{ErrorBody, ErrorType, PaymentIntent, Refund};
 use super::{ChargeRequest, Psp, PspError};
 use crate::retry::Backoff;
-use crate::{clock, ConfigError, PaymentId, PspReference};
+use crate::{clock, ConfigError, Env, PaymentId, PspReference};
 use reqwest::header::HeaderMap;
 use serde::de::DeserializeOwned;
 use std::fmt;
@@ -91,13 +91,17 @@ pub struct PspSettings {
 
 impl PspSettings {
     pub fn from_env() -> Result<Self, ConfigError> {
-        Self::from_lookup(|name| std::env::var(name).ok())
+        Self::from(&Env::process())
     }
 
     /// Reads through `lookup`, so tests need not touch the process environment.
-    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
-        let var = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
-        let base_url = var("PSP_BASE_URL").ok_or(ConfigError::Missing("PSP_BASE_URL"))?;
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String> + Send + Sync + 'static) -> Result<Self, ConfigError> {
+        Self::from(&Env::from_lookup(lookup))
+    }
+
+    /// The settings above; a missing base URL or key fails the start, not the first call.
+    pub fn from(env: &Env) -> Result<Self, ConfigError> {
+        let base_url = env.required("PSP_BASE_URL")?;
         if !(base_url.starts_with("https://") || base_url.starts_with("http://127.0.0.1")) {
             return Err(ConfigError::Invalid {
                 name: "PSP_BASE_URL",
@@ -105,27 +109,18 @@ impl PspSettings {
                 value: base_url,
             });
         }
-        let key = match (var("PSP_API_KEY_ARN"), var("PSP_API_KEY")) {
+        let key = match (env.optional("PSP_API_KEY_ARN"), env.optional("PSP_API_KEY")) {
             (Some(arn), _) => KeySource::SecretArn(arn),
             (None, Some(key)) => KeySource::Value(ApiKey::parse(&key)?),
             (None, None) => return Err(ConfigError::Missing("PSP_API_KEY_ARN or PSP_API_KEY")),
         };
-        let number = |name: &'static str, default: u64| -> Result<u64, ConfigError> {
-            var(name).map_or(Ok(default), |v| {
-                v.trim().parse().map_err(|_| ConfigError::Invalid {
-                    name,
-                    expected: "whole number",
-                    value: v,
-                })
-            })
-        };
-        let retries = u32::try_from(number("PSP_MAX_RETRIES", 2)?).unwrap_or(u32::MAX);
+        let retries: u32 = env.number("PSP_MAX_RETRIES", 2)?;
         Ok(Self {
             base_url: base_url.trim_end_matches('/').to_owned(),
             key,
-            return_url: var("PSP_RETURN_URL"),
-            connect_timeout: Duration::from_millis(number("PSP_CONNECT_TIMEOUT_MS", 3000)?),
-            request_timeout: Duration::from_millis(number("PSP_REQUEST_TIMEOUT_MS", 5_000)?),
+            return_url: env.optional("PSP_RETURN_URL"),
+            connect_timeout: env.millis("PSP_CONNECT_TIMEOUT_MS", Duration::from_millis(3000))?,
+            request_timeout: env.millis("PSP_REQUEST_TIMEOUT_MS", Duration::from_millis(5_000))?,
             retries: Backoff::new(
                 retries.saturating_add(1),
                 Duration::from_millis(250),
@@ -136,11 +131,10 @@ impl PspSettings {
 
     /// Settings for a PSP at `base_url` with `key` and the defaults (tests, tools).
     pub fn local(base_url: &str, key: &str) -> Result<Self, ConfigError> {
-        Self::from_lookup(|name| match name {
-            "PSP_BASE_URL" => Some(base_url.to_owned()),
-            "PSP_API_KEY" => Some(key.to_owned()),
-            _ => None,
-        })
+        let env = Env::from_lookup(|_| None)
+            .with("PSP_BASE_URL", base_url)
+            .with("PSP_API_KEY", key);
+        Self::from(&env)
     }
 }
 
@@ -398,7 +392,8 @@ mod tests {
     use super::*;
 
     fn settings(vars: &[(&str, &str)]) -> Result<PspSettings, ConfigError> {
-        PspSettings::from_lookup(|name| vars.iter().find(|(n, _)| *n == name).map(|(_, v)| (*v).to_owned()))
+        let vars: Vec<(String, String)> = vars.iter().map(|(n, v)| ((*n).to_owned(), (*v).to_owned())).collect();
+        PspSettings::from_lookup(move |name| vars.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone()))
     }
 
     #[test]

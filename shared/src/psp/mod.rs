@@ -32,8 +32,9 @@ pub async fn from_env(
     sdk: &aws_config::SdkConfig,
     dynamodb: aws_sdk_dynamodb::Client,
     table: &str,
+    env: &crate::Env,
 ) -> Result<GuardedStripe, Box<dyn std::error::Error + Send + Sync>> {
-    let settings = PspSettings::from_env()?;
+    let settings = PspSettings::from(env)?;
     let client = StripeClient::from_settings(&settings, sdk).await?;
     Ok(CircuitBreaker::new(
         client,

@@ -276,12 +276,13 @@ pub async fn retry(ctx: &Ctx, order: &str, queue: Option<&str>, dry_run: bool) -
 /// Resumes the saga through the runner the functions use, from the same settings (PSP, escalation queue,
 /// timeouts).
 async fn resume(ctx: &Ctx, order_id: &OrderId, url: Option<&str>) -> Result<Resumed, crate::Error> {
-    if std::env::var_os("ESCALATION_QUEUE_URL").is_none() {
-        if let Some(url) = url {
-            std::env::set_var("ESCALATION_QUEUE_URL", url);
+    let env = match url {
+        Some(url) if ctx.env.optional("ESCALATION_QUEUE_URL").is_none() => {
+            ctx.env.clone().with("ESCALATION_QUEUE_URL", url)
         }
-    }
-    let runner = checkout_saga::runner_from_env(&ctx.sdk, ctx.dynamodb.clone(), &ctx.config).await?;
+        _ => ctx.env.clone(),
+    };
+    let runner = checkout_saga::runner_from_env(&ctx.sdk, ctx.dynamodb.clone(), &ctx.config, &env).await?;
     let after = runner
         .resume(order_id)
         .await

@@ -185,7 +185,7 @@ async fn run(cli: Cli) -> Result<(), paymentsctl::Error> {
     let progress = !json && std::io::IsTerminal::is_terminal(&std::io::stderr());
     match cli.command {
         Command::Timeline(args) => {
-            let mut opts = timeline::Options::from_env(shared::clock::now_ms());
+            let mut opts = timeline::Options::from_env(&ctx.env, shared::clock::now_ms())?;
             if !args.consumers.is_empty() {
                 opts.consumers = args.consumers;
             }

@@ -22,7 +22,7 @@ use crate::when::format_ms;
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde::Serialize;
 use shared::store::ParkedKind;
-use shared::{clock, decide, CorrelationId, Decision, Leases, Outcome, PaymentId};
+use shared::{clock, decide, CorrelationId, Decision, Env, Leases, Outcome, PaymentId};
 use std::time::Duration;
 use webhook_intake::providers::{ProviderSpec, Scheme};
 use webhook_intake::psp_event::{Expectations, Parsed, PaymentRef, PspEvent};
@@ -81,8 +81,8 @@ pub fn render_list(items: &[ParkedItem]) -> String {
     )
 }
 
-fn provider(name: &str) -> Result<(Scheme, Expectations), crate::Error> {
-    let spec = ProviderSpec::from_env()?
+fn provider(env: &Env, name: &str) -> Result<(Scheme, Expectations), crate::Error> {
+    let spec = ProviderSpec::from_env(env)?
         .into_iter()
         .find(|s| s.name == name)
         .ok_or_else(|| format!("provider {name} is not configured (WEBHOOK_PROVIDERS)"))?;
@@ -91,8 +91,8 @@ fn provider(name: &str) -> Result<(Scheme, Expectations), crate::Error> {
 
 /// What a parked webhook's body names (payment id, PSP reference), read by the intake's parser; `None` when
 /// it does not parse.
-pub fn target(item: &ParkedItem) -> Option<PaymentRef> {
-    match parse(item).ok()? {
+pub fn target(env: &Env, item: &ParkedItem) -> Option<PaymentRef> {
+    match parse(env, item).ok()? {
         (Ok(Parsed::Event(event)), _) => Some(event.target),
         _ => None,
     }
@@ -101,8 +101,8 @@ pub fn target(item: &ParkedItem) -> Option<PaymentRef> {
 type ParseResult = Result<Parsed, webhook_intake::psp_event::Unparseable>;
 
 /// The intake's parser over the parked body with its redacted values removed; also whether there were any.
-fn parse(item: &ParkedItem) -> Result<(ParseResult, bool), crate::Error> {
-    let (scheme, _) = provider(&item.provider)?;
+fn parse(env: &Env, item: &ParkedItem) -> Result<(ParseResult, bool), crate::Error> {
+    let (scheme, _) = provider(env, &item.provider)?;
     let (stripped, redacted) = strip_redacted(&item.body);
     let body = stripped.as_bytes();
     let parsed = match scheme {
@@ -198,8 +198,8 @@ pub async fn replay(
         r.detail = detail;
         r
     };
-    let (_, expect) = provider(&item.provider)?;
-    let (parsed, redacted) = parse(&item)?;
+    let (_, expect) = provider(&ctx.env, &item.provider)?;
+    let (parsed, redacted) = parse(&ctx.env, &item)?;
     let event: PspEvent = match parsed {
         Ok(Parsed::Event(event)) => *event,
         Ok(Parsed::Ignored { event_type }) => {

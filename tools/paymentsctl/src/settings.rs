@@ -4,7 +4,7 @@
 //! not given is looked up by the name the local stack creates (`<table>-events.fifo`,
 //! `<table>-events-dlq.fifo`, `<table>-saga-escalations`), so `scripts/run-local`'s environment is enough.
 
-use shared::{aws, Config, PaymentStore};
+use shared::{aws, Config, Env, PaymentStore};
 
 /// The queues the command can name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,6 +38,8 @@ impl QueueRole {
 /// Clients and names, built once per run.
 #[derive(Debug, Clone)]
 pub struct Ctx {
+    /// The variables every setting below was read from (the functions' own names).
+    pub env: Env,
     pub sdk: aws_config::SdkConfig,
     pub config: Config,
     pub dynamodb: aws_sdk_dynamodb::Client,
@@ -49,9 +51,11 @@ pub struct Ctx {
 impl Ctx {
     /// The clients and settings the functions use, from the environment.
     pub async fn from_env() -> Result<Self, crate::Error> {
-        let config = Config::from_env()?;
+        let env = Env::process();
+        let config = Config::from(&env)?;
         let sdk = aws::sdk_config().await;
         Ok(Self {
+            env,
             dynamodb: aws::dynamodb_client(&sdk),
             sqs: aws_sdk_sqs::Client::new(&sdk),
             logs: aws_sdk_cloudwatchlogs::Client::new(&sdk),
@@ -63,6 +67,7 @@ impl Ctx {
     /// A context on given clients (tests).
     pub fn new(sdk: aws_config::SdkConfig, dynamodb: aws_sdk_dynamodb::Client, config: Config) -> Self {
         Self {
+            env: Env::process(),
             sqs: aws_sdk_sqs::Client::new(&sdk),
             logs: aws_sdk_cloudwatchlogs::Client::new(&sdk),
             sdk,
@@ -86,12 +91,10 @@ impl Ctx {
         if let Some(url) = explicit {
             return Ok(url.to_owned());
         }
-        if let Ok(url) = std::env::var(role.variable()) {
-            if !url.is_empty() {
-                return Ok(url);
-            }
+        if let Some(url) = self.env.optional(role.variable()) {
+            return Ok(url);
         }
-        if std::env::var_os("AWS_ENDPOINT_URL_SQS").is_none() {
+        if self.env.optional("AWS_ENDPOINT_URL_SQS").is_none() {
             return Err(format!("{} is not set (the stack's outputs name the queue)", role.variable()).into());
         }
         let name = role.local_name(self.table());

@@ -30,7 +30,7 @@ use shared::keys::{self, payment_pk, Item};
 use shared::saga::{Loaded, SagaEvent, SagaEventKind, SagaRecord, SagaStatus, SagaStore};
 use shared::store::item::event_from_item;
 use shared::store::ParkedKind;
-use shared::{EventKind, OrderId, Payment, PaymentEvent, PaymentId, PspReference};
+use shared::{ConfigError, Env, EventKind, OrderId, Payment, PaymentEvent, PaymentId, PspReference};
 
 /// What the timeline looks for besides the payment itself.
 #[derive(Debug, Clone)]
@@ -57,26 +57,23 @@ pub struct Options {
 
 impl Options {
     /// From the functions' own variables (`SAGA_STUCK_AFTER_SECONDS`, `RECOVERY_STALE_AFTER_SECONDS`,
-    /// `INTAKE_LOG_GROUP`), with their documented defaults.
-    pub fn from_env(now_ms: i64) -> Self {
-        let seconds = |name: &str, default: i64| {
-            std::env::var(name)
-                .ok()
-                .and_then(|v| v.parse::<i64>().ok())
-                .unwrap_or(default)
-                * 1000
+    /// `INTAKE_LOG_GROUP`), with their documented defaults; a malformed value is an error.
+    pub fn from_env(env: &Env, now_ms: i64) -> Result<Self, ConfigError> {
+        let millis = |name: &'static str, default: u64| -> Result<i64, ConfigError> {
+            let seconds = env.seconds(name, std::time::Duration::from_secs(default))?;
+            Ok(i64::try_from(seconds.as_millis()).unwrap_or(i64::MAX))
         };
-        Self {
+        Ok(Self {
             consumers: vec![order_projection::NAME.to_owned()],
             escalation_queue: None,
-            saga_stuck_after_ms: seconds("SAGA_STUCK_AFTER_SECONDS", 60),
-            payment_stale_after_ms: seconds("RECOVERY_STALE_AFTER_SECONDS", 300),
-            log_group: std::env::var("INTAKE_LOG_GROUP").ok().filter(|g| !g.is_empty()),
+            saga_stuck_after_ms: millis("SAGA_STUCK_AFTER_SECONDS", 60)?,
+            payment_stale_after_ms: millis("RECOVERY_STALE_AFTER_SECONDS", 300)?,
+            log_group: env.optional("INTAKE_LOG_GROUP"),
             logs_deadline: std::time::Duration::from_secs(30),
             now_ms,
             progress: false,
             local_log: None,
-        }
+        })
     }
 }
 
@@ -442,7 +439,7 @@ async fn resolve(ctx: &Ctx, q: &str, opts: &Options) -> Result<(Resolved, &'stat
     }
     // A PSP event id: parked ones are in their key (a Query), applied ones on their event item (a Scan).
     if let Some(item) = all_parked(ctx).await?.into_iter().find(|p| p.event_key == q) {
-        let target = crate::parked::target(&item);
+        let target = crate::parked::target(&ctx.env, &item);
         let found = match target.as_ref().map(|t| (&t.payment_id, &t.psp_reference)) {
             Some((Some(id), _)) if store.get(id).await?.is_some() => Some(id.clone()),
             Some((_, Some(reference))) => store.find_by_psp_reference(reference).await?,

@@ -17,6 +17,7 @@ use shared::{clock, Config, OrderId, Outcome, Path, PaymentId, PaymentStatus, Ps
 fn ctl(ctx: &TestContext) -> Ctx {
     let table = ctx.table.clone();
     Ctx {
+        env: shared::Env::process(),
         sdk: integration_tests::local_sdk_config(&local_dev::service::SQS.endpoint()),
         config: Config::from_lookup(move |name| (name == "TABLE_NAME").then(|| table.clone())).unwrap(),
         dynamodb: ctx.client.clone(),
@@ -28,7 +29,7 @@ fn ctl(ctx: &TestContext) -> Ctx {
 }
 
 fn options(escalation_queue: Option<String>) -> Options {
-    let mut opts = Options::from_env(clock::now_ms());
+    let mut opts = Options::from_env(&shared::Env::process(), clock::now_ms()).unwrap();
     opts.escalation_queue = escalation_queue;
     opts
 }

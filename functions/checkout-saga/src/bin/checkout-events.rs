@@ -5,15 +5,16 @@ use aws_lambda_events::event::sqs::SqsEvent;
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
 use order_projection::OrderProjection;
 use shared::consumer::Consumer;
-use shared::{aws, telemetry, Config};
+use shared::{aws, telemetry, Config, Env};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     telemetry::init();
-    let config = Config::from_env()?;
+    let env = Env::process();
+    let config = Config::from(&env)?;
     let sdk = aws::sdk_config().await;
     let dynamodb = aws::dynamodb_client(&sdk);
-    let runner = checkout_saga::runner_from_env(&sdk, dynamodb.clone(), &config).await?;
+    let runner = checkout_saga::runner_from_env(&sdk, dynamodb.clone(), &config, &env).await?;
     let consumer = Consumer::new(dynamodb, &config.table_name, OrderProjection);
     run(service_fn(|event: LambdaEvent<SqsEvent>| {
         let (consumer, runner) = (&consumer, &runner);

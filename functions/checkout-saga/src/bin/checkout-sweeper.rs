@@ -3,20 +3,17 @@
 
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
 use serde_json::Value;
-use shared::{aws, telemetry, Config};
+use shared::{aws, telemetry, Config, Env};
 use std::time::Duration;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     telemetry::init();
-    let config = Config::from_env()?;
+    let env = Env::process();
+    let config = Config::from(&env)?;
     let sdk = aws::sdk_config().await;
-    let runner = checkout_saga::runner_from_env(&sdk, aws::dynamodb_client(&sdk), &config).await?;
-    let stuck_after = std::env::var("SAGA_STUCK_AFTER_SECONDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .map(Duration::from_secs)
-        .unwrap_or(Duration::from_secs(60));
+    let runner = checkout_saga::runner_from_env(&sdk, aws::dynamodb_client(&sdk), &config, &env).await?;
+    let stuck_after = env.seconds("SAGA_STUCK_AFTER_SECONDS", Duration::from_secs(60))?;
     run(service_fn(|event: LambdaEvent<Value>| {
         let runner = &runner;
         async move {
