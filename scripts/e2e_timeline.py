@@ -164,11 +164,18 @@ item = quarantine(payment)
 parked_lines = [e for e in timeline(order)["entries"] if e["source"] == "parked"]
 if item["event_key"] not in [e["psp_event_id"] for e in parked_lines]:
     fail(f"the quarantined webhook {item['key']} is not in the timeline: {parked_lines}")
-before = table_items()
+# Only the items a replay could touch: the payment's (item, events, lease) and the parked webhook's. The rest
+# of the table is not compared: the stack's sweeper and recovery keep working on other checkouts meanwhile.
+def replay_items():
+    return [i for i in table_items() if payment in i or item["key"] in i]
+
+
+before = replay_items()
 report = ctl("parked", "replay", item["key"], "--kind", "quarantined", "--dry-run")
-after = table_items()
+after = replay_items()
 if before != after:
-    fail(f"parked replay --dry-run wrote to the table: {len(before)} items before, {len(after)} after")
+    fail(f"parked replay --dry-run wrote to the table: {len(before)} items of the payment and the parked "
+         f"webhook before, {len(after)} after")
 if not report["dry_run"] or report["wrote"] or not report["result"] or not report["detail"]:
     fail(f"the dry run does not say what it would do: {report}")
 print(f"parked replay --dry-run {item['key']}: {report['result']} ({report['detail']}); the table is unchanged")

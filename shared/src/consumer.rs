@@ -15,6 +15,7 @@ use crate::clock;
 use crate::outbox;
 use crate::store::transact::{transact_write, TransactError};
 use crate::store::StoreError;
+use crate::telemetry::ErrorChain;
 use crate::PaymentEvent;
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
 use aws_sdk_dynamodb::types::{AttributeValue, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem};
@@ -158,7 +159,7 @@ impl<P: Projection> Consumer<P> {
                 outcome
             }
             Err(e) => {
-                warn!(payment_id = %event.payment_id, version = event.version, error = %e, "apply failed; SQS redelivers");
+                warn!(payment_id = %event.payment_id, version = event.version, error = %ErrorChain(&e), "apply failed; SQS redelivers");
                 Outcome::Failed
             }
         }

@@ -3,6 +3,7 @@
 //! Every error answer is `{"error": "<code>", "message": "<what is wrong>"}` with the matching status.
 
 use crate::store::StoreError;
+use crate::telemetry::ErrorChain;
 use lambda_http::http::{header, HeaderValue, StatusCode};
 use lambda_http::{Body, Request, Response};
 use serde::de::DeserializeOwned;
@@ -97,11 +98,11 @@ impl From<StoreError> for ApiError {
             StoreError::NotFound(id) => ApiError::not_found(format!("payment {id} not found")),
             StoreError::AlreadyExists(id) => ApiError::conflict(format!("payment {id} already exists")),
             StoreError::Unavailable { .. } | StoreError::ConflictsExhausted(..) => {
-                tracing::warn!(error = %e, "storage unavailable");
+                tracing::warn!(error = %ErrorChain(&e), "storage unavailable");
                 ApiError::unavailable("storage is temporarily unavailable; retry", 1)
             }
             StoreError::Request { .. } | StoreError::Corrupt { .. } => {
-                tracing::error!(error = %e, "storage error");
+                tracing::error!(error = %ErrorChain(&e), "storage error");
                 ApiError::internal("internal error")
             }
         }

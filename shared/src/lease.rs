@@ -15,6 +15,7 @@
 use crate::clock;
 use crate::config::ConfigError;
 use crate::store::StoreError;
+use crate::telemetry::ErrorChain;
 use crate::PaymentId;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
@@ -138,10 +139,7 @@ impl Leases {
             .expression_attribute_names("#owner", "owner")
             .expression_attribute_values(":owner", AttributeValue::S(lease.owner.clone()))
             .build()
-            .map_err(|e| StoreError::Request {
-                context: "build lease release",
-                message: e.to_string(),
-            })?;
+            .map_err(|e| StoreError::request("build lease release", e))?;
         Ok(TransactWriteItem::builder().delete(delete).build())
     }
 
@@ -198,7 +196,7 @@ impl Drop for HeldLease {
             Ok(runtime) => {
                 runtime.spawn(async move {
                     if let Err(e) = leases.release(&lease).await {
-                        tracing::warn!(payment_id = %lease.payment_id, error = %e, "lease release failed; it will expire");
+                        tracing::warn!(payment_id = %lease.payment_id, error = %ErrorChain(&e), "lease release failed; it will expire");
                     }
                 });
             }

@@ -23,6 +23,7 @@ use crate::lease::{Lease, Leases};
 use crate::psp::{Psp, PspError};
 use crate::store::open_index::{defer, next_due, open_since, OpenKind, MAX_RECHECK_INTERVAL};
 use crate::store::{FinalizeResult, PaymentStore, StoreError};
+use crate::telemetry::ErrorChain;
 use crate::{ConfigError, CorrelationId, Env, Path, Payment, PaymentId, PspReference};
 use std::time::Duration;
 use thiserror::Error;
@@ -149,7 +150,7 @@ impl<P: Psp> Recovery<P> {
                 }
                 Err(e) => {
                     report.errors = report.errors.saturating_add(1);
-                    warn!(payment_id = %id, error = %e, "recovery of one payment failed; next run retries");
+                    warn!(payment_id = %id, error = %ErrorChain(&e), "recovery of one payment failed; next run retries");
                 }
             }
         }
@@ -170,7 +171,7 @@ impl<P: Psp> Recovery<P> {
         if matches!(done, Ok((_, true))) {
             held.released_by_write();
         } else if let Err(e) = held.release().await {
-            warn!(payment_id = %id, error = %e, "lease release failed; it will expire");
+            warn!(payment_id = %id, error = %ErrorChain(&e), "lease release failed; it will expire");
         }
         done.map(|(reconciled, _)| reconciled)
     }
@@ -245,7 +246,7 @@ impl<P: Psp> Recovery<P> {
         );
         let key = crate::keys::payment(&payment.id);
         if let Err(e) = defer(self.store.client(), self.store.table(), key, due).await {
-            warn!(payment_id = %payment.id, error = %e, "could not defer the payment's next check");
+            warn!(payment_id = %payment.id, error = %ErrorChain(&e), "could not defer the payment's next check");
         }
     }
 

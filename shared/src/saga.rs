@@ -222,7 +222,14 @@ impl Escalation {
         }
     }
 
-    pub async fn escalate(&self, order_id: &OrderId, action: &str, attempts: u32, error: &str) -> Result<(), String> {
+    /// Sends the saga to the escalation queue (alarmed) with what kept failing.
+    pub async fn escalate(
+        &self,
+        order_id: &OrderId,
+        action: &str,
+        attempts: u32,
+        error: &str,
+    ) -> Result<(), EscalationError> {
         let body = json!({ "order_id": order_id.as_str(), "action": action, "attempts": attempts,
                            "error": error, "escalated_at_ms": clock::now_ms() });
         self.sqs
@@ -232,6 +239,11 @@ impl Escalation {
             .send()
             .await
             .map(|_| ())
-            .map_err(|e| format!("escalation send failed: {e}"))
+            .map_err(|e| EscalationError(e.into()))
     }
 }
+
+/// The escalation queue did not take the message; the SQS error is the source.
+#[derive(Debug, Error)]
+#[error("sending to the escalation queue failed")]
+pub struct EscalationError(#[source] pub crate::store::Cause);

@@ -277,6 +277,27 @@ pub fn record_payment(span: &Span, payment_id: &str) {
     span.record("payment_id", payment_id);
 }
 
+/// An error with its causes on one line, `outer: cause: root cause`, for a log field
+/// (`error = %ErrorChain(&e)`): the JSON log keeps only `Display`, which for an error that keeps its cause as
+/// a `source()` says only the outer part. A cause whose text the line already ends with (a wrapper that
+/// prints its source itself) is not repeated.
+pub struct ErrorChain<'a>(pub &'a (dyn std::error::Error + Send + Sync + 'static));
+
+impl std::fmt::Display for ErrorChain<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut line = self.0.to_string();
+        // Bounded: a cycle of sources would otherwise never end.
+        for cause in std::iter::successors(self.0.source(), |e| e.source()).take(16) {
+            let text = cause.to_string();
+            if !line.ends_with(&text) {
+                line.push_str(": ");
+                line.push_str(&text);
+            }
+        }
+        f.write_str(&line)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -381,5 +402,22 @@ mod tests {
             let (child, _) = traced(|| traceparent_of(&span_with_parent("x", "c", Some(carrier))).unwrap());
             assert_ne!(&child[3..35], TRACE);
         }
+    }
+
+    #[test]
+    fn an_error_chain_names_every_cause_once() {
+        let store = crate::StoreError::unavailable("finalize", "ThrottlingError: slow down");
+        assert_eq!(
+            ErrorChain(&store).to_string(),
+            "DynamoDB unavailable during finalize: ThrottlingError: slow down"
+        );
+        #[derive(Debug, thiserror::Error)]
+        #[error("DynamoDB: {0}")]
+        struct Prints(#[source] crate::StoreError);
+        let wrapped = Prints(store);
+        assert_eq!(
+            ErrorChain(&wrapped).to_string(),
+            "DynamoDB: DynamoDB unavailable during finalize: ThrottlingError: slow down"
+        );
     }
 }

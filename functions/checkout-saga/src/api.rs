@@ -22,6 +22,7 @@ use shared::http::{self, ApiError};
 use shared::psp::Psp;
 use shared::router::{RouteTableError, Router};
 use shared::saga::{Checkout, SagaEvent, SagaRecord};
+use shared::telemetry::ErrorChain;
 use shared::{text, Currency, Money, OrderId, Sku};
 use std::sync::LazyLock;
 use tracing::{warn, Instrument};
@@ -233,7 +234,7 @@ async fn cancel<P: Psp>(runner: &Runner<P>, id: &OrderId) -> Result<Response<Bod
             // Before the capture the PaymentIntent is canceled; after it, the payment is refunded. The order is
             // cancelled either way: a failure here leaves the rest to the sweeper.
             if let Err(e) = runner.cancel_by_customer(id).await {
-                tracing::warn!(order_id = %id, error = %e, "cancel recorded; the saga finishes it later");
+                tracing::warn!(order_id = %id, error = %ErrorChain(&e), "cancel recorded; the saga finishes it later");
             }
             Ok(http::json(
                 StatusCode::OK,
@@ -273,7 +274,7 @@ async fn start<P: Psp>(runner: &Runner<P>, req: &Request) -> Result<Response<Bod
         Err(e) => {
             // Accepted sagas are never lost: answer their state; the sweeper continues them.
             if let Ok(Some(saga)) = runner.sagas.load(&order_id).await {
-                warn!(order_id = %order_id, error = %e, "saga saved but not run to its wait; the sweeper continues it");
+                warn!(order_id = %order_id, error = %ErrorChain(&e), "saga saved but not run to its wait; the sweeper continues it");
                 return Ok(http::json(StatusCode::ACCEPTED, &SagaView::from(saga.record())));
             }
             Err(match e {

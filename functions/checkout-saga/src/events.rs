@@ -8,6 +8,7 @@ use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use order_projection::OrderProjection;
 use shared::consumer::{self, Consumer};
 use shared::psp::Psp;
+use shared::telemetry::ErrorChain;
 use shared::{clock, outbox, PaymentStatus};
 use std::collections::HashSet;
 use tokio::time::Instant;
@@ -45,7 +46,7 @@ pub async fn handle<P: Psp>(
         };
         if may_move_a_saga(event.status) && resumed.insert(event.order_id.clone()) {
             if let Err(e) = runner.resume_within(&event.order_id, deadline).await {
-                warn!(order_id = %event.order_id, error = %e, "saga resume did not finish; the sweeper resumes it");
+                warn!(order_id = %event.order_id, error = %ErrorChain(&e), "saga resume did not finish; the sweeper resumes it");
             }
         }
     }

@@ -26,10 +26,7 @@ fn update(
         .condition_expression(condition)
         .expression_attribute_values(":q", AttributeValue::N(quantity.to_string()))
         .build()
-        .map_err(|e| StoreError::Request {
-            context: "stock update",
-            message: e.to_string(),
-        })?;
+        .map_err(|e| StoreError::request("stock update", e))?;
     Ok(TransactWriteItem::builder().update(update).build())
 }
 

@@ -16,11 +16,8 @@ fn key(order: &OrderId) -> shared::keys::Item {
     shared::keys::order(order)
 }
 
-fn request_error(context: &'static str, e: impl ToString) -> StoreError {
-    StoreError::Request {
-        context,
-        message: e.to_string(),
-    }
+fn request_error(context: &'static str, e: impl Into<shared::store::Cause>) -> StoreError {
+    StoreError::request(context, e)
 }
 
 /// The new order, written with `SagaStarted`; fails its condition when the order exists.

@@ -29,6 +29,7 @@ use shared::saga::{
     StockReserved,
 };
 use shared::store::{read_item, PaymentStore, StoreError};
+use shared::telemetry::ErrorChain;
 use shared::{CorrelationId, Metadata, NewPayment, Observation, OrderId, Outcome, Path, PaymentId, PaymentStatus};
 use std::time::Duration;
 use thiserror::Error;
@@ -49,12 +50,13 @@ pub enum RunError {
     #[error("the invocation's deadline came before the saga settled")]
     OutOfTime,
     /// Retries did not help; the saga was sent to the escalation queue.
-    #[error("saga {order_id} escalated after {attempts} attempts at {action}: {error}")]
+    #[error("saga {order_id} escalated after {attempts} attempts at {action}")]
     Escalated {
         order_id: String,
         action: &'static str,
         attempts: u32,
-        error: String,
+        #[source]
+        error: Box<RunError>,
     },
 }
 
@@ -217,7 +219,7 @@ impl<P: Psp> Runner<P> {
                 // The PSP is failing and its breaker open: no retries onto it, no escalation; the sweeper
                 // resumes the saga after the cool-down.
                 Err((RunError::Psp(e), _)) if e.is_deferred() => {
-                    warn!(order_id = %order_id, action, error = %e, "PSP paused by the circuit breaker; saga deferred");
+                    warn!(order_id = %order_id, action, error = %ErrorChain(&e), "PSP paused by the circuit breaker; saga deferred");
                     return Ok(Some(loaded.record().clone()));
                 }
                 // Someone else moved the saga (a retry whose first attempt committed, or another worker).
@@ -234,22 +236,22 @@ impl<P: Psp> Runner<P> {
     }
 
     async fn escalate(&self, record: &SagaRecord, action: &'static str, attempts: u32, e: RunError) -> RunError {
-        error!(order_id = %record.order_id, status = %record.status, action, attempts, error = %e,
+        error!(order_id = %record.order_id, status = %record.status, action, attempts, error = %ErrorChain(&e),
                "saga step keeps failing; escalated");
         metrics::escalated(record, action);
         if let Err(send) = self
             .escalation
-            .escalate(&record.order_id, action, attempts, &e.to_string())
+            .escalate(&record.order_id, action, attempts, &ErrorChain(&e).to_string())
             .await
         {
             // The sweeper finds the saga again (it is still open); the invocation fails loudly.
-            error!(order_id = %record.order_id, error = %send, "escalation could not be sent");
+            error!(order_id = %record.order_id, error = %ErrorChain(&send), "escalation could not be sent");
         }
         RunError::Escalated {
             order_id: record.order_id.to_string(),
             action,
             attempts,
-            error: e.to_string(),
+            error: Box::new(e),
         }
     }
 
@@ -258,10 +260,11 @@ impl<P: Psp> Runner<P> {
     /// at it. The sweeper then leaves it alone for a while (see `sweeper`).
     pub async fn escalate_unprocessable(&self, order_id: &OrderId, e: &RunError) {
         const ACTION: &str = "resume";
-        error!(order_id = %order_id, error = %e, "saga cannot be processed; escalated");
+        let error = ErrorChain(e).to_string();
+        error!(order_id = %order_id, error, "saga cannot be processed; escalated");
         metrics::escalated_order(order_id, ACTION);
-        if let Err(send) = self.escalation.escalate(order_id, ACTION, 1, &e.to_string()).await {
-            error!(order_id = %order_id, error = %send, "escalation could not be sent");
+        if let Err(send) = self.escalation.escalate(order_id, ACTION, 1, &error).await {
+            error!(order_id = %order_id, error = %ErrorChain(&send), "escalation could not be sent");
         }
     }
 
@@ -344,7 +347,7 @@ impl<P: Psp> Runner<P> {
                             Ok(reconciled) => info!(order_id = %saga.order_id(), payment_id = %payment_id,
                                                     ?reconciled, "payment past the deadline handed to recovery"),
                             // The payment is open, so the reconciler's schedule finds it anyway; the saga waits.
-                            Err(e) => warn!(order_id = %saga.order_id(), error = %e,
+                            Err(e) => warn!(order_id = %saga.order_id(), error = %ErrorChain(&e),
                                             "recovery could not run now; the reconciler will"),
                         }
                         let (next, event) = saga.recovery_requested(now);

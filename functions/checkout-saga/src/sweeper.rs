@@ -10,6 +10,7 @@ use shared::psp::Psp;
 use shared::saga::{saga_key, SagaRecord};
 use shared::store::open_index::{defer as defer_item, next_due, open_since, OpenKind};
 use shared::store::StoreError;
+use shared::telemetry::ErrorChain;
 use shared::{clock, OrderId};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -76,7 +77,7 @@ pub async fn sweep<P: Psp>(
             // run tries again, as a fixed PSP or table finishes the work.
             Err(e) if e.is_transient() || matches!(e, RunError::OutOfTime | RunError::Escalated { .. }) => {
                 report.errors = report.errors.saturating_add(1);
-                warn!(order_id = %order, error = %e, "sweeper could not resume the saga");
+                warn!(order_id = %order, error = %ErrorChain(&e), "sweeper could not resume the saga");
             }
             // The saga cannot be processed (its record does not load, it never settles): retrying every
             // run cannot help. Escalated once, then left alone for UNPROCESSABLE_RECHECK.
@@ -87,7 +88,7 @@ pub async fn sweep<P: Psp>(
                 let skip = i64::try_from(UNPROCESSABLE_RECHECK.as_millis()).unwrap_or(i64::MAX);
                 let due = clock::now_ms().saturating_add(skip);
                 if let Err(e) = defer_item(runner.sagas.client(), runner.sagas.table(), saga_key(&order), due).await {
-                    warn!(order_id = %order, error = %e, "could not set the unprocessable saga aside");
+                    warn!(order_id = %order, error = %ErrorChain(&e), "could not set the unprocessable saga aside");
                 }
             }
         }
@@ -101,6 +102,6 @@ async fn defer<P: Psp>(runner: &Runner<P>, record: &SagaRecord, stuck_ms: i64) {
     let due = next_due(record.started_at_ms, clock::now_ms(), stuck_ms, max);
     let key = saga_key(&record.order_id);
     if let Err(e) = defer_item(runner.sagas.client(), runner.sagas.table(), key, due).await {
-        warn!(order_id = %record.order_id, error = %e, "could not defer the saga's next look");
+        warn!(order_id = %record.order_id, error = %ErrorChain(&e), "could not defer the saga's next look");
     }
 }

@@ -34,6 +34,8 @@ use aws_sdk_sqs::types::{
 };
 use serde_json::json;
 use shared::store::item::event_from_item;
+use shared::store::{Cause, StoreError};
+use shared::telemetry::ErrorChain;
 use shared::{metrics, outbox, telemetry, PaymentEvent, PaymentId, PaymentStore};
 use thiserror::Error;
 use tracing::Span;
@@ -42,14 +44,34 @@ use tracing::{error, info, warn};
 /// SQS accepts at most ten entries per `SendMessageBatch`.
 pub const BATCH: usize = 10;
 
+/// Why relaying or replaying stopped; each keeps the error underneath as its `source()`.
 #[derive(Debug, Error)]
 pub enum RelayError {
-    #[error("SQS: {0}")]
-    Sqs(String),
-    #[error("DynamoDB: {0}")]
-    Store(String),
-    #[error("{0}")]
-    Build(String),
+    /// SQS refused the call or did not answer.
+    #[error("SQS {context} failed")]
+    Sqs {
+        context: &'static str,
+        #[source]
+        source: Cause,
+    },
+    /// Publishing stopped at this event (in the order given); the ones before it were sent.
+    #[error("publishing stopped at event {0}")]
+    Stopped(usize),
+    /// Reading the events from the table failed.
+    #[error("reading the events failed")]
+    Store(#[from] StoreError),
+    /// A message could not be built (a bug of ours, not a state of SQS).
+    #[error("building the message failed")]
+    Build(#[source] Cause),
+}
+
+impl RelayError {
+    fn sqs(context: &'static str, source: impl Into<Cause>) -> Self {
+        RelayError::Sqs {
+            context,
+            source: source.into(),
+        }
+    }
 }
 
 /// Publishes events to the FIFO queue.
@@ -69,7 +91,7 @@ fn attribute(value: &str) -> Result<MessageAttributeValue, RelayError> {
         .data_type("String")
         .string_value(value)
         .build()
-        .map_err(|e| RelayError::Build(e.to_string()))
+        .map_err(|e| RelayError::Build(e.into()))
 }
 
 impl Publisher {
@@ -139,7 +161,7 @@ impl Publisher {
             .send()
             .await
         {
-            error!(event_id, error = %e, "the unsendable event's notice could not be parked");
+            error!(event_id, error = %ErrorChain(&e), "the unsendable event's notice could not be parked");
         }
     }
 
@@ -162,10 +184,10 @@ impl Publisher {
                 .data_type("String")
                 .string_value(header)
                 .build()
-                .map_err(|e| RelayError::Build(e.to_string()))?;
+                .map_err(|e| RelayError::Build(e.into()))?;
             entry = entry.message_system_attributes(MessageSystemAttributeNameForSends::AwsTraceHeader, value);
         }
-        entry.build().map_err(|e| RelayError::Build(e.to_string()))
+        entry.build().map_err(|e| RelayError::Build(e.into()))
     }
 
     /// Sends `events`, keeping their order per payment. `Err(k)`: `k` is the first event (in input order)
@@ -198,14 +220,14 @@ impl Publisher {
                 .map(|((i, &e), span)| {
                     let event = events
                         .get(e)
-                        .ok_or_else(|| RelayError::Build(format!("no event at {e}")))?;
+                        .ok_or_else(|| RelayError::Build(format!("no event at {e}").into()))?;
                     Self::entry(i, event, span)
                 })
                 .collect();
             let entries = match entries {
                 Ok(entries) => entries,
                 Err(e) => {
-                    warn!(error = %e, "building SQS entries failed");
+                    warn!(error = %ErrorChain(&e), "building SQS entries failed");
                     return Err(lanes.first_unconfirmed());
                 }
             };
@@ -314,7 +336,7 @@ pub async fn relay(publisher: &Publisher, batch: &StreamEvent) -> DynamoDbEventR
             Err(e) => {
                 // A corrupt event item stops the batch here: retried, bisected, then sent to the on-failure
                 // destination, never skipped silently.
-                warn!(error = %e, sequence = ?record.change.sequence_number, "unreadable event item");
+                warn!(error = %ErrorChain(&e), sequence = ?record.change.sequence_number, "unreadable event item");
                 first_unreadable = Some(position);
                 break;
             }
@@ -345,11 +367,8 @@ pub async fn relay(publisher: &Publisher, batch: &StreamEvent) -> DynamoDbEventR
 
 /// Republishes the event items of one payment, in version order.
 pub async fn replay_payment(store: &PaymentStore, publisher: &Publisher, id: &PaymentId) -> Result<usize, RelayError> {
-    let events = store.events(id).await.map_err(|e| RelayError::Store(e.to_string()))?;
-    publisher
-        .publish(&events)
-        .await
-        .map_err(|k| RelayError::Sqs(format!("publishing stopped at event {k}")))?;
+    let events = store.events(id).await?;
+    publisher.publish(&events).await.map_err(RelayError::Stopped)?;
     Ok(events.len())
 }
 
@@ -362,10 +381,7 @@ pub async fn replay_range(
     to_ms: i64,
 ) -> Result<usize, RelayError> {
     let events = events_between(store, from_ms, to_ms, |_| {}).await?;
-    publisher
-        .publish(&events)
-        .await
-        .map_err(|k| RelayError::Sqs(format!("publishing stopped at event {k}")))?;
+    publisher.publish(&events).await.map_err(RelayError::Stopped)?;
     Ok(events.len())
 }
 
@@ -389,10 +405,10 @@ pub async fn events_between(
         .send();
     let mut events = Vec::new();
     while let Some(page) = pages.next().await {
-        let page = page.map_err(|e| RelayError::Store(e.to_string()))?;
+        let page = page.map_err(|e| StoreError::from_sdk("scan events", e))?;
         scanned(u64::try_from(page.scanned_count()).unwrap_or(0));
         for item in page.items() {
-            events.push(event_from_item(item.clone()).map_err(|e| RelayError::Store(e.to_string()))?);
+            events.push(event_from_item(item.clone())?);
         }
     }
     events.sort_by(|a, b| (a.payment_id.as_str(), a.version).cmp(&(b.payment_id.as_str(), b.version)));
@@ -413,7 +429,7 @@ pub async fn redrive_dlq(sqs: &aws_sdk_sqs::Client, dlq_url: &str, queue_url: &s
             .message_attribute_names("All")
             .send()
             .await
-            .map_err(|e| RelayError::Sqs(e.to_string()))?;
+            .map_err(|e| RelayError::sqs("receive from the DLQ", e))?;
         let messages = out.messages();
         if messages.is_empty() {
             return Ok(moved);
@@ -434,13 +450,13 @@ pub async fn redrive_dlq(sqs: &aws_sdk_sqs::Client, dlq_url: &str, queue_url: &s
                 .set_message_attributes(m.message_attributes().cloned())
                 .send()
                 .await
-                .map_err(|e| RelayError::Sqs(e.to_string()))?;
+                .map_err(|e| RelayError::sqs("send to the queue", e))?;
             sqs.delete_message()
                 .queue_url(dlq_url)
                 .set_receipt_handle(m.receipt_handle().map(str::to_owned))
                 .send()
                 .await
-                .map_err(|e| RelayError::Sqs(e.to_string()))?;
+                .map_err(|e| RelayError::sqs("delete from the DLQ", e))?;
             moved = moved.saturating_add(1);
         }
     }

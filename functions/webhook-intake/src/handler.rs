@@ -16,6 +16,7 @@ use serde_json::json;
 use shared::http::{self, ApiError};
 use shared::router::{RouteTableError, Router};
 use shared::store::ParkedKind;
+use shared::telemetry::ErrorChain;
 use shared::{clock, telemetry, Env, FinalizeResult, IgnoreReason, Leases, PaymentId, PaymentStore, StoreError};
 use std::sync::LazyLock;
 use std::time::Duration;
@@ -177,7 +178,7 @@ async fn intake(
     let provider = providers.get(name).ok_or_else(unknown)?;
     let signed_at = verified.map_err(|e| {
         metrics.unauthorized = 1;
-        warn!(provider = %provider.name, error = %e, "webhook signature refused");
+        warn!(provider = %provider.name, error = %ErrorChain(&e), "webhook signature refused");
         ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", e.to_string())
     })?;
 
@@ -231,7 +232,7 @@ async fn intake(
     };
     let Some(current) = current else {
         if let Err(e) = lease.release().await {
-            warn!(error = %e, "lease release failed; it will expire");
+            warn!(error = %ErrorChain(&e), "lease release failed; it will expire");
         }
         return unknown_payment(app, provider, &event, body, metrics).await;
     };
@@ -259,7 +260,7 @@ async fn intake(
             // Free the payment for the PSP's retry now rather than when the lease expires (best effort:
             // if DynamoDB is down, the lease expires by itself).
             if let Err(release) = lease.release().await {
-                warn!(error = %release, "lease release after a failed finalize failed; it will expire");
+                warn!(error = %ErrorChain(&release), "lease release after a failed finalize failed; it will expire");
             }
             return Err(if e.is_transient() {
                 retry_later("storage is temporarily unavailable; retry")

@@ -18,6 +18,7 @@
 use crate::psp_event::Expectations;
 use crate::signature::{standard_key, DEFAULT_TOLERANCE_SECS};
 use serde::Deserialize;
+use shared::telemetry::ErrorChain;
 use shared::{Env, SigningSecret};
 use std::collections::HashMap;
 use std::future::Future;
@@ -338,7 +339,7 @@ impl ProviderSource {
             }
             Err(e) => {
                 // The error names the provider and the problem, never a secret.
-                warn!(reason = why, error = %e, "re-reading the webhook secrets failed; keeping the loaded ones");
+                warn!(reason = why, error = %ErrorChain(&e), "re-reading the webhook secrets failed; keeping the loaded ones");
                 None
             }
         }

@@ -29,6 +29,7 @@ use lambda_http::Body;
 use shared::http::ApiError;
 use shared::psp::GuardedStripe;
 use shared::router::{RouteTableError, Router};
+use shared::telemetry::ErrorChain;
 use shared::{aws, telemetry, Config, Env, PaymentStore};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -119,7 +120,7 @@ async fn main() -> Result<(), Error> {
                 .serve_connection(TokioIo::new(stream), service)
                 .await
             {
-                error!(error = %e, "connection failed");
+                error!(error = %ErrorChain(&e), "connection failed");
             }
         });
     }

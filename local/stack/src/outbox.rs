@@ -12,6 +12,7 @@ use outbox_relay::{relay, Publisher};
 use shared::consumer::Consumer;
 use shared::psp::GuardedStripe;
 use shared::recovery;
+use shared::telemetry::ErrorChain;
 use std::sync::Arc;
 use std::time::Duration;
 use tracing::{error, info};
@@ -36,7 +37,8 @@ pub async fn run(
     let mut pump = match StreamPump::for_table(&dynamodb, streams, &table).await {
         Ok(pump) => pump,
         Err(e) => {
-            error!(error = %e, "no stream on the table; the outbox does not run");
+            let error = ErrorChain(e.as_ref()).to_string();
+            error!(error, "no stream on the table; the outbox does not run");
             return;
         }
     };
@@ -50,7 +52,8 @@ pub async fn run(
             .poll_once(|event: StreamEvent| async move { relay(publisher, &event).await })
             .await;
         if let Err(e) = relayed {
-            error!(error = %e, "stream pump failed; retrying");
+            let error = ErrorChain(e.as_ref()).to_string();
+            error!(error, "stream pump failed; retrying");
         }
         let (consumer, checkout) = (&consumer, &checkout);
         let consumed = poller
@@ -68,7 +71,10 @@ pub async fn run(
         match consumed {
             Ok(n) if n > 0 => continue,
             Ok(_) => {}
-            Err(e) => error!(error = %e, "SQS poll failed; retrying"),
+            Err(e) => {
+                let error = ErrorChain(e.as_ref()).to_string();
+                error!(error, "SQS poll failed; retrying");
+            }
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
@@ -89,7 +95,10 @@ pub async fn schedules(runner: Arc<Runner<GuardedStripe>>) {
         {
             Ok(report) if report.found > 0 => info!(?report, "saga sweep"),
             Ok(_) => {}
-            Err(e) => error!(error = %e, "saga sweep failed"),
+            Err(e) => {
+                let error = ErrorChain(&e).to_string();
+                error!(error, "saga sweep failed");
+            }
         }
         match runner
             .recovery
@@ -98,7 +107,10 @@ pub async fn schedules(runner: Arc<Runner<GuardedStripe>>) {
         {
             Ok(report) if report.found > 0 => shared::metrics::emit(&recovery::emf(&report, shared::clock::now_ms())),
             Ok(_) => {}
-            Err(e) => error!(error = %e, "recovery run failed"),
+            Err(e) => {
+                let error = ErrorChain(&e).to_string();
+                error!(error, "recovery run failed");
+            }
         }
     }
 }

@@ -19,6 +19,7 @@
 use super::{ChargeRequest, PaymentIntent, Psp, PspError, Refund};
 use crate::store::item::Item;
 use crate::store::{read_item, StoreError};
+use crate::telemetry::ErrorChain;
 use crate::{clock, PaymentId, PspReference};
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
@@ -178,7 +179,7 @@ impl<P: Psp> CircuitBreaker<P> {
         let state = match self.state().await {
             Ok(state) => state,
             Err(e) => {
-                warn!(error = %e, "PSP breaker state unreadable; letting the call through");
+                warn!(error = %ErrorChain(&e), "PSP breaker state unreadable; letting the call through");
                 return Ok(Pass::Normal);
             }
         };
@@ -228,7 +229,7 @@ impl<P: Psp> CircuitBreaker<P> {
                     .as_service_error()
                     .is_some_and(|se| se.is_conditional_check_failed_exception())
                 {
-                    warn!(error = %StoreError::from_sdk("claim PSP breaker probe", e), "probe claim failed");
+                    warn!(error = %ErrorChain(&StoreError::from_sdk("claim PSP breaker probe", e)), "probe claim failed");
                 }
                 false
             }
@@ -265,7 +266,7 @@ impl<P: Psp> CircuitBreaker<P> {
                     .as_service_error()
                     .is_some_and(|se| se.is_conditional_check_failed_exception())
                 {
-                    warn!(error = %StoreError::from_sdk("open PSP breaker", e), "breaker could not be opened");
+                    warn!(error = %ErrorChain(&StoreError::from_sdk("open PSP breaker", e)), "breaker could not be opened");
                 }
                 // Opened by another instance already (or unwritable): read it again next time.
                 self.local().cached = None;
@@ -292,7 +293,9 @@ impl<P: Psp> CircuitBreaker<P> {
                 info!("PSP answered the probe; breaker closed");
                 self.remember(BreakerState::Closed);
             }
-            Err(e) => warn!(error = %StoreError::from_sdk("close PSP breaker", e), "breaker could not be closed"),
+            Err(e) => {
+                warn!(error = %ErrorChain(&StoreError::from_sdk("close PSP breaker", e)), "breaker could not be closed")
+            }
         }
     }
 

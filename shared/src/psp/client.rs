@@ -14,6 +14,7 @@
 use super::stripe::{ErrorBody, ErrorType, PaymentIntent, Refund};
 use super::{ChargeRequest, Psp, PspError};
 use crate::retry::Backoff;
+use crate::telemetry::ErrorChain;
 use crate::{clock, ConfigError, Env, PaymentId, PspReference};
 use reqwest::header::HeaderMap;
 use serde::de::DeserializeOwned;
@@ -216,7 +217,7 @@ impl StripeClient {
             .await;
         result.map_err(|(failure, attempts)| {
             if failure.retry {
-                warn!(path, attempts, error = %failure.error, "PSP call failed after retries");
+                warn!(path, attempts, error = %ErrorChain(&failure.error), "PSP call failed after retries");
             }
             failure.error
         })

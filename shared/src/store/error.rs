@@ -3,6 +3,10 @@
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use thiserror::Error;
 
+/// The underlying error a store error keeps as its `source()`: the SDK's error, a builder's, or DynamoDB's
+/// cancellation reasons. Logs show the whole chain ([`crate::telemetry::ErrorChain`]).
+pub type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;
+
 #[derive(Debug, Error)]
 pub enum StoreError {
     #[error("payment {0} not found")]
@@ -11,33 +15,51 @@ pub enum StoreError {
     AlreadyExists(String),
     /// DynamoDB could not be reached or kept failing (throttling, 5xx, timeouts) after the SDK's retries,
     /// or transaction conflicts outlasted ours. Nothing was written; answer 503 and let the caller retry.
-    #[error("DynamoDB unavailable during {context}: {message}")]
-    Unavailable { context: &'static str, message: String },
+    #[error("DynamoDB unavailable during {context}")]
+    Unavailable {
+        context: &'static str,
+        #[source]
+        source: Cause,
+    },
     /// Version conflicts kept coming after the bounded number of re-decisions.
     #[error("payment {0} kept changing under us; gave up after {1} version conflicts")]
     ConflictsExhausted(String, u32),
     /// DynamoDB refused the request itself (validation): a bug of ours, not a transient state.
-    #[error("DynamoDB refused {context}: {message}")]
-    Request { context: &'static str, message: String },
+    #[error("DynamoDB refused {context}")]
+    Request {
+        context: &'static str,
+        #[source]
+        source: Cause,
+    },
     /// A stored item does not parse into the domain: never silently dropped.
     #[error("stored item {key} is corrupt: {reason}")]
     Corrupt { key: String, reason: String },
 }
 
 impl StoreError {
+    /// DynamoDB may answer the same request later: `Unavailable` during `context`, caused by `source`.
+    pub fn unavailable(context: &'static str, source: impl Into<Cause>) -> Self {
+        StoreError::Unavailable {
+            context,
+            source: source.into(),
+        }
+    }
+
+    /// The request itself is wrong (a bug of ours): `Request` for `context`, caused by `source`.
+    pub fn request(context: &'static str, source: impl Into<Cause>) -> Self {
+        StoreError::Request {
+            context,
+            source: source.into(),
+        }
+    }
+
     /// Classifies an SDK error: anything that may pass (throttling, 5xx, timeouts, I/O) is `Unavailable`.
+    /// The SDK's error stays the source, with DynamoDB's code and message.
     pub fn from_sdk<E, R>(context: &'static str, err: SdkError<E, R>) -> Self
     where
-        E: ProvideErrorMetadata + std::error::Error + 'static,
-        R: std::fmt::Debug,
+        E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+        R: std::fmt::Debug + Send + Sync + 'static,
     {
-        let message = match &err {
-            SdkError::ServiceError(service) => {
-                let e = service.err();
-                format!("{}: {}", e.code().unwrap_or("unknown"), e.message().unwrap_or(""))
-            }
-            other => format!("{other}"),
-        };
         let permanent = match &err {
             SdkError::ServiceError(service) => matches!(
                 service.err().code(),
@@ -46,10 +68,11 @@ impl StoreError {
             SdkError::ConstructionFailure(_) => true,
             _ => false,
         };
+        let source = SdkFailure::from(err);
         if permanent {
-            StoreError::Request { context, message }
+            StoreError::request(context, source)
         } else {
-            StoreError::Unavailable { context, message }
+            StoreError::unavailable(context, source)
         }
     }
 
@@ -59,5 +82,31 @@ impl StoreError {
             self,
             StoreError::Unavailable { .. } | StoreError::ConflictsExhausted(..)
         )
+    }
+}
+
+/// An SDK error as a source: the service's code and message when DynamoDB answered (the SDK's own `Display`
+/// says only "service error"), else the SDK's error itself (timeout, dispatch, response), whose sources follow.
+#[derive(Debug, Error)]
+enum SdkFailure {
+    #[error("{code}: {message}")]
+    Service { code: String, message: String },
+    #[error(transparent)]
+    Other(Cause),
+}
+
+impl<E, R> From<SdkError<E, R>> for SdkFailure
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    fn from(err: SdkError<E, R>) -> Self {
+        match &err {
+            SdkError::ServiceError(service) => SdkFailure::Service {
+                code: service.err().code().unwrap_or("unknown").to_owned(),
+                message: service.err().message().unwrap_or("").to_owned(),
+            },
+            _ => SdkFailure::Other(Box::new(err)),
+        }
     }
 }

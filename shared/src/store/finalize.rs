@@ -10,6 +10,7 @@ use super::transact::{transact_write, Cancelled, TransactError};
 use super::{PaymentStore, StoreError};
 use crate::clock;
 use crate::lease::{self, Lease, Leases};
+use crate::telemetry::ErrorChain;
 use crate::{decide, Decision, DeferReason, EventKind, IgnoreReason, Observation, Payment, PaymentId, Transition};
 use aws_sdk_dynamodb::types::{AttributeValue, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem};
 use serde::Serialize;
@@ -144,10 +145,7 @@ impl PaymentStore {
                 Err(WriteFailure::Transient(code)) => {
                     transient = transient.saturating_add(1);
                     if transient > MAX_TRANSIENT_RETRIES {
-                        return Err(StoreError::Unavailable {
-                            context: "finalize",
-                            message: code,
-                        });
+                        return Err(StoreError::unavailable("finalize", code));
                     }
                     let cap = TRANSIENT_BACKOFF_BASE.saturating_mul(2u32.saturating_pow(transient));
                     tokio::time::sleep(clock::full_jitter(cap)).await;
@@ -174,7 +172,7 @@ impl PaymentStore {
             match lease::release(&self.client, &self.table, lease).await {
                 Ok(released) => lease_released = released,
                 // The lease expires by itself; the answer does not depend on it.
-                Err(e) => warn!(error = %e, "lease release failed; it will expire"),
+                Err(e) => warn!(error = %ErrorChain(&e), "lease release failed; it will expire"),
             }
         }
         Ok(FinalizeOutcome {
@@ -195,12 +193,7 @@ impl PaymentStore {
             .expression_attribute_values(":expected", AttributeValue::N(expected.to_string()))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .build()
-            .map_err(|e| {
-                WriteFailure::Failed(StoreError::Request {
-                    context: "build put",
-                    message: e.to_string(),
-                })
-            })?;
+            .map_err(|e| WriteFailure::Failed(StoreError::request("build put", e)))?;
         let mut items = vec![
             TransactWriteItem::builder().put(put_payment).build(),
             self.event_put(&t.event).map_err(WriteFailure::Failed)?,

@@ -28,11 +28,8 @@ pub enum Created {
     KeyReused,
 }
 
-fn request_failed(context: &'static str, e: impl ToString) -> StoreError {
-    StoreError::Request {
-        context,
-        message: e.to_string(),
-    }
+fn request_failed(context: &'static str, e: impl Into<crate::store::Cause>) -> StoreError {
+    StoreError::request(context, e)
 }
 
 impl PaymentStore {
@@ -91,10 +88,7 @@ impl PaymentStore {
             // A transaction conflict: another request with the same key is committing right now.
             conflicts = conflicts.saturating_add(1);
             if conflicts > MAX_CONFLICT_RETRIES {
-                return Err(StoreError::Unavailable {
-                    context: "create payment",
-                    message: cancelled.to_string(),
-                });
+                return Err(StoreError::unavailable("create payment", cancelled));
             }
             tokio::time::sleep(clock::full_jitter(
                 Duration::from_millis(10).saturating_mul(2u32.saturating_pow(conflicts)),

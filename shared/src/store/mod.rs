@@ -14,7 +14,7 @@ pub mod open_index;
 mod parked;
 pub mod transact;
 
-pub use error::StoreError;
+pub use error::{Cause, StoreError};
 pub use finalize::{FinalizeOutcome, FinalizeResult, MAX_TRANSIENT_RETRIES, MAX_VERSION_CONFLICTS};
 pub use idempotency::{Created, KEY_RETENTION};
 pub use parked::{Parked, ParkedKind, PARKED_RETENTION, PSP_REFERENCE_INDEX};
@@ -89,10 +89,7 @@ impl PaymentStore {
             .set_item(Some(payment_to_item(&payment)?))
             .condition_expression("attribute_not_exists(pk)")
             .build()
-            .map_err(|e| StoreError::Request {
-                context: "build create",
-                message: e.to_string(),
-            })?;
+            .map_err(|e| StoreError::request("build create", e))?;
         let items = vec![
             TransactWriteItem::builder().put(put_payment).build(),
             self.event_put(&event)?,
@@ -134,10 +131,7 @@ impl PaymentStore {
             .set_item(Some(event_to_item(event)?))
             .condition_expression("attribute_not_exists(sk)")
             .build()
-            .map_err(|e| StoreError::Request {
-                context: "build event put",
-                message: e.to_string(),
-            })?;
+            .map_err(|e| StoreError::request("build event put", e))?;
         Ok(TransactWriteItem::builder().put(put).build())
     }
 }

@@ -34,10 +34,7 @@ impl TransactError {
     pub fn into_store_error(self, context: &'static str) -> StoreError {
         match self {
             TransactError::Cancelled(c) => c.into_store_error(context),
-            TransactError::InProgress => StoreError::Unavailable {
-                context,
-                message: "TransactionInProgress".into(),
-            },
+            TransactError::InProgress => StoreError::unavailable(context, "TransactionInProgress"),
             TransactError::Store(e) => e,
         }
     }
@@ -79,11 +76,10 @@ impl Cancelled {
 
     /// As a store error: `Unavailable` when [`Self::transient`], `Request` otherwise.
     pub fn into_store_error(self, context: &'static str) -> StoreError {
-        let message = self.to_string();
         if self.transient().is_some() {
-            StoreError::Unavailable { context, message }
+            StoreError::unavailable(context, self)
         } else {
-            StoreError::Request { context, message }
+            StoreError::request(context, self)
         }
     }
 
