@@ -110,10 +110,6 @@ pub const DEFAULT_LEASE_TTL_SECONDS: u64 = 30;
 pub const DEFAULT_FUNCTION_TIMEOUT_SECONDS: u64 = 10;
 
 impl Config {
-    pub fn from_env() -> Result<Self, ConfigError> {
-        Self::from(&Env::process())
-    }
-
     /// Reads through `lookup`, so tests need not touch the process environment.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String> + Send + Sync + 'static) -> Result<Self, ConfigError> {
         Self::from(&Env::from_lookup(lookup))

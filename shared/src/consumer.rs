@@ -32,13 +32,14 @@ pub trait Projection: Send + Sync {
     fn effects(&self, table: &str, event: &PaymentEvent) -> Result<Vec<TransactWriteItem>, ConsumerError>;
 }
 
+/// Why a message was not applied; each keeps the error underneath as its `source()`.
 #[derive(Debug, Error)]
 pub enum ConsumerError {
-    #[error("message body is not a payment event: {0}")]
-    BadMessage(String),
-    #[error("building the effect failed: {0}")]
-    Effect(String),
-    #[error("DynamoDB: {0}")]
+    /// The consumer's writes could not be built (a bug of ours, not a state of DynamoDB).
+    #[error("building the effect failed")]
+    Effect(#[source] crate::store::Cause),
+    /// Reading the cursor or applying the writes failed.
+    #[error("applying the event failed")]
     Store(#[source] StoreError),
 }
 
@@ -189,7 +190,7 @@ impl<P: Projection> Consumer<P> {
             }))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .build()
-            .map_err(|e| ConsumerError::Effect(e.to_string()))?;
+            .map_err(|e| ConsumerError::Effect(e.into()))?;
         items.push(TransactWriteItem::builder().put(cursor).build());
         let cursor_index = items.len().saturating_sub(1);
         match transact_write(&self.client, items, "apply event", false).await {

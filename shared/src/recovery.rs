@@ -209,7 +209,7 @@ impl<P: Psp> Recovery<P> {
         };
         let Some(mut observation) = intent
             .observation(Path::Recovery, correlation)
-            .map_err(PspError::BadAnswer)?
+            .map_err(|e| PspError::BadAnswer(e.into()))?
         else {
             info!(payment_id = %id, psp_status = intent.status.as_str(), "PSP status changes nothing");
             self.back_off(&current).await;

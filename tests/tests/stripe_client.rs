@@ -266,5 +266,17 @@ async fn an_answer_that_never_comes_is_a_timeout_retried_with_the_same_key() {
     let closed = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", closed.local_addr().unwrap());
     drop(closed);
-    assert!(client(&url).retrieve(&reference()).await.unwrap_err().is_transient());
+    let refused = client(&url).retrieve(&reference()).await.unwrap_err();
+    assert!(refused.is_transient());
+    // The log line names every cause down to the socket's, and not the URL.
+    let chain = shared::telemetry::ErrorChain(&refused).to_string();
+    assert!(
+        chain.starts_with("PSP unavailable: no answer: connection failed: "),
+        "{chain}"
+    );
+    assert!(
+        chain.len() > "PSP unavailable: no answer: connection failed: ".len() + 10,
+        "{chain}"
+    );
+    assert!(!chain.contains(&url), "{chain}");
 }

@@ -277,8 +277,9 @@ async fn start<P: Psp>(runner: &Runner<P>, req: &Request) -> Result<Response<Bod
                 warn!(order_id = %order_id, error = %ErrorChain(&e), "saga saved but not run to its wait; the sweeper continues it");
                 return Ok(http::json(StatusCode::ACCEPTED, &SagaView::from(saga.record())));
             }
+            warn!(order_id = %order_id, error = %ErrorChain(&e), "checkout not started");
             Err(match e {
-                RunError::Store(s) => s.into(),
+                RunError::Store(s) | RunError::Saga(shared::saga::SagaStoreError::Store(s)) => s.into(),
                 e => ApiError::unavailable(e.to_string(), 1),
             })
         }

@@ -25,8 +25,8 @@ use shared::psp::{ChargeRequest, IntentStatus, PaymentIntent, Psp, PspError};
 use shared::recovery::{Reconciled, Recovery};
 use shared::retry::Backoff;
 use shared::saga::{
-    Charging, Checkout, Escalation, Loaded, Saga, SagaEvent, SagaRecord, SagaStore, SagaStoreError, Started,
-    StockReserved,
+    Charging, Checkout, Escalation, Loaded, PaymentCaptured, PaymentPending, ReleasingStock, Saga, SagaEvent,
+    SagaRecord, SagaStore, SagaStoreError, Started, StockReserved,
 };
 use shared::store::{read_item, PaymentStore, StoreError};
 use shared::telemetry::ErrorChain;
@@ -286,101 +286,120 @@ impl<P: Psp> Runner<P> {
     }
 
     /// Runs the one action of the saga's state.
+    /// One step of the saga: the core's `Loaded` names the state, each state's step is its own method.
     async fn advance(&self, loaded: Loaded) -> Result<Advanced, RunError> {
         let now = self.settings.clock.now_ms();
-        let table = self.table().to_owned();
         match loaded {
-            Loaded::Started(saga) => {
-                let c = &saga.record().checkout;
-                let reserve = inventory::reserve(&table, &c.sku, c.quantity)?;
-                let order_compensated = orders::compensated(&table, saga.order_id())?;
-                let (next, event) = saga.clone().stock_reserved(now);
-                match self.moved(next, event, vec![reserve]).await {
-                    Err(RunError::Saga(SagaStoreError::StepCondition(0))) => {
-                        let reason = format!("not enough stock of {}", saga.record().checkout.sku);
-                        let (next, event) = saga.reservation_failed(reason, now);
-                        self.moved(next, event, vec![order_compensated]).await
-                    }
-                    other => other,
-                }
-            }
-            Loaded::StockReserved(saga) => {
-                let new = new_payment(&saga, now)?;
-                let (payment, writes) = self.payments().create_writes(new)?;
-                let (next, event) = saga.payment_created(payment.id, now);
-                self.moved(next, event, writes).await
-            }
+            Loaded::Started(saga) => self.reserve_stock(saga, now).await,
+            Loaded::StockReserved(saga) => self.create_payment(saga, now).await,
             Loaded::Charging(saga) => self.charge(saga, now).await,
-            Loaded::PaymentPending(saga) => {
-                let payment_id = saga.payment_id().clone();
-                let past_deadline = now >= saga.record().payment_deadline_ms;
-                let abandoned = self.abandoned(saga.record(), now);
-                match self
-                    .payment_outcome(saga.order_id(), &payment_id, past_deadline || abandoned)
-                    .await?
-                {
-                    Some(PaymentStatus::Captured) => {
-                        let (next, event) = saga.payment_captured(now);
-                        self.moved(next, event, vec![]).await
-                    }
-                    Some(status @ (PaymentStatus::Failed | PaymentStatus::Refunded)) => {
-                        let (next, event) = saga.payment_failed(format!("payment {status}"), now);
-                        self.moved(next, event, vec![]).await
-                    }
-                    // Still the customer's turn long after the start: give up, cancel at the PSP, compensate.
-                    Some(
-                        status
-                        @ (PaymentStatus::Pending | PaymentStatus::RequiresAction | PaymentStatus::AttemptFailed),
-                    ) if abandoned => {
-                        let reason = format!(
-                            "abandoned: payment still {status} after {:?}",
-                            self.settings.abandon_after
-                        );
-                        let (next, event) = saga.payment_failed(reason, now);
-                        self.moved(next, event, vec![]).await
-                    }
-                    _ if past_deadline && !saga.record().recovery_requested => {
-                        match self.recovery.reconcile(&payment_id, correlation(saga.order_id())).await {
-                            Ok(Reconciled::Busy) => {
-                                warn!(order_id = %saga.order_id(), "payment busy; the reconciler's schedule takes it")
-                            }
-                            Ok(reconciled) => info!(order_id = %saga.order_id(), payment_id = %payment_id,
-                                                    ?reconciled, "payment past the deadline handed to recovery"),
-                            // The payment is open, so the reconciler's schedule finds it anyway; the saga waits.
-                            Err(e) => warn!(order_id = %saga.order_id(), error = %ErrorChain(&e),
-                                            "recovery could not run now; the reconciler will"),
-                        }
-                        let (next, event) = saga.recovery_requested(now);
-                        self.moved(next, event, vec![]).await
-                    }
-                    _ => Ok(Advanced::Stopped),
-                }
-            }
-            Loaded::PaymentCaptured(saga) => {
-                let confirm = orders::confirm(&table, saga.order_id())?;
-                let (next, event) = saga.clone().order_confirmed(now);
-                match self.moved(next, event, vec![confirm]).await {
-                    Err(RunError::Saga(SagaStoreError::StepCondition(0))) => {
-                        let (next, event) =
-                            saga.confirmation_failed("order no longer pending (cancelled by the customer)".into(), now);
-                        self.moved(next, event, vec![]).await
-                    }
-                    other => other,
-                }
-            }
+            Loaded::PaymentPending(saga) => self.await_payment(saga, now).await,
+            Loaded::PaymentCaptured(saga) => self.confirm_order(saga, now).await,
             Loaded::RefundingPayment(saga) => self.refund(saga, now).await,
             Loaded::CancellingPayment(saga) => self.cancel_payment(saga, now).await,
-            Loaded::ReleasingStock(saga) => {
-                let c = &saga.record().checkout;
-                let writes = vec![
-                    inventory::release(&table, &c.sku, c.quantity)?,
-                    orders::compensated(&table, saga.order_id())?,
-                ];
-                let (next, event) = saga.stock_released(now);
-                self.moved(next, event, writes).await
-            }
+            Loaded::ReleasingStock(saga) => self.release_stock(saga, now).await,
             Loaded::Completed(_) | Loaded::Compensated(_) => Ok(Advanced::Stopped),
         }
+    }
+
+    /// Reserves the stock (a conditional decrement in the step's transaction); not enough stock ends the saga.
+    async fn reserve_stock(&self, saga: Saga<Started>, now: i64) -> Result<Advanced, RunError> {
+        let c = &saga.record().checkout;
+        let reserve = inventory::reserve(self.table(), &c.sku, c.quantity)?;
+        let order_compensated = orders::compensated(self.table(), saga.order_id())?;
+        let (next, event) = saga.clone().stock_reserved(now);
+        match self.moved(next, event, vec![reserve]).await {
+            Err(RunError::Saga(SagaStoreError::StepCondition(0))) => {
+                let reason = format!("not enough stock of {}", saga.record().checkout.sku);
+                let (next, event) = saga.reservation_failed(reason, now);
+                self.moved(next, event, vec![order_compensated]).await
+            }
+            other => other,
+        }
+    }
+
+    /// Creates the payment in the transaction that saves its id, so every later charge uses that payment.
+    async fn create_payment(&self, saga: Saga<StockReserved>, now: i64) -> Result<Advanced, RunError> {
+        let new = new_payment(&saga, now)?;
+        let (payment, writes) = self.payments().create_writes(new)?;
+        let (next, event) = saga.payment_created(payment.id, now);
+        self.moved(next, event, writes).await
+    }
+
+    /// Waits for the payment's outcome; past the payment deadline hands it to recovery once, and past the
+    /// abandonment deadline gives up on a customer who has not acted.
+    async fn await_payment(&self, saga: Saga<PaymentPending>, now: i64) -> Result<Advanced, RunError> {
+        let payment_id = saga.payment_id().clone();
+        let past_deadline = now >= saga.record().payment_deadline_ms;
+        let abandoned = self.abandoned(saga.record(), now);
+        match self
+            .payment_outcome(saga.order_id(), &payment_id, past_deadline || abandoned)
+            .await?
+        {
+            Some(PaymentStatus::Captured) => {
+                let (next, event) = saga.payment_captured(now);
+                self.moved(next, event, vec![]).await
+            }
+            Some(status @ (PaymentStatus::Failed | PaymentStatus::Refunded)) => {
+                let (next, event) = saga.payment_failed(format!("payment {status}"), now);
+                self.moved(next, event, vec![]).await
+            }
+            // Still the customer's turn long after the start: give up, cancel at the PSP, compensate.
+            Some(status @ (PaymentStatus::Pending | PaymentStatus::RequiresAction | PaymentStatus::AttemptFailed))
+                if abandoned =>
+            {
+                let reason = format!(
+                    "abandoned: payment still {status} after {:?}",
+                    self.settings.abandon_after
+                );
+                let (next, event) = saga.payment_failed(reason, now);
+                self.moved(next, event, vec![]).await
+            }
+            _ if past_deadline && !saga.record().recovery_requested => {
+                self.hand_to_recovery(saga.order_id(), &payment_id).await;
+                let (next, event) = saga.recovery_requested(now);
+                self.moved(next, event, vec![]).await
+            }
+            _ => Ok(Advanced::Stopped),
+        }
+    }
+
+    /// Asks recovery about a payment past its deadline, once; the reconciler's schedule takes what this cannot.
+    async fn hand_to_recovery(&self, order_id: &OrderId, payment_id: &PaymentId) {
+        match self.recovery.reconcile(payment_id, correlation(order_id)).await {
+            Ok(Reconciled::Busy) => warn!(order_id = %order_id, "payment busy; the reconciler's schedule takes it"),
+            Ok(reconciled) => info!(order_id = %order_id, payment_id = %payment_id, ?reconciled,
+                                    "payment past the deadline handed to recovery"),
+            // The payment is open, so the reconciler's schedule finds it anyway; the saga waits.
+            Err(e) => warn!(order_id = %order_id, error = %ErrorChain(&e),
+                            "recovery could not run now; the reconciler will"),
+        }
+    }
+
+    /// Confirms the order (conditioned on `pending`); an order the customer cancelled meanwhile turns the
+    /// saga to its refund.
+    async fn confirm_order(&self, saga: Saga<PaymentCaptured>, now: i64) -> Result<Advanced, RunError> {
+        let confirm = orders::confirm(self.table(), saga.order_id())?;
+        let (next, event) = saga.clone().order_confirmed(now);
+        match self.moved(next, event, vec![confirm]).await {
+            Err(RunError::Saga(SagaStoreError::StepCondition(0))) => {
+                let (next, event) =
+                    saga.confirmation_failed("order no longer pending (cancelled by the customer)".into(), now);
+                self.moved(next, event, vec![]).await
+            }
+            other => other,
+        }
+    }
+
+    /// The last compensation: the stock back and the order compensated, in one transaction with the event.
+    async fn release_stock(&self, saga: Saga<ReleasingStock>, now: i64) -> Result<Advanced, RunError> {
+        let c = &saga.record().checkout;
+        let writes = vec![
+            inventory::release(self.table(), &c.sku, c.quantity)?,
+            orders::compensated(self.table(), saga.order_id())?,
+        ];
+        let (next, event) = saga.stock_released(now);
+        self.moved(next, event, writes).await
     }
 
     /// Charges the payment the saga saved: at the PSP with the key `<order>:charge` (the same on every retry,
@@ -421,7 +440,7 @@ impl<P: Psp> Runner<P> {
             Err(e) => return Err(e.into()),
         };
         let reference = shared::PspReference::parse(intent.id.as_str())
-            .map_err(|e| RunError::Psp(PspError::BadAnswer(format!("PaymentIntent id: {e}"))))?;
+            .map_err(|e| RunError::Psp(PspError::BadAnswer(format!("PaymentIntent id: {e}").into())))?;
         let customer_action = intent.status == IntentStatus::RequiresAction;
         match intent.observation(Path::Sync, correlation(&order)) {
             // From the payment just read: no second read.
@@ -429,7 +448,7 @@ impl<P: Psp> Runner<P> {
                 self.payments().finalize_from(payment, &observation, None).await?;
             }
             Ok(None) => warn!(order_id = %order, psp_status = intent.status.as_str(), "charge answer says nothing new"),
-            Err(unusable) => return Err(RunError::Psp(PspError::BadAnswer(unusable))),
+            Err(unusable) => return Err(RunError::Psp(PspError::BadAnswer(unusable.into()))),
         }
         let (next, event) = saga.payment_requested(Some(reference), customer_action, now);
         self.moved(next, event, vec![]).await
@@ -618,7 +637,7 @@ impl<P: Psp> Runner<P> {
     ) -> Result<Option<PaymentStatus>, RunError> {
         let Some(observation) = intent
             .observation(Path::Sync, correlation(order))
-            .map_err(|e| RunError::Psp(PspError::BadAnswer(e)))?
+            .map_err(|e| RunError::Psp(PspError::BadAnswer(e.into())))?
         else {
             return Ok(None);
         };

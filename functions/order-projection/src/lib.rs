@@ -47,7 +47,7 @@ impl Projection for OrderProjection {
             .item("last_event", AttributeValue::S(e.kind.as_str().into()))
             .item("correlation_id", AttributeValue::S(e.correlation_id.to_string()))
             .build()
-            .map_err(|err| ConsumerError::Effect(err.to_string()))?;
+            .map_err(|err| ConsumerError::Effect(err.into()))?;
         Ok(vec![TransactWriteItem::builder().put(put).build()])
     }
 }

@@ -251,7 +251,7 @@ impl Publisher {
                     out.failed().iter().filter_map(|f| f.id().parse().ok()).collect()
                 }
                 Err(e) => {
-                    warn!(error = ?e, "SendMessageBatch failed");
+                    warn!(error = %ErrorChain(&e), "SendMessageBatch failed");
                     (0..batch.len()).collect()
                 }
             };

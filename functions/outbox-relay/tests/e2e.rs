@@ -43,7 +43,7 @@ impl Projection for Recording {
             .item("kind", AttributeValue::S(e.kind.as_str().into()))
             .condition_expression("attribute_not_exists(pk)")
             .build()
-            .map_err(|err| ConsumerError::Effect(err.to_string()))?;
+            .map_err(|err| ConsumerError::Effect(err.into()))?;
         items.push(TransactWriteItem::builder().put(record).build());
         Ok(items)
     }

@@ -20,6 +20,7 @@ use lambda_runtime::{run, service_fn, Error, LambdaEvent};
 use serde_json::Value;
 use shared::lease::Leases;
 use shared::recovery::{self, Recovery, RecoverySettings};
+use shared::telemetry::ErrorChain;
 use shared::{aws, clock, telemetry, Config, Env, PaymentStore};
 
 #[tokio::main]
@@ -42,7 +43,8 @@ async fn main() -> Result<(), Error> {
             let report = recovery.run(deadline).await;
             // Lambda freezes the process after the answer: export this invocation's spans now.
             telemetry::flush();
-            let report = report?;
+            // The runtime records only the error's own text: hand it the whole chain.
+            let report = report.map_err(|e| ErrorChain(&e).to_string())?;
             shared::metrics::emit(&recovery::emf(&report, clock::now_ms()));
             Ok::<_, Error>(serde_json::json!({ "found": report.found, "applied": report.applied, "busy": report.busy }))
         }

@@ -6,7 +6,7 @@
 //! and then the versioned write conflicts and the decision is taken again from the item that won.
 
 use crate::metrics::RequestMetrics;
-use crate::providers::{Provider, ProviderSource, Scheme};
+use crate::providers::{Provider, ProviderSource, Providers, Scheme};
 use crate::psp_event::{Parsed, PspEvent};
 use crate::signature::{verify_standard, verify_stripe, SignatureError, SignedRequest};
 use crate::{redact::redact, standard, stripe};
@@ -14,11 +14,14 @@ use lambda_http::http::{Method, StatusCode};
 use lambda_http::{Body, Request, Response};
 use serde_json::json;
 use shared::http::{self, ApiError};
+use shared::lease::HeldLease;
 use shared::router::{RouteTableError, Router};
 use shared::store::ParkedKind;
 use shared::telemetry::ErrorChain;
-use shared::{clock, telemetry, Env, FinalizeResult, IgnoreReason, Leases, PaymentId, PaymentStore, StoreError};
-use std::sync::LazyLock;
+use shared::{
+    clock, telemetry, Env, FinalizeResult, IgnoreReason, Leases, Payment, PaymentId, PaymentStore, StoreError,
+};
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 use tracing::{info, warn, Instrument};
 
@@ -137,6 +140,9 @@ fn retry_later(message: &str) -> ApiError {
     ApiError::unavailable(message, 5)
 }
 
+/// The four steps of a webhook: verify the signature, parse the event, take the payment's lease with a read
+/// of the payment, and apply the event through the one finalize. A step that ends the request early (an
+/// acknowledged type, a quarantine, an unknown payment) answers from inside it.
 async fn intake(
     app: &App,
     req: &Request,
@@ -144,12 +150,41 @@ async fn intake(
     metrics: &mut RequestMetrics,
 ) -> Result<&'static str, ApiError> {
     let name = &provider_name(req.method(), req.uri().path())?;
-    let mut providers = app.providers.current().await;
-    let unknown = || ApiError::not_found(format!("unknown provider {name}"));
-    metrics.provider = providers.get(name).ok_or_else(unknown)?.name.clone();
-
-    // 1. Verify the exact raw bytes (lambda_http decoded a base64 body already).
     let body = http::body_bytes(req);
+    let (providers, signed_at) = verified(app, req, name, body, metrics).await?;
+    let provider = providers.get(name).ok_or_else(|| unknown_provider(name))?;
+    let event = match parsed(app, req, provider, body, signed_at, metrics).await? {
+        Next::Go(event) => event,
+        Next::Answer(answer) => return Ok(answer),
+    };
+    let (lease, current) = match leased(app, provider, &event, body, metrics).await? {
+        Next::Go(held) => held,
+        Next::Answer(answer) => return Ok(answer),
+    };
+    applied(app, provider, &event, lease, current, correlation_id, body, metrics).await
+}
+
+/// Where a step leaves the request: on to the next step with `T`, or answered with this result.
+enum Next<T> {
+    Go(T),
+    Answer(&'static str),
+}
+
+fn unknown_provider(name: &str) -> ApiError {
+    ApiError::not_found(format!("unknown provider {name}"))
+}
+
+/// Step 1: the body's size, then the signature over the exact raw bytes (lambda_http decoded a base64 body
+/// already); the providers the signature was checked with, and the signing time.
+async fn verified(
+    app: &App,
+    req: &Request,
+    name: &str,
+    body: &[u8],
+    metrics: &mut RequestMetrics,
+) -> Result<(Arc<Providers>, i64), ApiError> {
+    let mut providers = app.providers.current().await;
+    metrics.provider = providers.get(name).ok_or_else(|| unknown_provider(name))?.name.clone();
     if body.len() > app.settings.max_body_bytes {
         return Err(ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -161,37 +196,48 @@ async fn intake(
         return Err(ApiError::bad_request("empty body: not a webhook"));
     }
     let verify_span = telemetry::step_span("verify");
-    let loaded = providers.get(name).ok_or_else(unknown)?;
+    let loaded = providers.get(name).ok_or_else(|| unknown_provider(name))?;
     let verified = match verify_span.in_scope(|| verify(loaded, req, body)) {
         // No loaded secret matches: the PSP may have rotated. Read the secrets again (rate-limited) and
         // retry once with them, so a rotation does not wait for the next cold start.
         Err(SignatureError::NoMatch) => match app.providers.refresh_after_failed_signature().await {
             Some(fresh) => {
                 providers = fresh;
-                let reloaded = providers.get(name).ok_or_else(unknown)?;
+                let reloaded = providers.get(name).ok_or_else(|| unknown_provider(name))?;
                 verify_span.in_scope(|| verify(reloaded, req, body))
             }
             None => Err(SignatureError::NoMatch),
         },
         other => other,
     };
-    let provider = providers.get(name).ok_or_else(unknown)?;
-    let signed_at = verified.map_err(|e| {
-        metrics.unauthorized = 1;
-        warn!(provider = %provider.name, error = %ErrorChain(&e), "webhook signature refused");
-        ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", e.to_string())
-    })?;
+    match verified {
+        Ok(signed_at) => Ok((providers, signed_at)),
+        Err(e) => {
+            metrics.unauthorized = 1;
+            warn!(provider = %name, error = %ErrorChain(&e), "webhook signature refused");
+            Err(ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", e.to_string()))
+        }
+    }
+}
 
-    // 2. Parse into our terms; what we cannot read is quarantined, what we do not handle is acknowledged.
+/// Step 2: the event in our terms; what we cannot read is quarantined, what we do not handle acknowledged.
+async fn parsed(
+    app: &App,
+    req: &Request,
+    provider: &Provider,
+    body: &[u8],
+    signed_at: i64,
+    metrics: &mut RequestMetrics,
+) -> Result<Next<Box<PspEvent>>, ApiError> {
     let parsed = match provider.scheme {
         Scheme::Stripe => stripe::parse(body),
         Scheme::Standard => standard::parse(body, http::header(req, "webhook-id").unwrap_or_default(), signed_at),
     };
-    let event = match parsed {
-        Ok(Parsed::Event(event)) => event,
+    match parsed {
+        Ok(Parsed::Event(event)) => Ok(Next::Go(event)),
         Ok(Parsed::Ignored { event_type }) => {
             info!(event_type, "event type not handled; acknowledged");
-            return Ok("ignored");
+            Ok(Next::Answer("ignored"))
         }
         Err(unparseable) => {
             metrics.quarantines = 1;
@@ -206,13 +252,24 @@ async fn intake(
                 )
                 .await?;
             warn!(reason = %unparseable.0, "signed but unparseable webhook quarantined");
-            return Ok("quarantined");
+            Ok(Next::Answer("quarantined"))
         }
-    };
+    }
+}
 
-    // 3. Find the payment, take its lease and read it.
-    let Some(payment_id) = locate(app, &event).await? else {
-        return unknown_payment(app, provider, &event, body, metrics).await;
+/// Step 3: find the payment, then take its lease and read it at once (two calls side by side); the lease
+/// is held from here, released on every way out, the failed read's included.
+async fn leased(
+    app: &App,
+    provider: &Provider,
+    event: &PspEvent,
+    body: &[u8],
+    metrics: &mut RequestMetrics,
+) -> Result<Next<(HeldLease, Payment)>, ApiError> {
+    let Some(payment_id) = locate(app, event).await? else {
+        return unknown_payment(app, provider, event, body, metrics)
+            .await
+            .map(Next::Answer);
     };
     telemetry::record_payment(&tracing::Span::current(), payment_id.as_str());
     let (lease, current) = tokio::join!(
@@ -221,7 +278,6 @@ async fn intake(
             .instrument(telemetry::step_span("lease")),
         app.store.get(&payment_id).instrument(telemetry::step_span("read")),
     );
-    // Held from here: released on every way out, the failed read's included.
     let lease = lease?.map(|lease| app.leases.hold(lease));
     let current = current?;
     let Some(lease) = lease else {
@@ -234,11 +290,26 @@ async fn intake(
         if let Err(e) = lease.release().await {
             warn!(error = %ErrorChain(&e), "lease release failed; it will expire");
         }
-        return unknown_payment(app, provider, &event, body, metrics).await;
+        return unknown_payment(app, provider, event, body, metrics)
+            .await
+            .map(Next::Answer);
     };
+    Ok(Next::Go((lease, current)))
+}
 
-    // 4. Check the event against the endpoint, then the one finalize, which checks it against the payment
-    //    (releasing the lease in its transaction).
+/// Step 4: check the event against the endpoint, then the one finalize, which checks it against the payment
+/// and releases the lease in its transaction; an event the payment refuses is recorded and quarantined.
+#[allow(clippy::too_many_arguments)] // the request's parts, each step's result: one call site, above
+async fn applied(
+    app: &App,
+    provider: &Provider,
+    event: &PspEvent,
+    lease: HeldLease,
+    current: Payment,
+    correlation_id: shared::CorrelationId,
+    body: &[u8],
+    metrics: &mut RequestMetrics,
+) -> Result<&'static str, ApiError> {
     let mut observation = event.observation(event.check(&provider.expect).err(), correlation_id);
     let finalize_span = telemetry::step_span("finalize");
     // The event item carries the finalize step's context: the relay and the consumer continue this trace.

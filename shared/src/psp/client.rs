@@ -91,10 +91,6 @@ pub struct PspSettings {
 }
 
 impl PspSettings {
-    pub fn from_env() -> Result<Self, ConfigError> {
-        Self::from(&Env::process())
-    }
-
     /// Reads through `lookup`, so tests need not touch the process environment.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String> + Send + Sync + 'static) -> Result<Self, ConfigError> {
         Self::from(&Env::from_lookup(lookup))
@@ -171,7 +167,7 @@ impl StripeClient {
             .timeout(settings.request_timeout)
             .user_agent(concat!("payments-webhooks/", env!("CARGO_PKG_VERSION")))
             .build()
-            .map_err(|e| PspError::Unavailable(format!("HTTP client: {e}")))?;
+            .map_err(|e| PspError::Unavailable(Box::new(Transport::new("building the HTTP client", e))))?;
         Ok(Self {
             http,
             base_url: settings.base_url.clone(),
@@ -248,13 +244,13 @@ impl StripeClient {
         let started = clock::now_ms();
         let response = request.send().await.map_err(|e| AttemptFailure {
             // A timeout or reset after sending: the call may have happened; the same key makes the retry safe.
-            error: PspError::Unavailable(format!("no answer: {}", without_url(&e))),
+            error: PspError::Unavailable(Box::new(Transport::new("no answer", e))),
             retry: true,
         })?;
         let status = response.status().as_u16();
         let headers = response.headers().clone();
         let body = response.bytes().await.map_err(|e| AttemptFailure {
-            error: PspError::Unavailable(format!("answer cut off: {}", without_url(&e))),
+            error: PspError::Unavailable(Box::new(Transport::new("answer cut off", e))),
             retry: true,
         })?;
         debug!(
@@ -266,7 +262,11 @@ impl StripeClient {
         );
         if (200..300).contains(&status) {
             return serde_json::from_slice(&body).map_err(|e| AttemptFailure {
-                error: PspError::BadAnswer(format!("HTTP {status} from {path}: {e}")),
+                error: PspError::BadAnswer(Box::new(Unreadable {
+                    status,
+                    path: path.to_owned(),
+                    source: e,
+                })),
                 retry: false,
             });
         }
@@ -274,19 +274,43 @@ impl StripeClient {
     }
 }
 
-/// reqwest's error text without the URL (it has no secrets today, but a query string could).
-fn without_url(e: &reqwest::Error) -> String {
-    let kind = if e.is_timeout() {
-        "timeout"
-    } else if e.is_connect() {
-        "connection failed"
-    } else {
-        "request failed"
-    };
-    match std::error::Error::source(e) {
-        Some(cause) => format!("{kind} ({cause})"),
-        None => kind.to_owned(),
+/// One attempt's transport failure: what was cut (`no answer`, `answer cut off`) and how (timeout,
+/// connection), with reqwest's error, its URL removed (no secret in it today, but a query string could hold
+/// one), as the source.
+#[derive(Debug, thiserror::Error)]
+#[error("{what}: {kind}")]
+struct Transport {
+    what: &'static str,
+    kind: &'static str,
+    #[source]
+    source: reqwest::Error,
+}
+
+impl Transport {
+    fn new(what: &'static str, e: reqwest::Error) -> Self {
+        let kind = if e.is_timeout() {
+            "timeout"
+        } else if e.is_connect() {
+            "connection failed"
+        } else {
+            "request failed"
+        };
+        Self {
+            what,
+            kind,
+            source: e.without_url(),
+        }
     }
+}
+
+/// An answer whose JSON does not read as what the path returns; serde's error is the source.
+#[derive(Debug, thiserror::Error)]
+#[error("HTTP {status} {path}: not the expected JSON")]
+struct Unreadable {
+    status: u16,
+    path: String,
+    #[source]
+    source: serde_json::Error,
 }
 
 fn header<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
@@ -303,19 +327,25 @@ fn classify(status: u16, headers: &HeaderMap, body: &[u8]) -> AttemptFailure {
     let retry = should_retry.unwrap_or(matches!(status, 409 | 429 | 500..=599));
     let error = match serde_json::from_slice::<ErrorBody>(body) {
         Ok(ErrorBody { error }) => match error.kind {
-            _ if status == 429 || status >= 500 => PspError::Unavailable(format!("HTTP {status}: {}", error.summary())),
-            ErrorType::ApiError => PspError::Unavailable(format!("HTTP {status}: {}", error.summary())),
+            _ if status == 429 || status >= 500 => {
+                PspError::Unavailable(format!("HTTP {status}: {}", error.summary()).into())
+            }
+            ErrorType::ApiError => PspError::Unavailable(format!("HTTP {status}: {}", error.summary()).into()),
             ErrorType::CardError => PspError::Declined(Box::new(error)),
-            _ if retry => PspError::Unavailable(format!("HTTP {status}: {}", error.summary())),
+            _ if retry => PspError::Unavailable(format!("HTTP {status}: {}", error.summary()).into()),
             _ => PspError::Refused {
                 status,
                 error: Box::new(error),
             },
         },
         Err(_) if status == 429 || status >= 500 || retry => {
-            PspError::Unavailable(format!("HTTP {status} without a Stripe error object"))
+            PspError::Unavailable(format!("HTTP {status} without a Stripe error object").into())
         }
-        Err(e) => PspError::BadAnswer(format!("HTTP {status} without a readable error object: {e}")),
+        Err(e) => PspError::BadAnswer(Box::new(Unreadable {
+            status,
+            path: "error object".to_owned(),
+            source: e,
+        })),
     };
     AttemptFailure { error, retry }
 }

@@ -62,14 +62,16 @@ pub enum PspError {
     /// No usable answer after the client's own retries (429, 5xx, `api_error`, timeout, connection): the
     /// same call with the same key may be tried again later. Its outcome may be unknown (a charge that timed
     /// out may have happened): only the idempotency key decides, never a new one.
+    /// The cause (HTTP status and Stripe's error, or the transport failure with reqwest's error) is the
+    /// `source()`.
     #[error("PSP unavailable: {0}")]
-    Unavailable(String),
+    Unavailable(#[source] crate::store::Cause),
     /// The circuit breaker is open: the call was not made. Defer; do not retry now.
     #[error("PSP calls paused by the circuit breaker until {until_ms} (epoch ms)")]
     CircuitOpen { until_ms: i64 },
     /// A 2xx answer we cannot read.
     #[error("PSP answer unreadable: {0}")]
-    BadAnswer(String),
+    BadAnswer(#[source] crate::store::Cause),
 }
 
 impl PspError {

@@ -106,7 +106,12 @@ where
                 code: service.err().code().unwrap_or("unknown").to_owned(),
                 message: service.err().message().unwrap_or("").to_owned(),
             },
-            _ => SdkFailure::Other(Box::new(err)),
+            // The SDK's own cause (timeout, connector, construction); never the SdkError itself, whose `Debug`
+            // holds the raw response (an item, client secret included, for a failed read).
+            _ => {
+                let what = err.to_string();
+                SdkFailure::Other(err.into_source().unwrap_or_else(|_| what.into()))
+            }
         }
     }
 }

@@ -41,10 +41,17 @@ impl TransactError {
 }
 
 /// DynamoDB's per-item reasons for cancelling a transaction.
-#[derive(Debug, Clone, thiserror::Error)]
+#[derive(Clone, thiserror::Error)]
 #[error("transaction cancelled: {}", self.codes())]
 pub struct Cancelled {
     reasons: Vec<CancellationReason>,
+}
+
+/// The codes only: a reason may carry the item as it is now, client secret included.
+impl std::fmt::Debug for Cancelled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Cancelled({})", self.codes())
+    }
 }
 
 impl Cancelled {

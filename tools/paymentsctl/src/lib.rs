@@ -28,14 +28,3 @@ pub mod when;
 
 /// Errors at the command's edge: printed once with their cause chain.
 pub type Error = Box<dyn std::error::Error + Send + Sync>;
-
-/// `error: cause: cause ...`: an error with its whole source chain, on one line.
-pub fn chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut message = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        message.push_str(&format!(": {cause}"));
-        source = cause.source();
-    }
-    message
-}

@@ -245,7 +245,7 @@ async fn main() -> ExitCode {
     match run(cli).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("paymentsctl: {}", paymentsctl::chain(e.as_ref()));
+            eprintln!("paymentsctl: {}", shared::telemetry::ErrorChain(e.as_ref()));
             ExitCode::FAILURE
         }
     }

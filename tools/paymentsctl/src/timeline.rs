@@ -594,7 +594,7 @@ async fn deliveries_of(ctx: &Ctx, t: &mut Timeline, p: &Payment, opts: &Options)
                     Level::Note,
                     format!(
                         "webhook deliveries not read from the intake's logs: {}",
-                        crate::chain(&e)
+                        shared::telemetry::ErrorChain(&e)
                     ),
                 );
                 return Ok(());

@@ -449,10 +449,11 @@ async fn an_escalated_saga_is_resumed_by_retry_through_the_saga_runner_and_its_e
         .await
         .unwrap();
     // The runner is built from the checkout functions' settings; releasing stock never calls the PSP.
-    std::env::set_var("PSP_BASE_URL", "http://127.0.0.1:9");
-    std::env::set_var("PSP_API_KEY", "sk_test_unused");
-
-    let ctl = ctl(&ctx);
+    let mut ctl = ctl(&ctx);
+    ctl.env = ctl
+        .env
+        .with("PSP_BASE_URL", "http://127.0.0.1:9")
+        .with("PSP_API_KEY", "sk_test_unused");
     let report = escalations::retry(&ctl, order.as_str(), Some(&queues.escalation_url), false)
         .await
         .unwrap();

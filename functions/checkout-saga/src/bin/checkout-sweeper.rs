@@ -21,7 +21,8 @@ async fn main() -> Result<(), Error> {
             let report = checkout_saga::sweeper::sweep(runner, stuck_after, 100, deadline).await;
             // Lambda freezes the process after the answer: export this invocation's spans now.
             telemetry::flush();
-            let report = report?;
+            // The runtime records only the error's own text: hand it the whole chain.
+            let report = report.map_err(|e| telemetry::ErrorChain(&e).to_string())?;
             tracing::info!(?report, "sweep done");
             Ok::<_, Error>(
                 serde_json::json!({ "found": report.found, "resumed": report.resumed, "errors": report.errors }),
