@@ -3,8 +3,8 @@
 //!
 //! | actor | steps mirror |
 //! |---|---|
-//! | saga runner ([`RunnerPc`]) | `functions/checkout-saga/src/runner.rs`: `Runner::drive`, `Runner::advance` (reserve, create the payment, await, confirm, refund, release), `Runner::charge` (with `send_charge`, `key_may_be_forgotten`), `Runner::cancel_payment` with `cancel_intent`, `Runner::payment_outcome` |
-//! | webhook intake ([`intake`]) | `functions/webhook-intake/src/handler.rs`: `intake` (lease + read, then finalize, releasing the lease) |
+//! | saga runner ([`RunnerPc`]) | `functions/checkout-saga/src/runner.rs`: `Runner::drive`, `Runner::advance` and its steps (`reserve_stock`, `create_payment`, `await_payment`, `confirm_order`, `refund`, `release_stock`), `Runner::charge` (with `send_charge`, `key_may_be_forgotten`), `Runner::cancel_payment` with `cancel_intent`, `Runner::payment_outcome` |
+//! | webhook intake ([`intake`]) | `functions/webhook-intake/src/handler.rs`: `intake`'s steps `leased` (lease + read) and `applied` (finalize, releasing the lease) |
 //! | recovery ([`RecoveryPc`], [`recovery_ask`], [`recovery_finalize`]) | `shared/src/recovery.rs`: `Recovery::reconcile` / `reconcile_leased` (lease, read, `give_back` when a refund is due, PSP status query, finalize) |
 //! | customer ([`CustomerPc`]) | completes the 3-D Secure challenge at the PSP with the secret our client view gave; `POST /checkouts/{order}/cancel` (`functions/checkout-saga/src/api.rs`: `orders::cancel`, then `Runner::cancel_by_customer`) |
 //! | order projection ([`relay`]) | the outbox relay and `functions/order-projection`: the projection catches up with the payment (best effort) |
@@ -25,7 +25,7 @@ use crate::world::{Holder, OrderStatus, StoredSaga, World};
 use payments_core::saga::{Loaded, SagaRecord, SagaStatus};
 use payments_core::{decide, Decision, Observation, Outcome, Path, Payment, PaymentId, PaymentStatus};
 
-/// What the runner decided from the payment's outcome in `payment_pending` (`Runner::advance`).
+/// What the runner decided from the payment's outcome in `payment_pending` (`Runner::await_payment`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Pending {
     Captured,
@@ -137,7 +137,7 @@ fn at(saga: &StoredSaga) -> RunnerPc {
     }
 }
 
-/// `Runner::payment_outcome` and the `payment_pending` arm of `Runner::advance`: what the saga does with
+/// `Runner::payment_outcome` and `Runner::await_payment`: what the saga does with
 /// the payment's outcome. `None`: it waits (`Advanced::Stopped`).
 fn await_decision(cfg: &Config, w: &World, saga: &SagaRecord) -> Option<Pending> {
     let now = w.now_ms();
@@ -498,7 +498,7 @@ pub enum Delivery {
     Crashed,
 }
 
-/// Webhook intake handles webhook `k` (`handle`, steps 3 and 4): takes the payment's lease (held: a 5xx,
+/// Webhook intake handles webhook `k` (`leased` and `applied`, steps 3 and 4 of `intake`): takes the payment's lease (held: a 5xx,
 /// the webhook stays queued and nothing changes), finalizes, releasing the lease in the transaction. A
 /// deferred decision is a 5xx too. Lease, read and finalize are one step: the read is joined with the lease
 /// in the code, the finalize decides again on a version conflict, and nobody else takes the lease
