@@ -37,8 +37,7 @@ pub async fn run(
     let mut pump = match StreamPump::for_table(&dynamodb, streams, &table).await {
         Ok(pump) => pump,
         Err(e) => {
-            let error = ErrorChain(e.as_ref()).to_string();
-            error!(error, "no stream on the table; the outbox does not run");
+            error!(error = %ErrorChain(e.as_ref()), "no stream on the table; the outbox does not run");
             return;
         }
     };
@@ -52,8 +51,7 @@ pub async fn run(
             .poll_once(|event: StreamEvent| async move { relay(publisher, &event).await })
             .await;
         if let Err(e) = relayed {
-            let error = ErrorChain(e.as_ref()).to_string();
-            error!(error, "stream pump failed; retrying");
+            error!(error = %ErrorChain(e.as_ref()), "stream pump failed; retrying");
         }
         let (consumer, checkout) = (&consumer, &checkout);
         let consumed = poller
@@ -72,8 +70,7 @@ pub async fn run(
             Ok(n) if n > 0 => continue,
             Ok(_) => {}
             Err(e) => {
-                let error = ErrorChain(e.as_ref()).to_string();
-                error!(error, "SQS poll failed; retrying");
+                error!(error = %ErrorChain(e.as_ref()), "SQS poll failed; retrying");
             }
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
@@ -95,10 +92,7 @@ pub async fn schedules(runner: Arc<Runner<GuardedStripe>>) {
         {
             Ok(report) if report.found > 0 => info!(?report, "saga sweep"),
             Ok(_) => {}
-            Err(e) => {
-                let error = ErrorChain(&e).to_string();
-                error!(error, "saga sweep failed");
-            }
+            Err(e) => error!(error = %ErrorChain(&e), "saga sweep failed"),
         }
         match runner
             .recovery
@@ -107,10 +101,7 @@ pub async fn schedules(runner: Arc<Runner<GuardedStripe>>) {
         {
             Ok(report) if report.found > 0 => shared::metrics::emit(&recovery::emf(&report, shared::clock::now_ms())),
             Ok(_) => {}
-            Err(e) => {
-                let error = ErrorChain(&e).to_string();
-                error!(error, "recovery run failed");
-            }
+            Err(e) => error!(error = %ErrorChain(&e), "recovery run failed"),
         }
     }
 }
