@@ -1,0 +1,66 @@
+//! What the saga learns about its payment: PSP answers and its own compensations applied through the one
+//! finalize, and the payment's outcome read from the order projection (or the payment item past the deadline).
+
+use super::{correlation, RunError, Runner};
+use shared::psp::{PaymentIntent, Psp, PspError};
+use shared::store::read_item;
+use shared::{Observation, OrderId, Outcome, Path, PaymentId, PaymentStatus};
+
+impl<P: Psp> Runner<P> {
+    /// Applies a PaymentIntent the saga read from the PSP through the one finalize.
+    /// The payment's status afterwards, when there was something to apply.
+    pub(super) async fn observe_intent(
+        &self,
+        payment_id: &PaymentId,
+        order: &OrderId,
+        intent: &PaymentIntent,
+    ) -> Result<Option<PaymentStatus>, RunError> {
+        let Some(observation) = intent
+            .observation(Path::Sync, correlation(order))
+            .map_err(|e| RunError::Psp(PspError::BadAnswer(e.into())))?
+        else {
+            return Ok(None);
+        };
+        let outcome = self.payments().finalize(payment_id, &observation, None).await?;
+        Ok(Some(outcome.payment.status))
+    }
+
+    /// Applies what the saga itself learned from the PSP (a refund, a cancellation) through the one finalize.
+    /// The payment's status afterwards (which may be another path's, when that one won).
+    pub(super) async fn observe(
+        &self,
+        payment_id: &PaymentId,
+        order: &OrderId,
+        outcome: Outcome,
+        reference: Option<shared::PspReference>,
+    ) -> Result<PaymentStatus, RunError> {
+        let mut observation = Observation::new(Path::Sync, outcome, correlation(order));
+        observation.psp_reference = reference;
+        Ok(self
+            .payments()
+            .finalize(payment_id, &observation, None)
+            .await?
+            .payment
+            .status)
+    }
+
+    /// The payment's status as the order projection has applied it from the queue, if any event arrived.
+    /// Past the payment's deadline (or the checkout's), a projection that shows no outcome is not trusted to be
+    /// complete (an event may have been lost on the way): the payment item itself is read.
+    pub(super) async fn payment_outcome(
+        &self,
+        order: &OrderId,
+        payment: &PaymentId,
+        past_deadline: bool,
+    ) -> Result<Option<PaymentStatus>, RunError> {
+        let key = order_projection::key(order, payment);
+        let item = read_item(self.sagas.client(), self.table(), key, "read order projection").await?;
+        let projected = item
+            .and_then(|i| i.get("payment_status").and_then(|v| v.as_s().ok()).cloned())
+            .and_then(|s| PaymentStatus::parse(&s).ok());
+        if !past_deadline || projected.is_some_and(PaymentStatus::is_terminal) {
+            return Ok(projected);
+        }
+        Ok(self.payments().get(payment).await?.map(|p| p.status).or(projected))
+    }
+}

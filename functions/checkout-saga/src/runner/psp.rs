@@ -1,0 +1,202 @@
+//! The steps that move money at the PSP: charge the saved payment, refund it, cancel its PaymentIntent. Each
+//! call carries a key derived from (order, step), so a retry or a resume after a crash never moves money twice.
+
+use super::{correlation, Advanced, RunError, Runner, PSP_KEY_TRUSTED_FOR};
+use shared::psp::{ChargeRequest, IntentStatus, PaymentIntent, Psp, PspError};
+use shared::saga::{CancellingPayment, Charging, RefundingPayment, Saga};
+use shared::{OrderId, Outcome, Path, PaymentStatus};
+use tracing::{info, warn};
+
+impl<P: Psp> Runner<P> {
+    /// Charges the payment the saga saved: at the PSP with the key `<order>:charge` (the same on every retry,
+    /// however late), finalizes the PSP's synchronous answer and records the request. A payment the PSP already
+    /// answered for (its PaymentIntent bound by a webhook) is read, never charged again: that holds even after
+    /// the PSP has forgotten the idempotency key (Stripe keeps them 24 hours).
+    pub(super) async fn charge(&self, saga: Saga<Charging>, now: i64) -> Result<Advanced, RunError> {
+        let order = saga.order_id().clone();
+        let payment = self
+            .payments()
+            .get(saga.payment_id())
+            .await?
+            .ok_or_else(|| RunError::Invalid(format!("payment {} of saga {order} vanished", saga.payment_id())))?;
+        let answer = match payment.psp_reference.clone() {
+            Some(reference) => self.psp().retrieve(&reference).await,
+            None if self.key_may_be_forgotten(&payment, now) => match self.psp().find_for_payment(&payment.id).await? {
+                Some(first) => {
+                    warn!(order_id = %order, payment_id = %payment.id, intent = %first.id,
+                          "charge retried after the PSP's key expired: the first PaymentIntent is used");
+                    Ok(first)
+                }
+                None => self.send_charge(&saga, &payment).await,
+            },
+            None => self.send_charge(&saga, &payment).await,
+        };
+        let intent = match answer {
+            Ok(intent) => intent,
+            // Declined: the PaymentIntent waits for the customer's next attempt, and so does the saga.
+            Err(PspError::Declined(mut error)) if error.payment_intent.is_some() => error
+                .payment_intent
+                .take()
+                .map(|pi| *pi)
+                .ok_or(PspError::Declined(error))?,
+            Err(refused @ (PspError::Declined(_) | PspError::Refused { .. })) => {
+                let (next, event) = saga.charge_failed(format!("charge refused: {refused}"), now);
+                return self.moved(next, event, vec![]).await;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let reference = shared::PspReference::parse(intent.id.as_str())
+            .map_err(|e| RunError::Psp(PspError::BadAnswer(format!("PaymentIntent id: {e}").into())))?;
+        let customer_action = intent.status == IntentStatus::RequiresAction;
+        match intent.observation(Path::Sync, correlation(&order)) {
+            // From the payment just read: no second read.
+            Ok(Some(observation)) => {
+                self.payments().finalize_from(payment, &observation, None).await?;
+            }
+            Ok(None) => warn!(order_id = %order, psp_status = intent.status.as_str(), "charge answer says nothing new"),
+            Err(unusable) => return Err(RunError::Psp(PspError::BadAnswer(unusable.into()))),
+        }
+        let (next, event) = saga.payment_requested(Some(reference), customer_action, now);
+        self.moved(next, event, vec![]).await
+    }
+
+    /// Creates and confirms the PaymentIntent for `payment`, with the key `<order>:charge`.
+    async fn send_charge(&self, saga: &Saga<Charging>, payment: &shared::Payment) -> Result<PaymentIntent, PspError> {
+        let checkout = &saga.record().checkout;
+        let request = ChargeRequest {
+            payment_id: &payment.id,
+            order_id: saga.order_id(),
+            money: &checkout.money,
+            payment_method: &checkout.payment_method,
+        };
+        self.psp()
+            .charge(&format!("{}:charge", saga.order_id()), &request)
+            .await
+    }
+
+    /// Was the payment created so long ago that the PSP may have forgotten the charge's idempotency key?
+    fn key_may_be_forgotten(&self, payment: &shared::Payment, now: i64) -> bool {
+        let trusted = i64::try_from(PSP_KEY_TRUSTED_FOR.as_millis()).unwrap_or(i64::MAX);
+        now.saturating_sub(payment.created_at_ms) >= trusted
+    }
+
+    /// Refunds the captured payment: all that is left on the charge (all of it, unless someone refunded part
+    /// at the PSP already), key `<order>:refund`, then reads the PaymentIntent back, whose charge has the
+    /// refunded total (the refund object has none). A refund the PSP refuses (nothing left: our earlier
+    /// attempt, whose answer was lost, after the PSP forgot its key; or a refund made at the PSP) is read
+    /// back too: the money is back if the charge says so, and only then does the saga go on.
+    pub(super) async fn refund(&self, saga: Saga<RefundingPayment>, now: i64) -> Result<Advanced, RunError> {
+        let payment_id = saga.payment_id().clone();
+        let amount = saga.record().checkout.money.amount_minor();
+        let reference = saga
+            .record()
+            .psp_reference
+            .clone()
+            .ok_or_else(|| RunError::Invalid("captured payment without a PSP reference".into()))?;
+        let refused = match self
+            .psp()
+            .refund(&format!("{}:refund", saga.order_id()), &reference, None)
+            .await
+        {
+            Ok(refund) if refund.is_accepted() => None,
+            Ok(refund) => {
+                return Err(RunError::Invalid(format!(
+                    "refund {} ended {}",
+                    refund.id, refund.status
+                )))
+            }
+            Err(refused @ PspError::Refused { .. }) => Some(refused),
+            Err(e) => return Err(e.into()),
+        };
+        let intent = self.psp().retrieve(&reference).await?;
+        if let Some(refused) = refused {
+            let back = intent.amount_refunded().unwrap_or(0);
+            if back < amount {
+                return Err(RunError::Invalid(format!(
+                    "refund refused ({refused}) with {back} of {amount} refunded"
+                )));
+            }
+            warn!(order_id = %saga.order_id(), "refund refused: the charge is refunded already; going on");
+        }
+        self.observe_intent(&payment_id, saga.order_id(), &intent).await?;
+        let (next, event) = saga.refunded(amount, now);
+        self.moved(next, event, vec![]).await
+    }
+
+    /// Compensates a charge that must take no money: a payment still open is canceled at the PSP (key
+    /// `<order>:cancel:<status>`) and failed here. If the PSP refuses because the payment succeeded meanwhile, the
+    /// saga continues from the capture (confirm the order; a cancelled order is then refunded).
+    pub(super) async fn cancel_payment(&self, saga: Saga<CancellingPayment>, now: i64) -> Result<Advanced, RunError> {
+        let payment_id = saga.payment_id().clone();
+        let order = saga.order_id().clone();
+        let payment = self
+            .payments()
+            .get(&payment_id)
+            .await?
+            .ok_or_else(|| RunError::Invalid(format!("payment {payment_id} of saga {order} vanished")))?;
+        let mut status = payment.status;
+        if !status.is_terminal() {
+            if let Some(reference) = payment.psp_reference.clone() {
+                let intent = self.cancel_intent(&order, &reference).await?;
+                status = self
+                    .observe_intent(&payment_id, &order, &intent)
+                    .await?
+                    .unwrap_or(status);
+                if !matches!(intent.status, IntentStatus::Canceled | IntentStatus::Succeeded) {
+                    // The money may still be taken: saying "no money taken" now would keep it. The saga waits
+                    // here for the PSP's outcome (the sweeper resumes it; a capture continues from there).
+                    info!(order_id = %order, psp_status = intent.status.as_str(),
+                          "the PaymentIntent cannot be canceled now; waiting for its outcome");
+                    return Ok(Advanced::Stopped);
+                }
+            }
+        }
+        if !status.is_terminal() {
+            let reason = saga
+                .record()
+                .failure
+                .as_ref()
+                .map(|f| format!("checkout cancelled: {}", f.reason))
+                .unwrap_or_default();
+            // Fails a payment the PSP never took (canceled there, or refused before a PaymentIntent existed).
+            // What the write leaves decides: a capture that won the race is not "no money taken".
+            status = self
+                .observe(&payment_id, &order, Outcome::Failed { reason }, None)
+                .await?;
+        }
+        if status == PaymentStatus::Captured {
+            info!(order_id = %order, "the payment succeeded before the cancel; continuing from the capture");
+            let (next, event) = saga.payment_succeeded(now);
+            return self.moved(next, event, vec![]).await;
+        }
+        let (next, event) = saga.payment_cancelled(now);
+        self.moved(next, event, vec![]).await
+    }
+
+    /// Cancels the PaymentIntent if it can still be canceled, and answers it as it then stands. It is read
+    /// first: one that succeeded, was canceled or is processing (which Stripe cannot cancel) is not asked to
+    /// cancel. The key names the status the cancel was decided on (`<order>:cancel:<status>`), because Stripe
+    /// replays a refused cancel's answer for its key: a later cancel from another status must not get it.
+    async fn cancel_intent(
+        &self,
+        order: &OrderId,
+        reference: &shared::PspReference,
+    ) -> Result<PaymentIntent, RunError> {
+        let current = self.psp().retrieve(reference).await?;
+        if matches!(
+            current.status,
+            IntentStatus::Canceled | IntentStatus::Succeeded | IntentStatus::Processing
+        ) {
+            return Ok(current);
+        }
+        let key = format!("{order}:cancel:{}", current.status.as_str());
+        match self.psp().cancel(&key, reference).await {
+            Ok(intent) => Ok(intent),
+            // Refused with the PaymentIntent: it moved between the read and the cancel.
+            Err(refused) => match refused.payment_intent().cloned() {
+                Some(intent) => Ok(intent),
+                None => Err(refused.into()),
+            },
+        }
+    }
+}

@@ -1,0 +1,155 @@
+//! The steps of the saga's states that touch only our own items: reserve and release the stock, create the
+//! payment, wait for its outcome, confirm the order. `Runner::advance` picks the state's step; the steps
+//! that call the PSP are in `psp`.
+
+use super::{correlation, Advanced, RunError, Runner};
+use crate::{inventory, orders};
+use shared::psp::Psp;
+use shared::recovery::Reconciled;
+use shared::saga::{
+    Loaded, PaymentCaptured, PaymentPending, ReleasingStock, Saga, SagaRecord, SagaStoreError, Started, StockReserved,
+};
+use shared::telemetry::ErrorChain;
+use shared::{Metadata, NewPayment, OrderId, PaymentId, PaymentStatus};
+use tracing::{info, warn};
+
+impl<P: Psp> Runner<P> {
+    /// One step of the saga: the core's `Loaded` names the state, each state's step is its own method.
+    pub(super) async fn advance(&self, loaded: Loaded) -> Result<Advanced, RunError> {
+        let now = self.settings.clock.now_ms();
+        match loaded {
+            Loaded::Started(saga) => self.reserve_stock(saga, now).await,
+            Loaded::StockReserved(saga) => self.create_payment(saga, now).await,
+            Loaded::Charging(saga) => self.charge(saga, now).await,
+            Loaded::PaymentPending(saga) => self.await_payment(saga, now).await,
+            Loaded::PaymentCaptured(saga) => self.confirm_order(saga, now).await,
+            Loaded::RefundingPayment(saga) => self.refund(saga, now).await,
+            Loaded::CancellingPayment(saga) => self.cancel_payment(saga, now).await,
+            Loaded::ReleasingStock(saga) => self.release_stock(saga, now).await,
+            Loaded::Completed(_) | Loaded::Compensated(_) => Ok(Advanced::Stopped),
+        }
+    }
+
+    /// Reserves the stock (a conditional decrement in the step's transaction); not enough stock ends the saga.
+    async fn reserve_stock(&self, saga: Saga<Started>, now: i64) -> Result<Advanced, RunError> {
+        let c = &saga.record().checkout;
+        let reserve = inventory::reserve(self.table(), &c.sku, c.quantity)?;
+        let order_compensated = orders::compensated(self.table(), saga.order_id())?;
+        let (next, event) = saga.clone().stock_reserved(now);
+        match self.moved(next, event, vec![reserve]).await {
+            Err(RunError::Saga(SagaStoreError::StepCondition(0))) => {
+                let reason = format!("not enough stock of {}", saga.record().checkout.sku);
+                let (next, event) = saga.reservation_failed(reason, now);
+                self.moved(next, event, vec![order_compensated]).await
+            }
+            other => other,
+        }
+    }
+
+    /// Creates the payment in the transaction that saves its id, so every later charge uses that payment.
+    async fn create_payment(&self, saga: Saga<StockReserved>, now: i64) -> Result<Advanced, RunError> {
+        let new = new_payment(&saga, now)?;
+        let (payment, writes) = self.payments().create_writes(new)?;
+        let (next, event) = saga.payment_created(payment.id, now);
+        self.moved(next, event, writes).await
+    }
+
+    /// Waits for the payment's outcome; past the payment deadline hands it to recovery once, and past the
+    /// abandonment deadline gives up on a customer who has not acted.
+    async fn await_payment(&self, saga: Saga<PaymentPending>, now: i64) -> Result<Advanced, RunError> {
+        let payment_id = saga.payment_id().clone();
+        let past_deadline = now >= saga.record().payment_deadline_ms;
+        let abandoned = self.abandoned(saga.record(), now);
+        match self
+            .payment_outcome(saga.order_id(), &payment_id, past_deadline || abandoned)
+            .await?
+        {
+            Some(PaymentStatus::Captured) => {
+                let (next, event) = saga.payment_captured(now);
+                self.moved(next, event, vec![]).await
+            }
+            Some(status @ (PaymentStatus::Failed | PaymentStatus::Refunded)) => {
+                let (next, event) = saga.payment_failed(format!("payment {status}"), now);
+                self.moved(next, event, vec![]).await
+            }
+            // Still the customer's turn long after the start: give up, cancel at the PSP, compensate.
+            Some(status @ (PaymentStatus::Pending | PaymentStatus::RequiresAction | PaymentStatus::AttemptFailed))
+                if abandoned =>
+            {
+                let reason = format!(
+                    "abandoned: payment still {status} after {:?}",
+                    self.settings.abandon_after
+                );
+                let (next, event) = saga.payment_failed(reason, now);
+                self.moved(next, event, vec![]).await
+            }
+            _ if past_deadline && !saga.record().recovery_requested => {
+                self.hand_to_recovery(saga.order_id(), &payment_id).await;
+                let (next, event) = saga.recovery_requested(now);
+                self.moved(next, event, vec![]).await
+            }
+            _ => Ok(Advanced::Stopped),
+        }
+    }
+
+    /// Asks recovery about a payment past its deadline, once; the reconciler's schedule takes what this cannot.
+    async fn hand_to_recovery(&self, order_id: &OrderId, payment_id: &PaymentId) {
+        match self.recovery.reconcile(payment_id, correlation(order_id)).await {
+            Ok(Reconciled::Busy) => warn!(order_id = %order_id, "payment busy; the reconciler's schedule takes it"),
+            Ok(reconciled) => info!(order_id = %order_id, payment_id = %payment_id, ?reconciled,
+                                    "payment past the deadline handed to recovery"),
+            // The payment is open, so the reconciler's schedule finds it anyway; the saga waits.
+            Err(e) => warn!(order_id = %order_id, error = %ErrorChain(&e),
+                            "recovery could not run now; the reconciler will"),
+        }
+    }
+
+    /// Confirms the order (conditioned on `pending`); an order the customer cancelled meanwhile turns the
+    /// saga to its refund.
+    async fn confirm_order(&self, saga: Saga<PaymentCaptured>, now: i64) -> Result<Advanced, RunError> {
+        let confirm = orders::confirm(self.table(), saga.order_id())?;
+        let (next, event) = saga.clone().order_confirmed(now);
+        match self.moved(next, event, vec![confirm]).await {
+            Err(RunError::Saga(SagaStoreError::StepCondition(0))) => {
+                let (next, event) =
+                    saga.confirmation_failed("order no longer pending (cancelled by the customer)".into(), now);
+                self.moved(next, event, vec![]).await
+            }
+            other => other,
+        }
+    }
+
+    /// The last compensation: the stock back and the order compensated, in one transaction with the event.
+    async fn release_stock(&self, saga: Saga<ReleasingStock>, now: i64) -> Result<Advanced, RunError> {
+        let c = &saga.record().checkout;
+        let writes = vec![
+            inventory::release(self.table(), &c.sku, c.quantity)?,
+            orders::compensated(self.table(), saga.order_id())?,
+        ];
+        let (next, event) = saga.stock_released(now);
+        self.moved(next, event, writes).await
+    }
+
+    /// Past the abandonment deadline (counted from the start)?
+    fn abandoned(&self, record: &SagaRecord, now: i64) -> bool {
+        let after = i64::try_from(self.settings.abandon_after.as_millis()).unwrap_or(i64::MAX);
+        now >= record.started_at_ms.saturating_add(after)
+    }
+}
+
+/// The checkout's payment: a fresh id, the checkout's money, the order in its metadata.
+fn new_payment(saga: &Saga<StockReserved>, now: i64) -> Result<NewPayment, RunError> {
+    let order = saga.order_id();
+    let metadata = Metadata::parse([("checkout".to_owned(), order.to_string())].into())
+        .map_err(|e| RunError::Invalid(format!("payment metadata: {e}")))?;
+    Ok(NewPayment {
+        id: PaymentId::generate(uuid::Uuid::new_v4().as_u128()),
+        order_id: order.clone(),
+        money: saga.record().checkout.money,
+        psp_reference: None,
+        metadata,
+        correlation_id: correlation(order),
+        trace_context: None,
+        now_ms: now,
+    })
+}
