@@ -1,305 +1,19 @@
 //! The checkout saga against DynamoDB Local, the SQS emulator (escalations) and the PSP simulator (charges,
 //! refunds, status queries over HTTP). Payment events reach the saga through the consumer library exactly as
 //! SQS hands them over (the queue transport itself is tested by the outbox tests and the local-stack demo).
-// Test code: a failed unwrap or index is the test failing.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::unreachable,
-    clippy::indexing_slicing,
-    clippy::arithmetic_side_effects
-)]
 
-use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
+use crate::support::*;
 use checkout_saga::runner::{Runner, Settings};
-use checkout_saga::{events, inventory, orders, sweeper};
-use integration_tests::{dying_client, sqs_client, Fault, FaultInjector, TestContext};
-use order_projection::OrderProjection;
-use psp_simulator::client::HttpClient;
-use psp_simulator::delivery::DeliveryOptions;
-use psp_simulator::ledger::{Ledger, Timings};
-use psp_simulator::server::Simulator;
+use checkout_saga::{inventory, orders, sweeper};
+use integration_tests::{dying_client, Fault, FaultInjector, TestContext};
 use serde_json::json;
-use shared::consumer::Consumer;
-use shared::lease::Leases;
-use shared::psp::{ChargeRequest, PaymentIntent, Psp, PspError, PspSettings, Refund, StripeClient};
-use shared::recovery::{Reconciled, Recovery, RecoverySettings};
+use shared::psp::StripeClient;
+use shared::recovery::Reconciled;
 use shared::retry::Backoff;
-use shared::saga::{Checkout, Escalation, SagaEventKind, SagaRecord, SagaStatus, SagaStore, Step};
-use shared::{CorrelationId, Money, OrderId, Path, PaymentStatus, PaymentStore, PspReference, SigningSecret, Sku};
+use shared::saga::SagaStatus;
+use shared::{CorrelationId, OrderId, Path, PaymentStatus, Sku};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::TcpListener;
-
-const STOCK: u64 = 10;
-const TEST_KEY: &str = "sk_test_saga";
-/// How long the simulator's slow scenarios (a lasting 3-D Secure challenge, a retry after a decline, a long
-/// processing) take here.
-const SLOW: Duration = Duration::from_millis(1200);
-
-/// The end-to-end scenarios of the Stripe-speaking simulator and the circuit breaker.
-#[path = "saga/stripe.rs"]
-mod stripe;
-
-/// Deadlines that end every wait, and fair scans of the open-items index.
-#[path = "saga/liveness.rs"]
-mod liveness;
-
-struct World {
-    ctx: TestContext,
-    sim: Arc<Simulator>,
-    psp_url: String,
-    escalation_url: String,
-    sqs: aws_sdk_sqs::Client,
-    sku: Sku,
-}
-
-async fn world() -> World {
-    world_with(TestContext::new().await).await
-}
-
-async fn world_with(ctx: TestContext) -> World {
-    world_with_slow(ctx, SLOW).await
-}
-
-/// A world whose slow scenarios take `slow`.
-async fn world_with_slow(ctx: TestContext, slow: Duration) -> World {
-    let sim = Arc::new(Simulator {
-        ledger: Ledger::new(TEST_KEY, Timings { slow }, None),
-        // Webhooks go nowhere: these tests drive outcomes through the saga's own PSP calls and recovery.
-        webhook_url: "http://127.0.0.1:9/webhooks/stripe".into(),
-        secret: SigningSecret::parse("whsec_test").expect("secret"),
-        delivery: DeliveryOptions {
-            max_attempts: 1,
-            ..DeliveryOptions::default()
-        },
-        client: HttpClient::default(),
-        storm_rate: 0.0,
-    });
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let psp_url = format!("http://{}", listener.local_addr().expect("addr"));
-    tokio::spawn(sim.clone().serve(listener));
-    let sqs = sqs_client(None);
-    let escalation_url = sqs
-        .create_queue()
-        .queue_name(format!("escalations-{}", uuid::Uuid::new_v4().simple()))
-        .send()
-        .await
-        .expect("escalation queue")
-        .queue_url
-        .expect("url");
-    let sku = Sku::parse("sku-1").expect("sku");
-    inventory::put_stock(&ctx.client, &ctx.table, &sku, STOCK)
-        .await
-        .expect("stock");
-    World {
-        ctx,
-        sim,
-        psp_url,
-        escalation_url,
-        sqs,
-        sku,
-    }
-}
-
-/// A deadline no test reaches.
-fn later() -> tokio::time::Instant {
-    tokio::time::Instant::now() + Duration::from_secs(600)
-}
-
-fn fast_backoff() -> Backoff {
-    Backoff::new(3, Duration::from_millis(1), Duration::from_millis(5))
-}
-
-impl World {
-    fn runner_with<P: Psp>(&self, client: aws_sdk_dynamodb::Client, psp: P, settings: Settings) -> Runner<P> {
-        Runner {
-            sagas: SagaStore::new(client.clone(), &self.ctx.table),
-            recovery: Recovery {
-                store: PaymentStore::new(client.clone(), &self.ctx.table),
-                leases: Leases::new(
-                    client,
-                    &self.ctx.table,
-                    integration_tests::test_lease_config(Duration::from_secs(30)),
-                ),
-                psp,
-                settings: RecoverySettings {
-                    stale_after: Duration::ZERO,
-                    batch_limit: 100,
-                },
-            },
-            escalation: Escalation::new(self.sqs.clone(), &self.escalation_url),
-            settings,
-        }
-    }
-
-    fn psp(&self) -> StripeClient {
-        let mut settings = PspSettings::local(&self.psp_url, TEST_KEY).expect("PSP settings");
-        settings.retries = fast_backoff();
-        StripeClient::new(&settings, shared::psp::ApiKey::parse(TEST_KEY).unwrap()).expect("psp client")
-    }
-
-    /// A runner whose payments are past their deadline as soon as they are requested.
-    fn runner_past_deadline(&self) -> Runner<StripeClient> {
-        self.runner_with(
-            self.ctx.client.clone(),
-            self.psp(),
-            Settings {
-                payment_timeout: Duration::ZERO,
-                backoff: fast_backoff(),
-                ..Settings::default()
-            },
-        )
-    }
-
-    fn runner(&self) -> Runner<StripeClient> {
-        self.runner_with(
-            self.ctx.client.clone(),
-            self.psp(),
-            Settings {
-                backoff: fast_backoff(),
-                ..Settings::default()
-            },
-        )
-    }
-
-    fn checkout(&self, method: &str, quantity: u32) -> Checkout {
-        Checkout {
-            sku: self.sku.clone(),
-            quantity,
-            money: fixture_money(),
-            payment_method: method.into(),
-        }
-    }
-
-    /// Hands the payment's events to the saga's inbox as SQS delivers them: consumer, then resume.
-    async fn deliver<P: Psp>(&self, runner: &Runner<P>, record: &SagaRecord) {
-        let Some(payment) = &record.payment_id else { return };
-        let consumer = Consumer::new(self.ctx.client.clone(), &self.ctx.table, OrderProjection);
-        let records: Vec<SqsMessage> = self
-            .ctx
-            .store
-            .events(payment)
-            .await
-            .expect("events")
-            .iter()
-            .enumerate()
-            .map(|(n, e)| {
-                serde_json::from_value(json!({ "messageId": format!("{}-{n}", e.event_id()),
-                    "body": shared::outbox::message_body(e),
-                    "attributes": { "MessageGroupId": e.payment_id.as_str(), "ApproximateReceiveCount": "1" },
-                    "messageAttributes": {} }))
-                .expect("message")
-            })
-            .collect();
-        let mut batch = SqsEvent::default();
-        batch.records = records;
-        let response = events::handle(&consumer, runner, batch, later()).await;
-        assert!(response.batch_item_failures.is_empty(), "{response:?}");
-    }
-
-    async fn saga(&self, order: &OrderId) -> SagaRecord {
-        self.runner()
-            .sagas
-            .load(order)
-            .await
-            .expect("load")
-            .expect("saga exists")
-            .record()
-            .clone()
-    }
-
-    async fn log(&self, order: &OrderId) -> Vec<(SagaEventKind, Step)> {
-        let events = self.runner().sagas.events(order).await.expect("events");
-        let versions: Vec<u64> = events.iter().map(|e| e.version).collect();
-        assert_eq!(
-            versions,
-            (1..=events.len() as u64).collect::<Vec<_>>(),
-            "versions 1, 2, 3, ..."
-        );
-        events.iter().map(|e| (e.kind, e.step)).collect()
-    }
-
-    async fn stock(&self) -> u64 {
-        inventory::available(&self.ctx.client, &self.ctx.table, &self.sku)
-            .await
-            .expect("stock")
-            .expect("sku exists")
-    }
-
-    async fn payment_status(&self, record: &SagaRecord) -> PaymentStatus {
-        let id = record.payment_id.as_ref().expect("payment");
-        self.ctx.store.get(id).await.expect("read").expect("payment").status
-    }
-
-    /// The PSP charged this saga's payment exactly once, and refunded what it says.
-    fn assert_charged_once(&self, record: &SagaRecord, refunded: u64) {
-        let id = record.payment_id.as_ref().expect("payment");
-        let intents = self.sim.ledger.intents_for(id.as_str());
-        assert_eq!(intents.len(), 1, "one charge at the PSP, got {intents:?}");
-        let total = intents[0]["latest_charge"]["amount_refunded"].as_u64().unwrap_or(0);
-        assert_eq!(total, refunded);
-    }
-
-    async fn escalations(&self) -> Vec<serde_json::Value> {
-        let out = self
-            .sqs
-            .receive_message()
-            .queue_url(&self.escalation_url)
-            .max_number_of_messages(10)
-            .send()
-            .await
-            .expect("receive");
-        out.messages()
-            .iter()
-            .filter_map(|m| m.body().and_then(|b| serde_json::from_str(b).ok()))
-            .collect()
-    }
-}
-
-fn fixture_money() -> Money {
-    Money::new(2500, shared::Currency::parse("EUR").expect("EUR")).expect("money")
-}
-
-fn order() -> OrderId {
-    OrderId::parse(format!("order-{}", uuid::Uuid::new_v4().simple())).expect("order id")
-}
-
-use SagaEventKind as K;
-use Step as S;
-
-const HAPPY: [(K, S); 6] = [
-    (K::SagaStarted, S::ReserveStock),
-    (K::StockReserved, S::ReserveStock),
-    (K::PaymentCreated, S::Charge),
-    (K::PaymentRequested, S::Charge),
-    (K::PaymentCaptured, S::AwaitPayment),
-    (K::OrderConfirmed, S::ConfirmOrder),
-];
-
-const PAYMENT_FAILED: [(K, S); 7] = [
-    (K::SagaStarted, S::ReserveStock),
-    (K::StockReserved, S::ReserveStock),
-    (K::PaymentCreated, S::Charge),
-    (K::PaymentRequested, S::Charge),
-    (K::StepFailed, S::AwaitPayment),
-    (K::StepCompensated, S::Charge),
-    (K::StockReleased, S::ReserveStock),
-];
-
-/// Compensations in reverse order of the steps: the charge (refund) before the reservation (release).
-const FAILED_AFTER_CAPTURE: [(K, S); 8] = [
-    (K::SagaStarted, S::ReserveStock),
-    (K::StockReserved, S::ReserveStock),
-    (K::PaymentCreated, S::Charge),
-    (K::PaymentRequested, S::Charge),
-    (K::PaymentCaptured, S::AwaitPayment),
-    (K::StepFailed, S::ConfirmOrder),
-    (K::PaymentRefunded, S::Charge),
-    (K::StockReleased, S::ReserveStock),
-];
-
 #[tokio::test]
 async fn the_happy_path_reserves_charges_waits_for_the_event_and_confirms() {
     let w = world().await;
@@ -489,38 +203,10 @@ async fn a_process_killed_between_any_two_calls_resumes_and_completes_or_compens
     }
 }
 
-/// A PSP whose refunds keep failing (a broken refund API) while everything else works.
-struct RefundsDown(StripeClient);
-
-impl Psp for RefundsDown {
-    async fn charge(&self, key: &str, request: &ChargeRequest<'_>) -> Result<PaymentIntent, PspError> {
-        self.0.charge(key, request).await
-    }
-    async fn retrieve(&self, reference: &PspReference) -> Result<PaymentIntent, PspError> {
-        self.0.retrieve(reference).await
-    }
-    async fn cancel(&self, key: &str, reference: &PspReference) -> Result<PaymentIntent, PspError> {
-        self.0.cancel(key, reference).await
-    }
-    async fn refund(&self, _: &str, _: &PspReference, _: Option<u64>) -> Result<Refund, PspError> {
-        Err(PspError::Unavailable("HTTP 503".into()))
-    }
-    async fn find_for_payment(&self, payment: &shared::PaymentId) -> Result<Option<PaymentIntent>, PspError> {
-        self.0.find_for_payment(payment).await
-    }
-}
-
 #[tokio::test]
 async fn a_compensation_that_keeps_failing_is_escalated_to_the_dlq_and_resumed_later() {
     let w = world().await;
-    let broken = w.runner_with(
-        w.ctx.client.clone(),
-        RefundsDown(w.psp()),
-        Settings {
-            backoff: fast_backoff(),
-            ..Settings::default()
-        },
-    );
+    let broken = w.runner_over(Quirky(w.psp(), Quirk::RefundsDown));
     let id = order();
     let waiting = broken
         .start(id.clone(), w.checkout("pm_succeeded", 1))
@@ -596,32 +282,6 @@ async fn a_payment_past_its_deadline_is_handed_to_recovery_by_the_saga() {
     assert_eq!(log.last(), Some(&(K::OrderConfirmed, S::ConfirmOrder)));
 }
 
-/// A PSP whose status query runs `during` while the call is in flight (recovery holds the lease then).
-struct StatusHook<F>(StripeClient, F);
-
-impl<F, Fut> Psp for StatusHook<F>
-where
-    F: Fn() -> Fut + Send + Sync,
-    Fut: std::future::Future<Output = ()> + Send,
-{
-    async fn charge(&self, key: &str, request: &ChargeRequest<'_>) -> Result<PaymentIntent, PspError> {
-        self.0.charge(key, request).await
-    }
-    async fn retrieve(&self, reference: &PspReference) -> Result<PaymentIntent, PspError> {
-        (self.1)().await;
-        self.0.retrieve(reference).await
-    }
-    async fn cancel(&self, key: &str, reference: &PspReference) -> Result<PaymentIntent, PspError> {
-        self.0.cancel(key, reference).await
-    }
-    async fn refund(&self, key: &str, reference: &PspReference, amount: Option<u64>) -> Result<Refund, PspError> {
-        self.0.refund(key, reference, amount).await
-    }
-    async fn find_for_payment(&self, payment: &shared::PaymentId) -> Result<Option<PaymentIntent>, PspError> {
-        self.0.find_for_payment(payment).await
-    }
-}
-
 #[tokio::test]
 async fn recovery_and_webhook_intake_never_work_on_one_payment_at_once() {
     let w = world().await;
@@ -659,13 +319,16 @@ async fn recovery_and_webhook_intake_never_work_on_one_payment_at_once() {
     let seen = refused.clone();
     let hooked = w.runner_with(
         w.ctx.client.clone(),
-        StatusHook(w.psp(), move || {
-            let (leases, id, seen) = (intake_leases.clone(), id.clone(), seen.clone());
-            async move {
-                let lease = leases.acquire(&id).await.expect("lease call");
-                seen.store(lease.is_none(), std::sync::atomic::Ordering::SeqCst);
-            }
-        }),
+        Quirky(
+            w.psp(),
+            Quirk::DuringRetrieve(Box::new(move || {
+                let (leases, id, seen) = (intake_leases.clone(), id.clone(), seen.clone());
+                Box::pin(async move {
+                    let lease = leases.acquire(&id).await.expect("lease call");
+                    seen.store(lease.is_none(), std::sync::atomic::Ordering::SeqCst);
+                })
+            })),
+        ),
         Settings::default(),
     );
     let applied = hooked.recovery.reconcile(&payment_id, correlation).await.unwrap();

@@ -3,10 +3,17 @@
 //! answer, a cancel refused because the payment succeeded, refunds made at the PSP, and a 5xx storm that opens
 //! the circuit breaker.
 
-use super::*;
+use crate::support::*;
+use checkout_saga::runner::Runner;
+use checkout_saga::sweeper;
 use shared::psp::breaker::BreakerState;
 use shared::psp::{BreakerSettings, CircuitBreaker, IntentStatus};
+use shared::psp::{ChargeRequest, Psp, PspError};
+use shared::recovery::Reconciled;
+use shared::saga::{SagaRecord, SagaStatus};
+use shared::{CorrelationId, Path, PaymentStatus, PspReference};
 use shared::{EventKind, Observation, Payment};
+use std::time::Duration;
 
 impl World {
     async fn payment(&self, record: &SagaRecord) -> Payment {
@@ -21,6 +28,19 @@ impl World {
             .reconcile(id, CorrelationId::parse("corr-recovery").unwrap())
             .await
             .expect("reconcile")
+    }
+
+    /// Once the simulator's slow scenario is over, recovery (the webhook here goes nowhere) captures the
+    /// payment, and its event completes the checkout, charged once.
+    async fn recovery_completes_after_the_slow_scenario<P: Psp>(&self, runner: &Runner<P>, waiting: &SagaRecord) {
+        tokio::time::sleep(SLOW + Duration::from_millis(100)).await;
+        assert_eq!(
+            self.reconcile(runner, waiting).await,
+            Reconciled::Applied(EventKind::PaymentCaptured)
+        );
+        self.deliver(runner, waiting).await;
+        assert_eq!(self.saga(&waiting.order_id).await.status, SagaStatus::Completed);
+        self.assert_charged_once(waiting, 0);
     }
 
     /// The PaymentIntent's id of this saga's payment.
@@ -54,15 +74,8 @@ async fn a_lasting_3ds_challenge_keeps_its_action_through_recovery_and_the_check
         (PaymentStatus::RequiresAction, before.version)
     );
     assert!(shows_secret(&during), "the customer still needs the challenge");
-    // The customer completes it; recovery (the webhook here goes nowhere) captures.
-    tokio::time::sleep(SLOW + Duration::from_millis(100)).await;
-    assert_eq!(
-        w.reconcile(&runner, &waiting).await,
-        Reconciled::Applied(EventKind::PaymentCaptured)
-    );
-    w.deliver(&runner, &waiting).await;
-    assert_eq!(w.saga(&id).await.status, SagaStatus::Completed);
-    w.assert_charged_once(&waiting, 0);
+    // The customer completes it.
+    w.recovery_completes_after_the_slow_scenario(&runner, &waiting).await;
 }
 
 #[tokio::test]
@@ -130,14 +143,7 @@ async fn a_declined_card_retried_by_the_customer_completes_the_checkout() {
         Reconciled::Unchanged,
         "Stripe still says the same"
     );
-    tokio::time::sleep(SLOW + Duration::from_millis(100)).await;
-    assert_eq!(
-        w.reconcile(&runner, &waiting).await,
-        Reconciled::Applied(EventKind::PaymentCaptured)
-    );
-    w.deliver(&runner, &waiting).await;
-    assert_eq!(w.saga(&id).await.status, SagaStatus::Completed);
-    w.assert_charged_once(&waiting, 0);
+    w.recovery_completes_after_the_slow_scenario(&runner, &waiting).await;
 }
 
 #[tokio::test]
@@ -282,14 +288,7 @@ async fn a_5xx_storm_opens_the_breaker_sagas_and_recovery_defer_and_one_probe_cl
             breaker_settings(),
         )
     };
-    let runner = w.runner_with(
-        w.ctx.client.clone(),
-        guarded(),
-        Settings {
-            backoff: fast_backoff(),
-            ..Settings::default()
-        },
-    );
+    let runner = w.runner_over(guarded());
     let silent = runner.start(order(), w.checkout("pm_silent", 1)).await.expect("start");
 
     w.sim.ledger.storm(503, 10_000);

@@ -2,10 +2,17 @@
 //! past its deadline, and items that cannot be resolved in one shard of the open-items index never hide the
 //! others from recovery.
 
-use super::*;
+use crate::support::*;
 use checkout_saga::runner::RunError;
+use checkout_saga::runner::{Runner, Settings};
+use checkout_saga::{orders, sweeper};
+use integration_tests::TestContext;
+use shared::psp::Psp;
+use shared::saga::{SagaRecord, SagaStatus};
 use shared::store::open_index::{shard_of, OpenKind, OPEN_SHARDS};
+use shared::{CorrelationId, OrderId, PaymentStatus, PspReference};
 use shared::{NewPayment, PaymentId};
+use std::time::Duration;
 
 #[tokio::test]
 async fn a_lost_projection_event_cannot_hold_a_saga_past_its_deadline() {
@@ -80,14 +87,7 @@ async fn two_hundred_unresolvable_payments_in_one_shard_do_not_hide_a_resolvable
         .await
         .expect("create");
 
-    let runner = w.runner_with(
-        w.ctx.client.clone(),
-        w.psp(),
-        Settings {
-            backoff: fast_backoff(),
-            ..Settings::default()
-        },
-    );
+    let runner = w.runner();
     let mut recovery = runner.recovery;
     recovery.settings.batch_limit = 200;
     // Open for an hour, asked about after a minute: the ones it cannot resolve are due again minutes later.
@@ -150,8 +150,7 @@ fn abandoning_runner(w: &World, abandon_after: Duration) -> Runner<shared::psp::
         w.psp(),
         Settings {
             abandon_after,
-            backoff: fast_backoff(),
-            ..Settings::default()
+            ..settings()
         },
     )
 }
@@ -267,31 +266,6 @@ async fn a_success_that_races_the_cancel_continues_from_the_capture() {
     assert_eq!(w.stock().await, STOCK - 1);
 }
 
-/// A PSP that does the charge and then loses the answer (the connection drops after the request was sent),
-/// every time.
-struct ChargeAnswersLost(StripeClient);
-
-impl Psp for ChargeAnswersLost {
-    async fn charge(&self, key: &str, request: &ChargeRequest<'_>) -> Result<PaymentIntent, PspError> {
-        let _done_at_the_psp = self.0.charge(key, request).await;
-        Err(PspError::Unavailable(
-            "connection reset after the request was sent".into(),
-        ))
-    }
-    async fn retrieve(&self, reference: &PspReference) -> Result<PaymentIntent, PspError> {
-        self.0.retrieve(reference).await
-    }
-    async fn cancel(&self, key: &str, reference: &PspReference) -> Result<PaymentIntent, PspError> {
-        self.0.cancel(key, reference).await
-    }
-    async fn refund(&self, key: &str, reference: &PspReference, amount: Option<u64>) -> Result<Refund, PspError> {
-        self.0.refund(key, reference, amount).await
-    }
-    async fn find_for_payment(&self, payment: &PaymentId) -> Result<Option<PaymentIntent>, PspError> {
-        self.0.find_for_payment(payment).await
-    }
-}
-
 /// The charge's answers are lost until the saga is escalated; the sweeper resumes it 25 hours later (clock
 /// moved ahead), when the PSP has forgotten the idempotency key and our own key record of the payment would
 /// have expired. The saga still charges the payment it saved, and finds the first PaymentIntent instead of
@@ -299,14 +273,7 @@ impl Psp for ChargeAnswersLost {
 #[tokio::test]
 async fn a_charge_retried_after_25_hours_reuses_the_first_payment_and_charge() {
     let w = world().await;
-    let lossy = w.runner_with(
-        w.ctx.client.clone(),
-        ChargeAnswersLost(w.psp()),
-        Settings {
-            backoff: fast_backoff(),
-            ..Settings::default()
-        },
-    );
+    let lossy = w.runner_over(Quirky(w.psp(), Quirk::ChargeAnswersLost));
     let id = order();
     let escalated = lossy.start(id.clone(), w.checkout("pm_succeeded", 1)).await;
     assert!(matches!(escalated, Err(RunError::Escalated { .. })), "{escalated:?}");
@@ -329,9 +296,8 @@ async fn a_charge_retried_after_25_hours_reuses_the_first_payment_and_charge() {
         w.ctx.client.clone(),
         w.psp(),
         Settings {
-            backoff: fast_backoff(),
             clock: shared::clock::Clock::ahead(day),
-            ..Settings::default()
+            ..settings()
         },
     );
     let resumed = later.resume(&id).await.expect("resume").expect("saga");
@@ -344,28 +310,6 @@ async fn a_charge_retried_after_25_hours_reuses_the_first_payment_and_charge() {
     assert_eq!(created, 1, "one payment for the order");
 }
 
-/// A PSP that takes the given time to answer a charge (a slow or hanging connection), then does it.
-struct SlowCharges(StripeClient, Duration);
-
-impl Psp for SlowCharges {
-    async fn charge(&self, key: &str, request: &ChargeRequest<'_>) -> Result<PaymentIntent, PspError> {
-        tokio::time::sleep(self.1).await;
-        self.0.charge(key, request).await
-    }
-    async fn retrieve(&self, reference: &PspReference) -> Result<PaymentIntent, PspError> {
-        self.0.retrieve(reference).await
-    }
-    async fn cancel(&self, key: &str, reference: &PspReference) -> Result<PaymentIntent, PspError> {
-        self.0.cancel(key, reference).await
-    }
-    async fn refund(&self, key: &str, reference: &PspReference, amount: Option<u64>) -> Result<Refund, PspError> {
-        self.0.refund(key, reference, amount).await
-    }
-    async fn find_for_payment(&self, payment: &PaymentId) -> Result<Option<PaymentIntent>, PspError> {
-        self.0.find_for_payment(payment).await
-    }
-}
-
 /// The inbox and the sweeper never run past their invocation's deadline: a resume stuck in a slow PSP call
 /// is cut there, the saga stays where its last completed step left it, and the next resume finishes it
 /// without charging twice.
@@ -374,14 +318,7 @@ async fn a_resume_is_cut_at_the_invocations_deadline_and_the_next_one_finishes_i
     let w = world().await;
     let id = order();
     // The start is cut while its charge waits for the slow PSP: the saga stays at `charging`.
-    let slow = w.runner_with(
-        w.ctx.client.clone(),
-        SlowCharges(w.psp(), Duration::from_secs(30)),
-        Settings {
-            backoff: fast_backoff(),
-            ..Settings::default()
-        },
-    );
+    let slow = w.runner_over(Quirky(w.psp(), Quirk::SlowCharges(Duration::from_secs(30))));
     let started = tokio::time::timeout(
         Duration::from_secs(5),
         slow.start(id.clone(), w.checkout("pm_succeeded", 1)),
@@ -507,30 +444,6 @@ async fn a_saga_that_cannot_be_loaded_is_escalated_once_and_set_aside() {
     assert!(w.escalations().await.len() <= 1, "no second escalation message");
 }
 
-/// A PSP that does refunds and then loses the answer, every time.
-struct RefundAnswersLost(StripeClient);
-
-impl Psp for RefundAnswersLost {
-    async fn charge(&self, key: &str, request: &ChargeRequest<'_>) -> Result<PaymentIntent, PspError> {
-        self.0.charge(key, request).await
-    }
-    async fn retrieve(&self, reference: &PspReference) -> Result<PaymentIntent, PspError> {
-        self.0.retrieve(reference).await
-    }
-    async fn cancel(&self, key: &str, reference: &PspReference) -> Result<PaymentIntent, PspError> {
-        self.0.cancel(key, reference).await
-    }
-    async fn refund(&self, key: &str, reference: &PspReference, amount: Option<u64>) -> Result<Refund, PspError> {
-        let _done_at_the_psp = self.0.refund(key, reference, amount).await;
-        Err(PspError::Unavailable(
-            "connection reset after the request was sent".into(),
-        ))
-    }
-    async fn find_for_payment(&self, payment: &PaymentId) -> Result<Option<PaymentIntent>, PspError> {
-        self.0.find_for_payment(payment).await
-    }
-}
-
 /// Found by the protocol model: the refund's answers are lost until the saga is escalated; a day later the
 /// PSP has forgotten the refund's key, so the retry asks again for "all that is left" and is refused (nothing
 /// is left). The saga reads the charge back, sees the money returned, and finishes the compensation instead
@@ -538,14 +451,7 @@ impl Psp for RefundAnswersLost {
 #[tokio::test]
 async fn a_refund_retried_after_its_key_expired_reads_back_and_the_saga_ends() {
     let w = world().await;
-    let lossy = w.runner_with(
-        w.ctx.client.clone(),
-        RefundAnswersLost(w.psp()),
-        Settings {
-            backoff: fast_backoff(),
-            ..Settings::default()
-        },
-    );
+    let lossy = w.runner_over(Quirky(w.psp(), Quirk::RefundAnswersLost));
     let id = order();
     let waiting = lossy
         .start(id.clone(), w.checkout("pm_succeeded", 1))

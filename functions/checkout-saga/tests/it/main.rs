@@ -1,0 +1,23 @@
+//! The checkout saga's integration tests, against DynamoDB Local, the SQS emulator (escalations) and the PSP
+//! simulator (charges, refunds, status queries over HTTP).
+//!
+//! The crate's one integration-test binary (`tests/it/main.rs`): a module per area, a test per scenario;
+//! `support` holds the setup they share.
+
+// Test code: a failed unwrap or index is the test failing.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::unreachable,
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects
+)]
+
+/// Deadlines that end every wait, and fair scans of the open-items index.
+mod liveness;
+/// The saga's steps and compensations, crashes, faults, recovery and its HTTP API.
+mod saga;
+/// The end-to-end scenarios of the Stripe-speaking simulator and the circuit breaker.
+mod stripe;
+mod support;

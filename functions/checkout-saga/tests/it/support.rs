@@ -1,0 +1,351 @@
+//! What every scenario of the binary starts from: a world (a fresh table with stock, the Stripe-speaking
+//! simulator on 127.0.0.1, an escalation queue), runners over it, PSPs that misbehave in one call, and the
+//! saga logs the scenarios expect.
+
+use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
+use checkout_saga::runner::{Runner, Settings};
+use checkout_saga::{events, inventory};
+use integration_tests::{sqs_client, TestContext};
+use order_projection::OrderProjection;
+use psp_simulator::client::HttpClient;
+use psp_simulator::delivery::DeliveryOptions;
+use psp_simulator::ledger::{Ledger, Timings};
+use psp_simulator::server::Simulator;
+use serde_json::json;
+use shared::consumer::Consumer;
+use shared::lease::Leases;
+use shared::psp::{ChargeRequest, PaymentIntent, Psp, PspError, PspSettings, Refund, StripeClient};
+use shared::recovery::{Recovery, RecoverySettings};
+use shared::retry::Backoff;
+use shared::saga::{Checkout, Escalation, SagaEventKind, SagaRecord, SagaStore, Step};
+use shared::{Money, OrderId, PaymentId, PaymentStatus, PaymentStore, PspReference, SigningSecret, Sku};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+
+pub const STOCK: u64 = 10;
+pub const TEST_KEY: &str = "sk_test_saga";
+/// How long the simulator's slow scenarios (a lasting 3-D Secure challenge, a retry after a decline, a long
+/// processing) take here.
+pub const SLOW: Duration = Duration::from_millis(1200);
+
+pub struct World {
+    pub ctx: TestContext,
+    pub sim: Arc<Simulator>,
+    pub psp_url: String,
+    pub escalation_url: String,
+    pub sqs: aws_sdk_sqs::Client,
+    pub sku: Sku,
+}
+
+pub async fn world() -> World {
+    world_with(TestContext::new().await).await
+}
+
+pub async fn world_with(ctx: TestContext) -> World {
+    world_with_slow(ctx, SLOW).await
+}
+
+/// A world whose slow scenarios take `slow`.
+pub async fn world_with_slow(ctx: TestContext, slow: Duration) -> World {
+    let sim = Arc::new(Simulator {
+        ledger: Ledger::new(TEST_KEY, Timings { slow }, None),
+        // Webhooks go nowhere: these tests drive outcomes through the saga's own PSP calls and recovery.
+        webhook_url: "http://127.0.0.1:9/webhooks/stripe".into(),
+        secret: SigningSecret::parse("whsec_test").expect("secret"),
+        delivery: DeliveryOptions {
+            max_attempts: 1,
+            ..DeliveryOptions::default()
+        },
+        client: HttpClient::default(),
+        storm_rate: 0.0,
+    });
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let psp_url = format!("http://{}", listener.local_addr().expect("addr"));
+    tokio::spawn(sim.clone().serve(listener));
+    let sqs = sqs_client(None);
+    let escalation_url = sqs
+        .create_queue()
+        .queue_name(format!("escalations-{}", uuid::Uuid::new_v4().simple()))
+        .send()
+        .await
+        .expect("escalation queue")
+        .queue_url
+        .expect("url");
+    let sku = Sku::parse("sku-1").expect("sku");
+    inventory::put_stock(&ctx.client, &ctx.table, &sku, STOCK)
+        .await
+        .expect("stock");
+    World {
+        ctx,
+        sim,
+        psp_url,
+        escalation_url,
+        sqs,
+        sku,
+    }
+}
+
+/// A deadline no test reaches.
+pub fn later() -> tokio::time::Instant {
+    tokio::time::Instant::now() + Duration::from_secs(600)
+}
+
+pub fn fast_backoff() -> Backoff {
+    Backoff::new(3, Duration::from_millis(1), Duration::from_millis(5))
+}
+
+/// The runner's settings in these tests: the defaults, with retries in milliseconds.
+pub fn settings() -> Settings {
+    Settings {
+        backoff: fast_backoff(),
+        ..Settings::default()
+    }
+}
+
+impl World {
+    pub fn runner_with<P: Psp>(&self, client: aws_sdk_dynamodb::Client, psp: P, settings: Settings) -> Runner<P> {
+        Runner {
+            sagas: SagaStore::new(client.clone(), &self.ctx.table),
+            recovery: Recovery {
+                store: PaymentStore::new(client.clone(), &self.ctx.table),
+                leases: Leases::new(
+                    client,
+                    &self.ctx.table,
+                    integration_tests::test_lease_config(Duration::from_secs(30)),
+                ),
+                psp,
+                settings: RecoverySettings {
+                    stale_after: Duration::ZERO,
+                    batch_limit: 100,
+                },
+            },
+            escalation: Escalation::new(self.sqs.clone(), &self.escalation_url),
+            settings,
+        }
+    }
+
+    pub fn psp(&self) -> StripeClient {
+        let mut settings = PspSettings::local(&self.psp_url, TEST_KEY).expect("PSP settings");
+        settings.retries = fast_backoff();
+        StripeClient::new(&settings, shared::psp::ApiKey::parse(TEST_KEY).unwrap()).expect("psp client")
+    }
+
+    /// A runner whose payments are past their deadline as soon as they are requested.
+    pub fn runner_past_deadline(&self) -> Runner<StripeClient> {
+        self.runner_with(
+            self.ctx.client.clone(),
+            self.psp(),
+            Settings {
+                payment_timeout: Duration::ZERO,
+                ..settings()
+            },
+        )
+    }
+
+    pub fn runner(&self) -> Runner<StripeClient> {
+        self.runner_over(self.psp())
+    }
+
+    /// A runner with the tests' settings over another PSP (a `Quirky` one).
+    pub fn runner_over<P: Psp>(&self, psp: P) -> Runner<P> {
+        self.runner_with(self.ctx.client.clone(), psp, settings())
+    }
+
+    pub fn checkout(&self, method: &str, quantity: u32) -> Checkout {
+        Checkout {
+            sku: self.sku.clone(),
+            quantity,
+            money: fixture_money(),
+            payment_method: method.into(),
+        }
+    }
+
+    /// Hands the payment's events to the saga's inbox as SQS delivers them: consumer, then resume.
+    pub async fn deliver<P: Psp>(&self, runner: &Runner<P>, record: &SagaRecord) {
+        let Some(payment) = &record.payment_id else { return };
+        let consumer = Consumer::new(self.ctx.client.clone(), &self.ctx.table, OrderProjection);
+        let records: Vec<SqsMessage> = self
+            .ctx
+            .store
+            .events(payment)
+            .await
+            .expect("events")
+            .iter()
+            .enumerate()
+            .map(|(n, e)| {
+                serde_json::from_value(json!({ "messageId": format!("{}-{n}", e.event_id()),
+                    "body": shared::outbox::message_body(e),
+                    "attributes": { "MessageGroupId": e.payment_id.as_str(), "ApproximateReceiveCount": "1" },
+                    "messageAttributes": {} }))
+                .expect("message")
+            })
+            .collect();
+        let mut batch = SqsEvent::default();
+        batch.records = records;
+        let response = events::handle(&consumer, runner, batch, later()).await;
+        assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    }
+
+    pub async fn saga(&self, order: &OrderId) -> SagaRecord {
+        self.runner()
+            .sagas
+            .load(order)
+            .await
+            .expect("load")
+            .expect("saga exists")
+            .record()
+            .clone()
+    }
+
+    pub async fn log(&self, order: &OrderId) -> Vec<(SagaEventKind, Step)> {
+        let events = self.runner().sagas.events(order).await.expect("events");
+        let versions: Vec<u64> = events.iter().map(|e| e.version).collect();
+        assert_eq!(
+            versions,
+            (1..=events.len() as u64).collect::<Vec<_>>(),
+            "versions 1, 2, 3, ..."
+        );
+        events.iter().map(|e| (e.kind, e.step)).collect()
+    }
+
+    pub async fn stock(&self) -> u64 {
+        inventory::available(&self.ctx.client, &self.ctx.table, &self.sku)
+            .await
+            .expect("stock")
+            .expect("sku exists")
+    }
+
+    pub async fn payment_status(&self, record: &SagaRecord) -> PaymentStatus {
+        let id = record.payment_id.as_ref().expect("payment");
+        self.ctx.store.get(id).await.expect("read").expect("payment").status
+    }
+
+    /// The PSP charged this saga's payment exactly once, and refunded what it says.
+    pub fn assert_charged_once(&self, record: &SagaRecord, refunded: u64) {
+        let id = record.payment_id.as_ref().expect("payment");
+        let intents = self.sim.ledger.intents_for(id.as_str());
+        assert_eq!(intents.len(), 1, "one charge at the PSP, got {intents:?}");
+        let total = intents[0]["latest_charge"]["amount_refunded"].as_u64().unwrap_or(0);
+        assert_eq!(total, refunded);
+    }
+
+    pub async fn escalations(&self) -> Vec<serde_json::Value> {
+        let out = self
+            .sqs
+            .receive_message()
+            .queue_url(&self.escalation_url)
+            .max_number_of_messages(10)
+            .send()
+            .await
+            .expect("receive");
+        out.messages()
+            .iter()
+            .filter_map(|m| m.body().and_then(|b| serde_json::from_str(b).ok()))
+            .collect()
+    }
+}
+
+pub fn fixture_money() -> Money {
+    Money::new(2500, shared::Currency::parse("EUR").expect("EUR")).expect("money")
+}
+
+pub fn order() -> OrderId {
+    OrderId::parse(format!("order-{}", uuid::Uuid::new_v4().simple())).expect("order id")
+}
+
+pub use shared::saga::{SagaEventKind as K, Step as S};
+
+pub const HAPPY: [(K, S); 6] = [
+    (K::SagaStarted, S::ReserveStock),
+    (K::StockReserved, S::ReserveStock),
+    (K::PaymentCreated, S::Charge),
+    (K::PaymentRequested, S::Charge),
+    (K::PaymentCaptured, S::AwaitPayment),
+    (K::OrderConfirmed, S::ConfirmOrder),
+];
+
+pub const PAYMENT_FAILED: [(K, S); 7] = [
+    (K::SagaStarted, S::ReserveStock),
+    (K::StockReserved, S::ReserveStock),
+    (K::PaymentCreated, S::Charge),
+    (K::PaymentRequested, S::Charge),
+    (K::StepFailed, S::AwaitPayment),
+    (K::StepCompensated, S::Charge),
+    (K::StockReleased, S::ReserveStock),
+];
+
+/// Compensations in reverse order of the steps: the charge (refund) before the reservation (release).
+pub const FAILED_AFTER_CAPTURE: [(K, S); 8] = [
+    (K::SagaStarted, S::ReserveStock),
+    (K::StockReserved, S::ReserveStock),
+    (K::PaymentCreated, S::Charge),
+    (K::PaymentRequested, S::Charge),
+    (K::PaymentCaptured, S::AwaitPayment),
+    (K::StepFailed, S::ConfirmOrder),
+    (K::PaymentRefunded, S::Charge),
+    (K::StockReleased, S::ReserveStock),
+];
+
+/// What one test's PSP does differently from the simulator's Stripe client, in one call; every other call goes
+/// through unchanged.
+pub enum Quirk {
+    /// Refunds keep failing (a broken refund API).
+    RefundsDown,
+    /// Refunds are made, then their answer is lost, every time.
+    RefundAnswersLost,
+    /// Charges are made, then their answer is lost (the connection drops after the request was sent), every
+    /// time.
+    ChargeAnswersLost,
+    /// Charges take this long to answer (a slow or hanging connection), then are made.
+    SlowCharges(Duration),
+    /// Each status query runs this while the call is in flight (recovery holds the lease then).
+    DuringRetrieve(Box<dyn Fn() -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>),
+}
+
+/// The simulator's Stripe client with one `Quirk`.
+pub struct Quirky(pub StripeClient, pub Quirk);
+
+fn answer_lost() -> PspError {
+    PspError::Unavailable("connection reset after the request was sent".into())
+}
+
+impl Psp for Quirky {
+    async fn charge(&self, key: &str, request: &ChargeRequest<'_>) -> Result<PaymentIntent, PspError> {
+        match &self.1 {
+            Quirk::ChargeAnswersLost => {
+                let _done_at_the_psp = self.0.charge(key, request).await;
+                Err(answer_lost())
+            }
+            Quirk::SlowCharges(delay) => {
+                tokio::time::sleep(*delay).await;
+                self.0.charge(key, request).await
+            }
+            _ => self.0.charge(key, request).await,
+        }
+    }
+    async fn retrieve(&self, reference: &PspReference) -> Result<PaymentIntent, PspError> {
+        if let Quirk::DuringRetrieve(during) = &self.1 {
+            during().await;
+        }
+        self.0.retrieve(reference).await
+    }
+    async fn cancel(&self, key: &str, reference: &PspReference) -> Result<PaymentIntent, PspError> {
+        self.0.cancel(key, reference).await
+    }
+    async fn refund(&self, key: &str, reference: &PspReference, amount: Option<u64>) -> Result<Refund, PspError> {
+        match &self.1 {
+            Quirk::RefundsDown => Err(PspError::Unavailable("HTTP 503".into())),
+            Quirk::RefundAnswersLost => {
+                let _done_at_the_psp = self.0.refund(key, reference, amount).await;
+                Err(answer_lost())
+            }
+            _ => self.0.refund(key, reference, amount).await,
+        }
+    }
+    async fn find_for_payment(&self, payment: &PaymentId) -> Result<Option<PaymentIntent>, PspError> {
+        self.0.find_for_payment(payment).await
+    }
+}
