@@ -15,125 +15,16 @@ use super::stripe::{ErrorBody, ErrorType, PaymentIntent, Refund};
 use super::{ChargeRequest, Psp, PspError};
 use crate::retry::Backoff;
 use crate::telemetry::ErrorChain;
-use crate::{clock, ConfigError, Env, PaymentId, PspReference};
+use crate::{clock, ConfigError, PaymentId, PspReference};
 use reqwest::header::HeaderMap;
 use serde::de::DeserializeOwned;
 use std::fmt;
-use std::time::Duration;
 use tracing::{debug, warn, Instrument};
 
 /// The Stripe API version every request is pinned to (the one the pinned official library speaks).
 pub const STRIPE_API_VERSION: &str = "2026-10-28.endive";
 
-/// A PSP secret key (`sk_live_...`, `sk_test_...`). `Debug` is redacted; read only through `expose`.
-#[derive(Clone, PartialEq, Eq)]
-pub struct ApiKey(String);
-
-impl ApiKey {
-    /// Trims whitespace (a secret pasted with a newline); refuses an empty key.
-    pub fn parse(value: &str) -> Result<Self, ConfigError> {
-        let value = value.trim();
-        if value.is_empty() {
-            return Err(ConfigError::Invalid {
-                name: "PSP_API_KEY",
-                expected: "non-empty PSP secret key",
-                value: String::new(),
-            });
-        }
-        Ok(Self(value.to_owned()))
-    }
-
-    /// The key. Called only to build the `Authorization` header.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-
-    /// A Secrets Manager secret string: the key itself, or JSON `{"api_key": "..."}`.
-    pub fn from_secret_string(secret: &str) -> Result<Self, ConfigError> {
-        let inner = serde_json::from_str::<serde_json::Value>(secret)
-            .ok()
-            .and_then(|v| v.get("api_key").and_then(|k| k.as_str()).map(str::to_owned));
-        Self::parse(inner.as_deref().unwrap_or(secret))
-    }
-}
-
-impl fmt::Debug for ApiKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("ApiKey([redacted])")
-    }
-}
-
-/// Where the key comes from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum KeySource {
-    /// A Secrets Manager secret (ARN), read once per cold start.
-    SecretArn(String),
-    /// The key itself (local development and tests).
-    Value(ApiKey),
-}
-
-/// The PSP client's settings, read once per cold start.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PspSettings {
-    /// `PSP_BASE_URL`: `https://api.stripe.com` in AWS, the simulator locally. Required.
-    pub base_url: String,
-    /// `PSP_API_KEY_ARN` or `PSP_API_KEY`. Required.
-    pub key: KeySource,
-    /// `PSP_RETURN_URL`: where a customer returns after a redirect (3-D Secure). Optional.
-    pub return_url: Option<String>,
-    /// `PSP_CONNECT_TIMEOUT_MS` (default 3000).
-    pub connect_timeout: Duration,
-    /// `PSP_REQUEST_TIMEOUT_MS` (default 5000): one attempt, connect to last byte. Three attempts of 5 s and
-    /// their pauses fit a 25 s function; Stripe answers in well under a second.
-    pub request_timeout: Duration,
-    /// `PSP_MAX_RETRIES` (default 2): retries after the first attempt.
-    pub retries: Backoff,
-}
-
-impl PspSettings {
-    /// Reads through `lookup`, so tests need not touch the process environment.
-    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String> + Send + Sync + 'static) -> Result<Self, ConfigError> {
-        Self::from(&Env::from_lookup(lookup))
-    }
-
-    /// The settings above; a missing base URL or key fails the start, not the first call.
-    pub fn from(env: &Env) -> Result<Self, ConfigError> {
-        let base_url = env.required("PSP_BASE_URL")?;
-        if !(base_url.starts_with("https://") || base_url.starts_with("http://127.0.0.1")) {
-            return Err(ConfigError::Invalid {
-                name: "PSP_BASE_URL",
-                expected: "https:// URL (http:// only for 127.0.0.1)",
-                value: base_url,
-            });
-        }
-        let key = match (env.optional("PSP_API_KEY_ARN"), env.optional("PSP_API_KEY")) {
-            (Some(arn), _) => KeySource::SecretArn(arn),
-            (None, Some(key)) => KeySource::Value(ApiKey::parse(&key)?),
-            (None, None) => return Err(ConfigError::Missing("PSP_API_KEY_ARN or PSP_API_KEY")),
-        };
-        let retries: u32 = env.number("PSP_MAX_RETRIES", 2)?;
-        Ok(Self {
-            base_url: base_url.trim_end_matches('/').to_owned(),
-            key,
-            return_url: env.optional("PSP_RETURN_URL"),
-            connect_timeout: env.millis("PSP_CONNECT_TIMEOUT_MS", Duration::from_millis(3000))?,
-            request_timeout: env.millis("PSP_REQUEST_TIMEOUT_MS", Duration::from_millis(5_000))?,
-            retries: Backoff::new(
-                retries.saturating_add(1),
-                Duration::from_millis(250),
-                Duration::from_secs(2),
-            ),
-        })
-    }
-
-    /// Settings for a PSP at `base_url` with `key` and the defaults (tests, tools).
-    pub fn local(base_url: &str, key: &str) -> Result<Self, ConfigError> {
-        let env = Env::from_lookup(|_| None)
-            .with("PSP_BASE_URL", base_url)
-            .with("PSP_API_KEY", key);
-        Self::from(&env)
-    }
-}
+pub use super::settings::{ApiKey, KeySource, PspSettings};
 
 /// Stripe's API over HTTPS. Cheap to clone (the connection pool is shared).
 #[derive(Clone)]
@@ -419,69 +310,4 @@ impl Psp for StripeClient {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn settings(vars: &[(&str, &str)]) -> Result<PspSettings, ConfigError> {
-        let vars: Vec<(String, String)> = vars.iter().map(|(n, v)| ((*n).to_owned(), (*v).to_owned())).collect();
-        PspSettings::from_lookup(move |name| vars.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone()))
-    }
-
-    #[test]
-    fn settings_need_a_base_url_and_a_key_and_refuse_malformed_numbers() {
-        assert_eq!(
-            settings(&[("PSP_API_KEY", "sk")]),
-            Err(ConfigError::Missing("PSP_BASE_URL"))
-        );
-        assert_eq!(
-            settings(&[("PSP_BASE_URL", "https://api.stripe.com")]),
-            Err(ConfigError::Missing("PSP_API_KEY_ARN or PSP_API_KEY"))
-        );
-        assert!(matches!(
-            settings(&[("PSP_BASE_URL", "http://api.stripe.com"), ("PSP_API_KEY", "sk")]),
-            Err(ConfigError::Invalid {
-                name: "PSP_BASE_URL",
-                ..
-            })
-        ));
-        assert!(matches!(
-            settings(&[
-                ("PSP_BASE_URL", "https://x"),
-                ("PSP_API_KEY", "sk"),
-                ("PSP_MAX_RETRIES", "two")
-            ]),
-            Err(ConfigError::Invalid {
-                name: "PSP_MAX_RETRIES",
-                ..
-            })
-        ));
-        let s = settings(&[
-            ("PSP_BASE_URL", "https://api.stripe.com/"),
-            ("PSP_API_KEY_ARN", "arn:aws:secretsmanager:eu-west-1:1:secret:psp"),
-            ("PSP_API_KEY", "sk_ignored"),
-        ])
-        .unwrap();
-        assert_eq!(s.base_url, "https://api.stripe.com");
-        assert_eq!(
-            s.key,
-            KeySource::SecretArn("arn:aws:secretsmanager:eu-west-1:1:secret:psp".into())
-        );
-        assert_eq!(s.retries.attempts, 3);
-    }
-
-    #[test]
-    fn the_key_never_shows_in_debug_output() {
-        let key = ApiKey::from_secret_string(r#"{"api_key": "sk_test_very_secret"}"#).unwrap();
-        assert_eq!(key.expose(), "sk_test_very_secret");
-        let s = settings(&[("PSP_BASE_URL", "https://x"), ("PSP_API_KEY", "sk_test_very_secret\n")]).unwrap();
-        let client = StripeClient::new(&s, key).unwrap();
-        for text in [format!("{s:?}"), format!("{client:?}")] {
-            assert!(!text.contains("very_secret"), "{text}");
-        }
-        assert_eq!(
-            ApiKey::from_secret_string("  sk_live_x \n").unwrap().expose(),
-            "sk_live_x"
-        );
-        assert!(ApiKey::from_secret_string("  ").is_err());
-    }
-}
+mod tests;

@@ -4,6 +4,7 @@
 //! |---|---|
 //! | [`stripe`] | Stripe's objects (PaymentIntent, Charge, Refund, error) and what a PaymentIntent's status means in our terms |
 //! | [`client`] | [`StripeClient`]: form bodies, Bearer key, pinned `Stripe-Version`, an `Idempotency-Key` on every POST, timeouts, retries that honour `Stripe-Should-Retry`, Stripe's errors in our terms |
+//! | [`settings`] | [`PspSettings`] and [`ApiKey`]: the endpoint, the key (redacted, from Secrets Manager or the environment), timeouts and retries, read once per cold start |
 //! | [`breaker`] | [`CircuitBreaker`]: stops calls for a cool-down when the PSP keeps failing; its state is one DynamoDB item shared by every instance |
 //!
 //! Every call that moves money carries an idempotency key chosen by the caller (the saga derives it from
@@ -12,6 +13,7 @@
 
 pub mod breaker;
 pub mod client;
+pub mod settings;
 pub mod stripe;
 
 pub use breaker::{BreakerSettings, CircuitBreaker};
