@@ -1,0 +1,120 @@
+use super::*;
+use std::sync::{Arc, Mutex};
+
+const TRACE: &str = "5759e988bd862e3fe1be46a994272793";
+
+/// Runs `f` under a subscriber with the OpenTelemetry layer (and JSON logs into the returned buffer).
+fn traced<T>(f: impl FnOnce() -> T) -> (T, String) {
+    #[derive(Clone, Default)]
+    struct Buffer(Arc<Mutex<Vec<u8>>>);
+    impl std::io::Write for Buffer {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let buffer = Buffer::default();
+    let writer = buffer.clone();
+    let provider = SdkTracerProvider::builder()
+        .with_id_generator(XrayIdGenerator::default())
+        .build();
+    let subscriber = tracing_subscriber::registry()
+        .with(layer(true, move || writer.clone()))
+        .with(otel_layer(&provider));
+    let out = tracing::subscriber::with_default(subscriber, f);
+    let logs = String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap();
+    (out, logs)
+}
+
+#[test]
+fn new_traces_have_x_ray_compatible_ids_and_the_logs_carry_them() {
+    let ((traceparent, xray), logs) = traced(|| {
+        let span = request_span("webhook", "corr-1");
+        let _in = span.enter();
+        tracing::info!("inside");
+        (current_traceparent().unwrap(), current_xray_header().unwrap())
+    });
+    let trace_id = &traceparent[3..35];
+    // X-Ray: the first 32 bits are the trace's start, in epoch seconds.
+    let started = u64::from_str_radix(&trace_id[..8], 16).unwrap() as i64;
+    assert!((started - crate::clock::now_ms() / 1000).abs() < 60, "{traceparent}");
+    assert_eq!(
+        xray,
+        format!(
+            "Root=1-{}-{};Parent={};Sampled=1",
+            &trace_id[..8],
+            &trace_id[8..],
+            &traceparent[36..52]
+        )
+    );
+    assert!(logs.contains(&format!("\"trace_id\":\"{trace_id}\"")), "{logs}");
+    assert!(
+        logs.contains(&format!("\"span_id\":\"{}\"", &traceparent[36..52])),
+        "{logs}"
+    );
+    // Without an OTLP endpoint the span itself is a log line when it closes, with its ids.
+    let close: serde_json::Value = logs
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|l| l["message"] == "close")
+        .unwrap_or_else(|| panic!("no close line in {logs}"));
+    assert_eq!(close["span"]["trace_id"], trace_id, "{close}");
+    assert_eq!(close["span"]["name"], "request", "{close}");
+}
+
+#[test]
+fn a_w3c_traceparent_is_continued() {
+    let parent = format!("00-{TRACE}-53995c3f42cd8ad8-01");
+    let (child, _) = traced(|| traceparent_of(&span_with_parent("api", "c", Some(&parent))).unwrap());
+    assert_eq!(&child[3..35], TRACE);
+    assert_ne!(&child[36..52], "53995c3f42cd8ad8", "a new span in the same trace");
+    assert!(child.ends_with("-01"));
+}
+
+#[test]
+fn an_x_ray_header_is_continued_and_handed_on_as_one() {
+    let parent = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1";
+    let ((w3c, xray), _) = traced(|| {
+        let span = span_with_parent("relay", "c", Some(parent));
+        let step = span.in_scope(|| step_span("publish"));
+        (traceparent_of(&step).unwrap(), xray_header_of(&step).unwrap())
+    });
+    assert_eq!(&w3c[3..35], TRACE);
+    assert!(
+        xray.starts_with("Root=1-5759e988-bd862e3fe1be46a994272793;Parent="),
+        "{xray}"
+    );
+    assert!(xray.ends_with(";Sampled=1"), "{xray}");
+    // The header names the step's own span, which a consumer continues.
+    let (consumer, _) = traced(|| traceparent_of(&span_with_parent("consume", "c", Some(&xray))).unwrap());
+    assert_eq!(&consumer[3..35], TRACE);
+}
+
+#[test]
+fn an_unreadable_carrier_starts_a_new_trace() {
+    for carrier in ["", "garbage", "00-zz-yy-01", "Root=1-nope"] {
+        assert!(remote_context(carrier).is_none(), "{carrier}");
+        let (child, _) = traced(|| traceparent_of(&span_with_parent("x", "c", Some(carrier))).unwrap());
+        assert_ne!(&child[3..35], TRACE);
+    }
+}
+
+#[test]
+fn an_error_chain_names_every_cause_once() {
+    let store = crate::StoreError::unavailable("finalize", "ThrottlingError: slow down");
+    assert_eq!(
+        ErrorChain(&store).to_string(),
+        "DynamoDB unavailable during finalize: ThrottlingError: slow down"
+    );
+    #[derive(Debug, thiserror::Error)]
+    #[error("DynamoDB: {0}")]
+    struct Prints(#[source] crate::StoreError);
+    let wrapped = Prints(store);
+    assert_eq!(
+        ErrorChain(&wrapped).to_string(),
+        "DynamoDB: DynamoDB unavailable during finalize: ThrottlingError: slow down"
+    );
+}
