@@ -14,218 +14,18 @@
 //! checks that a stored [`SagaRecord`] is one the transitions can produce (payment present once charged,
 //! money refunded before stock is released after a capture, ...) before it hands out a typed state, so no
 //! stored saga runs a step out of order (property-tested in `saga/tests.rs`).
+//!
+//! The stored form is in `record`, the check of a stored saga in `consistency`.
 
-use crate::ids::{OrderId, PaymentId, PspReference, Sku};
-use crate::money::Money;
+mod consistency;
+mod record;
+
+pub use consistency::{check, InconsistentSaga};
+pub use record::{Checkout, Failure, SagaEvent, SagaEventKind, SagaRecord, Step};
+
+use crate::ids::{OrderId, PaymentId, PspReference};
 use serde::{Deserialize, Serialize};
-use std::fmt;
 use std::marker::PhantomData;
-use thiserror::Error;
-
-/// The forward steps, in order. Their compensations run in the reverse order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Step {
-    ReserveStock,
-    Charge,
-    AwaitPayment,
-    ConfirmOrder,
-}
-
-impl Step {
-    pub const ALL: [Step; 4] = [Step::ReserveStock, Step::Charge, Step::AwaitPayment, Step::ConfirmOrder];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Step::ReserveStock => "reserve_stock",
-            Step::Charge => "charge",
-            Step::AwaitPayment => "await_payment",
-            Step::ConfirmOrder => "confirm_order",
-        }
-    }
-}
-
-impl fmt::Display for Step {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// The stored state name. Each has a type of the same name below.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SagaStatus {
-    Started,
-    StockReserved,
-    /// The payment is created and saved in the saga; the PSP is asked (again, after a crash) for it.
-    Charging,
-    PaymentPending,
-    PaymentCaptured,
-    Completed,
-    /// Compensating a charge that took no money: make sure our payment is failed.
-    CancellingPayment,
-    /// Compensating a capture: refund the money.
-    RefundingPayment,
-    ReleasingStock,
-    Compensated,
-}
-
-impl SagaStatus {
-    pub const ALL: [SagaStatus; 10] = [
-        Self::Started,
-        Self::StockReserved,
-        Self::Charging,
-        Self::PaymentPending,
-        Self::PaymentCaptured,
-        Self::Completed,
-        Self::CancellingPayment,
-        Self::RefundingPayment,
-        Self::ReleasingStock,
-        Self::Compensated,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Started => "started",
-            Self::StockReserved => "stock_reserved",
-            Self::Charging => "charging",
-            Self::PaymentPending => "payment_pending",
-            Self::PaymentCaptured => "payment_captured",
-            Self::Completed => "completed",
-            Self::CancellingPayment => "cancelling_payment",
-            Self::RefundingPayment => "refunding_payment",
-            Self::ReleasingStock => "releasing_stock",
-            Self::Compensated => "compensated",
-        }
-    }
-
-    /// Completed or compensated: nothing is left to run.
-    pub fn is_terminal(self) -> bool {
-        matches!(self, Self::Completed | Self::Compensated)
-    }
-
-    /// Compensations are running or ran.
-    pub fn is_compensating(self) -> bool {
-        matches!(
-            self,
-            Self::CancellingPayment | Self::RefundingPayment | Self::ReleasingStock | Self::Compensated
-        )
-    }
-}
-
-impl fmt::Display for SagaStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// What is being bought.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Checkout {
-    pub sku: Sku,
-    pub quantity: u32,
-    pub money: Money,
-    /// The customer's payment method as the PSP knows it (the simulator reads its scenario from it).
-    pub payment_method: String,
-}
-
-/// Why a step failed, kept on the saga while it compensates.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Failure {
-    pub step: Step,
-    pub reason: String,
-}
-
-/// The stored form of a saga: what the engine reads and writes under the version token.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SagaRecord {
-    /// The saga's id is the order's id: one checkout saga per order.
-    pub order_id: OrderId,
-    /// 1 at the start, +1 with every transition (and every event).
-    pub version: u64,
-    pub status: SagaStatus,
-    pub checkout: Checkout,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub payment_id: Option<PaymentId>,
-    /// Stored under another name than the payment's `psp_reference`, which keys the `by-psp-reference` index
-    /// (a saga must never be found as the payment of a webhook).
-    #[serde(default, skip_serializing_if = "Option::is_none", rename = "payment_psp_reference")]
-    pub psp_reference: Option<PspReference>,
-    /// Money was taken: the payment reached `captured`.
-    pub captured: bool,
-    /// Refunded by a compensation, in minor units.
-    pub refunded_minor: u64,
-    /// The payment needed a customer action (3-D Secure): such sagas are not held to the 30 s objective.
-    pub customer_action: bool,
-    /// The payment was handed to recovery after the payment timeout.
-    pub recovery_requested: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub failure: Option<Failure>,
-    pub started_at_ms: i64,
-    pub updated_at_ms: i64,
-    /// When the payment must have resolved before it is handed to recovery.
-    pub payment_deadline_ms: i64,
-}
-
-/// What a transition appends to the saga's log.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SagaEventKind {
-    SagaStarted,
-    StockReserved,
-    /// The charge step created the payment and saved its id, before asking the PSP.
-    PaymentCreated,
-    PaymentRequested,
-    PaymentCaptured,
-    OrderConfirmed,
-    RecoveryRequested,
-    StepFailed,
-    PaymentRefunded,
-    /// A compensated step that had nothing to give back (a charge that took no money).
-    StepCompensated,
-    StockReleased,
-}
-
-impl SagaEventKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::SagaStarted => "SagaStarted",
-            Self::StockReserved => "StockReserved",
-            Self::PaymentCreated => "PaymentCreated",
-            Self::PaymentRequested => "PaymentRequested",
-            Self::PaymentCaptured => "PaymentCaptured",
-            Self::OrderConfirmed => "OrderConfirmed",
-            Self::RecoveryRequested => "RecoveryRequested",
-            Self::StepFailed => "StepFailed",
-            Self::PaymentRefunded => "PaymentRefunded",
-            Self::StepCompensated => "StepCompensated",
-            Self::StockReleased => "StockReleased",
-        }
-    }
-}
-
-/// One entry of the saga's log, written with the state it led to.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SagaEvent {
-    pub order_id: OrderId,
-    pub version: u64,
-    pub kind: SagaEventKind,
-    pub step: Step,
-    pub status: SagaStatus,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub detail: Option<String>,
-    pub at_ms: i64,
-}
-
-/// A stored saga that no transition could have produced.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-#[error("stored saga {order_id} (version {version}, {status}) is inconsistent: {reason}")]
-pub struct InconsistentSaga {
-    pub order_id: String,
-    pub version: u64,
-    pub status: SagaStatus,
-    pub reason: &'static str,
-}
 
 /// A saga in state `S`. Built only by [`Saga::begin`], by transitions and by [`Loaded::from_record`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -235,8 +35,23 @@ pub struct Saga<S> {
 }
 
 macro_rules! states {
-    ($($(#[$doc:meta])* $name:ident),* $(,)?) => {
+    ($($(#[$doc:meta])* $name:ident => $stored:literal),* $(,)?) => {
         $( $(#[$doc])* #[derive(Debug, Clone, Copy, PartialEq, Eq)] pub struct $name; )*
+
+        /// The stored state name. Each has a type of the same name.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        pub enum SagaStatus { $( $(#[$doc])* $name, )* }
+
+        impl SagaStatus {
+            /// Every state, in the order of the forward steps and then of the compensations.
+            pub const ALL: [SagaStatus; [$($stored),*].len()] = [$(Self::$name),*];
+
+            /// The stored name (what serde writes).
+            pub fn as_str(self) -> &'static str {
+                match self { $( Self::$name => $stored, )* }
+            }
+        }
 
         /// A saga read back from storage, in the typed state its record was checked to be in.
         #[derive(Debug, Clone, PartialEq, Eq)]
@@ -267,26 +82,26 @@ macro_rules! states {
 
 states!(
     /// Created; the stock is not reserved yet.
-    Started,
+    Started => "started",
     /// Stock reserved; next: create the payment and save its id here.
-    StockReserved,
+    StockReserved => "stock_reserved",
     /// The payment exists and the saga knows it; next: ask the PSP to charge it (the same payment and the same
     /// idempotency key on every retry, however late).
-    Charging,
+    Charging => "charging",
     /// Charged; waiting for the payment's outcome event.
-    PaymentPending,
+    PaymentPending => "payment_pending",
     /// Money taken; next: confirm the order.
-    PaymentCaptured,
+    PaymentCaptured => "payment_captured",
     /// Order confirmed. Done.
-    Completed,
+    Completed => "completed",
     /// Compensating a charge that took no money.
-    CancellingPayment,
+    CancellingPayment => "cancelling_payment",
     /// Compensating a capture: refund.
-    RefundingPayment,
+    RefundingPayment => "refunding_payment",
     /// Compensating the reservation: release the stock.
-    ReleasingStock,
+    ReleasingStock => "releasing_stock",
     /// Every completed step compensated. Done.
-    Compensated,
+    Compensated => "compensated",
 );
 
 impl<S> Saga<S> {
@@ -569,99 +384,6 @@ impl Saga<ReleasingStock> {
             now_ms,
         )
     }
-}
-
-fn inconsistent(r: &SagaRecord, reason: &'static str) -> InconsistentSaga {
-    InconsistentSaga {
-        order_id: r.order_id.to_string(),
-        version: r.version,
-        status: r.status,
-        reason,
-    }
-}
-
-/// Is `record` one the transitions can produce? Checked on every load:
-/// - version at least the number of transitions that lead to the status;
-/// - a payment exists once charged (pending, captured, completed, refunding) and not before;
-/// - `captured` exactly where money was taken (never in a state that cancels without refunding);
-/// - a refund only after a capture, and before the stock is released after a capture;
-/// - a failure (with the step it happened in) exactly in the compensating states, the step matching the state.
-pub fn check(r: &SagaRecord) -> Result<(), InconsistentSaga> {
-    use SagaStatus as S;
-    let min_version = match r.status {
-        S::Started => 1,
-        S::StockReserved | S::Compensated => 2,
-        S::Charging => 3,
-        S::PaymentPending | S::CancellingPayment => 4,
-        S::PaymentCaptured | S::ReleasingStock => 5,
-        S::Completed | S::RefundingPayment => 6,
-    };
-    if r.version < min_version {
-        return Err(inconsistent(r, "version lower than the steps behind this status"));
-    }
-    if r.checkout.quantity == 0 {
-        return Err(inconsistent(r, "quantity is zero"));
-    }
-    let needs_payment = matches!(
-        r.status,
-        S::Charging
-            | S::PaymentPending
-            | S::PaymentCaptured
-            | S::Completed
-            | S::RefundingPayment
-            | S::CancellingPayment
-    );
-    let no_payment_yet = matches!(r.status, S::Started | S::StockReserved);
-    if needs_payment && r.payment_id.is_none() {
-        return Err(inconsistent(r, "charged without a payment"));
-    }
-    if no_payment_yet && (r.payment_id.is_some() || r.psp_reference.is_some()) {
-        return Err(inconsistent(r, "a payment before the charge step"));
-    }
-    if r.status == S::Charging && r.psp_reference.is_some() {
-        return Err(inconsistent(r, "a PSP reference before the PSP answered the charge"));
-    }
-    let must_be_captured = matches!(r.status, S::PaymentCaptured | S::Completed | S::RefundingPayment);
-    let never_captured = matches!(
-        r.status,
-        S::Started | S::StockReserved | S::Charging | S::PaymentPending | S::CancellingPayment
-    );
-    if (must_be_captured && !r.captured) || (never_captured && r.captured) {
-        return Err(inconsistent(r, "capture flag does not match the status"));
-    }
-    let refund_done = matches!(r.status, S::ReleasingStock | S::Compensated);
-    if r.refunded_minor > 0 && !(refund_done && r.captured) {
-        return Err(inconsistent(r, "a refund outside the refunded states"));
-    }
-    if r.captured && refund_done && r.refunded_minor != r.checkout.money.amount_minor() {
-        return Err(inconsistent(r, "captured money not refunded before releasing stock"));
-    }
-    if (r.recovery_requested || r.captured || r.psp_reference.is_some()) && r.payment_id.is_none() {
-        return Err(inconsistent(r, "payment facts without a payment"));
-    }
-    let failed_step = r.failure.as_ref().map(|f| f.step);
-    let failure_ok = match r.status {
-        S::Started | S::StockReserved | S::Charging | S::PaymentPending | S::PaymentCaptured | S::Completed => {
-            failed_step.is_none()
-        }
-        S::CancellingPayment => matches!(failed_step, Some(Step::Charge | Step::AwaitPayment)),
-        S::RefundingPayment => failed_step == Some(Step::ConfirmOrder),
-        S::ReleasingStock => match failed_step {
-            Some(Step::ConfirmOrder) => r.captured,
-            Some(Step::Charge | Step::AwaitPayment) => !r.captured,
-            _ => false,
-        },
-        S::Compensated => match failed_step {
-            Some(Step::ReserveStock) => !r.captured && r.payment_id.is_none(),
-            Some(Step::ConfirmOrder) => r.captured,
-            Some(Step::Charge | Step::AwaitPayment) => !r.captured,
-            None => false,
-        },
-    };
-    if !failure_ok {
-        return Err(inconsistent(r, "failure does not match the status"));
-    }
-    Ok(())
 }
 
 /// What the engine does next with a loaded saga. Exactly one action per state.

@@ -1,0 +1,156 @@
+//! The saga's stored form: its record (state, checkout, payment, failure, times), the log entries its
+//! transitions append, and the names of its steps and states as they are stored.
+
+use super::SagaStatus;
+use crate::ids::{OrderId, PaymentId, PspReference, Sku};
+use crate::money::Money;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// The forward steps, in order. Their compensations run in the reverse order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Step {
+    ReserveStock,
+    Charge,
+    AwaitPayment,
+    ConfirmOrder,
+}
+
+impl Step {
+    pub const ALL: [Step; 4] = [Step::ReserveStock, Step::Charge, Step::AwaitPayment, Step::ConfirmOrder];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Step::ReserveStock => "reserve_stock",
+            Step::Charge => "charge",
+            Step::AwaitPayment => "await_payment",
+            Step::ConfirmOrder => "confirm_order",
+        }
+    }
+}
+
+impl fmt::Display for Step {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl SagaStatus {
+    /// Completed or compensated: nothing is left to run.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Self::Completed | Self::Compensated)
+    }
+
+    /// Compensations are running or ran.
+    pub fn is_compensating(self) -> bool {
+        matches!(
+            self,
+            Self::CancellingPayment | Self::RefundingPayment | Self::ReleasingStock | Self::Compensated
+        )
+    }
+}
+
+impl fmt::Display for SagaStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What is being bought.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Checkout {
+    pub sku: Sku,
+    pub quantity: u32,
+    pub money: Money,
+    /// The customer's payment method as the PSP knows it (the simulator reads its scenario from it).
+    pub payment_method: String,
+}
+
+/// Why a step failed, kept on the saga while it compensates.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Failure {
+    pub step: Step,
+    pub reason: String,
+}
+
+/// The stored form of a saga: what the engine reads and writes under the version token.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SagaRecord {
+    /// The saga's id is the order's id: one checkout saga per order.
+    pub order_id: OrderId,
+    /// 1 at the start, +1 with every transition (and every event).
+    pub version: u64,
+    pub status: SagaStatus,
+    pub checkout: Checkout,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payment_id: Option<PaymentId>,
+    /// Stored under another name than the payment's `psp_reference`, which keys the `by-psp-reference` index
+    /// (a saga must never be found as the payment of a webhook).
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "payment_psp_reference")]
+    pub psp_reference: Option<PspReference>,
+    /// Money was taken: the payment reached `captured`.
+    pub captured: bool,
+    /// Refunded by a compensation, in minor units.
+    pub refunded_minor: u64,
+    /// The payment needed a customer action (3-D Secure): such sagas are not held to the 30 s objective.
+    pub customer_action: bool,
+    /// The payment was handed to recovery after the payment timeout.
+    pub recovery_requested: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<Failure>,
+    pub started_at_ms: i64,
+    pub updated_at_ms: i64,
+    /// When the payment must have resolved before it is handed to recovery.
+    pub payment_deadline_ms: i64,
+}
+
+/// What a transition appends to the saga's log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SagaEventKind {
+    SagaStarted,
+    StockReserved,
+    /// The charge step created the payment and saved its id, before asking the PSP.
+    PaymentCreated,
+    PaymentRequested,
+    PaymentCaptured,
+    OrderConfirmed,
+    RecoveryRequested,
+    StepFailed,
+    PaymentRefunded,
+    /// A compensated step that had nothing to give back (a charge that took no money).
+    StepCompensated,
+    StockReleased,
+}
+
+impl SagaEventKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::SagaStarted => "SagaStarted",
+            Self::StockReserved => "StockReserved",
+            Self::PaymentCreated => "PaymentCreated",
+            Self::PaymentRequested => "PaymentRequested",
+            Self::PaymentCaptured => "PaymentCaptured",
+            Self::OrderConfirmed => "OrderConfirmed",
+            Self::RecoveryRequested => "RecoveryRequested",
+            Self::StepFailed => "StepFailed",
+            Self::PaymentRefunded => "PaymentRefunded",
+            Self::StepCompensated => "StepCompensated",
+            Self::StockReleased => "StockReleased",
+        }
+    }
+}
+
+/// One entry of the saga's log, written with the state it led to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SagaEvent {
+    pub order_id: OrderId,
+    pub version: u64,
+    pub kind: SagaEventKind,
+    pub step: Step,
+    pub status: SagaStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    pub at_ms: i64,
+}
