@@ -1,15 +1,6 @@
 //! End to end on real local parts: DynamoDB Local -> its stream -> stream pump -> relay -> SQS emulator
 //! (moto) -> consumer. Every transition arrives and is applied once, in version order per payment, with
 //! duplicates injected at every hop and an SQS failure for one entry.
-// Test code: a failed unwrap or index is the test failing.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::unreachable,
-    clippy::indexing_slicing,
-    clippy::arithmetic_side_effects
-)]
 
 use aws_lambda_events::event::dynamodb::Event as StreamEvent;
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
