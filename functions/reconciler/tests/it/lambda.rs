@@ -3,15 +3,6 @@
 //! status Stripe can report. Each payment ends in the status Stripe's documentation implies, a customer's
 //! action survives while Stripe still asks for it, a PaymentIntent of another amount captures nothing, and
 //! every request carries the API key as a Bearer token.
-// Test code: a failed unwrap or index is the test failing.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::unreachable,
-    clippy::indexing_slicing,
-    clippy::arithmetic_side_effects
-)]
 
 use integration_tests::http_stub::{self, StubResponse};
 use integration_tests::TestContext;
