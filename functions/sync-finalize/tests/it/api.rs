@@ -1,13 +1,4 @@
 //! The payments API over its HTTP handler, against DynamoDB Local.
-// Test code: a failed unwrap or index is the test failing.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::unreachable,
-    clippy::indexing_slicing,
-    clippy::arithmetic_side_effects
-)]
 
 use integration_tests::{BeforeCall, TestContext};
 use lambda_http::http::{Method, StatusCode};
