@@ -15,7 +15,7 @@ use super::stripe::{ErrorBody, ErrorType, PaymentIntent, Refund};
 use super::{ChargeRequest, Psp, PspError};
 use crate::retry::Backoff;
 use crate::telemetry::ErrorChain;
-use crate::{clock, ConfigError, PaymentId, PspReference};
+use crate::{clock, PaymentId, PspReference};
 use reqwest::header::HeaderMap;
 use serde::de::DeserializeOwned;
 use std::fmt;

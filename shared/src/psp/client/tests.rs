@@ -1,4 +1,5 @@
 use super::*;
+use crate::ConfigError;
 
 fn settings(vars: &[(&str, &str)]) -> Result<PspSettings, ConfigError> {
     let vars: Vec<(String, String)> = vars.iter().map(|(n, v)| ((*n).to_owned(), (*v).to_owned())).collect();
