@@ -1,0 +1,5 @@
+//! The protocol model's integration tests.
+//!
+//! The crate's one integration-test binary (`tests/it/main.rs`): a module per area, a test per scenario.
+
+mod model;
