@@ -1,0 +1,110 @@
+//! What the query names: a payment id, an order id, a PSP reference or a PSP event id (the last by a Scan of
+//! the event items when nothing else matches).
+
+use super::read::{all_parked, get, query, text};
+use super::{spinner, Options};
+use crate::settings::Ctx;
+use aws_sdk_dynamodb::types::AttributeValue;
+use shared::keys::{self};
+use shared::{OrderId, PaymentId, PspReference};
+
+/// What the query named.
+pub(super) enum Resolved {
+    Payment(PaymentId),
+    /// An order: its saga (if any) and the payments the projection knows.
+    Order(OrderId, Vec<PaymentId>),
+}
+
+pub(super) async fn resolve(ctx: &Ctx, q: &str, opts: &Options) -> Result<(Resolved, &'static str), crate::Error> {
+    let store = ctx.store();
+    if let Ok(id) = PaymentId::parse(q) {
+        if store.get(&id).await?.is_some() {
+            return Ok((Resolved::Payment(id), "payment id"));
+        }
+    }
+    if let Ok(order) = OrderId::parse(q) {
+        let saga = get(ctx, keys::saga(&order)).await?;
+        let mut payments: Vec<PaymentId> = saga
+            .as_ref()
+            .and_then(|s| text(s, "payment_id"))
+            .and_then(|p| PaymentId::parse(p).ok())
+            .into_iter()
+            .collect();
+        for item in query(ctx, keys::order_pk(&order), Some(keys::ORDER_PAYMENT_SK_PREFIX)).await? {
+            if let Some(p) = text(&item, "sk")
+                .and_then(|sk| sk.strip_prefix(keys::ORDER_PAYMENT_SK_PREFIX).map(str::to_owned))
+                .and_then(|p| PaymentId::parse(p).ok())
+            {
+                if !payments.contains(&p) {
+                    payments.push(p);
+                }
+            }
+        }
+        if saga.is_some() || !payments.is_empty() {
+            return Ok((Resolved::Order(order, payments), "order id"));
+        }
+    }
+    if let Ok(reference) = PspReference::parse(q) {
+        if let Some(id) = store.find_by_psp_reference(&reference).await? {
+            return Ok((Resolved::Payment(id), "PSP reference"));
+        }
+    }
+    // A PSP event id: parked ones are in their key (a Query), applied ones on their event item (a Scan).
+    if let Some(item) = all_parked(ctx).await?.into_iter().find(|p| p.event_key == q) {
+        let target = crate::parked::target(&ctx.env, &item);
+        let found = match target.as_ref().map(|t| (&t.payment_id, &t.psp_reference)) {
+            Some((Some(id), _)) if store.get(id).await?.is_some() => Some(id.clone()),
+            Some((_, Some(reference))) => store.find_by_psp_reference(reference).await?,
+            _ => None,
+        };
+        if let Some(id) = found {
+            return Ok((Resolved::Payment(id), "parked PSP event id"));
+        }
+        return Err(format!(
+            "{q} is a parked webhook ({}: {}) about {}, and no such payment exists; \
+             `paymentsctl parked replay {} --dry-run` once it does",
+            item.kind,
+            item.reason,
+            target.map_or("a payment its body does not name".to_owned(), |t| format!("{t:?}")),
+            item.key
+        )
+        .into());
+    }
+    if let Some(id) = scan_for_psp_event(ctx, q, opts.progress).await? {
+        return Ok((Resolved::Payment(id), "PSP event id"));
+    }
+    Err(format!(
+        "nothing is known about {q:?}: not a payment id, order id, bound PSP reference, parked or applied PSP \
+         event id"
+    )
+    .into())
+}
+
+/// Scans the table for the event item that applied PSP event `id` (an operator's tool, never a hot path).
+async fn scan_for_psp_event(ctx: &Ctx, id: &str, progress: bool) -> Result<Option<PaymentId>, crate::Error> {
+    let bar = spinner(progress, "scanning the table for the PSP event id");
+    let mut pages = ctx
+        .dynamodb
+        .scan()
+        .table_name(ctx.table())
+        .filter_expression("entity = :e AND psp_event_id = :id")
+        .expression_attribute_values(":e", AttributeValue::S("event".into()))
+        .expression_attribute_values(":id", AttributeValue::S(id.to_owned()))
+        .into_paginator()
+        .send();
+    while let Some(page) = pages.next().await {
+        let page = page.map_err(|e| format!("Scan: {e}"))?;
+        bar.inc(u64::try_from(page.scanned_count()).unwrap_or(0));
+        if let Some(pid) = page
+            .items()
+            .first()
+            .and_then(|i| text(i, "payment_id"))
+            .and_then(|p| PaymentId::parse(p).ok())
+        {
+            bar.finish_and_clear();
+            return Ok(Some(pid));
+        }
+    }
+    bar.finish_and_clear();
+    Ok(None)
+}
