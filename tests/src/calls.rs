@@ -7,7 +7,6 @@ use aws_smithy_runtime_api::client::interceptors::context::{
     BeforeSerializationInterceptorContextRef, FinalizerInterceptorContextRef,
 };
 use aws_smithy_runtime_api::client::interceptors::Intercept;
-use aws_smithy_runtime_api::client::orchestrator::Metadata;
 use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use aws_smithy_types::config_bag::{ConfigBag, Storable, StoreReplace};
 use std::collections::BTreeMap;
@@ -82,11 +81,6 @@ impl CallCounter {
     }
 }
 
-/// The name of the operation a call is for (`GetItem`, `TransactWriteItems`, ...).
-pub fn operation_name(cfg: &ConfigBag) -> String {
-    cfg.load::<Metadata>().map(|m| m.name().to_owned()).unwrap_or_default()
-}
-
 impl Intercept for CallCounter {
     fn name(&self) -> &'static str {
         "CallCounter"
@@ -98,7 +92,7 @@ impl Intercept for CallCounter {
         _: &RuntimeComponents,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
-        let operation = operation_name(cfg);
+        let operation = crate::intercept::operation_name(cfg);
         let mut calls = self.calls.lock().expect("calls lock");
         calls.push(Call {
             operation,

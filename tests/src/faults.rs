@@ -6,6 +6,7 @@
 //! replaced with the error. For `ResponseLostAfterCommit`, the real request goes through and commits, and only
 //! the answer is replaced with a 500, as when a response is lost on the network.
 
+use crate::intercept::{operation_name, NextCalls};
 use aws_smithy_runtime_api::box_error::BoxError;
 use aws_smithy_runtime_api::client::interceptors::context::{
     BeforeDeserializationInterceptorContextMut, BeforeTransmitInterceptorContextMut,
@@ -15,9 +16,8 @@ use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use aws_smithy_runtime_api::http::{Response, StatusCode};
 use aws_smithy_types::body::SdkBody;
 use aws_smithy_types::config_bag::{ConfigBag, Storable, StoreReplace};
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// An answer DynamoDB gives under load or failure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,7 +78,7 @@ impl Storable for AttemptFault {
 /// A queue of faults, each for the next call of one operation (`TransactWriteItems`, `GetItem`, ...).
 #[derive(Debug, Clone, Default)]
 pub struct FaultInjector {
-    plan: Arc<Mutex<VecDeque<(String, Fault)>>>,
+    plan: NextCalls<Fault>,
     injected: Arc<AtomicU32>,
 }
 
@@ -89,8 +89,9 @@ impl FaultInjector {
 
     /// The next `times` calls of `operation` fail with `fault`.
     pub fn fail_next(&self, operation: &str, fault: Fault, times: usize) -> &Self {
-        let mut plan = self.plan.lock().expect("plan lock");
-        plan.extend(std::iter::repeat_n((operation.to_owned(), fault), times));
+        for _ in 0..times {
+            self.plan.push(operation, fault);
+        }
         self
     }
 
@@ -101,13 +102,7 @@ impl FaultInjector {
 
     /// Faults still waiting for their call.
     pub fn pending(&self) -> usize {
-        self.plan.lock().expect("plan lock").len()
-    }
-
-    fn take(&self, operation: &str) -> Option<Fault> {
-        let mut plan = self.plan.lock().expect("plan lock");
-        let index = plan.iter().position(|(op, _)| op == operation)?;
-        plan.remove(index).map(|(_, fault)| fault)
+        self.plan.len()
     }
 }
 
@@ -122,15 +117,9 @@ impl Intercept for FaultInjector {
         _: &RuntimeComponents,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
-        let request = context.request_mut();
-        let operation = request
-            .headers()
-            .get("x-amz-target")
-            .and_then(|t| t.split('.').nth(1))
-            .unwrap_or_default()
-            .to_owned();
-        let fault = self.take(&operation);
+        let fault = self.plan.take(&operation_name(cfg));
         if let Some(fault) = fault {
+            let request = context.request_mut();
             self.injected.fetch_add(1, Ordering::SeqCst);
             if fault.writes_nothing() {
                 request

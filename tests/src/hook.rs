@@ -4,6 +4,7 @@
 //! the payment and before its transaction goes out. The hook runs on its own thread and runtime, so it
 //! can use async clients while the intercepted call waits.
 
+use crate::intercept::{operation_name, NextCalls};
 use aws_smithy_runtime_api::box_error::BoxError;
 use aws_smithy_runtime_api::client::interceptors::context::BeforeSerializationInterceptorContextRef;
 use aws_smithy_runtime_api::client::interceptors::Intercept;
@@ -11,19 +12,12 @@ use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use aws_smithy_types::config_bag::ConfigBag;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
 
 type Action = Box<dyn FnOnce() -> Pin<Box<dyn Future<Output = ()> + Send>> + Send>;
 
-#[derive(Clone, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct BeforeCall {
-    pending: Arc<Mutex<Vec<(String, Action)>>>,
-}
-
-impl std::fmt::Debug for BeforeCall {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("BeforeCall")
-    }
+    pending: NextCalls<Action>,
 }
 
 impl BeforeCall {
@@ -37,16 +31,12 @@ impl BeforeCall {
         F: FnOnce() -> Fut + Send + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
-        let boxed: Action = Box::new(move || Box::pin(action()));
-        self.pending
-            .lock()
-            .expect("hook lock")
-            .push((operation.to_owned(), boxed));
+        self.pending.push(operation, Box::new(move || Box::pin(action())));
     }
 
     /// True when every planned action has run.
     pub fn done(&self) -> bool {
-        self.pending.lock().expect("hook lock").is_empty()
+        self.pending.is_empty()
     }
 }
 
@@ -61,13 +51,7 @@ impl Intercept for BeforeCall {
         _: &RuntimeComponents,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
-        let name = crate::calls::operation_name(cfg);
-        let action = {
-            let mut pending = self.pending.lock().expect("hook lock");
-            let index = pending.iter().position(|(op, _)| *op == name);
-            index.map(|i| pending.remove(i).1)
-        };
-        if let Some(action) = action {
+        if let Some(action) = self.pending.take(&operation_name(cfg)) {
             std::thread::spawn(move || {
                 let runtime = tokio::runtime::Builder::new_current_thread()
                     .enable_all()

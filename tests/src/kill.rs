@@ -50,7 +50,9 @@ impl Intercept for KillSwitch {
 /// A DynamoDB client for DynamoDB Local that dies after `calls` calls.
 pub fn dying_client(calls: usize) -> (aws_sdk_dynamodb::Client, KillSwitch) {
     let switch = KillSwitch::after(calls);
-    let config = shared::aws::dynamodb_config(&crate::local_sdk_config(&crate::dynamodb_local::endpoint()))
-        .interceptor(switch.clone());
-    (aws_sdk_dynamodb::Client::from_conf(config.build()), switch)
+    let with = crate::Interceptors {
+        kill: Some(switch.clone()),
+        ..crate::Interceptors::default()
+    };
+    (crate::client(&crate::dynamodb_local::endpoint(), with), switch)
 }

@@ -12,7 +12,9 @@ pub mod calls;
 pub mod faults;
 pub mod hook;
 pub mod http_stub;
+pub mod intercept;
 pub mod kill;
+pub mod logs;
 pub mod sqs_faults;
 
 use aws_sdk_dynamodb::config::{Credentials, Region};
@@ -26,6 +28,7 @@ pub use calls::CallCounter;
 pub use faults::{Fault, FaultInjector};
 pub use hook::BeforeCall;
 pub use kill::{dying_client, KillSwitch};
+pub use logs::LogCapture;
 pub use sqs_faults::SqsEntryFaults;
 
 /// SDK settings for a local emulator: its endpoint, a region and dummy credentials.
@@ -66,6 +69,7 @@ pub struct Interceptors {
     pub faults: Option<FaultInjector>,
     pub calls: Option<CallCounter>,
     pub hook: Option<BeforeCall>,
+    pub kill: Option<KillSwitch>,
 }
 
 /// A real DynamoDB client pointed at DynamoDB Local, with the same retry and timeout settings as production.
@@ -79,6 +83,9 @@ pub fn client(endpoint: &str, with: Interceptors) -> aws_sdk_dynamodb::Client {
     }
     if let Some(hook) = with.hook {
         config = config.interceptor(hook);
+    }
+    if let Some(kill) = with.kill {
+        config = config.interceptor(kill);
     }
     aws_sdk_dynamodb::Client::from_conf(config.build())
 }
@@ -118,7 +125,7 @@ impl TestContext {
             Interceptors {
                 faults: injector,
                 calls: Some(calls.clone()),
-                hook: None,
+                ..Interceptors::default()
             },
         );
         Self {

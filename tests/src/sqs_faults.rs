@@ -56,7 +56,7 @@ impl Intercept for SqsEntryFaults {
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
         let request = context.request_mut();
-        let is_batch = request.headers().get("x-amz-target") == Some("AmazonSQS.SendMessageBatch");
+        let is_batch = crate::intercept::operation_name(cfg) == "SendMessageBatch";
         let mut removed = None;
         if is_batch {
             let position = {

@@ -1,26 +1,11 @@
 //! Logs of a request that carries a client secret and a signing secret contain neither, and every line of
 //! the request carries the payment id and correlation id.
 
-use integration_tests::TestContext;
+use integration_tests::{LogCapture, TestContext};
 use payments_core::fixtures::{self, contains_fixture_secret};
 use payments_core::{ClientView, Outcome, Path, SigningSecret};
-use std::io::Write;
-use std::sync::{Arc, Mutex};
 use tracing::Instrument;
 use tracing_subscriber::layer::SubscriberExt;
-
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Capture {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
 
 /// Stand-in for a webhook provider's configuration, the way handlers log their config at cold start.
 #[derive(Debug)]
@@ -35,7 +20,7 @@ const SIGNING: &str = "whsec_FIXTUREsigningSECRET";
 #[tokio::test]
 async fn request_logs_carry_ids_and_never_secrets() {
     let ctx = TestContext::new().await;
-    let capture = Capture::default();
+    let capture = LogCapture::default();
     for json in [true, false] {
         let id = fixtures::new_payment(&format!("pay_log_{json}"), 1000);
         let id = ctx.store.create(id).await.unwrap().id;
@@ -72,7 +57,7 @@ async fn request_logs_carry_ids_and_never_secrets() {
         .instrument(span)
         .await;
     }
-    let logs = String::from_utf8(capture.0.lock().unwrap().clone()).unwrap();
+    let logs = capture.text();
     assert!(logs.contains("payment transition written"), "{logs}");
     assert!(
         !contains_fixture_secret(&logs),

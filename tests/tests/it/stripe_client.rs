@@ -54,7 +54,7 @@ fn client(url: &str) -> StripeClient {
 }
 
 fn fixture(name: &str) -> serde_json::Value {
-    let all: serde_json::Value = serde_json::from_str(include_str!("../fixtures/stripe-fixtures.json")).unwrap();
+    let all: serde_json::Value = serde_json::from_str(include_str!("../../fixtures/stripe-fixtures.json")).unwrap();
     all[name].clone()
 }
 
