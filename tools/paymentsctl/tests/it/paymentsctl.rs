@@ -485,18 +485,7 @@ async fn an_escalated_saga_is_resumed_by_retry_through_the_saga_runner_and_its_e
 /// inside a webhook request span that names `payment` (none: not found yet).
 fn intake_log(correlation: &str, payment: Option<&str>, log: impl FnOnce()) -> Vec<String> {
     use tracing_subscriber::layer::SubscriberExt;
-    #[derive(Clone, Default)]
-    struct Buffer(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-    impl std::io::Write for Buffer {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(bytes);
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let buffer = Buffer::default();
+    let buffer = integration_tests::LogCapture::default();
     let writer = buffer.clone();
     let subscriber = tracing_subscriber::registry().with(shared::telemetry::layer(true, move || writer.clone()));
     tracing::subscriber::with_default(subscriber, || {
@@ -506,8 +495,7 @@ fn intake_log(correlation: &str, payment: Option<&str>, log: impl FnOnce()) -> V
         }
         span.in_scope(log);
     });
-    let text = String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap();
-    text.lines().map(str::to_owned).collect()
+    buffer.lines()
 }
 
 /// A fresh log group on moto holding `lines` (each with its time), as the intake's log group would.
