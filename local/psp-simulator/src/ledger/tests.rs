@@ -1,0 +1,84 @@
+use super::*;
+
+fn ledger() -> Ledger {
+    Ledger::new("sk_test_k", Timings::default(), None)
+}
+
+fn params(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+}
+
+fn create(l: &Ledger, key: &str, method: &str) -> Effects {
+    let p = params(&[
+        ("amount", "1000"),
+        ("currency", "eur"),
+        ("confirm", "true"),
+        ("payment_method", method),
+        ("metadata[payment_id]", "pay_1"),
+    ]);
+    l.handle("POST", "/v1/payment_intents", Some("Bearer sk_test_k"), Some(key), &p)
+}
+
+#[test]
+fn a_repeated_key_replays_the_first_answer_and_other_parameters_are_an_idempotency_error() {
+    let l = ledger();
+    let first = create(&l, "k1", "pm_requires_action");
+    assert_eq!(first.webhooks.len(), 2, "requires_action, then succeeded at once");
+    let again = create(&l, "k1", "pm_requires_action");
+    assert_eq!(again.answer, first.answer);
+    assert!(again.webhooks.is_empty());
+    let other = create(&l, "k1", "pm_succeeded").answer.unwrap();
+    assert_eq!(
+        (other.status, other.body["error"]["type"].as_str()),
+        (400, Some("idempotency_error"))
+    );
+    assert_eq!(l.intents_for("pay_1").len(), 1);
+}
+
+#[test]
+fn refunds_are_bounded_by_the_charge_and_partial_refunds_add_up() {
+    let l = ledger();
+    let pi = create(&l, "k", "pm_succeeded").answer.unwrap().body["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let refund = |key: &str, amount: Option<&str>| {
+        let mut p = params(&[("payment_intent", pi.as_str())]);
+        if let Some(a) = amount {
+            p.insert("amount".into(), a.into());
+        }
+        l.handle("POST", "/v1/refunds", Some("Bearer sk_test_k"), Some(key), &p)
+            .answer
+            .unwrap()
+    };
+    assert_eq!(refund("r1", Some("400")).body["amount"], 400);
+    assert_eq!(
+        refund("r1", Some("400")).body["amount"],
+        400,
+        "replayed, not refunded again"
+    );
+    assert_eq!(refund("r2", Some("700")).body["error"]["code"], "amount_too_large");
+    assert_eq!(refund("r3", None).body["amount"], 600, "the rest");
+    let got = l.handle(
+        "GET",
+        &format!("/v1/payment_intents/{pi}"),
+        Some("Bearer sk_test_k"),
+        None,
+        &params(&[("expand[]", "latest_charge")]),
+    );
+    assert_eq!(got.answer.unwrap().body["latest_charge"]["amount_refunded"], 1000);
+}
+
+#[test]
+fn requests_without_the_key_are_refused() {
+    let l = ledger();
+    let e = l.handle(
+        "GET",
+        "/v1/payment_intents/pi_x",
+        Some("Bearer sk_wrong"),
+        None,
+        &BTreeMap::new(),
+    );
+    assert_eq!(e.answer.unwrap().status, 401);
+    assert_eq!(l.auth_counts(), (0, 1));
+}
