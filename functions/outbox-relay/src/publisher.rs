@@ -117,30 +117,7 @@ impl Publisher {
                     return Err(lanes.first_unconfirmed());
                 }
             };
-            let failed_positions: Vec<usize> = match self
-                .sqs
-                .send_message_batch()
-                .queue_url(&self.queue_url)
-                .set_entries(Some(entries))
-                .send()
-                .await
-            {
-                Ok(out) => {
-                    for f in out.failed() {
-                        warn!(
-                            id = f.id(),
-                            code = f.code(),
-                            sender_fault = f.sender_fault(),
-                            "SQS entry failed"
-                        );
-                    }
-                    out.failed().iter().filter_map(|f| f.id().parse().ok()).collect()
-                }
-                Err(e) => {
-                    warn!(error = %ErrorChain(&e), "SendMessageBatch failed");
-                    (0..batch.len()).collect()
-                }
-            };
+            let failed_positions = self.send_batch(entries).await;
             for (position, &event) in batch.iter().enumerate() {
                 if !failed_positions.contains(&position) {
                     lanes.confirm(event);
@@ -148,6 +125,36 @@ impl Publisher {
             }
             if !failed_positions.is_empty() {
                 return Err(lanes.first_unconfirmed());
+            }
+        }
+    }
+
+    /// Sends one batch; answers the positions of the entries SQS did not confirm (all of them when the call
+    /// itself failed).
+    async fn send_batch(&self, entries: Vec<SendMessageBatchRequestEntry>) -> Vec<usize> {
+        let count = entries.len();
+        match self
+            .sqs
+            .send_message_batch()
+            .queue_url(&self.queue_url)
+            .set_entries(Some(entries))
+            .send()
+            .await
+        {
+            Ok(out) => {
+                for f in out.failed() {
+                    warn!(
+                        id = f.id(),
+                        code = f.code(),
+                        sender_fault = f.sender_fault(),
+                        "SQS entry failed"
+                    );
+                }
+                out.failed().iter().filter_map(|f| f.id().parse().ok()).collect()
+            }
+            Err(e) => {
+                warn!(error = %ErrorChain(&e), "SendMessageBatch failed");
+                (0..count).collect()
             }
         }
     }
