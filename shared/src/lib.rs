@@ -1,16 +1,5 @@
 //! The one library every function uses: the pure payments core (re-exported) plus everything that touches
 //! AWS: the DynamoDB payment store with its versioned write, leases, configuration and telemetry.
-// Tests may count and index freely (the workspace lints keep them out of the request paths).
-#![cfg_attr(
-    test,
-    allow(
-        clippy::arithmetic_side_effects,
-        clippy::indexing_slicing,
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::panic
-    )
-)]
 
 pub use payments_core::*;
 

@@ -4,17 +4,6 @@
 //! The states and their legal moves are types in `payments_core::saga`; persistence, escalation and retry
 //! live in `shared`. This crate holds the checkout's steps ([`runner`]), its own items ([`inventory`],
 //! [`orders`]), the three entry points ([`api`], [`events`], [`sweeper`]) and its [`metrics`].
-// Tests may count and index freely (the workspace lints keep them out of the request paths).
-#![cfg_attr(
-    test,
-    allow(
-        clippy::arithmetic_side_effects,
-        clippy::indexing_slicing,
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::panic
-    )
-)]
 
 pub mod api;
 pub mod events;

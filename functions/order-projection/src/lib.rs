@@ -3,17 +3,6 @@
 //!
 //! Item: `pk = ORDER#<order id>`, `sk = PAYMENT#<payment id>`, with `payment_status`, `amount_minor`,
 //! `currency`, `refunded_minor`, `payment_version` and `last_event`.
-// Tests may count and index freely (the workspace lints keep them out of the request paths).
-#![cfg_attr(
-    test,
-    allow(
-        clippy::arithmetic_side_effects,
-        clippy::indexing_slicing,
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::panic
-    )
-)]
 
 use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
 use shared::consumer::{ConsumerError, Projection};

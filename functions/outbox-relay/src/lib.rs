@@ -16,17 +16,6 @@
 //!
 //! The stream batch handling ([`relay`]) is here; `publisher` builds entries and sends batches (its `parking`
 //! handles what SQS would refuse), `replay` holds the operator's repairs.
-// Tests may count and index freely (the workspace lints keep them out of the request paths).
-#![cfg_attr(
-    test,
-    allow(
-        clippy::arithmetic_side_effects,
-        clippy::indexing_slicing,
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::panic
-    )
-)]
 
 mod publisher;
 mod replay;

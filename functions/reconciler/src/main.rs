@@ -4,17 +4,6 @@
 //! Configuration: `TABLE_NAME`, the PSP's settings (`PSP_BASE_URL`, `PSP_API_KEY_ARN` or `PSP_API_KEY`, see
 //! README), `RECOVERY_STALE_AFTER_SECONDS` (default 300), `RECOVERY_BATCH_LIMIT` (default 200), lease
 //! settings.
-// Tests may count and index freely (the workspace lints keep them out of the request paths).
-#![cfg_attr(
-    test,
-    allow(
-        clippy::arithmetic_side_effects,
-        clippy::indexing_slicing,
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::panic
-    )
-)]
 
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
 use serde_json::Value;

@@ -9,17 +9,6 @@
 //!
 //! Every answer about a payment is a `ClientView` built from the latest item, so a terminal payment is
 //! answered with its outcome only, never with a secret or redirect URL.
-// Tests may count and index freely (the workspace lints keep them out of the request paths).
-#![cfg_attr(
-    test,
-    allow(
-        clippy::arithmetic_side_effects,
-        clippy::indexing_slicing,
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::panic
-    )
-)]
 
 mod handler;
 pub mod requests;

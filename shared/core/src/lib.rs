@@ -2,17 +2,6 @@
 //!
 //! Nothing here does I/O or depends on the AWS SDK, so it is tested as pure functions and `trybuild` can
 //! compile against it cheaply. Storage lives in the `shared` crate, which re-exports this one.
-// Tests may count and index freely (the workspace lints keep them out of the request paths).
-#![cfg_attr(
-    test,
-    allow(
-        clippy::arithmetic_side_effects,
-        clippy::indexing_slicing,
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::panic
-    )
-)]
 
 pub mod client_view;
 pub mod error;

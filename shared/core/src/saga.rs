@@ -412,4 +412,6 @@ impl Loaded {
 }
 
 #[cfg(test)]
+// Tests count versions and times freely (clippy.toml lets tests unwrap, expect, panic and index).
+#[allow(clippy::arithmetic_side_effects)]
 mod tests;

@@ -40,7 +40,7 @@ fn new_traces_have_x_ray_compatible_ids_and_the_logs_carry_them() {
     let trace_id = &traceparent[3..35];
     // X-Ray: the first 32 bits are the trace's start, in epoch seconds.
     let started = u64::from_str_radix(&trace_id[..8], 16).unwrap() as i64;
-    assert!((started - crate::clock::now_ms() / 1000).abs() < 60, "{traceparent}");
+    assert!(started.abs_diff(crate::clock::now_ms() / 1000) < 60, "{traceparent}");
     assert_eq!(
         xray,
         format!(
