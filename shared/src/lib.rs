@@ -9,6 +9,7 @@ pub mod config;
 pub mod consumer;
 pub mod http;
 pub mod keys;
+pub mod lambda;
 pub mod lease;
 pub mod metrics;
 pub mod outbox;

@@ -7,18 +7,16 @@
 
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
 use serde_json::Value;
+use shared::lambda::ColdStart;
 use shared::lease::Leases;
 use shared::recovery::{self, Recovery, RecoverySettings};
 use shared::telemetry::ErrorChain;
-use shared::{aws, clock, telemetry, Config, Env, PaymentStore};
+use shared::{clock, telemetry, PaymentStore};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    telemetry::init();
-    let env = Env::process();
-    let config = Config::from(&env)?;
-    let sdk = aws::sdk_config().await;
-    let client = aws::dynamodb_client(&sdk);
+    let ColdStart { env, config, sdk } = ColdStart::begin().await?;
+    let client = shared::aws::dynamodb_client(&sdk);
     let recovery = Recovery {
         store: PaymentStore::new(client.clone(), &config.table_name),
         leases: Leases::new(client.clone(), &config.table_name, config.lease),

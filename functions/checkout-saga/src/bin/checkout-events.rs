@@ -5,17 +5,15 @@ use aws_lambda_events::event::sqs::SqsEvent;
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
 use order_projection::OrderProjection;
 use shared::consumer::Consumer;
-use shared::{aws, telemetry, Config, Env};
+use shared::lambda::ColdStart;
+use shared::telemetry;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    telemetry::init();
-    let env = Env::process();
-    let config = Config::from(&env)?;
-    let sdk = aws::sdk_config().await;
-    let dynamodb = aws::dynamodb_client(&sdk);
-    let runner = checkout_saga::runner_from_env(&sdk, dynamodb.clone(), &config, &env).await?;
-    let consumer = Consumer::new(dynamodb, &config.table_name, OrderProjection);
+    let start = ColdStart::begin().await?;
+    let dynamodb = start.dynamodb();
+    let runner = checkout_saga::runner_from_env(&start.sdk, dynamodb.clone(), &start.config, &start.env).await?;
+    let consumer = Consumer::new(dynamodb, &start.config.table_name, OrderProjection);
     run(service_fn(|event: LambdaEvent<SqsEvent>| {
         let (consumer, runner) = (&consumer, &runner);
         async move {

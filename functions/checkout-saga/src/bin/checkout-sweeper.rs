@@ -3,17 +3,15 @@
 
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
 use serde_json::Value;
-use shared::{aws, telemetry, Config, Env};
+use shared::lambda::ColdStart;
+use shared::telemetry;
 use std::time::Duration;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    telemetry::init();
-    let env = Env::process();
-    let config = Config::from(&env)?;
-    let sdk = aws::sdk_config().await;
-    let runner = checkout_saga::runner_from_env(&sdk, aws::dynamodb_client(&sdk), &config, &env).await?;
-    let stuck_after = env.seconds("SAGA_STUCK_AFTER_SECONDS", Duration::from_secs(60))?;
+    let start = ColdStart::begin().await?;
+    let runner = checkout_saga::runner_from_env(&start.sdk, start.dynamodb(), &start.config, &start.env).await?;
+    let stuck_after = start.env.seconds("SAGA_STUCK_AFTER_SECONDS", Duration::from_secs(60))?;
     run(service_fn(|event: LambdaEvent<Value>| {
         let runner = &runner;
         async move {

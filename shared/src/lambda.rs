@@ -1,0 +1,54 @@
+//! What every Lambda's `main` does around its handler: the cold start (telemetry, the environment, the shared
+//! settings and the AWS SDK's configuration, once) and, for the HTTP APIs, serving behind the caller guard.
+//! Each function's `main` then only builds its own state and names its handler.
+
+use crate::http::CallerGuard;
+use crate::{aws, telemetry, Config, ConfigError, Env};
+use lambda_http::{service_fn, Body, Request, Response};
+use std::future::Future;
+
+/// What a function starts from, read once per cold start.
+pub struct ColdStart {
+    /// The process environment, for the function's own settings.
+    pub env: Env,
+    /// The settings every function shares (`TABLE_NAME`, leases).
+    pub config: Config,
+    /// The AWS SDK's configuration (region, credentials), for the clients.
+    pub sdk: aws_config::SdkConfig,
+}
+
+impl ColdStart {
+    /// Turns telemetry on, then reads the environment and the shared settings (a missing or malformed one
+    /// fails the start, not the first request) and loads the SDK's configuration.
+    pub async fn begin() -> Result<Self, ConfigError> {
+        telemetry::init();
+        let env = Env::process();
+        let config = Config::from(&env)?;
+        let sdk = aws::sdk_config().await;
+        Ok(Self { env, config, sdk })
+    }
+
+    /// A DynamoDB client on the SDK's configuration.
+    pub fn dynamodb(&self) -> aws_sdk_dynamodb::Client {
+        aws::dynamodb_client(&self.sdk)
+    }
+}
+
+/// Serves an HTTP API that only the orchestrator's role may call (an HTTP API has no resource policy):
+/// `guard` answers a refused caller, `handler` every other request. Each invocation's spans are exported
+/// before the answer, because Lambda freezes the process after it.
+pub async fn serve_guarded<H, F>(guard: CallerGuard, handler: H) -> Result<(), lambda_http::Error>
+where
+    H: Fn(Request) -> F + Sync,
+    F: Future<Output = Result<Response<Body>, lambda_http::Error>> + Send,
+{
+    lambda_http::run(service_fn(|req| async {
+        let answer = match guard.check(&req) {
+            Ok(()) => handler(req).await,
+            Err(refused) => Ok(refused.into_response()),
+        };
+        telemetry::flush();
+        answer
+    }))
+    .await
+}
