@@ -158,16 +158,7 @@ pub fn flush() {
 /// The span of one request. `payment_id` may be unknown when it starts (a webhook names it in its body):
 /// fill it in with [`record_payment`].
 pub fn request_span(path: &'static str, correlation_id: &str) -> Span {
-    let span = tracing::info_span!(
-        "request",
-        path,
-        correlation_id,
-        payment_id = tracing::field::Empty,
-        trace_id = tracing::field::Empty,
-        span_id = tracing::field::Empty
-    );
-    record_ids(&span);
-    span
+    span_with_parent(path, correlation_id, None)
 }
 
 /// A request span continuing the caller's trace: `carrier` is a W3C `traceparent` or an X-Ray trace header;
