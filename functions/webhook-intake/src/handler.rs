@@ -19,7 +19,8 @@ use shared::router::{RouteTableError, Router};
 use shared::store::ParkedKind;
 use shared::telemetry::ErrorChain;
 use shared::{
-    clock, telemetry, Env, FinalizeResult, IgnoreReason, Leases, Payment, PaymentId, PaymentStore, StoreError,
+    clock, decide, telemetry, Decision, Env, FinalizeResult, IgnoreReason, Leases, Observation, Payment, PaymentId,
+    PaymentStore, StoreError,
 };
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
@@ -33,6 +34,9 @@ pub struct IntakeSettings {
     pub unknown_payment_window: Duration,
     pub lease_attempts: u32,
     pub lease_max_wait: Duration,
+    /// A delivery signed this long after its event was created is a redelivery (the PSP's retry, or a
+    /// resend): the payment is read first, and an event it already holds is answered from that one read.
+    pub redelivery_after: Duration,
 }
 
 impl Default for IntakeSettings {
@@ -42,12 +46,14 @@ impl Default for IntakeSettings {
             unknown_payment_window: Duration::from_secs(15 * 60),
             lease_attempts: 4,
             lease_max_wait: Duration::from_millis(100),
+            redelivery_after: Duration::from_secs(60),
         }
     }
 }
 
 impl IntakeSettings {
-    /// `WEBHOOK_MAX_BODY_BYTES`, `UNKNOWN_PAYMENT_WINDOW_SECONDS`, `LEASE_WAIT_ATTEMPTS`, `LEASE_WAIT_MAX_MS`.
+    /// `WEBHOOK_MAX_BODY_BYTES`, `UNKNOWN_PAYMENT_WINDOW_SECONDS`, `LEASE_WAIT_ATTEMPTS`, `LEASE_WAIT_MAX_MS`,
+    /// `WEBHOOK_REDELIVERY_AFTER_SECONDS`.
     pub fn from(env: &Env) -> Result<Self, shared::ConfigError> {
         let d = Self::default();
         Ok(Self {
@@ -55,6 +61,7 @@ impl IntakeSettings {
             unknown_payment_window: env.seconds("UNKNOWN_PAYMENT_WINDOW_SECONDS", d.unknown_payment_window)?,
             lease_attempts: env.number("LEASE_WAIT_ATTEMPTS", d.lease_attempts)?,
             lease_max_wait: env.millis("LEASE_WAIT_MAX_MS", d.lease_max_wait)?,
+            redelivery_after: env.seconds("WEBHOOK_REDELIVERY_AFTER_SECONDS", d.redelivery_after)?,
         })
     }
 }
@@ -141,8 +148,9 @@ fn retry_later(message: &str) -> ApiError {
 }
 
 /// The four steps of a webhook: verify the signature, parse the event, take the payment's lease with a read
-/// of the payment, and apply the event through the one finalize. A step that ends the request early (an
-/// acknowledged type, a quarantine, an unknown payment) answers from inside it.
+/// of the payment (a redelivery reads first, and may end there), and apply the event through the one
+/// finalize. A step that ends the request early (an acknowledged type, a quarantine, an unknown payment, an
+/// event already applied) answers from inside it.
 async fn intake(
     app: &App,
     req: &Request,
@@ -157,11 +165,23 @@ async fn intake(
         Next::Go(event) => event,
         Next::Answer(answer) => return Ok(answer),
     };
-    let (lease, current) = match leased(app, provider, &event, body, metrics).await? {
+    let observation = event.observation(event.check(&provider.expect).err(), correlation_id);
+    let step = if is_redelivery(&app.settings, &event, signed_at) {
+        read_first(app, provider, &event, &observation, body, metrics).await?
+    } else {
+        leased(app, provider, &event, body, metrics).await?
+    };
+    let (lease, current) = match step {
         Next::Go(held) => held,
         Next::Answer(answer) => return Ok(answer),
     };
-    applied(app, provider, &event, lease, current, correlation_id, body, metrics).await
+    applied(app, provider, &event, lease, current, observation, body, metrics).await
+}
+
+/// Signed well after the event was created: the PSP's retry of an earlier delivery, or a resend.
+fn is_redelivery(settings: &IntakeSettings, event: &PspEvent, signed_at: i64) -> bool {
+    let late_by = signed_at.saturating_sub(event.created_secs);
+    u64::try_from(late_by).is_ok_and(|secs| secs >= settings.redelivery_after.as_secs())
 }
 
 /// Where a step leaves the request: on to the next step with `T`, or answered with this result.
@@ -273,19 +293,11 @@ async fn leased(
     };
     telemetry::record_payment(&tracing::Span::current(), payment_id.as_str());
     let (lease, current) = tokio::join!(
-        app.leases
-            .acquire_waiting(&payment_id, app.settings.lease_attempts, app.settings.lease_max_wait)
-            .instrument(telemetry::step_span("lease")),
+        take_lease(app, event, &payment_id, metrics),
         app.store.get(&payment_id).instrument(telemetry::step_span("read")),
     );
-    let lease = lease?.map(|lease| app.leases.hold(lease));
-    let current = current?;
-    let Some(lease) = lease else {
-        metrics.lease_deferrals = 1;
-        // A 503 writes no item: this line is its only record (`paymentsctl timeline` reads it).
-        info!(result = "Deferred(LeaseHeld)", psp_event_id = %event.id, "webhook deferred: the payment's lease is held");
-        return Err(retry_later("another worker is processing this payment; retry"));
-    };
+    // A lease taken while the read failed is released as it drops.
+    let (lease, current) = (lease?, current?);
     let Some(current) = current else {
         if let Err(e) = lease.release().await {
             warn!(error = %ErrorChain(&e), "lease release failed; it will expire");
@@ -297,6 +309,65 @@ async fn leased(
     Ok(Next::Go((lease, current)))
 }
 
+/// Step 3 of a redelivery: most are retries of events already applied, so the payment is read first and
+/// such an event (or one the payment has moved past) is answered from that read alone: one call, no lease.
+/// Otherwise the lease is taken and the read reused; the versioned write catches a change in between.
+async fn read_first(
+    app: &App,
+    provider: &Provider,
+    event: &PspEvent,
+    observation: &Observation,
+    body: &[u8],
+    metrics: &mut RequestMetrics,
+) -> Result<Next<(HeldLease, Payment)>, ApiError> {
+    let found = match locate(app, event).await? {
+        Some(payment_id) => {
+            telemetry::record_payment(&tracing::Span::current(), payment_id.as_str());
+            app.store
+                .get(&payment_id)
+                .instrument(telemetry::step_span("read"))
+                .await?
+        }
+        None => None,
+    };
+    let Some(current) = found else {
+        return unknown_payment(app, provider, event, body, metrics)
+            .await
+            .map(Next::Answer);
+    };
+    // The payment's record only moves forward: an event it holds, or has moved past, stays so.
+    if let Decision::Ignore(reason) = decide(&current, observation, clock::now_ms()) {
+        let result = FinalizeResult::Ignored(reason);
+        info!(result = ?result, conflicts = 0, psp_event_id = %event.id, redelivery = true, "webhook finalized");
+        return answer(result).map(Next::Answer);
+    }
+    let lease = take_lease(app, event, &current.id, metrics).await?;
+    Ok(Next::Go((lease, current)))
+}
+
+/// The payment's lease, waited for a little; still held by another worker, a 503 the PSP retries.
+async fn take_lease(
+    app: &App,
+    event: &PspEvent,
+    payment_id: &PaymentId,
+    metrics: &mut RequestMetrics,
+) -> Result<HeldLease, ApiError> {
+    let acquired = app
+        .leases
+        .acquire_waiting(payment_id, app.settings.lease_attempts, app.settings.lease_max_wait)
+        .instrument(telemetry::step_span("lease"))
+        .await?;
+    match acquired {
+        Some(lease) => Ok(app.leases.hold(lease)),
+        None => {
+            metrics.lease_deferrals = 1;
+            // A 503 writes no item: this line is its only record (`paymentsctl timeline` reads it).
+            info!(result = "Deferred(LeaseHeld)", psp_event_id = %event.id, "webhook deferred: the payment's lease is held");
+            Err(retry_later("another worker is processing this payment; retry"))
+        }
+    }
+}
+
 /// Step 4: check the event against the endpoint, then the one finalize, which checks it against the payment
 /// and releases the lease in its transaction; an event the payment refuses is recorded and quarantined.
 #[allow(clippy::too_many_arguments)] // the request's parts, each step's result: one call site, above
@@ -306,11 +377,10 @@ async fn applied(
     event: &PspEvent,
     lease: HeldLease,
     current: Payment,
-    correlation_id: shared::CorrelationId,
+    mut observation: Observation,
     body: &[u8],
     metrics: &mut RequestMetrics,
 ) -> Result<&'static str, ApiError> {
-    let mut observation = event.observation(event.check(&provider.expect).err(), correlation_id);
     let finalize_span = telemetry::step_span("finalize");
     // The event item carries the finalize step's context: the relay and the consumer continue this trace.
     observation.trace_context = telemetry::traceparent_of(&finalize_span);
@@ -360,11 +430,15 @@ async fn applied(
         return Ok("quarantined");
     }
     info!(result = ?outcome.result, conflicts = outcome.version_conflicts, psp_event_id = %event.id, "webhook finalized");
-    match outcome.result {
-        FinalizeResult::Applied(shared::EventKind::AnomalyRecorded) => {
-            metrics.anomalies = 1;
-            Ok("applied")
-        }
+    if outcome.result == FinalizeResult::Applied(shared::EventKind::AnomalyRecorded) {
+        metrics.anomalies = 1;
+    }
+    answer(outcome.result)
+}
+
+/// What the PSP is told of a finalize's result.
+fn answer(result: FinalizeResult) -> Result<&'static str, ApiError> {
+    match result {
         FinalizeResult::Applied(_) => Ok("applied"),
         FinalizeResult::Ignored(IgnoreReason::Duplicate | IgnoreReason::NoOp) => Ok("duplicate"),
         FinalizeResult::Ignored(IgnoreReason::Stale) => Ok("stale"),

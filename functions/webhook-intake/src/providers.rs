@@ -347,6 +347,7 @@ impl ProviderSource {
 }
 
 #[cfg(test)]
+#[allow(clippy::arithmetic_side_effects)] // a test clock that moves forward
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};

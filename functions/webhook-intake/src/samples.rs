@@ -8,6 +8,37 @@ use serde_json::{json, Map, Value};
 use shared::SigningSecret;
 use std::path::{Path, PathBuf};
 
+/// A Stripe `payment_intent.*` event of about 2 KiB, shaped like Stripe's (the fields a real one carries,
+/// padded to a typical size), for `payment` (its `metadata.payment_id`) created at `created_secs`.
+pub fn stripe_event(id: &str, kind: &str, payment: &str, created_secs: i64) -> Value {
+    json!({
+        "id": id, "object": "event", "api_version": "2024-06-20",
+        "created": created_secs, "livemode": false, "pending_webhooks": 1, "type": kind,
+        "request": { "id": "req_9aBcDeFgHiJkLm", "idempotency_key": "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0" },
+        "data": { "object": {
+            "id": format!("pi_{payment}"), "object": "payment_intent", "amount": 1000, "amount_capturable": 0,
+            "amount_received": 1000, "capture_method": "automatic", "confirmation_method": "automatic",
+            "client_secret": format!("pi_{payment}_secret_QwErTyUiOpAsDfGhJkLzXcVbN"),
+            "created": created_secs.saturating_sub(10), "currency": "eur", "customer": "cus_PqRsTuVwXyZ012",
+            "description": format!("Order order-{payment}"), "latest_charge": "ch_3OxYzA2eZvKYlo2C1mNoPqRs",
+            "metadata": { "payment_id": payment, "order_id": format!("order-{payment}"), "cart": "c-8812" },
+            "payment_method": "pm_1OxYzA2eZvKYlo2CaBcDeFgH",
+            "payment_method_options": { "card": { "installments": null, "mandate_options": null, "network": null,
+                "request_three_d_secure": "automatic" } },
+            "payment_method_types": ["card"], "receipt_email": "customer@example.com", "status": "succeeded",
+            "shipping": { "name": "Jenny Rosen", "address": { "line1": "510 Townsend St", "city": "San Francisco",
+                "postal_code": "94103", "state": "CA", "country": "US" } },
+            "statement_descriptor": "EXAMPLE SHOP", "statement_descriptor_suffix": null,
+            "automatic_payment_methods": { "enabled": true, "allow_redirects": "always" },
+            "amount_details": { "tip": {} }, "processing": null, "review": null, "setup_future_usage": null,
+            "transfer_data": null, "transfer_group": null, "on_behalf_of": null, "application": null,
+            "application_fee_amount": null, "canceled_at": null, "cancellation_reason": null,
+            "last_payment_error": null, "next_action": null, "source": null,
+            "charges_note": "padding to a realistic size".repeat(22)
+        } }
+    })
+}
+
 /// An API Gateway HTTP API (payload format 2.0) `POST` event, as Lambda delivers it.
 pub fn apigw_event(path: &str, headers: &Map<String, Value>, body: &[u8], base64: bool) -> Value {
     use base64::Engine;

@@ -10,7 +10,7 @@
     clippy::arithmetic_side_effects
 )]
 
-use integration_tests::{Fault, FaultInjector, TestContext};
+use integration_tests::{BeforeCall, Fault, FaultInjector, TestContext};
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request};
 use payments_core::fixtures;
@@ -670,6 +670,75 @@ async fn a_webhook_costs_three_calls_two_sequential() {
     calls.sort();
     assert_eq!(calls, vec!["GetItem", "PutItem", "TransactWriteItems"]);
     assert_eq!(t.ctx.calls.sequential_depth(), 2);
+}
+
+/// A redelivery (signed ten minutes after its event was created) of an event not applied yet reads the
+/// payment first, then takes the lease and writes: three calls, one after another.
+#[tokio::test]
+async fn a_redelivered_event_not_applied_yet_is_read_then_leased_and_written() {
+    let t = TestIntake::new().await;
+    let id = t.payment("pay_redelivered_new").await;
+    t.ctx.calls.reset();
+    let a = t
+        .send(stripe(
+            &intent_event("evt_r1", "payment_intent.succeeded", &id, now() - 600),
+            STRIPE_NEW,
+        ))
+        .await;
+    assert_eq!(result(&a), "applied");
+    let mut calls = t.ctx.calls.calls();
+    calls.sort();
+    assert_eq!(calls, vec!["GetItem", "PutItem", "TransactWriteItems"]);
+    assert_eq!(t.ctx.calls.sequential_depth(), 3);
+    let p = t.ctx.store.get(&id).await.unwrap().unwrap();
+    assert_eq!((p.status, p.version), (PaymentStatus::Captured, 2));
+}
+
+/// A redelivery of an event the payment already holds costs one read and nothing else (no lease, no
+/// write): `duplicate`; one the payment has moved past, `stale`, the same way.
+#[tokio::test]
+async fn a_redelivered_event_already_applied_costs_one_read() {
+    let t = TestIntake::new().await;
+    let id = t.payment("pay_redelivered").await;
+    let event = intent_event("evt_r1", "payment_intent.succeeded", &id, now() - 600);
+    assert_eq!(result(&t.send(stripe(&event, STRIPE_NEW)).await), "applied");
+    let items = t.item_count().await;
+    t.ctx.calls.reset();
+    let again = t.send(stripe(&event, STRIPE_NEW)).await;
+    assert_eq!((again.status, result(&again)), (StatusCode::OK, "duplicate"));
+    assert_eq!(t.ctx.calls.calls(), vec!["GetItem"]);
+    let older = intent_event("evt_r0", "payment_intent.processing", &id, now() - 900);
+    t.ctx.calls.reset();
+    let stale = t.send(stripe(&older, STRIPE_NEW)).await;
+    assert_eq!((stale.status, result(&stale)), (StatusCode::OK, "stale"));
+    assert_eq!(t.ctx.calls.calls(), vec!["GetItem"]);
+    assert_eq!(t.item_count().await, items, "no lease, no event, no change");
+}
+
+/// A redelivery reuses its first read for the write: a sync write that lands between the two makes the
+/// versioned write conflict, and the event is decided again from the payment that won.
+#[tokio::test]
+async fn a_write_between_a_redeliverys_read_and_its_write_is_caught_by_the_version() {
+    let t = TestIntake::new().await;
+    let id = t.payment("pay_redelivered_race").await;
+    let hook = BeforeCall::new();
+    let racing = App {
+        store: t.ctx.store_with_hook(hook.clone()),
+        ..t.app.clone()
+    };
+    let (store, target) = (t.ctx.store.clone(), id.clone());
+    hook.before_next("TransactWriteItems", move || async move {
+        store
+            .finalize(&target, &fixtures::observe(Path::Sync, Outcome::Processing), None)
+            .await
+            .expect("sync write");
+    });
+    let event = intent_event("evt_r2", "payment_intent.succeeded", &id, now() - 600);
+    let a = send(&racing, stripe(&event, STRIPE_NEW)).await;
+    assert_eq!(result(&a), "applied", "{}", a.body);
+    assert_eq!(a.metrics.version_conflicts, 1);
+    let p = t.ctx.store.get(&id).await.unwrap().unwrap();
+    assert_eq!((p.status, p.version), (PaymentStatus::Captured, 3));
 }
 
 /// The intake's own binary, started with a secrets JSON of the wrong shape (a string where a list belongs):

@@ -1,15 +1,10 @@
 //! Each function's cold init (process start to its first poll of the Lambda runtime API), its RSS at that
 //! point, and the size of the release `bootstrap` binaries for arm64 if `cargo lambda build` made them.
 
-use bytes::Bytes;
-use http_body_util::Full;
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
+use crate::runtime_api::RuntimeApi;
 use std::fmt::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use tokio::net::TcpListener;
 
 pub const FUNCTIONS: [&str; 7] = [
     "sync-finalize",
@@ -21,13 +16,15 @@ pub const FUNCTIONS: [&str; 7] = [
     "reconciler",
 ];
 
-fn target_dir() -> PathBuf {
+/// Where cargo put the release binaries.
+pub fn target_dir() -> PathBuf {
     std::env::var("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|_| local_dev::service::repo_root().join("target"))
 }
 
-fn rss_kb(pid: u32, field: &str) -> Option<u64> {
+/// A `VmHWM:`-style field of `/proc/<pid>/status`, in KiB.
+pub fn rss_kb(pid: u32, field: &str) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     status
         .lines()
@@ -38,59 +35,16 @@ fn rss_kb(pid: u32, field: &str) -> Option<u64> {
         .ok()
 }
 
-/// Spawns `binary` against a runtime API stub and waits for its first `invocation/next` poll.
-async fn cold_init(binary: &PathBuf) -> Result<(Duration, Option<u64>), Box<dyn std::error::Error + Send + Sync>> {
-    let listener = TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<Instant>(1);
-    let server = tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            let tx = tx.clone();
-            tokio::spawn(async move {
-                let service = service_fn(move |_req: hyper::Request<hyper::body::Incoming>| {
-                    let tx = tx.clone();
-                    async move {
-                        let _ = tx.send(Instant::now()).await;
-                        // Hold the poll open: the function stays idle, as between invocations.
-                        tokio::time::sleep(Duration::from_secs(30)).await;
-                        Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(Bytes::new())))
-                    }
-                });
-                let _ = http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
-            });
-        }
-    });
+/// Spawns `binary` against the runtime API stand-in and waits for its first `invocation/next` poll.
+async fn cold_init(binary: &Path) -> Result<(Duration, Option<u64>), Box<dyn std::error::Error + Send + Sync>> {
+    let mut api = RuntimeApi::start().await?;
     let started = Instant::now();
-    let mut child = tokio::process::Command::new(binary)
-        .env("AWS_LAMBDA_RUNTIME_API", addr.to_string())
-        .env("AWS_LAMBDA_FUNCTION_NAME", "bench")
-        .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")
-        .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
-        .env("AWS_LAMBDA_LOG_STREAM_NAME", "bench")
-        .env("AWS_LAMBDA_LOG_GROUP_NAME", "bench")
-        .env("AWS_REGION", "us-east-1")
-        .env("AWS_ACCESS_KEY_ID", "local")
-        .env("AWS_SECRET_ACCESS_KEY", "local")
-        .env("TABLE_NAME", "bench")
-        .env("QUEUE_URL", "http://127.0.0.1:9/queue.fifo")
-        .env("ESCALATION_QUEUE_URL", "http://127.0.0.1:9/escalations")
-        .env("PSP_BASE_URL", "https://psp.example")
-        .env(
-            "WEBHOOK_SECRETS",
-            r#"{"stripe":["whsec_local_dev_stripe_signing_secret"],"standard":["whsec_bG9jYWwtZGV2LXN0YW5kYXJkLXNlY3JldA=="]}"#,
-        )
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()?;
-    let first_poll = tokio::time::timeout(Duration::from_secs(10), rx.recv())
+    let mut child = api.spawn(binary, "bench", None)?;
+    let first_poll = tokio::time::timeout(Duration::from_secs(10), api.first_poll.recv())
         .await?
         .ok_or("no poll")?;
     let rss = child.id().and_then(|pid| rss_kb(pid, "VmHWM:"));
     child.kill().await.ok();
-    server.abort();
     Ok((first_poll - started, rss))
 }
 

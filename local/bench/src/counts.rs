@@ -9,29 +9,30 @@ use shared::store::item::{event_to_item, item_size_bytes, payment_to_item, Item}
 use shared::{decide, Decision, Outcome, Path, SigningSecret};
 use std::fmt::Write;
 use webhook_intake::providers::{Providers, DEFAULT_PROVIDERS};
-use webhook_intake::samples::{apigw_event, signature_headers};
+use webhook_intake::samples::stripe_event;
 use webhook_intake::{process, App, IntakeSettings};
 
-const SECRET: &str = "whsec_local_dev_stripe_signing_secret";
-
+/// A signed `kind` webhook for `payment` created `age_secs` before now, as lambda_http hands it to the
+/// handler; without `metadata.payment_id` unless `with_metadata` (then found by its PSP reference).
 fn webhook(event_id: &str, kind: &str, payment: &str, with_metadata: bool) -> Request {
-    let body = json!({ "id": event_id, "object": "event", "type": kind, "created": shared::clock::now_ms() / 1000,
-        "livemode": false, "data": { "object": {
-            "id": format!("pi_{payment}"), "object": "payment_intent", "amount": 1000, "currency": "eur",
-            "metadata": if with_metadata { json!({ "payment_id": payment }) } else { json!({}) },
-            "client_secret": format!("pi_{payment}_secret_x") } } })
-    .to_string()
-    .into_bytes();
-    let secret = SigningSecret::parse(SECRET).expect("secret");
+    aged_webhook(event_id, kind, payment, with_metadata, 0)
+}
+
+fn aged_webhook(event_id: &str, kind: &str, payment: &str, with_metadata: bool, age_secs: i64) -> Request {
     let now = shared::clock::now_ms() / 1000;
-    let headers =
-        signature_headers(webhook_intake::providers::Scheme::Stripe, &secret, event_id, now, &body).expect("sign");
-    let event = apigw_event("/webhooks/stripe", &headers, &body, false);
-    lambda_http::request::from_str(&event.to_string()).expect("apigw event")
+    let mut event = stripe_event(event_id, kind, payment, now - age_secs);
+    if !with_metadata {
+        event["data"]["object"]["metadata"] = json!({});
+    }
+    let secret = SigningSecret::parse(crate::WEBHOOK_SECRET).expect("secret");
+    let signed = crate::intake_process::signed(&secret, &event, now).expect("sign");
+    lambda_http::request::from_str(&signed.to_string()).expect("apigw event")
 }
 
 fn app(ctx: &TestContext) -> App {
-    let secrets = json!({ "stripe": [SECRET], "standard": ["whsec_bG9jYWwtZGV2LXN0YW5kYXJkLXNlY3JldA=="] }).to_string();
+    let secrets =
+        json!({ "stripe": [crate::WEBHOOK_SECRET], "standard": ["whsec_bG9jYWwtZGV2LXN0YW5kYXJkLXNlY3JldA=="] })
+            .to_string();
     App {
         store: ctx.store.clone(),
         leases: ctx.leases.clone(),

@@ -1,25 +1,40 @@
 //! `bench` prints the figures issue #6 asks for and writes them to `benchmarks/RESULTS.md`:
 //! DynamoDB calls and capacity units per webhook, item sizes, latency and throughput at concurrency 1, 8
 //! and 32 and contention for K = 2..64 against the running local stack (`API`), cold init and RSS of each
-//! function, and the arm64 `bootstrap` sizes. Run it through `scripts/bench`, which starts what it needs.
+//! function, the arm64 `bootstrap` sizes, and the release intake's whole-process CPU per webhook. Run it
+//! through `scripts/bench`, which starts what it needs; `bench intake-cpu` runs only the last part and
+//! prints it (`INTAKE_CPU_WEBHOOKS`, default 1000, webhooks per kind of delivery).
 
 mod coldinit;
 mod counts;
+mod intake_process;
 mod load;
+mod runtime_api;
 
 use shared::SigningSecret;
+
+/// The local stack's development Stripe signing secret (`scripts/lib.sh`).
+const WEBHOOK_SECRET: &str = "whsec_local_dev_stripe_signing_secret";
 use std::fmt::Write;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let intake_webhooks: usize = std::env::var("INTAKE_CPU_WEBHOOKS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000);
+    if std::env::args().nth(1).as_deref() == Some("intake-cpu") {
+        let mut out = String::new();
+        intake_process::run(&mut out, intake_webhooks).await?;
+        print!("{out}");
+        return Ok(());
+    }
     let api = std::env::var("API").unwrap_or_else(|_| "http://127.0.0.1:3000".into());
     let per_level: usize = std::env::var("WEBHOOKS_PER_LEVEL")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(200);
-    let secret = SigningSecret::parse(
-        std::env::var("WEBHOOK_SECRET").unwrap_or_else(|_| "whsec_local_dev_stripe_signing_secret".into()),
-    )?;
+    let secret = SigningSecret::parse(std::env::var("WEBHOOK_SECRET").unwrap_or_else(|_| WEBHOOK_SECRET.into()))?;
     let mut out = String::new();
     writeln!(out, "# Benchmark results\n").ok();
     writeln!(out, "Produced by `scripts/bench` on this machine (2 cores); the arm64 `bootstrap` column needs the cross build, `ARM64=1 scripts/bench` (or `scripts/release-check`). Latency figures mostly measure DynamoDB Local and are informational; counts, units and sizes are the ones to hold. Intake CPU per webhook: `cargo bench -p webhook-intake --bench intake_cpu` (see the end of this file).\n").ok();
@@ -28,6 +43,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     load::latency(&mut out, &api, &secret, per_level).await?;
     load::contention(&mut out, &api, &secret).await?;
     coldinit::run(&mut out).await;
+    intake_process::run(&mut out, intake_webhooks).await?;
     print!("{out}");
     let path = local_dev::service::repo_root().join("benchmarks/RESULTS.md");
     std::fs::write(&path, out)?;

@@ -1,0 +1,201 @@
+//! Whole-process CPU per webhook of the release `webhook-intake` binary, as Lambda would bill it: the bench
+//! plays the Lambda runtime API, hands the process signed webhooks one at a time for payments in DynamoDB
+//! Local, and divides the CPU time the process spent (user + system, every thread, from `/proc`) by their
+//! number. Three kinds of delivery: a first delivery (lease and read side by side, then the write), a late
+//! first delivery (the PSP's retry of an event we never applied: read first, then lease and write), and a
+//! redelivery of an event already applied (one read, nothing else).
+
+use crate::coldinit::{rss_kb, target_dir};
+use crate::runtime_api::RuntimeApi;
+use integration_tests::TestContext;
+use payments_core::fixtures;
+use serde_json::Value;
+use shared::SigningSecret;
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::time::{Duration, Instant};
+use webhook_intake::providers::Scheme;
+use webhook_intake::samples::{apigw_event, signature_headers, stripe_event};
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Clock ticks per second of `/proc/<pid>/stat` (USER_HZ: 100 on Linux, x86_64 and arm64 alike).
+const TICKS_PER_SECOND: f64 = 100.0;
+
+/// How long before its signature a late delivery's event was created (well past the intake's redelivery
+/// threshold, as a PSP's retry after a failed first delivery is).
+const LATE_BY_SECS: i64 = 600;
+
+/// The CPU time `pid` has used so far (all threads, the exited ones included), in seconds.
+fn cpu_seconds(pid: u32) -> Result<f64, BoxError> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // Fields after the command name (which may hold spaces): state is the first, utime the 12th, stime the 13th.
+    let after_name = stat.rsplit_once(')').ok_or("unreadable /proc stat")?.1;
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    let ticks = |i: usize| -> Result<f64, BoxError> { Ok(fields.get(i).ok_or("short /proc stat")?.parse::<f64>()?) };
+    Ok((ticks(11)? + ticks(12)?) / TICKS_PER_SECOND)
+}
+
+/// One kind of delivery: the webhooks (API Gateway events) in the order they are sent.
+struct Phase {
+    name: &'static str,
+    webhooks: Vec<Value>,
+}
+
+/// What one phase cost.
+struct Measured {
+    cpu_per_webhook: Duration,
+    p50: Duration,
+    answers: BTreeMap<String, usize>,
+}
+
+/// The API Gateway event of `event` signed by Stripe at `signed_at`.
+pub fn signed(secret: &SigningSecret, event: &Value, signed_at: i64) -> Result<Value, BoxError> {
+    let body = event.to_string().into_bytes();
+    let id = event["id"].as_str().unwrap_or_default();
+    let headers = signature_headers(Scheme::Stripe, secret, id, signed_at, &body)?;
+    Ok(apigw_event("/webhooks/stripe", &headers, &body, false))
+}
+
+/// `n` new payments `pay_<prefix>_<i>` in the context's table.
+async fn payments(ctx: &TestContext, prefix: &str, n: usize) -> Result<Vec<String>, BoxError> {
+    let mut ids = Vec::with_capacity(n);
+    for i in 0..n {
+        let id = format!("pay_{prefix}_{i}");
+        ctx.store.create(fixtures::new_payment(&id, 1000)).await?;
+        ids.push(id);
+    }
+    Ok(ids)
+}
+
+/// The `result` (or HTTP status) of the function's API Gateway answer.
+fn result_of(answer: &Value) -> String {
+    let body: Value = answer["body"]
+        .as_str()
+        .and_then(|b| serde_json::from_str(b).ok())
+        .unwrap_or(Value::Null);
+    match body["result"].as_str() {
+        Some(result) => result.to_owned(),
+        None => format!("HTTP {}", answer["statusCode"]),
+    }
+}
+
+async fn measure(api: &mut RuntimeApi, pid: u32, phase: &Phase) -> Result<Measured, BoxError> {
+    let mut latencies = Vec::with_capacity(phase.webhooks.len());
+    let mut answers = BTreeMap::new();
+    let before = cpu_seconds(pid)?;
+    for webhook in &phase.webhooks {
+        let started = Instant::now();
+        let answer = api.invoke(webhook.clone()).await?;
+        latencies.push(started.elapsed());
+        let result = if answer.is_error {
+            "invocation error".to_owned()
+        } else {
+            result_of(&answer.body)
+        };
+        *answers.entry(result).or_insert(0) += 1;
+    }
+    let cpu = cpu_seconds(pid)? - before;
+    latencies.sort();
+    let count = phase.webhooks.len().max(1);
+    Ok(Measured {
+        cpu_per_webhook: Duration::from_secs_f64(cpu / count as f64),
+        p50: latencies.get(count / 2).copied().unwrap_or_default(),
+        answers,
+    })
+}
+
+/// Runs the three phases of `n` webhooks each against the release binary and writes their table.
+pub async fn run(out: &mut String, n: usize) -> Result<(), BoxError> {
+    let binary = target_dir().join("release").join("webhook-intake");
+    if !binary.exists() {
+        return Err(format!(
+            "{} not built (`cargo build --release -p webhook-intake`)",
+            binary.display()
+        )
+        .into());
+    }
+    let secret = SigningSecret::parse(crate::WEBHOOK_SECRET)?;
+    let ctx = TestContext::new().await;
+    let now = shared::clock::now_ms() / 1000;
+    let warm = payments(&ctx, "cpu_warm", 50.min(n)).await?;
+    let first = payments(&ctx, "cpu_first", n).await?;
+    let late = payments(&ctx, "cpu_late", n).await?;
+    let events = |ids: &[String], created: i64| -> Result<Vec<Value>, BoxError> {
+        ids.iter()
+            .map(|id| {
+                let event = stripe_event(&format!("evt_{id}"), "payment_intent.succeeded", id, created);
+                signed(&secret, &event, now)
+            })
+            .collect()
+    };
+    let late_events = events(&late, now - LATE_BY_SECS)?;
+    let phases = [
+        Phase {
+            name: "first delivery: lease and read side by side, then the write",
+            webhooks: events(&first, now)?,
+        },
+        Phase {
+            name: "late first delivery (a PSP retry, not applied yet): read, then lease and write",
+            webhooks: late_events.clone(),
+        },
+        Phase {
+            name: "redelivery of an applied event: one read",
+            webhooks: late_events,
+        },
+    ];
+
+    let mut api = RuntimeApi::start().await?;
+    let log = local_dev::service::repo_root().join(".local/bench-intake.log");
+    let child = api.spawn(&binary, &ctx.table, Some(&log))?;
+    let pid = child.id().ok_or("the intake exited at once")?;
+    // Warm-up (connections, lazy tables): not counted.
+    measure(
+        &mut api,
+        pid,
+        &Phase {
+            name: "warm-up",
+            webhooks: events(&warm, now)?,
+        },
+    )
+    .await?;
+    writeln!(
+        out,
+        "\n## Whole-process CPU per webhook of the release intake ({n} webhooks each, against DynamoDB Local)\n"
+    )
+    .ok();
+    writeln!(
+        out,
+        "The release `webhook-intake` binary run as Lambda runs it (this bench plays the Lambda runtime API, one \
+         invocation at a time); CPU is the process's user + system time over the webhooks (every thread, from \
+         `/proc/<pid>/stat`) divided by their number. Its log lines go to `.local/bench-intake.log`.\n"
+    )
+    .ok();
+    writeln!(
+        out,
+        "| delivery | CPU per webhook | p50 latency | answers |\n|---|---|---|---|"
+    )
+    .ok();
+    for phase in &phases {
+        let m = measure(&mut api, pid, phase).await?;
+        let answers: Vec<String> = m.answers.iter().map(|(r, c)| format!("{r} {c}")).collect();
+        writeln!(
+            out,
+            "| {} | {:.3} ms | {:.1} ms | {} |",
+            phase.name,
+            m.cpu_per_webhook.as_secs_f64() * 1e3,
+            m.p50.as_secs_f64() * 1e3,
+            answers.join(", ")
+        )
+        .ok();
+    }
+    if let Some(kb) = rss_kb(pid, "VmHWM:") {
+        writeln!(
+            out,
+            "\nPeak RSS of the intake process after these: {:.1} MiB.",
+            kb as f64 / 1024.0
+        )
+        .ok();
+    }
+    Ok(())
+}
