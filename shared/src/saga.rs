@@ -48,16 +48,9 @@ impl SagaStoreError {
 
 pub use crate::keys::{saga as saga_key, saga_pk};
 
-fn corrupt(key: &str, e: impl ToString) -> StoreError {
-    StoreError::Corrupt {
-        key: key.to_owned(),
-        reason: e.to_string(),
-    }
-}
-
 fn record_to_item(r: &SagaRecord) -> Result<Item, StoreError> {
     let pk = saga_pk(&r.order_id);
-    let mut item: Item = serde_dynamo::to_item(r).map_err(|e| corrupt(&pk, e))?;
+    let mut item: Item = serde_dynamo::to_item(r).map_err(|e| StoreError::corrupt(&pk, e))?;
     item.insert("pk".into(), AttributeValue::S(pk));
     item.insert("sk".into(), AttributeValue::S(crate::keys::SAGA_SK.into()));
     item.insert("entity".into(), AttributeValue::S("saga".into()));
@@ -73,7 +66,7 @@ fn record_to_item(r: &SagaRecord) -> Result<Item, StoreError> {
 
 fn event_to_item(e: &SagaEvent) -> Result<Item, StoreError> {
     let pk = saga_pk(&e.order_id);
-    let mut item: Item = serde_dynamo::to_item(e).map_err(|err| corrupt(&pk, err))?;
+    let mut item: Item = serde_dynamo::to_item(e).map_err(|err| StoreError::corrupt(&pk, err))?;
     item.insert("pk".into(), AttributeValue::S(pk));
     item.insert("sk".into(), AttributeValue::S(crate::keys::event_sk(e.version)));
     item.insert("entity".into(), AttributeValue::S("saga_event".into()));
@@ -83,14 +76,14 @@ fn event_to_item(e: &SagaEvent) -> Result<Item, StoreError> {
 /// Reads a saga's state item: decoded, then checked and typed ([`Loaded::from_record`]).
 pub fn saga_from_item(item: Item) -> Result<Loaded, SagaStoreError> {
     let key = item_pk(&item);
-    let record: SagaRecord = serde_dynamo::from_item(item).map_err(|e| corrupt(&key, e))?;
+    let record: SagaRecord = serde_dynamo::from_item(item).map_err(|e| StoreError::corrupt(&key, e))?;
     Ok(Loaded::from_record(record)?)
 }
 
 /// Reads an entry of a saga's log.
 pub fn saga_event_from_item(item: Item) -> Result<SagaEvent, StoreError> {
     let key = item_pk(&item);
-    serde_dynamo::from_item(item).map_err(|e| corrupt(&key, e))
+    serde_dynamo::from_item(item).map_err(|e| StoreError::corrupt(&key, e))
 }
 
 fn item_pk(item: &Item) -> String {
@@ -153,13 +146,13 @@ impl SagaStore {
                 .into()
             }))
             .build()
-            .map_err(|e| corrupt("saga put", e))?;
+            .map_err(|e| StoreError::corrupt("saga put", e))?;
         let log = Put::builder()
             .table_name(&self.table)
             .set_item(Some(event_to_item(event)?))
             .condition_expression("attribute_not_exists(pk)")
             .build()
-            .map_err(|e| corrupt("saga event put", e))?;
+            .map_err(|e| StoreError::corrupt("saga event put", e))?;
         let mut items = vec![
             TransactWriteItem::builder().put(state).build(),
             TransactWriteItem::builder().put(log).build(),

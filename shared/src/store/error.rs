@@ -31,9 +31,15 @@ pub enum StoreError {
         #[source]
         source: Cause,
     },
-    /// A stored item does not parse into the domain: never silently dropped.
-    #[error("stored item {key} is corrupt: {reason}")]
-    Corrupt { key: String, reason: String },
+    /// A stored item does not parse into the domain (or an item to store cannot be built): never silently
+    /// dropped. The cause (serde's error, a domain check, a builder's error) is the `source()`; the text names
+    /// the item's key only, never its values.
+    #[error("stored item {key} is corrupt")]
+    Corrupt {
+        key: String,
+        #[source]
+        source: Cause,
+    },
 }
 
 impl StoreError {
@@ -49,6 +55,14 @@ impl StoreError {
     pub fn request(context: &'static str, source: impl Into<Cause>) -> Self {
         StoreError::Request {
             context,
+            source: source.into(),
+        }
+    }
+
+    /// The item under `key` does not parse into the domain (or cannot be built), because of `source`.
+    pub fn corrupt(key: impl Into<String>, source: impl Into<Cause>) -> Self {
+        StoreError::Corrupt {
+            key: key.into(),
             source: source.into(),
         }
     }

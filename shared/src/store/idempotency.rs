@@ -109,10 +109,7 @@ impl PaymentStore {
         if field("request_hash") != request_hash {
             return Ok(Created::KeyReused);
         }
-        let id = PaymentId::parse(field("payment_id")).map_err(|e| StoreError::Corrupt {
-            key: field("pk"),
-            reason: e.to_string(),
-        })?;
+        let id = PaymentId::parse(field("payment_id")).map_err(|e| StoreError::corrupt(field("pk"), e))?;
         let payment = self
             .get(&id)
             .await?

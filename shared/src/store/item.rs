@@ -84,15 +84,8 @@ struct EventItem {
     recorded_at_ms: i64,
 }
 
-fn corrupt(key: &str, reason: impl ToString) -> StoreError {
-    StoreError::Corrupt {
-        key: key.to_owned(),
-        reason: reason.to_string(),
-    }
-}
-
 fn encode<T: Serialize>(key: &str, value: &T) -> Result<Item, StoreError> {
-    serde_dynamo::to_item(value).map_err(|e| corrupt(key, e))
+    serde_dynamo::to_item(value).map_err(|e| StoreError::corrupt(key, e))
 }
 
 pub fn payment_to_item(p: &Payment) -> Result<Item, StoreError> {
@@ -128,11 +121,11 @@ pub fn payment_to_item(p: &Payment) -> Result<Item, StoreError> {
 
 pub fn payment_from_item(item: Item) -> Result<Payment, StoreError> {
     let key = item.get("pk").and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
-    let i: PaymentItem = serde_dynamo::from_item(item).map_err(|e| corrupt(&key, e))?;
-    let money = Money::new(i.amount_minor, i.currency).map_err(|e| corrupt(&key, e))?;
+    let i: PaymentItem = serde_dynamo::from_item(item).map_err(|e| StoreError::corrupt(&key, e))?;
+    let money = Money::new(i.amount_minor, i.currency).map_err(|e| StoreError::corrupt(&key, e))?;
     let action = match (i.client_secret, i.redirect_url) {
         (None, None) => None,
-        (secret, url) => Some(CustomerAction::new(secret, url).map_err(|e| corrupt(&key, e))?),
+        (secret, url) => Some(CustomerAction::new(secret, url).map_err(|e| StoreError::corrupt(&key, e))?),
     };
     Ok(Payment {
         id: i.payment_id,
@@ -188,9 +181,9 @@ pub fn event_from_item(item: impl Into<serde_dynamo::Item>) -> Result<PaymentEve
         Some(serde_dynamo::AttributeValue::S(sk)) => sk.clone(),
         _ => String::new(),
     };
-    let i: EventItem = serde_dynamo::from_item(item).map_err(|e| corrupt(&key, e))?;
+    let i: EventItem = serde_dynamo::from_item(item).map_err(|e| StoreError::corrupt(&key, e))?;
     Ok(PaymentEvent {
-        money: Money::new(i.amount_minor, i.currency).map_err(|e| corrupt(&key, e))?,
+        money: Money::new(i.amount_minor, i.currency).map_err(|e| StoreError::corrupt(&key, e))?,
         payment_id: i.payment_id,
         order_id: i.order_id,
         version: i.version,

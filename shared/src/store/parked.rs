@@ -120,9 +120,6 @@ impl PaymentStore {
         pk.and_then(|pk| pk.strip_prefix(crate::keys::PAYMENT_PK_PREFIX))
             .map(PaymentId::parse)
             .transpose()
-            .map_err(|e| StoreError::Corrupt {
-                key: reference.to_string(),
-                reason: e.to_string(),
-            })
+            .map_err(|e| StoreError::corrupt(reference.to_string(), e))
     }
 }
