@@ -14,9 +14,11 @@
     clippy::arithmetic_side_effects
 )]
 
+/// The checkout API over its HTTP handler.
+mod api;
 /// Deadlines that end every wait, and fair scans of the open-items index.
 mod liveness;
-/// The saga's steps and compensations, crashes, faults, recovery and its HTTP API.
+/// The saga's steps and compensations, crashes, faults and recovery.
 mod saga;
 /// The end-to-end scenarios of the Stripe-speaking simulator and the circuit breaker.
 mod stripe;
