@@ -228,10 +228,8 @@ async fn sixteen_concurrent_creates_with_one_key_make_one_payment() {
 // ---- the seed's table --------------------------------------------------------------------------------------
 
 #[tokio::test]
-async fn the_seeds_table() {
+async fn a_redirect_answer_hands_out_an_https_redirect_url_and_the_client_secret() {
     let api = TestApi::new().await;
-
-    // Redirect needed: a valid redirect URL.
     let id = api.create_default().await;
     let a = api.sync(&id, requires_action()).await;
     assert_eq!(
@@ -241,8 +239,13 @@ async fn the_seeds_table() {
     assert_eq!(a.body["redirect_url"], REDIRECT);
     assert!(a.body["redirect_url"].as_str().unwrap().starts_with("https://"));
     assert_eq!(a.body["client_secret"], SECRET);
+}
 
-    // Captured: a success result without secret.
+#[tokio::test]
+async fn a_success_answer_hands_out_no_secret_and_a_late_redirect_answer_only_the_outcome() {
+    let api = TestApi::new().await;
+    let id = api.create_default().await;
+    api.sync(&id, requires_action()).await;
     let a = api
         .sync(&id, json!({ "outcome": "succeeded", "psp_reference": "pi_123" }))
         .await;
@@ -254,8 +257,11 @@ async fn the_seeds_table() {
         "a late redirect answer gets the outcome only"
     );
     assert!(!again.carries_secret(), "{}", again.body);
+}
 
-    // Failed: a failure result without secret.
+#[tokio::test]
+async fn a_failure_answer_hands_out_the_reason_and_no_secret() {
+    let api = TestApi::new().await;
     let id = api.create_default().await;
     api.sync(&id, requires_action()).await;
     let a = api
@@ -266,8 +272,12 @@ async fn the_seeds_table() {
         (Some("failed"), Some("canceled"))
     );
     assert!(!a.carries_secret(), "{}", a.body);
+}
 
-    // Version conflict, decide again from the current item, captured: a success result without secret.
+/// Version conflict: the handler decides again from the current item (captured) and hands out no secret.
+#[tokio::test]
+async fn a_redirect_answer_that_loses_the_race_to_a_success_webhook_answers_captured_without_secret() {
+    let api = TestApi::new().await;
     let id = api.create_default().await;
     let hook = BeforeCall::new();
     let racing = App {
@@ -314,7 +324,7 @@ async fn the_seeds_table() {
 // ---- reads, errors -----------------------------------------------------------------------------------------
 
 #[tokio::test]
-async fn reads_and_the_event_log() {
+async fn a_read_and_the_event_log_show_each_version_and_never_the_secret() {
     let api = TestApi::new().await;
     let id = api.create_default().await;
     api.sync(&id, requires_action()).await;
