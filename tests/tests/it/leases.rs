@@ -110,10 +110,11 @@ async fn a_holder_whose_lease_was_taken_over_still_writes_only_on_the_current_ve
 #[tokio::test]
 async fn a_release_by_a_non_owner_does_nothing() {
     let ctx = TestContext::new().await;
-    let short = ctx.leases_with_ttl(Duration::from_millis(300));
+    // Long enough that a loaded machine's calls stay well within the current owner's lease.
+    let short = ctx.leases_with_ttl(Duration::from_millis(1500));
     let id = PaymentId::parse("pay_l4").unwrap();
     let old = short.acquire(&id).await.unwrap().unwrap();
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    tokio::time::sleep(Duration::from_millis(1600)).await;
     let current = short.acquire(&id).await.unwrap().unwrap();
     assert!(!short.release(&old).await.unwrap(), "not the owner any more");
     assert!(

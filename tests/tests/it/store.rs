@@ -7,7 +7,7 @@ use shared::store::item::item_size_bytes;
 use shared::{FinalizeResult, StoreError};
 
 #[tokio::test]
-async fn create_read_and_list_events() {
+async fn a_payment_is_created_once_and_reads_back_with_its_first_event_and_a_missing_one_is_not_found() {
     let ctx = TestContext::new().await;
     let created = ctx.store.create(fixtures::new_payment("pay_crud", 1999)).await.unwrap();
     assert_eq!((created.version, created.status), (1, PaymentStatus::Pending));
