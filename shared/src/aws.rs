@@ -1,11 +1,14 @@
-//! Building the DynamoDB client once per cold start, with retries and timeouts suited to a payment path.
+//! Building the DynamoDB client once per cold start, with retries and timeouts suited to a payment path, and
+//! reading a secret's string from Secrets Manager (its errors name the secret, never its value).
 //!
 //! Endpoints come from the SDK's own variables (`AWS_ENDPOINT_URL_DYNAMODB`, `AWS_ENDPOINT_URL`), so the same
 //! binary talks to AWS or to DynamoDB Local without code of ours.
 
+use crate::store::{Cause, SdkFailure};
 use aws_sdk_dynamodb::config::retry::RetryConfig;
 use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
 use std::time::Duration;
+use thiserror::Error;
 
 /// SDK attempts per call (the first plus retries) for throttling, 5xx and timeouts. The SDK backs off
 /// exponentially with full jitter from [`INITIAL_BACKOFF`].
@@ -57,15 +60,34 @@ pub fn secrets_client(sdk: &aws_config::SdkConfig) -> aws_sdk_secretsmanager::Cl
     aws_sdk_secretsmanager::Client::from_conf(config)
 }
 
-/// The string value of the secret `arn`. The error names the secret's ARN and the problem, never a value.
-pub async fn secret_string(client: &aws_sdk_secretsmanager::Client, arn: &str) -> Result<String, String> {
-    let out = client.get_secret_value().secret_id(arn).send().await.map_err(|e| {
-        format!(
-            "reading secret {arn}: {}",
-            aws_sdk_secretsmanager::error::DisplayErrorContext(&e)
-        )
-    })?;
+/// Why a secret's string could not be read. The text names the secret's ARN, never a value.
+#[derive(Debug, Error)]
+pub enum SecretError {
+    /// Secrets Manager refused the call or did not answer. The source is its code and message (or the SDK's
+    /// own cause: timeout, connection), never the raw response, which could hold the secret.
+    #[error("reading secret {arn} failed")]
+    Read {
+        arn: String,
+        #[source]
+        source: Cause,
+    },
+    /// The secret holds no string (a binary secret).
+    #[error("secret {arn} has no string value")]
+    NoString { arn: String },
+}
+
+/// The string value of the secret `arn`.
+pub async fn secret_string(client: &aws_sdk_secretsmanager::Client, arn: &str) -> Result<String, SecretError> {
+    let out = client
+        .get_secret_value()
+        .secret_id(arn)
+        .send()
+        .await
+        .map_err(|e| SecretError::Read {
+            arn: arn.to_owned(),
+            source: SdkFailure::from(e).into(),
+        })?;
     out.secret_string()
         .map(str::to_owned)
-        .ok_or_else(|| format!("secret {arn} has no string value"))
+        .ok_or_else(|| SecretError::NoString { arn: arn.to_owned() })
 }

@@ -101,8 +101,9 @@ impl StoreError {
 
 /// An SDK error as a source: the service's code and message when DynamoDB answered (the SDK's own `Display`
 /// says only "service error"), else the SDK's error itself (timeout, dispatch, response), whose sources follow.
+/// Used for every AWS service's errors (Secrets Manager's too), since they share the SDK's error types.
 #[derive(Debug, Error)]
-enum SdkFailure {
+pub(crate) enum SdkFailure {
     #[error("{code}: {message}")]
     Service { code: String, message: String },
     #[error(transparent)]
