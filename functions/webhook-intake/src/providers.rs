@@ -67,8 +67,8 @@ pub enum ProvidersError {
     BadSecret(String, String),
     #[error("no webhook secrets configured: set WEBHOOK_SECRETS_ARN (AWS) or WEBHOOK_SECRETS (local)")]
     NoSecrets,
-    #[error("reading the webhook secrets from Secrets Manager failed: {0}")]
-    SecretsManager(String),
+    #[error("reading the webhook secrets from Secrets Manager failed")]
+    SecretsManager(#[source] shared::aws::SecretError),
 }
 
 /// One entry of `WEBHOOK_PROVIDERS`: a provider without its secrets (what an operator's replay needs).
@@ -454,7 +454,10 @@ mod tests {
                     let json = json.lock().unwrap().clone();
                     Box::pin(async move {
                         if json == "fail" {
-                            Err(ProvidersError::SecretsManager("AccessDenied".into()))
+                            Err(ProvidersError::SecretsManager(shared::aws::SecretError::Read {
+                                arn: "arn:test".into(),
+                                source: "AccessDenied".into(),
+                            }))
                         } else {
                             Ok(json)
                         }

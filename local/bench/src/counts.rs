@@ -85,7 +85,27 @@ pub async fn run(out: &mut String) {
 
     ctx.calls.reset();
     let (_, m) = process(&app, webhook("evt_b1", "payment_intent.succeeded", id.as_str(), true)).await;
-    writeln!(out, "{}", row("the same event again", &m.result)).ok();
+    writeln!(
+        out,
+        "{}",
+        row("the same event again at once (not a redelivery: lease path)", &m.result)
+    )
+    .ok();
+
+    // Redeliveries: signed ten minutes after the event was created (the PSP's retry): read first.
+    let late = ctx
+        .store
+        .create(fixtures::new_payment("pay_bench_late", 1000))
+        .await
+        .expect("create")
+        .id;
+    let redelivery = || aged_webhook("evt_b_late", "payment_intent.succeeded", late.as_str(), true, 600);
+    ctx.calls.reset();
+    let (_, m) = process(&app, redelivery()).await;
+    writeln!(out, "{}", row("redelivery of an event not applied yet", &m.result)).ok();
+    ctx.calls.reset();
+    let (_, m) = process(&app, redelivery()).await;
+    writeln!(out, "{}", row("redelivery of an event already applied", &m.result)).ok();
 
     // A sync write lands between the intake's read and its write: one version conflict.
     let id2 = ctx
