@@ -1,14 +1,5 @@
 //! The webhook intake over its HTTP handler, against DynamoDB Local: every answer, tampering, rotation,
 //! base64 bodies, leases, and concurrent deliveries.
-// Test code: a failed unwrap or index is the test failing.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::unreachable,
-    clippy::indexing_slicing,
-    clippy::arithmetic_side_effects
-)]
 
 use integration_tests::{BeforeCall, Fault, FaultInjector, TestContext};
 use lambda_http::http::StatusCode;

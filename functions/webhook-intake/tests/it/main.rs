@@ -1,0 +1,15 @@
+//! The webhook intake's integration tests.
+//!
+//! The crate's one integration-test binary (`tests/it/main.rs`): a module per area, a test per scenario.
+
+// Test code: a failed unwrap or index is the test failing.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::unreachable,
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects
+)]
+
+mod intake;
