@@ -1,0 +1,74 @@
+//! What the intake is built from, once per cold start: its settings and its clients.
+
+use crate::providers::ProviderSource;
+use shared::{Env, Leases, PaymentStore};
+use std::time::Duration;
+
+/// Limits and waits, from the environment (see README).
+#[derive(Debug, Clone)]
+pub struct IntakeSettings {
+    pub max_body_bytes: usize,
+    /// A webhook for a payment we do not know yet gets 503 while younger than this, then is parked.
+    pub unknown_payment_window: Duration,
+    pub lease_attempts: u32,
+    pub lease_max_wait: Duration,
+    /// A delivery signed this long after its event was created is a redelivery (the PSP's retry, or a
+    /// resend): the payment is read first, and an event it already holds is answered from that one read.
+    pub redelivery_after: Duration,
+}
+
+impl Default for IntakeSettings {
+    fn default() -> Self {
+        Self {
+            max_body_bytes: 256 * 1024,
+            unknown_payment_window: Duration::from_secs(15 * 60),
+            lease_attempts: 4,
+            lease_max_wait: Duration::from_millis(100),
+            redelivery_after: Duration::from_secs(60),
+        }
+    }
+}
+
+impl IntakeSettings {
+    /// `WEBHOOK_MAX_BODY_BYTES`, `UNKNOWN_PAYMENT_WINDOW_SECONDS`, `LEASE_WAIT_ATTEMPTS`, `LEASE_WAIT_MAX_MS`,
+    /// `WEBHOOK_REDELIVERY_AFTER_SECONDS`.
+    pub fn from(env: &Env) -> Result<Self, shared::ConfigError> {
+        let d = Self::default();
+        Ok(Self {
+            max_body_bytes: env.number("WEBHOOK_MAX_BODY_BYTES", d.max_body_bytes)?,
+            unknown_payment_window: env.seconds("UNKNOWN_PAYMENT_WINDOW_SECONDS", d.unknown_payment_window)?,
+            lease_attempts: env.number("LEASE_WAIT_ATTEMPTS", d.lease_attempts)?,
+            lease_max_wait: env.millis("LEASE_WAIT_MAX_MS", d.lease_max_wait)?,
+            redelivery_after: env.seconds("WEBHOOK_REDELIVERY_AFTER_SECONDS", d.redelivery_after)?,
+        })
+    }
+}
+
+/// Everything the handler needs, built once per cold start.
+#[derive(Debug, Clone)]
+pub struct App {
+    pub store: PaymentStore,
+    pub leases: Leases,
+    /// The providers and their secrets, re-read after a TTL or a failed signature (see `providers`).
+    pub providers: ProviderSource,
+    pub settings: IntakeSettings,
+}
+
+impl App {
+    /// Builds the app from the environment once per cold start: the providers' secrets are read here
+    /// (Secrets Manager or `WEBHOOK_SECRETS`), and from Secrets Manager again only when the cached copy is
+    /// 5 minutes old or a signature fails (at most every 30 s), never per request.
+    pub async fn from_env(
+        sdk: &aws_config::SdkConfig,
+        client: shared::aws::DynamoDbClient,
+        config: &shared::Config,
+        env: &Env,
+    ) -> Result<Self, Box<dyn std::error::Error + Send + Sync>> {
+        Ok(Self {
+            store: PaymentStore::new(client.clone(), &config.table_name),
+            leases: Leases::new(client, &config.table_name, config.lease),
+            providers: ProviderSource::from_env(sdk, env).await?,
+            settings: IntakeSettings::from(env)?,
+        })
+    }
+}
