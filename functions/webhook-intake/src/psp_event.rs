@@ -1,7 +1,7 @@
 //! A PSP event after parsing, in our terms: which payment, what happened, and the facts to check against
 //! the payment before anything is applied.
 
-use shared::{Claims, Currency, Observation, Outcome, Path, PaymentId, PspEventId, PspReference};
+use shared::{text, Claims, Currency, Observation, Outcome, Path, PaymentId, PspEventId, PspReference};
 use thiserror::Error;
 
 /// How to find the payment an event is about.
@@ -44,6 +44,45 @@ pub enum Parsed {
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[error("unparseable event: {0}")]
 pub struct Unparseable(pub String);
+
+impl Unparseable {
+    /// The body is unreadable for this reason (a parse or a text rule's error).
+    pub fn because(e: impl std::fmt::Display) -> Self {
+        Self(e.to_string())
+    }
+}
+
+impl PaymentRef {
+    /// This reference, if it names the payment at all (our id or the PSP's); `what` says where the
+    /// provider's events carry them.
+    pub fn named(self, what: &str) -> Result<Self, Unparseable> {
+        if self.payment_id.is_none() && self.psp_reference.is_none() {
+            return Err(Unparseable(format!("the event names neither {what}")));
+        }
+        Ok(self)
+    }
+}
+
+/// A reason from the event, checked by the text rules (`shared::text`): one that breaks them makes the event
+/// unparseable (quarantined), never a stored reason that cannot be sent on.
+pub fn reason(field: &'static str, value: &str) -> Result<String, Unparseable> {
+    text::bounded(field, value, text::MAX_REASON_CHARS).map_err(Unparseable::because)
+}
+
+/// The connected account an event names, within the text rules.
+pub fn account(account: Option<&str>) -> Result<Option<String>, Unparseable> {
+    account
+        .map(|a| text::bounded("account", a, text::MAX_ACCOUNT_CHARS))
+        .transpose()
+        .map_err(Unparseable::because)
+}
+
+/// The event's type is logged when we do not handle it: within the text rules and this long at most.
+pub fn event_type(kind: &str) -> Result<(), Unparseable> {
+    text::check("type", kind, MAX_TYPE_CHARS).map_err(Unparseable::because)
+}
+
+const MAX_TYPE_CHARS: usize = 128;
 
 /// What the deployment expects of its provider's events.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -8,10 +8,10 @@
 //! `payment.succeeded`, `payment.attempt_failed` (`decline_code`, optional `retry_token`), `payment.failed`
 //! (`reason`), `payment.refunded` (`refunded_total_minor`, `captured`). The event id is the `webhook-id` header.
 
-use crate::psp_event::{Facts, Parsed, PaymentRef, PspEvent, Unparseable};
+use crate::psp_event::{self, Facts, Parsed, PaymentRef, PspEvent, Unparseable};
 use serde::Deserialize;
 use shared::{
-    text, ClientSecret, Currency, CustomerAction, Outcome, PaymentId, PspEventId, PspReference, RedirectUrl, RetryToken,
+    ClientSecret, Currency, CustomerAction, Outcome, PaymentId, PspEventId, PspReference, RedirectUrl, RetryToken,
 };
 
 #[derive(Deserialize)]
@@ -52,82 +52,96 @@ struct Data {
     captured: Option<bool>,
 }
 
-fn bad(e: impl std::fmt::Display) -> Unparseable {
-    Unparseable(e.to_string())
-}
+use Unparseable as Bad;
 
-/// A reason from the event under the text rules (`shared::text`); one that breaks them quarantines the event.
-fn reason(field: &'static str, value: &str) -> Result<String, Unparseable> {
-    text::bounded(field, value, text::MAX_REASON_CHARS).map_err(bad)
-}
+/// The types we act on.
+const KNOWN: [&str; 6] = [
+    "payment.requires_action",
+    "payment.processing",
+    "payment.succeeded",
+    "payment.attempt_failed",
+    "payment.failed",
+    "payment.refunded",
+];
 
-/// `webhook_id` and `webhook_timestamp` come from the verified headers.
+/// The event in our terms; `webhook_id` and `webhook_timestamp` come from the verified headers.
 pub fn parse(body: &[u8], webhook_id: &str, webhook_timestamp: i64) -> Result<Parsed, Unparseable> {
-    let event: Event = serde_json::from_slice(body).map_err(bad)?;
-    text::check("type", &event.kind, 128).map_err(bad)?;
-    const KNOWN: [&str; 6] = [
-        "payment.requires_action",
-        "payment.processing",
-        "payment.succeeded",
-        "payment.attempt_failed",
-        "payment.failed",
-        "payment.refunded",
-    ];
+    let event: Event = serde_json::from_slice(body).map_err(Bad::because)?;
+    psp_event::event_type(&event.kind)?;
     if !KNOWN.contains(&event.kind.as_str()) {
         return Ok(Parsed::Ignored { event_type: event.kind });
     }
     let data = event.data.ok_or_else(|| Unparseable("data is missing".into()))?;
-    let outcome = match event.kind.as_str() {
+    let outcome = outcome(&event.kind, &data)?;
+    let target = PaymentRef {
+        payment_id: data
+            .payment_id
+            .map(PaymentId::parse)
+            .transpose()
+            .map_err(Bad::because)?,
+        psp_reference: data
+            .psp_reference
+            .map(PspReference::parse)
+            .transpose()
+            .map_err(Bad::because)?,
+    };
+    Ok(Parsed::Event(Box::new(PspEvent {
+        id: PspEventId::parse(webhook_id).map_err(Bad::because)?,
+        created_secs: event.created.unwrap_or(webhook_timestamp),
+        target: target.named("payment_id nor psp_reference")?,
+        facts: Facts {
+            amount_minor: Some(data.amount_minor),
+            currency: Some(Currency::parse(&data.currency).map_err(Bad::because)?),
+            livemode: event.livemode,
+            account: psp_event::account(event.account.as_deref())?,
+        },
+        outcome,
+    })))
+}
+
+/// The outcome an event of type `kind` (one of [`KNOWN`]) reports.
+fn outcome(kind: &str, data: &Data) -> Result<Outcome, Unparseable> {
+    let missing = |field: &str| Unparseable(format!("{field} is missing"));
+    Ok(match kind {
         "payment.requires_action" => {
-            let secret = data.client_secret.map(ClientSecret::parse).transpose().map_err(bad)?;
-            let url = data.redirect_url.map(RedirectUrl::parse).transpose().map_err(bad)?;
-            Outcome::RequiresAction(CustomerAction::new(secret, url).map_err(bad)?)
+            let secret = data
+                .client_secret
+                .clone()
+                .map(ClientSecret::parse)
+                .transpose()
+                .map_err(Bad::because)?;
+            let url = data
+                .redirect_url
+                .clone()
+                .map(RedirectUrl::parse)
+                .transpose()
+                .map_err(Bad::because)?;
+            Outcome::RequiresAction(CustomerAction::new(secret, url).map_err(Bad::because)?)
         }
         "payment.processing" => Outcome::Processing,
         "payment.succeeded" => Outcome::Succeeded,
         "payment.attempt_failed" => Outcome::AttemptFailed {
-            reason: reason(
+            reason: psp_event::reason(
                 "decline_code",
-                &data
-                    .decline_code
-                    .ok_or_else(|| Unparseable("decline_code is missing".into()))?,
+                data.decline_code.as_deref().ok_or_else(|| missing("decline_code"))?,
             )?,
-            retry_token: data.retry_token.map(RetryToken::parse).transpose().map_err(bad)?,
+            retry_token: data
+                .retry_token
+                .clone()
+                .map(RetryToken::parse)
+                .transpose()
+                .map_err(Bad::because)?,
         },
         "payment.failed" => Outcome::Failed {
-            reason: reason("reason", data.reason.as_deref().unwrap_or("failed"))?,
+            reason: psp_event::reason("reason", data.reason.as_deref().unwrap_or("failed"))?,
         },
         _ => Outcome::Refunded {
             refunded_total_minor: data
                 .refunded_total_minor
-                .ok_or_else(|| Unparseable("refunded_total_minor is missing".into()))?,
+                .ok_or_else(|| missing("refunded_total_minor"))?,
             capture_proven: data.captured.unwrap_or(false),
         },
-    };
-    let target = PaymentRef {
-        payment_id: data.payment_id.map(PaymentId::parse).transpose().map_err(bad)?,
-        psp_reference: data.psp_reference.map(PspReference::parse).transpose().map_err(bad)?,
-    };
-    if target.payment_id.is_none() && target.psp_reference.is_none() {
-        return Err(Unparseable("data names neither payment_id nor psp_reference".into()));
-    }
-    Ok(Parsed::Event(Box::new(PspEvent {
-        id: PspEventId::parse(webhook_id).map_err(bad)?,
-        created_secs: event.created.unwrap_or(webhook_timestamp),
-        target,
-        facts: Facts {
-            amount_minor: Some(data.amount_minor),
-            currency: Some(Currency::parse(&data.currency).map_err(bad)?),
-            livemode: event.livemode,
-            account: event
-                .account
-                .as_deref()
-                .map(|a| text::bounded("account", a, text::MAX_ACCOUNT_CHARS))
-                .transpose()
-                .map_err(bad)?,
-        },
-        outcome,
-    })))
+    })
 }
 
 #[cfg(test)]

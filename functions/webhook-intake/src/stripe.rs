@@ -1,10 +1,10 @@
 //! Stripe events (`payment_intent.*`, `charge.refunded`) into our terms. Only the fields we need are read;
 //! the raw object (which carries `client_secret` and next-action URLs) is never stored or logged.
 
-use crate::psp_event::{Facts, Parsed, PaymentRef, PspEvent, Unparseable};
+use crate::psp_event::{self, Facts, Parsed, PaymentRef, PspEvent, Unparseable};
 use serde::Deserialize;
 use shared::psp::stripe::{customer_action, LastPaymentError, NextAction};
-use shared::{text, ClientSecret, Currency, Outcome, PaymentId, PspEventId, PspReference};
+use shared::{ClientSecret, Currency, Outcome, PaymentId, PspEventId, PspReference};
 use std::collections::HashMap;
 
 #[derive(Deserialize)]
@@ -55,9 +55,7 @@ struct Charge {
     metadata: HashMap<String, String>,
 }
 
-fn bad(e: impl std::fmt::Display) -> Unparseable {
-    Unparseable(e.to_string())
-}
+use Unparseable as Bad;
 
 fn target(metadata: &HashMap<String, String>, psp_reference: Option<String>) -> Result<PaymentRef, Unparseable> {
     Ok(PaymentRef {
@@ -65,99 +63,109 @@ fn target(metadata: &HashMap<String, String>, psp_reference: Option<String>) -> 
             .get("payment_id")
             .map(|id| PaymentId::parse(id.as_str()))
             .transpose()
-            .map_err(bad)?,
-        psp_reference: psp_reference.map(PspReference::parse).transpose().map_err(bad)?,
+            .map_err(Bad::because)?,
+        psp_reference: psp_reference
+            .map(PspReference::parse)
+            .transpose()
+            .map_err(Bad::because)?,
     })
 }
 
-/// A reason from the event, checked by the text rules (`shared::text`): one that breaks them makes the event
-/// unparseable (quarantined), never a stored reason that cannot be sent on.
-fn reason(field: &'static str, value: &str) -> Result<String, Unparseable> {
-    text::bounded(field, value, text::MAX_REASON_CHARS).map_err(bad)
+/// The event in our terms; `Ignored` for a type we do not handle.
+pub fn parse(body: &[u8]) -> Result<Parsed, Unparseable> {
+    let event: Event = serde_json::from_slice(body).map_err(Bad::because)?;
+    let id = PspEventId::parse(event.id).map_err(Bad::because)?;
+    psp_event::event_type(&event.kind)?;
+    let account = psp_event::account(event.account.as_deref())?;
+    let Some(About {
+        target,
+        amount,
+        currency,
+        outcome,
+    }) = about(&event.kind, &event.data.object)?
+    else {
+        return Ok(Parsed::Ignored { event_type: event.kind });
+    };
+    let facts = Facts {
+        amount_minor: Some(amount),
+        currency: Some(Currency::parse(&currency).map_err(Bad::because)?),
+        livemode: event.livemode,
+        account,
+    };
+    Ok(Parsed::Event(Box::new(PspEvent {
+        id,
+        created_secs: event.created,
+        target: target.named("metadata.payment_id nor a payment intent")?,
+        facts,
+        outcome,
+    })))
 }
 
-/// The event's type, as it is logged when we do not handle it.
-const MAX_TYPE_CHARS: usize = 128;
+/// What a handled event says.
+struct About {
+    target: PaymentRef,
+    amount: u64,
+    currency: String,
+    outcome: Outcome,
+}
 
-pub fn parse(body: &[u8]) -> Result<Parsed, Unparseable> {
-    let event: Event = serde_json::from_slice(body).map_err(bad)?;
-    let id = PspEventId::parse(event.id).map_err(bad)?;
-    text::check("type", &event.kind, MAX_TYPE_CHARS).map_err(bad)?;
-    let account = event
-        .account
-        .as_deref()
-        .map(|a| text::bounded("account", a, text::MAX_ACCOUNT_CHARS))
-        .transpose()
-        .map_err(bad)?;
-    let facts = |amount, currency: &str| -> Result<Facts, Unparseable> {
-        Ok(Facts {
-            amount_minor: Some(amount),
-            currency: Some(Currency::parse(currency).map_err(bad)?),
-            livemode: event.livemode,
-            account: account.clone(),
-        })
-    };
-    let (target, facts, outcome) = match event.kind.as_str() {
+/// What an event of type `kind` says about its payment; `None` for a type we do not handle.
+fn about(kind: &str, object: &serde_json::Value) -> Result<Option<About>, Unparseable> {
+    match kind {
         "payment_intent.succeeded"
         | "payment_intent.processing"
         | "payment_intent.requires_action"
         | "payment_intent.payment_failed"
         | "payment_intent.canceled" => {
-            let pi: PaymentIntent = serde_json::from_value(event.data.object.clone()).map_err(bad)?;
-            let outcome = match event.kind.as_str() {
-                "payment_intent.succeeded" => Outcome::Succeeded,
-                "payment_intent.processing" => Outcome::Processing,
-                "payment_intent.requires_action" => Outcome::RequiresAction(
-                    customer_action(pi.client_secret.as_ref(), pi.next_action.as_ref()).map_err(bad)?,
-                ),
-                "payment_intent.payment_failed" => Outcome::AttemptFailed {
-                    reason: reason(
-                        "decline_code",
-                        pi.last_payment_error
-                            .as_ref()
-                            .map_or("payment_failed", LastPaymentError::raw_reason),
-                    )?,
-                    retry_token: None,
-                },
-                _ => Outcome::Failed {
-                    reason: reason(
-                        "cancellation_reason",
-                        pi.cancellation_reason.as_deref().unwrap_or("canceled"),
-                    )?,
-                },
-            };
-            (
-                target(&pi.metadata, Some(pi.id))?,
-                facts(pi.amount, &pi.currency)?,
+            let pi = PaymentIntent::deserialize(object).map_err(Bad::because)?;
+            let outcome = intent_outcome(kind, &pi)?;
+            Ok(Some(About {
+                target: target(&pi.metadata, Some(pi.id))?,
+                amount: pi.amount,
+                currency: pi.currency,
                 outcome,
-            )
+            }))
         }
         "charge.refunded" => {
-            let charge: Charge = serde_json::from_value(event.data.object.clone()).map_err(bad)?;
-            let outcome = Outcome::Refunded {
-                refunded_total_minor: charge.amount_refunded,
-                capture_proven: charge.captured,
-            };
-            (
-                target(&charge.metadata, charge.payment_intent)?,
-                facts(charge.amount, &charge.currency)?,
-                outcome,
-            )
+            let charge = Charge::deserialize(object).map_err(Bad::because)?;
+            Ok(Some(About {
+                target: target(&charge.metadata, charge.payment_intent)?,
+                amount: charge.amount,
+                currency: charge.currency,
+                outcome: Outcome::Refunded {
+                    refunded_total_minor: charge.amount_refunded,
+                    capture_proven: charge.captured,
+                },
+            }))
         }
-        _ => return Ok(Parsed::Ignored { event_type: event.kind }),
-    };
-    if target.payment_id.is_none() && target.psp_reference.is_none() {
-        return Err(Unparseable(
-            "the event names neither metadata.payment_id nor a payment intent".into(),
-        ));
+        _ => Ok(None),
     }
-    Ok(Parsed::Event(Box::new(PspEvent {
-        id,
-        created_secs: event.created,
-        target,
-        facts,
-        outcome,
-    })))
+}
+
+/// The outcome a `payment_intent.*` event of type `kind` reports.
+fn intent_outcome(kind: &str, pi: &PaymentIntent) -> Result<Outcome, Unparseable> {
+    Ok(match kind {
+        "payment_intent.succeeded" => Outcome::Succeeded,
+        "payment_intent.processing" => Outcome::Processing,
+        "payment_intent.requires_action" => Outcome::RequiresAction(
+            customer_action(pi.client_secret.as_ref(), pi.next_action.as_ref()).map_err(Bad::because)?,
+        ),
+        "payment_intent.payment_failed" => Outcome::AttemptFailed {
+            reason: psp_event::reason(
+                "decline_code",
+                pi.last_payment_error
+                    .as_ref()
+                    .map_or("payment_failed", LastPaymentError::raw_reason),
+            )?,
+            retry_token: None,
+        },
+        _ => Outcome::Failed {
+            reason: psp_event::reason(
+                "cancellation_reason",
+                pi.cancellation_reason.as_deref().unwrap_or("canceled"),
+            )?,
+        },
+    })
 }
 
 #[cfg(test)]
