@@ -46,19 +46,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     intake_process::run(&mut out, intake_webhooks).await?;
     print!("{out}");
     let path = local_dev::service::repo_root().join("benchmarks/RESULTS.md");
-    out.push_str(&experiments(&std::fs::read_to_string(&path).unwrap_or_default()));
     std::fs::write(&path, out)?;
     eprintln!("written to {}", path.display());
     Ok(())
-}
-
-/// The hand-written "## Experiments" section of the previous results (what was tried and measured, with the
-/// figures of the day), kept across runs: it ends at the next section.
-fn experiments(previous: &str) -> String {
-    let Some(start) = previous.find("\n## Experiments") else {
-        return String::new();
-    };
-    let section = &previous[start..];
-    let end = section[1..].find("\n## ").map_or(section.len(), |i| i + 1);
-    format!("{}\n", section[..end].trim_end())
 }
