@@ -53,11 +53,11 @@ impl Unparseable {
 }
 
 impl PaymentRef {
-    /// This reference, if it names the payment at all (our id or the PSP's); `what` says where the
-    /// provider's events carry them.
-    pub fn named(self, what: &str) -> Result<Self, Unparseable> {
+    /// This reference, if it names the payment at all (our id or the PSP's); else unparseable, saying
+    /// `neither` (where the provider's events carry them).
+    pub fn named(self, neither: &str) -> Result<Self, Unparseable> {
         if self.payment_id.is_none() && self.psp_reference.is_none() {
-            return Err(Unparseable(format!("the event names neither {what}")));
+            return Err(Unparseable(neither.to_owned()));
         }
         Ok(self)
     }

@@ -84,11 +84,12 @@ pub fn parse(body: &[u8], webhook_id: &str, webhook_timestamp: i64) -> Result<Pa
             .map(PspReference::parse)
             .transpose()
             .map_err(Bad::because)?,
-    };
+    }
+    .named("data names neither payment_id nor psp_reference")?;
     Ok(Parsed::Event(Box::new(PspEvent {
         id: PspEventId::parse(webhook_id).map_err(Bad::because)?,
         created_secs: event.created.unwrap_or(webhook_timestamp),
-        target: target.named("payment_id nor psp_reference")?,
+        target,
         facts: Facts {
             amount_minor: Some(data.amount_minor),
             currency: Some(Currency::parse(&data.currency).map_err(Bad::because)?),

@@ -95,7 +95,7 @@ pub fn parse(body: &[u8]) -> Result<Parsed, Unparseable> {
     Ok(Parsed::Event(Box::new(PspEvent {
         id,
         created_secs: event.created,
-        target: target.named("metadata.payment_id nor a payment intent")?,
+        target: target.named("the event names neither metadata.payment_id nor a payment intent")?,
         facts,
         outcome,
     })))

@@ -1,4 +1,4 @@
-//! Whole-process CPU per webhook of the release `webhook-intake` binary, as Lambda would bill it: the bench
+//! Whole-process CPU per webhook of the release `webhook-intake` binary, run as Lambda runs it: the bench
 //! plays the Lambda runtime API, hands the process signed webhooks one at a time for payments in DynamoDB
 //! Local, and divides the CPU time the process spent (user + system, every thread, from `/proc`) by their
 //! number. Three kinds of delivery: a first delivery (lease and read side by side, then the write), a late
@@ -36,10 +36,14 @@ fn cpu_seconds(pid: u32) -> Result<f64, BoxError> {
     Ok((ticks(11)? + ticks(12)?) / TICKS_PER_SECOND)
 }
 
-/// One kind of delivery: the webhooks (API Gateway events) in the order they are sent.
+/// One kind of delivery: a `payment_intent.succeeded` event for each payment, created `late_by_secs` before
+/// the phase starts and signed just before it is sent (so a long run stays within the signature tolerance
+/// and a first delivery stays one), and the answer every one of them must get.
 struct Phase {
     name: &'static str,
-    webhooks: Vec<Value>,
+    payments: Vec<String>,
+    late_by_secs: i64,
+    expect: &'static str,
 }
 
 /// What one phase cost.
@@ -80,13 +84,16 @@ fn result_of(answer: &Value) -> String {
     }
 }
 
-async fn measure(api: &mut RuntimeApi, pid: u32, phase: &Phase) -> Result<Measured, BoxError> {
-    let mut latencies = Vec::with_capacity(phase.webhooks.len());
+async fn measure(api: &mut RuntimeApi, pid: u32, phase: &Phase, secret: &SigningSecret) -> Result<Measured, BoxError> {
+    let mut latencies = Vec::with_capacity(phase.payments.len());
     let mut answers = BTreeMap::new();
+    let created = shared::clock::now_ms() / 1000 - phase.late_by_secs;
     let before = cpu_seconds(pid)?;
-    for webhook in &phase.webhooks {
+    for id in &phase.payments {
+        let event = stripe_event(&format!("evt_{id}"), "payment_intent.succeeded", id, created);
+        let webhook = signed(secret, &event, shared::clock::now_ms() / 1000)?;
         let started = Instant::now();
-        let answer = api.invoke(webhook.clone()).await?;
+        let answer = api.invoke(webhook).await?;
         latencies.push(started.elapsed());
         let result = if answer.is_error {
             "invocation error".to_owned()
@@ -96,8 +103,15 @@ async fn measure(api: &mut RuntimeApi, pid: u32, phase: &Phase) -> Result<Measur
         *answers.entry(result).or_insert(0) += 1;
     }
     let cpu = cpu_seconds(pid)? - before;
+    if answers.get(phase.expect) != Some(&phase.payments.len()) {
+        return Err(format!(
+            "{}: expected {} for every webhook, got {answers:?}",
+            phase.name, phase.expect
+        )
+        .into());
+    }
     latencies.sort();
-    let count = phase.webhooks.len().max(1);
+    let count = phase.payments.len().max(1);
     Ok(Measured {
         cpu_per_webhook: Duration::from_secs_f64(cpu / count as f64),
         p50: latencies.get(count / 2).copied().unwrap_or_default(),
@@ -117,31 +131,27 @@ pub async fn run(out: &mut String, n: usize) -> Result<(), BoxError> {
     }
     let secret = SigningSecret::parse(crate::WEBHOOK_SECRET)?;
     let ctx = TestContext::new().await;
-    let now = shared::clock::now_ms() / 1000;
     let warm = payments(&ctx, "cpu_warm", 50.min(n)).await?;
     let first = payments(&ctx, "cpu_first", n).await?;
     let late = payments(&ctx, "cpu_late", n).await?;
-    let events = |ids: &[String], created: i64| -> Result<Vec<Value>, BoxError> {
-        ids.iter()
-            .map(|id| {
-                let event = stripe_event(&format!("evt_{id}"), "payment_intent.succeeded", id, created);
-                signed(&secret, &event, now)
-            })
-            .collect()
-    };
-    let late_events = events(&late, now - LATE_BY_SECS)?;
     let phases = [
         Phase {
             name: "first delivery: lease and read side by side, then the write",
-            webhooks: events(&first, now)?,
+            payments: first,
+            late_by_secs: 0,
+            expect: "applied",
         },
         Phase {
             name: "late first delivery (a PSP retry, not applied yet): read, then lease and write",
-            webhooks: late_events.clone(),
+            payments: late.clone(),
+            late_by_secs: LATE_BY_SECS,
+            expect: "applied",
         },
         Phase {
             name: "redelivery of an applied event: one read",
-            webhooks: late_events,
+            payments: late,
+            late_by_secs: LATE_BY_SECS,
+            expect: "duplicate",
         },
     ];
 
@@ -150,15 +160,13 @@ pub async fn run(out: &mut String, n: usize) -> Result<(), BoxError> {
     let child = api.spawn(&binary, &ctx.table, Some(&log))?;
     let pid = child.id().ok_or("the intake exited at once")?;
     // Warm-up (connections, lazy tables): not counted.
-    measure(
-        &mut api,
-        pid,
-        &Phase {
-            name: "warm-up",
-            webhooks: events(&warm, now)?,
-        },
-    )
-    .await?;
+    let warm_up = Phase {
+        name: "warm-up",
+        payments: warm,
+        late_by_secs: 0,
+        expect: "applied",
+    };
+    measure(&mut api, pid, &warm_up, &secret).await?;
     writeln!(
         out,
         "\n## Whole-process CPU per webhook of the release intake ({n} webhooks each, against DynamoDB Local)\n"
@@ -177,7 +185,7 @@ pub async fn run(out: &mut String, n: usize) -> Result<(), BoxError> {
     )
     .ok();
     for phase in &phases {
-        let m = measure(&mut api, pid, phase).await?;
+        let m = measure(&mut api, pid, phase, &secret).await?;
         let answers: Vec<String> = m.answers.iter().map(|(r, c)| format!("{r} {c}")).collect();
         writeln!(
             out,

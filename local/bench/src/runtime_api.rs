@@ -92,7 +92,18 @@ impl RuntimeApi {
             None => std::process::Stdio::null(),
         };
         let mut command = tokio::process::Command::new(binary);
-        // Whatever DynamoDB Local and SQS endpoints the bench was started with, the function uses too.
+        // Only what a deployed function gets (nothing of the bench's own settings, such as `RUST_LOG`), and
+        // the DynamoDB Local and SQS endpoints the bench was started with.
+        command.env_clear();
+        for endpoint in [
+            "AWS_ENDPOINT_URL_DYNAMODB",
+            "AWS_ENDPOINT_URL_DYNAMODB_STREAMS",
+            "AWS_ENDPOINT_URL_SQS",
+        ] {
+            if let Ok(url) = std::env::var(endpoint) {
+                command.env(endpoint, url);
+            }
+        }
         command
             .env("AWS_LAMBDA_RUNTIME_API", self.addr.to_string())
             .env("AWS_LAMBDA_FUNCTION_NAME", "bench")

@@ -706,6 +706,20 @@ async fn a_redelivered_event_already_applied_costs_one_read() {
     assert_eq!(t.item_count().await, items, "no lease, no event, no change");
 }
 
+/// A redelivery of an applied event is answered while another worker holds the payment's lease: no wait,
+/// no 503, because answering it needs no lease.
+#[tokio::test]
+async fn a_redelivered_applied_event_is_answered_while_the_lease_is_held() {
+    let t = TestIntake::new().await;
+    let id = t.payment("pay_redelivered_leased").await;
+    let event = intent_event("evt_r3", "payment_intent.succeeded", &id, now() - 600);
+    assert_eq!(result(&t.send(stripe(&event, STRIPE_NEW)).await), "applied");
+    let _held = t.ctx.leases.acquire(&id).await.unwrap().unwrap();
+    let again = t.send(stripe(&event, STRIPE_NEW)).await;
+    assert_eq!((again.status, result(&again)), (StatusCode::OK, "duplicate"));
+    assert_eq!(again.metrics.lease_deferrals, 0);
+}
+
 /// A redelivery reuses its first read for the write: a sync write that lands between the two makes the
 /// versioned write conflict, and the event is decided again from the payment that won.
 #[tokio::test]
