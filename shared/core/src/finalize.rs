@@ -16,7 +16,8 @@
 
 use crate::event::{EventKind, PaymentEvent};
 use crate::observation::{Observation, Outcome, Path};
-use crate::payment::{Payment, StrayCapture};
+use crate::payment::{CustomerAction, Payment, StrayCapture};
+use crate::secret::RetryToken;
 use crate::status::PaymentStatus::{self, *};
 use serde::Serialize;
 
@@ -93,88 +94,124 @@ fn ignore(reason: IgnoreReason) -> Result<Change, Decision> {
     Err(Decision::Ignore(reason))
 }
 
+/// What `observation` does to `current`, one function per kind of news. The arms are ordered: an anomaly
+/// first, then the terminal outcomes (whatever the payment's status), then the non-terminal ones, which the
+/// two guards keep off a terminal payment and off newer news.
 fn change_for(current: &Payment, observation: &Observation) -> Result<Change, Decision> {
-    let status = current.status;
-    let amount = current.money.amount_minor();
     match &observation.outcome {
         Outcome::Anomaly { reason } => Ok(Change::Refused(reason.clone())),
-
-        // Money taken on a payment we hold as failed: never stale. Recorded once (whichever path reports it
-        // first, however often), then recovery gives it back; the refund of it is recorded as such.
-        Outcome::Succeeded if status == Failed => match current.stray_capture {
-            Some(_) => ignore(IgnoreReason::NoOp),
-            None => Ok(Change::StrayCapture),
-        },
+        Outcome::Succeeded => on_succeeded(current),
         Outcome::Refunded {
-            refunded_total_minor: total,
-            ..
-        } if status == Failed => match current.stray_capture {
-            Some(_) if *total > amount => Ok(Change::Anomaly(format!(
-                "refunded total {total} exceeds the payment amount {amount}"
-            ))),
-            Some(_) if *total <= current.refunded_minor => ignore(IgnoreReason::NoOp),
-            Some(stray) => Ok(Change::StrayRefund {
-                total: *total,
-                anomaly: stray.anomaly,
-            }),
-            None => Ok(Change::Anomaly("refund on a failed payment".into())),
-        },
-
-        Outcome::Refunded {
-            refunded_total_minor: total,
-            ..
-        } if *total > amount => Ok(Change::Anomaly(format!(
-            "refunded total {total} exceeds the payment amount {amount}"
-        ))),
-        Outcome::Refunded {
-            refunded_total_minor: total,
+            refunded_total_minor,
             capture_proven,
-        } => match status {
-            Captured | Refunded if *total <= current.refunded_minor => ignore(if *total == current.refunded_minor {
-                IgnoreReason::NoOp
-            } else {
-                IgnoreReason::Stale
-            }),
-            Captured => Ok(refund_change(*total, amount)),
-            Refunded => ignore(IgnoreReason::Stale),
-            _ if *capture_proven => Ok(refund_change(*total, amount)),
-            _ => Err(Decision::Defer(DeferReason::RefundBeforeCapture)),
-        },
-
-        Outcome::Succeeded => match status {
-            Captured => ignore(IgnoreReason::NoOp),
-            Refunded => ignore(IgnoreReason::Stale),
-            _ => Ok(Change::To(Captured, EventKind::PaymentCaptured)),
-        },
-        Outcome::Failed { .. } => match status {
-            Failed => ignore(IgnoreReason::NoOp),
-            Captured | Refunded => ignore(IgnoreReason::Stale),
-            _ => Ok(Change::To(Failed, EventKind::PaymentFailed)),
-        },
+        } => on_refunded(current, *refunded_total_minor, *capture_proven),
+        Outcome::Failed { .. } => on_failed(current.status),
 
         // Non-terminal outcomes: never move a terminal payment, never go back from processing to an
         // action, and never let an older event overwrite a newer one.
-        _ if status.is_terminal() => ignore(IgnoreReason::Stale),
+        _ if current.status.is_terminal() => ignore(IgnoreReason::Stale),
         _ if is_older_than_current(current, observation) => ignore(IgnoreReason::Stale),
-        Outcome::Processing => match status {
-            Processing => ignore(IgnoreReason::NoOp),
-            // The PSP's snapshot says nothing about the action or retry the customer holds: keep them.
-            RequiresAction | AttemptFailed if observation.path == Path::Recovery => ignore(IgnoreReason::NoOp),
-            _ => Ok(Change::To(Processing, EventKind::ProcessingStarted)),
+        Outcome::Processing => on_processing(current.status, observation.path),
+        Outcome::RequiresAction(action) => on_requires_action(current, action, observation.path),
+        Outcome::AttemptFailed { reason, retry_token } => on_attempt_failed(current, reason, retry_token),
+    }
+}
+
+/// Money was taken.
+fn on_succeeded(current: &Payment) -> Result<Change, Decision> {
+    match current.status {
+        // Money taken on a payment we hold as failed: never stale. Recorded once (whichever path reports it
+        // first, however often), then recovery gives it back; the refund of it is recorded as such.
+        Failed => match current.stray_capture {
+            Some(_) => ignore(IgnoreReason::NoOp),
+            None => Ok(Change::StrayCapture),
         },
-        Outcome::RequiresAction(action) => match status {
-            Processing if observation.path != Path::Recovery => ignore(IgnoreReason::Stale),
-            RequiresAction if current.action.as_ref() == Some(action) => ignore(IgnoreReason::NoOp),
-            _ => Ok(Change::To(RequiresAction, EventKind::ActionRequired)),
-        },
-        Outcome::AttemptFailed { reason, retry_token } => match status {
-            AttemptFailed
-                if current.reason.as_deref() == Some(reason.as_str()) && current.retry_token == *retry_token =>
-            {
-                ignore(IgnoreReason::NoOp)
-            }
-            _ => Ok(Change::To(AttemptFailed, EventKind::AttemptFailed)),
-        },
+        Captured => ignore(IgnoreReason::NoOp),
+        Refunded => ignore(IgnoreReason::Stale),
+        _ => Ok(Change::To(Captured, EventKind::PaymentCaptured)),
+    }
+}
+
+/// The PSP's cumulative refunded `total`. A refund on a failed payment can only be of a stray capture; more
+/// than the payment's amount is an anomaly; a refund before the capture waits for it unless it proves it.
+fn on_refunded(current: &Payment, total: u64, capture_proven: bool) -> Result<Change, Decision> {
+    let status = current.status;
+    let amount = current.money.amount_minor();
+    if status == Failed {
+        return on_stray_refund(current, total, amount);
+    }
+    if total > amount {
+        return Ok(over_refund(total, amount));
+    }
+    match status {
+        Captured | Refunded if total <= current.refunded_minor => ignore(if total == current.refunded_minor {
+            IgnoreReason::NoOp
+        } else {
+            IgnoreReason::Stale
+        }),
+        Captured => Ok(refund_change(total, amount)),
+        Refunded => ignore(IgnoreReason::Stale),
+        _ if capture_proven => Ok(refund_change(total, amount)),
+        _ => Err(Decision::Defer(DeferReason::RefundBeforeCapture)),
+    }
+}
+
+/// A refund on a failed payment: of the stray capture, if one was recorded (the payment stays failed);
+/// without one, money we never held came back, an anomaly.
+fn on_stray_refund(current: &Payment, total: u64, amount: u64) -> Result<Change, Decision> {
+    match current.stray_capture {
+        Some(_) if total > amount => Ok(over_refund(total, amount)),
+        Some(_) if total <= current.refunded_minor => ignore(IgnoreReason::NoOp),
+        Some(stray) => Ok(Change::StrayRefund {
+            total,
+            anomaly: stray.anomaly,
+        }),
+        None => Ok(Change::Anomaly("refund on a failed payment".into())),
+    }
+}
+
+/// More refunded than the payment's amount: never applied, whatever the status.
+fn over_refund(total: u64, amount: u64) -> Change {
+    Change::Anomaly(format!("refunded total {total} exceeds the payment amount {amount}"))
+}
+
+/// Cancelled or finally failed: news until the money is taken.
+fn on_failed(status: PaymentStatus) -> Result<Change, Decision> {
+    match status {
+        Failed => ignore(IgnoreReason::NoOp),
+        Captured | Refunded => ignore(IgnoreReason::Stale),
+        _ => Ok(Change::To(Failed, EventKind::PaymentFailed)),
+    }
+}
+
+/// The PSP is processing the payment (on a non-terminal payment, not older than its news).
+fn on_processing(status: PaymentStatus, path: Path) -> Result<Change, Decision> {
+    match status {
+        Processing => ignore(IgnoreReason::NoOp),
+        // The PSP's snapshot says nothing about the action or retry the customer holds: keep them.
+        RequiresAction | AttemptFailed if path == Path::Recovery => ignore(IgnoreReason::NoOp),
+        _ => Ok(Change::To(Processing, EventKind::ProcessingStarted)),
+    }
+}
+
+/// The customer must act (on a non-terminal payment, not older than its news). Only recovery's snapshot
+/// takes a `processing` payment back to an action; a webhook saying so is older news.
+fn on_requires_action(current: &Payment, action: &CustomerAction, path: Path) -> Result<Change, Decision> {
+    match current.status {
+        Processing if path != Path::Recovery => ignore(IgnoreReason::Stale),
+        RequiresAction if current.action.as_ref() == Some(action) => ignore(IgnoreReason::NoOp),
+        _ => Ok(Change::To(RequiresAction, EventKind::ActionRequired)),
+    }
+}
+
+/// An attempt was declined (on a non-terminal payment, not older than its news): new unless the payment
+/// holds this very reason and retry token.
+fn on_attempt_failed(current: &Payment, reason: &str, retry_token: &Option<RetryToken>) -> Result<Change, Decision> {
+    match current.status {
+        AttemptFailed if current.reason.as_deref() == Some(reason) && current.retry_token == *retry_token => {
+            ignore(IgnoreReason::NoOp)
+        }
+        _ => Ok(Change::To(AttemptFailed, EventKind::AttemptFailed)),
     }
 }
 
@@ -193,6 +230,7 @@ fn is_older_than_current(current: &Payment, observation: &Observation) -> bool {
     )
 }
 
+/// The next payment and its event: bookkeeping of the news (unless refused), then the change itself.
 fn apply(current: &Payment, observation: &Observation, change: Change, now_ms: i64) -> Transition {
     let mut next = current.clone();
     next.version = current.version.saturating_add(1);
@@ -202,15 +240,7 @@ fn apply(current: &Payment, observation: &Observation, change: Change, now_ms: i
         _ => None,
     };
     if refused.is_none() {
-        if let Some(id) = &observation.psp_event_id {
-            next.remember(id.clone());
-        }
-        if let Some(at) = observation.occurred_at_ms {
-            next.last_psp_event_at_ms = Some(next.last_psp_event_at_ms.map_or(at, |newest| newest.max(at)));
-        }
-        if next.psp_reference.is_none() {
-            next.psp_reference.clone_from(&observation.psp_reference);
-        }
+        note_news(&mut next, observation);
     }
 
     let (kind, event_reason) = match change {
@@ -218,58 +248,10 @@ fn apply(current: &Payment, observation: &Observation, change: Change, now_ms: i
             next.anomalies = next.anomalies.saturating_add(1);
             (EventKind::AnomalyRecorded, Some(reason))
         }
-        Change::StrayCapture => {
-            next.anomalies = next.anomalies.saturating_add(1);
-            next.stray_capture = Some(StrayCapture {
-                anomaly: next.anomalies,
-                refunded: false,
-            });
-            let reason = format!(
-                "money taken after the payment failed (anomaly {}): to be refunded",
-                next.anomalies
-            );
-            (EventKind::AnomalyRecorded, Some(reason))
-        }
-        Change::StrayRefund { total, anomaly } => {
-            next.refunded_minor = total;
-            let full = total == next.money.amount_minor();
-            next.stray_capture = Some(StrayCapture {
-                anomaly,
-                refunded: full,
-            });
-            let (kind, what) = if full {
-                (EventKind::PaymentRefunded, "refunded")
-            } else {
-                (EventKind::RefundRecorded, "partly refunded")
-            };
-            (
-                kind,
-                Some(format!(
-                    "money taken after the payment failed (anomaly {anomaly}) {what}"
-                )),
-            )
-        }
+        Change::StrayCapture => record_stray_capture(&mut next),
+        Change::StrayRefund { total, anomaly } => record_stray_refund(&mut next, total, anomaly),
         Change::To(status, kind) => {
-            next.status = status;
-            // Secrets live only in the status that needs them: every other move removes them.
-            next.action = None;
-            next.retry_token = None;
-            match &observation.outcome {
-                Outcome::RequiresAction(action) => {
-                    next.action = Some(action.clone());
-                    next.reason = None;
-                }
-                Outcome::AttemptFailed { reason, retry_token } => {
-                    next.retry_token.clone_from(retry_token);
-                    next.reason = Some(reason.clone());
-                }
-                Outcome::Failed { reason } => next.reason = Some(reason.clone()),
-                Outcome::Refunded {
-                    refunded_total_minor, ..
-                } => next.refunded_minor = *refunded_total_minor,
-                Outcome::Processing | Outcome::Succeeded => next.reason = None,
-                Outcome::Anomaly { .. } => {}
-            }
+            move_to(&mut next, status, &observation.outcome);
             (kind, next.reason.clone())
         }
     };
@@ -289,6 +271,81 @@ fn apply(current: &Payment, observation: &Observation, change: Change, now_ms: i
         payment: next,
         event,
         refused,
+    }
+}
+
+/// What an applied observation leaves behind whatever it changes: its event id in the dedup window, the
+/// newest event time, and the PSP reference if the payment had none. A refused one leaves none of these, so
+/// it cannot shadow the real news.
+fn note_news(next: &mut Payment, observation: &Observation) {
+    if let Some(id) = &observation.psp_event_id {
+        next.remember(id.clone());
+    }
+    if let Some(at) = observation.occurred_at_ms {
+        next.last_psp_event_at_ms = Some(next.last_psp_event_at_ms.map_or(at, |newest| newest.max(at)));
+    }
+    if next.psp_reference.is_none() {
+        next.psp_reference.clone_from(&observation.psp_reference);
+    }
+}
+
+/// Money taken on a failed payment: an anomaly, numbered so that its refund can name it, and a refund due.
+fn record_stray_capture(next: &mut Payment) -> (EventKind, Option<String>) {
+    next.anomalies = next.anomalies.saturating_add(1);
+    next.stray_capture = Some(StrayCapture {
+        anomaly: next.anomalies,
+        refunded: false,
+    });
+    let reason = format!(
+        "money taken after the payment failed (anomaly {}): to be refunded",
+        next.anomalies
+    );
+    (EventKind::AnomalyRecorded, Some(reason))
+}
+
+/// The refund of a stray capture: the total recorded, the capture marked refunded once all of it came back;
+/// the status stays failed.
+fn record_stray_refund(next: &mut Payment, total: u64, anomaly: u32) -> (EventKind, Option<String>) {
+    next.refunded_minor = total;
+    let full = total == next.money.amount_minor();
+    next.stray_capture = Some(StrayCapture {
+        anomaly,
+        refunded: full,
+    });
+    let (kind, what) = if full {
+        (EventKind::PaymentRefunded, "refunded")
+    } else {
+        (EventKind::RefundRecorded, "partly refunded")
+    };
+    (
+        kind,
+        Some(format!(
+            "money taken after the payment failed (anomaly {anomaly}) {what}"
+        )),
+    )
+}
+
+/// Moves the payment to `status` with what the outcome carries.
+fn move_to(next: &mut Payment, status: PaymentStatus, outcome: &Outcome) {
+    next.status = status;
+    // Secrets live only in the status that needs them: every other move removes them.
+    next.action = None;
+    next.retry_token = None;
+    match outcome {
+        Outcome::RequiresAction(action) => {
+            next.action = Some(action.clone());
+            next.reason = None;
+        }
+        Outcome::AttemptFailed { reason, retry_token } => {
+            next.retry_token.clone_from(retry_token);
+            next.reason = Some(reason.clone());
+        }
+        Outcome::Failed { reason } => next.reason = Some(reason.clone()),
+        Outcome::Refunded {
+            refunded_total_minor, ..
+        } => next.refunded_minor = *refunded_total_minor,
+        Outcome::Processing | Outcome::Succeeded => next.reason = None,
+        Outcome::Anomaly { .. } => {}
     }
 }
 

@@ -15,8 +15,10 @@
 //! money refunded before stock is released after a capture, ...) before it hands out a typed state, so no
 //! stored saga runs a step out of order (property-tested in `saga/tests.rs`).
 //!
-//! The stored form is in `record`, the check of a stored saga in `consistency`.
+//! The stored form is in `record`, the check of a stored saga in `consistency`, the transitions of the
+//! compensating states in `compensation`.
 
+mod compensation;
 mod consistency;
 mod record;
 
@@ -147,6 +149,14 @@ impl<S> Saga<S> {
         )
     }
 
+    /// The payment of a state that has one (each such state's `payment_id`).
+    fn charged_payment_id(&self) -> &PaymentId {
+        // Cannot panic: `from_record` refuses a record in a state that has a payment without its id, and
+        // every transition into such a state sets one (the charge step creates it before anything can fail).
+        #[allow(clippy::unreachable)]
+        self.record.payment_id.as_ref().unwrap_or_else(|| unreachable!())
+    }
+
     fn fail<T>(mut self, status: SagaStatus, step: Step, reason: String, now_ms: i64) -> (Saga<T>, SagaEvent) {
         self.record.failure = Some(Failure {
             step,
@@ -226,12 +236,9 @@ impl Saga<StockReserved> {
 }
 
 impl Saga<Charging> {
+    /// The payment this saga charged (always there in this state).
     pub fn payment_id(&self) -> &PaymentId {
-        // Checked on load and set by the only transition into this state.
-        // Cannot panic: `from_record` refuses a record in this state without a payment id, and the only
-        // transition into it sets one.
-        #[allow(clippy::unreachable)]
-        self.record.payment_id.as_ref().unwrap_or_else(|| unreachable!())
+        self.charged_payment_id()
     }
 
     pub fn payment_requested(
@@ -259,12 +266,9 @@ impl Saga<Charging> {
 }
 
 impl Saga<PaymentPending> {
+    /// The payment this saga charged (always there in this state).
     pub fn payment_id(&self) -> &PaymentId {
-        // Checked on load and set by the only transition into this state.
-        // Cannot panic: `from_record` refuses a record in this state without a payment id, and the only
-        // transition into it sets one.
-        #[allow(clippy::unreachable)]
-        self.record.payment_id.as_ref().unwrap_or_else(|| unreachable!())
+        self.charged_payment_id()
     }
 
     pub fn payment_captured(mut self, now_ms: i64) -> (Saga<PaymentCaptured>, SagaEvent) {
@@ -296,11 +300,9 @@ impl Saga<PaymentPending> {
 }
 
 impl Saga<PaymentCaptured> {
+    /// The payment this saga charged (always there in this state).
     pub fn payment_id(&self) -> &PaymentId {
-        // Cannot panic: `from_record` refuses a record in this state without a payment id, and the only
-        // transition into it sets one.
-        #[allow(clippy::unreachable)]
-        self.record.payment_id.as_ref().unwrap_or_else(|| unreachable!())
+        self.charged_payment_id()
     }
 
     pub fn order_confirmed(self, now_ms: i64) -> (Saga<Completed>, SagaEvent) {
@@ -316,73 +318,6 @@ impl Saga<PaymentCaptured> {
     /// The order cannot be confirmed after the money was taken: refund, then release.
     pub fn confirmation_failed(self, reason: String, now_ms: i64) -> (Saga<RefundingPayment>, SagaEvent) {
         self.fail(SagaStatus::RefundingPayment, Step::ConfirmOrder, reason, now_ms)
-    }
-}
-
-impl Saga<RefundingPayment> {
-    pub fn payment_id(&self) -> &PaymentId {
-        // Cannot panic: `from_record` refuses a record in this state without a payment id, and the only
-        // transition into it sets one.
-        #[allow(clippy::unreachable)]
-        self.record.payment_id.as_ref().unwrap_or_else(|| unreachable!())
-    }
-
-    pub fn refunded(mut self, amount_minor: u64, now_ms: i64) -> (Saga<ReleasingStock>, SagaEvent) {
-        self.record.refunded_minor = amount_minor;
-        self.step(
-            SagaStatus::ReleasingStock,
-            SagaEventKind::PaymentRefunded,
-            Step::Charge,
-            Some(amount_minor.to_string()),
-            now_ms,
-        )
-    }
-}
-
-impl Saga<CancellingPayment> {
-    pub fn payment_id(&self) -> &PaymentId {
-        // Checked on load: the charge step creates the payment before anything can fail.
-        // Cannot panic: `from_record` refuses a record in this state without a payment id, and the only
-        // transition into it sets one.
-        #[allow(clippy::unreachable)]
-        self.record.payment_id.as_ref().unwrap_or_else(|| unreachable!())
-    }
-
-    /// The PSP refused the cancel because the payment succeeded meanwhile: the money was taken, so the saga
-    /// continues from the capture (the order is confirmed, or, when the customer cancelled it, refunded).
-    pub fn payment_succeeded(mut self, now_ms: i64) -> (Saga<PaymentCaptured>, SagaEvent) {
-        self.record.captured = true;
-        self.record.failure = None;
-        self.step(
-            SagaStatus::PaymentCaptured,
-            SagaEventKind::PaymentCaptured,
-            Step::AwaitPayment,
-            Some("succeeded before the cancel reached the PSP".into()),
-            now_ms,
-        )
-    }
-
-    /// The charge took no money and our payment is failed.
-    pub fn payment_cancelled(self, now_ms: i64) -> (Saga<ReleasingStock>, SagaEvent) {
-        self.step(
-            SagaStatus::ReleasingStock,
-            SagaEventKind::StepCompensated,
-            Step::Charge,
-            Some("no money taken".into()),
-            now_ms,
-        )
-    }
-}
-
-impl Saga<ReleasingStock> {
-    pub fn stock_released(self, now_ms: i64) -> (Saga<Compensated>, SagaEvent) {
-        self.step(
-            SagaStatus::Compensated,
-            SagaEventKind::StockReleased,
-            Step::ReserveStock,
-            None,
-            now_ms,
-        )
     }
 }
 

@@ -100,42 +100,9 @@ impl PaymentStore {
                 }
             };
             match self.write(current.version, &transition, lease).await {
-                Ok(()) => {
-                    info!(
-                        payment_id = %transition.payment.id,
-                        version = transition.payment.version,
-                        status = %transition.payment.status,
-                        event = transition.event.kind.as_str(),
-                        path = %observation.path,
-                        "payment transition written"
-                    );
-                    if transition.event.kind == EventKind::AnomalyRecorded {
-                        // Alarmed (`PaymentAnomaliesAlarm`), whichever path recorded it.
-                        warn!(payment_id = %transition.payment.id, path = %observation.path,
-                              reason = transition.event.reason.as_deref().unwrap_or(""), "anomaly recorded");
-                        crate::metrics::emit(&crate::metrics::anomaly(&observation.path.to_string(), clock::now_ms()));
-                    }
-                    return Ok(FinalizeOutcome {
-                        result: FinalizeResult::Applied(transition.event.kind),
-                        payment: transition.payment,
-                        version_conflicts,
-                        lease_released: lease.is_some(),
-                        refused: transition.refused,
-                    });
-                }
+                Ok(()) => return Ok(applied(*transition, observation, version_conflicts, lease.is_some())),
                 Err(WriteFailure::VersionConflict(winner)) => {
-                    version_conflicts = version_conflicts.saturating_add(1);
-                    debug!(
-                        expected = current.version,
-                        found = winner.version,
-                        "version conflict: deciding again"
-                    );
-                    if version_conflicts > MAX_VERSION_CONFLICTS {
-                        return Err(StoreError::ConflictsExhausted(
-                            current.id.to_string(),
-                            version_conflicts,
-                        ));
-                    }
+                    version_conflicts = count_version_conflict(&current, &winner, version_conflicts)?;
                     current = *winner;
                 }
                 Err(WriteFailure::LeaseLost) => {
@@ -144,19 +111,22 @@ impl PaymentStore {
                 }
                 Err(WriteFailure::Transient(code)) => {
                     transient = transient.saturating_add(1);
-                    if transient > MAX_TRANSIENT_RETRIES {
-                        return Err(StoreError::unavailable("finalize", code));
-                    }
-                    let cap = TRANSIENT_BACKOFF_BASE.saturating_mul(2u32.saturating_pow(transient));
-                    tokio::time::sleep(clock::full_jitter(cap)).await;
-                    current = self
-                        .get(&current.id)
-                        .await?
-                        .ok_or_else(|| StoreError::NotFound(current.id.to_string()))?;
+                    current = self.read_after_pause(&current.id, transient, code).await?;
                 }
                 Err(WriteFailure::Failed(e)) => return Err(e),
             }
         }
+    }
+
+    /// After the `attempt`th transient cancellation: a jittered, growing pause, then a fresh read (such a
+    /// cancellation carries no item). Past [`MAX_TRANSIENT_RETRIES`], storage is unavailable.
+    async fn read_after_pause(&self, id: &PaymentId, attempt: u32, code: String) -> Result<Payment, StoreError> {
+        if attempt > MAX_TRANSIENT_RETRIES {
+            return Err(StoreError::unavailable("finalize", code));
+        }
+        let cap = TRANSIENT_BACKOFF_BASE.saturating_mul(2u32.saturating_pow(attempt));
+        tokio::time::sleep(clock::full_jitter(cap)).await;
+        self.get(id).await?.ok_or_else(|| StoreError::NotFound(id.to_string()))
     }
 
     async fn not_written(
@@ -208,6 +178,51 @@ impl PaymentStore {
             Err(TransactError::Store(e)) => Err(WriteFailure::Failed(e)),
         }
     }
+}
+
+/// The transition was written: logged (an anomaly also alarmed) and answered.
+fn applied(
+    transition: Transition,
+    observation: &Observation,
+    version_conflicts: u32,
+    lease_released: bool,
+) -> FinalizeOutcome {
+    info!(
+        payment_id = %transition.payment.id,
+        version = transition.payment.version,
+        status = %transition.payment.status,
+        event = transition.event.kind.as_str(),
+        path = %observation.path,
+        "payment transition written"
+    );
+    if transition.event.kind == EventKind::AnomalyRecorded {
+        // Alarmed (`PaymentAnomaliesAlarm`), whichever path recorded it.
+        warn!(payment_id = %transition.payment.id, path = %observation.path,
+              reason = transition.event.reason.as_deref().unwrap_or(""), "anomaly recorded");
+        crate::metrics::emit(&crate::metrics::anomaly(&observation.path.to_string(), clock::now_ms()));
+    }
+    FinalizeOutcome {
+        result: FinalizeResult::Applied(transition.event.kind),
+        payment: transition.payment,
+        version_conflicts,
+        lease_released,
+        refused: transition.refused,
+    }
+}
+
+/// Counts one more version conflict (`winner` is the item that beat `current`); past
+/// [`MAX_VERSION_CONFLICTS`] the payment changes too often to finalize within one request.
+fn count_version_conflict(current: &Payment, winner: &Payment, conflicts: u32) -> Result<u32, StoreError> {
+    let conflicts = conflicts.saturating_add(1);
+    debug!(
+        expected = current.version,
+        found = winner.version,
+        "version conflict: deciding again"
+    );
+    if conflicts > MAX_VERSION_CONFLICTS {
+        return Err(StoreError::ConflictsExhausted(current.id.to_string(), conflicts));
+    }
+    Ok(conflicts)
 }
 
 /// Reads the cancellation reasons: item 0 is the payment, 1 the event, 2 the lease release (if any).

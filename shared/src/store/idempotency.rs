@@ -5,7 +5,7 @@
 //! losing concurrent request gets the record back in the cancellation reasons (ALL_OLD) and answers from it.
 //! Records expire after [`KEY_RETENTION`]; an expired record counts as absent, as TTL deletes late.
 
-use super::item::{payment_to_item, Item};
+use super::item::Item;
 use super::transact::{transact_write, TransactError};
 use super::{PaymentStore, StoreError};
 use crate::clock;
@@ -43,34 +43,10 @@ impl PaymentStore {
     ) -> Result<Created, StoreError> {
         let mut conflicts: u32 = 0;
         loop {
-            let now = clock::now_ms();
-            let (payment, event) = new.clone().into_payment();
-            let retention_ms = i64::try_from(KEY_RETENTION.as_millis()).unwrap_or(i64::MAX);
-            let record = Put::builder()
-                .table_name(&self.table)
-                .set_item(Some(crate::keys::idempotency(key.as_str())))
-                .item("request_hash", AttributeValue::S(request_hash.to_owned()))
-                .item("payment_id", AttributeValue::S(payment.id.to_string()))
-                .item(
-                    "expires_at",
-                    AttributeValue::N(clock::ceil_secs(now.saturating_add(retention_ms)).to_string()),
-                )
-                .condition_expression("attribute_not_exists(pk) OR expires_at < :now")
-                .expression_attribute_values(":now", AttributeValue::N((now / 1000).to_string()))
-                .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-                .build()
-                .map_err(|e| request_failed("build idempotency record", e))?;
-            let put_payment = Put::builder()
-                .table_name(&self.table)
-                .set_item(Some(payment_to_item(&payment)?))
-                .condition_expression("attribute_not_exists(pk)")
-                .build()
-                .map_err(|e| request_failed("build create", e))?;
-            let items = vec![
-                TransactWriteItem::builder().put(record).build(),
-                TransactWriteItem::builder().put(put_payment).build(),
-                self.event_put(&event)?,
-            ];
+            // Item 0 the key's record, then the payment (1) and its event, as `create` writes them.
+            let mut items = vec![self.key_record(key, request_hash, &new.id, clock::now_ms())?];
+            let (payment, writes) = self.create_writes(new.clone())?;
+            items.extend(writes);
             let cancelled = match transact_write(&self.client, items, "create payment", false).await {
                 Ok(()) => return Ok(Created::New(payment)),
                 Err(TransactError::Cancelled(c)) => c,
@@ -95,6 +71,33 @@ impl PaymentStore {
             ))
             .await;
         }
+    }
+
+    /// The key's record, naming the payment; written only if the key is absent or expired, and when it is
+    /// not, the cancellation returns the record (ALL_OLD) so the request is answered from it.
+    fn key_record(
+        &self,
+        key: &IdempotencyKey,
+        request_hash: &str,
+        payment_id: &PaymentId,
+        now: i64,
+    ) -> Result<TransactWriteItem, StoreError> {
+        let retention_ms = i64::try_from(KEY_RETENTION.as_millis()).unwrap_or(i64::MAX);
+        let record = Put::builder()
+            .table_name(&self.table)
+            .set_item(Some(crate::keys::idempotency(key.as_str())))
+            .item("request_hash", AttributeValue::S(request_hash.to_owned()))
+            .item("payment_id", AttributeValue::S(payment_id.to_string()))
+            .item(
+                "expires_at",
+                AttributeValue::N(clock::ceil_secs(now.saturating_add(retention_ms)).to_string()),
+            )
+            .condition_expression("attribute_not_exists(pk) OR expires_at < :now")
+            .expression_attribute_values(":now", AttributeValue::N((now / 1000).to_string()))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .build()
+            .map_err(|e| request_failed("build idempotency record", e))?;
+        Ok(TransactWriteItem::builder().put(record).build())
     }
 
     async fn answer_reused_key(&self, record: Option<&Item>, request_hash: &str) -> Result<Created, StoreError> {

@@ -15,17 +15,23 @@
 //! the PSP. `--dry-run` runs the same parse, lookup and pure `decide` against the current payment and writes
 //! nothing. A replay that ran marks the parked item (`replayed_at_ms`, `replay_result`); it is not deleted, it
 //! expires with the others after 30 days.
+//!
+//! Reading a parked body back through the intake's parser is in `body`.
+
+mod body;
+
+pub use body::target;
 
 use crate::settings::Ctx;
 use crate::timeline::{parked_items, ParkedItem};
 use crate::when::format_ms;
 use aws_sdk_dynamodb::types::AttributeValue;
+use body::{parse, provider};
 use serde::Serialize;
 use shared::store::ParkedKind;
-use shared::{clock, decide, CorrelationId, Decision, Env, Leases, Outcome, PaymentId};
+use shared::{clock, decide, CorrelationId, Decision, Leases, Outcome, PaymentId};
 use std::time::Duration;
-use webhook_intake::providers::{ProviderSpec, Scheme};
-use webhook_intake::psp_event::{Expectations, Parsed, PaymentRef, PspEvent};
+use webhook_intake::psp_event::{Parsed, PspEvent};
 
 /// What every replay says about its limits (also in the README).
 pub const LIMITS: &str = "a replay re-runs the intake's parser, endpoint check and the one finalize on the \
@@ -80,72 +86,6 @@ pub fn render_list(items: &[ParkedItem]) -> String {
         items.len()
     )
 }
-
-fn provider(env: &Env, name: &str) -> Result<(Scheme, Expectations), crate::Error> {
-    let spec = ProviderSpec::from_env(env)?
-        .into_iter()
-        .find(|s| s.name == name)
-        .ok_or_else(|| format!("provider {name} is not configured (WEBHOOK_PROVIDERS)"))?;
-    Ok((spec.scheme, spec.expectations()))
-}
-
-/// What a parked webhook's body names (payment id, PSP reference), read by the intake's parser; `None` when
-/// it does not parse.
-pub fn target(env: &Env, item: &ParkedItem) -> Option<PaymentRef> {
-    match parse(env, item).ok()? {
-        (Ok(Parsed::Event(event)), _) => Some(event.target),
-        _ => None,
-    }
-}
-
-type ParseResult = Result<Parsed, webhook_intake::psp_event::Unparseable>;
-
-/// The intake's parser over the parked body with its redacted values removed; also whether there were any.
-fn parse(env: &Env, item: &ParkedItem) -> Result<(ParseResult, bool), crate::Error> {
-    let (scheme, _) = provider(env, &item.provider)?;
-    let (stripped, redacted) = strip_redacted(&item.body);
-    let body = stripped.as_bytes();
-    let parsed = match scheme {
-        Scheme::Stripe => webhook_intake::stripe::parse(body),
-        // The webhook-timestamp header is not kept: the parking time stands in for `created` if the body
-        // lacks it (at most the unknown-payment window later than the real one).
-        Scheme::Standard => webhook_intake::standard::parse(body, &item.event_key, item.recorded_at_ms / 1000),
-    };
-    Ok((parsed, redacted))
-}
-
-/// The parked body with every redacted value removed (as if the PSP had not sent it), and whether there
-/// was one: the parser then reads what is left instead of tripping over `"[redacted]"` where it expects an
-/// object or a URL.
-fn strip_redacted(body: &str) -> (String, bool) {
-    fn strip(value: &mut serde_json::Value, found: &mut bool) {
-        match value {
-            serde_json::Value::Object(map) => {
-                let before = map.len();
-                map.retain(|_, v| v.as_str() != Some(REDACTED));
-                *found |= map.len() != before;
-                map.values_mut().for_each(|v| strip(v, found));
-            }
-            serde_json::Value::Array(items) => items.iter_mut().for_each(|v| strip(v, found)),
-            _ => {}
-        }
-    }
-    match serde_json::from_str::<serde_json::Value>(body) {
-        Ok(mut json) => {
-            // Parked by the allow-list: the fields it withheld are counted under `_withheld`.
-            let mut found = json
-                .as_object_mut()
-                .and_then(|o| o.remove(webhook_intake::redact::WITHHELD))
-                .is_some();
-            strip(&mut json, &mut found);
-            (json.to_string(), found)
-        }
-        Err(_) => (body.to_owned(), false),
-    }
-}
-
-/// What `webhook_intake::redact` puts where a secret was.
-const REDACTED: &str = "[redacted]";
 
 /// What a replay did or would do.
 #[derive(Debug, Clone, Serialize)]

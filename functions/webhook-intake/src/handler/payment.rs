@@ -12,7 +12,8 @@ use shared::lease::HeldLease;
 use shared::store::ParkedKind;
 use shared::telemetry::ErrorChain;
 use shared::{
-    clock, decide, telemetry, Decision, FinalizeResult, IgnoreReason, Observation, Payment, PaymentId, StoreError,
+    clock, decide, telemetry, Decision, FinalizeOutcome, FinalizeResult, IgnoreReason, Observation, Payment, PaymentId,
+    StoreError,
 };
 use std::time::Duration;
 use tracing::{info, warn, Instrument};
@@ -117,14 +118,34 @@ pub(super) async fn applied(
     event: &PspEvent,
     lease: HeldLease,
     current: Payment,
-    mut observation: Observation,
+    observation: Observation,
     body: &[u8],
     metrics: &mut RequestMetrics,
 ) -> Result<&'static str, ApiError> {
+    let outcome = finalize(app, lease, current, observation).await?;
+    metrics.version_conflicts = outcome.version_conflicts;
+    if let Some(reason) = &outcome.refused {
+        return quarantine(app, provider, event, reason, body, metrics).await;
+    }
+    info!(result = ?outcome.result, conflicts = outcome.version_conflicts, psp_event_id = %event.id, "webhook finalized");
+    if outcome.result == FinalizeResult::Applied(shared::EventKind::AnomalyRecorded) {
+        metrics.anomalies = 1;
+    }
+    answer(outcome.result)
+}
+
+/// The one finalize under the payment's lease, which its transaction releases; on a failure the lease is
+/// released here, and a transient one is a 503 the PSP retries.
+async fn finalize(
+    app: &App,
+    lease: HeldLease,
+    current: Payment,
+    mut observation: Observation,
+) -> Result<FinalizeOutcome, ApiError> {
     let finalize_span = telemetry::step_span("finalize");
     // The event item carries the finalize step's context: the relay and the consumer continue this trace.
     observation.trace_context = telemetry::traceparent_of(&finalize_span);
-    let outcome = match app
+    match app
         .store
         .finalize_from(current, &observation, Some(lease.lease()))
         .instrument(finalize_span)
@@ -135,7 +156,7 @@ pub(super) async fn applied(
                 lease.released_by_write();
             }
             // Otherwise (the lease was taken over meanwhile) `lease` tries once more when dropped.
-            outcome
+            Ok(outcome)
         }
         Err(e) => {
             // Free the payment for the PSP's retry now rather than when the lease expires (best effort:
@@ -143,37 +164,41 @@ pub(super) async fn applied(
             if let Err(release) = lease.release().await {
                 warn!(error = %ErrorChain(&release), "lease release after a failed finalize failed; it will expire");
             }
-            return Err(if e.is_transient() {
+            Err(if e.is_transient() {
                 retry_later("storage is temporarily unavailable; retry")
             } else {
                 e.into()
-            });
+            })
         }
-    };
-    metrics.version_conflicts = outcome.version_conflicts;
-    if let Some(reason) = &outcome.refused {
-        metrics.anomalies = 1;
-        metrics.quarantines = 1;
-        app.store
-            .park(
-                ParkedKind::Quarantined,
-                &provider.name,
-                event.id.as_str(),
-                reason,
-                &redact(body),
-            )
-            .await?;
-        warn!(
+    }
+}
+
+/// The event is not about the payment (the finalize recorded an anomaly and applied nothing): its redacted
+/// body is parked for an operator, and the PSP is answered `quarantined`.
+async fn quarantine(
+    app: &App,
+    provider: &Provider,
+    event: &PspEvent,
+    reason: &str,
+    body: &[u8],
+    metrics: &mut RequestMetrics,
+) -> Result<&'static str, ApiError> {
+    metrics.anomalies = 1;
+    metrics.quarantines = 1;
+    app.store
+        .park(
+            ParkedKind::Quarantined,
+            &provider.name,
+            event.id.as_str(),
             reason,
-            "webhook inconsistent with the payment: anomaly recorded, not applied"
-        );
-        return Ok("quarantined");
-    }
-    info!(result = ?outcome.result, conflicts = outcome.version_conflicts, psp_event_id = %event.id, "webhook finalized");
-    if outcome.result == FinalizeResult::Applied(shared::EventKind::AnomalyRecorded) {
-        metrics.anomalies = 1;
-    }
-    answer(outcome.result)
+            &redact(body),
+        )
+        .await?;
+    warn!(
+        reason,
+        "webhook inconsistent with the payment: anomaly recorded, not applied"
+    );
+    Ok("quarantined")
 }
 
 /// What the PSP is told of a finalize's result.

@@ -30,21 +30,46 @@ fn inconsistent(r: &SagaRecord, reason: &'static str) -> InconsistentSaga {
 /// - a refund only after a capture, and before the stock is released after a capture;
 /// - a failure (with the step it happened in) exactly in the compensating states, the step matching the state.
 pub fn check(r: &SagaRecord) -> Result<(), InconsistentSaga> {
+    // The order of the checks decides which reason a record with several faults is reported with.
+    check_counts(r)?;
+    check_payment(r)?;
+    check_money(r)?;
+    if (r.recovery_requested || r.captured || r.psp_reference.is_some()) && r.payment_id.is_none() {
+        return Err(inconsistent(r, "payment facts without a payment"));
+    }
+    if !failure_matches(r) {
+        return Err(inconsistent(r, "failure does not match the status"));
+    }
+    Ok(())
+}
+
+/// The version a record in `status` has at least: one per transition on the shortest way there.
+fn min_version(status: SagaStatus) -> u64 {
     use SagaStatus as S;
-    let min_version = match r.status {
+    match status {
         S::Started => 1,
         S::StockReserved | S::Compensated => 2,
         S::Charging => 3,
         S::PaymentPending | S::CancellingPayment => 4,
         S::PaymentCaptured | S::ReleasingStock => 5,
         S::Completed | S::RefundingPayment => 6,
-    };
-    if r.version < min_version {
+    }
+}
+
+/// The version and the quantity.
+fn check_counts(r: &SagaRecord) -> Result<(), InconsistentSaga> {
+    if r.version < min_version(r.status) {
         return Err(inconsistent(r, "version lower than the steps behind this status"));
     }
     if r.checkout.quantity == 0 {
         return Err(inconsistent(r, "quantity is zero"));
     }
+    Ok(())
+}
+
+/// A payment from the charge step on, none before it, and no PSP reference before the PSP answered.
+fn check_payment(r: &SagaRecord) -> Result<(), InconsistentSaga> {
+    use SagaStatus as S;
     let needs_payment = matches!(
         r.status,
         S::Charging
@@ -64,6 +89,12 @@ pub fn check(r: &SagaRecord) -> Result<(), InconsistentSaga> {
     if r.status == S::Charging && r.psp_reference.is_some() {
         return Err(inconsistent(r, "a PSP reference before the PSP answered the charge"));
     }
+    Ok(())
+}
+
+/// The capture flag where money was taken, and a refund of all of it (only) before the stock is released.
+fn check_money(r: &SagaRecord) -> Result<(), InconsistentSaga> {
+    use SagaStatus as S;
     let must_be_captured = matches!(r.status, S::PaymentCaptured | S::Completed | S::RefundingPayment);
     let never_captured = matches!(
         r.status,
@@ -79,11 +110,14 @@ pub fn check(r: &SagaRecord) -> Result<(), InconsistentSaga> {
     if r.captured && refund_done && r.refunded_minor != r.checkout.money.amount_minor() {
         return Err(inconsistent(r, "captured money not refunded before releasing stock"));
     }
-    if (r.recovery_requested || r.captured || r.psp_reference.is_some()) && r.payment_id.is_none() {
-        return Err(inconsistent(r, "payment facts without a payment"));
-    }
+    Ok(())
+}
+
+/// A failure exactly in the compensating states, in a step that leads to that compensation.
+fn failure_matches(r: &SagaRecord) -> bool {
+    use SagaStatus as S;
     let failed_step = r.failure.as_ref().map(|f| f.step);
-    let failure_ok = match r.status {
+    match r.status {
         S::Started | S::StockReserved | S::Charging | S::PaymentPending | S::PaymentCaptured | S::Completed => {
             failed_step.is_none()
         }
@@ -100,9 +134,5 @@ pub fn check(r: &SagaRecord) -> Result<(), InconsistentSaga> {
             Some(Step::Charge | Step::AwaitPayment) => !r.captured,
             None => false,
         },
-    };
-    if !failure_ok {
-        return Err(inconsistent(r, "failure does not match the status"));
     }
-    Ok(())
 }
