@@ -1,6 +1,13 @@
 //! What every Lambda's `main` does around its handler: the cold start (telemetry, the environment, the shared
 //! settings and the AWS SDK's configuration, once) and, for the HTTP APIs, serving behind the caller guard.
 //! Each function's `main` then only builds its own state and names its handler.
+//!
+//! Every function runs on tokio's current-thread runtime. Lambda hands a process one invocation at a time,
+//! so worker threads have nothing to run side by side: they only pass each I/O wake-up from the thread that
+//! polls the sockets to the one that runs the handler. The intake measured both (`bench intake-cpu`,
+//! `benchmarks/RESULTS.md`, Experiments): four times fewer context switches and about a quarter less CPU
+//! per webhook on one thread. Calls made side by side (`tokio::join!`) still overlap their
+//! waits; nothing in a function blocks its thread or spawns CPU-bound work.
 
 use crate::http::CallerGuard;
 use crate::{aws, telemetry, Config, ConfigError, Env};

@@ -5,7 +5,8 @@ use lambda_runtime::{run, service_fn, Error, LambdaEvent};
 use outbox_relay::{relay, Publisher};
 use shared::{aws, telemetry, Env};
 
-#[tokio::main]
+// One thread: Lambda gives a process one invocation at a time (why: `shared::lambda`).
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
     telemetry::init();
     let env = Env::process();

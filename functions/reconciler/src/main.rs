@@ -13,7 +13,8 @@ use shared::recovery::{self, Recovery, RecoverySettings};
 use shared::telemetry::ErrorChain;
 use shared::{clock, telemetry, PaymentStore};
 
-#[tokio::main]
+// One thread: Lambda gives a process one invocation at a time (why: `shared::lambda`).
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
     let ColdStart { env, config, sdk } = ColdStart::begin().await?;
     let client = shared::aws::dynamodb_client(&sdk);

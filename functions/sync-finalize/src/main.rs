@@ -6,7 +6,8 @@ use shared::lambda::{serve_guarded, ColdStart};
 use shared::PaymentStore;
 use sync_finalize::{handle, App};
 
-#[tokio::main]
+// One thread: Lambda gives a process one invocation at a time (why: `shared::lambda`).
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
     let start = ColdStart::begin().await?;
     let guard = CallerGuard::from(&start.env)?;

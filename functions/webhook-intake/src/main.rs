@@ -4,7 +4,8 @@ use lambda_http::{run, service_fn, Error};
 use shared::lambda::ColdStart;
 use webhook_intake::{handle, App};
 
-#[tokio::main]
+// One thread: Lambda gives a process one invocation at a time (why: `shared::lambda`).
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
     let start = ColdStart::begin().await?;
     let app = App::from_env(&start.sdk, start.dynamodb(), &start.config, &start.env).await?;

@@ -4,7 +4,8 @@ use lambda_http::Error;
 use shared::http::CallerGuard;
 use shared::lambda::{serve_guarded, ColdStart};
 
-#[tokio::main]
+// One thread: Lambda gives a process one invocation at a time (why: `shared::lambda`).
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
     let start = ColdStart::begin().await?;
     let guard = CallerGuard::from(&start.env)?;

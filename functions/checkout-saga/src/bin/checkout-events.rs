@@ -8,7 +8,8 @@ use shared::consumer::Consumer;
 use shared::lambda::ColdStart;
 use shared::telemetry;
 
-#[tokio::main]
+// One thread: Lambda gives a process one invocation at a time (why: `shared::lambda`).
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
     let start = ColdStart::begin().await?;
     let dynamodb = start.dynamodb();

@@ -7,7 +7,8 @@ use shared::lambda::ColdStart;
 use shared::telemetry;
 use std::time::Duration;
 
-#[tokio::main]
+// One thread: Lambda gives a process one invocation at a time (why: `shared::lambda`).
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
     let start = ColdStart::begin().await?;
     let runner = checkout_saga::runner_from_env(&start.sdk, start.dynamodb(), &start.config, &start.env).await?;
