@@ -40,9 +40,11 @@ async fn cold_init(binary: &Path) -> Result<(Duration, Option<u64>), Box<dyn std
     let mut api = RuntimeApi::start().await?;
     let started = Instant::now();
     let mut child = api.spawn(binary, "bench", None)?;
-    let first_poll = tokio::time::timeout(Duration::from_secs(10), api.first_poll.recv())
-        .await?
-        .ok_or("no poll")?;
+    // A function that refuses its configuration exits before it polls: say so rather than wait it out.
+    let first_poll = tokio::select! {
+        poll = tokio::time::timeout(Duration::from_secs(10), api.first_poll.recv()) => poll?.ok_or("no poll")?,
+        exited = child.wait() => return Err(format!("exited before its first poll ({})", exited?).into()),
+    };
     let rss = child.id().and_then(|pid| rss_kb(pid, "VmHWM:"));
     child.kill().await.ok();
     Ok((first_poll - started, rss))
