@@ -16,13 +16,13 @@ use shared::{clock, telemetry, PaymentStore};
 // One thread: Lambda gives a process one invocation at a time (why: `shared::lambda`).
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
-    let ColdStart { env, config, sdk } = ColdStart::begin().await?;
-    let client = shared::aws::dynamodb_client(&sdk);
+    let start = ColdStart::begin().await?;
+    let client = start.dynamodb();
     let recovery = Recovery {
-        store: PaymentStore::new(client.clone(), &config.table_name),
-        leases: Leases::new(client.clone(), &config.table_name, config.lease),
-        psp: shared::psp::from_env(&sdk, client, &config.table_name, &env).await?,
-        settings: RecoverySettings::from(&env)?,
+        store: PaymentStore::new(client.clone(), &start.config.table_name),
+        leases: Leases::new(client.clone(), &start.config.table_name, start.config.lease),
+        psp: shared::psp::from_env(&start.sdk, client, &start.config.table_name, &start.env).await?,
+        settings: RecoverySettings::from(&start.env)?,
     };
     run(service_fn(|event: LambdaEvent<Value>| {
         let recovery = &recovery;
