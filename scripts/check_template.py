@@ -15,13 +15,28 @@ shorter than six times its function's timeout hands batches out twice. Each chec
 - each SQS event source's queue has a visibility timeout of at least six times its function's timeout
   (Globals and the CloudFormation defaults resolved);
 - every IAM statement on the table itself carries a dynamodb:LeadingKeys condition;
-- the table has deletion protection, and a CloudWatch dashboard exists.
+- the table has deletion protection, and a CloudWatch dashboard exists;
+- stage isolation (two stages in one account): every explicit name (table, functions, queues, log groups,
+  topic, key alias, API, schedules, roles, ...) is built from ${Stage}, every alarm and the dashboard are named;
+  an alarm or dashboard metric in a custom namespace selects Stage = the Stage parameter (SEARCH expressions
+  too), one in AWS/* selects a resource of this template;
+- an alarm for every failure: each function's Errors, the public route's function's Throttles, the HTTP API's
+  5xx, the oldest due payment and saga (breaching when missing), the saga failure rate; every schedule retries
+  and dead-letters to an encrypted queue of this template whose depth alarms;
+- a first deploy that can fail and be retried: nothing with a fixed name is plainly Retain (RetainExceptOnCreate),
+  the table is RetainExceptOnCreate / UpdateReplacePolicy Retain, no parameter defaults to a placeholder
+  (.example), with the defaults no function reserves concurrency (a new account allows none) and the webhook
+  providers' livemode is true in stage prod and false in dev;
+- safe rollouts: the money-path functions publish an alias shifted gradually by default, rolled back on
+  alarms of this template including their own Errors alarm, by a CodeDeploy role of this template with no
+  statement on every resource.
 
 `--self-test` mutates the template in memory once per rule and checks that each mutation is caught, so a
 check that cannot fail does not go unnoticed. Exit status 1 on any finding.
 """
 import copy
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -285,8 +300,365 @@ def check_dashboard(doc):
             if not d.get("Properties", {}).get("DashboardBody")]
 
 
+# ---- stage isolation (issue 24) ------------------------------------------------------------------------------
+STAGE = "Stage"
+# The explicit name property of each resource type: two stages in one account need them all to differ.
+NAME_PROPERTIES = {
+    "AWS::DynamoDB::Table": "TableName", "AWS::Serverless::SimpleTable": "TableName",
+    "AWS::Serverless::Function": "FunctionName", "AWS::Lambda::Function": "FunctionName",
+    "AWS::SQS::Queue": "QueueName", "AWS::SNS::Topic": "TopicName", "AWS::KMS::Alias": "AliasName",
+    "AWS::CloudWatch::Alarm": "AlarmName", "AWS::CloudWatch::Dashboard": "DashboardName",
+    "AWS::Logs::LogGroup": "LogGroupName", "AWS::IAM::Role": "RoleName", "AWS::IAM::ManagedPolicy": "ManagedPolicyName",
+    "AWS::Serverless::HttpApi": "Name", "AWS::Serverless::Api": "Name", "AWS::ApiGatewayV2::Api": "Name",
+    "AWS::Scheduler::Schedule": "Name", "AWS::Scheduler::ScheduleGroup": "Name", "AWS::Events::Rule": "Name",
+    "AWS::CodeDeploy::Application": "ApplicationName", "AWS::CodeDeploy::DeploymentGroup": "DeploymentGroupName",
+    "AWS::S3::Bucket": "BucketName", "AWS::SecretsManager::Secret": "Name",
+    "AWS::StepFunctions::StateMachine": "StateMachineName", "AWS::Serverless::StateMachine": "Name",
+}
+# Named even though CloudFormation would generate a name: a generated alarm or dashboard name does not say
+# which stage pages or is shown.
+NAME_REQUIRED = ("AWS::CloudWatch::Alarm", "AWS::CloudWatch::Dashboard")
+SCHEDULE_EVENTS = ("ScheduleV2", "Schedule")
+
+
+def stage_scoped(value):
+    """True for a name built from the Stage parameter (!Sub "...${Stage}..." or a Join with !Ref Stage)."""
+    if not isinstance(value, dict):
+        return False
+    if "Fn::Sub" in value:
+        text = value["Fn::Sub"] if isinstance(value["Fn::Sub"], str) else value["Fn::Sub"][0]
+        return "${%s}" % STAGE in text
+    if "Fn::Join" in value:
+        return {"Ref": STAGE} in value["Fn::Join"][1]
+    return value == {"Ref": STAGE}
+
+
+def explicit_names(doc):
+    """(where, name property, value or None when absent but required) of every name in the template."""
+    known = set(NAME_PROPERTIES.values())
+    for name, res in doc.get("Resources", {}).items():
+        props, kind = res.get("Properties", {}), res.get("Type")
+        keys = [NAME_PROPERTIES[kind]] if kind in NAME_PROPERTIES else [k for k in props if k in known]
+        for key in keys:
+            if key in props or kind in NAME_REQUIRED:
+                yield name, key, props.get(key)
+        for event_name, event in props.get("Events", {}).items():
+            # SAM names a schedule after its event unless told otherwise: the same name in every stage.
+            if event.get("Type") in SCHEDULE_EVENTS and not event.get("Properties", {}).get("OmitName"):
+                yield f"{name}.{event_name} ({event['Type']})", "Name", event.get("Properties", {}).get("Name")
+
+
+def metric_specs(alarm):
+    """(namespace, dimensions) of every metric an alarm reads: its own, or each MetricStat of its math."""
+    props = alarm.get("Properties", {})
+    if "MetricName" in props:
+        yield props.get("Namespace", ""), props.get("Dimensions", [])
+    for m in props.get("Metrics", []):
+        metric = m.get("MetricStat", {}).get("Metric")
+        if metric:
+            yield metric.get("Namespace", ""), metric.get("Dimensions", [])
+
+
+def refs_in(value):
+    """The logical ids (and parameters) a value refers to: Ref, GetAtt, and ${X} / ${X.Attr} in a Sub."""
+    name = ref_name(value)
+    if name:
+        return {name}
+    if isinstance(value, dict) and "Fn::Sub" in value:
+        text = value["Fn::Sub"] if isinstance(value["Fn::Sub"], str) else value["Fn::Sub"][0]
+        return {m.split(".")[0] for m in re.findall(r"\$\{([^}!]+)\}", text)}
+    return set()
+
+
+def check_stage_names(doc):
+    findings = []
+    for where, key, value in explicit_names(doc):
+        if not stage_scoped(value):
+            findings.append(f"stage: {where}'s {key} {value!r} is not stage-scoped (!Sub with ${{{STAGE}}}): "
+                            "two stages in one account would collide or mix")
+    return findings
+
+
+def check_alarm_stage(doc):
+    findings = []
+    own = set(doc.get("Resources", {}))
+    for name, alarm in resources(doc, "AWS::CloudWatch::Alarm").items():
+        for namespace, dims in metric_specs(alarm):
+            dims = {d.get("Name"): d.get("Value") for d in dims}
+            if not namespace.startswith("AWS/"):
+                if dims.get(STAGE) != {"Ref": STAGE}:
+                    findings.append(f"stage: alarm {name} reads {namespace} without the Stage dimension = "
+                                    "!Ref Stage (it would watch every stage's metric)")
+            elif not dims or not all(refs_in(v) & own for v in dims.values()):
+                findings.append(f"stage: alarm {name} reads {namespace} by {dims!r}, not by a resource of this "
+                                "template (it would watch another stage's)")
+    findings += check_dashboard_stage(doc)
+    return findings
+
+
+def dashboard_rows(body):
+    """Each metric row of a dashboard body (the !Sub text with ${Stage} as __STAGE__, other refs as
+    __REF_<id>__), with "." resolved from the row before; expression rows as they are."""
+    text = body if isinstance(body, str) else body[0]
+    text = text.replace("${%s}" % STAGE, "__STAGE__")
+    text = re.sub(r"\$\{([^}!]+)\}", lambda m: "__REF_%s__" % m.group(1).split(".")[0], text)
+    for widget in json.loads(text).get("widgets", []):
+        previous = []
+        for row in widget.get("properties", {}).get("metrics", []):
+            plain = [v for v in row if isinstance(v, str)]
+            if plain:
+                plain = [previous[i] if v == "." and i < len(previous) else v for i, v in enumerate(plain)]
+                previous = plain
+            yield plain, [v for v in row if isinstance(v, dict)]
+
+
+def check_dashboard_stage(doc):
+    findings = []
+    own = set(doc.get("Resources", {}))
+    for name, dashboard in resources(doc, "AWS::CloudWatch::Dashboard").items():
+        body = dashboard.get("Properties", {}).get("DashboardBody", {})
+        body = body.get("Fn::Sub") if isinstance(body, dict) else body
+        try:
+            rows = list(dashboard_rows(body))
+        except (TypeError, ValueError, AttributeError) as e:
+            findings.append(f"stage: dashboard {name}'s body is not a JSON !Sub text ({e})")
+            continue
+        for plain, options in rows:
+            for expression in (o.get("expression", "") for o in options):
+                if "SEARCH(" in expression and (not re.search(r"\{[^}]*\bStage\b[^}]*\}", expression)
+                                                or 'Stage="__STAGE__"' not in expression):
+                    findings.append(f"stage: dashboard {name}'s SEARCH {expression!r} does not select "
+                                    'Stage="${Stage}"')
+            if len(plain) < 2:
+                continue
+            dims = dict(zip(plain[2::2], plain[3::2]))
+            if not plain[0].startswith("AWS/"):
+                if dims.get(STAGE) != "__STAGE__":
+                    findings.append(f"stage: dashboard {name} shows {plain[0]} {plain[1]} without Stage = ${{Stage}}")
+            elif not dims or not all(v.startswith("__REF_") and v[6:-2] in own for v in dims.values()):
+                findings.append(f"stage: dashboard {name} shows {plain[0]} {plain[1]} by {dims!r}, not by a "
+                                "resource of this template")
+    return findings
+
+
+# ---- an alarm for every failure (issue 24) ---------------------------------------------------------------------
+# The metrics (namespace, name) that must be alarmed, and why; the two ages also alarm when they go missing.
+REQUIRED_CUSTOM_ALARMS = {
+    ("Payments/Recovery", "OldestOpenPaymentAgeSeconds"): "the oldest due payment (and a silent reconciler)",
+    ("Payments/Checkout", "OldestOpenSagaAgeSeconds"): "the oldest due saga (and a silent sweeper)",
+    ("Payments/Checkout", "SagasCompensated"): "the saga failure rate",
+}
+MUST_BREACH_WHEN_MISSING = ("OldestOpenPaymentAgeSeconds", "OldestOpenSagaAgeSeconds")
+
+
+def alarm_index(doc):
+    """(alarm, namespace, metric name, {dimension: referenced logical id}) of every metric every alarm reads."""
+    for name, alarm in resources(doc, "AWS::CloudWatch::Alarm").items():
+        props = alarm.get("Properties", {})
+        specs = [(props.get("Namespace", ""), props.get("MetricName"), props.get("Dimensions", []))]
+        specs += [(m["MetricStat"]["Metric"].get("Namespace", ""), m["MetricStat"]["Metric"].get("MetricName"),
+                   m["MetricStat"]["Metric"].get("Dimensions", []))
+                  for m in props.get("Metrics", []) if "MetricStat" in m]
+        for namespace, metric, dims in specs:
+            if metric:
+                yield name, namespace, metric, {d.get("Name"): ref_name(d.get("Value")) for d in dims}
+
+
+def has_alarm(index, namespace, metric, dimension=None, target=None):
+    return [a for a, ns, m, dims in index
+            if ns == namespace and m == metric and (dimension is None or dims.get(dimension) == target)]
+
+
+def check_failure_alarms(doc):
+    findings = []
+    index = list(alarm_index(doc))
+    alarms = resources(doc, "AWS::CloudWatch::Alarm")
+    for fn in resources(doc, "AWS::Serverless::Function", "AWS::Lambda::Function"):
+        if not has_alarm(index, "AWS/Lambda", "Errors", "FunctionName", fn):
+            findings.append(f"failures: {fn} has no Errors alarm (AWS/Lambda, FunctionName = !Ref {fn})")
+    for fn, route, auth in http_routes(doc):
+        if auth == "NONE" and not has_alarm(index, "AWS/Lambda", "Throttles", "FunctionName", fn):
+            findings.append(f"failures: {fn} serves the public route {route} and has no Throttles alarm")
+    for api in resources(doc, "AWS::Serverless::HttpApi", "AWS::ApiGatewayV2::Api"):
+        if not has_alarm(index, "AWS/ApiGateway", "5xx", "ApiId", api):
+            findings.append(f"failures: HTTP API {api} has no 5xx alarm (AWS/ApiGateway, ApiId = !Ref {api})")
+    for (namespace, metric), what in REQUIRED_CUSTOM_ALARMS.items():
+        found = has_alarm(index, namespace, metric)
+        if not found:
+            findings.append(f"failures: no alarm reads {namespace} {metric} ({what})")
+        if metric in MUST_BREACH_WHEN_MISSING and found and not any(
+                alarms[a]["Properties"].get("TreatMissingData") == "breaching" for a in found):
+            findings.append(f"failures: the alarm on {metric} does not treat missing data as breaching "
+                            "(a scanner that stopped reporting would look healthy)")
+    findings += check_schedules(doc, index)
+    return findings
+
+
+def schedules(doc):
+    """(where, properties with RetryPolicy and DeadLetterConfig) of every SAM schedule event and Scheduler schedule."""
+    for name, fn in resources(doc, "AWS::Serverless::Function").items():
+        for event_name, event in fn.get("Properties", {}).get("Events", {}).items():
+            if event.get("Type") in SCHEDULE_EVENTS:
+                yield f"{name}.{event_name}", event.get("Properties", {})
+    for name, schedule in resources(doc, "AWS::Scheduler::Schedule").items():
+        yield name, schedule.get("Properties", {}).get("Target", {})
+
+
+def check_schedules(doc, index):
+    findings = []
+    queues = resources(doc, "AWS::SQS::Queue")
+    for where, props in schedules(doc):
+        if not props.get("RetryPolicy"):
+            findings.append(f"failures: schedule {where} has no RetryPolicy")
+        queue = ref_name(props.get("DeadLetterConfig", {}).get("Arn")) or props.get("DeadLetterConfig", {}).get(
+            "QueueLogicalId")
+        if queue not in queues:
+            findings.append(f"failures: schedule {where} has no DeadLetterConfig to a queue of this template")
+            continue
+        queue_props = queues[queue].get("Properties", {})
+        if not (queue_props.get("SqsManagedSseEnabled") or queue_props.get("KmsMasterKeyId")):
+            findings.append(f"failures: the DLQ {queue} of schedule {where} is not encrypted")
+        if not has_alarm(index, "AWS/SQS", "ApproximateNumberOfMessagesVisible", "QueueName", queue):
+            findings.append(f"failures: the DLQ {queue} of schedule {where} has no depth alarm "
+                            "(ApproximateNumberOfMessagesVisible)")
+    return findings
+
+
+# ---- a deploy that can fail and be retried (issue 24) ----------------------------------------------------------
+NO_VALUE = object()
+
+
+def resolve(value, params, conditions):
+    """A value with the parameters' values and the conditions applied (Ref, Fn::If, simple Fn::Sub);
+    AWS::NoValue is NO_VALUE; what refers to a resource is returned as it is."""
+    if isinstance(value, dict) and len(value) == 1:
+        (fn, arg), = value.items()
+        if fn == "Ref":
+            return NO_VALUE if arg == "AWS::NoValue" else params.get(arg, value)
+        if fn == "Fn::If":
+            chosen = arg[1] if condition(arg[0], params, conditions) else arg[2]
+            return resolve(chosen, params, conditions)
+        if fn == "Fn::Sub" and isinstance(arg, str):
+            return re.sub(r"\$\{([^}!]+)\}", lambda m: str(params.get(m.group(1), m.group(0))), arg)
+    return value
+
+
+def condition(name, params, conditions):
+    def truth(expr):
+        (fn, arg), = expr.items()
+        if fn == "Fn::Equals":
+            return str(resolve(arg[0], params, conditions)) == str(resolve(arg[1], params, conditions))
+        if fn == "Fn::Not":
+            return not truth(arg[0])
+        if fn == "Fn::And":
+            return all(truth(a) for a in arg)
+        if fn == "Fn::Or":
+            return any(truth(a) for a in arg)
+        if fn == "Condition":
+            return condition(arg, params, conditions)
+        raise ValueError(f"condition function {fn} not understood")
+    return truth(conditions[name])
+
+
+def default_params(doc, **overrides):
+    """Every parameter's default (a placeholder for those without one), with overrides."""
+    params = {n: str(p.get("Default", "placeholder")) for n, p in doc.get("Parameters", {}).items()}
+    params.update(overrides)
+    return params
+
+
+def check_retryable_deploy(doc):
+    findings = []
+    named = {name for name, _, value in explicit_names(doc) if value is not None and "." not in name}
+    for name, res in doc.get("Resources", {}).items():
+        if res.get("DeletionPolicy") == "Retain" and name in named:
+            findings.append(f"deploy: {name} has a fixed name and DeletionPolicy Retain: a failed first deploy "
+                            "leaves it behind and every retry fails with 'already exists' (RetainExceptOnCreate)")
+    for name, table in resources(doc, "AWS::DynamoDB::Table").items():
+        if (table.get("DeletionPolicy"), table.get("UpdateReplacePolicy")) != ("RetainExceptOnCreate", "Retain"):
+            findings.append(f"deploy: table {name} must outlive the stack but not a failed first deploy "
+                            "(DeletionPolicy RetainExceptOnCreate, UpdateReplacePolicy Retain)")
+    for name, param in doc.get("Parameters", {}).items():
+        if re.search(r"\.example\b|\bexample\.(com|org|net)\b", str(param.get("Default", ""))):
+            findings.append(f"deploy: parameter {name} defaults to a placeholder ({param['Default']}): a stack "
+                            "that deploys but does not work")
+    findings += check_default_settings(doc)
+    return findings
+
+
+def function_variable(doc, fn, variable, params):
+    value = fn.get("Properties", {}).get("Environment", {}).get("Variables", {}).get(variable)
+    return resolve(value, params, doc.get("Conditions", {}))
+
+
+def check_default_settings(doc):
+    """With the defaults: no reserved concurrency (a new account's limit of 10 allows none), and the
+    webhook providers' livemode is the stage's (prod live, other stages test)."""
+    findings = []
+    conditions = doc.get("Conditions", {})
+    for name, fn in resources(doc, "AWS::Serverless::Function").items():
+        reserved = resolve(fn.get("Properties", {}).get("ReservedConcurrentExecutions", NO_VALUE),
+                           default_params(doc), conditions)
+        if reserved is not NO_VALUE:
+            findings.append(f"deploy: {name} reserves concurrency {reserved} by default, which a new account "
+                            "(limit 10, 100 must stay unreserved) refuses: default to no reservation")
+    intakes = [fn for fn in resources(doc, "AWS::Serverless::Function").values()
+               if "WEBHOOK_PROVIDERS" in fn.get("Properties", {}).get("Environment", {}).get("Variables", {})]
+    if not intakes:
+        return findings + ["deploy: no function reads WEBHOOK_PROVIDERS (the livemode check would pass on nothing)"]
+    for stage, live in (("prod", True), ("dev", False)):
+        value = function_variable(doc, intakes[0], "WEBHOOK_PROVIDERS", default_params(doc, Stage=stage))
+        try:
+            modes = [p.get("livemode") for p in json.loads(value)]
+        except (TypeError, ValueError, AttributeError):
+            modes = [value]
+        if not modes or any(m is not live for m in modes):
+            findings.append(f"deploy: with the defaults, stage {stage}'s webhook providers have livemode "
+                            f"{modes}, not {live}: live mode must follow the stage")
+    return findings
+
+
+# ---- safe rollouts (issue 24) ------------------------------------------------------------------------------------
+MONEY_PATH = ("SyncFinalizeFunction", "WebhookIntakeFunction", "CheckoutApiFunction", "CheckoutEventsFunction",
+              "ReconcilerFunction")
+GRADUAL = ("Canary", "Linear")
+
+
+def check_rollouts(doc):
+    findings = []
+    functions = resources(doc, "AWS::Serverless::Function")
+    alarms = resources(doc, "AWS::CloudWatch::Alarm")
+    roles = resources(doc, "AWS::IAM::Role")
+    index = list(alarm_index(doc))
+    for name in MONEY_PATH:
+        if name not in functions:
+            findings.append(f"rollout: money-path function {name} is missing")
+            continue
+        fn = functions[name]
+        if not function_setting(doc, fn, "AutoPublishAlias", None):
+            findings.append(f"rollout: {name} has no AutoPublishAlias (nothing to shift gradually or roll back)")
+        pref = function_setting(doc, fn, "DeploymentPreference", {}) or {}
+        kind = resolve(pref.get("Type"), default_params(doc), doc.get("Conditions", {}))
+        if not (isinstance(kind, str) and kind.startswith(GRADUAL)):
+            findings.append(f"rollout: {name}'s DeploymentPreference is not a canary or linear shift by default "
+                            f"({kind!r})")
+        wanted = [ref_name(a) for a in pref.get("Alarms", [])]
+        if not wanted or any(a not in alarms for a in wanted):
+            findings.append(f"rollout: {name}'s DeploymentPreference has no alarms of this template to roll back on")
+        elif not set(wanted) & set(has_alarm(index, "AWS/Lambda", "Errors", "FunctionName", name)):
+            findings.append(f"rollout: {name}'s DeploymentPreference does not roll back on its own Errors alarm")
+        role = ref_name(pref.get("Role"))
+        if role not in roles:
+            findings.append(f"rollout: {name}'s DeploymentPreference has no Role of this template (SAM would "
+                            "attach AWSCodeDeployRoleForLambda, whose statements reach every resource)")
+        elif any(unwrap_if(st).get("Resource") == "*" for where, st in statements(doc) if where == role):
+            findings.append(f"rollout: CodeDeploy role {role} grants on every resource (*)")
+    return findings
+
+
 CHECKS = [check_alarm_topics, check_public_route, check_tracing, check_visibility, check_table_statements,
-          check_dashboard]
+          check_dashboard, check_stage_names, check_alarm_stage, check_failure_alarms, check_retryable_deploy,
+          check_rollouts]
 
 
 def check(doc):
@@ -344,6 +716,91 @@ MUTATIONS = [
     ("no deletion protection",
      lambda d: d["Resources"]["PaymentsTable"]["Properties"].pop("DeletionProtectionEnabled"), "deletion protection"),
     ("no dashboard", lambda d: d["Resources"].pop("OperationsDashboard"), "dashboard"),
+]
+
+
+def _event(d, fn, event):
+    return d["Resources"][fn]["Properties"]["Events"][event]["Properties"]
+
+
+def _dashboard_replace(d, old, new):
+    props = d["Resources"]["OperationsDashboard"]["Properties"]
+    text = props["DashboardBody"]["Fn::Sub"]
+    assert old in text, old
+    props["DashboardBody"] = {"Fn::Sub": text.replace(old, new)}
+
+
+def _alarm(d, name):
+    return d["Resources"][name]["Properties"]
+
+
+def _deployment(d, fn):
+    return d["Resources"][fn]["Properties"]["DeploymentPreference"]
+
+
+# Issue 24's rules: stage isolation, an alarm for every failure, a retryable deploy, safe rollouts.
+MUTATIONS += [
+    ("an alarm named without the stage", lambda d: _alarm(d, "PaymentAnomaliesAlarm").update(
+        AlarmName="payments-anomalies"), "PaymentAnomaliesAlarm's AlarmName"),
+    ("a queue named without the stage", lambda d: d["Resources"]["ScheduleDlq"]["Properties"].update(
+        QueueName={"Fn::Sub": "payments-schedule-dlq"}), "ScheduleDlq's QueueName"),
+    ("an alarm without a name", lambda d: _alarm(d, "RelayErrorsAlarm").pop("AlarmName"), "RelayErrorsAlarm's AlarmName"),
+    ("a schedule named after its event", lambda d: _event(d, "ReconcilerFunction", "EveryFiveMinutes").pop("Name"),
+     "EveryFiveMinutes (ScheduleV2)'s Name"),
+    ("a custom-metric alarm without Stage", lambda d: _alarm(d, "WebhookQuarantinesAlarm").pop("Dimensions"),
+     "alarm WebhookQuarantinesAlarm reads Payments/Webhooks without the Stage"),
+    ("a metric-math alarm without Stage", lambda d: _alarm(d, "SagaFailureRateAlarm")["Metrics"][0]["MetricStat"]
+     ["Metric"].pop("Dimensions"), "alarm SagaFailureRateAlarm reads Payments/Checkout without the Stage"),
+    ("an AWS/* alarm on a literal name", lambda d: _alarm(d, "RelayErrorsAlarm")["Dimensions"][0].update(
+        Value="payments-prod-outbox-relay"), "alarm RelayErrorsAlarm reads AWS/Lambda"),
+    ("a dashboard SEARCH without Stage", lambda d: _dashboard_replace(
+        d, 'Stage=\\"${Stage}\\" MetricName=\\"Requests\\"', 'MetricName=\\"Requests\\"'), "SEARCH"),
+    ("a dashboard metric without Stage", lambda d: _dashboard_replace(
+        d, '["Payments/Finalize", "Anomalies", "Stage", "${Stage}"]', '["Payments/Finalize", "Anomalies"]'),
+     "shows Payments/Finalize Anomalies without Stage"),
+    ("a function without an Errors alarm", lambda d: d["Resources"].pop("CheckoutSweeperErrorsAlarm"),
+     "CheckoutSweeperFunction has no Errors alarm"),
+    ("an Errors alarm on another function", lambda d: _alarm(d, "ReconcilerErrorsAlarm")["Dimensions"][0].update(
+        Value={"Ref": "CheckoutSweeperFunction"}), "ReconcilerFunction has no Errors alarm"),
+    ("the intake without a Throttles alarm", lambda d: d["Resources"].pop("WebhookIntakeThrottlesAlarm"),
+     "no Throttles alarm"),
+    ("the API without a 5xx alarm", lambda d: _alarm(d, "ApiServerErrorRateAlarm")["Metrics"][0]["MetricStat"]
+     ["Metric"].update(MetricName="4xx"), "no 5xx alarm"),
+    ("no oldest-payment alarm", lambda d: d["Resources"].pop("OldestOpenPaymentAlarm"),
+     "no alarm reads Payments/Recovery OldestOpenPaymentAgeSeconds"),
+    ("a silent sweeper looks healthy", lambda d: _alarm(d, "OldestOpenSagaAlarm").update(
+        TreatMissingData="notBreaching"), "missing data as breaching"),
+    ("no saga failure rate alarm", lambda d: d["Resources"].pop("SagaFailureRateAlarm"), "saga failure rate"),
+    ("a schedule without retries", lambda d: _event(d, "CheckoutSweeperFunction", "EveryMinute").pop("RetryPolicy"),
+     "no RetryPolicy"),
+    ("a schedule without a DLQ", lambda d: _event(d, "ReconcilerFunction", "EveryFiveMinutes").pop("DeadLetterConfig"),
+     "no DeadLetterConfig"),
+    ("a schedule DLQ nobody watches", lambda d: d["Resources"].pop("ScheduleDlqNotEmptyAlarm"), "no depth alarm"),
+    ("an unencrypted schedule DLQ", lambda d: d["Resources"]["ScheduleDlq"]["Properties"].pop("SqsManagedSseEnabled"),
+     "is not encrypted"),
+    ("the table retained on a failed create", lambda d: d["Resources"]["PaymentsTable"].update(DeletionPolicy="Retain"),
+     "RetainExceptOnCreate"),
+    ("a named log group retained", lambda d: d["Resources"]["ReconcilerLogGroup"].update(DeletionPolicy="Retain"),
+     "ReconcilerLogGroup has a fixed name and DeletionPolicy Retain"),
+    ("a placeholder default", lambda d: d["Parameters"]["PspBaseUrl"].update(Default="https://psp.example"),
+     "PspBaseUrl defaults to a placeholder"),
+    ("reserved concurrency by default", lambda d: d["Parameters"]["WebhookReservedConcurrency"].update(Default=20),
+     "reserves concurrency 20 by default"),
+    ("livemode false in prod", lambda d: d["Resources"]["WebhookIntakeFunction"]["Properties"]["Environment"]
+     ["Variables"].update(WEBHOOK_PROVIDERS={"Ref": "WebhookProviders"}) or d["Parameters"]["WebhookProviders"].update(
+        Default='[{"name":"stripe","scheme":"stripe","livemode":false}]'), "stage prod's webhook providers"),
+    ("a money-path function without an alias",
+     lambda d: d["Resources"]["ReconcilerFunction"]["Properties"].pop("AutoPublishAlias"), "no AutoPublishAlias"),
+    ("all at once by default", lambda d: d["Parameters"]["DeploymentType"].update(Default="AllAtOnce"),
+     "not a canary or linear"),
+    ("a rollout without alarms", lambda d: _deployment(d, "WebhookIntakeFunction").pop("Alarms"),
+     "WebhookIntakeFunction's DeploymentPreference has no alarms"),
+    ("a rollout blind to its own errors", lambda d: _deployment(d, "CheckoutApiFunction").update(
+        Alarms=[{"Ref": "ApiServerErrorRateAlarm"}]), "its own Errors alarm"),
+    ("a rollout with SAM's managed role", lambda d: _deployment(d, "SyncFinalizeFunction").pop("Role"),
+     "AWSCodeDeployRoleForLambda"),
+    ("a CodeDeploy role on every resource", lambda d: d["Resources"]["CodeDeployRole"]["Properties"]["Policies"][0]
+     ["PolicyDocument"]["Statement"][1].update(Resource="*"), "grants on every resource"),
 ]
 
 
