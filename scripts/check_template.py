@@ -15,7 +15,8 @@ shorter than six times its function's timeout hands batches out twice. Each chec
 - each SQS event source's queue has a visibility timeout of at least six times its function's timeout
   (Globals and the CloudFormation defaults resolved);
 - every IAM statement on the table itself carries a dynamodb:LeadingKeys condition;
-- the table has deletion protection, and a CloudWatch dashboard exists;
+- the table has deletion protection, from a parameter (a literal true would refuse a failed first deploy's
+  rollback), and a CloudWatch dashboard exists;
 - stage isolation (two stages in one account): every explicit name (table, functions, queues, log groups,
   topic, key alias, API, schedules, roles, ...) is built from ${Stage}, every alarm and the dashboard are named;
   an alarm or dashboard metric in a custom namespace selects Stage = the Stage parameter (SEARCH expressions
@@ -287,8 +288,13 @@ def check_table_statements(doc):
     if seen == 0:
         findings.append("least privilege: no IAM statement on the table found (the check would pass on nothing)")
     for name, table in resources(doc, "AWS::DynamoDB::Table").items():
-        if table.get("Properties", {}).get("DeletionProtectionEnabled") is not True:
+        if table.get("Properties", {}).get("DeletionProtectionEnabled") in (None, False):
             findings.append(f"table: {name} has no deletion protection")
+        # A literal true also refuses the DeleteTable of a failed first deploy's rollback: the retry then
+        # fails on "already exists". A parameter lets the first deploy create it unprotected.
+        if table.get("Properties", {}).get("DeletionProtectionEnabled") is True:
+            findings.append(f"table: {name}'s deletion protection is always on, so a failed first deploy's "
+                            "rollback cannot delete it (turn it on from a parameter after the first deploy)")
     return findings
 
 
@@ -715,6 +721,9 @@ MUTATIONS = [
     ("table statement without LeadingKeys", lambda d: _first_statement_on_table(d).pop("Condition"), "LeadingKeys"),
     ("no deletion protection",
      lambda d: d["Resources"]["PaymentsTable"]["Properties"].pop("DeletionProtectionEnabled"), "deletion protection"),
+    ("deletion protection that blocks a rollback",
+     lambda d: d["Resources"]["PaymentsTable"]["Properties"].update(DeletionProtectionEnabled=True),
+     "failed first deploy's rollback"),
     ("no dashboard", lambda d: d["Resources"].pop("OperationsDashboard"), "dashboard"),
 ]
 
