@@ -25,11 +25,13 @@ pub struct ColdStart {
 }
 
 impl ColdStart {
-    /// Turns telemetry on, then reads the environment and the shared settings (a missing or malformed one
-    /// fails the start, not the first request) and loads the SDK's configuration.
+    /// Turns telemetry on, then reads the environment, the stage every metric carries
+    /// ([`crate::metrics::init_stage`]) and the shared settings (a missing or malformed one fails the start,
+    /// not the first request) and loads the SDK's configuration.
     pub async fn begin() -> Result<Self, ConfigError> {
         telemetry::init();
         let env = Env::process();
+        crate::metrics::init_stage(&env)?;
         let config = Config::from(&env)?;
         let sdk = aws::sdk_config().await;
         Ok(Self { env, config, sdk })

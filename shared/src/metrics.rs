@@ -1,22 +1,98 @@
 //! The one writer of CloudWatch Embedded Metric Format records: a JSON line on stdout, which Lambda's log
 //! pipeline turns into metrics (no API call, no added latency). Every function's metrics go through
 //! [`emf`]; the alarms in `infra/template.yaml` watch what these records publish.
+//!
+//! **Every record names its stage.** Two stages deployed in one account publish into the same namespaces, so
+//! a metric without the stage would mix dev's traffic into prod's dashboard and page prod's on-call for dev's
+//! failures. The writer itself adds the `Stage` dimension, first, to each dimension set its caller asks for
+//! (and the stage's value to the record), as Powertools adds its `service`: no caller can forget it. The
+//! stage is the process's `STAGE`, fixed once per cold start ([`init_stage`], which fails a Lambda started
+//! without one); local runs, tests and tools that set none publish as [`LOCAL_STAGE`].
 
+use crate::{ConfigError, Env};
 use serde_json::{json, Value};
+use std::sync::OnceLock;
+
+/// The dimension every metric carries.
+pub const STAGE_DIMENSION: &str = "Stage";
+/// The stage of a process that sets no `STAGE` outside Lambda (local runs, tests, tools).
+pub const LOCAL_STAGE: &str = "local";
+
+static STAGE: OnceLock<String> = OnceLock::new();
+
+/// The stage `env` names: `STAGE`, which must match the template's pattern for it (`[a-z0-9-]+`); unset, it
+/// is [`LOCAL_STAGE`] outside Lambda and an error in Lambda (`AWS_LAMBDA_FUNCTION_NAME` set), where a
+/// default would publish into another stage's metrics.
+pub fn stage_from(env: &Env) -> Result<String, ConfigError> {
+    match env.optional("STAGE") {
+        Some(stage)
+            if stage
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-') =>
+        {
+            Ok(stage)
+        }
+        Some(value) => Err(ConfigError::Invalid {
+            name: "STAGE",
+            expected: "stage name (a-z, 0-9, -)",
+            value,
+        }),
+        None if env.optional("AWS_LAMBDA_FUNCTION_NAME").is_some() => Err(ConfigError::Missing("STAGE")),
+        None => Ok(LOCAL_STAGE.to_owned()),
+    }
+}
+
+/// Fixes the stage of every record this process writes, from `env` ([`stage_from`]); once per cold start
+/// (`ColdStart::begin` does it). Returns the stage in effect: the first one fixed, if called again.
+pub fn init_stage(env: &Env) -> Result<&'static str, ConfigError> {
+    let stage = stage_from(env)?;
+    Ok(STAGE.get_or_init(|| stage))
+}
+
+/// The stage records carry: the one [`init_stage`] fixed, else the process's own `STAGE` (a process that
+/// never called it), else [`LOCAL_STAGE`].
+pub fn stage() -> &'static str {
+    STAGE.get_or_init(|| stage_from(&Env::process()).unwrap_or_else(|_| LOCAL_STAGE.to_owned()))
+}
 
 /// One EMF record in `namespace`: each name of `metrics` (with its unit) published under every dimension
-/// set of `dimensions` (`&[]` is the set with no dimension, the one alarms watch). `values` holds the metric
-/// values, the dimension values and any other property worth having in Logs Insights.
+/// set of `dimensions`, each with [`STAGE_DIMENSION`] put first (`&[&[]]`, the set alarms watch, is
+/// `[Stage]`; `&["Path"]` is `[Stage, Path]`; no set at all is `[Stage]` too). `values` holds the metric
+/// values, the other dimensions' values and any property worth having in Logs Insights; the record also
+/// holds the stage.
 pub fn emf(namespace: &str, dimensions: &[&[&str]], metrics: &[(&str, &str)], values: Value, now_ms: i64) -> Value {
+    staged(stage(), namespace, dimensions, metrics, values, now_ms)
+}
+
+/// [`emf`] for a given stage.
+fn staged(
+    stage: &str,
+    namespace: &str,
+    dimensions: &[&[&str]],
+    metrics: &[(&str, &str)],
+    values: Value,
+    now_ms: i64,
+) -> Value {
+    let sets: &[&[&str]] = if dimensions.is_empty() { &[&[]] } else { dimensions };
+    let sets: Vec<Vec<&str>> = sets
+        .iter()
+        .map(|set| {
+            let others = set.iter().copied().filter(|d| *d != STAGE_DIMENSION);
+            std::iter::once(STAGE_DIMENSION).chain(others).collect()
+        })
+        .collect();
     let mut out = json!({
         "_aws": { "Timestamp": now_ms, "CloudWatchMetrics": [{
             "Namespace": namespace,
-            "Dimensions": dimensions,
+            "Dimensions": sets,
             "Metrics": metrics.iter().map(|(n, u)| json!({ "Name": n, "Unit": u })).collect::<Vec<_>>(),
         }]},
     });
-    if let (Some(o), Value::Object(v)) = (out.as_object_mut(), values) {
-        o.extend(v);
+    if let Some(o) = out.as_object_mut() {
+        if let Value::Object(v) = values {
+            o.extend(v);
+        }
+        o.insert(STAGE_DIMENSION.to_owned(), Value::from(stage));
     }
     out
 }
@@ -36,7 +112,7 @@ pub fn emit(record: &Value) {
 pub const FINALIZE_NAMESPACE: &str = "Payments/Finalize";
 
 /// An anomaly was recorded on a payment (money on a failed payment, an observation about other money):
-/// `Anomalies` in [`FINALIZE_NAMESPACE`], with no dimension (alarmed) and by `Path`.
+/// `Anomalies` in [`FINALIZE_NAMESPACE`], by stage (alarmed) and by stage and `Path`.
 pub fn anomaly(path: &str, now_ms: i64) -> Value {
     counts(
         FINALIZE_NAMESPACE,
@@ -50,6 +126,26 @@ pub fn anomaly(path: &str, now_ms: i64) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::consumer::BatchReport;
+    use crate::recovery::RecoveryReport;
+
+    /// The dimension sets of a record, and the stage it holds.
+    fn sets_and_stage(r: &Value) -> (Vec<Vec<String>>, Option<String>) {
+        let sets = serde_json::from_value(r["_aws"]["CloudWatchMetrics"][0]["Dimensions"].clone()).unwrap();
+        (sets, r[STAGE_DIMENSION].as_str().map(str::to_owned))
+    }
+
+    /// Every dimension set starts with `Stage`, names it once, and the record holds the stage's value (which
+    /// CloudWatch needs to publish it).
+    fn assert_staged(r: &Value, stage: &str) {
+        let (sets, value) = sets_and_stage(r);
+        assert!(!sets.is_empty(), "{r}");
+        for set in &sets {
+            assert_eq!(set.first().map(String::as_str), Some(STAGE_DIMENSION), "{r}");
+            assert_eq!(set.iter().filter(|d| *d == STAGE_DIMENSION).count(), 1, "{r}");
+        }
+        assert_eq!(value.as_deref(), Some(stage), "{r}");
+    }
 
     #[test]
     fn a_record_names_its_metrics_dimensions_and_values() {
@@ -57,8 +153,62 @@ mod tests {
         assert_eq!(r["_aws"]["Timestamp"], 7);
         let m = &r["_aws"]["CloudWatchMetrics"][0];
         assert_eq!(m["Namespace"], FINALIZE_NAMESPACE);
-        assert_eq!(m["Dimensions"], json!([[], ["Path"]]));
+        assert_eq!(m["Dimensions"], json!([["Stage"], ["Stage", "Path"]]));
         assert_eq!(m["Metrics"], json!([{ "Name": "Anomalies", "Unit": "Count" }]));
         assert_eq!((r["Path"].as_str(), r["Anomalies"].as_u64()), (Some("sync"), Some(1)));
+        assert_eq!(r["Stage"].as_str(), Some(stage()));
+    }
+
+    #[test]
+    fn the_writer_puts_the_stage_first_in_every_dimension_set() {
+        let values = json!({ "Path": "sync", "Stage": "forged", "N": 1 });
+        let r = staged(
+            "prod",
+            "N",
+            &[&[], &["Path"], &["Stage", "Path"]],
+            &[("N", "Count")],
+            values,
+            1,
+        );
+        assert_eq!(
+            r["_aws"]["CloudWatchMetrics"][0]["Dimensions"],
+            json!([["Stage"], ["Stage", "Path"], ["Stage", "Path"]])
+        );
+        assert_staged(&r, "prod");
+        // A caller that names no dimension set at all still publishes per stage, never account-wide.
+        let none = staged("dev", "N", &[], &[("N", "Count")], json!({ "N": 1 }), 1);
+        assert_eq!(none["_aws"]["CloudWatchMetrics"][0]["Dimensions"], json!([["Stage"]]));
+        assert_staged(&none, "dev");
+    }
+
+    #[test]
+    fn every_record_of_the_shared_library_carries_the_stage() {
+        let records = [
+            anomaly("webhook", 1),
+            counts("N", &[&[], &["A", "B"]], &["X"], json!({ "X": 1 }), 1),
+            crate::psp::breaker::emf("stripe", 1),
+            crate::consumer::emf("orders", &BatchReport::default(), 1),
+            crate::recovery::emf(&RecoveryReport::default(), 1),
+        ];
+        for r in &records {
+            assert_staged(r, stage());
+        }
+    }
+
+    #[test]
+    fn the_stage_is_required_in_lambda_and_defaults_to_local_elsewhere() {
+        let env = |pairs: &'static [(&str, &str)]| {
+            Env::from_lookup(move |n| pairs.iter().find(|(k, _)| *k == n).map(|(_, v)| (*v).to_owned()))
+        };
+        assert_eq!(stage_from(&env(&[])).as_deref(), Ok(LOCAL_STAGE));
+        assert_eq!(stage_from(&env(&[("STAGE", "prod-2")])).as_deref(), Ok("prod-2"));
+        assert_eq!(
+            stage_from(&env(&[("AWS_LAMBDA_FUNCTION_NAME", "f")])),
+            Err(ConfigError::Missing("STAGE"))
+        );
+        assert!(matches!(
+            stage_from(&env(&[("STAGE", "Prod stage")])),
+            Err(ConfigError::Invalid { name: "STAGE", .. })
+        ));
     }
 }

@@ -21,7 +21,7 @@
 use crate::clock;
 use crate::lease::{Lease, Leases};
 use crate::psp::{Psp, PspError};
-use crate::store::open_index::{defer, next_due, open_since, OpenKind, MAX_RECHECK_INTERVAL};
+use crate::store::open_index::{defer, due_items, next_due, OpenKind, MAX_RECHECK_INTERVAL};
 use crate::store::{FinalizeResult, PaymentStore, StoreError};
 use crate::telemetry::ErrorChain;
 use crate::{ConfigError, CorrelationId, Env, Path, Payment, PaymentId, PspReference};
@@ -70,6 +70,12 @@ pub struct RecoveryReport {
     pub errors: u32,
     /// Cut by the run's deadline (it and the payments not reached are the next run's).
     pub left: u32,
+    /// How long the oldest due payment the run found has waited, in seconds (0 when none is due): read
+    /// from the index query the run makes anyway. Counted from its opening, or from its last back-off, which
+    /// moves its sort key ahead (`open_index`); so it grows without bound exactly when recovery stops
+    /// getting through (a run that keeps failing, a back-off that does not persist), which is what it is
+    /// alarmed for.
+    pub oldest_open_age_seconds: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -113,16 +119,20 @@ impl<P: Psp> Recovery<P> {
     /// lease expires, nothing half-written stays), and the payments not reached are the next run's.
     pub async fn run(&self, deadline: tokio::time::Instant) -> Result<RecoveryReport, StoreError> {
         let stale_ms = i64::try_from(self.settings.stale_after.as_millis()).unwrap_or(i64::MAX);
-        let keys = open_since(
+        let now_ms = clock::now_ms();
+        let due = due_items(
             self.store.client(),
             self.store.table(),
             OpenKind::Payment,
-            clock::now_ms().saturating_sub(stale_ms),
+            now_ms.saturating_sub(stale_ms),
             self.settings.batch_limit,
         )
         .await?;
-        let mut report = RecoveryReport::default();
-        for key in keys {
+        let mut report = RecoveryReport {
+            oldest_open_age_seconds: due.oldest_age_seconds(now_ms),
+            ..RecoveryReport::default()
+        };
+        for key in due.keys {
             let Some(id) = key
                 .strip_prefix(crate::keys::PAYMENT_PK_PREFIX)
                 .and_then(|id| PaymentId::parse(id).ok())
@@ -271,25 +281,29 @@ impl<P: Psp> Recovery<P> {
     }
 }
 
-/// The reconciler's EMF record.
+/// Namespace of the reconciler's metrics.
+pub const NAMESPACE: &str = "Payments/Recovery";
+
+/// The reconciler's EMF record, one per run: its counts and `OldestOpenPaymentAgeSeconds` (alarmed).
 pub fn emf(r: &RecoveryReport, now_ms: i64) -> serde_json::Value {
-    crate::metrics::counts(
-        "Payments/Recovery",
+    crate::metrics::emf(
+        NAMESPACE,
         &[&[]],
         &[
-            "Found",
-            "Applied",
-            "Unchanged",
-            "Busy",
-            "NoReference",
-            "Refused",
-            "Deferred",
-            "Errors",
+            ("Found", "Count"),
+            ("Applied", "Count"),
+            ("Unchanged", "Count"),
+            ("Busy", "Count"),
+            ("NoReference", "Count"),
+            ("Refused", "Count"),
+            ("Deferred", "Count"),
+            ("Errors", "Count"),
+            ("OldestOpenPaymentAgeSeconds", "Seconds"),
         ],
         serde_json::json!({
             "Found": r.found, "Applied": r.applied, "Unchanged": r.unchanged, "Busy": r.busy,
             "NoReference": r.no_reference, "Refused": r.refused, "Deferred": r.deferred, "Errors": r.errors,
-            "Left": r.left,
+            "Left": r.left, "OldestOpenPaymentAgeSeconds": r.oldest_open_age_seconds,
         }),
         now_ms,
     )

@@ -5,7 +5,10 @@
 //!   SLO pairs the template's burn-rate alarms divide: `NoActionSagas` / `NoActionSagasSlow` (over 30 s) and
 //!   `CapturedSagas` / `PostCaptureCompensations` (refunds of money taken; declined payments are not
 //!   compensations of a capture and are not counted there);
-//! - escalations: `Escalations` with the dimension `Action`.
+//! - escalations: `Escalations` with the dimension `Action`;
+//! - every sweep: `OldestOpenSagaAgeSeconds`, how long the oldest due saga has waited (alarmed).
+//!
+//! Every record also carries the stage, which `shared::metrics` puts first in each dimension set.
 
 use serde_json::{json, Value};
 use shared::clock;
@@ -71,6 +74,20 @@ pub fn after_transition(saga: &SagaRecord, event: &SagaEvent) {
     }
 }
 
+/// The sweep's record: `OldestOpenSagaAgeSeconds` (0 when no saga is due), and its counts as properties
+/// for Logs Insights.
+pub fn swept(report: &crate::sweeper::SweepReport) -> Value {
+    record(
+        &[&[]],
+        &[("OldestOpenSagaAgeSeconds", "Seconds")],
+        json!({
+            "OldestOpenSagaAgeSeconds": report.oldest_open_age_seconds,
+            "found": report.found, "resumed": report.resumed, "errors": report.errors,
+            "left": report.left, "escalated": report.escalated,
+        }),
+    )
+}
+
 /// One escalation of `saga`'s `action`.
 pub fn escalated(saga: &SagaRecord, action: &str) {
     escalated_order(&saga.order_id, action);
@@ -109,6 +126,41 @@ mod tests {
         } else {
             let (s, e) = s.order_confirmed(duration_ms);
             for_transition(s.record(), &e)
+        }
+    }
+
+    /// Each dimension set of `r` starts with `Stage`, and `r` holds the stage.
+    fn assert_staged(r: &Value) {
+        let sets = r["_aws"]["CloudWatchMetrics"][0]["Dimensions"].as_array().unwrap();
+        assert!(!sets.is_empty());
+        for set in sets {
+            assert_eq!(set[0], "Stage", "{r}");
+        }
+        assert_eq!(r["Stage"].as_str(), Some(shared::metrics::stage()), "{r}");
+    }
+
+    #[test]
+    fn every_record_of_the_saga_carries_the_stage() {
+        let mut records = captured_then(true, 10);
+        records.extend(captured_then(false, 10));
+        records.push(record(
+            &[&["Action"]],
+            &[("Escalations", "Count")],
+            json!({ "Action": "a" }),
+        ));
+        let sweep = crate::sweeper::SweepReport {
+            oldest_open_age_seconds: 42,
+            ..Default::default()
+        };
+        let swept = swept(&sweep);
+        assert_eq!(swept["OldestOpenSagaAgeSeconds"].as_u64(), Some(42));
+        assert_eq!(
+            swept["_aws"]["CloudWatchMetrics"][0]["Metrics"],
+            json!([{ "Name": "OldestOpenSagaAgeSeconds", "Unit": "Seconds" }])
+        );
+        records.push(swept);
+        for r in &records {
+            assert_staged(r);
         }
     }
 

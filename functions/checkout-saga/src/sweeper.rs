@@ -8,7 +8,7 @@
 use crate::runner::{RunError, Runner};
 use shared::psp::Psp;
 use shared::saga::{saga_key, SagaRecord};
-use shared::store::open_index::{defer as defer_item, next_due, open_since, OpenKind};
+use shared::store::open_index::{defer as defer_item, due_items, next_due, OpenKind};
 use shared::store::StoreError;
 use shared::telemetry::ErrorChain;
 use shared::{clock, OrderId};
@@ -35,6 +35,11 @@ pub struct SweepReport {
     pub left: u32,
     /// Could not be processed at all: escalated and set aside (see [`UNPROCESSABLE_RECHECK`]).
     pub escalated: u32,
+    /// How long the oldest due saga the sweep found has waited, in seconds (0 when none is due), from the
+    /// index query the sweep makes anyway: counted from its start, or from its last deferral (a waiting saga
+    /// is looked at again at most [`MAX_SAGA_RECHECK`] later). It grows without bound only when sweeps stop
+    /// getting through; `OldestOpenSagaAgeSeconds` (see [`crate::metrics::swept`]) is alarmed.
+    pub oldest_open_age_seconds: u64,
 }
 
 /// Resumes every saga open for longer than `stuck_after` (at most `limit`), until `deadline`: what is left
@@ -46,16 +51,20 @@ pub async fn sweep<P: Psp>(
     deadline: Instant,
 ) -> Result<SweepReport, StoreError> {
     let stuck_ms = i64::try_from(stuck_after.as_millis()).unwrap_or(i64::MAX);
-    let keys = open_since(
+    let now_ms = clock::now_ms();
+    let due = due_items(
         runner.sagas.client(),
         runner.sagas.table(),
         OpenKind::Saga,
-        clock::now_ms().saturating_sub(stuck_ms),
+        now_ms.saturating_sub(stuck_ms),
         limit,
     )
     .await?;
-    let mut report = SweepReport::default();
-    for key in keys {
+    let mut report = SweepReport {
+        oldest_open_age_seconds: due.oldest_age_seconds(now_ms),
+        ..SweepReport::default()
+    };
+    for key in due.keys {
         let Some(order) = key
             .strip_prefix(shared::keys::SAGA_PK_PREFIX)
             .and_then(|id| OrderId::parse(id).ok())

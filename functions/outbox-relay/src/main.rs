@@ -10,6 +10,8 @@ use shared::{aws, telemetry, Env};
 async fn main() -> Result<(), Error> {
     telemetry::init();
     let env = Env::process();
+    // The stage every metric carries (`UnsendableEvents`); a Lambda without one fails its start.
+    shared::metrics::init_stage(&env)?;
     let queue_url = env.required("QUEUE_URL")?;
     let mut publisher = Publisher::new(aws_sdk_sqs::Client::new(&aws::sdk_config().await), queue_url);
     // Where notices of events SQS would refuse are parked (the relay-failures queue, alarmed).

@@ -19,8 +19,8 @@ pub struct RequestMetrics {
 }
 
 impl RequestMetrics {
-    /// The EMF document. Metrics are published without dimensions (for alarms), by provider, and by
-    /// provider and result.
+    /// The EMF document. Metrics are published by stage (for alarms), by stage and provider, and by stage,
+    /// provider and result (the stage is `shared::metrics`' own).
     pub fn to_emf(&self, now_ms: i64) -> serde_json::Value {
         shared::metrics::counts(
             NAMESPACE,
@@ -53,5 +53,25 @@ impl RequestMetrics {
     /// Writes the record as one line to stdout, where Lambda's log pipeline extracts it.
     pub fn emit(&self) {
         shared::metrics::emit(&self.to_emf(shared::clock::now_ms()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_dimension_set_of_a_request_s_record_starts_with_the_stage() {
+        let r = RequestMetrics {
+            provider: "stripe".into(),
+            result: "applied".into(),
+            ..RequestMetrics::default()
+        }
+        .to_emf(1);
+        assert_eq!(
+            r["_aws"]["CloudWatchMetrics"][0]["Dimensions"],
+            json!([["Stage"], ["Stage", "Provider"], ["Stage", "Provider", "Result"]])
+        );
+        assert_eq!(r["Stage"].as_str(), Some(shared::metrics::stage()));
     }
 }

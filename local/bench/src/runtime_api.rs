@@ -107,6 +107,8 @@ impl RuntimeApi {
         command
             .env("AWS_LAMBDA_RUNTIME_API", self.addr.to_string())
             .env("AWS_LAMBDA_FUNCTION_NAME", "bench")
+            // Every function refuses to start in Lambda without the stage its metrics carry.
+            .env("STAGE", "bench")
             .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")
             .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
             .env("AWS_LAMBDA_LOG_STREAM_NAME", "bench")

@@ -104,8 +104,8 @@ fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
-/// The `BreakerOpened` EMF record. No dimension: one breaker per deployment, and the alarm watches the plain
-/// metric. The breaker's name rides along as a property for Logs Insights.
+/// The `BreakerOpened` EMF record. No dimension but the stage: one breaker per deployment, and the alarm
+/// watches the stage's metric. The breaker's name rides along as a property for Logs Insights.
 pub fn emf(name: &str, now_ms: i64) -> serde_json::Value {
     crate::metrics::counts(
         "Payments/Psp",

@@ -53,11 +53,7 @@ pub fn shard_of(kind: OpenKind, id: &str) -> String {
 }
 
 /// The `pk`s of items of `kind` that opened at or before `opened_before_ms` and are still open, oldest first
-/// per shard, at most `limit` in all. Eventually consistent: callers re-read each item before acting.
-///
-/// Fair to every shard: each gets an equal share of `limit` (at least one), so items that cannot be resolved
-/// piling up in one shard never hide the other shards; when `limit` is smaller than the number of shards, the
-/// first shard asked rotates with the clock, so every shard is reached over a few runs.
+/// per shard, at most `limit` in all: [`due_items`]' keys.
 pub async fn open_since(
     client: &Client,
     table: &str,
@@ -65,37 +61,74 @@ pub async fn open_since(
     opened_before_ms: i64,
     limit: usize,
 ) -> Result<Vec<String>, StoreError> {
+    due_items(client, table, kind, opened_before_ms, limit)
+        .await
+        .map(|due| due.keys)
+}
+
+/// What a scanner's query of the index found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DueItems {
+    /// The items' `pk`s, oldest first per shard.
+    pub keys: Vec<String>,
+    /// The smallest sort key among them: each shard's first item is its oldest, so this is the oldest due
+    /// item of every shard asked (`None` when none is due). A deferred item's sort key is its next due time
+    /// minus the threshold (see the module's back-off), so this reads "waiting since".
+    pub oldest_ms: Option<i64>,
+}
+
+impl DueItems {
+    /// How long the oldest of them has waited at `now_ms`, in whole seconds; 0 when none is due.
+    pub fn oldest_age_seconds(&self, now_ms: i64) -> u64 {
+        self.oldest_ms.map_or(0, |oldest| {
+            u64::try_from(now_ms.saturating_sub(oldest) / 1000).unwrap_or(0)
+        })
+    }
+}
+
+/// The items of `kind` that opened at or before `opened_before_ms` and are still open, oldest first per
+/// shard, at most `limit` in all, and the oldest one's sort key. Eventually consistent: callers re-read each
+/// item before acting.
+///
+/// Fair to every shard: each gets an equal share of `limit` (at least one), so items that cannot be resolved
+/// piling up in one shard never hide the other shards; when `limit` is smaller than the number of shards, the
+/// first shard asked rotates with the clock, so every shard is reached over a few runs.
+pub async fn due_items(
+    client: &Client,
+    table: &str,
+    kind: OpenKind,
+    opened_before_ms: i64,
+    limit: usize,
+) -> Result<DueItems, StoreError> {
     let shards = usize::try_from(OPEN_SHARDS).unwrap_or(8);
     let share = limit.checked_div(shards).unwrap_or(limit).max(1);
     let first = usize::try_from(crate::clock::now_ms().rem_euclid(60_000) / 1000).unwrap_or(0);
-    let mut found = Vec::new();
+    let mut found = DueItems::default();
     for n in (0..shards).map(|i| first.saturating_add(i).checked_rem(shards).unwrap_or(0)) {
-        let budget = share.min(limit.saturating_sub(found.len()));
+        let budget = share.min(limit.saturating_sub(found.keys.len()));
         if budget == 0 {
             break;
         }
-        found.extend(
-            shard_since(
-                client,
-                table,
-                &format!("{}#{n}", kind.prefix()),
-                opened_before_ms,
-                budget,
-            )
-            .await?,
-        );
+        let shard = format!("{}#{n}", kind.prefix());
+        for (key, opened_at_ms) in shard_since(client, table, &shard, opened_before_ms, budget).await? {
+            found.oldest_ms = match (found.oldest_ms, opened_at_ms) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            found.keys.push(key);
+        }
     }
     Ok(found)
 }
 
-/// Up to `budget` open items of one shard, oldest first.
+/// Up to `budget` open items of one shard, oldest first: each `pk` with its sort key.
 async fn shard_since(
     client: &Client,
     table: &str,
     shard: &str,
     opened_before_ms: i64,
     budget: usize,
-) -> Result<Vec<String>, StoreError> {
+) -> Result<Vec<(String, Option<i64>)>, StoreError> {
     let mut found = Vec::new();
     let mut start = None;
     loop {
@@ -115,11 +148,14 @@ async fn shard_since(
             .send()
             .await
             .map_err(|e| StoreError::from_sdk("query open items", e))?;
-        found.extend(
-            out.items()
-                .iter()
-                .filter_map(|i| i.get("pk").and_then(|v| v.as_s().ok()).cloned()),
-        );
+        found.extend(out.items().iter().filter_map(|i| {
+            let key = i.get("pk").and_then(|v| v.as_s().ok()).cloned()?;
+            let opened = i
+                .get("opened_at_ms")
+                .and_then(|v| v.as_n().ok())
+                .and_then(|n| n.parse().ok());
+            Some((key, opened))
+        }));
         start = out.last_evaluated_key;
         if start.is_none() {
             return Ok(found);
@@ -187,6 +223,21 @@ mod tests {
         // The stored key satisfies the scanners' condition exactly at the due time.
         let key = next_due(t0, t0 + 61_000, threshold, max);
         assert!(key > t0 + 61_000 - threshold && key <= t0 + 120_000 - threshold);
+    }
+
+    #[test]
+    fn the_oldest_due_item_s_age_is_whole_seconds_and_zero_when_none_is_due() {
+        let due = DueItems {
+            keys: vec!["PAYMENT#a".into()],
+            oldest_ms: Some(1_000),
+        };
+        assert_eq!(due.oldest_age_seconds(62_999), 61);
+        assert_eq!(
+            due.oldest_age_seconds(500),
+            0,
+            "a clock behind the item is no negative age"
+        );
+        assert_eq!(DueItems::default().oldest_age_seconds(62_999), 0);
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! Lambda entry point of the saga sweeper (EventBridge schedule): resumes sagas open for longer than
-//! `SAGA_STUCK_AFTER_SECONDS` (default 60).
+//! `SAGA_STUCK_AFTER_SECONDS` (default 60); each run writes `OldestOpenSagaAgeSeconds` (EMF).
 
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
 use serde_json::Value;
@@ -23,6 +23,7 @@ async fn main() -> Result<(), Error> {
             // The runtime records only the error's own text: hand it the whole chain.
             let report = report.map_err(|e| telemetry::ErrorChain(&e).to_string())?;
             tracing::info!(?report, "sweep done");
+            shared::metrics::emit(&checkout_saga::metrics::swept(&report));
             Ok::<_, Error>(
                 serde_json::json!({ "found": report.found, "resumed": report.resumed, "errors": report.errors }),
             )

@@ -18,6 +18,8 @@
 mod api;
 /// Deadlines that end every wait, and fair scans of the open-items index.
 mod liveness;
+/// The age of the oldest open payment and saga that each scheduled run publishes.
+mod oldest;
 /// The saga's steps and compensations, crashes, faults and recovery.
 mod saga;
 /// The end-to-end scenarios of the Stripe-speaking simulator and the circuit breaker.

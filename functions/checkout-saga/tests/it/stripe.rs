@@ -365,10 +365,10 @@ async fn a_failed_probe_keeps_the_breaker_open_for_another_cool_down() {
     ));
     let emf = shared::psp::breaker::emf("stripe", 1);
     assert_eq!(emf["_aws"]["CloudWatchMetrics"][0]["Namespace"], "Payments/Psp");
-    // The template's alarm watches the metric without dimensions.
+    // The template's alarm watches the metric by stage only.
     assert_eq!(
         emf["_aws"]["CloudWatchMetrics"][0]["Dimensions"],
-        serde_json::json!([[]])
+        serde_json::json!([["Stage"]])
     );
     assert_eq!(emf["BreakerOpened"], 1);
 }

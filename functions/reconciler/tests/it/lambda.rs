@@ -18,6 +18,7 @@ use shared::{
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio::io::AsyncReadExt;
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
@@ -189,6 +190,7 @@ async fn the_reconciler_binary_leaves_each_payment_where_stripe_says_it_is() {
     let mut lambda = tokio::process::Command::new(env!("CARGO_BIN_EXE_reconciler"))
         .env("AWS_LAMBDA_RUNTIME_API", runtime.trim_start_matches("http://"))
         .env("AWS_LAMBDA_FUNCTION_NAME", "reconciler")
+        .env("STAGE", "it-stage")
         .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")
         .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
         .env("AWS_LAMBDA_LOG_STREAM_NAME", "test")
@@ -216,6 +218,27 @@ async fn the_reconciler_binary_leaves_each_payment_where_stripe_says_it_is() {
     lambda.kill().await.ok();
     let answer: serde_json::Value = serde_json::from_str(&answer.expect("the invocation succeeded")).unwrap();
     assert_eq!(answer["found"], 8, "{answer}");
+    // The run's metrics, in the stage the function was deployed to.
+    let mut stdout = String::new();
+    lambda.stdout.take().unwrap().read_to_string(&mut stdout).await.unwrap();
+    let run = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|r| r["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "Payments/Recovery")
+        .expect("the run's EMF record");
+    assert_eq!(
+        run["_aws"]["CloudWatchMetrics"][0]["Dimensions"],
+        serde_json::json!([["Stage"]])
+    );
+    assert_eq!(
+        (run["Stage"].as_str(), run["Found"].as_u64()),
+        (Some("it-stage"), Some(8)),
+        "{run}"
+    );
+    assert!(
+        run["OldestOpenPaymentAgeSeconds"].as_u64().is_some_and(|age| age < 60),
+        "{run}"
+    );
 
     let status = |p: &Payment| p.status;
     let p = w.get(&in_challenge).await;
