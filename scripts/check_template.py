@@ -672,11 +672,10 @@ def check(doc):
 
 
 def _first_statement_on_table(doc):
-    for fn in resources(doc, "AWS::Serverless::Function").values():
-        for policy in fn["Properties"].get("Policies", []):
-            for st in policy.get("Statement", []):
-                if st.get("Resource") == {"Fn::GetAtt": ["PaymentsTable", "Arn"]}:
-                    return st
+    # The functions' statements live in their own roles (AWS::IAM::Role), or in SAM Policies.
+    for _, st in statements(doc):
+        if isinstance(st, dict) and st.get("Resource") == {"Fn::GetAtt": ["PaymentsTable", "Arn"]}:
+            return st
     raise AssertionError("no statement on PaymentsTable")
 
 

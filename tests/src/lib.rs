@@ -22,6 +22,7 @@ use shared::lease::{LeaseConfig, Leases};
 use shared::store::PaymentStore;
 use std::time::Duration;
 
+pub use local_dev::aws_calls::CallRecorder;
 pub use local_dev::{dynamodb_local, table};
 
 pub use calls::CallCounter;
@@ -48,12 +49,36 @@ pub fn streams_client() -> aws_sdk_dynamodbstreams::Client {
     aws_sdk_dynamodbstreams::Client::new(&local_sdk_config(&dynamodb_local::endpoint()))
 }
 
+/// The DynamoDB Streams client `function`'s event source mapping reads with (its role in AWS): its calls are
+/// recorded under `function` when `AWS_CALL_RECORD` is set.
+pub fn function_streams_client(function: &str) -> aws_sdk_dynamodbstreams::Client {
+    let sdk = local_sdk_config(&dynamodb_local::endpoint());
+    let mut config = aws_sdk_dynamodbstreams::config::Builder::from(&sdk);
+    if let Some(recorder) = CallRecorder::from_env(function) {
+        config = config.interceptor(recorder);
+    }
+    aws_sdk_dynamodbstreams::Client::from_conf(config.build())
+}
+
 /// An SQS client on the SQS emulator (moto), optionally failing chosen batch entries.
 pub fn sqs_client(faults: Option<SqsEntryFaults>) -> aws_sdk_sqs::Client {
+    sqs_client_with(faults, None)
+}
+
+/// `function`'s SQS client: as [`sqs_client`], its calls recorded under `function` when `AWS_CALL_RECORD`
+/// is set (for `scripts/check_permissions.py`).
+pub fn function_sqs_client(function: &str, faults: Option<SqsEntryFaults>) -> aws_sdk_sqs::Client {
+    sqs_client_with(faults, CallRecorder::from_env(function))
+}
+
+fn sqs_client_with(faults: Option<SqsEntryFaults>, recorder: Option<CallRecorder>) -> aws_sdk_sqs::Client {
     let sdk = local_sdk_config(&local_dev::service::SQS.endpoint());
     let mut config = aws_sdk_sqs::config::Builder::from(&sdk);
     if let Some(faults) = faults {
         config = config.interceptor(faults);
+    }
+    if let Some(recorder) = recorder {
+        config = config.interceptor(recorder);
     }
     aws_sdk_sqs::Client::from_conf(config.build())
 }
@@ -70,6 +95,8 @@ pub struct Interceptors {
     pub calls: Option<CallCounter>,
     pub hook: Option<BeforeCall>,
     pub kill: Option<KillSwitch>,
+    /// Records the calls as one Lambda function's (`AWS_CALL_RECORD`).
+    pub record: Option<CallRecorder>,
 }
 
 /// A real DynamoDB client pointed at DynamoDB Local, with the same retry and timeout settings as production.
@@ -87,6 +114,9 @@ pub fn client(endpoint: &str, with: Interceptors) -> aws_sdk_dynamodb::Client {
     if let Some(kill) = with.kill {
         config = config.interceptor(kill);
     }
+    if let Some(record) = with.record {
+        config = config.interceptor(record);
+    }
     aws_sdk_dynamodb::Client::from_conf(config.build())
 }
 
@@ -98,6 +128,7 @@ pub struct TestContext {
     pub leases: Leases,
     /// Every DynamoDB call this context's client made, by operation.
     pub calls: CallCounter,
+    faults: Option<FaultInjector>,
 }
 
 /// Lease settings for tests: short enough to expire within a test.
@@ -123,18 +154,47 @@ impl TestContext {
         let client = client(
             &endpoint,
             Interceptors {
-                faults: injector,
+                faults: injector.clone(),
                 calls: Some(calls.clone()),
                 ..Interceptors::default()
             },
         );
         Self {
+            faults: injector,
             store: PaymentStore::new(client.clone(), &table),
             leases: Leases::new(client.clone(), &table, test_lease_config(Duration::from_secs(30))),
             client,
             table,
             calls,
         }
+    }
+
+    /// The client a Lambda function's code gets: as [`TestContext::client`] (faults, counted calls), and its
+    /// calls recorded under `function` (its name in `infra/template.yaml`) when `AWS_CALL_RECORD` is set, for
+    /// `scripts/check_permissions.py`. The test's own reads and writes go through `client` and are not
+    /// recorded.
+    pub fn client_for(&self, function: &str) -> aws_sdk_dynamodb::Client {
+        let with = Interceptors {
+            faults: self.faults.clone(),
+            calls: Some(self.calls.clone()),
+            record: CallRecorder::from_env(function),
+            ..Interceptors::default()
+        };
+        client(&dynamodb_local::endpoint(), with)
+    }
+
+    /// A store on this context's table on `function`'s client ([`TestContext::client_for`]).
+    pub fn store_for(&self, function: &str) -> PaymentStore {
+        PaymentStore::new(self.client_for(function), &self.table)
+    }
+
+    /// Leases on this context's table (as `leases`) on `function`'s client ([`TestContext::client_for`]).
+    pub fn leases_for(&self, function: &str) -> Leases {
+        Leases::new(
+            self.client_for(function),
+            &self.table,
+            test_lease_config(Duration::from_secs(30)),
+        )
     }
 
     /// A second store on this context's table whose client runs `hook` before chosen calls (its calls are

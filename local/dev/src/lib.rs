@@ -2,6 +2,7 @@
 //! 127.0.0.1), tables and queues created from the one definition in `infra/template.yaml`, and the stream
 //! pump that plays the event source mapping locally.
 
+pub mod aws_calls;
 pub mod dynamodb_local;
 pub mod queues;
 pub mod service;

@@ -20,6 +20,7 @@
 
 use bytes::Bytes;
 use checkout_saga::runner::Runner;
+use clients::FunctionClients;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
@@ -27,8 +28,11 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use lambda_http::Body;
 use shared::http::ApiError;
+use shared::lease::Leases;
 use shared::psp::GuardedStripe;
+use shared::recovery::{Recovery, RecoverySettings};
 use shared::router::{RouteTableError, Router};
+use shared::saga::Escalation;
 use shared::telemetry::ErrorChain;
 use shared::{aws, telemetry, Config, Env, PaymentStore};
 use std::net::SocketAddr;
@@ -36,6 +40,7 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 use tracing::{error, info};
 
+mod clients;
 mod outbox;
 
 struct Apps {
@@ -77,32 +82,31 @@ async fn main() -> Result<(), Error> {
     }
     let config = Config::from(&env)?;
     let sdk = aws::sdk_config().await;
+    // The stack's own client (the table, the stream's ARN); each function gets its own clients.
     let client = aws::dynamodb_client(&sdk);
+    let clients = FunctionClients::new(&sdk);
     ensure_table(&client, &config.table_name).await?;
     let mut checkout = None;
     if env.optional("AWS_ENDPOINT_URL_SQS").is_some() {
         let sqs = aws_sdk_sqs::Client::new(&sdk);
         let queues = local_dev::queues::create(&sqs, &config.table_name).await;
+        let mut events = None;
         if env.optional("PSP_BASE_URL").is_some() {
             let env = env.clone().with("ESCALATION_QUEUE_URL", queues.escalation_url.clone());
-            let runner = Arc::new(checkout_saga::runner_from_env(&sdk, client.clone(), &config, &env).await?);
-            tokio::spawn(outbox::schedules(runner.clone()));
-            checkout = Some(runner);
+            let functions = checkout_functions(&clients, &sdk, &config, &env).await?;
+            tokio::spawn(outbox::schedules(functions.sweeper, functions.reconciler));
+            events = Some(functions.events);
+            checkout = Some(functions.api);
         }
-        tokio::spawn(outbox::run(
-            sdk.clone(),
-            client.clone(),
-            config.table_name.clone(),
-            queues,
-            checkout.clone(),
-        ));
+        let outbox = outbox::run(clients.clone(), client, config.table_name.clone(), queues, events);
+        tokio::spawn(outbox);
     }
     let apps = Arc::new(Apps {
         routes: routes()?,
         sync: sync_finalize::App {
-            store: PaymentStore::new(client.clone(), &config.table_name),
+            store: PaymentStore::new(clients.dynamodb("sync-finalize"), &config.table_name),
         },
-        intake: webhook_intake::App::from_env(&sdk, client, &config, &env).await?,
+        intake: webhook_intake::App::from_env(&sdk, clients.dynamodb("webhook-intake"), &config, &env).await?,
         checkout,
     });
 
@@ -124,6 +128,43 @@ async fn main() -> Result<(), Error> {
             }
         });
     }
+}
+
+/// The checkout saga's three functions and the reconciler, each built as its binary builds it, on its own
+/// clients.
+struct CheckoutFunctions {
+    api: Arc<Runner<GuardedStripe>>,
+    events: Arc<Runner<GuardedStripe>>,
+    sweeper: Arc<Runner<GuardedStripe>>,
+    reconciler: Recovery<GuardedStripe>,
+}
+
+async fn checkout_functions(
+    clients: &FunctionClients,
+    sdk: &aws_config::SdkConfig,
+    config: &Config,
+    env: &Env,
+) -> Result<CheckoutFunctions, Error> {
+    let runner = |function: &'static str| async move {
+        let mut runner = checkout_saga::runner_from_env(sdk, clients.dynamodb(function), config, env).await?;
+        // `runner_from_env` makes its SQS client from the SDK configuration: this one is the function's own.
+        runner.escalation = Escalation::new(clients.sqs(function), env.required("ESCALATION_QUEUE_URL")?);
+        Ok::<_, Error>(Arc::new(runner))
+    };
+    // As functions/reconciler/src/main.rs builds it.
+    let dynamodb = clients.dynamodb("reconciler");
+    let reconciler = Recovery {
+        store: PaymentStore::new(dynamodb.clone(), &config.table_name),
+        leases: Leases::new(dynamodb.clone(), &config.table_name, config.lease),
+        psp: shared::psp::from_env(sdk, dynamodb, &config.table_name, env).await?,
+        settings: RecoverySettings::from(env)?,
+    };
+    Ok(CheckoutFunctions {
+        api: runner("checkout-api").await?,
+        events: runner("checkout-events").await?,
+        sweeper: runner("checkout-sweeper").await?,
+        reconciler,
+    })
 }
 
 /// Routes like the HTTP API does and converts between hyper and lambda_http types.

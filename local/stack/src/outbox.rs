@@ -1,6 +1,7 @@
 //! The outbox running locally: stream pump -> relay -> SQS FIFO -> the checkout saga's inbox (order
 //! projection, then the waiting sagas) in a loop; and the saga sweeper and reconciler on short timers.
 
+use crate::clients::FunctionClients;
 use aws_lambda_events::event::dynamodb::Event as StreamEvent;
 use aws_lambda_events::event::sqs::SqsEvent;
 use checkout_saga::runner::Runner;
@@ -11,7 +12,7 @@ use order_projection::OrderProjection;
 use outbox_relay::{relay, Publisher};
 use shared::consumer::Consumer;
 use shared::psp::GuardedStripe;
-use shared::recovery;
+use shared::recovery::{self, Recovery};
 use shared::telemetry::ErrorChain;
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,20 +21,22 @@ use tracing::{error, info};
 /// The saga inbox function's timeout in `infra/template.yaml` (25 s) less the answer margin.
 const CONSUMER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(23);
 
+/// `dynamodb` is the stack's own client (it finds the table's stream); the relay and its stream reads run on
+/// outbox-relay's clients, the consumer, the saga's resumes (`checkout`) and the queue's reads on
+/// checkout-events'.
 pub async fn run(
-    sdk: aws_config::SdkConfig,
+    clients: FunctionClients,
     dynamodb: aws_sdk_dynamodb::Client,
     table: String,
     queues: Queues,
     checkout: Option<Arc<Runner<GuardedStripe>>>,
 ) {
-    let sqs = aws_sdk_sqs::Client::new(&sdk);
     info!(queue = %queues.queue_url, dlq = %queues.dlq_url, "outbox queues ready");
     println!(
         "outbox: stream pump -> relay -> {} -> order projection",
         queues.queue_url
     );
-    let streams = aws_sdk_dynamodbstreams::Client::new(&sdk);
+    let streams = clients.streams("outbox-relay");
     let mut pump = match StreamPump::for_table(&dynamodb, streams, &table).await {
         Ok(pump) => pump,
         Err(e) => {
@@ -41,9 +44,10 @@ pub async fn run(
             return;
         }
     };
-    let publisher = Publisher::new(sqs.clone(), &queues.queue_url).with_parking(&queues.relay_failures_url);
-    let consumer = Consumer::new(dynamodb, &table, OrderProjection);
-    let mut poller = SqsPoller::new(sqs, &queues.queue_url);
+    let publisher =
+        Publisher::new(clients.sqs("outbox-relay"), &queues.queue_url).with_parking(&queues.relay_failures_url);
+    let consumer = Consumer::new(clients.dynamodb("checkout-events"), &table, OrderProjection);
+    let mut poller = SqsPoller::new(clients.sqs("checkout-events"), &queues.queue_url);
     poller.visibility_timeout = 5;
     loop {
         let publisher = &publisher;
@@ -77,13 +81,13 @@ pub async fn run(
     }
 }
 
-/// The sweeper (every 5 s, sagas open for 10 s) and the reconciler (every 5 s, with the runner's recovery
+/// The sweeper (every 5 s, sagas open for 10 s) and the reconciler (every 5 s, with the local recovery
 /// settings): the local stand-ins for their EventBridge schedules.
-pub async fn schedules(runner: Arc<Runner<GuardedStripe>>) {
+pub async fn schedules(sweeper: Arc<Runner<GuardedStripe>>, reconciler: Recovery<GuardedStripe>) {
     loop {
         tokio::time::sleep(Duration::from_secs(5)).await;
         match checkout_saga::sweeper::sweep(
-            &runner,
+            &sweeper,
             Duration::from_secs(10),
             100,
             tokio::time::Instant::now() + CONSUMER_TIMEOUT,
@@ -94,11 +98,7 @@ pub async fn schedules(runner: Arc<Runner<GuardedStripe>>) {
             Ok(_) => {}
             Err(e) => error!(error = %ErrorChain(&e), "saga sweep failed"),
         }
-        match runner
-            .recovery
-            .run(tokio::time::Instant::now() + CONSUMER_TIMEOUT)
-            .await
-        {
+        match reconciler.run(tokio::time::Instant::now() + CONSUMER_TIMEOUT).await {
             Ok(report) if report.found > 0 => shared::metrics::emit(&recovery::emf(&report, shared::clock::now_ms())),
             Ok(_) => {}
             Err(e) => error!(error = %ErrorChain(&e), "recovery run failed"),

@@ -35,7 +35,7 @@ fn start_body(order: &str, quantity: u32) -> Value {
 #[tokio::test]
 async fn sample_api_events_run_through_the_handler() {
     let w = world().await;
-    let runner = w.runner();
+    let runner = w.runner_for("checkout-api");
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../events");
     for (file, status) in [
         ("api-put-stock.json", StatusCode::OK),
@@ -58,7 +58,7 @@ async fn sample_api_events_run_through_the_handler() {
 #[tokio::test]
 async fn bad_requests_get_a_json_error_and_write_nothing() {
     let w = world().await;
-    let runner = w.runner();
+    let runner = w.runner_for("checkout-api");
     let mut unknown_field = start_body("order-bad-1", 1);
     unknown_field["coupon"] = json!("FREE");
     let mut bad_currency = start_body("order-bad-2", 1);

@@ -87,7 +87,7 @@ async fn two_hundred_unresolvable_payments_in_one_shard_do_not_hide_a_resolvable
         .await
         .expect("create");
 
-    let runner = w.runner();
+    let runner = w.runner_for("reconciler");
     let mut recovery = runner.recovery;
     recovery.settings.batch_limit = 200;
     // Open for an hour, asked about after a minute: the ones it cannot resolve are due again minutes later.

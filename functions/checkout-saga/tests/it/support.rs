@@ -149,6 +149,17 @@ impl World {
         self.runner_over(self.psp())
     }
 
+    /// A runner as `function` (its name in `infra/template.yaml`) builds it: its DynamoDB and SQS calls are
+    /// recorded under that name when `AWS_CALL_RECORD` is set (`scripts/check_permissions.py`).
+    pub fn runner_for(&self, function: &str) -> Runner<StripeClient> {
+        let mut runner = self.runner_with(self.ctx.client_for(function), self.psp(), settings());
+        runner.escalation = Escalation::new(
+            integration_tests::function_sqs_client(function, None),
+            &self.escalation_url,
+        );
+        runner
+    }
+
     /// A runner with the tests' settings over another PSP (a `Quirky` one).
     pub fn runner_over<P: Psp>(&self, psp: P) -> Runner<P> {
         self.runner_with(self.ctx.client.clone(), psp, settings())

@@ -5,7 +5,9 @@
 use aws_lambda_events::event::dynamodb::Event as StreamEvent;
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
-use integration_tests::{fresh_queues, sqs_client, streams_client, SqsEntryFaults, TestContext};
+use integration_tests::{
+    fresh_queues, function_sqs_client, function_streams_client, sqs_client, SqsEntryFaults, TestContext,
+};
 use local_dev::sqs_poller::SqsPoller;
 use local_dev::stream_pump::StreamPump;
 use order_projection::OrderProjection;
@@ -229,10 +231,13 @@ async fn an_sqs_failure_for_one_entry_reports_it_and_every_later_record_and_noth
     let faults = SqsEntryFaults::new();
     let sqs = sqs_client(Some(faults.clone()));
     let queues = fresh_queues(&sqs).await;
-    let publisher = Publisher::new(sqs.clone(), &queues.queue_url);
+    let publisher = Publisher::new(
+        function_sqs_client("outbox-relay", Some(faults.clone())),
+        &queues.queue_url,
+    );
     let ids = burst(&ctx, 6).await;
 
-    let mut pump = StreamPump::for_table(&ctx.client, streams_client(), &ctx.table)
+    let mut pump = StreamPump::for_table(&ctx.client, function_streams_client("outbox-relay"), &ctx.table)
         .await
         .unwrap();
     faults.fail_entry_once(2);
@@ -293,7 +298,10 @@ async fn a_burst_with_races_and_duplicates_at_every_hop_is_applied_exactly_once_
     let faults = SqsEntryFaults::new();
     let sqs = sqs_client(Some(faults.clone()));
     let queues = fresh_queues(&sqs).await;
-    let publisher = Publisher::new(sqs.clone(), &queues.queue_url);
+    let publisher = Publisher::new(
+        function_sqs_client("outbox-relay", Some(faults.clone())),
+        &queues.queue_url,
+    );
     let ids = burst(&ctx, 12).await;
     let total_events: usize = {
         let mut n = 0;
@@ -303,7 +311,7 @@ async fn a_burst_with_races_and_duplicates_at_every_hop_is_applied_exactly_once_
         n
     };
 
-    let mut pump = StreamPump::for_table(&ctx.client, streams_client(), &ctx.table)
+    let mut pump = StreamPump::for_table(&ctx.client, function_streams_client("outbox-relay"), &ctx.table)
         .await
         .unwrap();
     faults.fail_entry_once(7);
@@ -484,7 +492,8 @@ async fn a_poison_event_is_parked_and_the_payments_later_events_still_flow() {
     let ctx = TestContext::new().await;
     let sqs = sqs_client(None);
     let queues = fresh_queues(&sqs).await;
-    let publisher = Publisher::new(sqs.clone(), &queues.queue_url).with_parking(&queues.relay_failures_url);
+    let publisher = Publisher::new(function_sqs_client("outbox-relay", None), &queues.queue_url)
+        .with_parking(&queues.relay_failures_url);
     let id = ctx
         .store
         .create(fixtures::new_payment("pay_poison", 1000))
@@ -510,7 +519,7 @@ async fn a_poison_event_is_parked_and_the_payments_later_events_still_flow() {
         "the stored event is poison"
     );
 
-    let mut pump = StreamPump::for_table(&ctx.client, streams_client(), &ctx.table)
+    let mut pump = StreamPump::for_table(&ctx.client, function_streams_client("outbox-relay"), &ctx.table)
         .await
         .unwrap();
     let failures = std::sync::Arc::new(std::sync::Mutex::new(0usize));

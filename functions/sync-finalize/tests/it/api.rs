@@ -44,7 +44,7 @@ impl TestApi {
     async fn new() -> Self {
         let ctx = TestContext::new().await;
         let app = App {
-            store: ctx.store.clone(),
+            store: ctx.store_for("sync-finalize"),
         };
         Self { ctx, app }
     }

@@ -49,8 +49,8 @@ impl TestIntake {
             ..IntakeSettings::default()
         };
         let app = App {
-            store: ctx.store.clone(),
-            leases: ctx.leases.clone(),
+            store: ctx.store_for("webhook-intake"),
+            leases: ctx.leases_for("webhook-intake"),
             providers: providers().into(),
             settings,
         };
