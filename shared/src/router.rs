@@ -17,6 +17,8 @@ use std::collections::BTreeMap;
 #[derive(Debug, Clone)]
 pub struct Router<K> {
     paths: matchit::Router<Endpoint<K>>,
+    /// The table as written, for [`Router::routes`] (matchit cannot list what it holds).
+    table: Vec<(Option<Method>, String)>,
 }
 
 /// What one path pattern serves.
@@ -62,6 +64,13 @@ impl<K: Clone> Router<K> {
         RouterBuilder {
             endpoints: BTreeMap::new(),
         }
+    }
+
+    /// Every route of the table: its method (`None` for [`RouterBuilder::any`]) and its path pattern, by
+    /// pattern. For checks that compare a table with what else names the routes (`infra/openapi.yaml`, the
+    /// HTTP API's events in `infra/template.yaml`).
+    pub fn routes(&self) -> &[(Option<Method>, String)] {
+        &self.table
     }
 
     /// The route for `method` on `path`: `Ok` with the route's key and parameters, or the 404 or 405 answer.
@@ -120,7 +129,9 @@ impl<K> RouterBuilder<K> {
     /// The router, or the first pattern that overlaps another or is malformed.
     pub fn build(self) -> Result<Router<K>, RouteTableError> {
         let mut paths = matchit::Router::new();
+        let mut table = Vec::new();
         for (pattern, methods) in self.endpoints {
+            table.extend(methods.iter().map(|(m, _)| (m.clone(), pattern.clone())));
             let mut allow: Vec<&str> = methods
                 .iter()
                 .filter_map(|(m, _)| m.as_ref().map(Method::as_str))
@@ -129,7 +140,7 @@ impl<K> RouterBuilder<K> {
             let allow = allow.join(", ");
             paths.insert(pattern, Endpoint { methods, allow })?;
         }
-        Ok(Router { paths })
+        Ok(Router { paths, table })
     }
 }
 
@@ -200,6 +211,26 @@ mod tests {
         assert!(router().at(&Method::GET, &long).unwrap_err().message.len() < 140);
         let found = router().at(&Method::PATCH, "/webhooks/stripe/x").unwrap();
         assert_eq!((found.route, found.param("rest")), (R::Forward, "stripe/x"));
+    }
+
+    #[test]
+    fn routes_lists_the_table_as_written() {
+        let table = router();
+        let listed: Vec<(Option<&str>, &str)> = table
+            .routes()
+            .iter()
+            .map(|(m, p)| (m.as_ref().map(Method::as_str), p.as_str()))
+            .collect();
+        assert_eq!(
+            listed,
+            [
+                (Some("POST"), "/payments"),
+                (Some("GET"), "/payments/{id}"),
+                (Some("PUT"), "/payments/{id}"),
+                (Some("GET"), "/payments/{id}/events"),
+                (None, "/webhooks/{*rest}"),
+            ]
+        );
     }
 
     #[test]

@@ -173,6 +173,12 @@ fn table() -> Result<Router<Kind>, RouteTableError> {
 )]
 static ROUTER: LazyLock<Router<Kind>> = LazyLock::new(|| table().expect("the checkout route table is consistent"));
 
+/// Every (method, path pattern) of this function's route table: what API Gateway must route to it
+/// (`tests/tests/it/openapi.rs` compares them with `infra/openapi.yaml` and the template's HttpApi events).
+pub fn route_table() -> &'static [(Option<Method>, String)] {
+    ROUTER.routes()
+}
+
 fn route(method: &Method, path: &str) -> Result<Route, ApiError> {
     let found = ROUTER.at(method, path)?;
     let id = || OrderId::parse(found.param("id")).map_err(|e| ApiError::bad_request(format!("invalid order id: {e}")));

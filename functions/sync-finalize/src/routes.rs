@@ -35,6 +35,12 @@ fn table() -> Result<Router<Kind>, RouteTableError> {
 #[expect(clippy::expect_used, reason = "a constant table; the unit test `routes` builds it")]
 static ROUTER: LazyLock<Router<Kind>> = LazyLock::new(|| table().expect("the payments route table is consistent"));
 
+/// Every (method, path pattern) of this function's route table: what API Gateway must route to it
+/// (`tests/tests/it/openapi.rs` compares them with `infra/openapi.yaml` and the template's HttpApi events).
+pub fn route_table() -> &'static [(Option<Method>, String)] {
+    ROUTER.routes()
+}
+
 impl Route {
     pub fn parse(method: &Method, path: &str) -> Result<Route, ApiError> {
         let found = ROUTER.at(method, path)?;

@@ -73,6 +73,12 @@ fn table() -> Result<Router<()>, RouteTableError> {
 )]
 static ROUTER: LazyLock<Router<()>> = LazyLock::new(|| table().expect("the webhook route table is consistent"));
 
+/// Every (method, path pattern) of this function's route table: what API Gateway must route to it
+/// (`tests/tests/it/openapi.rs` compares them with `infra/openapi.yaml` and the template's HttpApi events).
+pub fn route_table() -> &'static [(Option<Method>, String)] {
+    ROUTER.routes()
+}
+
 /// The `{provider}` of `POST /webhooks/{provider}`; a 404 or 405 for any other request.
 fn provider_name(method: &Method, path: &str) -> Result<String, ApiError> {
     Ok(ROUTER.at(method, path)?.param("provider").to_owned())

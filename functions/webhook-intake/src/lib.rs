@@ -19,4 +19,4 @@ pub mod signature;
 pub mod standard;
 pub mod stripe;
 
-pub use handler::{handle, process, App, IntakeSettings};
+pub use handler::{handle, process, route_table, App, IntakeSettings};

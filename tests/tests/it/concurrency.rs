@@ -54,8 +54,13 @@ fn writer(i: usize) -> Observation {
         6 => Outcome::Succeeded,
         _ => fixtures::failed(),
     };
-    if i % 2 == 0 {
-        fixtures::observe(if i % 4 == 0 { Path::Sync } else { Path::Recovery }, outcome)
+    if i.is_multiple_of(2) {
+        let path = if i.is_multiple_of(4) {
+            Path::Sync
+        } else {
+            Path::Recovery
+        };
+        fixtures::observe(path, outcome)
     } else {
         // Webhooks: pairs share an event id (the same event delivered twice), others are distinct.
         fixtures::webhook(&format!("evt_{}", i / 4), 1_000 + i as i64, outcome)

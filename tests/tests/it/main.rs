@@ -6,6 +6,7 @@
 mod concurrency;
 mod faults;
 mod leases;
+mod openapi;
 mod store;
 mod stripe_client;
 mod telemetry;
