@@ -324,14 +324,22 @@ def load_waivers(path):
     data = yaml.safe_load(Path(path).read_text()) or {}
     waivers = data.get("waivers", [])
     for w in waivers:
-        if not all(w.get(k) for k in ("function", "action", "reason")):
-            raise SystemExit(f"{path}: every waiver needs function, action and reason: {w}")
+        if not all(w.get(k) for k in ("function", "reason")) or not (w.get("action") or w.get("leading_key")):
+            raise SystemExit(f"{path}: every waiver needs function, action or leading_key, and reason: {w}")
     return waivers
 
 
-def waived(waivers, function, action):
-    return next((w for w in waivers if iam_match(w["function"], function)
-                 and iam_match(w["action"].lower(), action.lower())), None)
+def waived(waivers, function, action, sid=None):
+    """The waiver of `action` for `function` (optionally only in the statement `sid`), if any."""
+    return next((w for w in waivers if w.get("action") and iam_match(w["function"], function)
+                 and iam_match(w["action"].lower(), action.lower())
+                 and (not w.get("sid") or w["sid"] == sid)), None)
+
+
+def key_waived(waivers, function, key, sid):
+    """The waiver of the LeadingKeys pattern `key` in `function`'s statement `sid`, if any."""
+    return next((w for w in waivers if w.get("leading_key") == key and iam_match(w["function"], function)
+                 and (not w.get("sid") or w["sid"] == sid)), None)
 
 
 def compare(cfn, records, waivers):
@@ -363,7 +371,7 @@ def unused(roles, used, waivers):
         for i, st in enumerate(statements):
             resources = as_list(st.get("Resource", []))
             for action in as_list(st.get("Action", [])):
-                w = waived(waivers, fn, action)
+                w = waived(waivers, fn, action, st.get("Sid"))
                 if w:
                     waivers_used.add(id(w))
                 if "*" in resources and not w:
@@ -372,13 +380,17 @@ def unused(roles, used, waivers):
                     findings.append((fn, "unused grant", action, ", ".join(map(str, resources)), "-",
                                      f"{role} {st.get('Sid', '')}: no recorded call uses it, and no waiver"))
             for key in leading_keys(st) or []:
-                actions_waived = all(waived(waivers, fn, a) for a in as_list(st.get("Action", [])))
-                if (fn, i, "key:" + key) not in used and not actions_waived:
+                actions_waived = all(waived(waivers, fn, a, st.get("Sid")) for a in as_list(st.get("Action", [])))
+                w = key_waived(waivers, fn, key, st.get("Sid"))
+                if w:
+                    waivers_used.add(id(w))
+                if (fn, i, "key:" + key) not in used and not actions_waived and not w:
                     findings.append((fn, "unused key", st.get("Sid", "(statement)"), ", ".join(resources), key,
                                      f"{role} {st.get('Sid', '')}: no recorded call touches it"))
     for w in waivers:
         if id(w) not in waivers_used:
-            findings.append((w["function"], "stale waiver", w["action"], "-", "-", "waives nothing this function is granted"))
+            findings.append((w["function"], "stale waiver", w.get("action") or w.get("leading_key"), "-", "-",
+                             "waives nothing this function is granted"))
     return findings
 
 
