@@ -14,6 +14,16 @@
 //! X-Ray header (`Root=1-...;Parent=...;Sampled=1`): [`span_with_parent`] continues either, and
 //! [`current_traceparent`] / [`current_xray_header`] hand the current span on (the event item, the SQS
 //! message's `traceparent` attribute and `AWSTraceHeader` system attribute).
+//!
+//! **In Lambda the invocation's segment is the parent of a request's span** (`_X_AMZN_TRACE_ID`, which the
+//! runtime sets per invocation): Lambda has continued the caller's trace there (API Gateway's
+//! `X-Amzn-Trace-Id` names only the trace, `Root=...`, so it cannot be a parent itself) and decided its
+//! sampling, which our spans follow ([`sampling`]). The runtime's own per-invocation span is no
+//! OpenTelemetry span: it would start a separate trace for every invocation.
+
+mod sampling;
+
+pub use sampling::{parse_ratio, ratio_from_env, sampler, DEFAULT_RATIO};
 
 use opentelemetry::propagation::TextMapPropagator;
 use opentelemetry::trace::{SpanContext, TraceContextExt, TracerProvider as _};
@@ -21,7 +31,7 @@ use opentelemetry::Context;
 use opentelemetry_aws::trace::xray_propagator::{span_context_from_str, span_context_to_string};
 use opentelemetry_aws::trace::XrayIdGenerator;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
-use opentelemetry_sdk::trace::SdkTracerProvider;
+use opentelemetry_sdk::trace::{SdkTracerProvider, TracerProviderBuilder};
 use opentelemetry_sdk::Resource;
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -98,15 +108,10 @@ fn otlp_endpoint() -> Option<String> {
 
 static PROVIDER: OnceLock<SdkTracerProvider> = OnceLock::new();
 
-/// The tracer provider: X-Ray-compatible ids; an OTLP/HTTP batch exporter when an endpoint is configured.
+/// The tracer provider: [`provider_builder`]'s, with an OTLP/HTTP batch exporter when an endpoint is
+/// configured.
 pub fn tracer_provider() -> SdkTracerProvider {
-    let mut builder = SdkTracerProvider::builder().with_id_generator(XrayIdGenerator::default());
-    // X-Ray and OTLP backends group spans by service: the function's name unless OTEL_SERVICE_NAME says.
-    if std::env::var_os("OTEL_SERVICE_NAME").is_none() {
-        if let Ok(function) = std::env::var("AWS_LAMBDA_FUNCTION_NAME") {
-            builder = builder.with_resource(Resource::builder().with_service_name(function).build());
-        }
-    }
+    let builder = provider_builder();
     let builder = match otlp_endpoint() {
         Some(_) => match opentelemetry_otlp::SpanExporter::builder().with_http().build() {
             Ok(exporter) => builder.with_batch_exporter(exporter),
@@ -121,6 +126,22 @@ pub fn tracer_provider() -> SdkTracerProvider {
     builder.build()
 }
 
+/// A tracer provider's builder with everything but the exporter: X-Ray-compatible ids, the sampler that
+/// follows the incoming decision (undecided traces at `OTEL_TRACES_SAMPLER_ARG`'s ratio), the service's
+/// name. Tests add an in-memory exporter.
+pub fn provider_builder() -> TracerProviderBuilder {
+    let mut builder = SdkTracerProvider::builder()
+        .with_id_generator(XrayIdGenerator::default())
+        .with_sampler(sampler(ratio_from_env()));
+    // X-Ray and OTLP backends group spans by service: the function's name unless OTEL_SERVICE_NAME says.
+    if std::env::var_os("OTEL_SERVICE_NAME").is_none() {
+        if let Ok(function) = std::env::var("AWS_LAMBDA_FUNCTION_NAME") {
+            builder = builder.with_resource(Resource::builder().with_service_name(function).build());
+        }
+    }
+    builder
+}
+
 /// The layer that turns `tracing` spans into OpenTelemetry spans of `provider`.
 pub fn otel_layer<S>(provider: &SdkTracerProvider) -> impl Layer<S> + Send + Sync
 where
@@ -128,7 +149,13 @@ where
 {
     tracing_opentelemetry::layer()
         .with_tracer(provider.tracer("payments"))
-        .with_filter(filter_fn(|meta| !may_log_bodies(meta)))
+        .with_filter(filter_fn(|meta| !may_log_bodies(meta) && !is_runtime_span(meta)))
+}
+
+/// The Lambda runtime's span around each invocation ("Lambda runtime invoke"). As an OpenTelemetry span it
+/// would be a new root every invocation, and the parent of spans that belong under the invocation's segment.
+fn is_runtime_span(meta: &Metadata<'_>) -> bool {
+    meta.is_span() && meta.target().starts_with("lambda_runtime")
 }
 
 /// Installs the global subscriber once per process; the level comes from `RUST_LOG` (default `info`).
@@ -155,14 +182,14 @@ pub fn flush() {
     }
 }
 
-/// The span of one request. `payment_id` may be unknown when it starts (a webhook names it in its body):
-/// fill it in with [`record_payment`].
+/// The span of one request, in the invocation's trace ([`request_parent`]). `payment_id` may be unknown
+/// when it starts (a webhook names it in its body): fill it in with [`record_payment`].
 pub fn request_span(path: &'static str, correlation_id: &str) -> Span {
     span_with_parent(path, correlation_id, None)
 }
 
-/// A request span continuing the caller's trace: `carrier` is a W3C `traceparent` or an X-Ray trace header;
-/// none or unreadable starts a new trace.
+/// A request span continuing the trace it belongs to: in Lambda the invocation's segment, elsewhere the
+/// caller's `carrier` (a W3C `traceparent` or an X-Ray trace header), else a new trace ([`request_parent`]).
 pub fn span_with_parent(path: &'static str, correlation_id: &str, carrier: Option<&str>) -> Span {
     let span = tracing::info_span!(
         "request",
@@ -172,35 +199,73 @@ pub fn span_with_parent(path: &'static str, correlation_id: &str, carrier: Optio
         trace_id = tracing::field::Empty,
         span_id = tracing::field::Empty
     );
-    continue_trace(span, carrier)
+    in_request_trace(span, carrier)
 }
 
-/// A span for one step of a flow (verify, lease, read, finalize, publish, consume, ...), named after it.
+/// Makes `span`, a request's span the caller declared (with empty `trace_id` and `span_id` fields, which
+/// this fills in), start where [`request_parent`] says; call it before the span is first entered.
+pub fn in_request_trace(span: Span, carrier: Option<&str>) -> Span {
+    let (parent, caller) = request_parent(invocation_trace_header().as_deref(), carrier);
+    let _ = span.set_parent(parent);
+    if let Some(caller) = caller {
+        span.add_link(caller);
+    }
+    record_ids(&span);
+    span
+}
+
+/// Where a request's span starts. In Lambda under the invocation's segment (`invocation`, the
+/// `_X_AMZN_TRACE_ID` header): Lambda has continued the caller's trace there and decided its sampling.
+/// Elsewhere (locally, in tests) under the caller's `carrier` when it names a parent span; else a new trace.
+/// The second value is a caller's context in another trace than the invocation's (a client's W3C
+/// `traceparent` outside X-Ray), for a link, so that trace is not lost either.
+pub fn request_parent(invocation: Option<&str>, carrier: Option<&str>) -> (Context, Option<SpanContext>) {
+    let caller = carrier.and_then(remote_context);
+    match invocation.and_then(remote_context) {
+        Some(segment) => {
+            let trace = segment.span().span_context().trace_id();
+            let other = caller
+                .map(|c| c.span().span_context().clone())
+                .filter(|c| c.trace_id() != trace);
+            (segment, other)
+        }
+        // No parent: a new trace, even inside an enclosing span.
+        None => (caller.unwrap_or_default(), None),
+    }
+}
+
+/// A span for one step of a flow (verify, lease, read, finalize, ...), named after it, a child of the
+/// current span.
 pub fn step_span(step: &'static str) -> Span {
-    step_span_with_parent(step, None)
+    let span = new_step_span(step);
+    record_ids(&span);
+    span
 }
 
 /// A step span continuing the trace `carrier` names (the relay's `publish` of an event item, the
-/// consumer's `consume` of a message); none or unreadable starts a new trace.
+/// consumer's `consume` of a message); none or unreadable: the invocation's segment in Lambda, else the
+/// current span.
 pub fn step_span_with_parent(step: &'static str, carrier: Option<&str>) -> Span {
-    let span = tracing::info_span!(
-        "step",
-        otel.name = step,
-        step,
-        trace_id = tracing::field::Empty,
-        span_id = tracing::field::Empty
-    );
-    continue_trace(span, carrier)
-}
-
-/// Makes `span` continue the trace `carrier` names (none or unreadable: a new trace) and records its ids.
-fn continue_trace(span: Span, carrier: Option<&str>) -> Span {
-    if let Some(parent) = carrier.and_then(remote_context) {
+    let span = new_step_span(step);
+    let parent = carrier
+        .and_then(remote_context)
+        .or_else(|| invocation_trace_header().as_deref().and_then(remote_context));
+    if let Some(parent) = parent {
         // Before the span is first entered, so the OpenTelemetry span starts in the caller's trace.
         let _ = span.set_parent(parent);
     }
     record_ids(&span);
     span
+}
+
+fn new_step_span(step: &'static str) -> Span {
+    tracing::info_span!(
+        "step",
+        otel.name = step,
+        step,
+        trace_id = tracing::field::Empty,
+        span_id = tracing::field::Empty
+    )
 }
 
 fn record_ids(span: &Span) {
@@ -212,7 +277,8 @@ fn record_ids(span: &Span) {
     }
 }
 
-/// The context a W3C `traceparent` or an X-Ray header (`Root=...;Parent=...;Sampled=...`) names.
+/// The context a W3C `traceparent` or an X-Ray header (`Root=...;Parent=...;Sampled=...`) names; `None`
+/// for one that names no parent span (API Gateway's `Root=...` alone) or cannot be read.
 pub fn remote_context(carrier: &str) -> Option<Context> {
     let carrier = carrier.trim();
     let sc = if carrier.contains("Root=") {
@@ -231,25 +297,32 @@ fn span_context_of(span: &Span) -> Option<SpanContext> {
     sc.is_valid().then_some(sc)
 }
 
-/// The W3C `traceparent` of `span`.
+/// The W3C `traceparent` of `span`, with the span's sampling decision.
 pub fn traceparent_of(span: &Span) -> Option<String> {
     let sc = span_context_of(span)?;
     Some(format!(
         "00-{}-{}-{:02x}",
         sc.trace_id(),
         sc.span_id(),
-        sc.trace_flags().to_u8()
+        sampling::decided(sc.trace_flags()).to_u8()
     ))
 }
 
-/// The X-Ray trace header of `span` (for SQS's `AWSTraceHeader`).
+/// The X-Ray trace header of `span` (for SQS's `AWSTraceHeader`), with the span's sampling decision.
 pub fn xray_header_of(span: &Span) -> Option<String> {
-    span_context_to_string(&span_context_of(span)?)
+    let sc = span_context_of(span)?;
+    let decided = SpanContext::new(
+        sc.trace_id(),
+        sc.span_id(),
+        sampling::decided(sc.trace_flags()),
+        sc.is_remote(),
+        sc.trace_state().clone(),
+    );
+    span_context_to_string(&decided)
 }
 
-/// The X-Ray trace header of this Lambda invocation (`_X_AMZN_TRACE_ID`, set by the runtime per
-/// invocation under active tracing): the parent of a request that brings no trace context of its own, so
-/// the function's spans join the trace X-Ray shows for the invocation.
+/// The X-Ray trace header of this Lambda invocation (`_X_AMZN_TRACE_ID`, which the runtime sets per
+/// invocation, e.g. `Root=1-...;Parent=...;Sampled=1;Lineage=...`): the parent of the invocation's work.
 pub fn invocation_trace_header() -> Option<String> {
     std::env::var("_X_AMZN_TRACE_ID").ok().filter(|h| !h.is_empty())
 }

@@ -196,13 +196,17 @@ fn route(method: &Method, path: &str) -> Result<Route, ApiError> {
 /// Handles one API request. Never fails: every error is an answer with a JSON body.
 pub async fn handle<P: Psp>(runner: &Runner<P>, req: Request) -> Result<Response<Body>, lambda_http::Error> {
     let correlation_id = http::correlation_id(&req);
-    // The request span carries the order (the saga's id) on every line, as payment requests carry the payment.
+    // The request span carries the order (the saga's id) on every line, as payment requests carry the payment;
+    // in Lambda it starts under the invocation's segment (which continues the caller's trace).
     let span = tracing::info_span!(
         "request",
         path = "checkout",
         correlation_id = correlation_id.as_str(),
-        order_id = tracing::field::Empty
+        order_id = tracing::field::Empty,
+        trace_id = tracing::field::Empty,
+        span_id = tracing::field::Empty
     );
+    let span = shared::telemetry::in_request_trace(span, http::trace_context(&req).as_deref());
     Ok(async {
         http::check_body_size(&req)?;
         match route(req.method(), req.uri().path())? {

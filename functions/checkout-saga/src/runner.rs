@@ -152,6 +152,8 @@ impl<P: Psp> Runner<P> {
         let now = self.settings.clock.now_ms();
         let timeout_ms = i64::try_from(self.settings.payment_timeout.as_millis()).unwrap_or(i64::MAX);
         let (saga, event) = Saga::<Started>::begin(order_id.clone(), checkout, now, timeout_ms);
+        // The request's trace is the checkout's: kept with the saga for the payment it creates later.
+        let saga = saga.in_trace(shared::telemetry::current_traceparent());
         let create_order = orders::create(self.table(), &order_id, now)?;
         let saved = self
             .settings

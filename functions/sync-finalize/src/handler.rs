@@ -19,7 +19,9 @@ pub struct App {
 /// Handles one API request. Never fails: every error is an answer with a JSON body.
 pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, lambda_http::Error> {
     let correlation_id = http::correlation_id(&req);
-    let span = telemetry::request_span("sync", correlation_id.as_str());
+    // In Lambda the invocation's segment (which continues the caller's trace), else the caller's trace.
+    let caller = http::trace_context(&req);
+    let span = telemetry::span_with_parent("sync", correlation_id.as_str(), caller.as_deref());
     let mut response = async {
         http::check_body_size(&req)?;
         let route = Route::parse(req.method(), req.uri().path())?;

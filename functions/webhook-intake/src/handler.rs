@@ -41,9 +41,9 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, lambda_ht
 /// Handles one webhook; returns the answer and the metrics record (tests read both).
 pub async fn process(app: &App, req: Request) -> (Response<Body>, RequestMetrics) {
     let correlation_id = http::correlation_id(&req);
-    // The caller's trace (a PSP rarely sends one), else the invocation's X-Ray trace.
-    let parent = http::trace_context(&req).or_else(telemetry::invocation_trace_header);
-    let span = telemetry::span_with_parent("webhook", correlation_id.as_str(), parent.as_deref());
+    // In Lambda the invocation's segment (which continues API Gateway's trace), else the caller's trace.
+    let caller = http::trace_context(&req);
+    let span = telemetry::span_with_parent("webhook", correlation_id.as_str(), caller.as_deref());
     let mut metrics = RequestMetrics::default();
     let result = intake(app, &req, correlation_id, &mut metrics).instrument(span).await;
     let response = match result {

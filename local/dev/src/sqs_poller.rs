@@ -1,7 +1,7 @@
 //! The local stand-in for the SQS event source mapping: receives up to ten messages, hands them to a
-//! handler in the shape Lambda delivers (`SqsEvent`, with `MessageGroupId` and `ApproximateReceiveCount`),
-//! and deletes the ones the handler did not report as failed (ReportBatchItemFailures). Failed messages
-//! come back after their visibility timeout.
+//! handler in the shape Lambda delivers (`SqsEvent`, with `MessageGroupId` and `ApproximateReceiveCount`,
+//! and the message attributes, which carry the trace context), and deletes the ones the handler did not
+//! report as failed (ReportBatchItemFailures). Failed messages come back after their visibility timeout.
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use aws_sdk_sqs::types::{Message, MessageSystemAttributeName};
@@ -31,10 +31,23 @@ pub fn lambda_event(messages: &[Message]) -> Result<SqsEvent, BoxError> {
                 .map(|a| a.iter().map(|(k, v)| (k.as_str().to_owned(), v.clone())).collect())
                 .unwrap_or_default();
             json!({ "messageId": m.message_id(), "receiptHandle": m.receipt_handle(), "body": m.body(),
-                    "attributes": attrs, "messageAttributes": {}, "eventSource": "aws:sqs", "awsRegion": "us-east-1" })
+                    "attributes": attrs, "messageAttributes": message_attributes(m),
+                    "eventSource": "aws:sqs", "awsRegion": "us-east-1" })
         })
         .collect();
     Ok(serde_json::from_value(json!({ "Records": records }))?)
+}
+
+/// A message's string attributes (all the relay sets) as the event source mapping hands them on.
+fn message_attributes(m: &Message) -> serde_json::Map<String, serde_json::Value> {
+    m.message_attributes()
+        .into_iter()
+        .flatten()
+        .filter_map(|(name, a)| {
+            let value = a.string_value()?;
+            Some((name.clone(), json!({ "stringValue": value, "dataType": a.data_type() })))
+        })
+        .collect()
 }
 
 impl SqsPoller {
@@ -61,6 +74,7 @@ impl SqsPoller {
             .max_number_of_messages(10)
             .visibility_timeout(self.visibility_timeout)
             .message_system_attribute_names(MessageSystemAttributeName::All)
+            .message_attribute_names("All")
             .send()
             .await?;
         let messages = out.messages();
@@ -78,7 +92,7 @@ impl SqsPoller {
                 continue;
             }
             self.handled += 1;
-            if self.lose_every_nth_ack.is_some_and(|n| self.handled % n == 0) {
+            if self.lose_every_nth_ack.is_some_and(|n| self.handled.is_multiple_of(n)) {
                 continue;
             }
             self.sqs

@@ -184,6 +184,7 @@ impl Saga<Started> {
             started_at_ms: now_ms,
             updated_at_ms: now_ms,
             payment_deadline_ms: now_ms.saturating_add(payment_timeout_ms),
+            trace_context: None,
         };
         let event = SagaEvent {
             order_id,
@@ -201,6 +202,12 @@ impl Saga<Started> {
             },
             event,
         )
+    }
+
+    /// The new saga in the checkout's trace (`trace_context`, a W3C `traceparent`), before it is first saved.
+    pub fn in_trace(mut self, trace_context: Option<String>) -> Self {
+        self.record.trace_context = trace_context;
+        self
     }
 
     pub fn stock_reserved(self, now_ms: i64) -> (Saga<StockReserved>, SagaEvent) {

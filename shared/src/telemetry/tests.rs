@@ -118,3 +118,108 @@ fn an_error_chain_names_every_cause_once() {
         "DynamoDB: DynamoDB unavailable during finalize: ThrottlingError: slow down"
     );
 }
+
+/// The value Lambda sets in `_X_AMZN_TRACE_ID` for an invocation under active tracing.
+const LAMBDA: &str = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1;Lineage=a87bd80c:0";
+/// API Gateway's `X-Amzn-Trace-Id` for an HTTP API: the trace alone, no parent span.
+const API_GATEWAY: &str = "Root=1-5759e988-bd862e3fe1be46a994272793";
+
+#[test]
+fn the_lambda_invocations_trace_header_is_read() {
+    let cx = remote_context(LAMBDA).expect("a parent");
+    let sc = cx.span().span_context().clone();
+    assert_eq!(sc.trace_id().to_string(), TRACE);
+    assert_eq!(sc.span_id().to_string(), "53995c3f42cd8ad8");
+    assert!(sc.is_sampled() && sc.is_remote());
+    let unsampled = LAMBDA.replace("Sampled=1", "Sampled=0");
+    let sc = remote_context(&unsampled).unwrap().span().span_context().clone();
+    assert!(!sc.is_sampled());
+    // API Gateway's header names no parent span: on its own it cannot be continued.
+    assert!(remote_context(API_GATEWAY).is_none());
+}
+
+#[test]
+fn a_request_starts_under_the_invocations_segment() {
+    let segment = |(cx, link): (Context, Option<SpanContext>)| {
+        let sc = cx.span().span_context().clone();
+        (sc.is_valid().then(|| sc.span_id().to_string()), link)
+    };
+    // In Lambda: the segment, whatever API Gateway's header says.
+    let (parent, link) = segment(request_parent(Some(LAMBDA), Some(API_GATEWAY)));
+    assert_eq!(parent.as_deref(), Some("53995c3f42cd8ad8"));
+    assert!(link.is_none());
+    // A caller's traceparent in another trace is kept as a link; one in the same trace is the segment's parent.
+    let other = "00-6759e988bd862e3fe1be46a994272793-1111111111111111-01";
+    let (_, link) = segment(request_parent(Some(LAMBDA), Some(other)));
+    assert_eq!(link.unwrap().span_id().to_string(), "1111111111111111");
+    let same = format!("00-{TRACE}-2222222222222222-01");
+    assert!(segment(request_parent(Some(LAMBDA), Some(&same))).1.is_none());
+    // Outside Lambda: the caller's parent span, else a new trace.
+    let (parent, _) = segment(request_parent(None, Some(&same)));
+    assert_eq!(parent.as_deref(), Some("2222222222222222"));
+    assert_eq!(segment(request_parent(None, Some(API_GATEWAY))).0, None);
+    assert_eq!(segment(request_parent(None, None)).0, None);
+}
+
+/// Runs a request under `carrier` (and a step inside it) with the sampler at `ratio`; the spans exported and
+/// the X-Ray header the step hands on.
+fn sampled(carrier: Option<&str>, ratio: f64) -> (Vec<String>, String) {
+    use opentelemetry_sdk::trace::InMemorySpanExporter;
+    let exporter = InMemorySpanExporter::default();
+    let provider = SdkTracerProvider::builder()
+        .with_id_generator(XrayIdGenerator::default())
+        .with_sampler(sampler(ratio))
+        .with_simple_exporter(exporter.clone())
+        .build();
+    let subscriber = tracing_subscriber::registry().with(otel_layer(&provider));
+    let header = tracing::subscriber::with_default(subscriber, || {
+        let request = span_with_parent("api", "c", carrier);
+        let step = request.in_scope(|| step_span("read"));
+        xray_header_of(&step).unwrap()
+    });
+    provider.force_flush().unwrap();
+    let names = exporter
+        .get_finished_spans()
+        .unwrap()
+        .into_iter()
+        .map(|s| s.name.into_owned())
+        .collect();
+    (names, header)
+}
+
+#[test]
+fn sampling_follows_the_incoming_decision() {
+    let parent = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8";
+    let recorded = vec!["read".to_owned(), "request".to_owned()];
+    // Sampled=1: recorded whatever the ratio; Sampled=0: neither recorded nor exported, and handed on so.
+    let (spans, header) = sampled(Some(&format!("{parent};Sampled=1")), 0.0);
+    assert_eq!(spans, recorded);
+    assert!(
+        header.starts_with("Root=1-5759e988-") && header.ends_with(";Sampled=1"),
+        "{header}"
+    );
+    let (spans, header) = sampled(Some(&format!("{parent};Sampled=0")), 1.0);
+    assert_eq!(spans, Vec::<String>::new());
+    assert!(
+        header.starts_with("Root=1-5759e988-") && header.ends_with(";Sampled=0"),
+        "{header}"
+    );
+    // No decision (`Sampled=?`, none, or a new trace): the ratio decides, and the decision is handed on.
+    for carrier in [Some(format!("{parent};Sampled=?")), Some(parent.to_owned()), None] {
+        let (spans, header) = sampled(carrier.as_deref(), 1.0);
+        assert_eq!(spans, recorded, "{carrier:?}");
+        assert!(header.ends_with(";Sampled=1"), "{carrier:?}: {header}");
+        let (spans, header) = sampled(carrier.as_deref(), 0.0);
+        assert_eq!(spans, Vec::<String>::new(), "{carrier:?}");
+        assert!(header.ends_with(";Sampled=0"), "{carrier:?}: {header}");
+    }
+}
+
+#[test]
+fn the_sampling_ratio_is_a_number_from_0_to_1() {
+    assert_eq!(parse_ratio("0.25"), Some(0.25));
+    assert_eq!(parse_ratio(" 1 "), Some(1.0));
+    for bad in ["", "x", "-0.1", "1.5", "NaN"] {
+        assert_eq!(parse_ratio(bad), None, "{bad}");
+    }
+}

@@ -1,5 +1,6 @@
 //! Logs of a request that carries a client secret and a signing secret contain neither, and every line of
-//! the request carries the payment id and correlation id.
+//! the request carries the payment id and correlation id. Traces connect: one webhook is one trace from
+//! the intake's invocation through the relay to the consumer.
 
 use integration_tests::{LogCapture, TestContext};
 use payments_core::fixtures::{self, contains_fixture_secret};
@@ -90,4 +91,152 @@ async fn request_logs_carry_ids_and_never_secrets() {
     assert!(request_lines
         .iter()
         .any(|l| l["spans"].as_array().is_some_and(|s| s.len() > 1)));
+}
+
+/// The trace of this test's webhook. API Gateway's header names it alone (`Root=...`, an HTTP API records no
+/// segment); Lambda's `_X_AMZN_TRACE_ID` names it with the invocation's segment as the parent.
+const TRACE: &str = "5759e988bd862e3fe1be46a994272793";
+const API_GATEWAY: &str = "Root=1-5759e988-bd862e3fe1be46a994272793";
+const LAMBDA_SEGMENT: &str = "53995c3f42cd8ad8";
+const STRIPE_SECRET: &str = "whsec_test_one_trace_secret_0000000001";
+
+/// One webhook through the intake, the relay and the consumer, on DynamoDB Local, its stream and the SQS
+/// emulator, is one trace: the intake's request span under the invocation's segment, its `finalize` step,
+/// the relay's `publish` of the event item and the consumer's `consume` of the message, each the parent of
+/// the next, as an in-memory exporter sees them.
+#[tokio::test]
+async fn a_webhook_is_one_trace_through_intake_relay_and_consumer() {
+    use integration_tests::{fresh_queues, sqs_client, streams_client};
+    use opentelemetry_sdk::trace::InMemorySpanExporter;
+
+    let exporter = InMemorySpanExporter::default();
+    let provider = shared::telemetry::provider_builder()
+        .with_simple_exporter(exporter.clone())
+        .build();
+    // One process per test (nextest): this test's provider is the process's.
+    tracing::subscriber::set_global_default(
+        tracing_subscriber::registry().with(shared::telemetry::otel_layer(&provider)),
+    )
+    .unwrap();
+
+    let ctx = TestContext::new().await;
+    let sqs = sqs_client(None);
+    let queues = fresh_queues(&sqs).await;
+    let id = ctx
+        .store
+        .create(fixtures::new_payment("pay_one_trace", 1000))
+        .await
+        .unwrap()
+        .id;
+
+    // The intake's invocation: the runtime sets `_X_AMZN_TRACE_ID` for it (and clears it after).
+    std::env::set_var(
+        "_X_AMZN_TRACE_ID",
+        format!("{API_GATEWAY};Parent={LAMBDA_SEGMENT};Sampled=1;Lineage=a87bd80c:0"),
+    );
+    let answer = webhook(&ctx, &id).await;
+    std::env::remove_var("_X_AMZN_TRACE_ID");
+    assert_eq!(answer, "applied");
+
+    // The relay's invocation on the table's stream, then the consumer's on the queue.
+    let publisher = outbox_relay::Publisher::new(sqs.clone(), &queues.queue_url);
+    let mut pump = local_dev::stream_pump::StreamPump::for_table(&ctx.client, streams_client(), &ctx.table)
+        .await
+        .unwrap();
+    while pump
+        .poll_once(|event| {
+            let publisher = &publisher;
+            async move { outbox_relay::relay(publisher, &event).await }
+        })
+        .await
+        .unwrap()
+        > 0
+    {}
+    let consumer = shared::consumer::Consumer::new(ctx.client.clone(), &ctx.table, order_projection::OrderProjection);
+    let mut poller = local_dev::sqs_poller::SqsPoller::new(sqs.clone(), &queues.queue_url);
+    let mut applied = 0;
+    for _ in 0..20 {
+        if applied == 2 {
+            break;
+        }
+        let (consumer, applied) = (&consumer, &mut applied);
+        poller
+            .poll_once(|event| async move {
+                let (response, report) = consumer.process(&event.records).await;
+                *applied += report.applied;
+                response
+            })
+            .await
+            .unwrap();
+    }
+    assert_eq!(applied, 2, "the payment's creation and the webhook's transition");
+
+    provider.force_flush().unwrap();
+    let spans = exporter.get_finished_spans().unwrap();
+    let in_trace: Vec<_> = spans
+        .iter()
+        .filter(|s| s.span_context.trace_id().to_string() == TRACE)
+        .collect();
+    let named = |name: &str| {
+        in_trace.iter().find(|s| s.name == name).unwrap_or_else(|| {
+            let all: Vec<_> = spans
+                .iter()
+                .map(|s| format!("{} {} <- {}", s.name, s.span_context.trace_id(), s.parent_span_id))
+                .collect();
+            panic!("no {name} span in trace {TRACE}: {all:#?}")
+        })
+    };
+    let request = named("request");
+    assert_eq!(
+        request.parent_span_id.to_string(),
+        LAMBDA_SEGMENT,
+        "the intake continues the incoming trace under the invocation's segment"
+    );
+    let mut parent = request;
+    for stage in ["finalize", "publish", "consume"] {
+        let span = named(stage);
+        assert_eq!(
+            span.parent_span_id,
+            parent.span_context.span_id(),
+            "{stage}'s parent is {}",
+            parent.name
+        );
+        parent = span;
+    }
+}
+
+/// The payment's webhook (Stripe's `payment_intent.succeeded`), signed, as API Gateway delivers it with its
+/// trace header; the intake's answer.
+async fn webhook(ctx: &TestContext, id: &payments_core::PaymentId) -> String {
+    use webhook_intake::signature::sign_stripe;
+    let now = shared::clock::now_ms() / 1000;
+    let body = serde_json::json!({
+        "id": "evt_one_trace", "object": "event", "type": "payment_intent.succeeded", "created": now,
+        "livemode": false,
+        "data": { "object": {
+            "id": "pi_one_trace", "object": "payment_intent", "amount": 1000, "currency": "eur",
+            "status": "succeeded", "metadata": { "payment_id": id.as_str() }
+        } }
+    })
+    .to_string()
+    .into_bytes();
+    let signature = sign_stripe(&SigningSecret::parse(STRIPE_SECRET).unwrap(), now, &body);
+    let headers = serde_json::json!({ "stripe-signature": signature, "x-amzn-trace-id": API_GATEWAY });
+    let headers = headers.as_object().cloned().unwrap_or_default();
+    let event = webhook_intake::samples::apigw_event("/webhooks/stripe", &headers, &body, false);
+    let req = lambda_http::request::from_str(&event.to_string()).unwrap();
+    let providers = webhook_intake::providers::Providers::from_json(
+        r#"[{"name":"stripe","scheme":"stripe","livemode":false}]"#,
+        &serde_json::json!({ "stripe": [STRIPE_SECRET] }).to_string(),
+    )
+    .unwrap();
+    let app = webhook_intake::App {
+        store: ctx.store.clone(),
+        leases: ctx.leases.clone(),
+        providers: providers.into(),
+        settings: webhook_intake::IntakeSettings::default(),
+    };
+    let (response, _) = webhook_intake::process(&app, req).await;
+    let body: serde_json::Value = serde_json::from_slice(response.body().as_ref()).unwrap();
+    body["result"].as_str().unwrap_or_default().to_owned()
 }

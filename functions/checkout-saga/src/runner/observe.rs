@@ -3,8 +3,15 @@
 
 use super::{correlation, RunError, Runner};
 use shared::psp::{PaymentIntent, Psp, PspError};
+use shared::saga::SagaRecord;
 use shared::store::read_item;
 use shared::{Observation, OrderId, Outcome, Path, PaymentId, PaymentStatus};
+
+/// What the saga observed, in the checkout's trace: the payment's events it writes continue that trace.
+pub(super) fn in_checkout_trace(mut observation: Observation, saga: &SagaRecord) -> Observation {
+    observation.trace_context = saga.trace_context.clone();
+    observation
+}
 
 impl<P: Psp> Runner<P> {
     /// Applies a PaymentIntent the saga read from the PSP through the one finalize.
@@ -12,15 +19,16 @@ impl<P: Psp> Runner<P> {
     pub(super) async fn observe_intent(
         &self,
         payment_id: &PaymentId,
-        order: &OrderId,
+        saga: &SagaRecord,
         intent: &PaymentIntent,
     ) -> Result<Option<PaymentStatus>, RunError> {
         let Some(observation) = intent
-            .observation(Path::Sync, correlation(order))
+            .observation(Path::Sync, correlation(&saga.order_id))
             .map_err(|e| RunError::Psp(PspError::BadAnswer(e.into())))?
         else {
             return Ok(None);
         };
+        let observation = in_checkout_trace(observation, saga);
         let outcome = self.payments().finalize(payment_id, &observation, None).await?;
         Ok(Some(outcome.payment.status))
     }
@@ -30,11 +38,12 @@ impl<P: Psp> Runner<P> {
     pub(super) async fn observe(
         &self,
         payment_id: &PaymentId,
-        order: &OrderId,
+        saga: &SagaRecord,
         outcome: Outcome,
         reference: Option<shared::PspReference>,
     ) -> Result<PaymentStatus, RunError> {
-        let mut observation = Observation::new(Path::Sync, outcome, correlation(order));
+        let observation = Observation::new(Path::Sync, outcome, correlation(&saga.order_id));
+        let mut observation = in_checkout_trace(observation, saga);
         observation.psp_reference = reference;
         Ok(self
             .payments()

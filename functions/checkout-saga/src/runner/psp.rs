@@ -1,6 +1,7 @@
 //! The steps that move money at the PSP: charge the saved payment, refund it, cancel its PaymentIntent. Each
 //! call carries a key derived from (order, step), so a retry or a resume after a crash never moves money twice.
 
+use super::observe::in_checkout_trace;
 use super::{correlation, Advanced, RunError, Runner, PSP_KEY_TRUSTED_FOR};
 use shared::psp::{ChargeRequest, IntentStatus, PaymentIntent, Psp, PspError};
 use shared::saga::{CancellingPayment, Charging, RefundingPayment, Saga};
@@ -51,6 +52,7 @@ impl<P: Psp> Runner<P> {
         match intent.observation(Path::Sync, correlation(&order)) {
             // From the payment just read: no second read.
             Ok(Some(observation)) => {
+                let observation = in_checkout_trace(observation, saga.record());
                 self.payments().finalize_from(payment, &observation, None).await?;
             }
             Ok(None) => warn!(order_id = %order, psp_status = intent.status.as_str(), "charge answer says nothing new"),
@@ -118,7 +120,7 @@ impl<P: Psp> Runner<P> {
             }
             warn!(order_id = %saga.order_id(), "refund refused: the charge is refunded already; going on");
         }
-        self.observe_intent(&payment_id, saga.order_id(), &intent).await?;
+        self.observe_intent(&payment_id, saga.record(), &intent).await?;
         let (next, event) = saga.refunded(amount, now);
         self.moved(next, event, vec![]).await
     }
@@ -139,7 +141,7 @@ impl<P: Psp> Runner<P> {
             if let Some(reference) = payment.psp_reference.clone() {
                 let intent = self.cancel_intent(&order, &reference).await?;
                 status = self
-                    .observe_intent(&payment_id, &order, &intent)
+                    .observe_intent(&payment_id, saga.record(), &intent)
                     .await?
                     .unwrap_or(status);
                 if !matches!(intent.status, IntentStatus::Canceled | IntentStatus::Succeeded) {
@@ -161,7 +163,7 @@ impl<P: Psp> Runner<P> {
             // Fails a payment the PSP never took (canceled there, or refused before a PaymentIntent existed).
             // What the write leaves decides: a capture that won the race is not "no money taken".
             status = self
-                .observe(&payment_id, &order, Outcome::Failed { reason }, None)
+                .observe(&payment_id, saga.record(), Outcome::Failed { reason }, None)
                 .await?;
         }
         if status == PaymentStatus::Captured {

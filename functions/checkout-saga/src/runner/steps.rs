@@ -149,7 +149,8 @@ fn new_payment(saga: &Saga<StockReserved>, now: i64) -> Result<NewPayment, RunEr
         psp_reference: None,
         metadata,
         correlation_id: correlation(order),
-        trace_context: None,
+        // The checkout's trace: the payment's events continue it through the relay to the consumers.
+        trace_context: saga.record().trace_context.clone(),
         now_ms: now,
     })
 }

@@ -362,3 +362,38 @@ async fn transaction_conflicts_throttling_and_a_lost_answer_are_retried_without_
     assert_eq!(w.stock().await, STOCK - 2, "stock taken once");
     w.assert_charged_once(&done, 0);
 }
+
+/// The payment a checkout creates, and what the saga applies to it, carry the checkout's trace (kept with
+/// the saga): the payment's events continue the checkout's request through the relay to the consumers.
+#[tokio::test]
+async fn the_checkouts_payment_carries_the_checkouts_trace() {
+    use tracing::Instrument;
+    use tracing_subscriber::layer::SubscriberExt;
+    const TRACE: &str = "5759e988bd862e3fe1be46a994272793";
+    let provider = shared::telemetry::tracer_provider();
+    // One process per test (nextest): this subscriber is the process's.
+    tracing::subscriber::set_global_default(
+        tracing_subscriber::registry().with(shared::telemetry::otel_layer(&provider)),
+    )
+    .unwrap();
+    let w = world().await;
+    let runner = w.runner();
+    let caller = format!("00-{TRACE}-53995c3f42cd8ad8-01");
+    let request = shared::telemetry::span_with_parent("checkout", "corr-trace", Some(&caller));
+    let waiting = runner
+        .start(order(), w.checkout("pm_succeeded", 1))
+        .instrument(request)
+        .await
+        .expect("start");
+    let checkout = waiting
+        .trace_context
+        .clone()
+        .expect("the saga keeps the checkout's trace");
+    assert_eq!(&checkout[3..35], TRACE, "{checkout}");
+    let payment = waiting.payment_id.clone().expect("a payment");
+    let events = w.ctx.store.events(&payment).await.unwrap();
+    assert!(events.len() >= 2, "created, then the charge's answer: {events:?}");
+    for e in &events {
+        assert_eq!(e.trace_context.as_deref(), Some(checkout.as_str()), "{:?}", e.kind);
+    }
+}

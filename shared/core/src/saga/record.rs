@@ -103,6 +103,11 @@ pub struct SagaRecord {
     pub updated_at_ms: i64,
     /// When the payment must have resolved before it is handed to recovery.
     pub payment_deadline_ms: i64,
+    /// The checkout's trace (the W3C `traceparent` of the request that started the saga): the payment the
+    /// saga creates and what it applies to it carry it, so the payment's events, the relay and the consumers
+    /// continue the checkout's trace whichever invocation runs the step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_context: Option<String>,
 }
 
 /// What a transition appends to the saga's log.
