@@ -130,7 +130,7 @@ class Resolver:
         res = self.resources.get(name)
         if res is None:
             return name
-        props, kind = res.get("Properties", {}), res.get("Type")
+        kind = res.get("Type")
         if kind == "AWS::SQS::Queue":
             return f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/{self.physical(name)}"
         if kind in ("AWS::DynamoDB::Table", "AWS::Logs::LogGroup", "AWS::IAM::Role", "AWS::Lambda::Function",
@@ -251,8 +251,8 @@ def grants(statement, action, arn, prefix):
         return False
     if not any(iam_match(r, arn) for r in as_list(statement.get("Resource", []))):
         return False
-    unknown = [op for op in statement.get("Condition", {}) if leading_keys({"Condition": {op: statement["Condition"][op]}}) is None]
-    if unknown:
+    conditions = statement.get("Condition", {})
+    if any(leading_keys({"Condition": {op: conditions[op]}}) is None for op in conditions):
         return False  # a condition this check cannot evaluate grants nothing it can prove
     keys = leading_keys(statement)
     if keys is None:
