@@ -6,7 +6,8 @@
 //! - every HttpApi event of `infra/template.yaml` is a documented operation and every operation an event, and
 //!   an operation is public (`security: []`) exactly when its event has no authorizer (the others inherit
 //!   SigV4, the API's IAM default);
-//! - each operation's path parameters are exactly the `{names}` of its path.
+//! - each operation's path parameters are exactly the `{names}` of its path;
+//! - the payment and saga statuses and the saga's steps it lists are the code's.
 //!
 //! The last test breaks a copy of the description and of the template in each of those ways and shows that
 //! every check reports it. That the document is valid OpenAPI 3.1 is checked by scripts/test
@@ -203,6 +204,29 @@ fn the_template_routes_exactly_the_documented_operations_with_their_authorizatio
 fn every_operation_declares_exactly_the_parameters_of_its_path() {
     let problems = parameter_problems(&openapi());
     assert!(problems.is_empty(), "{problems:#?}");
+}
+
+/// The values of a documented enum schema (`components.schemas.<name>.enum`).
+fn documented_enum(doc: &Value, name: &str) -> Vec<String> {
+    let values = doc["components"]["schemas"][name]["enum"].as_sequence();
+    values
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.as_str().map(str::to_owned))
+        .collect()
+}
+
+#[test]
+fn the_documented_statuses_and_steps_are_those_of_the_code() {
+    use payments_core::saga::{SagaStatus, Step};
+    use payments_core::PaymentStatus;
+    let doc = openapi();
+    let payment: Vec<&str> = PaymentStatus::ALL.iter().map(|s| s.as_str()).collect();
+    assert_eq!(documented_enum(&doc, "PaymentStatus"), payment);
+    let saga: Vec<&str> = SagaStatus::ALL.iter().map(|s| s.as_str()).collect();
+    assert_eq!(documented_enum(&doc, "SagaStatus"), saga);
+    let steps: Vec<&str> = Step::ALL.iter().map(|s| s.as_str()).collect();
+    assert_eq!(documented_enum(&doc, "SagaStep"), steps);
 }
 
 #[test]
