@@ -28,9 +28,11 @@ shorter than six times its function's timeout hands batches out twice. Each chec
   the table is RetainExceptOnCreate / UpdateReplacePolicy Retain, no parameter defaults to a placeholder
   (.example), with the defaults no function reserves concurrency (a new account allows none) and the webhook
   providers' livemode is true in stage prod and false in dev;
-- safe rollouts: the money-path functions publish an alias shifted gradually by default, rolled back on
-  alarms of this template including their own Errors alarm, by a CodeDeploy role of this template with no
-  statement on every resource.
+- safe rollouts: the money-path functions (but the once-every-5-minutes reconciler) publish an alias shifted
+  gradually by default, rolled back on their new version's own Errors alarm and nothing else (no backlog, no
+  old version's, no alarm shared with another function: any would roll back the deploy that fixes it), by a
+  CodeDeploy role of this template with no statement on every resource or on a name prefix (payments-dev-*
+  is stage dev-eu's too).
 
 `--self-test` mutates the template in memory once per rule and checks that each mutation is caught, so a
 check that cannot fail does not go unnoticed. Exit status 1 on any finding.
@@ -366,13 +368,18 @@ def metric_specs(alarm):
 
 
 def refs_in(value):
-    """The logical ids (and parameters) a value refers to: Ref, GetAtt, and ${X} / ${X.Attr} in a Sub."""
+    """The logical ids (and parameters) a value refers to: Ref (SAM's `Fn.Version` / `Fn.Alias` as `Fn`),
+    GetAtt, ${X} / ${X.Attr} in a Sub, and those inside other intrinsics (Fn::Select, Fn::Split, ...)."""
     name = ref_name(value)
     if name:
-        return {name}
+        return {name.split(".")[0]}
     if isinstance(value, dict) and "Fn::Sub" in value:
         text = value["Fn::Sub"] if isinstance(value["Fn::Sub"], str) else value["Fn::Sub"][0]
         return {m.split(".")[0] for m in re.findall(r"\$\{([^}!]+)\}", text)}
+    if isinstance(value, dict) and len(value) == 1 and next(iter(value)).startswith("Fn::"):
+        return refs_in(next(iter(value.values())))
+    if isinstance(value, list):
+        return set().union(*(refs_in(v) for v in value))
     return set()
 
 
@@ -625,9 +632,43 @@ def check_default_settings(doc):
 
 
 # ---- safe rollouts (issue 24) ------------------------------------------------------------------------------------
+# The money-path functions a canary can judge: each is invoked many times within the canary's minutes. Not
+# the reconciler: it runs once every 5 minutes, so its canary would see at most one run (template comment).
 MONEY_PATH = ("SyncFinalizeFunction", "WebhookIntakeFunction", "CheckoutApiFunction", "CheckoutEventsFunction",
-              "ReconcilerFunction")
+              "OutboxRelayFunction")
 GRADUAL = ("Canary", "Linear")
+
+
+def version_scoped(alarm, fn):
+    """True when every metric the alarm reads is AWS/Lambda's for the version of `fn` this deploy publishes
+    (FunctionName = fn, ExecutedVersion from SAM's fn.Version)."""
+    specs = list(metric_specs(alarm))
+    return bool(specs) and all(
+        namespace == "AWS/Lambda" and ref_name(dims.get("FunctionName")) == fn
+        and f"{fn}.Version" in json.dumps(dims.get("ExecutedVersion"))
+        for namespace, dims in ((ns, {d.get("Name"): d.get("Value") for d in ds}) for ns, ds in specs))
+
+
+def check_rollback_alarms(name, wanted, alarms, index):
+    """A canary rolls back on its new version's own errors alone: not on the function's old versions, a
+    backlog, or another function's metrics (any of which would roll back the deploy that fixes it)."""
+    findings = []
+    for alarm in wanted:
+        if not version_scoped(alarms[alarm], name):
+            findings.append(f"rollout: {name} rolls back on {alarm}, which is not about {name}'s new version "
+                            "alone (a backlog, the old version's or another function's failures would roll "
+                            "back the deploy that fixes them)")
+    errors = set(has_alarm(index, "AWS/Lambda", "Errors", "FunctionName", name))
+    if not set(wanted) & errors:
+        findings.append(f"rollout: {name}'s DeploymentPreference does not roll back on its new version's Errors alarm")
+    return findings
+
+
+def prefix_wildcards(resource):
+    """The strings of an IAM Resource that end a name in `*` (payments-dev-* also matches payments-dev-eu-...)."""
+    texts = [r.get("Fn::Sub") if isinstance(r, dict) else r for r in as_list(resource)]
+    texts = [t if isinstance(t, str) else t[0] for t in texts if t]
+    return [t for t in texts if re.search(r"[^:/]\*", t)]
 
 
 def check_rollouts(doc):
@@ -651,14 +692,21 @@ def check_rollouts(doc):
         wanted = [ref_name(a) for a in pref.get("Alarms", [])]
         if not wanted or any(a not in alarms for a in wanted):
             findings.append(f"rollout: {name}'s DeploymentPreference has no alarms of this template to roll back on")
-        elif not set(wanted) & set(has_alarm(index, "AWS/Lambda", "Errors", "FunctionName", name)):
-            findings.append(f"rollout: {name}'s DeploymentPreference does not roll back on its own Errors alarm")
+        else:
+            findings += check_rollback_alarms(name, wanted, alarms, index)
         role = ref_name(pref.get("Role"))
         if role not in roles:
             findings.append(f"rollout: {name}'s DeploymentPreference has no Role of this template (SAM would "
                             "attach AWSCodeDeployRoleForLambda, whose statements reach every resource)")
         elif any(unwrap_if(st).get("Resource") == "*" for where, st in statements(doc) if where == role):
             findings.append(f"rollout: CodeDeploy role {role} grants on every resource (*)")
+    codedeploy_roles = {ref_name(function_setting(doc, fn, "DeploymentPreference", {}).get("Role"))
+                        for fn in functions.values() if function_setting(doc, fn, "DeploymentPreference", None)}
+    for where, st in statements(doc):
+        if where in codedeploy_roles:
+            for text in prefix_wildcards(unwrap_if(st).get("Resource")):
+                findings.append(f"rollout: CodeDeploy role {where} reaches {text!r} by a name prefix (stage "
+                                "dev's payments-dev-* is stage dev-eu's too): name the exact ARNs")
     return findings
 
 
@@ -798,13 +846,25 @@ MUTATIONS += [
      ["Variables"].update(WEBHOOK_PROVIDERS={"Ref": "WebhookProviders"}) or d["Parameters"]["WebhookProviders"].update(
         Default='[{"name":"stripe","scheme":"stripe","livemode":false}]'), "stage prod's webhook providers"),
     ("a money-path function without an alias",
-     lambda d: d["Resources"]["ReconcilerFunction"]["Properties"].pop("AutoPublishAlias"), "no AutoPublishAlias"),
+     lambda d: d["Resources"]["OutboxRelayFunction"]["Properties"].pop("AutoPublishAlias"), "no AutoPublishAlias"),
     ("all at once by default", lambda d: d["Parameters"]["DeploymentType"].update(Default="AllAtOnce"),
      "not a canary or linear"),
     ("a rollout without alarms", lambda d: _deployment(d, "WebhookIntakeFunction").pop("Alarms"),
      "WebhookIntakeFunction's DeploymentPreference has no alarms"),
     ("a rollout blind to its own errors", lambda d: _deployment(d, "CheckoutApiFunction").update(
-        Alarms=[{"Ref": "ApiServerErrorRateAlarm"}]), "its own Errors alarm"),
+        Alarms=[{"Ref": "CheckoutEventsNewVersionErrorsAlarm"}]), "its new version's Errors alarm"),
+    ("a rollback on a shared alarm", lambda d: _deployment(d, "CheckoutApiFunction")["Alarms"].append(
+        {"Ref": "ApiServerErrorRateAlarm"}), "rolls back on ApiServerErrorRateAlarm"),
+    ("a rollback on a backlog", lambda d: _deployment(d, "CheckoutEventsFunction")["Alarms"].append(
+        {"Ref": "EventsDlqNotEmptyAlarm"}), "rolls back on EventsDlqNotEmptyAlarm"),
+    ("a rollback on the old version's errors", lambda d: _deployment(d, "SyncFinalizeFunction")["Alarms"].append(
+        {"Ref": "SyncFinalizeErrorsAlarm"}), "rolls back on SyncFinalizeErrorsAlarm"),
+    ("a rollback alarm on every version", lambda d: _alarm(d, "WebhookIntakeNewVersionErrorsAlarm")["Dimensions"].pop(),
+     "rolls back on WebhookIntakeNewVersionErrorsAlarm"),
+    ("a CodeDeploy role on a stage's name prefix", lambda d: d["Resources"]["CodeDeployRole"]["Properties"]["Policies"]
+     [0]["PolicyDocument"]["Statement"][0].update(Resource={"Fn::Sub": "arn:${AWS::Partition}:lambda:${AWS::Region}:"
+                                                                      "${AWS::AccountId}:function:payments-${Stage}-*"}),
+     "by a name prefix"),
     ("a rollout with SAM's managed role", lambda d: _deployment(d, "SyncFinalizeFunction").pop("Role"),
      "AWSCodeDeployRoleForLambda"),
     ("a CodeDeploy role on every resource", lambda d: d["Resources"]["CodeDeployRole"]["Properties"]["Policies"][0]
