@@ -21,7 +21,7 @@
 use crate::clock;
 use crate::lease::{Lease, Leases};
 use crate::psp::{Psp, PspError};
-use crate::store::open_index::{defer, due_items, next_due, OpenKind, MAX_RECHECK_INTERVAL};
+use crate::store::open_index::{age_seconds, defer, due_items, next_due, OpenKind, MAX_RECHECK_INTERVAL};
 use crate::store::{FinalizeResult, PaymentStore, StoreError};
 use crate::telemetry::ErrorChain;
 use crate::{ConfigError, CorrelationId, Env, Path, Payment, PaymentId, PspReference};
@@ -70,12 +70,43 @@ pub struct RecoveryReport {
     pub errors: u32,
     /// Cut by the run's deadline (it and the payments not reached are the next run's).
     pub left: u32,
-    /// How long the oldest due payment the run found has waited, in seconds (0 when none is due): read
-    /// from the index query the run makes anyway. Counted from its opening, or from its last back-off, which
-    /// moves its sort key ahead (`open_index`); so it grows without bound exactly when recovery stops
-    /// getting through (a run that keeps failing, a back-off that does not persist), which is what it is
-    /// alarmed for.
+    /// `RecoveryLagSeconds`: how long the oldest due payment the run found has been due, in seconds (0 when
+    /// none is due), from the index query the run makes anyway. Due is `RECOVERY_STALE_AFTER_SECONDS` after
+    /// its opening or after its last back-off, which moves its sort key ahead (`open_index`); so it grows
+    /// exactly when recovery stops getting through (a run that keeps failing, a back-off that does not
+    /// persist, a backlog), which is what it is alarmed for. It says nothing of how long a payment is open:
+    /// one the PSP keeps answering `processing` is backed off every run and is never due for long.
+    pub lag_seconds: u64,
+    /// `OldestOpenPaymentAgeSeconds`: the largest `now - created_at` over the payments the run read and left
+    /// open, in seconds (0 when it read none). Every open payment is read at least every
+    /// `MAX_RECHECK_INTERVAL` (6 h) plus one run while recovery gets through (else the lag alarms), so the
+    /// maximum over any 6-hour window covers every open payment: what the open-payment alarm reads.
     pub oldest_open_age_seconds: u64,
+}
+
+impl RecoveryReport {
+    /// Counts a payment created at `created_ms` that the run read and left open.
+    fn saw_open(&mut self, created_ms: Option<i64>, now_ms: i64) {
+        if let Some(created) = created_ms {
+            self.oldest_open_age_seconds = self.oldest_open_age_seconds.max(age_seconds(created, now_ms));
+        }
+    }
+
+    /// Counts one payment's outcome.
+    fn count(&mut self, id: &PaymentId, reconciled: Result<Reconciled, RecoveryError>) {
+        match reconciled {
+            Ok(Reconciled::Applied(_)) => self.applied = self.applied.saturating_add(1),
+            Ok(Reconciled::Unchanged | Reconciled::NotOpen) => self.unchanged = self.unchanged.saturating_add(1),
+            Ok(Reconciled::Busy) => self.busy = self.busy.saturating_add(1),
+            Ok(Reconciled::NoReference) => self.no_reference = self.no_reference.saturating_add(1),
+            Ok(Reconciled::Refused) => self.refused = self.refused.saturating_add(1),
+            Ok(Reconciled::Deferred) => self.deferred = self.deferred.saturating_add(1),
+            Err(e) => {
+                self.errors = self.errors.saturating_add(1);
+                warn!(payment_id = %id, error = %ErrorChain(&e), "recovery of one payment failed; next run retries");
+            }
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -120,16 +151,17 @@ impl<P: Psp> Recovery<P> {
     pub async fn run(&self, deadline: tokio::time::Instant) -> Result<RecoveryReport, StoreError> {
         let stale_ms = i64::try_from(self.settings.stale_after.as_millis()).unwrap_or(i64::MAX);
         let now_ms = clock::now_ms();
+        let due_before = now_ms.saturating_sub(stale_ms);
         let due = due_items(
             self.store.client(),
             self.store.table(),
             OpenKind::Payment,
-            now_ms.saturating_sub(stale_ms),
+            due_before,
             self.settings.batch_limit,
         )
         .await?;
         let mut report = RecoveryReport {
-            oldest_open_age_seconds: due.oldest_age_seconds(now_ms),
+            lag_seconds: due.lag_seconds(due_before),
             ..RecoveryReport::default()
         };
         for key in due.keys {
@@ -141,27 +173,19 @@ impl<P: Psp> Recovery<P> {
             };
             report.found = report.found.saturating_add(1);
             let correlation = CorrelationId::derived("recovery", &uuid::Uuid::new_v4().to_string());
-            let Ok(reconciled) = tokio::time::timeout_at(deadline, self.reconcile(&id, correlation)).await else {
+            let mut open_since = None;
+            let reconciled =
+                tokio::time::timeout_at(deadline, self.reconcile_seen(&id, correlation, &mut open_since)).await;
+            report.saw_open(open_since, clock::now_ms());
+            let Ok(reconciled) = reconciled else {
                 report.left = report.left.saturating_add(1);
                 break;
             };
-            match reconciled {
-                Ok(Reconciled::Applied(_)) => report.applied = report.applied.saturating_add(1),
-                Ok(Reconciled::Unchanged | Reconciled::NotOpen) => {
-                    report.unchanged = report.unchanged.saturating_add(1)
-                }
-                Ok(Reconciled::Busy) => report.busy = report.busy.saturating_add(1),
-                Ok(Reconciled::NoReference) => report.no_reference = report.no_reference.saturating_add(1),
-                Ok(Reconciled::Refused) => report.refused = report.refused.saturating_add(1),
-                Ok(Reconciled::Deferred) => {
-                    // The PSP is down: asking about the rest now would only add load; the next run does.
-                    report.deferred = report.deferred.saturating_add(1);
-                    break;
-                }
-                Err(e) => {
-                    report.errors = report.errors.saturating_add(1);
-                    warn!(payment_id = %id, error = %ErrorChain(&e), "recovery of one payment failed; next run retries");
-                }
+            // The PSP is down: asking about the rest now would only add load; the next run does.
+            let stop = matches!(reconciled, Ok(Reconciled::Deferred));
+            report.count(&id, reconciled);
+            if stop {
+                break;
             }
         }
         Ok(report)
@@ -170,12 +194,23 @@ impl<P: Psp> Recovery<P> {
     /// Asks the PSP about one payment and applies the answer, under the payment's lease. A failed payment
     /// whose money the PSP took anyway gets it back first ([`Recovery::give_back`]).
     pub async fn reconcile(&self, id: &PaymentId, correlation: CorrelationId) -> Result<Reconciled, RecoveryError> {
+        self.reconcile_seen(id, correlation, &mut None).await
+    }
+
+    /// [`Recovery::reconcile`], which also sets `open_since` to the payment's creation time when it read the
+    /// payment and left it open (for `OldestOpenPaymentAgeSeconds`), also when it then fails or is cut.
+    async fn reconcile_seen(
+        &self,
+        id: &PaymentId,
+        correlation: CorrelationId,
+        open_since: &mut Option<i64>,
+    ) -> Result<Reconciled, RecoveryError> {
         let Some(lease) = self.leases.acquire(id).await? else {
             info!(payment_id = %id, "payment's lease is held (webhook intake at work); skipped this round");
             return Ok(Reconciled::Busy);
         };
         let held = self.leases.hold(lease);
-        let done = self.reconcile_leased(id, held.lease(), correlation).await;
+        let done = self.reconcile_leased(id, held.lease(), correlation, open_since).await;
         // A finalize that wrote released the lease in its transaction; every other ending releases it here
         // (and a reconciliation cut at the run's deadline, when `held` is dropped).
         if matches!(done, Ok((_, true))) {
@@ -192,6 +227,7 @@ impl<P: Psp> Recovery<P> {
         id: &PaymentId,
         lease: &Lease,
         correlation: CorrelationId,
+        open_since: &mut Option<i64>,
     ) -> Result<(Reconciled, bool), RecoveryError> {
         let current = self
             .store
@@ -201,6 +237,7 @@ impl<P: Psp> Recovery<P> {
         if !current.is_open() {
             return Ok((Reconciled::NotOpen, false));
         }
+        *open_since = Some(current.created_at_ms);
         let Some(reference) = current.psp_reference.clone() else {
             self.back_off(&current).await;
             return Ok((Reconciled::NoReference, false));
@@ -227,6 +264,9 @@ impl<P: Psp> Recovery<P> {
         };
         observation.occurred_at_ms = Some(clock::now_ms().div_euclid(1000).saturating_mul(1000));
         let outcome = self.store.finalize_from(current, &observation, Some(lease)).await?;
+        if !outcome.payment.is_open() {
+            *open_since = None;
+        }
         if let Some(reason) = &outcome.refused {
             warn!(payment_id = %id, reason, "PSP answer is not about this payment: anomaly recorded, not applied");
             self.back_off(&outcome.payment).await;
@@ -284,7 +324,8 @@ impl<P: Psp> Recovery<P> {
 /// Namespace of the reconciler's metrics.
 pub const NAMESPACE: &str = "Payments/Recovery";
 
-/// The reconciler's EMF record, one per run: its counts and `OldestOpenPaymentAgeSeconds` (alarmed).
+/// The reconciler's EMF record, one per run: its counts, `RecoveryLagSeconds` and
+/// `OldestOpenPaymentAgeSeconds` (both alarmed; see [`RecoveryReport`]).
 pub fn emf(r: &RecoveryReport, now_ms: i64) -> serde_json::Value {
     crate::metrics::emf(
         NAMESPACE,
@@ -298,12 +339,14 @@ pub fn emf(r: &RecoveryReport, now_ms: i64) -> serde_json::Value {
             ("Refused", "Count"),
             ("Deferred", "Count"),
             ("Errors", "Count"),
+            ("RecoveryLagSeconds", "Seconds"),
             ("OldestOpenPaymentAgeSeconds", "Seconds"),
         ],
         serde_json::json!({
             "Found": r.found, "Applied": r.applied, "Unchanged": r.unchanged, "Busy": r.busy,
             "NoReference": r.no_reference, "Refused": r.refused, "Deferred": r.deferred, "Errors": r.errors,
-            "Left": r.left, "OldestOpenPaymentAgeSeconds": r.oldest_open_age_seconds,
+            "Left": r.left, "RecoveryLagSeconds": r.lag_seconds,
+            "OldestOpenPaymentAgeSeconds": r.oldest_open_age_seconds,
         }),
         now_ms,
     )

@@ -6,7 +6,8 @@
 //!   `CapturedSagas` / `PostCaptureCompensations` (refunds of money taken; declined payments are not
 //!   compensations of a capture and are not counted there);
 //! - escalations: `Escalations` with the dimension `Action`;
-//! - every sweep: `OldestOpenSagaAgeSeconds`, how long the oldest due saga has waited (alarmed).
+//! - every sweep: `SweeperLagSeconds`, how long the oldest due saga has been due (the sweeper's lag), and
+//!   `OldestOpenSagaAgeSeconds`, how long the oldest saga it resumed has been open (both alarmed).
 //!
 //! Every record also carries the stage, which `shared::metrics` puts first in each dimension set.
 
@@ -74,13 +75,17 @@ pub fn after_transition(saga: &SagaRecord, event: &SagaEvent) {
     }
 }
 
-/// The sweep's record: `OldestOpenSagaAgeSeconds` (0 when no saga is due), and its counts as properties
-/// for Logs Insights.
+/// The sweep's record: `SweeperLagSeconds` and `OldestOpenSagaAgeSeconds` (each 0 when no saga is due; see
+/// [`crate::sweeper::SweepReport`]), and its counts as properties for Logs Insights.
 pub fn swept(report: &crate::sweeper::SweepReport) -> Value {
     record(
         &[&[]],
-        &[("OldestOpenSagaAgeSeconds", "Seconds")],
+        &[
+            ("SweeperLagSeconds", "Seconds"),
+            ("OldestOpenSagaAgeSeconds", "Seconds"),
+        ],
         json!({
+            "SweeperLagSeconds": report.lag_seconds,
             "OldestOpenSagaAgeSeconds": report.oldest_open_age_seconds,
             "found": report.found, "resumed": report.resumed, "errors": report.errors,
             "left": report.left, "escalated": report.escalated,
@@ -149,14 +154,19 @@ mod tests {
             json!({ "Action": "a" }),
         ));
         let sweep = crate::sweeper::SweepReport {
+            lag_seconds: 7,
             oldest_open_age_seconds: 42,
             ..Default::default()
         };
         let swept = swept(&sweep);
+        assert_eq!(swept["SweeperLagSeconds"].as_u64(), Some(7));
         assert_eq!(swept["OldestOpenSagaAgeSeconds"].as_u64(), Some(42));
         assert_eq!(
             swept["_aws"]["CloudWatchMetrics"][0]["Metrics"],
-            json!([{ "Name": "OldestOpenSagaAgeSeconds", "Unit": "Seconds" }])
+            json!([
+                { "Name": "SweeperLagSeconds", "Unit": "Seconds" },
+                { "Name": "OldestOpenSagaAgeSeconds", "Unit": "Seconds" }
+            ])
         );
         records.push(swept);
         for r in &records {

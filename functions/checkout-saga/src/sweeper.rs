@@ -8,7 +8,7 @@
 use crate::runner::{RunError, Runner};
 use shared::psp::Psp;
 use shared::saga::{saga_key, SagaRecord};
-use shared::store::open_index::{defer as defer_item, due_items, next_due, OpenKind};
+use shared::store::open_index::{age_seconds, defer as defer_item, due_items, next_due, OpenKind};
 use shared::store::StoreError;
 use shared::telemetry::ErrorChain;
 use shared::{clock, OrderId};
@@ -35,10 +35,16 @@ pub struct SweepReport {
     pub left: u32,
     /// Could not be processed at all: escalated and set aside (see [`UNPROCESSABLE_RECHECK`]).
     pub escalated: u32,
-    /// How long the oldest due saga the sweep found has waited, in seconds (0 when none is due), from the
-    /// index query the sweep makes anyway: counted from its start, or from its last deferral (a waiting saga
-    /// is looked at again at most [`MAX_SAGA_RECHECK`] later). It grows without bound only when sweeps stop
-    /// getting through; `OldestOpenSagaAgeSeconds` (see [`crate::metrics::swept`]) is alarmed.
+    /// `SweeperLagSeconds`: how long the oldest due saga the sweep found has been due, in seconds (0 when
+    /// none is due), from the index query the sweep makes anyway. Due is `stuck_after` after its start or
+    /// after its last deferral, so it grows only when sweeps stop getting through; it says nothing of how
+    /// long a saga is open (a saga deferred every sweep is never due for long). Alarmed.
+    pub lag_seconds: u64,
+    /// `OldestOpenSagaAgeSeconds`: the largest `now - started_at` over the sagas the sweep resumed and that
+    /// are still open, in seconds (0 when none). A waiting saga is resumed at least every
+    /// [`MAX_SAGA_RECHECK`] plus one sweep while sweeps get through (else the lag alarms), so the maximum over
+    /// a window longer than that covers every open saga, except one whose resume fails (counted in `errors`,
+    /// escalated) or that is set aside as unprocessable (escalated). Alarmed.
     pub oldest_open_age_seconds: u64,
 }
 
@@ -51,17 +57,17 @@ pub async fn sweep<P: Psp>(
     deadline: Instant,
 ) -> Result<SweepReport, StoreError> {
     let stuck_ms = i64::try_from(stuck_after.as_millis()).unwrap_or(i64::MAX);
-    let now_ms = clock::now_ms();
+    let due_before = clock::now_ms().saturating_sub(stuck_ms);
     let due = due_items(
         runner.sagas.client(),
         runner.sagas.table(),
         OpenKind::Saga,
-        now_ms.saturating_sub(stuck_ms),
+        due_before,
         limit,
     )
     .await?;
     let mut report = SweepReport {
-        oldest_open_age_seconds: due.oldest_age_seconds(now_ms),
+        lag_seconds: due.lag_seconds(due_before),
         ..SweepReport::default()
     };
     for key in due.keys {
@@ -79,6 +85,8 @@ pub async fn sweep<P: Psp>(
         match runner.resume_within(&order, deadline).await {
             Ok(Some(record)) if !record.status.is_terminal() => {
                 report.resumed = report.resumed.saturating_add(1);
+                let age = age_seconds(record.started_at_ms, clock::now_ms());
+                report.oldest_open_age_seconds = report.oldest_open_age_seconds.max(age);
                 defer(runner, &record, stuck_ms).await;
             }
             Ok(_) => report.resumed = report.resumed.saturating_add(1),

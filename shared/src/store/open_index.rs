@@ -73,17 +73,25 @@ pub struct DueItems {
     pub keys: Vec<String>,
     /// The smallest sort key among them: each shard's first item is its oldest, so this is the oldest due
     /// item of every shard asked (`None` when none is due). A deferred item's sort key is its next due time
-    /// minus the threshold (see the module's back-off), so this reads "waiting since".
+    /// minus the threshold (see the module's back-off), so this is NOT when the item opened: an item backed
+    /// off for days still has a recent sort key. The item's own record holds its opening time.
     pub oldest_ms: Option<i64>,
 }
 
 impl DueItems {
-    /// How long the oldest of them has waited at `now_ms`, in whole seconds; 0 when none is due.
-    pub fn oldest_age_seconds(&self, now_ms: i64) -> u64 {
+    /// How long the oldest of them has been due, in whole seconds, for a query of items with a sort key at or
+    /// before `due_before_ms` (the scanner's `now - threshold`); 0 when none is due. This is the scanner's lag
+    /// (it grows only when runs stop getting through), not the age of the oldest open item: see `oldest_ms`.
+    pub fn lag_seconds(&self, due_before_ms: i64) -> u64 {
         self.oldest_ms.map_or(0, |oldest| {
-            u64::try_from(now_ms.saturating_sub(oldest) / 1000).unwrap_or(0)
+            u64::try_from(due_before_ms.saturating_sub(oldest) / 1000).unwrap_or(0)
         })
     }
+}
+
+/// Whole seconds from `since_ms` to `now_ms`, 0 for a clock behind it: an open item's age from its opening.
+pub fn age_seconds(since_ms: i64, now_ms: i64) -> u64 {
+    u64::try_from(now_ms.saturating_sub(since_ms) / 1000).unwrap_or(0)
 }
 
 /// The items of `kind` that opened at or before `opened_before_ms` and are still open, oldest first per
@@ -226,18 +234,20 @@ mod tests {
     }
 
     #[test]
-    fn the_oldest_due_item_s_age_is_whole_seconds_and_zero_when_none_is_due() {
+    fn the_lag_is_whole_seconds_past_due_and_zero_when_none_is_due() {
         let due = DueItems {
             keys: vec!["PAYMENT#a".into()],
             oldest_ms: Some(1_000),
         };
-        assert_eq!(due.oldest_age_seconds(62_999), 61);
+        assert_eq!(due.lag_seconds(62_999), 61);
+        assert_eq!(due.lag_seconds(500), 0, "a clock behind the item is no negative lag");
+        assert_eq!(DueItems::default().lag_seconds(62_999), 0);
+        assert_eq!(age_seconds(1_000, 62_999), 61);
         assert_eq!(
-            due.oldest_age_seconds(500),
+            age_seconds(1_000, 500),
             0,
-            "a clock behind the item is no negative age"
+            "a clock behind the opening is no negative age"
         );
-        assert_eq!(DueItems::default().oldest_age_seconds(62_999), 0);
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Lambda entry point of the saga sweeper (EventBridge schedule): resumes sagas open for longer than
-//! `SAGA_STUCK_AFTER_SECONDS` (default 60); each run writes `OldestOpenSagaAgeSeconds` (EMF).
+//! `SAGA_STUCK_AFTER_SECONDS` (default 60); each run writes `SweeperLagSeconds` and
+//! `OldestOpenSagaAgeSeconds` (EMF).
 
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
 use serde_json::Value;

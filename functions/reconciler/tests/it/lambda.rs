@@ -235,6 +235,8 @@ async fn the_reconciler_binary_leaves_each_payment_where_stripe_says_it_is() {
         (Some("it-stage"), Some(8)),
         "{run}"
     );
+    // Every payment was created and due just now: no lag, and the ones left open are seconds old.
+    assert!(run["RecoveryLagSeconds"].as_u64().is_some_and(|lag| lag < 60), "{run}");
     assert!(
         run["OldestOpenPaymentAgeSeconds"].as_u64().is_some_and(|age| age < 60),
         "{run}"
