@@ -414,6 +414,8 @@ def dashboard_rows(body):
     __REF_<id>__), with "." resolved from the row before; expression rows as they are."""
     text = body if isinstance(body, str) else body[0]
     text = text.replace("${%s}" % STAGE, "__STAGE__")
+    # A Number parameter as a bare JSON value (an annotation at an alarm's threshold): a number once substituted.
+    text = re.sub(r":\s*\$\{[^}!\"]+\}", ": 0", text)
     text = re.sub(r"\$\{([^}!]+)\}", lambda m: "__REF_%s__" % m.group(1).split(".")[0], text)
     for widget in json.loads(text).get("widgets", []):
         previous = []
@@ -455,13 +457,29 @@ def check_dashboard_stage(doc):
 
 
 # ---- an alarm for every failure (issue 24) ---------------------------------------------------------------------
-# The metrics (namespace, name) that must be alarmed, and why; the two ages also alarm when they go missing.
+# The metrics (namespace, name) that must be alarmed, and why; the two lags also alarm when they go missing.
 REQUIRED_CUSTOM_ALARMS = {
-    ("Payments/Recovery", "OldestOpenPaymentAgeSeconds"): "the oldest due payment (and a silent reconciler)",
-    ("Payments/Checkout", "OldestOpenSagaAgeSeconds"): "the oldest due saga (and a silent sweeper)",
+    ("Payments/Recovery", "RecoveryLagSeconds"): "recovery not getting through (and a silent reconciler)",
+    ("Payments/Checkout", "SweeperLagSeconds"): "the sweeper not getting through (and a silent sweeper)",
+    ("Payments/Recovery", "OldestOpenPaymentAgeSeconds"): "a payment open too long",
+    ("Payments/Checkout", "OldestOpenSagaAgeSeconds"): "a checkout saga open too long",
     ("Payments/Checkout", "SagasCompensated"): "the saga failure rate",
 }
-MUST_BREACH_WHEN_MISSING = ("OldestOpenPaymentAgeSeconds", "OldestOpenSagaAgeSeconds")
+MUST_BREACH_WHEN_MISSING = ("RecoveryLagSeconds", "SweeperLagSeconds")
+# An open item's age is published only by a run that reads it, and a backed-off item is read again at most
+# this many seconds later (plus one run): an age alarm must take the Maximum over at least that long, or an
+# item backed off past the period is missing from it. shared/src/store/open_index.rs MAX_RECHECK_INTERVAL
+# (6 h) for payments; functions/checkout-saga/src/sweeper.rs MAX_SAGA_RECHECK (5 min) and one sweep for sagas.
+AGE_ALARM_LEAST_PERIOD = {"OldestOpenPaymentAgeSeconds": 6 * 3600, "OldestOpenSagaAgeSeconds": 6 * 60}
+
+
+def metric_stats(props, metric):
+    """(period, statistic) of each read of `metric` in an alarm's properties (plain or metric math)."""
+    if props.get("MetricName") == metric:
+        yield props.get("Period", 0), props.get("Statistic")
+    for m in props.get("Metrics", []):
+        if m.get("MetricStat", {}).get("Metric", {}).get("MetricName") == metric:
+            yield m["MetricStat"].get("Period", 0), m["MetricStat"].get("Stat")
 
 
 def alarm_index(doc):
@@ -503,6 +521,12 @@ def check_failure_alarms(doc):
                 alarms[a]["Properties"].get("TreatMissingData") == "breaching" for a in found):
             findings.append(f"failures: the alarm on {metric} does not treat missing data as breaching "
                             "(a scanner that stopped reporting would look healthy)")
+        least = AGE_ALARM_LEAST_PERIOD.get(metric)
+        for alarm in found if least else []:
+            for period, stat in metric_stats(alarms[alarm]["Properties"], metric):
+                if stat != "Maximum" or not isinstance(period, int) or period < least:
+                    findings.append(f"failures: {alarm} reads {metric} as {stat} over {period} s, not the Maximum "
+                                    f"over at least {least} s (an item backed off past the period is not in it)")
     findings += check_schedules(doc, index)
     return findings
 
@@ -824,8 +848,16 @@ MUTATIONS += [
      ["Metric"].update(MetricName="4xx"), "no 5xx alarm"),
     ("no oldest-payment alarm", lambda d: d["Resources"].pop("OldestOpenPaymentAlarm"),
      "no alarm reads Payments/Recovery OldestOpenPaymentAgeSeconds"),
-    ("a silent sweeper looks healthy", lambda d: _alarm(d, "OldestOpenSagaAlarm").update(
+    ("no oldest-saga alarm", lambda d: d["Resources"].pop("OldestOpenSagaAlarm"),
+     "no alarm reads Payments/Checkout OldestOpenSagaAgeSeconds"),
+    ("no recovery lag alarm", lambda d: d["Resources"].pop("RecoveryLagAlarm"),
+     "no alarm reads Payments/Recovery RecoveryLagSeconds"),
+    ("a silent sweeper looks healthy", lambda d: _alarm(d, "SweeperLagAlarm").update(
         TreatMissingData="notBreaching"), "missing data as breaching"),
+    ("a payment age alarm shorter than the back-off", lambda d: _alarm(d, "OldestOpenPaymentAlarm")["Metrics"][0]
+     ["MetricStat"].update(Period=3600), "OldestOpenPaymentAlarm reads OldestOpenPaymentAgeSeconds as Maximum over 3600 s"),
+    ("a saga age alarm on the average", lambda d: _alarm(d, "OldestOpenSagaAlarm")["Metrics"][0]["MetricStat"].update(
+        Stat="Average"), "OldestOpenSagaAlarm reads OldestOpenSagaAgeSeconds as Average"),
     ("no saga failure rate alarm", lambda d: d["Resources"].pop("SagaFailureRateAlarm"), "saga failure rate"),
     ("a schedule without retries", lambda d: _event(d, "CheckoutSweeperFunction", "EveryMinute").pop("RetryPolicy"),
      "no RetryPolicy"),
