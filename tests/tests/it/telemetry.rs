@@ -152,8 +152,14 @@ async fn a_webhook_is_one_trace_through_intake_relay_and_consumer() {
         .unwrap()
         > 0
     {}
-    let consumer = shared::consumer::Consumer::new(ctx.client.clone(), &ctx.table, order_projection::OrderProjection);
-    let mut poller = local_dev::sqs_poller::SqsPoller::new(sqs.clone(), &queues.queue_url);
+    // As checkout-events runs: the event source mapping (the poller) and the consumer on its role's clients.
+    let consumer = shared::consumer::Consumer::new(
+        ctx.client_for("checkout-events"),
+        &ctx.table,
+        order_projection::OrderProjection,
+    );
+    let events_sqs = integration_tests::function_sqs_client("checkout-events", None);
+    let mut poller = local_dev::sqs_poller::SqsPoller::new(events_sqs, &queues.queue_url);
     let mut applied = 0;
     for _ in 0..20 {
         if applied == 2 {

@@ -8,10 +8,10 @@ use checkout_saga::{inventory, orders};
 use lambda_http::http::{Method, StatusCode};
 use lambda_http::{Body, Request};
 use serde_json::{json, Value};
-use shared::psp::StripeClient;
+use shared::psp::Psp;
 use shared::{OrderId, Sku};
 
-async fn call(runner: &Runner<StripeClient>, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+async fn call<P: Psp>(runner: &Runner<P>, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
     let body = body.map(|b| Body::from(b.to_string())).unwrap_or(Body::Empty);
     let req: Request = lambda_http::http::Request::builder()
         .method(method)

@@ -7,7 +7,7 @@ use checkout_saga::runner::RunError;
 use checkout_saga::runner::{Runner, Settings};
 use checkout_saga::{orders, sweeper};
 use integration_tests::TestContext;
-use shared::psp::Psp;
+use shared::psp::{BreakerSettings, GuardedStripe, Psp};
 use shared::saga::{SagaRecord, SagaStatus};
 use shared::store::open_index::{shard_of, OpenKind, OPEN_SHARDS};
 use shared::{CorrelationId, OrderId, PaymentStatus, PspReference};
@@ -34,6 +34,50 @@ async fn a_lost_projection_event_cannot_hold_a_saga_past_its_deadline() {
         .expect("start");
     assert_eq!(done.status, SagaStatus::Completed, "no event was delivered");
     assert_eq!(w.log(&id).await, HAPPY);
+}
+
+/// Past its payment's deadline a waiting saga no event moved is resumed by the sweeper, which hands the
+/// payment to recovery: it takes the payment's lease, asks the PSP (behind the breaker), finalizes the
+/// payment and releases the lease.
+#[tokio::test]
+async fn the_sweeper_hands_a_payment_past_its_deadline_to_recovery() {
+    let w = world().await;
+    // The deadline is set at the start: long enough that the API's start surely waits within it.
+    let timeout = Duration::from_secs(2);
+    let past_deadline = || Settings {
+        payment_timeout: timeout,
+        ..settings()
+    };
+    let api_psp = w.guarded_for("checkout-api", w.psp(), BreakerSettings::default());
+    let id = order();
+    let waiting = w
+        .runner_as("checkout-api", api_psp, past_deadline())
+        .start(id.clone(), w.checkout("pm_silent", 1))
+        .await
+        .expect("start");
+    assert_eq!(waiting.status, SagaStatus::PaymentPending);
+    assert!(!waiting.recovery_requested, "{waiting:?}");
+    assert_eq!(w.payment_status(&waiting).await, PaymentStatus::Processing);
+    tokio::time::sleep(timeout + Duration::from_millis(100)).await;
+    let psp = w.guarded_for("checkout-sweeper", w.psp(), BreakerSettings::default());
+    let runner = w.runner_as("checkout-sweeper", psp, past_deadline());
+    let report = sweeper::sweep(&runner, Duration::ZERO, 100, later())
+        .await
+        .expect("sweep");
+    assert_eq!(report.resumed, 1, "{report:?}");
+    let resumed = w.saga(&id).await;
+    assert!(resumed.recovery_requested, "{resumed:?}");
+    assert!(w.log(&id).await.contains(&(K::RecoveryRequested, S::AwaitPayment)));
+    assert_eq!(
+        w.payment_status(&resumed).await,
+        PaymentStatus::Captured,
+        "recovery applied the PSP's answer"
+    );
+    let payment = resumed.payment_id.as_ref().expect("payment");
+    assert!(
+        w.ctx.leases.acquire(payment).await.expect("lease").is_some(),
+        "recovery released the payment's lease"
+    );
 }
 
 fn payment_in_shard(shard: u64, n: usize) -> PaymentId {
@@ -144,10 +188,12 @@ const CANCELLED_BEFORE_CAPTURE: [(K, S); 7] = [
     (K::StockReleased, S::ReserveStock),
 ];
 
-fn abandoning_runner(w: &World, abandon_after: Duration) -> Runner<shared::psp::StripeClient> {
-    w.runner_with(
-        w.ctx.client.clone(),
-        w.psp(),
+/// `function`'s runner (as [`World::runner_for`]) with checkouts abandoned after `abandon_after`.
+fn abandoning_runner(w: &World, function: &str, abandon_after: Duration) -> Runner<GuardedStripe> {
+    let psp = w.guarded_for(function, w.psp(), BreakerSettings::default());
+    w.runner_as(
+        function,
+        psp,
         Settings {
             abandon_after,
             ..settings()
@@ -166,7 +212,7 @@ fn intent_status(w: &World, record: &SagaRecord) -> String {
 #[tokio::test]
 async fn an_abandoned_3ds_checkout_ends_compensated_with_the_payment_intent_canceled() {
     let w = world().await;
-    let runner = abandoning_runner(&w, Duration::from_secs(3));
+    let runner = abandoning_runner(&w, "checkout-api", Duration::from_secs(3));
     let id = order();
     let waiting = runner
         .start(id.clone(), w.checkout("pm_abandoned_action", 1))
@@ -178,7 +224,9 @@ async fn an_abandoned_3ds_checkout_ends_compensated_with_the_payment_intent_canc
         "the customer has time until the deadline"
     );
     tokio::time::sleep(Duration::from_millis(3100)).await;
-    sweeper::sweep(&runner, Duration::ZERO, 100, later())
+    // The sweeper's run cancels the PaymentIntent (behind its breaker) and releases the stock.
+    let sweeper_runner = abandoning_runner(&w, "checkout-sweeper", Duration::from_secs(3));
+    sweeper::sweep(&sweeper_runner, Duration::ZERO, 100, later())
         .await
         .expect("sweep");
     let done = w.saga(&id).await;
@@ -251,14 +299,15 @@ async fn a_success_that_races_the_cancel_continues_from_the_capture() {
 
     // Abandoned at the deadline, but the customer completed the challenge just before: the order is kept.
     // The deadline falls well after the success at the PSP (SLOW), so the cancel always meets a success.
-    let runner = abandoning_runner(&w, SLOW * 2);
+    let runner = abandoning_runner(&w, "checkout-api", SLOW * 2);
     let kept = order();
     let second = runner
         .start(kept.clone(), w.checkout("pm_slow_action", 1))
         .await
         .expect("start");
     tokio::time::sleep(SLOW * 2 + Duration::from_millis(100)).await;
-    sweeper::sweep(&runner, Duration::ZERO, 100, later())
+    let sweeper_runner = abandoning_runner(&w, "checkout-sweeper", SLOW * 2);
+    sweeper::sweep(&sweeper_runner, Duration::ZERO, 100, later())
         .await
         .expect("sweep");
     assert_eq!(w.saga(&kept).await.status, SagaStatus::Completed);
@@ -273,7 +322,13 @@ async fn a_success_that_races_the_cancel_continues_from_the_capture() {
 #[tokio::test]
 async fn a_charge_retried_after_25_hours_reuses_the_first_payment_and_charge() {
     let w = world().await;
-    let lossy = w.runner_over(Quirky(w.psp(), Quirk::ChargeAnswersLost));
+    // The checkout API's start, whose charge answers are lost: the API escalates the saga.
+    let lossy = Quirky(w.psp(), Quirk::ChargeAnswersLost);
+    let lossy = w.runner_as(
+        "checkout-api",
+        w.guarded_for("checkout-api", lossy, BreakerSettings::default()),
+        settings(),
+    );
     let id = order();
     let escalated = lossy.start(id.clone(), w.checkout("pm_succeeded", 1)).await;
     assert!(matches!(escalated, Err(RunError::Escalated { .. })), "{escalated:?}");
@@ -401,7 +456,7 @@ async fn a_cancel_while_processing_waits_for_the_outcome_and_refunds_the_capture
 async fn a_saga_that_cannot_be_loaded_is_escalated_once_and_set_aside() {
     use aws_sdk_dynamodb::types::AttributeValue;
     let w = world().await;
-    let runner = w.runner();
+    let runner = w.runner_for("checkout-api");
     let longest = OrderId::parse(format!("o{}", "x".repeat(127))).expect("128 characters");
     let waiting = runner
         .start(longest.clone(), w.checkout("pm_succeeded", 1))
@@ -427,6 +482,8 @@ async fn a_saga_that_cannot_be_loaded_is_escalated_once_and_set_aside() {
         .await
         .expect("break the stored saga");
 
+    // The sweeper escalates it (its own client and queue grant).
+    let runner = w.runner_for("checkout-sweeper");
     let first = sweeper::sweep(&runner, Duration::ZERO, 100, later())
         .await
         .expect("sweep");

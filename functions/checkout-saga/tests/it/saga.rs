@@ -6,6 +6,7 @@ use crate::support::*;
 use checkout_saga::runner::Settings;
 use checkout_saga::{inventory, orders, sweeper};
 use integration_tests::{dying_client, Fault, FaultInjector, TestContext};
+use shared::psp::BreakerSettings;
 use shared::recovery::Reconciled;
 use shared::retry::Backoff;
 use shared::saga::SagaStatus;
@@ -71,14 +72,15 @@ async fn a_happy_checkout_reads_each_saga_state_once_at_most() {
 #[tokio::test]
 async fn a_failed_payment_releases_the_stock() {
     let w = world().await;
-    let runner = w.runner();
+    // As in AWS: the checkout API starts the saga, the inbox (checkout-events) compensates it.
     let id = order();
-    let waiting = runner
+    let waiting = w
+        .runner_for("checkout-api")
         .start(id.clone(), w.checkout("pm_failed", 3))
         .await
         .expect("start");
     assert_eq!(w.stock().await, STOCK - 3);
-    w.deliver(&runner, &waiting).await;
+    w.inbox_deliver(&w.runner_for("checkout-events"), &waiting).await;
     let done = w.saga(&id).await;
     assert_eq!(done.status, SagaStatus::Compensated);
     assert_eq!(w.log(&id).await, PAYMENT_FAILED);
@@ -90,9 +92,9 @@ async fn a_failed_payment_releases_the_stock() {
 #[tokio::test]
 async fn a_failure_after_capture_refunds_then_releases_in_reverse_order() {
     let w = world().await;
-    let runner = w.runner();
     let id = order();
-    let waiting = runner
+    let waiting = w
+        .runner_for("checkout-api")
         .start(id.clone(), w.checkout("pm_succeeded", 1))
         .await
         .expect("start");
@@ -101,7 +103,8 @@ async fn a_failure_after_capture_refunds_then_releases_in_reverse_order() {
         orders::cancel(&w.ctx.client, &w.ctx.table, &id).await.unwrap(),
         orders::Cancel::Cancelled
     );
-    w.deliver(&runner, &waiting).await;
+    // The inbox refunds at the PSP (behind checkout-events' breaker) and releases the stock.
+    w.inbox_deliver(&w.runner_for("checkout-events"), &waiting).await;
     let done = w.saga(&id).await;
     assert_eq!(done.status, SagaStatus::Compensated);
     assert_eq!(w.log(&id).await, FAILED_AFTER_CAPTURE);
@@ -204,14 +207,21 @@ async fn a_process_killed_between_any_two_calls_resumes_and_completes_or_compens
 #[tokio::test]
 async fn a_compensation_that_keeps_failing_is_escalated_to_the_dlq_and_resumed_later() {
     let w = world().await;
-    let broken = w.runner_over(Quirky(w.psp(), Quirk::RefundsDown));
+    // The inbox (checkout-events) whose refunds keep failing escalates; the sweeper finishes later.
+    let refunds_down = Quirky(w.psp(), Quirk::RefundsDown);
+    let broken = w.runner_as(
+        "checkout-events",
+        w.guarded_for("checkout-events", refunds_down, BreakerSettings::default()),
+        settings(),
+    );
     let id = order();
-    let waiting = broken
+    let waiting = w
+        .runner_for("checkout-api")
         .start(id.clone(), w.checkout("pm_succeeded", 1))
         .await
         .expect("start");
     orders::cancel(&w.ctx.client, &w.ctx.table, &id).await.unwrap();
-    w.deliver(&broken, &waiting).await;
+    w.inbox_deliver(&broken, &waiting).await;
     let stuck = w.saga(&id).await;
     assert_eq!(stuck.status, SagaStatus::RefundingPayment, "not dropped, not skipped");
     assert_eq!(
@@ -225,7 +235,7 @@ async fn a_compensation_that_keeps_failing_is_escalated_to_the_dlq_and_resumed_l
     assert_eq!(escalated[0]["action"], "refund_payment");
     assert_eq!(escalated[0]["attempts"], 3);
     // The refund API is back: the sweeper finds the open saga and finishes the compensations.
-    let report = sweeper::sweep(&w.runner(), Duration::ZERO, 1000, later())
+    let report = sweeper::sweep(&w.runner_for("checkout-sweeper"), Duration::ZERO, 1000, later())
         .await
         .expect("sweep");
     assert!(report.resumed >= 1);
@@ -262,7 +272,13 @@ async fn recovery_resolves_a_payment_whose_webhook_never_came() {
 #[tokio::test]
 async fn a_payment_past_its_deadline_is_handed_to_recovery_by_the_saga() {
     let w = world().await;
-    let runner = w.runner_past_deadline();
+    // The checkout API's start, past the deadline at once: it takes the payment's lease for recovery.
+    let past_deadline = Settings {
+        payment_timeout: Duration::ZERO,
+        ..settings()
+    };
+    let guarded = w.guarded_for("checkout-api", w.psp(), BreakerSettings::default());
+    let runner = w.runner_as("checkout-api", guarded, past_deadline);
     let id = order();
     let record = runner
         .start(id.clone(), w.checkout("pm_silent", 1))
@@ -274,7 +290,7 @@ async fn a_payment_past_its_deadline_is_handed_to_recovery_by_the_saga() {
         PaymentStatus::Captured,
         "recovery applied the PSP's answer"
     );
-    w.deliver(&runner, &record).await;
+    w.inbox_deliver(&w.runner_for("checkout-events"), &record).await;
     let log = w.log(&id).await;
     assert_eq!(log[4], (K::RecoveryRequested, S::AwaitPayment));
     assert_eq!(log.last(), Some(&(K::OrderConfirmed, S::ConfirmOrder)));

@@ -288,7 +288,12 @@ async fn a_5xx_storm_opens_the_breaker_sagas_and_recovery_defer_and_one_probe_cl
             breaker_settings(),
         )
     };
-    let runner = w.runner_over(guarded());
+    // The checkout API's runner, its breaker on its own client: the storm opens the shared item from there.
+    let runner = w.runner_as(
+        "checkout-api",
+        w.guarded_for("checkout-api", w.psp(), breaker_settings()),
+        settings(),
+    );
     let silent = runner.start(order(), w.checkout("pm_silent", 1)).await.expect("start");
 
     w.sim.ledger.storm(503, 10_000);
@@ -319,13 +324,18 @@ async fn a_5xx_storm_opens_the_breaker_sagas_and_recovery_defer_and_one_probe_cl
     // The storm ends; after the cool-down the sweeper's run is the probe, which closes the breaker.
     w.sim.ledger.storm(503, 0);
     tokio::time::sleep(breaker_settings().cool_down + Duration::from_millis(100)).await;
-    sweeper::sweep(&runner, Duration::ZERO, 1000, later())
+    let sweeper_runner = w.runner_as(
+        "checkout-sweeper",
+        w.guarded_for("checkout-sweeper", w.psp(), breaker_settings()),
+        settings(),
+    );
+    sweeper::sweep(&sweeper_runner, Duration::ZERO, 1000, later())
         .await
         .expect("sweep");
     assert_eq!(other_instance.state().await.unwrap(), BreakerState::Closed);
     let resumed = w.saga(&id).await;
     assert_eq!(resumed.status, SagaStatus::PaymentPending);
-    w.deliver(&runner, &resumed).await;
+    w.inbox_deliver(&w.runner_for("checkout-events"), &resumed).await;
     assert_eq!(w.saga(&id).await.status, SagaStatus::Completed);
     w.assert_charged_once(&resumed, 0);
 }
@@ -333,13 +343,9 @@ async fn a_5xx_storm_opens_the_breaker_sagas_and_recovery_defer_and_one_probe_cl
 #[tokio::test]
 async fn a_failed_probe_keeps_the_breaker_open_for_another_cool_down() {
     let w = world().await;
-    let breaker = CircuitBreaker::new(
-        w.psp(),
-        w.ctx.client.clone(),
-        &w.ctx.table,
-        "stripe",
-        breaker_settings(),
-    );
+    // The reconciler's breaker opens the shared item; the inbox's (another function, the same item) probes.
+    let breaker = w.guarded_for("reconciler", w.psp(), breaker_settings());
+    let inbox = w.guarded_for("checkout-events", w.psp(), breaker_settings());
     let runner = w.runner();
     let waiting = runner.start(order(), w.checkout("pm_silent", 1)).await.expect("start");
     let reference = w.intent_id(&waiting);
@@ -352,7 +358,7 @@ async fn a_failed_probe_keeps_the_breaker_open_for_another_cool_down() {
     };
     tokio::time::sleep(breaker_settings().cool_down + Duration::from_millis(100)).await;
     assert!(
-        breaker.retrieve(&reference).await.unwrap_err().is_transient(),
+        inbox.retrieve(&reference).await.unwrap_err().is_transient(),
         "the probe went through and failed"
     );
     let BreakerState::Open { until_ms: second } = breaker.state().await.unwrap() else {

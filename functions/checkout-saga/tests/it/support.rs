@@ -14,7 +14,10 @@ use psp_simulator::server::Simulator;
 use serde_json::json;
 use shared::consumer::Consumer;
 use shared::lease::Leases;
-use shared::psp::{ChargeRequest, PaymentIntent, Psp, PspError, PspSettings, Refund, StripeClient};
+use shared::psp::{
+    BreakerSettings, ChargeRequest, CircuitBreaker, GuardedStripe, PaymentIntent, Psp, PspError, PspSettings, Refund,
+    StripeClient, BREAKER_NAME,
+};
 use shared::recovery::{Recovery, RecoverySettings};
 use shared::retry::Backoff;
 use shared::saga::{Checkout, Escalation, SagaEventKind, SagaRecord, SagaStore, Step};
@@ -68,7 +71,9 @@ pub async fn world_with_slow(ctx: TestContext, slow: Duration) -> World {
     let sqs = sqs_client(None);
     let escalation_url = sqs
         .create_queue()
-        .queue_name(format!("escalations-{}", uuid::Uuid::new_v4().simple()))
+        // Named as local_dev::queues names the template's queue (`<prefix>-saga-escalations`), so that
+        // scripts/check_permissions.py knows which queue the functions' escalations go to.
+        .queue_name(format!("test-{}-saga-escalations", uuid::Uuid::new_v4().simple()))
         .send()
         .await
         .expect("escalation queue")
@@ -149,15 +154,38 @@ impl World {
         self.runner_over(self.psp())
     }
 
-    /// A runner as `function` (its name in `infra/template.yaml`) builds it: its DynamoDB and SQS calls are
-    /// recorded under that name when `AWS_CALL_RECORD` is set (`scripts/check_permissions.py`).
-    pub fn runner_for(&self, function: &str) -> Runner<StripeClient> {
-        let mut runner = self.runner_with(self.ctx.client_for(function), self.psp(), settings());
+    /// A runner as `function` (its name in `infra/template.yaml`) builds it (`runner_from_env`): the tests'
+    /// settings, its PSP client behind the circuit breaker, and its DynamoDB and SQS calls (the breaker's
+    /// included) recorded under that name when `AWS_CALL_RECORD` is set (`scripts/check_permissions.py`).
+    pub fn runner_for(&self, function: &str) -> Runner<GuardedStripe> {
+        self.runner_as(
+            function,
+            self.guarded_for(function, self.psp(), BreakerSettings::default()),
+            settings(),
+        )
+    }
+
+    /// A runner with `settings` over `psp` (e.g. [`World::guarded_for`]) whose DynamoDB and SQS calls are
+    /// recorded as `function`'s.
+    pub fn runner_as<P: Psp>(&self, function: &str, psp: P, settings: Settings) -> Runner<P> {
+        let mut runner = self.runner_with(self.ctx.client_for(function), psp, settings);
         runner.escalation = Escalation::new(
             integration_tests::function_sqs_client(function, None),
             &self.escalation_url,
         );
         runner
+    }
+
+    /// `psp` behind the circuit breaker as `function` builds it (`shared::psp::from_env`): the breaker's
+    /// item (`BREAKER#stripe`, shared by every function) read and written on `function`'s client.
+    pub fn guarded_for<P: Psp>(&self, function: &str, psp: P, breaker: BreakerSettings) -> CircuitBreaker<P> {
+        CircuitBreaker::new(
+            psp,
+            self.ctx.client_for(function),
+            &self.ctx.table,
+            BREAKER_NAME,
+            breaker,
+        )
     }
 
     /// A runner with the tests' settings over another PSP (a `Quirky` one).
@@ -174,10 +202,21 @@ impl World {
         }
     }
 
-    /// Hands the payment's events to the saga's inbox as SQS delivers them: consumer, then resume.
+    /// Hands the payment's events to the saga's inbox as SQS delivers them: consumer (on the tests' own
+    /// client), then resume (on `runner`'s).
     pub async fn deliver<P: Psp>(&self, runner: &Runner<P>, record: &SagaRecord) {
+        self.deliver_with(self.ctx.client.clone(), runner, record).await
+    }
+
+    /// As [`World::deliver`], with the consumer on `runner`'s client: the inbox as `checkout-events` runs it,
+    /// consumer and resume in one function (a runner of [`World::runner_for`]`("checkout-events")`).
+    pub async fn inbox_deliver<P: Psp>(&self, runner: &Runner<P>, record: &SagaRecord) {
+        self.deliver_with(runner.sagas.client().clone(), runner, record).await
+    }
+
+    async fn deliver_with<P: Psp>(&self, client: aws_sdk_dynamodb::Client, runner: &Runner<P>, record: &SagaRecord) {
         let Some(payment) = &record.payment_id else { return };
-        let consumer = Consumer::new(self.ctx.client.clone(), &self.ctx.table, OrderProjection);
+        let consumer = Consumer::new(client, &self.ctx.table, OrderProjection);
         let records: Vec<SqsMessage> = self
             .ctx
             .store
