@@ -8,18 +8,23 @@ reads both sides:
 - the template as CloudFormation receives it: infra/template.yaml expanded by the SAM translator (offline:
   a fixed region and account, sample values for the parameters without default), then each function's role,
   its inline policies, the IAM policies attached to it and its managed policies, intrinsics resolved to ARNs;
-- the calls: the JSON lines `local_dev::aws_calls` appends to the file named by AWS_CALL_RECORD while the
-  integration tests and the local stack run (function, service, operation, table/index/stream/queue/secret,
-  and for DynamoDB the leading key's prefix of each item).
+- the calls: the JSON lines `local_dev::aws_calls` appends to the file named by AWS_CALL_RECORD (function,
+  service, operation, table/index/stream/queue/secret, and for DynamoDB the leading key's prefix of each
+  item), in two files: the integration tests' (`--tests`) and the end-to-end runs' of the local stack (`--e2e`).
 
-It fails when a recorded call is not granted (action, resource ARN including index or stream, the
-dynamodb:LeadingKeys prefix), when a granted action or LeadingKeys pattern is used by no recorded call and not
-waived with a reason in infra/permission-waivers.yaml, when a statement has a `*` resource and its action is
-not waived, when a role has an AWS managed policy attached (they grant `*` resources: "No SAM-attached managed
-policy with `*` resources"), and when a waiver matches no grant.
+It fails when a recorded call of either file is not granted (action, resource ARN including index or stream,
+the dynamodb:LeadingKeys prefix): a call made is a call that must be allowed, however it came about. Only the
+integration tests' calls prove that a grant is used: they are the same on every run, while the end-to-end
+traffic is random (which checkouts abandon, which payments pass their deadline), so a grant "used" only there
+would turn red on an unlucky draw. It fails when a granted action or LeadingKeys pattern is used by no
+integration test's call and not waived with a reason in infra/permission-waivers.yaml, when a statement has a
+`*` resource and its action is not waived, when a role has an AWS managed policy attached (they grant `*`
+resources: "No SAM-attached managed policy with `*` resources"), and when a waiver matches no grant.
 
-Usage: check_permissions.py --record FILE [--waivers FILE]; check_permissions.py --self-test [--record FILE]
-(`--self-test` removes a grant the calls need and adds one they do not, in memory, and expects both caught).
+Usage: check_permissions.py --tests FILE [--e2e FILE] [--waivers FILE] [--self-test]
+(`--self-test` removes a grant the calls need and adds one they do not, in memory, and expects both caught;
+and expects a grant used only by an end-to-end call reported unused, and an end-to-end call not granted
+reported).
 """
 import argparse
 import copy
@@ -342,14 +347,18 @@ def key_waived(waivers, function, key, sid):
                  and (not w.get("sid") or w["sid"] == sid)), None)
 
 
-def compare(cfn, records, waivers):
-    """Findings: (function, kind, action, resource, leading key, detail)."""
+def compare(cfn, records, waivers, e2e=()):
+    """Findings: (function, kind, action, resource, leading key, detail). Every call of `records` (the
+    integration tests') and of `e2e` (the end-to-end runs') must be granted; only `records` prove a grant used."""
     resolver = Resolver(cfn)
     roles, findings = functions(cfn, resolver)
     needed, unknown = needs(records, cfn, resolver)
-    findings += unknown
+    needed_e2e, unknown_e2e = needs(e2e, cfn, resolver)
+    findings += unknown + [f for f in unknown_e2e if f not in unknown]
     used = set()  # (function, statement index, action pattern) and (function, statement index, key pattern)
-    for (fn, action, arn, prefix), operation in sorted(needed.items(), key=lambda kv: tuple(map(str, kv[0]))):
+    calls = [(k, op, True) for k, op in needed.items()]
+    calls += [(k, f"{op} (end to end)", False) for k, op in needed_e2e.items() if k not in needed]
+    for (fn, action, arn, prefix), operation, proof in sorted(calls, key=lambda c: tuple(map(str, c[0]))):
         if fn not in roles:
             findings.append((fn, "no such function", action, arn, prefix or "-", "calls recorded for a function "
                              "the template does not define"))
@@ -357,7 +366,7 @@ def compare(cfn, records, waivers):
         matching = [i for i, st in enumerate(roles[fn][1]) if grants(st, action, arn, prefix)]
         if not matching:
             findings.append((fn, "not granted", action, arn, prefix or "-", f"recorded {operation}"))
-        for i in matching:
+        for i in matching if proof else ():
             st = roles[fn][1][i]
             used.update((fn, i, a.lower()) for a in as_list(st["Action"]) if iam_match(a.lower(), action.lower()))
             used.update((fn, i, "key:" + k) for k in (leading_keys(st) or []) if key_match(k, prefix or ""))
@@ -378,7 +387,7 @@ def unused(roles, used, waivers):
                     findings.append((fn, "`*` resource", action, "*", "-", f"{role}: not waived with a reason"))
                 elif (fn, i, action.lower()) not in used and not w:
                     findings.append((fn, "unused grant", action, ", ".join(map(str, resources)), "-",
-                                     f"{role} {st.get('Sid', '')}: no recorded call uses it, and no waiver"))
+                                     f"{role} {st.get('Sid', '')}: no integration test's call uses it, and no waiver"))
             for key in leading_keys(st) or []:
                 actions_waived = all(waived(waivers, fn, a, st.get("Sid")) for a in as_list(st.get("Action", [])))
                 w = key_waived(waivers, fn, key, st.get("Sid"))
@@ -386,7 +395,7 @@ def unused(roles, used, waivers):
                     waivers_used.add(id(w))
                 if (fn, i, "key:" + key) not in used and not actions_waived and not w:
                     findings.append((fn, "unused key", st.get("Sid", "(statement)"), ", ".join(resources), key,
-                                     f"{role} {st.get('Sid', '')}: no recorded call touches it"))
+                                     f"{role} {st.get('Sid', '')}: no integration test's call touches it"))
     for w in waivers:
         if id(w) not in waivers_used:
             findings.append((w["function"], "stale waiver", w.get("action") or w.get("leading_key"), "-", "-",
@@ -406,74 +415,100 @@ def print_table(findings):
 
 # ---- self-test ----------------------------------------------------------------------------------------------
 
-def self_test(doc, records, waivers):
-    """A grant the calls need removed, and a grant they do not need added: each must be caught."""
+def self_test(doc, records, waivers, e2e=()):
+    """A grant the calls need removed, a grant they do not need added, an AWS managed policy attached, and
+    the two files' roles (an end-to-end call must be granted but proves no grant used): each must be caught."""
     cfn = expand(doc)
-    base = compare(cfn, records, waivers)
-    failed = []
+    base = compare(cfn, records, waivers, e2e)
     needed_prefixed = [(r["function"], a) for r in records for a in r.get("accesses", [])
                        if r["service"] == "dynamodb" and a.get("prefix")]
     if not needed_prefixed:
         return ["self-test: the records hold no DynamoDB item call to take a grant from"]
     fn, access = needed_prefixed[0]
     action = "dynamodb:" + access["operation"]
+    role_id = functions(cfn, Resolver(cfn))[0][fn][0]
+    failed = []
+
+    def new_findings(template, tests=records, more=e2e):
+        return [f for f in compare(template, tests, waivers, more) if f not in base]
+
     removed = copy.deepcopy(cfn)
-    resolver = Resolver(removed)
-    roles, _ = functions(removed, resolver)
-    role_id = roles[fn][0]
     for policy in removed["Resources"][role_id]["Properties"].get("Policies", []):
         for st in as_list(policy["PolicyDocument"]["Statement"]):
             acts = as_list(st.get("Action", []))
             if action in acts:
                 st["Action"] = [a for a in acts if a != action] or ["dynamodb:DescribeLimits"]
-    caught = [f for f in compare(removed, records, waivers) if f not in base]
-    if not any(f[1] == "not granted" and f[0] == fn and f[2] == action for f in caught):
+    if not any(f[1] == "not granted" and f[0] == fn and f[2] == action for f in new_findings(removed)):
         failed.append(f"self-test: removing {action} from {fn}'s role was not caught")
+    # A Scan on PAYMENT# items: granted by no role, so the grant added below is the only one that allows it.
+    scan = {"function": fn, "service": "dynamodb", "operation": "Scan",
+            "accesses": [{"operation": "Scan", "prefix": "PAYMENT#", "table": access.get("table")}]}
+    if not any(f[1] == "not granted" and f[0] == fn and f[2] == "dynamodb:Scan"
+               for f in new_findings(cfn, more=list(e2e) + [scan])):
+        failed.append(f"self-test: an end-to-end call {fn}'s role does not grant was not caught")
+    added = with_unused_scan(cfn, role_id)
+    if not unused_scan(new_findings(added), fn):
+        failed.append(f"self-test: an unused dynamodb:Scan on {fn}'s role was not caught")
+    if not unused_scan(new_findings(added, more=list(e2e) + [scan]), fn):
+        failed.append(f"self-test: a dynamodb:Scan on {fn}'s role used only end to end was taken as used")
+    if unused_scan(new_findings(added, tests=list(records) + [scan]), fn):
+        failed.append(f"self-test: a dynamodb:Scan on {fn}'s role used by an integration test was reported")
+    managed = copy.deepcopy(cfn)
+    managed["Resources"][role_id]["Properties"].setdefault("ManagedPolicyArns", []).append(
+        "arn:aws:iam::aws:policy/service-role/AWSLambdaSQSQueueExecutionRole")
+    if not any(f[1] == "managed policy" for f in compare(managed, records, waivers, e2e)):
+        failed.append("self-test: an attached AWS managed policy was not caught")
+    return failed
+
+
+def with_unused_scan(cfn, role_id):
+    """A copy of `cfn` whose role `role_id` may also Scan PAYMENT# items."""
     added = copy.deepcopy(cfn)
     policies = added["Resources"][role_id]["Properties"].setdefault("Policies", [])
     policies.append({"PolicyName": "SelfTestUnused", "PolicyDocument": {"Version": "2012-10-17", "Statement": [
         {"Sid": "SelfTestUnused", "Effect": "Allow", "Action": "dynamodb:Scan",
          "Resource": {"Fn::GetAtt": ["PaymentsTable", "Arn"]},
          "Condition": {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["PAYMENT#*"]}}}]}})
-    caught = [f for f in compare(added, records, waivers) if f not in base]
-    if not any(f[1] == "unused grant" and f[0] == fn and f[2] == "dynamodb:Scan" for f in caught):
-        failed.append(f"self-test: an unused dynamodb:Scan on {fn}'s role was not caught")
-    managed = copy.deepcopy(cfn)
-    managed["Resources"][role_id]["Properties"].setdefault("ManagedPolicyArns", []).append(
-        "arn:aws:iam::aws:policy/service-role/AWSLambdaSQSQueueExecutionRole")
-    if not any(f[1] == "managed policy" for f in compare(managed, records, waivers)):
-        failed.append("self-test: an attached AWS managed policy was not caught")
-    return failed
+    return added
+
+
+def unused_scan(findings, fn):
+    return any(f[1] == "unused grant" and f[0] == fn and f[2] == "dynamodb:Scan" for f in findings)
 
 
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--record", required=True, help="the JSON lines written through AWS_CALL_RECORD")
+    parser.add_argument("--tests", required=True, help="the integration tests' calls (AWS_CALL_RECORD's JSON "
+                        "lines): each must be granted, and they prove the grants used")
+    parser.add_argument("--e2e", help="the end-to-end runs' calls: each must be granted; they prove nothing used")
     parser.add_argument("--waivers", default=str(WAIVERS))
     parser.add_argument("--template", default=str(check_template.TEMPLATE))
     parser.add_argument("--self-test", action="store_true")
     args = parser.parse_args(argv[1:])
     doc = check_template.load(Path(args.template))
-    records, waivers = load_calls(args.record), load_waivers(args.waivers)
+    records, waivers = load_calls(args.tests), load_waivers(args.waivers)
+    e2e = load_calls(args.e2e) if args.e2e else []
     if not records:
-        print(f"permissions: {args.record} holds no recorded call (was AWS_CALL_RECORD set?)")
+        print(f"permissions: {args.tests} holds no recorded call (was AWS_CALL_RECORD set?)")
         return 1
     if args.self_test:
-        problems = self_test(doc, records, waivers)
+        problems = self_test(doc, records, waivers, e2e)
         for p in problems:
             print(p)
         if problems:
             return 1
-        print("permission check self-test: a removed grant and an unused one are caught")
-    findings = compare(expand(doc), records, waivers)
-    functions_seen = sorted({r["function"] for r in records})
+        print("permission check self-test: a removed grant, an unused one, an end-to-end call not granted and "
+              "a grant used only end to end are caught")
+    findings = compare(expand(doc), records, waivers, e2e)
+    functions_seen = sorted({r["function"] for r in records + e2e})
+    counts = f"{len(records)} integration tests' and {len(e2e)} end-to-end recorded calls"
     if findings:
-        print(f"permissions: {len(findings)} finding(s) comparing {len(records)} recorded calls of "
+        print(f"permissions: {len(findings)} finding(s) comparing {counts} of "
               f"{', '.join(functions_seen)} with their roles in the SAM-expanded template:\n")
         print_table(findings)
         return 1
-    print(f"permissions: every one of {len(records)} recorded calls ({', '.join(functions_seen)}) is granted, "
-          "every grant is used or waived")
+    print(f"permissions: every one of {counts} ({', '.join(functions_seen)}) is granted, every grant is used by "
+          "an integration test or waived")
     return 0
 
 
