@@ -76,6 +76,28 @@ impl CallCounter {
         depth
     }
 
+    /// How many calls of `operation` have finished (answered or failed).
+    pub fn finished(&self, operation: &str) -> usize {
+        let calls = self.calls.lock().expect("calls lock");
+        calls
+            .iter()
+            .filter(|c| c.operation == operation && c.end.is_some())
+            .count()
+    }
+
+    /// Waits (up to 10 s) until `count` calls of `operation` have finished: a test that must act after another
+    /// task's call waits for that call, not for a fixed time a loaded machine may not keep.
+    pub async fn wait_finished(&self, operation: &str, count: usize) {
+        let deadline = Instant::now() + std::time::Duration::from_secs(10);
+        while self.finished(operation) < count {
+            assert!(
+                Instant::now() < deadline,
+                "{operation} #{count} did not finish within 10 s"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
+    }
+
     pub fn reset(&self) {
         self.calls.lock().expect("calls lock").clear();
     }

@@ -509,6 +509,7 @@ async fn overlapping_the_read_with_the_lease_acquire_stays_safe() {
     let t = TestIntake::new().await;
     let id = t.payment("pay_overlap").await;
     let prior = t.ctx.leases.acquire(&id).await.unwrap().unwrap();
+    let reads_before = t.ctx.calls.finished("GetItem");
     let mut app = t.app.clone();
     app.settings.lease_attempts = 20;
     app.settings.lease_max_wait = Duration::from_millis(30);
@@ -516,7 +517,8 @@ async fn overlapping_the_read_with_the_lease_acquire_stays_safe() {
         let body = intent_event("evt_late", "payment_intent.processing", &id, now());
         async move { send(&app, stripe(&body, STRIPE_NEW)).await }
     });
-    tokio::time::sleep(Duration::from_millis(60)).await;
+    // Our read has answered (the lease it overlaps is still refused): the prior write comes after it.
+    t.ctx.calls.wait_finished("GetItem", reads_before + 1).await;
     // The prior holder captures and releases its lease inside the same transaction.
     let prior_write = fixtures::webhook("evt_prior", 1, Outcome::Succeeded);
     t.ctx.store.finalize(&id, &prior_write, Some(&prior)).await.unwrap();
