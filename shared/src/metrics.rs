@@ -123,6 +123,18 @@ pub fn anomaly(path: &str, now_ms: i64) -> Value {
     )
 }
 
+/// A payment's charge was disputed (its first dispute event, whichever path applied it): `DisputesOpened` in
+/// [`FINALIZE_NAMESPACE`], by stage (alarmed: a dispute has a deadline to answer) and by stage and `Path`.
+pub fn dispute_opened(path: &str, now_ms: i64) -> Value {
+    counts(
+        FINALIZE_NAMESPACE,
+        &[&[], &["Path"]],
+        &["DisputesOpened"],
+        json!({ "Path": path, "DisputesOpened": 1 }),
+        now_ms,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -157,6 +169,12 @@ mod tests {
         assert_eq!(m["Metrics"], json!([{ "Name": "Anomalies", "Unit": "Count" }]));
         assert_eq!((r["Path"].as_str(), r["Anomalies"].as_u64()), (Some("sync"), Some(1)));
         assert_eq!(r["Stage"].as_str(), Some(stage()));
+        let d = dispute_opened("webhook", 7);
+        assert_eq!(
+            d["_aws"]["CloudWatchMetrics"][0]["Metrics"],
+            json!([{ "Name": "DisputesOpened", "Unit": "Count" }])
+        );
+        assert_eq!(d["DisputesOpened"].as_u64(), Some(1));
     }
 
     #[test]
@@ -185,6 +203,7 @@ mod tests {
     fn every_record_of_the_shared_library_carries_the_stage() {
         let records = [
             anomaly("webhook", 1),
+            dispute_opened("webhook", 1),
             counts("N", &[&[], &["A", "B"]], &["X"], json!({ "X": 1 }), 1),
             crate::psp::breaker::emf("stripe", 1),
             crate::consumer::emf("orders", &BatchReport::default(), 1),

@@ -79,9 +79,24 @@ pub struct OpenView {
 pub struct OutcomeView {
     #[serde(flatten)]
     pub summary: PaymentSummary,
+    /// Refunded: what the PSP reports `succeeded`.
     pub refunded_minor: u64,
+    /// Asked back and not done yet: refunds the PSP reports `pending` or `requires_action`.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub refund_pending_minor: u64,
+    /// How many refunds the PSP reported failed or canceled (the money came back to us).
+    #[serde(skip_serializing_if = "is_zero_u32")]
+    pub refunds_failed: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure_reason: Option<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+fn is_zero_u32(n: &u32) -> bool {
+    *n == 0
 }
 
 /// The answer about one payment, tagged by `status` in JSON.
@@ -142,6 +157,8 @@ impl From<&Payment> for ClientView {
         let outcome = |summary| OutcomeView {
             summary,
             refunded_minor: payment.refunded_minor,
+            refund_pending_minor: crate::refund::RefundTotals::of(&payment.refunds).pending,
+            refunds_failed: payment.refund_failures,
             failure_reason: None,
         };
         match payment.status {

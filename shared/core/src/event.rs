@@ -2,10 +2,12 @@
 //!
 //! Its payload is our own trimmed schema, never a raw PSP object: no client secret, redirect URL or token.
 
+use crate::dispute::Dispute;
 use crate::ids::{CorrelationId, OrderId, PaymentId, PspEventId};
 use crate::money::Money;
 use crate::observation::Path;
 use crate::payment::Payment;
+use crate::refund::RefundEntry;
 use crate::status::PaymentStatus;
 use serde::{Deserialize, Serialize};
 
@@ -22,9 +24,28 @@ pub enum EventKind {
     RefundRecorded,
     /// Refunded in full.
     PaymentRefunded,
+    /// A refund the PSP reports `pending` (or `requires_action`): asked for, not done; the payment is
+    /// unchanged.
+    RefundPending,
+    /// A refund the PSP reports `failed` or `canceled`: the money is ours again and is given back anew.
+    RefundFailed,
     /// Evidence that contradicts what we hold (money moved on a failed payment, an event that does not match
     /// the payment). Counted, alarmed, for an operator to compensate; the status does not change.
     AnomalyRecorded,
+    /// The payment's charge is disputed: the first report of a dispute, whatever its status (alarmed).
+    DisputeOpened,
+    /// The dispute moved on (evidence under review, an inquiry become a chargeback).
+    DisputeUpdated,
+    /// The disputed amount was withdrawn from the merchant's balance.
+    DisputeFundsWithdrawn,
+    /// The disputed amount was reinstated to the merchant's balance.
+    DisputeFundsReinstated,
+    /// The dispute closed in the merchant's favour.
+    DisputeWon,
+    /// The dispute closed in the customer's favour: the money is gone.
+    DisputeLost,
+    /// An inquiry closed without a chargeback (`warning_closed`, `prevented`).
+    DisputeClosed,
 }
 
 impl EventKind {
@@ -38,7 +59,16 @@ impl EventKind {
             EventKind::PaymentFailed => "PaymentFailed",
             EventKind::RefundRecorded => "RefundRecorded",
             EventKind::PaymentRefunded => "PaymentRefunded",
+            EventKind::RefundPending => "RefundPending",
+            EventKind::RefundFailed => "RefundFailed",
             EventKind::AnomalyRecorded => "AnomalyRecorded",
+            EventKind::DisputeOpened => "DisputeOpened",
+            EventKind::DisputeUpdated => "DisputeUpdated",
+            EventKind::DisputeFundsWithdrawn => "DisputeFundsWithdrawn",
+            EventKind::DisputeFundsReinstated => "DisputeFundsReinstated",
+            EventKind::DisputeWon => "DisputeWon",
+            EventKind::DisputeLost => "DisputeLost",
+            EventKind::DisputeClosed => "DisputeClosed",
         }
     }
 }
@@ -54,12 +84,20 @@ pub struct PaymentEvent {
     pub status: PaymentStatus,
     pub previous_status: Option<PaymentStatus>,
     pub money: Money,
+    /// The running total refunded (reported `succeeded`) after this event.
     pub refunded_minor: u64,
+    /// The refund this event records, with its own amount and status (refund events only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refund: Option<RefundEntry>,
     pub reason: Option<String>,
     pub psp_event_id: Option<PspEventId>,
     pub correlation_id: CorrelationId,
     pub trace_context: Option<String>,
     pub recorded_at_ms: i64,
+    /// The payment's dispute after this event, if it has one: every event carries it, so a consumer that
+    /// keeps the latest event keeps the dispute's state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dispute: Option<Dispute>,
 }
 
 impl PaymentEvent {
@@ -85,11 +123,13 @@ impl PaymentEvent {
             previous_status: previous,
             money: payment.money,
             refunded_minor: payment.refunded_minor,
+            refund: None,
             reason: payment.reason.clone(),
             psp_event_id,
             correlation_id: correlation_id.clone(),
             trace_context,
             recorded_at_ms: now_ms,
+            dispute: payment.dispute.clone(),
         }
     }
 

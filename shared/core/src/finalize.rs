@@ -39,6 +39,8 @@ pub enum IgnoreReason {
 pub enum DeferReason {
     /// A refund arrived before the capture it refunds and does not prove the capture itself.
     RefundBeforeCapture,
+    /// A dispute arrived before the capture of the money it disputes.
+    DisputeBeforeCapture,
 }
 
 /// The next payment (version + 1) and the one event that records the move.
@@ -71,6 +73,14 @@ enum Change {
     },
     /// The observation is not about this payment: recorded, nothing else applied.
     Refused(String),
+    /// One refund's news: the payment's refunds as they now stand (see [`refund`]).
+    Refund {
+        refunds: Vec<crate::refund::RefundEntry>,
+        report: crate::observation::RefundReport,
+        ends_give_back: bool,
+    },
+    /// A dispute's new fact: the payment's dispute after it and the event kind (see [`dispute`]).
+    Dispute(Box<crate::dispute::Dispute>, EventKind),
 }
 
 /// Decides what `observation` does to `current`. `now_ms` stamps the change.
@@ -106,6 +116,8 @@ fn change_for(current: &Payment, observation: &Observation) -> Result<Change, De
             capture_proven,
         } => on_refunded(current, *refunded_total_minor, *capture_proven),
         Outcome::Failed { .. } => on_failed(current.status),
+        Outcome::Refund(report) => refund::on_refund(current, report),
+        Outcome::Dispute(report) => dispute::on_dispute(current, report),
 
         // Non-terminal outcomes: never move a terminal payment, never go back from processing to an
         // action, and never let an older event overwrite a newer one.
@@ -137,6 +149,10 @@ fn on_succeeded(current: &Payment) -> Result<Change, Decision> {
 fn on_refunded(current: &Payment, total: u64, capture_proven: bool) -> Result<Change, Decision> {
     let status = current.status;
     let amount = current.money.amount_minor();
+    // A cumulative total also counts pending refunds: once the PSP reports refunds one by one, they decide.
+    if !current.refunds.is_empty() {
+        return ignore(IgnoreReason::NoOp);
+    }
     if status == Failed {
         return on_stray_refund(current, total, amount);
     }
@@ -242,6 +258,7 @@ fn apply(current: &Payment, observation: &Observation, change: Change, now_ms: i
     if refused.is_none() {
         note_news(&mut next, observation);
     }
+    let mut refund_recorded = None;
 
     let (kind, event_reason) = match change {
         Change::Anomaly(reason) | Change::Refused(reason) => {
@@ -250,6 +267,16 @@ fn apply(current: &Payment, observation: &Observation, change: Change, now_ms: i
         }
         Change::StrayCapture => record_stray_capture(&mut next),
         Change::StrayRefund { total, anomaly } => record_stray_refund(&mut next, total, anomaly),
+        Change::Refund {
+            refunds,
+            report,
+            ends_give_back,
+        } => {
+            let recorded = refund::record_refund(&mut next, refunds, &report, ends_give_back);
+            refund_recorded = Some(report.refund);
+            recorded
+        }
+        Change::Dispute(held, kind) => dispute::record_dispute(&mut next, *held, kind),
         Change::To(status, kind) => {
             move_to(&mut next, status, &observation.outcome);
             (kind, next.reason.clone())
@@ -267,6 +294,7 @@ fn apply(current: &Payment, observation: &Observation, change: Change, now_ms: i
         now_ms,
     );
     event.reason = event_reason;
+    event.refund = refund_recorded;
     Transition {
         payment: next,
         event,
@@ -345,9 +373,12 @@ fn move_to(next: &mut Payment, status: PaymentStatus, outcome: &Outcome) {
             refunded_total_minor, ..
         } => next.refunded_minor = *refunded_total_minor,
         Outcome::Processing | Outcome::Succeeded => next.reason = None,
-        Outcome::Anomaly { .. } => {}
+        Outcome::Anomaly { .. } | Outcome::Refund(_) | Outcome::Dispute(_) => {}
     }
 }
+
+mod dispute;
+mod refund;
 
 #[cfg(test)]
 // Tests count versions and times freely (clippy.toml lets tests unwrap, expect, panic and index).

@@ -67,6 +67,19 @@ pub fn refunded(total: u64, capture_proven: bool) -> Outcome {
     }
 }
 
+/// The report of refund `id` of `amount` minor units, now `status`.
+pub fn refund(id: &str, amount: u64, status: crate::refund::RefundStatus) -> Outcome {
+    Outcome::Refund(crate::observation::RefundReport {
+        refund: crate::refund::RefundEntry {
+            refund_id: id.into(),
+            amount_minor: amount,
+            status,
+        },
+        failure_reason: status.is_undone().then(|| "expired_or_canceled_card".into()),
+        answers_give_back: None,
+    })
+}
+
 pub fn observe(path: Path, outcome: Outcome) -> Observation {
     Observation::new(path, outcome, correlation())
 }

@@ -89,6 +89,11 @@ id_type!(
     Sku, "sku", 64
 );
 
+id_type!(
+    /// The PSP's id of a dispute (a Stripe `du_...` / `dp_...`): one payment's chargeback or inquiry.
+    DisputeId, "dispute_id", 128
+);
+
 impl CorrelationId {
     /// The correlation id of a flow derived from another id (`checkout-<order>`): `<prefix>-<id>` when that
     /// fits, else the id's first characters and a hash of all of it, so every id yields a valid, distinct

@@ -4,6 +4,7 @@
 //! compile against it cheaply. Storage lives in the `shared` crate, which re-exports this one.
 
 pub mod client_view;
+pub mod dispute;
 pub mod error;
 pub mod event;
 pub mod finalize;
@@ -14,19 +15,22 @@ pub mod metadata;
 pub mod money;
 pub mod observation;
 pub mod payment;
+pub mod refund;
 pub mod saga;
 pub mod secret;
 pub mod status;
 pub mod text;
 
 pub use client_view::ClientView;
+pub use dispute::{Dispute, DisputeFact, DisputeReport, DisputeStatus};
 pub use error::DomainError;
 pub use event::{EventKind, PaymentEvent};
 pub use finalize::{decide, Decision, DeferReason, IgnoreReason, Transition};
-pub use ids::{CorrelationId, IdempotencyKey, OrderId, PaymentId, PspEventId, PspReference, Sku};
+pub use ids::{CorrelationId, DisputeId, IdempotencyKey, OrderId, PaymentId, PspEventId, PspReference, Sku};
 pub use metadata::Metadata;
 pub use money::{Currency, Money};
-pub use observation::{Claims, Observation, Outcome, Path};
+pub use observation::{Claims, Observation, Outcome, Path, RefundReport};
 pub use payment::{CustomerAction, NewPayment, Payment, StrayCapture};
+pub use refund::{GiveBack, RefundEntry, RefundStatus, RefundTotals};
 pub use secret::{ClientSecret, RedirectPolicy, RedirectUrl, RetryToken, SigningSecret};
 pub use status::PaymentStatus;

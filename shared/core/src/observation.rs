@@ -1,8 +1,10 @@
 //! What one path learned about a payment: the input of the finalize decision.
 
+use crate::dispute::DisputeReport;
 use crate::ids::{CorrelationId, PspEventId, PspReference};
 use crate::money::Currency;
 use crate::payment::{CustomerAction, Payment};
+use crate::refund::RefundEntry;
 use crate::secret::RetryToken;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -63,6 +65,23 @@ pub enum Outcome {
     Anomaly {
         reason: String,
     },
+    /// One refund as the PSP reports it now (a Stripe Refund object): only `succeeded` returns money, a
+    /// pending one is recorded as pending, a failed or canceled one reopens the money question.
+    Refund(RefundReport),
+    /// A dispute (chargeback or inquiry) of the payment's charge, as a `charge.dispute.*` event reports it.
+    Dispute(DisputeReport),
+}
+
+/// One refund, as a `refund.*` / `charge.refund.updated` event or a refund answer reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefundReport {
+    /// The PSP's refund id, amount (this refund's, not a total) and status.
+    pub refund: RefundEntry,
+    /// Why the refund failed or was canceled, when it did and the PSP says (`failure_reason`).
+    pub failure_reason: Option<String>,
+    /// This is recovery's answer to the give-back of failure `n` ([`crate::GiveBack`]): recording it ends
+    /// that give-back, also when the refund was heard of already (a run that crashed after the refund call).
+    pub answers_give_back: Option<u32>,
 }
 
 /// What the PSP says about the money of the payment it reports on. Checked against our payment before

@@ -1,11 +1,13 @@
 //! The payment record as the domain sees it, and what a new payment is made from.
 
+use crate::dispute::Dispute;
 use crate::error::DomainError;
 use crate::event::{EventKind, PaymentEvent};
 use crate::ids::{CorrelationId, OrderId, PaymentId, PspEventId, PspReference};
 use crate::metadata::Metadata;
 use crate::money::Money;
 use crate::observation::Path;
+use crate::refund::{GiveBack, RefundEntry};
 use crate::secret::{ClientSecret, RedirectUrl, RetryToken};
 use crate::status::PaymentStatus;
 use serde::{Deserialize, Serialize};
@@ -78,6 +80,18 @@ pub struct Payment {
     pub anomalies: u32,
     /// Money taken after the payment failed, if any: see [`StrayCapture`].
     pub stray_capture: Option<StrayCapture>,
+    /// Each refund the PSP reported, with its last status (at most [`crate::refund::MAX_REFUNDS_KEPT`]).
+    #[serde(default)]
+    pub refunds: Vec<RefundEntry>,
+    /// How many refunds the PSP reported failed or canceled: the client view and timeline show it, and
+    /// it numbers the give-backs.
+    #[serde(default)]
+    pub refund_failures: u32,
+    /// Money a failed refund left with us, for recovery to give back: see [`GiveBack`].
+    #[serde(default)]
+    pub give_back: Option<GiveBack>,
+    /// The dispute of the payment's charge, if there is one: beside the status, which it never changes.
+    pub dispute: Option<Dispute>,
     pub created_at_ms: i64,
     pub updated_at_ms: i64,
 }
@@ -88,10 +102,19 @@ impl Payment {
         self.stray_capture.filter(|s| !s.refunded).map(|s| s.anomaly)
     }
 
-    /// Someone still has work to do on it: not terminal, or stray money to give back. Open payments are in
-    /// the `open-items` index, where recovery finds them.
+    /// Someone still has work to do on it: not terminal, stray money or a failed refund to give back, or a
+    /// refund still pending (recovery reads it again). Open payments are in the `open-items` index, where
+    /// recovery finds them.
     pub fn is_open(&self) -> bool {
-        !self.status.is_terminal() || self.refund_due().is_some()
+        !self.status.is_terminal()
+            || self.refund_due().is_some()
+            || self.give_back.is_some()
+            || self.pending_refunds().next().is_some()
+    }
+
+    /// The refunds the PSP last reported `pending` or `requires_action`.
+    pub fn pending_refunds(&self) -> impl Iterator<Item = &RefundEntry> {
+        self.refunds.iter().filter(|r| r.status.is_pending())
     }
 
     pub fn has_seen(&self, event: &PspEventId) -> bool {
@@ -137,6 +160,10 @@ impl NewPayment {
             last_psp_event_at_ms: None,
             anomalies: 0,
             stray_capture: None,
+            refunds: Vec::new(),
+            refund_failures: 0,
+            give_back: None,
+            dispute: None,
             created_at_ms: self.now_ms,
             updated_at_ms: self.now_ms,
         };

@@ -67,18 +67,21 @@ impl PaymentStatus {
     /// | processing       | recovery (4)    | -          | yes            | yes      | yes    | yes (1)  |
     /// | attempt_failed   | yes             | yes        | yes (2)        | yes      | yes    | yes (1)  |
     /// | captured         | no              | no         | no             | - (3)    | no     | yes      |
-    /// | failed, refunded | no              | no         | no             | no       | no     | no       |
+    /// | refunded         | no              | no         | no             | yes (5)  | no     | -        |
+    /// | failed           | no              | no         | no             | no       | no     | no       |
     ///
     /// (1) only when the refund event proves the capture; (2) a new action or decline replaces the old one;
     /// (3) a partial refund stays `captured` with a higher refunded amount; (4) only when recovery finds the PSP
-    /// asking for an action again (its status query is the PSP's present); a webhook saying so is stale.
+    /// asking for an action again (its status query is the PSP's present); a webhook saying so is stale; (5)
+    /// only when the PSP reports a refund failed, canceled or still pending (the money is not back), always
+    /// as a new event (invariant 2).
     pub fn can_move_to(self, to: PaymentStatus) -> bool {
         use PaymentStatus::*;
         match (self, to) {
             (Pending | RequiresAction | AttemptFailed, _) => to != Pending,
             (Processing, Pending) => false,
             (Processing, _) => true,
-            (Captured, Captured | Refunded) => true,
+            (Captured, Captured | Refunded) | (Refunded, Captured) => true,
             (Captured, _) | (Failed, _) | (Refunded, _) => false,
         }
     }
@@ -111,12 +114,12 @@ mod tests {
     }
 
     #[test]
-    fn only_captured_to_refunded_between_terminals() {
+    fn only_captured_and_refunded_move_between_terminals() {
         for from in PaymentStatus::ALL.into_iter().filter(|s| s.is_terminal()) {
             for to in PaymentStatus::ALL.into_iter().filter(|s| s.is_terminal() && *s != from) {
                 assert_eq!(
                     from.can_move_to(to),
-                    from == Captured && to == Refunded,
+                    matches!((from, to), (Captured, Refunded) | (Refunded, Captured)),
                     "{from} -> {to}"
                 );
             }

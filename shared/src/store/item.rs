@@ -8,9 +8,10 @@
 use super::open_index::{shard_of, OpenKind};
 use super::StoreError;
 use crate::{
-    ClientSecret, CorrelationId, Currency, CustomerAction, EventKind, Metadata, Money, OrderId, Path, Payment,
+    ClientSecret, CorrelationId, Currency, CustomerAction, Dispute, EventKind, Metadata, Money, OrderId, Path, Payment,
     PaymentEvent, PaymentId, PaymentStatus, PspEventId, PspReference, RedirectUrl, RetryToken, StrayCapture,
 };
+use crate::{GiveBack, RefundEntry};
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
 
@@ -48,6 +49,14 @@ struct PaymentItem {
     anomalies: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     stray_capture: Option<StrayCapture>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    refunds: Vec<RefundEntry>,
+    #[serde(default)]
+    refund_failures: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    give_back: Option<GiveBack>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    dispute: Option<Dispute>,
     created_at_ms: i64,
     updated_at_ms: i64,
     /// The sparse `open-items` index key, only while the payment is open (see `open_index`).
@@ -75,6 +84,8 @@ struct EventItem {
     currency: Currency,
     refunded_minor: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    refund: Option<RefundEntry>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     reason: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     psp_event_id: Option<PspEventId>,
@@ -82,6 +93,8 @@ struct EventItem {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     trace_context: Option<String>,
     recorded_at_ms: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    dispute: Option<Dispute>,
 }
 
 fn encode<T: Serialize>(key: &str, value: &T) -> Result<Item, StoreError> {
@@ -111,6 +124,10 @@ pub fn payment_to_item(p: &Payment) -> Result<Item, StoreError> {
         last_psp_event_at_ms: p.last_psp_event_at_ms,
         anomalies: p.anomalies,
         stray_capture: p.stray_capture,
+        refunds: p.refunds.clone(),
+        refund_failures: p.refund_failures,
+        give_back: p.give_back,
+        dispute: p.dispute.clone(),
         created_at_ms: p.created_at_ms,
         updated_at_ms: p.updated_at_ms,
         open_shard: p.is_open().then(|| shard_of(OpenKind::Payment, p.id.as_str())),
@@ -143,6 +160,10 @@ pub fn payment_from_item(item: Item) -> Result<Payment, StoreError> {
         last_psp_event_at_ms: i.last_psp_event_at_ms,
         anomalies: i.anomalies,
         stray_capture: i.stray_capture,
+        refunds: i.refunds,
+        refund_failures: i.refund_failures,
+        give_back: i.give_back,
+        dispute: i.dispute,
         created_at_ms: i.created_at_ms,
         updated_at_ms: i.updated_at_ms,
     })
@@ -165,11 +186,13 @@ pub fn event_to_item(e: &PaymentEvent) -> Result<Item, StoreError> {
         amount_minor: e.money.amount_minor(),
         currency: e.money.currency(),
         refunded_minor: e.refunded_minor,
+        refund: e.refund.clone(),
         reason: e.reason.clone(),
         psp_event_id: e.psp_event_id.clone(),
         correlation_id: e.correlation_id.clone(),
         trace_context: e.trace_context.clone(),
         recorded_at_ms: e.recorded_at_ms,
+        dispute: e.dispute.clone(),
     };
     encode(&pk, &item)
 }
@@ -192,11 +215,13 @@ pub fn event_from_item(item: impl Into<serde_dynamo::Item>) -> Result<PaymentEve
         status: i.status,
         previous_status: i.previous_status,
         refunded_minor: i.refunded_minor,
+        refund: i.refund,
         reason: i.reason,
         psp_event_id: i.psp_event_id,
         correlation_id: i.correlation_id,
         trace_context: i.trace_context,
         recorded_at_ms: i.recorded_at_ms,
+        dispute: i.dispute,
     })
 }
 

@@ -55,11 +55,13 @@ fn event(payment: &str, version: u64) -> PaymentEvent {
         previous_status: None,
         money: Money::new(1, shared::Currency::parse("EUR").unwrap()).unwrap(),
         refunded_minor: 0,
+        refund: None,
         reason: None,
         psp_event_id: None,
         correlation_id: CorrelationId::parse("c").unwrap(),
         trace_context: None,
         recorded_at_ms: 0,
+        dispute: None,
     }
 }
 

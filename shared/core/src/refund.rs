@@ -1,0 +1,184 @@
+//! Refunds as the PSP reports them, one refund at a time.
+//!
+//! A Stripe refund is not done when it is created: it can stay `pending` (or `requires_action`) for days,
+//! and a refund that was `pending` or even `succeeded` can later turn `failed` or `canceled`, which puts the
+//! money back on our side. So a payment keeps each refund it heard of with its last status ([`RefundEntry`]),
+//! counts as refunded only what the PSP says `succeeded`, and treats a failed refund as money still to give
+//! back ([`GiveBack`]), which recovery does with a new idempotency key per failure, a bounded number of times.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// How many refunds one payment keeps; a further one is an anomaly (no real checkout has this many).
+pub const MAX_REFUNDS_KEPT: usize = 32;
+
+/// How many failed refunds recovery gives back again on its own; after that the failure only alarms, for an
+/// operator (a refund that keeps failing would otherwise be replayed forever).
+pub const MAX_GIVE_BACKS: u32 = 3;
+
+/// A Stripe Refund's `status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RefundStatus {
+    /// Asked for, not yet done.
+    Pending,
+    /// The customer must act before the money can go back (some non-card methods): still pending for us.
+    RequiresAction,
+    /// The money went back.
+    Succeeded,
+    /// The refund failed: the money is ours again.
+    Failed,
+    /// The refund was canceled: the money is ours again.
+    Canceled,
+}
+
+impl RefundStatus {
+    /// Every status, in the order above.
+    pub const ALL: [RefundStatus; 5] = [
+        Self::Pending,
+        Self::RequiresAction,
+        Self::Succeeded,
+        Self::Failed,
+        Self::Canceled,
+    ];
+
+    /// Stripe's name of the status.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::RequiresAction => "requires_action",
+            Self::Succeeded => "succeeded",
+            Self::Failed => "failed",
+            Self::Canceled => "canceled",
+        }
+    }
+
+    /// The status Stripe names `value`, if it is one we know.
+    pub fn parse(value: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.as_str() == value)
+    }
+
+    /// Not done yet, not undone: the money is on its way back.
+    pub fn is_pending(self) -> bool {
+        matches!(self, Self::Pending | Self::RequiresAction)
+    }
+
+    /// The refund will not return the money.
+    pub fn is_undone(self) -> bool {
+        matches!(self, Self::Failed | Self::Canceled)
+    }
+
+    /// Can a refund reported `self` later be reported `next`? Pending moves anywhere, a success can still
+    /// fail (Stripe: a card refund can fail after `succeeded`), failed and canceled are final.
+    pub fn can_move_to(self, next: RefundStatus) -> bool {
+        match self {
+            Self::Pending | Self::RequiresAction => next != self,
+            Self::Succeeded => next.is_undone(),
+            Self::Failed | Self::Canceled => false,
+        }
+    }
+}
+
+impl fmt::Display for RefundStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One refund as the PSP reported it last: kept on the payment and recorded on the event that changed it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RefundEntry {
+    /// The PSP's refund id (`re_...`).
+    pub refund_id: String,
+    /// This refund's amount (not the running total), in minor units.
+    pub amount_minor: u64,
+    pub status: RefundStatus,
+}
+
+/// Money a failed refund left with us, for recovery to give back: with the payment id, `failure` makes the
+/// new refund's idempotency key, so each failure reported gets exactly one new attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GiveBack {
+    /// The payment's `refund_failures` count when this failure was recorded.
+    pub failure: u32,
+    pub amount_minor: u64,
+}
+
+/// Totals of a payment's refunds by what they mean for the money.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RefundTotals {
+    /// Reported `succeeded`: the money is back.
+    pub succeeded: u64,
+    /// Reported `pending` or `requires_action`.
+    pub pending: u64,
+}
+
+impl RefundTotals {
+    /// The totals of `entries`.
+    pub fn of(entries: &[RefundEntry]) -> Self {
+        entries.iter().fold(Self::default(), |t, e| match e.status {
+            RefundStatus::Succeeded => Self {
+                succeeded: t.succeeded.saturating_add(e.amount_minor),
+                ..t
+            },
+            s if s.is_pending() => Self {
+                pending: t.pending.saturating_add(e.amount_minor),
+                ..t
+            },
+            _ => t,
+        })
+    }
+
+    /// What the refunds ask back in all, done or not: never more than the capture.
+    pub fn outstanding(self) -> u64 {
+        self.succeeded.saturating_add(self.pending)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RefundStatus::*;
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_unknown_names_are_none() {
+        for s in RefundStatus::ALL {
+            assert_eq!(RefundStatus::parse(s.as_str()), Some(s));
+            assert_eq!(serde_json::to_string(&s).unwrap(), format!("\"{s}\""));
+        }
+        assert_eq!(RefundStatus::parse("refunded"), None);
+    }
+
+    #[test]
+    fn failed_and_canceled_are_final_and_a_success_can_still_fail() {
+        for next in RefundStatus::ALL {
+            assert!(!Failed.can_move_to(next) && !Canceled.can_move_to(next));
+            assert_eq!(Succeeded.can_move_to(next), next.is_undone(), "succeeded -> {next}");
+            assert_eq!(Pending.can_move_to(next), next != Pending);
+        }
+    }
+
+    #[test]
+    fn totals_count_succeeded_and_pending_apart_and_failed_not_at_all() {
+        let e = |id: &str, amount, status| RefundEntry {
+            refund_id: id.into(),
+            amount_minor: amount,
+            status,
+        };
+        let t = RefundTotals::of(&[
+            e("re_1", 100, Succeeded),
+            e("re_2", 200, Pending),
+            e("re_3", 400, Failed),
+            e("re_4", 50, RequiresAction),
+            e("re_5", 7, Canceled),
+        ]);
+        assert_eq!(
+            t,
+            RefundTotals {
+                succeeded: 100,
+                pending: 250
+            }
+        );
+        assert_eq!(t.outstanding(), 350);
+    }
+}
