@@ -464,6 +464,8 @@ REQUIRED_CUSTOM_ALARMS = {
     ("Payments/Recovery", "OldestOpenPaymentAgeSeconds"): "a payment open too long",
     ("Payments/Checkout", "OldestOpenSagaAgeSeconds"): "a checkout saga open too long",
     ("Payments/Checkout", "SagasCompensated"): "the saga failure rate",
+    ("Payments/Psp", "PspRefusals"): "requests Stripe refuses (a setting it does not accept)",
+    ("Payments/Psp", "PspAuthFailed"): "Stripe refusing our API key",
 }
 MUST_BREACH_WHEN_MISSING = ("RecoveryLagSeconds", "SweeperLagSeconds")
 # An open item's age is published only by a run that reads it, and a backed-off item is read again at most
@@ -655,6 +657,37 @@ def check_default_settings(doc):
     return findings
 
 
+# ---- a charge Stripe accepts (issue 23) ------------------------------------------------------------------------
+REDIRECT_CHOICES = {"PspRedirects": ["never", "allowed"]}
+
+
+def check_psp_redirects(doc):
+    """Every function that calls the PSP (PSP_BASE_URL) gets, for every value of PspRedirects, exactly one of
+    PSP_REDIRECTS=never or a PSP_RETURN_URL (Stripe refuses a confirm with neither; the function refuses to
+    start with neither or both)."""
+    findings = []
+    conditions = doc.get("Conditions", {})
+    choices = doc.get("Parameters", {}).get("PspRedirects", {}).get("AllowedValues", [None])
+    for name, fn in resources(doc, "AWS::Serverless::Function").items():
+        variables = fn.get("Properties", {}).get("Environment", {}).get("Variables", {})
+        if "PSP_BASE_URL" not in variables:
+            continue
+        for choice in choices:
+            params = default_params(doc, PspReturnUrl="https://shop.test/return")
+            if choice is not None:
+                params["PspRedirects"] = choice
+            get = lambda v: resolve(variables.get(v, NO_VALUE), params, conditions)  # noqa: E731
+            redirects, url = get("PSP_REDIRECTS"), get("PSP_RETURN_URL")
+            url_set = isinstance(url, str) and url.startswith("https://")
+            never = redirects == "never"
+            if never == url_set:
+                findings.append(f"psp: {name} gets PSP_REDIRECTS={redirects if redirects is not NO_VALUE else '-'} "
+                                f"and PSP_RETURN_URL {'set' if url_set else 'unset'} with PspRedirects={choice}: "
+                                "it needs exactly one of PSP_REDIRECTS=never or a return URL (Stripe refuses a "
+                                "confirm with neither)")
+    return findings
+
+
 # ---- safe rollouts (issue 24) ------------------------------------------------------------------------------------
 # The money-path functions a canary can judge: each is invoked many times within the canary's minutes. Not
 # the reconciler: it runs once every 5 minutes, so its canary would see at most one run (template comment).
@@ -736,7 +769,7 @@ def check_rollouts(doc):
 
 CHECKS = [check_alarm_topics, check_public_route, check_tracing, check_visibility, check_table_statements,
           check_dashboard, check_stage_names, check_alarm_stage, check_failure_alarms, check_retryable_deploy,
-          check_rollouts]
+          check_rollouts, check_psp_redirects]
 
 
 def check(doc):
@@ -899,6 +932,15 @@ MUTATIONS += [
      "by a name prefix"),
     ("a rollout with SAM's managed role", lambda d: _deployment(d, "SyncFinalizeFunction").pop("Role"),
      "AWSCodeDeployRoleForLambda"),
+    ("a PSP function without a redirect choice", lambda d: [
+        d["Resources"]["ReconcilerFunction"]["Properties"]["Environment"]["Variables"].pop(v)
+        for v in ("PSP_REDIRECTS", "PSP_RETURN_URL")], "ReconcilerFunction gets PSP_REDIRECTS=-"),
+    ("redirects allowed without the return URL", lambda d: d["Resources"]["CheckoutApiFunction"]["Properties"]
+     ["Environment"]["Variables"].pop("PSP_RETURN_URL"), "CheckoutApiFunction gets PSP_REDIRECTS=allowed"),
+    ("no alarm on PSP refusals", lambda d: d["Resources"].pop("PspRefusalsAlarm"),
+     "no alarm reads Payments/Psp PspRefusals"),
+    ("no alarm on a refused key", lambda d: d["Resources"].pop("PspAuthFailedAlarm"),
+     "no alarm reads Payments/Psp PspAuthFailed"),
     ("a CodeDeploy role on every resource", lambda d: d["Resources"]["CodeDeployRole"]["Properties"]["Policies"][0]
      ["PolicyDocument"]["Statement"][1].update(Resource="*"), "grants on every resource"),
 ]

@@ -34,13 +34,15 @@ local_env() {
 }
 
 # Builds and starts the PSP simulator on 127.0.0.1:$1 (webhooks to the local API on $2) in the background,
-# its output to $3 (default: this terminal); sets psp_pid and exports PSP_BASE_URL and PSP_API_KEY (the
-# simulated account's dev key) for the local API.
+# its output to $3 (default: this terminal); sets psp_pid and exports PSP_BASE_URL, PSP_API_KEY (the
+# simulated account's dev key) and the charge's redirect choice (PSP_REDIRECTS=never unless PSP_RETURN_URL
+# is set: the simulator's methods need no redirect) for the local API.
 start_psp() {
   local port="$1" api_port="$2" log="${3:-/dev/stdout}"
   cargo build --quiet -p psp-simulator
   local bin="${CARGO_TARGET_DIR:-$root/target}/debug/psp-simulator"
   export PSP_API_KEY="${PSP_API_KEY:-sk_test_local_simulator}"
+  [ -n "${PSP_RETURN_URL:-}" ] || export PSP_REDIRECTS="${PSP_REDIRECTS:-never}"
   SIMULATOR_PORT="$port" API="http://127.0.0.1:$api_port" WEBHOOK_SECRET="$DEV_STRIPE_SECRET" \
     "$bin" serve >>"$log" 2>&1 &
   psp_pid=$!

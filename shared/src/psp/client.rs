@@ -6,12 +6,21 @@
 //! - Each attempt has a connect and a request timeout. Connection errors, timeouts, 409 (a concurrent request
 //!   with the same key), 429 and 5xx are retried with exponential backoff and full jitter, unless Stripe's
 //!   `Stripe-Should-Retry` header says otherwise (it wins either way, as in Stripe's own libraries).
-//! - Stripe's error object is mapped to [`PspError`]: `card_error` is a decline; `invalid_request_error`,
+//! - Stripe's error object is mapped to [`PspError`]: `card_error` is a decline; 401/403 (a key Stripe refuses)
+//!   is [`PspError::AuthFailed`], a deployment fault the callers defer on; `invalid_request_error`,
 //!   `idempotency_error` and other 4xx are permanent; `api_error`, 429, 5xx and timeouts are transient.
+//! - A refusal (permanent or of our key) is logged here, in one place, with Stripe's error type, code, param
+//!   and message (a key-like word in the message redacted), and counted: `PspRefusals` or `PspAuthFailed`
+//!   (`Payments/Psp`, by stage and by stage and operation), both alarmed. Without that line a refused charge
+//!   would only show as a compensated checkout.
 //! - The API key comes from Secrets Manager (`PSP_API_KEY_ARN`) in AWS or `PSP_API_KEY` locally. It is an
-//!   [`ApiKey`], whose `Debug` is redacted, and it is never logged; neither are request bodies.
+//!   [`ApiKey`], whose `Debug` is redacted, and it is never logged; neither are request bodies. After a 401/403
+//!   the key is read again (see [`super::key`]) and, if it changed, the call is made once more with it.
+//! - A charge sends `return_url` or `automatic_payment_methods[allow_redirects]=never`, as the settings say
+//!   ([`Redirects`]): Stripe refuses a confirm with neither.
 
-use super::stripe::{ErrorBody, ErrorType, PaymentIntent, Refund};
+use super::key::CurrentKey;
+use super::stripe::{ApiError, ErrorBody, ErrorType, PaymentIntent, Refund};
 use super::{ChargeRequest, Psp, PspError};
 use crate::retry::Backoff;
 use crate::telemetry::ErrorChain;
@@ -19,20 +28,23 @@ use crate::{clock, PaymentId, PspReference};
 use reqwest::header::HeaderMap;
 use serde::de::DeserializeOwned;
 use std::fmt;
-use tracing::{debug, warn, Instrument};
+use tracing::{debug, error, info, warn, Instrument};
 
 /// The Stripe API version every request is pinned to (the one the pinned official library speaks).
 pub const STRIPE_API_VERSION: &str = "2026-10-28.endive";
 
-pub use super::settings::{ApiKey, KeySource, PspSettings};
+pub use super::settings::{ApiKey, KeySource, PspSettings, Redirects};
+
+/// Namespace of the client's metrics (`PspRefusals`, `PspAuthFailed`; the breaker's `BreakerOpened`).
+pub const NAMESPACE: &str = "Payments/Psp";
 
 /// Stripe's API over HTTPS. Cheap to clone (the connection pool is shared).
 #[derive(Clone)]
 pub struct StripeClient {
     http: reqwest::Client,
     base_url: String,
-    key: ApiKey,
-    return_url: Option<String>,
+    key: CurrentKey,
+    redirects: Redirects,
     retries: Backoff,
 }
 
@@ -51,8 +63,13 @@ struct AttemptFailure {
 }
 
 impl StripeClient {
-    /// A client with `key` (already resolved).
+    /// A client with `key` (already resolved), fixed for the process.
     pub fn new(settings: &PspSettings, key: ApiKey) -> Result<Self, PspError> {
+        Self::with_key(settings, CurrentKey::fixed(key))
+    }
+
+    /// A client with `key`, which may be read again after a 401/403 ([`CurrentKey::refreshable`]).
+    pub fn with_key(settings: &PspSettings, key: CurrentKey) -> Result<Self, PspError> {
         let http = reqwest::Client::builder()
             .connect_timeout(settings.connect_timeout)
             .timeout(settings.request_timeout)
@@ -63,30 +80,67 @@ impl StripeClient {
             http,
             base_url: settings.base_url.clone(),
             key,
-            return_url: settings.return_url.clone(),
+            redirects: settings.redirects.clone(),
             retries: settings.retries,
         })
     }
 
-    /// Resolves the key (Secrets Manager when `PSP_API_KEY_ARN` is set) and builds the client.
+    /// Resolves the key (Secrets Manager when `PSP_API_KEY_ARN` is set, then read again from there after a
+    /// 401/403) and builds the client.
     pub async fn from_settings(
         settings: &PspSettings,
         sdk: &aws_config::SdkConfig,
     ) -> Result<Self, Box<dyn std::error::Error + Send + Sync>> {
         let key = match &settings.key {
-            KeySource::Value(key) => key.clone(),
+            KeySource::Value(key) => CurrentKey::fixed(key.clone()),
             KeySource::SecretArn(arn) => {
-                let secret = crate::aws::secret_string(&crate::aws::secrets_client(sdk), arn).await?;
-                ApiKey::from_secret_string(&secret)?
+                let (client, arn) = (crate::aws::secrets_client(sdk), arn.clone());
+                let loader: super::key::KeyLoader = std::sync::Arc::new(move || {
+                    let (client, arn) = (client.clone(), arn.clone());
+                    Box::pin(async move {
+                        let secret = crate::aws::secret_string(&client, &arn).await?;
+                        Ok(ApiKey::from_secret_string(&secret)?)
+                    })
+                });
+                let first = loader().await?;
+                CurrentKey::refreshable(first, loader, std::sync::Arc::new(std::time::Instant::now))
             }
         };
-        Ok(Self::new(settings, key)?)
+        Ok(Self::with_key(settings, key)?)
     }
 
     /// One API call with retries, in a span named `step` (`psp.charge`, ...). `form` is the request body
-    /// (POST) or query (GET).
+    /// (POST) or query (GET). A key Stripe refuses is read again and, if it changed, the call made once more
+    /// with the new one (same idempotency key: a call refused for its key did nothing).
     async fn call<T: DeserializeOwned>(
         &self,
+        step: &'static str,
+        method: reqwest::Method,
+        path: &str,
+        key: Option<&str>,
+        form: &[(&str, String)],
+    ) -> Result<T, PspError> {
+        let api_key = self.key.get();
+        let mut result = self.call_with(&api_key, step, method.clone(), path, key, form).await;
+        if matches!(result, Err(PspError::AuthFailed { .. })) {
+            if let Some(fresh) = self.key.refresh_after_rejection(&api_key).await {
+                info!(
+                    operation = operation(step),
+                    "PSP refused the key; calling again with the key read anew"
+                );
+                result = self.call_with(&fresh, step, method, path, key, form).await;
+            }
+        }
+        if let Err(e) = &result {
+            report_refusal(step, e);
+        }
+        result
+    }
+
+    /// [`StripeClient::call`] with `api_key`, its retries included.
+    async fn call_with<T: DeserializeOwned>(
+        &self,
+        api_key: &ApiKey,
         step: &'static str,
         method: reqwest::Method,
         path: &str,
@@ -97,7 +151,7 @@ impl StripeClient {
         let result = self
             .retries
             .retry(
-                |attempt| self.attempt(method.clone(), path, key, form, attempt),
+                |attempt| self.attempt(api_key, method.clone(), path, key, form, attempt),
                 |failure: &AttemptFailure| failure.retry,
             )
             .instrument(span)
@@ -112,6 +166,7 @@ impl StripeClient {
 
     async fn attempt<T: DeserializeOwned>(
         &self,
+        api_key: &ApiKey,
         method: reqwest::Method,
         path: &str,
         key: Option<&str>,
@@ -122,7 +177,7 @@ impl StripeClient {
         let mut request = self
             .http
             .request(method.clone(), url)
-            .bearer_auth(self.key.expose())
+            .bearer_auth(api_key.expose())
             .header("Stripe-Version", STRIPE_API_VERSION);
         if let Some(key) = key {
             request = request.header("Idempotency-Key", key);
@@ -208,6 +263,70 @@ fn header<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
+/// `operation` of a step's span name: `psp.charge` is `charge`.
+fn operation(step: &str) -> &str {
+    step.strip_prefix("psp.").unwrap_or(step)
+}
+
+/// Logs and counts a refusal: `PspAuthFailed` for our key, `PspRefusals` for a request Stripe will never
+/// accept. Declines (the customer's card) and transient failures are neither. Stripe's message has had its
+/// key-like words redacted by [`classify`]; the key and the request body are never logged.
+fn report_refusal(step: &'static str, e: &PspError) {
+    let (metric, status, api) = match e {
+        PspError::AuthFailed { status, error } => ("PspAuthFailed", *status, error),
+        PspError::Refused { status, error } => ("PspRefusals", *status, error),
+        _ => return,
+    };
+    let (kind, code, param) = (api.kind.as_str(), api.code.as_deref(), api.param.as_deref());
+    let stripe_message = api.message.as_deref().unwrap_or("");
+    let operation = operation(step);
+    if metric == "PspAuthFailed" {
+        error!(
+            operation,
+            status,
+            error_type = kind,
+            code,
+            param,
+            stripe_message,
+            "PSP refused our API key: calls deferred until the key is fixed (check the PSP key secret)"
+        );
+    } else {
+        warn!(
+            operation,
+            status,
+            error_type = kind,
+            code,
+            param,
+            stripe_message,
+            "PSP refused the request"
+        );
+    }
+    crate::metrics::emit(&crate::metrics::counts(
+        NAMESPACE,
+        &[&[], &["Operation"]],
+        &[metric],
+        serde_json::json!({ "Operation": operation, metric: 1, "ErrorType": kind, "Code": code }),
+        clock::now_ms(),
+    ));
+}
+
+/// Stripe's message with every word that looks like a key (`sk_live_...`, `rk_test_****1234`) redacted: its
+/// answer to a wrong key quotes part of it.
+fn redact_keys(message: &str) -> String {
+    message
+        .split(' ')
+        .map(|word| {
+            let bare = word.trim_start_matches(|c: char| !c.is_ascii_alphanumeric());
+            if ["sk_", "rk_", "pk_"].iter().any(|p| bare.starts_with(p)) {
+                "[redacted]"
+            } else {
+                word
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// A non-2xx answer in our terms, and whether to retry it.
 fn classify(status: u16, headers: &HeaderMap, body: &[u8]) -> AttemptFailure {
     let should_retry = match header(headers, "stripe-should-retry") {
@@ -216,8 +335,32 @@ fn classify(status: u16, headers: &HeaderMap, body: &[u8]) -> AttemptFailure {
         _ => None,
     };
     let retry = should_retry.unwrap_or(matches!(status, 409 | 429 | 500..=599));
-    let error = match serde_json::from_slice::<ErrorBody>(body) {
-        Ok(ErrorBody { error }) => match error.kind {
+    let parsed = serde_json::from_slice::<ErrorBody>(body).map(|ErrorBody { mut error }| {
+        error.message = error.message.as_deref().map(redact_keys);
+        error
+    });
+    // Our key refused (Stripe answers a wrong key with 401 `invalid_request_error`): not retried as it is.
+    let auth = matches!(status, 401 | 403)
+        || matches!(&parsed, Ok(e) if matches!(e.kind, ErrorType::AuthenticationError | ErrorType::PermissionError));
+    if auth {
+        let error = parsed.unwrap_or_else(|_| ApiError {
+            kind: ErrorType::AuthenticationError,
+            code: None,
+            decline_code: None,
+            message: Some(format!("HTTP {status} without a Stripe error object")),
+            param: None,
+            payment_intent: None,
+        });
+        return AttemptFailure {
+            error: PspError::AuthFailed {
+                status,
+                error: Box::new(error),
+            },
+            retry: false,
+        };
+    }
+    let error = match parsed {
+        Ok(error) => match error.kind {
             _ if status == 429 || status >= 500 => {
                 PspError::Unavailable(format!("HTTP {status}: {}", error.summary()).into())
             }
@@ -256,8 +399,12 @@ impl Psp for StripeClient {
             ("metadata[payment_id]", request.payment_id.to_string()),
             ("metadata[order_id]", request.order_id.to_string()),
         ];
-        if let Some(url) = &self.return_url {
-            form.push(("return_url", url.clone()));
+        match &self.redirects {
+            Redirects::ReturnTo(url) => form.push(("return_url", url.clone())),
+            Redirects::Never => {
+                form.push(("automatic_payment_methods[enabled]", "true".to_owned()));
+                form.push(("automatic_payment_methods[allow_redirects]", "never".to_owned()));
+            }
         }
         self.call(
             "psp.charge",

@@ -4,7 +4,8 @@
 //! |---|---|
 //! | [`stripe`] | Stripe's objects (PaymentIntent, Charge, Refund, error) and what a PaymentIntent's status means in our terms |
 //! | [`client`] | [`StripeClient`]: form bodies, Bearer key, pinned `Stripe-Version`, an `Idempotency-Key` on every POST, timeouts, retries that honour `Stripe-Should-Retry`, Stripe's errors in our terms |
-//! | [`settings`] | [`PspSettings`] and [`ApiKey`]: the endpoint, the key (redacted, from Secrets Manager or the environment), timeouts and retries, read once per cold start |
+//! | [`settings`] | [`PspSettings`] and [`ApiKey`]: the endpoint, the key (redacted, from Secrets Manager or the environment), redirects (a return URL or none), timeouts and retries, read once per cold start |
+//! | [`key`] | [`key::CurrentKey`]: the key in use, read again from Secrets Manager after a 401/403 (rate-limited) |
 //! | [`breaker`] | [`CircuitBreaker`]: stops calls for a cool-down when the PSP keeps failing; its state is one DynamoDB item shared by every instance |
 //!
 //! Every call that moves money carries an idempotency key chosen by the caller (the saga derives it from
@@ -13,6 +14,7 @@
 
 pub mod breaker;
 pub mod client;
+pub mod key;
 pub mod settings;
 pub mod stripe;
 
@@ -74,6 +76,11 @@ pub enum PspError {
     /// A 2xx answer we cannot read.
     #[error("PSP answer unreadable: {0}")]
     BadAnswer(#[source] crate::store::Cause),
+    /// Stripe refused our key (401, 403: `authentication_error`, `permission_error`, a rolled or revoked key),
+    /// also after the key was read again. A deployment fault, never the customer's refusal: the caller defers
+    /// (no compensation, no decline) until the key is fixed; `PspAuthFailed` alarms.
+    #[error("PSP refused our API key (HTTP {status}): {}", .error.summary())]
+    AuthFailed { status: u16, error: Box<stripe::ApiError> },
 }
 
 impl PspError {
@@ -82,9 +89,10 @@ impl PspError {
         matches!(self, PspError::Unavailable(_))
     }
 
-    /// The breaker stopped the call: come back after the cool-down instead of retrying.
+    /// Come back later instead of retrying now or giving up: the breaker stopped the call (after the
+    /// cool-down), or Stripe refused our key (once it is fixed). Neither says anything about the payment.
     pub fn is_deferred(&self) -> bool {
-        matches!(self, PspError::CircuitOpen { .. })
+        matches!(self, PspError::CircuitOpen { .. } | PspError::AuthFailed { .. })
     }
 
     /// The PaymentIntent an error answer carried, if any.

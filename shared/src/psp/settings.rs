@@ -1,5 +1,10 @@
-//! The PSP client's settings: the API key (redacted in `Debug`, never logged), where it comes from, and the
-//! endpoint, timeouts and retries, read once per cold start from the environment.
+//! The PSP client's settings: the API key (redacted in `Debug`, never logged), where it comes from, the
+//! endpoint, how a charge handles redirects, timeouts and retries, read once per cold start from the
+//! environment.
+//!
+//! Redirects are a required choice, not a default: since API version 2023-08-16 Stripe refuses a confirm that
+//! sends neither a `return_url` nor `automatic_payment_methods[allow_redirects]=never`, so a function started
+//! with neither would have every checkout refused. It refuses to start instead.
 
 use crate::retry::Backoff;
 use crate::{ConfigError, Env};
@@ -53,6 +58,49 @@ pub enum KeySource {
     Value(ApiKey),
 }
 
+/// How a charge's confirm lets Stripe send the customer elsewhere (a bank's page, a wallet's app).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Redirects {
+    /// `PSP_REDIRECTS=never`: the confirm sends `automatic_payment_methods[enabled]=true` and
+    /// `automatic_payment_methods[allow_redirects]=never`; only methods that need no redirect are offered
+    /// (cards, 3-D Secure included, which the client secret serves in the page).
+    Never,
+    /// `PSP_RETURN_URL`: the confirm sends it as `return_url`, where the customer returns after a redirect.
+    ReturnTo(String),
+}
+
+impl Redirects {
+    /// `PSP_REDIRECTS` (`never` or `allowed`) and `PSP_RETURN_URL`: `never`, or a return URL (`allowed` or
+    /// unset). Neither set, `allowed` without a URL, or `never` with one, is refused, naming both options.
+    pub fn from(env: &Env) -> Result<Self, ConfigError> {
+        const CHOOSE: &str = "choice: PSP_REDIRECTS=never (no redirect-based methods), or PSP_RETURN_URL=https://... \
+                              (redirect-based methods allowed; PSP_REDIRECTS unset or allowed)";
+        let url = env.optional("PSP_RETURN_URL").filter(|u| !u.trim().is_empty());
+        match (env.optional("PSP_REDIRECTS").as_deref().map(str::trim), url) {
+            (Some("never"), None) => Ok(Self::Never),
+            (None | Some("allowed"), Some(url)) if url.starts_with("https://") || url.starts_with("http://") => {
+                Ok(Self::ReturnTo(url))
+            }
+            (None | Some("allowed"), Some(url)) => Err(ConfigError::Invalid {
+                name: "PSP_RETURN_URL",
+                expected: "http(s):// URL",
+                value: url,
+            }),
+            (None, None) => Err(ConfigError::Missing(
+                "PSP_REDIRECTS=never or PSP_RETURN_URL (Stripe refuses a confirm with neither)",
+            )),
+            (Some(other), url) => Err(ConfigError::Invalid {
+                name: "PSP_REDIRECTS",
+                expected: CHOOSE,
+                value: match url {
+                    Some(url) => format!("{other} with PSP_RETURN_URL={url}"),
+                    None => other.to_owned(),
+                },
+            }),
+        }
+    }
+}
+
 /// The PSP client's settings, read once per cold start.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PspSettings {
@@ -60,8 +108,8 @@ pub struct PspSettings {
     pub base_url: String,
     /// `PSP_API_KEY_ARN` or `PSP_API_KEY`. Required.
     pub key: KeySource,
-    /// `PSP_RETURN_URL`: where a customer returns after a redirect (3-D Secure). Optional.
-    pub return_url: Option<String>,
+    /// `PSP_REDIRECTS=never` or `PSP_RETURN_URL`: one of them is required ([`Redirects::from`]).
+    pub redirects: Redirects,
     /// `PSP_CONNECT_TIMEOUT_MS` (default 3000).
     pub connect_timeout: Duration,
     /// `PSP_REQUEST_TIMEOUT_MS` (default 5000): one attempt, connect to last byte. Three attempts of 5 s and
@@ -96,7 +144,7 @@ impl PspSettings {
         Ok(Self {
             base_url: base_url.trim_end_matches('/').to_owned(),
             key,
-            return_url: env.optional("PSP_RETURN_URL"),
+            redirects: Redirects::from(env)?,
             connect_timeout: env.millis("PSP_CONNECT_TIMEOUT_MS", Duration::from_millis(3000))?,
             request_timeout: env.millis("PSP_REQUEST_TIMEOUT_MS", Duration::from_millis(5_000))?,
             retries: Backoff::new(
@@ -107,11 +155,13 @@ impl PspSettings {
         })
     }
 
-    /// Settings for a PSP at `base_url` with `key` and the defaults (tests, tools).
+    /// Settings for a PSP at `base_url` with `key` and the defaults (tests, tools), with no redirects
+    /// (`PSP_REDIRECTS=never`): the simulator's methods need none. A test of the return URL sets `redirects`.
     pub fn local(base_url: &str, key: &str) -> Result<Self, ConfigError> {
         let env = Env::from_lookup(|_| None)
             .with("PSP_BASE_URL", base_url)
-            .with("PSP_API_KEY", key);
+            .with("PSP_API_KEY", key)
+            .with("PSP_REDIRECTS", "never");
         Self::from(&env)
     }
 }

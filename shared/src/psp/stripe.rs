@@ -237,11 +237,28 @@ pub struct ErrorBody {
 #[serde(rename_all = "snake_case")]
 pub enum ErrorType {
     ApiError,
+    AuthenticationError,
     CardError,
     IdempotencyError,
     InvalidRequestError,
+    PermissionError,
     #[serde(other)]
     Other,
+}
+
+impl ErrorType {
+    /// Stripe's name of the type (`other` for one this version does not know).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ApiError => "api_error",
+            Self::AuthenticationError => "authentication_error",
+            Self::CardError => "card_error",
+            Self::IdempotencyError => "idempotency_error",
+            Self::InvalidRequestError => "invalid_request_error",
+            Self::PermissionError => "permission_error",
+            Self::Other => "other",
+        }
+    }
 }
 
 impl ApiError {

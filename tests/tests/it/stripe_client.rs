@@ -4,6 +4,7 @@
 //! comes). No fake of Stripe's behaviour: only its answers, byte for byte.
 
 use integration_tests::http_stub::{self, StubRequest, StubResponse};
+use shared::psp::client::Redirects;
 use shared::psp::{ApiKey, ChargeRequest, Psp, PspError, PspSettings, StripeClient};
 use shared::retry::Backoff;
 use shared::{Currency, Money, OrderId, PaymentId, PspReference};
@@ -49,7 +50,7 @@ fn client(url: &str) -> StripeClient {
     let mut settings = PspSettings::local(url, KEY).expect("PSP settings");
     settings.retries = Backoff::new(3, Duration::from_millis(1), Duration::from_millis(5));
     settings.request_timeout = Duration::from_millis(300);
-    settings.return_url = Some("https://shop.example/return".into());
+    settings.redirects = Redirects::ReturnTo("https://shop.example/return".into());
     StripeClient::new(&settings, ApiKey::parse(KEY).unwrap()).unwrap()
 }
 
@@ -103,6 +104,23 @@ async fn a_charge_is_a_form_encoded_confirmed_payment_intent_with_key_version_an
     assert_eq!(get("metadata[payment_id]"), Some("pay_1"));
     assert_eq!(get("metadata[order_id]"), Some("order-1"));
     assert_eq!(get("return_url"), Some("https://shop.example/return"));
+    assert_eq!(get("automatic_payment_methods[allow_redirects]"), None);
+}
+
+#[tokio::test]
+async fn a_charge_without_redirects_says_so_and_sends_no_return_url() {
+    let server = serve(vec![ok(fixture("payment_intent").to_string())]).await;
+    let settings = PspSettings::local(&server.url, KEY).expect("settings");
+    assert_eq!(settings.redirects, Redirects::Never, "the tests' explicit choice");
+    charge(&StripeClient::new(&settings, ApiKey::parse(KEY).unwrap()).unwrap())
+        .await
+        .expect("charged");
+    let seen = server.seen.lock().unwrap()[0].clone();
+    let form: Vec<(String, String)> = serde_urlencoded::from_str(&seen.body).unwrap();
+    let get = |k: &str| form.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+    assert_eq!(get("automatic_payment_methods[enabled]"), Some("true"));
+    assert_eq!(get("automatic_payment_methods[allow_redirects]"), Some("never"));
+    assert_eq!(get("return_url"), None);
 }
 
 #[tokio::test]
@@ -198,10 +216,12 @@ async fn each_stripe_error_type_maps_to_our_terms() {
         cancel.payment_intent().map(|p| p.status),
         Some(shared::psp::IntentStatus::Succeeded)
     );
-    assert!(matches!(
-        c.retrieve(&reference()).await.unwrap_err(),
-        PspError::Refused { status: 401, .. }
-    ));
+    let auth = c.retrieve(&reference()).await.unwrap_err();
+    assert!(matches!(auth, PspError::AuthFailed { status: 401, .. }), "{auth}");
+    assert!(
+        auth.is_deferred() && !auth.is_transient(),
+        "our key's fault: defer, never decline"
+    );
     assert!(matches!(
         c.retrieve(&reference()).await.unwrap_err(),
         PspError::Refused { status: 404, .. }
@@ -279,4 +299,123 @@ async fn an_answer_that_never_comes_is_a_timeout_retried_with_the_same_key() {
         "{chain}"
     );
     assert!(!chain.contains(&url), "{chain}");
+}
+
+/// A key-refresh source whose secret the test sets, and a clock 31 s ahead, past the re-read's interval.
+fn refreshable(first: &str, secret: Arc<Mutex<String>>) -> shared::psp::key::CurrentKey {
+    let loader: shared::psp::key::KeyLoader = Arc::new(move || {
+        let value = secret.lock().unwrap().clone();
+        Box::pin(async move { Ok(ApiKey::parse(&value)?) })
+    });
+    let start = std::time::Instant::now();
+    let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    // The first reading (at construction) is the cold start; every later one is 31 s on.
+    let clock: shared::psp::key::KeyClock = Arc::new(move || {
+        let n = calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        start + Duration::from_secs(31u64.saturating_mul(n as u64))
+    });
+    shared::psp::key::CurrentKey::refreshable(ApiKey::parse(first).unwrap(), loader, clock)
+}
+
+fn rolled_key_answer() -> StubResponse {
+    error(
+        401,
+        "invalid_request_error",
+        None,
+        serde_json::json!({ "message": "Invalid API Key provided: sk_test_****1234" }),
+    )
+}
+
+#[tokio::test]
+async fn a_refused_key_is_read_again_and_the_call_made_once_more_with_the_new_one() {
+    let server = serve(vec![rolled_key_answer(), ok(fixture("payment_intent").to_string())]).await;
+    let secret = Arc::new(Mutex::new("sk_test_new_5678".to_owned()));
+    let settings = PspSettings::local(&server.url, KEY).expect("settings");
+    let c = StripeClient::with_key(&settings, refreshable(KEY, secret)).unwrap();
+    charge(&c).await.expect("charged with the new key");
+    let seen = server.seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 2);
+    let auth: Vec<_> = seen.iter().map(|s| s.header("authorization")).collect();
+    assert_eq!(
+        auth,
+        [
+            Some(format!("Bearer {KEY}")),
+            Some("Bearer sk_test_new_5678".to_owned())
+        ]
+    );
+    assert!(seen
+        .iter()
+        .all(|s| s.header("idempotency-key").as_deref() == Some("order-1:charge")));
+}
+
+#[tokio::test]
+async fn a_key_still_refused_after_the_re_read_is_deferred_not_retried() {
+    let server = serve(vec![rolled_key_answer(), rolled_key_answer()]).await;
+    let secret = Arc::new(Mutex::new(KEY.to_owned()));
+    let settings = PspSettings::local(&server.url, KEY).expect("settings");
+    let c = StripeClient::with_key(&settings, refreshable(KEY, secret)).unwrap();
+    let e = charge(&c).await.unwrap_err();
+    assert!(
+        matches!(e, PspError::AuthFailed { status: 401, .. }) && e.is_deferred(),
+        "{e}"
+    );
+    assert_eq!(
+        server.seen.lock().unwrap().len(),
+        1,
+        "the secret holds the same key: no second call"
+    );
+}
+
+#[tokio::test]
+async fn a_refusal_is_logged_with_stripes_type_code_param_and_message_and_never_the_key_or_body() {
+    use tracing_subscriber::layer::SubscriberExt;
+    let server = serve(vec![
+        error(
+            400,
+            "invalid_request_error",
+            Some("parameter_missing"),
+            serde_json::json!({ "param": "return_url", "message": "You must provide a `return_url` when confirming" }),
+        ),
+        rolled_key_answer(),
+    ])
+    .await;
+    let capture = integration_tests::LogCapture::default();
+    let sink = capture.clone();
+    let subscriber = tracing_subscriber::registry()
+        .with(shared::telemetry::layer(true, move || sink.clone()))
+        .with(tracing_subscriber::EnvFilter::new("info"));
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let c = client(&server.url);
+    assert!(matches!(charge(&c).await, Err(PspError::Refused { status: 400, .. })));
+    assert!(matches!(
+        c.retrieve(&reference()).await,
+        Err(PspError::AuthFailed { .. })
+    ));
+    let lines = capture.lines();
+    let refused = lines
+        .iter()
+        .find(|l| l.contains("PSP refused the request"))
+        .expect("the refusal's line");
+    for part in [
+        r#""error_type":"invalid_request_error""#,
+        r#""code":"parameter_missing""#,
+        r#""param":"return_url""#,
+        "You must provide a `return_url` when confirming",
+        r#""operation":"charge""#,
+    ] {
+        assert!(refused.contains(part), "{part} missing from {refused}");
+    }
+    let key_line = lines
+        .iter()
+        .find(|l| l.contains("PSP refused our API key"))
+        .expect("the key's line");
+    assert!(
+        key_line.contains(r#""status":401"#) && key_line.contains("[redacted]"),
+        "{key_line}"
+    );
+    for line in &lines {
+        for secret in [KEY, "sk_test_****1234", "pm_card_visa"] {
+            assert!(!line.contains(secret), "{secret} logged: {line}");
+        }
+    }
 }
