@@ -2,11 +2,14 @@
 //! payment events exactly once and in version order by the shared consumer library.
 //!
 //! Item: `pk = ORDER#<order id>`, `sk = PAYMENT#<payment id>`, with `payment_status`, `amount_minor`,
-//! `currency`, `refunded_minor`, `payment_version` and `last_event`.
+//! `currency`, `refunded_minor`, `payment_version` and `last_event`; once the payment's charge is disputed,
+//! `dispute` (`disputed` while open, `dispute_won`, `dispute_lost` or `dispute_closed`), `dispute_status`
+//! (Stripe's) and `dispute_funds` (`withdrawn`, `reinstated`). Every event carries the payment's dispute, so the
+//! item always shows the dispute as of its payment version.
 
 use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
 use shared::consumer::{ConsumerError, Projection};
-use shared::{OrderId, PaymentEvent, PaymentId};
+use shared::{Dispute, DisputeStatus, OrderId, PaymentEvent, PaymentId};
 
 pub const NAME: &str = "order-projection";
 
@@ -24,7 +27,7 @@ impl Projection for OrderProjection {
     }
 
     fn effects(&self, table: &str, e: &PaymentEvent) -> Result<Vec<TransactWriteItem>, ConsumerError> {
-        let put = Put::builder()
+        let mut put = Put::builder()
             .table_name(table)
             .set_item(Some(key(&e.order_id, &e.payment_id)))
             .item("entity", AttributeValue::S("order_payment".into()))
@@ -34,9 +37,91 @@ impl Projection for OrderProjection {
             .item("refunded_minor", AttributeValue::N(e.refunded_minor.to_string()))
             .item("payment_version", AttributeValue::N(e.version.to_string()))
             .item("last_event", AttributeValue::S(e.kind.as_str().into()))
-            .item("correlation_id", AttributeValue::S(e.correlation_id.to_string()))
-            .build()
-            .map_err(|err| ConsumerError::Effect(err.into()))?;
+            .item("correlation_id", AttributeValue::S(e.correlation_id.to_string()));
+        if let Some(d) = &e.dispute {
+            put = put
+                .item("dispute", AttributeValue::S(order_mark(d).into()))
+                .item("dispute_status", AttributeValue::S(d.status.as_str().into()));
+            if d.funds_withdrawn {
+                let funds = if d.funds_reinstated { "reinstated" } else { "withdrawn" };
+                put = put.item("dispute_funds", AttributeValue::S(funds.into()));
+            }
+        }
+        let put = put.build().map_err(|err| ConsumerError::Effect(err.into()))?;
         Ok(vec![TransactWriteItem::builder().put(put).build()])
+    }
+}
+
+/// How the order shows its payment's dispute: open (`disputed`) or how it closed.
+pub fn order_mark(dispute: &Dispute) -> &'static str {
+    match dispute.status {
+        DisputeStatus::Won => "dispute_won",
+        DisputeStatus::Lost => "dispute_lost",
+        DisputeStatus::WarningClosed | DisputeStatus::Prevented => "dispute_closed",
+        DisputeStatus::WarningNeedsResponse
+        | DisputeStatus::WarningUnderReview
+        | DisputeStatus::NeedsResponse
+        | DisputeStatus::UnderReview => "disputed",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shared::{CorrelationId, DisputeId, EventKind, Money, Path, PaymentStatus};
+
+    fn event(dispute: Option<Dispute>) -> PaymentEvent {
+        PaymentEvent {
+            payment_id: PaymentId::parse("pay_1").unwrap(),
+            order_id: OrderId::parse("o_1").unwrap(),
+            version: 3,
+            kind: EventKind::DisputeOpened,
+            path: Path::Webhook,
+            status: PaymentStatus::Captured,
+            previous_status: Some(PaymentStatus::Captured),
+            money: Money::new(1000, shared::Currency::parse("EUR").unwrap()).unwrap(),
+            refunded_minor: 0,
+            refund: None,
+            reason: None,
+            psp_event_id: None,
+            correlation_id: CorrelationId::parse("c").unwrap(),
+            trace_context: None,
+            recorded_at_ms: 0,
+            dispute,
+        }
+    }
+
+    /// The attribute `name` of the order item `e` writes.
+    fn written(e: &PaymentEvent, name: &str) -> Option<String> {
+        let effects = OrderProjection.effects("t", e).unwrap();
+        let item = effects[0].put().unwrap().item();
+        item.get(name).and_then(|v| v.as_s().ok()).cloned()
+    }
+
+    fn dispute(status: DisputeStatus, withdrawn: bool, reinstated: bool) -> Dispute {
+        Dispute {
+            id: DisputeId::parse("du_1").unwrap(),
+            status,
+            amount_minor: 1000,
+            funds_withdrawn: withdrawn,
+            funds_reinstated: reinstated,
+        }
+    }
+
+    #[test]
+    fn the_order_shows_its_payments_dispute() {
+        assert_eq!(written(&event(None), "dispute"), None, "no dispute, no mark");
+        let open = event(Some(dispute(DisputeStatus::NeedsResponse, true, false)));
+        assert_eq!(written(&open, "dispute").as_deref(), Some("disputed"));
+        assert_eq!(written(&open, "dispute_status").as_deref(), Some("needs_response"));
+        assert_eq!(written(&open, "dispute_funds").as_deref(), Some("withdrawn"));
+        let won = event(Some(dispute(DisputeStatus::Won, true, true)));
+        assert_eq!(written(&won, "dispute").as_deref(), Some("dispute_won"));
+        assert_eq!(written(&won, "dispute_funds").as_deref(), Some("reinstated"));
+        let lost = event(Some(dispute(DisputeStatus::Lost, true, false)));
+        assert_eq!(written(&lost, "dispute").as_deref(), Some("dispute_lost"));
+        let inquiry = event(Some(dispute(DisputeStatus::WarningClosed, false, false)));
+        assert_eq!(written(&inquiry, "dispute").as_deref(), Some("dispute_closed"));
+        assert_eq!(written(&inquiry, "dispute_funds"), None);
     }
 }
