@@ -498,3 +498,60 @@ async fn money_taken_on_a_failed_payment_is_one_anomaly_and_refunded_once() {
 fn rand_id() -> u128 {
     uuid::Uuid::new_v4().as_u128()
 }
+
+/// A key Stripe refuses (the simulator answers 401 to any key but its account's, as Stripe answers a rolled or
+/// revoked one) is a deployment fault, never the customer's refusal: the saga waits at its charge (nothing
+/// compensated, no stock released, nothing escalated), recovery leaves an open payment open, and once the
+/// functions have the right key the sweeper charges and recovery resolves.
+#[tokio::test]
+async fn a_refused_key_defers_the_saga_and_recovery_until_the_key_is_right() {
+    let w = world().await;
+    let good = w.runner();
+    let open = good.start(order(), w.checkout("pm_silent", 1)).await.expect("start");
+    let rolled = {
+        let mut settings = shared::psp::PspSettings::local(&w.psp_url, "sk_test_rolled").expect("settings");
+        settings.retries = fast_backoff();
+        shared::psp::StripeClient::new(&settings, shared::psp::ApiKey::parse("sk_test_rolled").unwrap()).unwrap()
+    };
+    let refused = rolled.retrieve(&w.intent_id(&open)).await.unwrap_err();
+    assert!(
+        matches!(refused, PspError::AuthFailed { status: 401, .. }) && refused.is_deferred(),
+        "{refused}"
+    );
+    let runner = w.runner_over(rolled);
+    let stock = w.stock().await;
+    let id = order();
+    let waiting = runner
+        .start(id.clone(), w.checkout("pm_succeeded", 1))
+        .await
+        .expect("start answers");
+    assert_eq!(
+        waiting.status,
+        SagaStatus::Charging,
+        "the charge waits for a key Stripe accepts"
+    );
+    assert_eq!(w.saga(&id).await.status, SagaStatus::Charging);
+    assert_eq!(
+        w.stock().await,
+        stock - 1,
+        "the stock stays reserved: nothing compensated"
+    );
+    assert!(
+        w.escalations().await.is_empty(),
+        "a key problem is alarmed once, not escalated saga by saga"
+    );
+    assert_eq!(w.reconcile(&runner, &open).await, Reconciled::Deferred);
+    assert!(w.payment(&open).await.is_open(), "recovery leaves the payment open");
+
+    // The right key: the sweeper charges the waiting checkout, recovery resolves the open payment.
+    sweeper::sweep(&good, Duration::ZERO, 1000, later())
+        .await
+        .expect("sweep");
+    let resumed = w.saga(&id).await;
+    assert_eq!(resumed.status, SagaStatus::PaymentPending);
+    w.assert_charged_once(&resumed, 0);
+    assert_eq!(
+        w.reconcile(&good, &open).await,
+        Reconciled::Applied(EventKind::PaymentCaptured)
+    );
+}
