@@ -15,8 +15,9 @@
 //! Every PSP call that moves money carries a key derived from (saga, step), reused on every retry and after
 //! a crash, so it never charges or refunds twice. Transient failures are retried with exponential backoff and
 //! full jitter; what still fails is escalated to the escalation queue (alarmed) and left for the sweeper.
-//! While the PSP circuit breaker is open, a step that needs the PSP is neither retried nor escalated: the saga
-//! waits as it is and the sweeper resumes it after the cool-down.
+//! While the PSP circuit breaker is open, or the PSP refuses our API key (a deployment fault, never the
+//! customer's refusal), a step that needs the PSP is neither retried nor escalated: the saga waits as it is and
+//! the sweeper resumes it later (after the cool-down, or once the key is fixed; `PspAuthFailed` alarms).
 //!
 //! This module holds the loop, its retries and escalation; each state's step is in `steps` (stock, payment
 //! item, order) or `psp` (charge, refund, cancel at the PSP), and what the saga learns goes through `observe`.
@@ -222,10 +223,10 @@ impl<P: Psp> Runner<P> {
             loaded = match attempt {
                 Ok(Advanced::Moved(next)) => *next,
                 Ok(Advanced::Stopped) => return Ok(Some(loaded.record().clone())),
-                // The PSP is failing and its breaker open: no retries onto it, no escalation; the sweeper
-                // resumes the saga after the cool-down.
+                // The PSP's breaker is open or it refused our key: no retries onto it, no escalation, no
+                // compensation; the sweeper resumes the saga later.
                 Err((RunError::Psp(e), _)) if e.is_deferred() => {
-                    warn!(order_id = %order_id, action, error = %ErrorChain(&e), "PSP paused by the circuit breaker; saga deferred");
+                    warn!(order_id = %order_id, action, error = %ErrorChain(&e), "PSP call deferred; saga waits");
                     return Ok(Some(loaded.record().clone()));
                 }
                 // Someone else moved the saga (a retry whose first attempt committed, or another worker).

@@ -1,5 +1,6 @@
 //! One CloudWatch Embedded Metric Format record per request: the provider, the result, and the counts the
-//! alarms watch (anomalies, quarantines, unknown payments, 401s) plus lease deferrals and version conflicts.
+//! alarms watch (anomalies, quarantines, unknown payments, 401s) plus lease deferrals, version conflicts and
+//! events that are not ours (`ForeignEvents`, watched by no alarm: they are normal in a shared PSP account).
 
 use serde_json::json;
 
@@ -16,6 +17,9 @@ pub struct RequestMetrics {
     pub quarantines: u32,
     pub unknown_payments: u32,
     pub unauthorized: u32,
+    /// An event about an object that is not this deployment's (another stage's, or no marker of ours and
+    /// bound to none of our payments): acknowledged as `ignored`, never parked or alarmed.
+    pub foreign_events: u32,
 }
 
 impl RequestMetrics {
@@ -33,6 +37,7 @@ impl RequestMetrics {
                 "Quarantines",
                 "UnknownPayments",
                 "Unauthorized",
+                "ForeignEvents",
             ],
             json!({
                 "Provider": self.provider,
@@ -45,6 +50,7 @@ impl RequestMetrics {
                 "Quarantines": self.quarantines,
                 "UnknownPayments": self.unknown_payments,
                 "Unauthorized": self.unauthorized,
+                "ForeignEvents": self.foreign_events,
             }),
             now_ms,
         )

@@ -1,6 +1,10 @@
 //! The PSPs this deployment accepts webhooks from: name (the `{provider}` of the route), signature scheme,
 //! active secrets (several during a rotation) and what their events must say about mode and account.
 //!
+//! `account` is checked only on a Connect endpoint (`"connect": true`), which must name it: Stripe puts
+//! `account` on Connect events only, so an ordinary endpoint configured with one would refuse every event.
+//! Either half without the other fails the cold start with a message saying which.
+//!
 //! `WEBHOOK_PROVIDERS` (JSON) names the providers; their secrets come from Secrets Manager
 //! (`WEBHOOK_SECRETS_ARN`) or, for local development, from `WEBHOOK_SECRETS` (the same JSON:
 //! `{"stripe": ["whsec_..."], ...}`). Secrets are never logged, and never named in an error.
@@ -69,6 +73,9 @@ pub enum ProvidersError {
     NoSecrets,
     #[error("reading the webhook secrets from Secrets Manager failed")]
     SecretsManager(#[source] shared::aws::SecretError),
+    /// An endpoint configured against how its PSP sends events (`account` without `connect`, or the reverse).
+    #[error("WEBHOOK_PROVIDERS: provider {0}: {1}")]
+    BadSpec(String, &'static str),
 }
 
 /// One entry of `WEBHOOK_PROVIDERS`: a provider without its secrets (what an operator's replay needs).
@@ -79,6 +86,10 @@ pub struct ProviderSpec {
     pub scheme: Scheme,
     #[serde(default)]
     pub livemode: Option<bool>,
+    /// A Stripe Connect endpoint (events of connected accounts, each naming its `account`).
+    #[serde(default)]
+    pub connect: bool,
+    /// The connected account a Connect endpoint takes events of; only with `connect`.
     #[serde(default)]
     pub account: Option<String>,
     #[serde(default)]
@@ -91,16 +102,38 @@ impl ProviderSpec {
         let providers = env
             .optional("WEBHOOK_PROVIDERS")
             .unwrap_or_else(|| DEFAULT_PROVIDERS.to_owned());
-        serde_json::from_str(&providers).map_err(|e| ProvidersError::BadProviders(shared::http::json_error(&e)))
+        parse_specs(&providers)
     }
 
-    /// What this provider's events must say about mode and account.
+    /// A Connect endpoint names its account, and only a Connect endpoint does: Stripe sets `account` on
+    /// Connect events alone, so an ordinary endpoint expecting one would refuse (park and alarm) every event.
+    pub fn check(&self) -> Result<(), ProvidersError> {
+        let bad = |why| Err(ProvidersError::BadSpec(self.name.clone(), why));
+        match (self.connect, &self.account) {
+            (false, Some(_)) => bad(
+                "\"account\" is set on an endpoint that is not a Connect endpoint, whose events never name an \
+                 account; remove it, or add \"connect\": true if this endpoint receives your connected accounts' events",
+            ),
+            (true, None) => bad("a Connect endpoint (\"connect\": true) needs the connected \"account\" (acct_...) it takes"),
+            _ => Ok(()),
+        }
+    }
+
+    /// What this provider's events must say about mode and (a Connect endpoint's) account.
     pub fn expectations(&self) -> Expectations {
         Expectations {
             livemode: self.livemode,
-            account: self.account.clone(),
+            account: self.account.clone().filter(|_| self.connect),
         }
     }
+}
+
+/// `WEBHOOK_PROVIDERS`' specs, each checked ([`ProviderSpec::check`]): a wrong one fails the cold start.
+fn parse_specs(providers: &str) -> Result<Vec<ProviderSpec>, ProvidersError> {
+    let specs: Vec<ProviderSpec> =
+        serde_json::from_str(providers).map_err(|e| ProvidersError::BadProviders(shared::http::json_error(&e)))?;
+    specs.iter().try_for_each(ProviderSpec::check)?;
+    Ok(specs)
 }
 
 /// The providers when `WEBHOOK_PROVIDERS` is not set: Stripe and one Standard Webhooks PSP.
@@ -109,8 +142,7 @@ pub const DEFAULT_PROVIDERS: &str = r#"[{"name":"stripe","scheme":"stripe"},{"na
 impl Providers {
     /// Builds the registry from the providers JSON and the secrets JSON.
     pub fn from_json(providers: &str, secrets: &str) -> Result<Self, ProvidersError> {
-        let specs: Vec<ProviderSpec> =
-            serde_json::from_str(providers).map_err(|e| ProvidersError::BadProviders(shared::http::json_error(&e)))?;
+        let specs = parse_specs(providers)?;
         // serde's message would quote the offending value, here a secret: only its shape and place are named.
         let mut secrets: HashMap<String, Vec<String>> =
             serde_json::from_str(secrets).map_err(|e| ProvidersError::BadSecrets(shared::http::json_error(&e)))?;
@@ -432,6 +464,46 @@ mod tests {
         // At the limit: exactly 24 bytes after whsec_ loads.
         let exactly = format!("whsec_{}", "k".repeat(MIN_SECRET_BYTES));
         Providers::from_json(DEFAULT_PROVIDERS, &secrets(&[&exactly])).unwrap();
+    }
+
+    #[test]
+    fn account_is_checked_only_on_a_connect_endpoint_and_either_half_alone_refuses_to_start() {
+        let secrets = serde_json::json!({ "stripe": [STRIPE_A] }).to_string();
+        let connect = r#"[{"name":"stripe","scheme":"stripe","connect":true,"account":"acct_1"}]"#;
+        let p = Providers::from_json(connect, &secrets).unwrap();
+        assert_eq!(p.get("stripe").unwrap().expect.account.as_deref(), Some("acct_1"));
+        let plain = r#"[{"name":"stripe","scheme":"stripe","livemode":false}]"#;
+        assert_eq!(
+            Providers::from_json(plain, &secrets)
+                .unwrap()
+                .get("stripe")
+                .unwrap()
+                .expect
+                .account,
+            None
+        );
+        for (spec, says) in [
+            (
+                r#"[{"name":"stripe","scheme":"stripe","account":"acct_1"}]"#,
+                "add \"connect\": true",
+            ),
+            (
+                r#"[{"name":"stripe","scheme":"stripe","connect":true}]"#,
+                "needs the connected \"account\"",
+            ),
+        ] {
+            let err = Providers::from_json(spec, &secrets).unwrap_err();
+            assert!(
+                matches!(&err, ProvidersError::BadSpec(name, _) if name == "stripe"),
+                "{err}"
+            );
+            assert!(err.to_string().contains(says), "{err}");
+            let env = Env::from_lookup(|_| None).with("WEBHOOK_PROVIDERS", spec);
+            assert!(
+                ProviderSpec::from_env(&env).is_err(),
+                "paymentsctl refuses it too: {spec}"
+            );
+        }
     }
 
     /// A loader whose answer the test changes, counting its calls, and a clock the test moves.

@@ -4,11 +4,31 @@
 use shared::{text, Claims, Currency, Observation, Outcome, Path, PaymentId, PspEventId, PspReference};
 use thiserror::Error;
 
-/// How to find the payment an event is about.
+/// How to find the payment an event is about, and whose the event's object says it is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PaymentRef {
     pub payment_id: Option<PaymentId>,
     pub psp_reference: Option<PspReference>,
+    /// The deployment that created the object ([`STAGE_MARKER`] in its metadata), when it says.
+    pub stage: Option<String>,
+}
+
+/// The metadata key every PaymentIntent this system creates carries, valued with its stage (`STAGE`; the
+/// charge sends it): one PSP account also holds other stages', Billing's, Checkout's and Payment Links'
+/// objects, whose events reach the same endpoint.
+pub use shared::psp::client::STAGE_MARKER;
+
+/// Whose an event's object is, by what it carries, before any lookup.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ownership {
+    /// Our stage's marker, or (no marker) our payment id: ours, perhaps before its payment is written, so an
+    /// unknown payment gets the 503 window.
+    Claimed,
+    /// Another stage's marker: another deployment's payment, never ours; acknowledged and ignored.
+    OtherStage(String),
+    /// Neither marker nor payment id: ours only when its PSP reference is bound to one of our payments (a
+    /// refund or dispute of a payment we know); otherwise acknowledged and ignored, never waited for.
+    Unmarked,
 }
 
 /// What the event claims about the payment; each must match before the event is applied.
@@ -61,7 +81,28 @@ impl PaymentRef {
         }
         Ok(self)
     }
+
+    /// Whose the object is for a deployment of `stage` (the intake's, and any other reader of the PSP's
+    /// events, e.g. a catch-up of missed ones, ask the same). A marker decides; without one, our payment id
+    /// claims it (a PaymentIntent made before the marker existed).
+    pub fn ownership(&self, stage: &str) -> Ownership {
+        match (&self.stage, &self.payment_id) {
+            (Some(marked), _) if marked != stage => Ownership::OtherStage(marked.clone()),
+            (Some(_), _) | (None, Some(_)) => Ownership::Claimed,
+            (None, None) => Ownership::Unmarked,
+        }
+    }
 }
+
+/// The stage marker of an object's metadata, within the text rules (it is logged when not ours).
+pub fn stage_marker(value: Option<&str>) -> Result<Option<String>, Unparseable> {
+    value
+        .map(|v| text::bounded(STAGE_MARKER, v, MAX_STAGE_CHARS))
+        .transpose()
+        .map_err(Unparseable::because)
+}
+
+const MAX_STAGE_CHARS: usize = 64;
 
 /// A reason from the event, checked by the text rules (`shared::text`): one that breaks them makes the event
 /// unparseable (quarantined), never a stored reason that cannot be sent on.
@@ -88,12 +129,14 @@ const MAX_TYPE_CHARS: usize = 128;
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Expectations {
     pub livemode: Option<bool>,
+    /// The connected account of a Connect endpoint (`"connect": true`); `None` for an ordinary endpoint,
+    /// whose events' `account` is not checked (Stripe sets it on Connect events only).
     pub account: Option<String>,
 }
 
 impl PspEvent {
-    /// Live/test mode and account must be what this endpoint expects; an endpoint configured for either
-    /// refuses an event that does not say (an event that omits the field proves nothing). Amount, currency
+    /// Live/test mode and (a Connect endpoint's) account must be what this endpoint expects; an endpoint
+    /// configured for either refuses an event that does not say (an event that omits the field proves nothing). Amount, currency
     /// and the PSP's payment id are checked against the payment by the one check every path shares
     /// ([`Observation::check`], called by the decision). `Err` names the first mismatch.
     pub fn check(&self, expected: &Expectations) -> Result<(), String> {
@@ -129,5 +172,49 @@ impl PspEvent {
             currency: self.facts.currency,
         };
         obs
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The target a Stripe PaymentIntent event with `metadata` names.
+    fn target(metadata: serde_json::Value) -> Result<PaymentRef, Unparseable> {
+        let body = json!({ "id": "evt_1", "type": "payment_intent.succeeded", "created": 1, "data": { "object": {
+            "id": "pi_1", "amount": 1, "currency": "eur", "metadata": metadata } } });
+        match crate::stripe::parse(body.to_string().as_bytes())? {
+            Parsed::Event(event) => Ok(event.target),
+            other => panic!("a handled type: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_marker_decides_and_our_payment_id_claims_an_unmarked_object() {
+        let own = |metadata| target(metadata).map(|t| t.ownership("prod"));
+        assert_eq!(own(json!({ STAGE_MARKER: "prod" })), Ok(Ownership::Claimed));
+        assert_eq!(
+            own(json!({ STAGE_MARKER: "prod", "payment_id": "pay_1" })),
+            Ok(Ownership::Claimed)
+        );
+        assert_eq!(
+            own(json!({ STAGE_MARKER: "dev", "payment_id": "pay_1" })),
+            Ok(Ownership::OtherStage("dev".into()))
+        );
+        assert_eq!(
+            own(json!({ "payment_id": "pay_1" })),
+            Ok(Ownership::Claimed),
+            "made before the marker"
+        );
+        assert_eq!(own(json!({})), Ok(Ownership::Unmarked));
+        // Another system's key of the same name, not one of our ids: unmarked, so not a claim and no fault.
+        assert_eq!(own(json!({ "payment_id": "order #5" })), Ok(Ownership::Unmarked));
+        // On an object this system marked, a broken payment id is a fault: quarantined.
+        assert!(target(json!({ STAGE_MARKER: "prod", "payment_id": "order #5" })).is_err());
+        assert!(
+            target(json!({ STAGE_MARKER: "p".repeat(65) })).is_err(),
+            "a marker too long to log"
+        );
     }
 }

@@ -7,6 +7,8 @@
 //! Types: `payment.requires_action` (`client_secret` and/or `redirect_url`), `payment.processing`,
 //! `payment.succeeded`, `payment.attempt_failed` (`decline_code`, optional `retry_token`), `payment.failed`
 //! (`reason`), `payment.refunded` (`refunded_total_minor`, `captured`). The event id is the `webhook-id` header.
+//! An event naming our `payment_id` is ours (and waited for while young, if its payment is not written yet);
+//! one naming only a `psp_reference` that no payment of ours holds is not, and is acknowledged as ignored.
 
 use crate::psp_event::{self, Facts, Parsed, PaymentRef, PspEvent, Unparseable};
 use serde::Deserialize;
@@ -84,6 +86,9 @@ pub fn parse(body: &[u8], webhook_id: &str, webhook_timestamp: i64) -> Result<Pa
             .map(PspReference::parse)
             .transpose()
             .map_err(Bad::because)?,
+        // Our schema has no stage marker: the endpoint is this deployment's own, and an event is ours when
+        // it names our payment id, or a PSP reference bound to one of our payments.
+        stage: None,
     }
     .named("data names neither payment_id nor psp_reference")?;
     Ok(Parsed::Event(Box::new(PspEvent {

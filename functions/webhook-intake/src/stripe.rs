@@ -1,7 +1,7 @@
 //! Stripe events (`payment_intent.*`, `charge.refunded`) into our terms. Only the fields we need are read;
 //! the raw object (which carries `client_secret` and next-action URLs) is never stored or logged.
 
-use crate::psp_event::{self, Facts, Parsed, PaymentRef, PspEvent, Unparseable};
+use crate::psp_event::{self, Facts, Parsed, PaymentRef, PspEvent, Unparseable, STAGE_MARKER};
 use serde::Deserialize;
 use shared::psp::stripe::{customer_action, LastPaymentError, NextAction};
 use shared::{ClientSecret, Currency, Outcome, PaymentId, PspEventId, PspReference};
@@ -57,17 +57,23 @@ struct Charge {
 
 use Unparseable as Bad;
 
+/// What an object's metadata and PSP id say about its payment. A `payment_id` that is not one of our ids
+/// counts only on a marked object (ours or another stage's, both made by this system, where it is a fault):
+/// on an unmarked one it is another system's key of the same name, and the object is not ours.
 fn target(metadata: &HashMap<String, String>, psp_reference: Option<String>) -> Result<PaymentRef, Unparseable> {
+    let stage = psp_event::stage_marker(metadata.get(STAGE_MARKER).map(String::as_str))?;
+    let payment_id = metadata.get("payment_id").map(|id| PaymentId::parse(id.as_str()));
+    let payment_id = match (&stage, payment_id) {
+        (Some(_), id) => id.transpose().map_err(Bad::because)?,
+        (None, id) => id.and_then(Result::ok),
+    };
     Ok(PaymentRef {
-        payment_id: metadata
-            .get("payment_id")
-            .map(|id| PaymentId::parse(id.as_str()))
-            .transpose()
-            .map_err(Bad::because)?,
+        payment_id,
         psp_reference: psp_reference
             .map(PspReference::parse)
             .transpose()
             .map_err(Bad::because)?,
+        stage,
     })
 }
 

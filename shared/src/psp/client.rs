@@ -33,6 +33,12 @@ use tracing::{debug, error, info, warn, Instrument};
 /// The Stripe API version every request is pinned to (the one the pinned official library speaks).
 pub const STRIPE_API_VERSION: &str = "2026-10-28.endive";
 
+/// The metadata key that marks every PaymentIntent this system creates with its stage (`STAGE`, as
+/// `crate::metrics::stage` holds it): the webhook intake acknowledges and ignores events of objects that
+/// carry another stage's marker, or none and no payment of ours (one PSP account holds other stages' and
+/// other products' PaymentIntents).
+pub const STAGE_MARKER: &str = "payments_stage";
+
 pub use super::settings::{ApiKey, KeySource, PspSettings, Redirects};
 
 /// Namespace of the client's metrics (`PspRefusals`, `PspAuthFailed`; the breaker's `BreakerOpened`).
@@ -398,6 +404,7 @@ impl Psp for StripeClient {
             ("confirm", "true".to_owned()),
             ("metadata[payment_id]", request.payment_id.to_string()),
             ("metadata[order_id]", request.order_id.to_string()),
+            ("metadata[payments_stage]", crate::metrics::stage().to_owned()),
         ];
         match &self.redirects {
             Redirects::ReturnTo(url) => form.push(("return_url", url.clone())),

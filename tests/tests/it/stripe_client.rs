@@ -103,6 +103,9 @@ async fn a_charge_is_a_form_encoded_confirmed_payment_intent_with_key_version_an
     assert_eq!(get("payment_method"), Some("pm_card_visa"));
     assert_eq!(get("metadata[payment_id]"), Some("pay_1"));
     assert_eq!(get("metadata[order_id]"), Some("order-1"));
+    // The marker the intake tells our objects by (`webhook_intake::psp_event::STAGE_MARKER` is this key).
+    let marker = format!("metadata[{}]", shared::psp::client::STAGE_MARKER);
+    assert_eq!(get(&marker), Some(shared::metrics::stage()));
     assert_eq!(get("return_url"), Some("https://shop.example/return"));
     assert_eq!(get("automatic_payment_methods[allow_redirects]"), None);
 }

@@ -4,7 +4,7 @@
 use super::{retry_later, Next};
 use crate::metrics::RequestMetrics;
 use crate::providers::Provider;
-use crate::psp_event::PspEvent;
+use crate::psp_event::{Ownership, PspEvent};
 use crate::redact::redact;
 use crate::App;
 use shared::http::ApiError;
@@ -27,6 +27,9 @@ pub(super) async fn leased(
     body: &[u8],
     metrics: &mut RequestMetrics,
 ) -> Result<Next<(HeldLease, Payment)>, ApiError> {
+    if let Some(answer) = other_stage(event, metrics) {
+        return Ok(Next::Answer(answer));
+    }
     let Some(payment_id) = locate(app, event).await? else {
         return unknown_payment(app, provider, event, body, metrics)
             .await
@@ -61,6 +64,9 @@ pub(super) async fn read_first(
     body: &[u8],
     metrics: &mut RequestMetrics,
 ) -> Result<Next<(HeldLease, Payment)>, ApiError> {
+    if let Some(answer) = other_stage(event, metrics) {
+        return Ok(Next::Answer(answer));
+    }
     let found = match locate(app, event).await? {
         Some(payment_id) => {
             telemetry::record_payment(&tracing::Span::current(), payment_id.as_str());
@@ -221,7 +227,26 @@ async fn locate(app: &App, event: &PspEvent) -> Result<Option<PaymentId>, StoreE
     }
 }
 
-/// The webhook outran the payment's creation: 503 while the event is young (the PSP retries), then parked
+/// An event about another stage's object (its marker says so): acknowledged and ignored before any read or
+/// lease, so it writes nothing; counted, never parked or alarmed.
+fn other_stage(event: &PspEvent, metrics: &mut RequestMetrics) -> Option<&'static str> {
+    match event.target.ownership(shared::metrics::stage()) {
+        Ownership::OtherStage(stage) => Some(not_ours(event, &format!("marked for stage {stage}"), metrics)),
+        Ownership::Claimed | Ownership::Unmarked => None,
+    }
+}
+
+/// The answer to an event that is not this deployment's: `ignored`, a `ForeignEvents` count and a line
+/// saying why (the PSP stops retrying; nothing to park, no one to page).
+fn not_ours(event: &PspEvent, why: &str, metrics: &mut RequestMetrics) -> &'static str {
+    metrics.foreign_events = 1;
+    info!(result = "Ignored(NotOurs)", psp_event_id = %event.id, target = ?event.target, why, "webhook not ours; acknowledged");
+    "ignored"
+}
+
+/// No payment holds the event's object. Unmarked and unbound, it is not ours (another product's or
+/// system's PaymentIntent in the same PSP account): ignored at once. Claimed by our marker or payment id,
+/// the webhook outran the payment's creation: 503 while the event is young (the PSP retries), then parked
 /// and acknowledged, because PSPs disable endpoints that keep failing.
 async fn unknown_payment(
     app: &App,
@@ -230,6 +255,13 @@ async fn unknown_payment(
     body: &[u8],
     metrics: &mut RequestMetrics,
 ) -> Result<&'static str, ApiError> {
+    if event.target.ownership(shared::metrics::stage()) != Ownership::Claimed {
+        return Ok(not_ours(
+            event,
+            "no marker, no payment id, and no payment holds its reference",
+            metrics,
+        ));
+    }
     let age_secs = (clock::now_ms() / 1000).saturating_sub(event.created_secs);
     let age = Duration::from_secs(u64::try_from(age_secs).unwrap_or(0));
     if age < app.settings.unknown_payment_window {

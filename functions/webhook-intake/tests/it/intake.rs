@@ -14,6 +14,8 @@ use webhook_intake::providers::Providers;
 use webhook_intake::signature::{sign_standard, sign_stripe};
 use webhook_intake::{process, App, IntakeSettings};
 
+mod not_ours;
+
 const STRIPE_OLD: &str = "whsec_test_stripe_old_secret_0001";
 const STRIPE_NEW: &str = "whsec_test_stripe_new_secret_0002";
 const STANDARD: &str = "whsec_dGVzdC1zdGFuZGFyZC13ZWJob29rLXNlY3JldA==";
@@ -33,7 +35,7 @@ struct Answer {
 
 fn providers() -> Providers {
     let spec = r#"[{"name":"stripe","scheme":"stripe","livemode":false},
-                   {"name":"acme","scheme":"standard","account":"acct_acme"}]"#;
+                   {"name":"acme","scheme":"standard","connect":true,"account":"acct_acme"}]"#;
     let secrets = json!({ "stripe": [STRIPE_OLD, STRIPE_NEW], "acme": [STANDARD] }).to_string();
     Providers::from_json(spec, &secrets).unwrap()
 }
