@@ -21,6 +21,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 mod answers;
+mod disputes;
 mod objects;
 mod operations;
 
@@ -193,6 +194,8 @@ struct State {
     /// Every request, by whether it carried the right Bearer key.
     authorized: u64,
     unauthorized: u64,
+    /// Disputes by charge id ([`Ledger::dispute`]).
+    disputes: HashMap<String, disputes::SimDispute>,
 }
 
 /// The simulated PSP account.
@@ -278,6 +281,9 @@ impl Ledger {
         idempotency_key: Option<&str>,
         params: &BTreeMap<String, String>,
     ) -> Effects {
+        if let Some(effects) = self.dispute_admin(method, path, params) {
+            return effects;
+        }
         let mut state = self.state();
         if authorization.and_then(|h| h.strip_prefix("Bearer ")) != Some(self.api_key.as_str()) {
             state.unauthorized += 1;
@@ -326,7 +332,9 @@ impl Ledger {
             let effects = match segments.as_slice() {
                 ["v1", "payment_intents"] => self.create(&mut state, params),
                 ["v1", "payment_intents", id, "cancel"] => cancel(&mut state, id, params),
-                ["v1", "refunds"] => refund(&mut state, params),
+                ["v1", "refunds"] => {
+                    disputes::refused_refund(&state, params).unwrap_or_else(|| refund(&mut state, params))
+                }
                 _ => return answer(not_found(path)),
             };
             if let Some(a) = &effects.answer {

@@ -6,7 +6,8 @@
 //! | `POST /v1/payment_intents` | create and confirm (`amount`, `currency`, `payment_method=pm_<scenario>`, `confirm=true`, `metadata[...]`, `return_url`): the PaymentIntent, or a 402 `card_error` for a decline |
 //! | `GET /v1/payment_intents/{id}` | the PaymentIntent as it stands (`expand[]=latest_charge` expands the charge) |
 //! | `POST /v1/payment_intents/{id}/cancel` | cancel; 400 `payment_intent_unexpected_state` once it succeeded |
-//! | `POST /v1/refunds` | `payment_intent`, `amount` (optional: the rest): a Refund; `charge.refunded` is sent |
+//! | `POST /v1/refunds` | `payment_intent`, `amount` (optional: the rest): a Refund; `charge.refunded` is sent; 400 `charge_disputed` once the charge is disputed |
+//! | `POST /_sim/charges/{id}/dispute` | admin, no key: dispute a captured charge (`status`: `needs_response`, `under_review`, `won`, `lost`); the `charge.dispute.*` webhooks are sent (`ledger::disputes`) |
 //!
 //! Every request needs `Authorization: Bearer <key>` (401 otherwise), every POST an `Idempotency-Key`. The
 //! webhooks each change causes are signed like Stripe's and delivered with the delivery faults of
