@@ -1,5 +1,8 @@
-//! Stripe events (`payment_intent.*`, `charge.refunded`) into our terms. Only the fields we need are read;
-//! the raw object (which carries `client_secret` and next-action URLs) is never stored or logged.
+//! Stripe events (`payment_intent.*`, `charge.refunded`, `charge.dispute.*`) into our terms. Only the fields
+//! we need are read; the raw object (which carries `client_secret` and next-action URLs) is never stored or
+//! logged.
+
+mod dispute;
 
 use crate::psp_event::{self, Facts, Parsed, PaymentRef, PspEvent, Unparseable, STAGE_MARKER};
 use serde::Deserialize;
@@ -93,7 +96,7 @@ pub fn parse(body: &[u8]) -> Result<Parsed, Unparseable> {
         return Ok(Parsed::Ignored { event_type: event.kind });
     };
     let facts = Facts {
-        amount_minor: Some(amount),
+        amount_minor: amount,
         currency: Some(Currency::parse(&currency).map_err(Bad::because)?),
         livemode: event.livemode,
         account,
@@ -110,7 +113,8 @@ pub fn parse(body: &[u8]) -> Result<Parsed, Unparseable> {
 /// What a handled event says.
 struct About {
     target: PaymentRef,
-    amount: u64,
+    /// The payment's amount as the event claims it; `None` where the event's amount is another (a dispute's).
+    amount: Option<u64>,
     currency: String,
     outcome: Outcome,
 }
@@ -127,7 +131,7 @@ fn about(kind: &str, object: &serde_json::Value) -> Result<Option<About>, Unpars
             let outcome = intent_outcome(kind, &pi)?;
             Ok(Some(About {
                 target: target(&pi.metadata, Some(pi.id))?,
-                amount: pi.amount,
+                amount: Some(pi.amount),
                 currency: pi.currency,
                 outcome,
             }))
@@ -136,7 +140,7 @@ fn about(kind: &str, object: &serde_json::Value) -> Result<Option<About>, Unpars
             let charge = Charge::deserialize(object).map_err(Bad::because)?;
             Ok(Some(About {
                 target: target(&charge.metadata, charge.payment_intent)?,
-                amount: charge.amount,
+                amount: Some(charge.amount),
                 currency: charge.currency,
                 outcome: Outcome::Refunded {
                     refunded_total_minor: charge.amount_refunded,
@@ -144,7 +148,10 @@ fn about(kind: &str, object: &serde_json::Value) -> Result<Option<About>, Unpars
                 },
             }))
         }
-        _ => Ok(None),
+        _ => match dispute::fact(kind) {
+            Some(fact) => dispute::about(fact, object),
+            None => Ok(None),
+        },
     }
 }
 
