@@ -102,6 +102,9 @@ async fn checkout(client: &HttpClient, psp: &Ledger, config: &DemoConfig, n: usi
         ("amount", amount.to_string()),
         ("currency", "eur".to_owned()),
         ("confirm", "true".to_owned()),
+        // The simulator refuses, as Stripe does, a confirm that may redirect and has no return URL.
+        ("automatic_payment_methods[enabled]", "true".to_owned()),
+        ("automatic_payment_methods[allow_redirects]", "never".to_owned()),
         (
             "payment_method",
             format!("pm_{}", serde_json::to_value(scenario)?.as_str().unwrap_or("succeeded")),

@@ -22,8 +22,13 @@ use std::time::Duration;
 
 mod answers;
 mod disputes;
+mod events;
 mod objects;
 mod operations;
+
+mod keys;
+mod rules;
+pub use rules::{LoggedRequest, RETURN_URL_REQUIRED};
 
 use answers::{answer, no_such, not_found, storm_answer};
 use objects::payment_intent;
@@ -196,12 +201,19 @@ struct State {
     unauthorized: u64,
     /// Disputes by charge id ([`Ledger::dispute`]).
     disputes: HashMap<String, disputes::SimDispute>,
+    /// Every event created, in order (`GET /v1/events`).
+    events: Vec<events::Recorded>,
+    /// Share of webhooks lost on purpose ([`Ledger::lose_webhooks`]).
+    loss_rate: f64,
 }
 
 /// The simulated PSP account.
 pub struct Ledger {
     state: Mutex<State>,
-    api_key: String,
+    /// The account's keys (rolled by [`Ledger::roll_key`]).
+    keys: Mutex<keys::Keys>,
+    /// The requests received, oldest first ([`Ledger::requests`]).
+    requests: Mutex<VecDeque<LoggedRequest>>,
     timings: Timings,
     default_scenario: Option<Scenario>,
 }
@@ -220,7 +232,8 @@ impl Ledger {
     pub fn new(api_key: impl Into<String>, timings: Timings, default_scenario: Option<Scenario>) -> Self {
         Self {
             state: Mutex::new(State::default()),
-            api_key: api_key.into(),
+            keys: Mutex::new(keys::Keys::new(api_key.into())),
+            requests: Mutex::default(),
             timings,
             default_scenario,
         }
@@ -284,18 +297,20 @@ impl Ledger {
         if let Some(effects) = self.dispute_admin(method, path, params) {
             return effects;
         }
+        if let Some(effects) = self.admin(method, path, params) {
+            return effects;
+        }
+        self.log(method, path, params);
+        let refused = self.keys().refusal(authorization, now_ms());
         let mut state = self.state();
-        if authorization.and_then(|h| h.strip_prefix("Bearer ")) != Some(self.api_key.as_str()) {
+        if let Some(refused) = refused {
             state.unauthorized += 1;
-            return answer(Answer::error(
-                401,
-                "invalid_request_error",
-                None,
-                "Invalid API Key provided. Send your secret key as a Bearer token.",
-                json!({}),
-            ));
+            return answer(refused);
         }
         state.authorized += 1;
+        if let Some(refused) = rules::refusal(method, path, idempotency_key, params) {
+            return answer(refused);
+        }
         if let Some((status, left)) = state.storm {
             state.storm = (left > 1).then_some((status, left - 1));
             return answer(storm_answer(status));
@@ -351,6 +366,7 @@ impl Ledger {
         }
         match (method, segments.as_slice()) {
             ("GET", ["v1", "payment_intents", "search"]) => search(&state, params),
+            ("GET", ["v1", "events"]) => events::list(&state.events, params),
             ("GET", ["v1", "payment_intents", id]) => {
                 let expand = params
                     .iter()

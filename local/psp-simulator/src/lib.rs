@@ -7,3 +7,4 @@ pub mod delivery;
 pub mod demo;
 pub mod ledger;
 pub mod server;
+pub mod spec;

@@ -7,7 +7,8 @@
 //! `CHECKOUTS` (50), `CONCURRENCY` (8), `DUPLICATE_RATE`, `REORDER_RATE`, `FAILURE_RATE`, `MAX_DELAY_MS`,
 //! `SCENARIO` (serve: fixed scenario), `PSP_API_KEY` (serve: the account's secret key, default
 //! `sk_test_local_simulator`), `SLOW_SECONDS` (serve: how long the slow scenarios take, default 180),
-//! `STORM_RATE` (serve: share of requests answered 429/503, default 0), `TABLE_NAME` (demo: read consumer
+//! `STORM_RATE` (serve: share of requests answered 429/503, default 0), `WEBHOOK_LOSS_RATE` (serve: share
+//! of webhooks never sent, still listed by `GET /v1/events`, default 0), `TABLE_NAME` (demo: read consumer
 //! cursors).
 
 use psp_simulator::delivery::DeliveryOptions;
@@ -54,8 +55,10 @@ async fn main() -> Result<(), Error> {
             let timings = Timings {
                 slow: Duration::from_secs(env_or("SLOW_SECONDS", Timings::default().slow.as_secs())),
             };
+            let ledger = Ledger::new(api_key, timings, default_scenario);
+            ledger.lose_webhooks(env_or("WEBHOOK_LOSS_RATE", 0.0));
             let sim = Simulator {
-                ledger: Ledger::new(api_key, timings, default_scenario),
+                ledger,
                 webhook_url: format!("{api}/webhooks/stripe"),
                 secret,
                 delivery: delivery(),

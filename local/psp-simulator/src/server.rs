@@ -8,6 +8,7 @@
 //! | `POST /v1/payment_intents/{id}/cancel` | cancel; 400 `payment_intent_unexpected_state` once it succeeded |
 //! | `POST /v1/refunds` | `payment_intent`, `amount` (optional: the rest): a Refund; `charge.refunded` is sent; 400 `charge_disputed` once the charge is disputed |
 //! | `POST /_sim/charges/{id}/dispute` | admin, no key: dispute a captured charge (`status`: `needs_response`, `under_review`, `won`, `lost`); the `charge.dispute.*` webhooks are sent (`ledger::disputes`) |
+//! | `GET /v1/events` | the events created so far, newest first (`created[...]`, `types[]`, `limit`, `starting_after`): how the catch-up job finds webhooks that were lost (`ledger::events`) |
 //!
 //! Every request needs `Authorization: Bearer <key>` (401 otherwise), every POST an `Idempotency-Key`. The
 //! webhooks each change causes are signed like Stripe's and delivered with the delivery faults of
@@ -78,6 +79,8 @@ impl Simulator {
 
     /// Sends `events` in the background, with the delivery's faults.
     pub fn send_webhooks(self: &Arc<Self>, events: Vec<WebhookEvent>) {
+        // Every event is recorded for `GET /v1/events`, including those whose webhook is lost on purpose.
+        let events = self.ledger.record(events);
         if events.is_empty() {
             return;
         }

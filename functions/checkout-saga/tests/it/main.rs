@@ -16,6 +16,8 @@
 
 /// The checkout API over its HTTP handler.
 mod api;
+/// Checkouts with the longest ids, inside Stripe's limits (metadata, idempotency keys).
+mod limits;
 /// Deadlines that end every wait, and fair scans of the open-items index.
 mod liveness;
 /// The age of the oldest open payment and saga that each scheduled run publishes.

@@ -13,6 +13,8 @@ fn create(l: &Ledger, key: &str, method: &str) -> Effects {
         ("amount", "1000"),
         ("currency", "eur"),
         ("confirm", "true"),
+        ("automatic_payment_methods[enabled]", "true"),
+        ("automatic_payment_methods[allow_redirects]", "never"),
         ("payment_method", method),
         ("metadata[payment_id]", "pay_1"),
     ]);

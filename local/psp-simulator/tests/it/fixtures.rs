@@ -175,6 +175,8 @@ fn every_object_the_simulator_returns_has_stripes_field_names_and_types() {
             ("amount", "1000"),
             ("currency", "eur"),
             ("confirm", "true"),
+            ("automatic_payment_methods[enabled]", "true"),
+            ("automatic_payment_methods[allow_redirects]", "never"),
             ("payment_method", &method),
             ("metadata[payment_id]", "pay_1"),
         ]);

@@ -3,3 +3,6 @@
 //! The crate's one integration-test binary (`tests/it/main.rs`): a module per area, a test per scenario.
 
 mod fixtures;
+mod openapi;
+mod rules;
+mod support;
