@@ -1,8 +1,9 @@
-//! Stripe events (`payment_intent.*`, `charge.refunded`, `charge.dispute.*`) into our terms. Only the fields
-//! we need are read; the raw object (which carries `client_secret` and next-action URLs) is never stored or
-//! logged.
+//! Stripe events (`payment_intent.*`, `charge.refunded`, `refund.*`, `charge.refund.updated`,
+//! `charge.dispute.*`) into our terms. Only the fields we need are read; the raw object (which carries
+//! `client_secret` and next-action URLs) is never stored or logged.
 
 mod dispute;
+mod refund;
 
 use crate::psp_event::{self, Facts, Parsed, PaymentRef, PspEvent, Unparseable, STAGE_MARKER};
 use serde::Deserialize;
@@ -148,6 +149,7 @@ fn about(kind: &str, object: &serde_json::Value) -> Result<Option<About>, Unpars
                 },
             }))
         }
+        kind if refund::handles(kind) => refund::about(object),
         _ => match dispute::fact(kind) {
             Some(fact) => dispute::about(fact, object),
             None => Ok(None),
@@ -185,6 +187,7 @@ fn intent_outcome(kind: &str, pi: &PaymentIntent) -> Result<Outcome, Unparseable
 mod tests {
     use super::*;
     use serde_json::json;
+    use shared::{RefundEntry, RefundStatus};
 
     fn event(kind: &str, object: serde_json::Value) -> Vec<u8> {
         json!({ "id": "evt_1", "object": "event", "type": kind, "created": 1_700_000_000, "livemode": false,
@@ -278,6 +281,64 @@ mod tests {
         );
         assert_eq!(e.target.payment_id, None);
         assert_eq!(e.target.psp_reference.unwrap().as_str(), "pi_1");
+    }
+
+    /// A Stripe Refund object as `refund.*` and `charge.refund.updated` carry it (the shape of Stripe's fixture).
+    fn refund_object(status: &str) -> serde_json::Value {
+        json!({ "id": "re_1", "object": "refund", "amount": 400, "balance_transaction": null, "charge": "ch_1",
+                "created": 1_700_000_000, "currency": "eur", "metadata": {}, "payment_intent": "pi_1",
+                "reason": "requested_by_customer", "status": status, "failure_reason": "expired_or_canceled_card" })
+    }
+
+    #[test]
+    fn refund_events_report_one_refund_with_its_own_amount_and_status() {
+        for kind in [
+            "refund.created",
+            "refund.updated",
+            "refund.failed",
+            "charge.refund.updated",
+        ] {
+            for status in RefundStatus::ALL {
+                let e = parsed(kind, refund_object(status.as_str()));
+                let Outcome::Refund(report) = e.outcome else {
+                    panic!("{kind}: {:?}", e.outcome)
+                };
+                assert_eq!(
+                    report.refund,
+                    RefundEntry {
+                        refund_id: "re_1".into(),
+                        amount_minor: 400,
+                        status
+                    }
+                );
+                let failure = status.is_undone().then(|| "expired_or_canceled_card".to_owned());
+                assert_eq!(report.failure_reason, failure, "{kind} {status}");
+                assert_eq!(report.answers_give_back, None);
+                // Found by the PaymentIntent; the refund's amount is not a claim about the payment's.
+                assert_eq!((e.target.payment_id, e.target.stage), (None, None));
+                assert_eq!(e.target.psp_reference.unwrap().as_str(), "pi_1");
+                assert_eq!(
+                    (e.facts.amount_minor, e.facts.currency.unwrap().as_str()),
+                    (None, "EUR")
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_refund_without_a_payment_intent_is_ignored_and_an_unknown_status_is_unparseable() {
+        let mut no_intent = refund_object("succeeded");
+        no_intent["payment_intent"] = serde_json::Value::Null;
+        assert_eq!(
+            parse(&event("refund.updated", no_intent)).unwrap(),
+            Parsed::Ignored {
+                event_type: "refund.updated".into()
+            }
+        );
+        assert!(parse(&event("refund.updated", refund_object("refunded"))).is_err());
+        let mut long_id = refund_object("failed");
+        long_id["id"] = json!("r".repeat(129));
+        assert!(parse(&event("refund.failed", long_id)).is_err());
     }
 
     #[test]

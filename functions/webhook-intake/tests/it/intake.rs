@@ -15,6 +15,7 @@ use webhook_intake::signature::{sign_standard, sign_stripe};
 use webhook_intake::{process, App, IntakeSettings};
 
 mod not_ours;
+mod refunds;
 
 const STRIPE_OLD: &str = "whsec_test_stripe_old_secret_0001";
 const STRIPE_NEW: &str = "whsec_test_stripe_new_secret_0002";
