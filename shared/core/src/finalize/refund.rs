@@ -67,6 +67,12 @@ pub(super) fn record_refund(
         next.give_back = None;
     }
     next.refunds = refunds;
+    // Refunds asked meanwhile (a give-back's own, its answer lost; one made in the Dashboard) leave less to
+    // give back: recovery never asks the PSP for more than the charge has left.
+    next.give_back = next.give_back.and_then(|g| {
+        let amount_minor = g.amount_minor.min(unasked(next));
+        (amount_minor > 0).then_some(GiveBack { amount_minor, ..g })
+    });
     let succeeded = RefundTotals::of(&next.refunds).succeeded;
     next.refunded_minor = succeeded;
     let full = succeeded == next.money.amount_minor();
@@ -91,7 +97,9 @@ pub(super) fn record_refund(
 
 /// A refund that will not return its money: counted, and given back again while the failures stay within
 /// [`MAX_GIVE_BACKS`] (a further one only alarms, for an operator). A give-back not yet made takes this
-/// failure's amount too, under this failure's number.
+/// failure's amount too, under this failure's number, never more than what no other refund asks back: the
+/// failed refund may be that give-back's own (its answer lost, its failure heard first), whose money is
+/// already counted.
 fn record_failure(next: &mut Payment, entry: &RefundEntry, report: &RefundReport, what: String) -> String {
     next.refund_failures = next.refund_failures.saturating_add(1);
     let failure = next.refund_failures;
@@ -100,11 +108,23 @@ fn record_failure(next: &mut Payment, entry: &RefundEntry, report: &RefundReport
         return format!("{what} ({why}); {failure} refunds failed: not given back again, for an operator");
     }
     let earlier = next.give_back.map_or(0, |g| g.amount_minor);
+    let amount = earlier.saturating_add(entry.amount_minor).min(unasked(next));
+    if amount == 0 {
+        next.give_back = None;
+        return format!("{what} ({why}); nothing left to give back (other refunds ask it all)");
+    }
     next.give_back = Some(GiveBack {
         failure,
-        amount_minor: earlier.saturating_add(entry.amount_minor),
+        amount_minor: amount,
     });
     format!("{what} ({why}); to be given back again (failure {failure})")
+}
+
+/// What no refund succeeded or pending asks back: the most a give-back may ask.
+fn unasked(p: &Payment) -> u64 {
+    p.money
+        .amount_minor()
+        .saturating_sub(RefundTotals::of(&p.refunds).outstanding())
 }
 
 #[cfg(test)]
@@ -259,6 +279,43 @@ mod tests {
             !p.is_open(),
             "after the bound, nothing is replayed: the alarm is for an operator"
         );
+    }
+
+    #[test]
+    fn a_give_back_whose_own_refund_fails_first_gives_the_same_money_back_once() {
+        let p = apply(&captured(), refund("re_1", 1000, Failed)).0;
+        assert_eq!(p.give_back.map(|g| (g.failure, g.amount_minor)), Some((1, 1000)));
+        // Recovery's refund for failure 1 was made but its answer lost; the PSP reports it pending (the money
+        // is on its way: nothing left to give back), then failed.
+        let pending = apply(&p, refund("re_g1", 1000, Pending)).0;
+        assert_eq!(pending.give_back, None);
+        let (again, kind, _) = apply(&pending, refund("re_g1", 1000, Failed));
+        assert_eq!(kind, RefundFailed);
+        assert_eq!(
+            again.give_back.map(|g| (g.failure, g.amount_minor)),
+            Some((2, 1000)),
+            "the capture once, not 2000"
+        );
+        // Two partial refunds failing before any give-back: both amounts.
+        let (one, _, _) = apply(&captured(), refund("re_a", 300, Failed));
+        let (two, _, _) = apply(&one, refund("re_b", 200, Failed));
+        assert_eq!(two.give_back.map(|g| (g.failure, g.amount_minor)), Some((2, 500)));
+        // Other refunds asking back all the rest: nothing left to give back.
+        let (part, _, _) = apply(&captured(), refund("re_x", 400, Pending));
+        let (rest, _, _) = apply(&part, refund("re_y", 600, Succeeded));
+        let (failed, kind, _) = apply(&rest, refund("re_x", 400, Failed));
+        assert_eq!(
+            (kind, failed.give_back),
+            (
+                RefundFailed,
+                Some(GiveBack {
+                    failure: 1,
+                    amount_minor: 400
+                })
+            )
+        );
+        let (all, _, _) = apply(&failed, refund("re_z", 400, Succeeded));
+        assert_eq!((all.status, all.give_back, all.is_open()), (Refunded, None, false));
     }
 
     #[test]
