@@ -112,6 +112,11 @@ pub fn breaker(name: &str) -> Item {
     key(format!("BREAKER#{name}"), "BREAKER")
 }
 
+/// A scheduled job's cursor `name` (`stripe-events`: how far the webhook catch-up has read Stripe's events).
+pub fn job_cursor(name: &str) -> Item {
+    key(format!("CURSOR#{name}"), "CURSOR")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -127,6 +132,10 @@ mod tests {
         assert_eq!(pk_sk(&payment(&p)), ("PAYMENT#pay_1".into(), "PAYMENT".into()));
         assert_eq!(event_sk(7), "EVENT#0000000007");
         assert_eq!(pk_sk(&lease(&p)), ("LEASE#pay_1".into(), "LEASE".into()));
+        assert_eq!(
+            pk_sk(&job_cursor("stripe-events")),
+            ("CURSOR#stripe-events".into(), "CURSOR".into())
+        );
         assert_eq!(pk_sk(&saga(&o)), ("SAGA#o-1".into(), "SAGA".into()));
         assert_eq!(
             pk_sk(&order_payment(&o, &p)),

@@ -9,9 +9,11 @@
 //! the payment (leased or read first, applied); [`app`] what the intake is built from.
 
 mod app;
+mod fetched;
 mod payment;
 
 pub use app::{App, IntakeSettings};
+pub use fetched::apply_fetched;
 use payment::{applied, leased, read_first};
 
 use crate::metrics::RequestMetrics;
@@ -106,17 +108,32 @@ async fn intake(
         Next::Go(event) => event,
         Next::Answer(answer) => return Ok(answer),
     };
+    let redelivery = is_redelivery(&app.settings, &event, signed_at);
+    on_payment(app, provider, &event, redelivery, correlation_id, body, metrics).await
+}
+
+/// Steps 3 and 4, shared with the catch-up's events ([`apply_fetched`]): check the event against the
+/// endpoint, take the payment's lease with a read (a redelivery reads first, and may end there), apply.
+async fn on_payment(
+    app: &App,
+    provider: &Provider,
+    event: &PspEvent,
+    redelivery: bool,
+    correlation_id: shared::CorrelationId,
+    body: &[u8],
+    metrics: &mut RequestMetrics,
+) -> Result<&'static str, ApiError> {
     let observation = event.observation(event.check(&provider.expect).err(), correlation_id);
-    let step = if is_redelivery(&app.settings, &event, signed_at) {
-        read_first(app, provider, &event, &observation, body, metrics).await?
+    let step = if redelivery {
+        read_first(app, provider, event, &observation, body, metrics).await?
     } else {
-        leased(app, provider, &event, body, metrics).await?
+        leased(app, provider, event, body, metrics).await?
     };
     let (lease, current) = match step {
         Next::Go(held) => held,
         Next::Answer(answer) => return Ok(answer),
     };
-    applied(app, provider, &event, lease, current, observation, body, metrics).await
+    applied(app, provider, event, lease, current, observation, body, metrics).await
 }
 
 /// Signed well after the event was created: the PSP's retry of an earlier delivery, or a resend.
@@ -194,6 +211,19 @@ async fn parsed(
         Scheme::Stripe => stripe::parse(body),
         Scheme::Standard => standard::parse(body, http::header(req, "webhook-id").unwrap_or_default(), signed_at),
     };
+    triaged(app, provider, parsed, http::header(req, "webhook-id"), body, metrics).await
+}
+
+/// What a parse leaves: an event to go on with, a type acknowledged, or a body quarantined (under its
+/// `webhook-id` when it has one).
+async fn triaged(
+    app: &App,
+    provider: &Provider,
+    parsed: Result<Parsed, crate::psp_event::Unparseable>,
+    webhook_id: Option<&str>,
+    body: &[u8],
+    metrics: &mut RequestMetrics,
+) -> Result<Next<Box<PspEvent>>, ApiError> {
     match parsed {
         Ok(Parsed::Event(event)) => Ok(Next::Go(event)),
         Ok(Parsed::Ignored { event_type }) => {
@@ -202,7 +232,7 @@ async fn parsed(
         }
         Err(unparseable) => {
             metrics.quarantines = 1;
-            let key = quarantine_key(http::header(req, "webhook-id"), body);
+            let key = quarantine_key(webhook_id, body);
             app.store
                 .park(
                     ParkedKind::Quarantined,

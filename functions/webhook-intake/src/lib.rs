@@ -9,6 +9,7 @@
 // `samples::stripe_event` is one large `json!` literal.
 #![recursion_limit = "256"]
 
+pub mod catchup;
 mod handler;
 pub mod metrics;
 pub mod providers;
@@ -19,4 +20,4 @@ pub mod signature;
 pub mod standard;
 pub mod stripe;
 
-pub use handler::{handle, process, route_table, App, IntakeSettings};
+pub use handler::{apply_fetched, handle, process, route_table, App, IntakeSettings};

@@ -126,6 +126,18 @@ impl ProviderSpec {
             account: self.account.clone().filter(|_| self.connect),
         }
     }
+
+    /// This provider without secrets, for events that need no signature: those the catch-up job reads from
+    /// the PSP's API with our own key (`crate::catchup`). The endpoint's expectations are the same.
+    pub fn unsigned(&self) -> Provider {
+        Provider {
+            name: self.name.clone(),
+            scheme: self.scheme,
+            secrets: Vec::new(),
+            expect: self.expectations(),
+            tolerance_secs: self.tolerance_secs.unwrap_or(DEFAULT_TOLERANCE_SECS),
+        }
+    }
 }
 
 /// `WEBHOOK_PROVIDERS`' specs, each checked ([`ProviderSpec::check`]): a wrong one fails the cold start.

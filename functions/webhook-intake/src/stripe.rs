@@ -111,6 +111,28 @@ pub fn parse(body: &[u8]) -> Result<Parsed, Unparseable> {
     })))
 }
 
+/// The event types [`parse`] turns into events (every other type is acknowledged and ignored): the ones to
+/// subscribe the webhook endpoint to, and the ones the catch-up job asks Stripe's Events API for
+/// (`types[]`, at most 20). A type handled in `about` belongs here (the test `subscribed_types_are_handled`
+/// checks the other way round).
+pub const SUBSCRIBED_TYPES: &[&str] = &[
+    "payment_intent.succeeded",
+    "payment_intent.processing",
+    "payment_intent.requires_action",
+    "payment_intent.payment_failed",
+    "payment_intent.canceled",
+    "charge.refunded",
+    "refund.created",
+    "refund.updated",
+    "refund.failed",
+    "charge.refund.updated",
+    "charge.dispute.created",
+    "charge.dispute.updated",
+    "charge.dispute.funds_withdrawn",
+    "charge.dispute.funds_reinstated",
+    "charge.dispute.closed",
+];
+
 /// What a handled event says.
 struct About {
     target: PaymentRef,
@@ -339,6 +361,28 @@ mod tests {
         let mut long_id = refund_object("failed");
         long_id["id"] = json!("r".repeat(129));
         assert!(parse(&event("refund.failed", long_id)).is_err());
+    }
+
+    #[test]
+    fn subscribed_types_are_handled() {
+        assert!(SUBSCRIBED_TYPES.len() <= 20, "Stripe takes at most 20 types[] per list");
+        for kind in SUBSCRIBED_TYPES {
+            let object = if kind.starts_with("payment_intent.") {
+                intent()
+            } else if kind.contains("refund.") {
+                refund_object("failed")
+            } else if kind.starts_with("charge.dispute.") {
+                json!({ "id": "du_1", "object": "dispute", "amount": 1000, "charge": "ch_1", "currency": "eur",
+                        "payment_intent": "pi_1", "status": "needs_response" })
+            } else {
+                json!({ "id": "ch_1", "object": "charge", "amount": 1000, "amount_refunded": 1000,
+                        "currency": "eur", "captured": true, "payment_intent": "pi_1", "metadata": {} })
+            };
+            assert!(
+                matches!(parse(&event(kind, object)), Ok(Parsed::Event(_))),
+                "{kind} is subscribed but not handled"
+            );
+        }
     }
 
     #[test]

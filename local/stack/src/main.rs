@@ -10,13 +10,13 @@
 //! SQS poller (the stand-in for the SQS event source mapping) feeds the order projection consumer.
 //!
 //! With `PSP_BASE_URL` as well (the PSP simulator) it serves the checkout saga's API on `/checkouts`, feeds
-//! the saga's inbox from the queue, and runs the saga sweeper and the reconciler every few seconds (the local
-//! stand-ins for their schedules).
+//! the saga's inbox from the queue, and runs the saga sweeper, the reconciler and the webhook catch-up every
+//! few seconds (the local stand-ins for their schedules).
 //!
 //! Configuration by convention: `TABLE_NAME`, `AWS_ENDPOINT_URL_DYNAMODB`, `AWS_ENDPOINT_URL_SQS`,
 //! `PSP_BASE_URL`, `WEBHOOK_SECRETS`, `WEBHOOK_PROVIDERS`, `LOCAL_API_PORT` (default 3000),
-//! `SAGA_PAYMENT_TIMEOUT_SECONDS`, `RECOVERY_STALE_AFTER_SECONDS` (default 10 here). The table and the queues
-//! are created from `infra/template.yaml` when they do not exist.
+//! `SAGA_PAYMENT_TIMEOUT_SECONDS`, `RECOVERY_STALE_AFTER_SECONDS` (default 10 here), `CATCHUP_SETTLE_SECONDS`
+//! (default 5 here). The table and the queues are created from `infra/template.yaml` when they do not exist.
 
 use bytes::Bytes;
 use checkout_saga::runner::Runner;
@@ -80,6 +80,10 @@ async fn main() -> Result<(), Error> {
         // Locally, recovery looks at payments open for 10 s rather than the deployed 5 minutes.
         env = env.with("RECOVERY_STALE_AFTER_SECONDS", "10");
     }
+    if env.optional("CATCHUP_SETTLE_SECONDS").is_none() {
+        // Locally, the catch-up leaves events to their webhooks for 5 s rather than the deployed minute.
+        env = env.with("CATCHUP_SETTLE_SECONDS", "5");
+    }
     let config = Config::from(&env)?;
     let sdk = aws::sdk_config().await;
     // The stack's own client (the table, the stream's ARN); each function gets its own clients.
@@ -94,7 +98,11 @@ async fn main() -> Result<(), Error> {
         if env.optional("PSP_BASE_URL").is_some() {
             let env = env.clone().with("ESCALATION_QUEUE_URL", queues.escalation_url.clone());
             let functions = checkout_functions(&clients, &sdk, &config, &env).await?;
-            tokio::spawn(outbox::schedules(functions.sweeper, functions.reconciler));
+            tokio::spawn(outbox::schedules(
+                functions.sweeper,
+                functions.reconciler,
+                functions.catchup,
+            ));
             events = Some(functions.events);
             checkout = Some(functions.api);
         }
@@ -137,6 +145,7 @@ struct CheckoutFunctions {
     events: Arc<Runner<GuardedStripe>>,
     sweeper: Arc<Runner<GuardedStripe>>,
     reconciler: Recovery<GuardedStripe>,
+    catchup: webhook_intake::catchup::CatchUp,
 }
 
 async fn checkout_functions(
@@ -159,7 +168,11 @@ async fn checkout_functions(
         psp: shared::psp::from_env(sdk, dynamodb, &config.table_name, env).await?,
         settings: RecoverySettings::from(env)?,
     };
+    // As functions/webhook-intake/src/bin/webhook-catchup.rs builds it.
+    let catchup =
+        webhook_intake::catchup::CatchUp::from_env(sdk, clients.dynamodb("webhook-catchup"), config, env).await?;
     Ok(CheckoutFunctions {
+        catchup,
         api: runner("checkout-api").await?,
         events: runner("checkout-events").await?,
         sweeper: runner("checkout-sweeper").await?,

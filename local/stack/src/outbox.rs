@@ -1,5 +1,6 @@
 //! The outbox running locally: stream pump -> relay -> SQS FIFO -> the checkout saga's inbox (order
-//! projection, then the waiting sagas) in a loop; and the saga sweeper and reconciler on short timers.
+//! projection, then the waiting sagas) in a loop; and the saga sweeper, the reconciler and the webhook
+//! catch-up on short timers.
 
 use crate::clients::FunctionClients;
 use aws_lambda_events::event::dynamodb::Event as StreamEvent;
@@ -17,6 +18,7 @@ use shared::telemetry::ErrorChain;
 use std::sync::Arc;
 use std::time::Duration;
 use tracing::{error, info};
+use webhook_intake::catchup::CatchUp;
 
 /// The saga inbox function's timeout in `infra/template.yaml` (25 s) less the answer margin.
 const CONSUMER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(23);
@@ -81,9 +83,9 @@ pub async fn run(
     }
 }
 
-/// The sweeper (every 5 s, sagas open for 10 s) and the reconciler (every 5 s, with the local recovery
-/// settings): the local stand-ins for their EventBridge schedules.
-pub async fn schedules(sweeper: Arc<Runner<GuardedStripe>>, reconciler: Recovery<GuardedStripe>) {
+/// The sweeper (every 5 s, sagas open for 10 s), the reconciler (every 5 s, with the local recovery
+/// settings) and the webhook catch-up (every 5 s): the local stand-ins for their EventBridge schedules.
+pub async fn schedules(sweeper: Arc<Runner<GuardedStripe>>, reconciler: Recovery<GuardedStripe>, catchup: CatchUp) {
     loop {
         tokio::time::sleep(Duration::from_secs(5)).await;
         match checkout_saga::sweeper::sweep(
@@ -102,6 +104,11 @@ pub async fn schedules(sweeper: Arc<Runner<GuardedStripe>>, reconciler: Recovery
             Ok(report) if report.found > 0 => shared::metrics::emit(&recovery::emf(&report, shared::clock::now_ms())),
             Ok(_) => {}
             Err(e) => error!(error = %ErrorChain(&e), "recovery run failed"),
+        }
+        match catchup.run(tokio::time::Instant::now() + CONSUMER_TIMEOUT).await {
+            Ok(report) if report.applied > 0 => info!(?report, "webhook catch-up applied lost events"),
+            Ok(_) => {}
+            Err(e) => error!(error = %ErrorChain(&e), "webhook catch-up run failed"),
         }
     }
 }

@@ -373,3 +373,14 @@ impl<P: Psp> Psp for CircuitBreaker<P> {
         self.guarded(self.inner.find_for_payment(payment)).await
     }
 }
+
+impl CircuitBreaker<super::StripeClient> {
+    /// [`StripeClient::list_events`](super::StripeClient::list_events) through the breaker: the catch-up job
+    /// stops when Stripe keeps failing, as every other caller does.
+    pub async fn list_events(
+        &self,
+        query: &super::stripe::EventQuery<'_>,
+    ) -> Result<super::stripe::EventList, PspError> {
+        self.guarded(self.inner.list_events(query)).await
+    }
+}

@@ -20,7 +20,7 @@
 //!   ([`Redirects`]): Stripe refuses a confirm with neither.
 
 use super::key::CurrentKey;
-use super::stripe::{ApiError, ErrorBody, ErrorType, PaymentIntent, Refund};
+use super::stripe::{ApiError, ErrorBody, ErrorType, EventList, EventQuery, PaymentIntent, Refund};
 use super::{ChargeRequest, Psp, PspError};
 use crate::retry::Backoff;
 use crate::telemetry::ErrorChain;
@@ -388,6 +388,32 @@ fn classify(status: u16, headers: &HeaderMap, body: &[u8]) -> AttemptFailure {
         })),
     };
     AttemptFailure { error, retry }
+}
+
+impl StripeClient {
+    /// One page of `GET /v1/events` (newest first): how the catch-up job finds events whose webhooks were
+    /// lost. Not part of [`Psp`]: only the catch-up reads events, through
+    /// [`CircuitBreaker::list_events`](super::CircuitBreaker::list_events).
+    pub async fn list_events(&self, query: &EventQuery<'_>) -> Result<EventList, PspError> {
+        let mut form = vec![
+            ("created[gte]", query.created_gte.to_string()),
+            ("created[lte]", query.created_lte.to_string()),
+            ("limit", query.limit.to_string()),
+        ];
+        // Indexed (`types[0]`, `types[1]`, ...), as Stripe's own libraries send arrays.
+        let names: Vec<String> = (0..query.types.len()).map(|i| format!("types[{i}]")).collect();
+        form.extend(
+            names
+                .iter()
+                .zip(query.types)
+                .map(|(name, kind)| (name.as_str(), (*kind).to_owned())),
+        );
+        if let Some(after) = query.starting_after {
+            form.push(("starting_after", after.to_owned()));
+        }
+        self.call("psp.list_events", reqwest::Method::GET, "/v1/events", None, &form)
+            .await
+    }
 }
 
 fn path_segment(reference: &PspReference) -> &str {

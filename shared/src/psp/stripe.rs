@@ -96,6 +96,27 @@ pub struct SearchResult<T> {
     pub has_more: bool,
 }
 
+/// A page of `GET /v1/events` (`object: "list"`), newest first. Each event stays raw JSON: the webhook
+/// intake's own parser reads it, exactly as it reads a delivered webhook's body.
+#[derive(Debug, Clone, Deserialize)]
+pub struct EventList {
+    pub data: Vec<serde_json::Value>,
+    #[serde(default)]
+    pub has_more: bool,
+}
+
+/// Which events one `GET /v1/events` asks for: created within `[created_gte, created_lte]` (epoch seconds),
+/// of `types` (at most 20, Stripe's limit), after the event `starting_after` in the list's order (newest first).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventQuery<'a> {
+    pub created_gte: i64,
+    pub created_lte: i64,
+    pub types: &'a [&'a str],
+    pub starting_after: Option<&'a str>,
+    /// 1 to 100.
+    pub limit: u8,
+}
+
 /// What the customer must do (`next_action`). Only a redirect carries a URL we hand on; `use_stripe_sdk` is
 /// served by the client secret.
 #[derive(Debug, Clone, Deserialize)]

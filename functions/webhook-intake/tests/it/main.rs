@@ -12,4 +12,5 @@
     clippy::arithmetic_side_effects
 )]
 
+mod catchup;
 mod intake;

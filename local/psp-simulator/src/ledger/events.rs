@@ -160,7 +160,12 @@ mod tests {
     }
 
     fn ids(page: &Value) -> Vec<&str> {
-        page["data"].as_array().unwrap().iter().map(|e| e["id"].as_str().unwrap()).collect()
+        page["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["id"].as_str().unwrap())
+            .collect()
     }
 
     #[test]
@@ -173,14 +178,27 @@ mod tests {
             event("evt_4", "charge.refunded", 300),
         ]);
         assert_eq!(sent.len(), 4, "nothing is lost unless asked");
-        let types = [("types[0]", "payment_intent.succeeded"), ("types[1]", "charge.refunded")];
+        let types = [
+            ("types[0]", "payment_intent.succeeded"),
+            ("types[1]", "charge.refunded"),
+        ];
         let (status, all) = list(&l, &[types[0], types[1], ("limit", "100")]);
         assert_eq!(status, 200);
-        assert_eq!((all["object"].as_str(), all["url"].as_str()), (Some("list"), Some("/v1/events")));
-        assert_eq!(ids(&all), ["evt_4", "evt_2", "evt_1"], "newest first; same second: later first");
+        assert_eq!(
+            (all["object"].as_str(), all["url"].as_str()),
+            (Some("list"), Some("/v1/events"))
+        );
+        assert_eq!(
+            ids(&all),
+            ["evt_4", "evt_2", "evt_1"],
+            "newest first; same second: later first"
+        );
         assert_eq!(all["has_more"], false);
         let (_, first) = list(&l, &[types[0], types[1], ("limit", "2")]);
-        assert_eq!((ids(&first), &first["has_more"]), (vec!["evt_4", "evt_2"], &json!(true)));
+        assert_eq!(
+            (ids(&first), &first["has_more"]),
+            (vec!["evt_4", "evt_2"], &json!(true))
+        );
         let (_, next) = list(&l, &[types[0], types[1], ("limit", "2"), ("starting_after", "evt_2")]);
         assert_eq!((ids(&next), &next["has_more"]), (vec!["evt_1"], &json!(false)));
         let (_, recent) = list(&l, &[("created[gte]", "200"), ("created[lte]", "250")]);

@@ -1,0 +1,307 @@
+//! The webhook catch-up (binary `webhook-catchup`, on a schedule): reads Stripe's Events API and applies
+//! each event exactly as the intake applies its webhook, so an event whose webhook was lost (an outage of
+//! ours longer than Stripe's retries, a disabled endpoint, a refund made in the Dashboard while the endpoint
+//! was down) is applied anyway. Dedup by event id makes every event the webhook already applied a
+//! `duplicate` answered from one read.
+//!
+//! **What it reads.** `GET /v1/events` with `types[]` = [`SUBSCRIBED_TYPES`], `created[gte]` = the cursor
+//! less [`CatchUpSettings::overlap`] (events appear in the list a little after their `created`), and
+//! `created[lte]` = now less [`CatchUpSettings::settle`] (a young event is left to its webhook). Stripe lists
+//! newest first, so a pass reads from its upper bound down to the cursor, page after page with
+//! `starting_after` = the last event of the page before; the events read are then applied oldest first, as
+//! they were sent. When the last page is read and applied, the cursor moves to the pass's upper bound.
+//!
+//! **Bounded.** At most [`CatchUpSettings::max_pages`] pages per run, and no new page or event once the
+//! invocation's deadline is near. A pass cut by the page bound saves where it stopped (its upper bound and
+//! the oldest event read) and the next run goes on from there, older, so a backlog of any size is read in
+//! bounded runs (across runs a backlog is applied newest part first: the decision takes events in any
+//! order, as it takes reordered webhooks). A run that does not handle every event it read (an event the
+//! intake would answer 503: its payment's lease held, its payment not written yet, storage down; or the
+//! deadline) saves nothing: the next run reads the same events again, and those applied now are duplicates.
+//!
+//! **What it cannot see.** Stripe keeps events for 30 days: a cursor older than that starts at the oldest
+//! event Stripe still lists, and what was older is gone (recovery still asks about open payments).
+
+mod cursor;
+
+pub use cursor::{Cursor, CursorStore, Pass, NAME as CURSOR_NAME};
+
+use crate::metrics::RequestMetrics;
+use crate::providers::{Provider, ProviderSpec, Scheme};
+use crate::stripe::SUBSCRIBED_TYPES;
+use crate::{apply_fetched, App, IntakeSettings};
+use serde::Serialize;
+use shared::psp::stripe::EventQuery;
+use shared::psp::{GuardedStripe, PspError};
+use shared::telemetry::ErrorChain;
+use shared::{clock, ConfigError, Env, Leases, PaymentStore, StoreError};
+use std::time::Duration;
+use thiserror::Error;
+use tokio::time::Instant;
+use tracing::{info, warn};
+
+/// How long Stripe keeps events listed.
+pub const RETENTION: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// How far back, how much and how young.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CatchUpSettings {
+    /// `CATCHUP_OVERLAP_SECONDS` (600): each pass reads this much before the cursor again.
+    pub overlap: Duration,
+    /// `CATCHUP_SETTLE_SECONDS` (60): events younger than this are left to their webhooks.
+    pub settle: Duration,
+    /// `CATCHUP_MAX_PAGES` (10): pages of 100 events per run.
+    pub max_pages: u32,
+    /// `CATCHUP_FIRST_LOOK_BACK_SECONDS` (3 days, Stripe's retry window): the first run's reach.
+    pub first_look_back: Duration,
+    /// No new page with less than this left before the deadline (a page can take the PSP client's retries).
+    pub page_budget: Duration,
+    /// Events per page (Stripe's most: 100).
+    pub page_size: u8,
+}
+
+impl Default for CatchUpSettings {
+    fn default() -> Self {
+        Self {
+            overlap: Duration::from_secs(600),
+            settle: Duration::from_secs(60),
+            max_pages: 10,
+            first_look_back: Duration::from_secs(3 * 24 * 3600),
+            page_budget: Duration::from_secs(8),
+            page_size: 100,
+        }
+    }
+}
+
+impl CatchUpSettings {
+    /// From the environment (names above); a malformed value fails the start.
+    pub fn from(env: &Env) -> Result<Self, ConfigError> {
+        let d = Self::default();
+        Ok(Self {
+            overlap: env.seconds("CATCHUP_OVERLAP_SECONDS", d.overlap)?,
+            settle: env.seconds("CATCHUP_SETTLE_SECONDS", d.settle)?,
+            max_pages: env.number("CATCHUP_MAX_PAGES", d.max_pages)?,
+            first_look_back: env.seconds("CATCHUP_FIRST_LOOK_BACK_SECONDS", d.first_look_back)?,
+            page_budget: d.page_budget,
+            page_size: d.page_size,
+        })
+    }
+}
+
+/// What stopped a run that could not go on.
+#[derive(Debug, Error)]
+pub enum CatchUpError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Stripe refused the list (a key or parameter problem): a deployment fault, alarmed by the Errors alarm.
+    #[error("the PSP refused the events list")]
+    Psp(#[source] PspError),
+    /// An event the intake could not apply for a reason a retry does not fix.
+    #[error("event {event}: {message}")]
+    Event { event: String, message: String },
+}
+
+/// What one run did (its answer and its log line).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct CatchUpReport {
+    pub pages: u32,
+    pub events: u32,
+    /// Events applied now: their webhooks were lost (or are late).
+    pub applied: u32,
+    /// Already applied (by their webhook), stale, ignored, quarantined or parked: the intake's other answers.
+    pub unchanged: u32,
+    /// The intake would answer 503 (lease held, payment not written yet, storage down): the run stopped here.
+    pub deferred: u32,
+    /// The pass read its last page: the cursor moved to its upper bound.
+    pub pass_complete: bool,
+    /// The PSP was unavailable (or the breaker open): the run stopped early.
+    pub psp_unavailable: bool,
+    /// Another run saved the cursor first: this run's position was not saved.
+    pub cursor_lost: bool,
+}
+
+/// The job: the intake's app (store, leases, settings), Stripe's provider as the intake knows it (its
+/// endpoint checks), the PSP behind the breaker, the cursor.
+#[derive(Debug, Clone)]
+pub struct CatchUp {
+    pub app: App,
+    pub provider: Provider,
+    pub psp: GuardedStripe,
+    pub cursor: CursorStore,
+    pub settings: CatchUpSettings,
+}
+
+impl CatchUp {
+    /// Built from the environment once per cold start: `TABLE_NAME`, the PSP's settings (`PSP_*`), the Stripe
+    /// provider of `WEBHOOK_PROVIDERS` (no secret needed), the intake's and the catch-up's settings.
+    pub async fn from_env(
+        sdk: &aws_config::SdkConfig,
+        client: shared::aws::DynamoDbClient,
+        config: &shared::Config,
+        env: &Env,
+    ) -> Result<Self, Box<dyn std::error::Error + Send + Sync>> {
+        let spec = ProviderSpec::from_env(env)?
+            .into_iter()
+            .find(|spec| spec.scheme == Scheme::Stripe)
+            .ok_or("WEBHOOK_PROVIDERS names no Stripe provider: nothing to catch up")?;
+        let table = &config.table_name;
+        Ok(Self {
+            app: App {
+                store: PaymentStore::new(client.clone(), table),
+                leases: Leases::new(client.clone(), table, config.lease),
+                providers: crate::providers::Providers::default().into(),
+                settings: IntakeSettings::from(env)?,
+            },
+            provider: spec.unsigned(),
+            psp: shared::psp::from_env(sdk, client.clone(), table, env).await?,
+            cursor: CursorStore {
+                client,
+                table: table.clone(),
+            },
+            settings: CatchUpSettings::from(env)?,
+        })
+    }
+
+    /// One run: resume the pass in progress or start one, read its pages (newest first) up to the run's
+    /// bound, apply what was read oldest first, and save the cursor if every event read was handled.
+    pub async fn run(&self, deadline: Instant) -> Result<CatchUpReport, CatchUpError> {
+        let now = clock::now_ms() / 1000;
+        let saved = self.cursor.load().await?;
+        let read_version = saved.as_ref().map_or(0, |c| c.version);
+        let oldest = now.saturating_sub(secs(RETENTION));
+        let start = saved.unwrap_or_else(|| Cursor {
+            created_gte: now.saturating_sub(secs(self.settings.first_look_back)),
+            pass: None,
+            version: 0,
+        });
+        if start.created_gte < oldest {
+            warn!(
+                cursor = start.created_gte,
+                "catch-up cursor older than Stripe's 30 days: older events are gone"
+            );
+        }
+        let lower = start
+            .created_gte
+            .saturating_sub(secs(self.settings.overlap))
+            .max(oldest);
+        let (upper, resume) = match &start.pass {
+            Some(pass) => (pass.upper, Some(pass.starting_after.clone())),
+            None => (now.saturating_sub(secs(self.settings.settle)), None),
+        };
+        let mut report = CatchUpReport::default();
+        let read = self.read(lower, upper, resume, deadline, &mut report).await?;
+        // Oldest first, as the webhooks were sent.
+        for event in read.events.iter().rev() {
+            if left(deadline) < MIN_EVENT_TIME || !self.apply(event, &mut report).await? {
+                // Not all handled: the cursor stays, and the next run reads this part again (what was
+                // applied now is a duplicate then).
+                return Ok(report);
+            }
+        }
+        let next = Cursor {
+            created_gte: if report.pass_complete { upper } else { start.created_gte },
+            pass: match (
+                report.pass_complete,
+                read.oldest_id
+                    .or_else(|| start.pass.as_ref().map(|p| p.starting_after.clone())),
+            ) {
+                (false, Some(starting_after)) => Some(Pass { upper, starting_after }),
+                _ => None,
+            },
+            version: read_version,
+        };
+        if next.created_gte != start.created_gte || next.pass != start.pass || read_version == 0 {
+            report.cursor_lost = !self.cursor.save(&next, read_version).await?;
+        }
+        Ok(report)
+    }
+
+    /// Reads the pass's pages from `after` (newest first) down to `lower`, within the run's bound.
+    async fn read(
+        &self,
+        lower: i64,
+        upper: i64,
+        mut after: Option<String>,
+        deadline: Instant,
+        report: &mut CatchUpReport,
+    ) -> Result<Read, CatchUpError> {
+        let mut read = Read::default();
+        while report.pages < self.settings.max_pages && left(deadline) > self.settings.page_budget {
+            let query = EventQuery {
+                created_gte: lower,
+                created_lte: upper,
+                types: SUBSCRIBED_TYPES,
+                starting_after: after.as_deref(),
+                limit: self.settings.page_size,
+            };
+            let page = match self.psp.list_events(&query).await {
+                Ok(page) => page,
+                Err(e) if e.is_transient() || e.is_deferred() => {
+                    warn!(error = %ErrorChain(&e), "catch-up: the PSP is unavailable; the next run goes on");
+                    report.psp_unavailable = true;
+                    break;
+                }
+                Err(e) => return Err(CatchUpError::Psp(e)),
+            };
+            report.pages = report.pages.saturating_add(1);
+            after = page.data.last().and_then(|e| e.get("id")?.as_str().map(str::to_owned));
+            read.events.extend(page.data);
+            if !page.has_more || after.is_none() {
+                report.pass_complete = true;
+                break;
+            }
+            read.oldest_id.clone_from(&after);
+        }
+        Ok(read)
+    }
+
+    /// One event through the intake's steps; `false` when the run must stop at it (the intake would answer
+    /// 503: a later run retries it).
+    async fn apply(&self, event: &serde_json::Value, report: &mut CatchUpReport) -> Result<bool, CatchUpError> {
+        let id = event.get("id").and_then(|v| v.as_str()).unwrap_or_default().to_owned();
+        let body = serde_json::to_vec(event).map_err(|e| CatchUpError::Event {
+            event: id.clone(),
+            message: e.to_string(),
+        })?;
+        let mut metrics = RequestMetrics::default();
+        report.events = report.events.saturating_add(1);
+        match apply_fetched(&self.app, &self.provider, &body, &mut metrics).await {
+            Ok(answer) => {
+                if answer == "applied" {
+                    report.applied = report.applied.saturating_add(1);
+                    warn!(psp_event_id = %id, "catch-up applied an event its webhook did not bring");
+                } else {
+                    report.unchanged = report.unchanged.saturating_add(1);
+                }
+                Ok(true)
+            }
+            Err(e) if e.status.as_u16() == 503 => {
+                report.deferred = report.deferred.saturating_add(1);
+                info!(psp_event_id = %id, reason = %e.message, "catch-up stops at an event to retry later");
+                Ok(false)
+            }
+            Err(e) => Err(CatchUpError::Event {
+                event: id,
+                message: e.message,
+            }),
+        }
+    }
+}
+
+/// What a run read of its pass: the events, newest first, and the id to resume after when the pass goes on.
+#[derive(Default)]
+struct Read {
+    events: Vec<serde_json::Value>,
+    oldest_id: Option<String>,
+}
+
+/// Time one event needs at most (a read, a lease's short wait, a transaction).
+const MIN_EVENT_TIME: Duration = Duration::from_secs(2);
+
+fn left(deadline: Instant) -> Duration {
+    deadline.saturating_duration_since(Instant::now())
+}
+
+fn secs(d: Duration) -> i64 {
+    i64::try_from(d.as_secs()).unwrap_or(i64::MAX)
+}
