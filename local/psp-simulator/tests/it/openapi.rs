@@ -6,12 +6,14 @@
 use crate::support::{params, served, KEY};
 use psp_simulator::ledger::LoggedRequest;
 use psp_simulator::spec::{self, Violation};
+use shared::psp::stripe::EventQuery;
 use shared::psp::{ChargeRequest, Psp};
 use shared::{Currency, Money, OrderId, PaymentId, PspReference};
 use std::collections::BTreeSet;
 
 /// Each operation the client calls, by Stripe's `operationId`.
-const CALLED: [&str; 5] = [
+const CALLED: [&str; 6] = [
+    "GetEvents",
     "PostPaymentIntents",
     "GetPaymentIntentsIntent",
     "GetPaymentIntentsSearch",
@@ -63,6 +65,24 @@ async fn every_operation() -> Vec<LoggedRequest> {
     let waiting = charge("pay_waiting", "pm_abandoned_action").await.expect("charge");
     let waiting = PspReference::parse(waiting.id).unwrap();
     client.cancel("c1", &waiting).await.expect("cancel");
+    // The catch-up job's read of the Events API, a first page and the one after it.
+    let types = ["payment_intent.succeeded", "charge.refunded"];
+    let mut query = EventQuery {
+        created_gte: 0,
+        created_lte: i64::from(u32::MAX),
+        types: &types,
+        starting_after: None,
+        limit: 1,
+    };
+    let first = client.list_events(&query).await.expect("events");
+    let last = first
+        .data
+        .last()
+        .and_then(|e| e["id"].as_str())
+        .expect("an event was listed")
+        .to_owned();
+    query.starting_after = Some(&last);
+    client.list_events(&query).await.expect("the next page of events");
     s.sim.ledger.requests()
 }
 
