@@ -205,7 +205,10 @@ fn applied(
         // Alarmed (`DisputesOpenedAlarm`): the merchant has days to answer a dispute.
         warn!(payment_id = %transition.payment.id, path = %observation.path,
               dispute = transition.event.reason.as_deref().unwrap_or(""), "dispute opened");
-        crate::metrics::emit(&crate::metrics::dispute_opened(&observation.path.to_string(), clock::now_ms()));
+        crate::metrics::emit(&crate::metrics::dispute_opened(
+            &observation.path.to_string(),
+            clock::now_ms(),
+        ));
     }
     FinalizeOutcome {
         result: FinalizeResult::Applied(transition.event.kind),
