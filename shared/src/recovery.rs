@@ -17,14 +17,25 @@
 //! the payment in the index until recovery has refunded it ([`Recovery::give_back`], key from the payment and
 //! the anomaly) and read the refund back from the PSP: the `PaymentRefunded` event records it, with the
 //! reason, and the payment leaves the index.
+//!
+//! A refund the PSP reports failed or canceled leaves money with us ([`crate::GiveBack`]): recovery refunds it
+//! again with the key `<payment>:refund-failure-<n>`, one key per failure, so a retry after a lost answer
+//! never refunds twice and a new failure gets a new attempt. The PSP's answer is recorded as a refund report
+//! answering give-back `n`: `pending` or `succeeded` ends the give-back (a later failure is failure `n+1`), a
+//! `failed` answer does not count as given back; the core stops giving back after
+//! [`crate::refund::MAX_GIVE_BACKS`] failures, which then only alarm.
 
 use crate::clock;
 use crate::lease::{Lease, Leases};
+use crate::psp::stripe::Refund;
 use crate::psp::{Psp, PspError};
 use crate::store::open_index::{age_seconds, defer, due_items, next_due, OpenKind, MAX_RECHECK_INTERVAL};
 use crate::store::{FinalizeResult, PaymentStore, StoreError};
 use crate::telemetry::ErrorChain;
-use crate::{ConfigError, CorrelationId, Env, Path, Payment, PaymentId, PspReference};
+use crate::{
+    Claims, ConfigError, CorrelationId, Currency, Env, GiveBack, Observation, Outcome, Path, Payment, PaymentId,
+    PspReference, RefundEntry, RefundReport, RefundStatus,
+};
 use std::time::Duration;
 use thiserror::Error;
 use tracing::{info, warn};
@@ -249,6 +260,11 @@ impl<P: Psp> Recovery<P> {
                 Err(e) => return Err(e.into()),
             }
         }
+        if let Some(give_back) = current.give_back {
+            return self
+                .give_back_failed_refund(current, &reference, give_back, lease, correlation, open_since)
+                .await;
+        }
         let intent = match self.psp.retrieve(&reference).await {
             Ok(intent) => intent,
             Err(e) if e.is_deferred() => return Ok((Reconciled::Deferred, false)),
@@ -300,6 +316,49 @@ impl<P: Psp> Recovery<P> {
         }
     }
 
+    /// Gives back what failed refunds left (see the module doc): a refund of the give-back's amount under its
+    /// failure's key, the answer recorded through finalize as the report answering that give-back. A refusal
+    /// (the charge disputed, nothing left) is not retried sooner than the back-off: the payment stays open,
+    /// and its age alarms, for an operator.
+    async fn give_back_failed_refund(
+        &self,
+        current: Payment,
+        reference: &PspReference,
+        give_back: GiveBack,
+        lease: &Lease,
+        correlation: CorrelationId,
+        open_since: &mut Option<i64>,
+    ) -> Result<(Reconciled, bool), RecoveryError> {
+        let key = format!("{}:refund-failure-{}", current.id, give_back.failure);
+        let refund = match self.psp.refund(&key, reference, Some(give_back.amount_minor)).await {
+            Ok(refund) => refund,
+            Err(e) if e.is_deferred() => return Ok((Reconciled::Deferred, false)),
+            Err(e @ PspError::Refused { .. }) => {
+                warn!(payment_id = %current.id, failure = give_back.failure, error = %ErrorChain(&e),
+                      "giving back a failed refund was refused; an operator decides");
+                self.back_off(&current).await;
+                return Ok((Reconciled::Refused, false));
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let observation =
+            answer_to_give_back(&refund, give_back, correlation).map_err(|e| PspError::BadAnswer(e.into()))?;
+        let outcome = self.store.finalize_from(current, &observation, Some(lease)).await?;
+        warn!(payment_id = %outcome.payment.id, refund_id = %refund.id, status = %refund.status,
+              failure = give_back.failure, result = ?outcome.result, "failed refund given back again");
+        if outcome.payment.is_open() {
+            self.back_off(&outcome.payment).await;
+        } else {
+            *open_since = None;
+        }
+        let reconciled = match outcome.result {
+            _ if outcome.refused.is_some() => Reconciled::Refused,
+            FinalizeResult::Applied(kind) => Reconciled::Applied(kind),
+            FinalizeResult::Ignored(_) | FinalizeResult::Deferred(_) => Reconciled::Unchanged,
+        };
+        Ok((reconciled, outcome.lease_released))
+    }
+
     /// Refunds money the PSP took on a payment we had failed: all that is left on the charge, with the key
     /// `<payment>:anomaly-<n>:refund`, the same on every run, so a retry never refunds twice. The caller then
     /// reads the PaymentIntent back, whose charge's refunded total records the refund on the payment.
@@ -319,6 +378,40 @@ impl<P: Psp> Recovery<P> {
             Err(e) => Err(e),
         }
     }
+}
+
+/// The PSP's answer to the give-back of failure `give_back.failure`, as the refund report that answers it,
+/// stamped with the query's time (to the second, as the PSP's own).
+fn answer_to_give_back(
+    refund: &Refund,
+    give_back: GiveBack,
+    correlation: CorrelationId,
+) -> Result<Observation, String> {
+    let status =
+        RefundStatus::parse(&refund.status).ok_or_else(|| format!("unknown refund status {:?}", refund.status))?;
+    let report = RefundReport {
+        refund: RefundEntry {
+            refund_id: refund.id.clone(),
+            amount_minor: refund.amount,
+            status,
+        },
+        failure_reason: None,
+        answers_give_back: Some(give_back.failure),
+    };
+    let mut observation = Observation::new(Path::Recovery, Outcome::Refund(report), correlation);
+    observation.psp_reference = refund
+        .payment_intent
+        .as_deref()
+        .map(PspReference::parse)
+        .transpose()
+        .map_err(|e| e.to_string())?;
+    // The refund's amount is its own; its currency must be the payment's.
+    observation.claims = Claims {
+        amount_minor: None,
+        currency: Some(Currency::parse(&refund.currency).map_err(|e| e.to_string())?),
+    };
+    observation.occurred_at_ms = Some(clock::now_ms().div_euclid(1000).saturating_mul(1000));
+    Ok(observation)
 }
 
 /// Namespace of the reconciler's metrics.

@@ -22,6 +22,8 @@ mod limits;
 mod liveness;
 /// The age of the oldest open payment and saga that each scheduled run publishes.
 mod oldest;
+/// Failed refunds given back again by recovery.
+mod refund_failures;
 /// The saga's steps and compensations, crashes, faults and recovery.
 mod saga;
 /// The end-to-end scenarios of the Stripe-speaking simulator and the circuit breaker.

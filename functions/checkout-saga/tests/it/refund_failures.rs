@@ -1,0 +1,133 @@
+//! A refund Stripe reports failed (issue 23 item 7): recovery gives the money back again with a new key per
+//! failure, `<payment>:refund-failure-<n>`, records the answer as the report answering that give-back, and
+//! never refunds twice for one failure, also when an earlier run crashed after its refund call.
+
+use crate::support::*;
+use shared::psp::Psp;
+use shared::recovery::Reconciled;
+use shared::saga::SagaRecord;
+use shared::{
+    CorrelationId, EventKind, GiveBack, Observation, Outcome, Path, PaymentStatus, RefundEntry, RefundReport,
+    RefundStatus,
+};
+
+/// A refund report for `refund_id` as a `refund.failed` webhook brings it.
+fn failed_refund(refund_id: &str, amount_minor: u64, event: &str) -> Observation {
+    let report = RefundReport {
+        refund: RefundEntry {
+            refund_id: refund_id.into(),
+            amount_minor,
+            status: RefundStatus::Failed,
+        },
+        failure_reason: Some("expired_or_canceled_card".into()),
+        answers_give_back: None,
+    };
+    let correlation = CorrelationId::parse("corr-refund-failed").unwrap();
+    Observation::new(Path::Webhook, Outcome::Refund(report), correlation)
+        .with_event(shared::PspEventId::parse(event).unwrap(), shared::clock::now_ms())
+}
+
+/// A checkout whose charge succeeded at the PSP and that recovery recorded captured.
+async fn captured(w: &World) -> SagaRecord {
+    let runner = w.runner();
+    let record = runner.start(order(), w.checkout("pm_silent", 1)).await.expect("start");
+    let id = record.payment_id.clone().expect("payment");
+    let reconciled = runner
+        .recovery
+        .reconcile(&id, CorrelationId::parse("corr-recovery").unwrap())
+        .await
+        .expect("reconcile");
+    assert_eq!(reconciled, Reconciled::Applied(EventKind::PaymentCaptured));
+    record
+}
+
+#[tokio::test]
+async fn a_failed_refund_is_given_back_once_under_its_failures_key_even_after_a_crash() {
+    let w = world().await;
+    let runner = w.runner();
+    let record = captured(&w).await;
+    let id = record.payment_id.clone().expect("payment");
+    let reference = record.psp_reference.clone().expect("a PaymentIntent");
+    let amount = fixture_money().amount_minor();
+    // A refund made in the Dashboard fails: the money is ours again, to give back.
+    let outcome = w
+        .ctx
+        .store
+        .finalize(&id, &failed_refund("re_dashboard", amount, "evt_rf_1"), None)
+        .await
+        .expect("finalize");
+    assert_eq!(outcome.result, shared::FinalizeResult::Applied(EventKind::RefundFailed));
+    assert_eq!(
+        outcome.payment.give_back,
+        Some(GiveBack {
+            failure: 1,
+            amount_minor: amount
+        })
+    );
+    // A recovery run made the refund and crashed before recording the answer.
+    let key = format!("{id}:refund-failure-1");
+    let made = w.psp().refund(&key, &reference, Some(amount)).await.expect("refund");
+
+    let correlation = || CorrelationId::parse("corr-recovery").unwrap();
+    assert_eq!(
+        runner.recovery.reconcile(&id, correlation()).await.expect("reconcile"),
+        Reconciled::Applied(EventKind::PaymentRefunded)
+    );
+    let p = w.ctx.store.get(&id).await.unwrap().unwrap();
+    assert_eq!(
+        (p.status, p.refunded_minor, p.give_back, p.refund_failures),
+        (PaymentStatus::Refunded, amount, None, 1)
+    );
+    assert!(
+        p.refunds
+            .iter()
+            .any(|r| r.refund_id == made.id && r.status == RefundStatus::Succeeded),
+        "the crashed run's refund, answered again under the same key: {:?}",
+        p.refunds
+    );
+    assert_eq!(
+        runner.recovery.reconcile(&id, correlation()).await.expect("again"),
+        Reconciled::NotOpen
+    );
+    let intents = w.sim.ledger.intents_for(id.as_str());
+    assert_eq!(
+        intents[0]["latest_charge"]["amount_refunded"].as_u64(),
+        Some(amount),
+        "given back once"
+    );
+    let events = w.ctx.store.events(&id).await.expect("events");
+    let last = events.last().expect("events");
+    assert_eq!((last.kind, last.path), (EventKind::PaymentRefunded, Path::Recovery));
+    assert_eq!(last.refund.as_ref().map(|r| r.amount_minor), Some(amount));
+}
+
+#[tokio::test]
+async fn a_give_back_the_psp_refuses_keeps_the_payment_open_for_an_operator() {
+    let w = world().await;
+    let runner = w.runner();
+    let record = captured(&w).await;
+    let id = record.payment_id.clone().expect("payment");
+    let reference = record.psp_reference.clone().expect("a PaymentIntent");
+    let amount = fixture_money().amount_minor();
+    // All of the charge was refunded at the PSP (its webhooks lost) and a refund we heard of failed: the
+    // give-back is refused (nothing left to refund).
+    w.psp().refund("elsewhere", &reference, None).await.expect("refund");
+    w.ctx
+        .store
+        .finalize(&id, &failed_refund("re_other", amount, "evt_rf_2"), None)
+        .await
+        .expect("finalize");
+    let correlation = CorrelationId::parse("corr-recovery").unwrap();
+    assert_eq!(
+        runner.recovery.reconcile(&id, correlation).await.expect("reconcile"),
+        Reconciled::Refused
+    );
+    let p = w.ctx.store.get(&id).await.unwrap().unwrap();
+    assert!(p.is_open() && p.give_back.is_some(), "{p:?}");
+    let intents = w.sim.ledger.intents_for(id.as_str());
+    assert_eq!(
+        intents[0]["latest_charge"]["amount_refunded"].as_u64(),
+        Some(amount),
+        "never refunded twice"
+    );
+}
