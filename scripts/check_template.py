@@ -466,6 +466,7 @@ REQUIRED_CUSTOM_ALARMS = {
     ("Payments/Checkout", "SagasCompensated"): "the saga failure rate",
     ("Payments/Psp", "PspRefusals"): "requests Stripe refuses (a setting it does not accept)",
     ("Payments/Psp", "PspAuthFailed"): "Stripe refusing our API key",
+    ("Payments/Finalize", "RefundsFailed"): "refunds Stripe reports failed (money to give back again)",
 }
 MUST_BREACH_WHEN_MISSING = ("RecoveryLagSeconds", "SweeperLagSeconds")
 # An open item's age is published only by a run that reads it, and a backed-off item is read again at most
@@ -941,6 +942,8 @@ MUTATIONS += [
      "no alarm reads Payments/Psp PspRefusals"),
     ("no alarm on a refused key", lambda d: d["Resources"].pop("PspAuthFailedAlarm"),
      "no alarm reads Payments/Psp PspAuthFailed"),
+    ("no alarm on failed refunds", lambda d: d["Resources"].pop("RefundsFailedAlarm"),
+     "no alarm reads Payments/Finalize RefundsFailed"),
     ("a CodeDeploy role on every resource", lambda d: d["Resources"]["CodeDeployRole"]["Properties"]["Policies"][0]
      ["PolicyDocument"]["Statement"][1].update(Resource="*"), "grants on every resource"),
 ]

@@ -135,6 +135,19 @@ pub fn dispute_opened(path: &str, now_ms: i64) -> Value {
     )
 }
 
+/// A refund the PSP reported failed or canceled (whichever path applied it): `RefundsFailed` in
+/// [`FINALIZE_NAMESPACE`], by stage (alarmed: the money is the merchant's again until recovery gives it back,
+/// and past the give-back bound only an operator does) and by stage and `Path`.
+pub fn refund_failed(path: &str, now_ms: i64) -> Value {
+    counts(
+        FINALIZE_NAMESPACE,
+        &[&[], &["Path"]],
+        &["RefundsFailed"],
+        json!({ "Path": path, "RefundsFailed": 1 }),
+        now_ms,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -175,6 +188,12 @@ mod tests {
             json!([{ "Name": "DisputesOpened", "Unit": "Count" }])
         );
         assert_eq!(d["DisputesOpened"].as_u64(), Some(1));
+        let f = refund_failed("webhook", 7);
+        assert_eq!(
+            f["_aws"]["CloudWatchMetrics"][0]["Metrics"],
+            json!([{ "Name": "RefundsFailed", "Unit": "Count" }])
+        );
+        assert_eq!(f["RefundsFailed"].as_u64(), Some(1));
     }
 
     #[test]
@@ -204,6 +223,7 @@ mod tests {
         let records = [
             anomaly("webhook", 1),
             dispute_opened("webhook", 1),
+            refund_failed("recovery", 1),
             counts("N", &[&[], &["A", "B"]], &["X"], json!({ "X": 1 }), 1),
             crate::psp::breaker::emf("stripe", 1),
             crate::consumer::emf("orders", &BatchReport::default(), 1),

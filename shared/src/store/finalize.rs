@@ -210,6 +210,15 @@ fn applied(
             clock::now_ms(),
         ));
     }
+    if transition.event.kind == EventKind::RefundFailed {
+        // Alarmed (`RefundsFailedAlarm`): the money is the merchant's again until recovery gives it back.
+        warn!(payment_id = %transition.payment.id, path = %observation.path,
+              refund = transition.event.reason.as_deref().unwrap_or(""), "refund failed");
+        crate::metrics::emit(&crate::metrics::refund_failed(
+            &observation.path.to_string(),
+            clock::now_ms(),
+        ));
+    }
     FinalizeOutcome {
         result: FinalizeResult::Applied(transition.event.kind),
         payment: transition.payment,
