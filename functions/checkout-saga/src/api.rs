@@ -78,6 +78,10 @@ pub struct SagaView<'a> {
     pub failed_step: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure: Option<&'a str>,
+    /// Why the captured money was not refunded (`refund impossible: disputed`), when the refund was refused
+    /// for good.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refund_impossible: Option<&'a str>,
     pub started_at_ms: i64,
     pub updated_at_ms: i64,
 }
@@ -98,6 +102,7 @@ impl<'a> From<&'a SagaRecord> for SagaView<'a> {
             refunded_minor: r.refunded_minor,
             failed_step: r.failure.as_ref().map(|f| f.step.as_str()),
             failure: r.failure.as_ref().map(|f| f.reason.as_str()),
+            refund_impossible: r.refund_impossible.as_deref(),
             started_at_ms: r.started_at_ms,
             updated_at_ms: r.updated_at_ms,
         }

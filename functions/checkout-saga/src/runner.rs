@@ -8,7 +8,7 @@
 //! | charging | create and confirm a PaymentIntent for the saved payment (key `<order>:charge`; a payment whose PaymentIntent is known is read instead), finalize what it says | payment_pending (also after a decline: the customer may retry) | refused: cancelling_payment |
 //! | payment_pending | read the payment's outcome from the order projection (fed by the queue; past the deadline the payment item itself) | payment_captured | failed, abandoned (still the customer's turn after `abandon_after`) or cancelled by the customer: cancelling_payment; past the deadline: handed to recovery |
 //! | payment_captured | confirm the order (conditioned on `pending`) | completed | cancelled meanwhile: refunding_payment |
-//! | refunding_payment | refund at the PSP (key `<order>:refund`), read the PaymentIntent back, finalize its refunded total | releasing_stock | retried, then escalated |
+//! | refunding_payment | refund at the PSP (key `<order>:refund`), read the PaymentIntent back, finalize its refunded total | releasing_stock | refused for good (`charge_disputed`): releasing_stock with `refund_impossible` ("refund impossible: disputed") and one escalation; otherwise retried, then escalated |
 //! | cancelling_payment | cancel the PaymentIntent at the PSP (key `<order>:cancel:<status>`) if it can be canceled, make sure our payment is failed | releasing_stock; succeeded meanwhile: payment_captured; processing (Stripe cannot cancel it): waits for its outcome | retried, then escalated |
 //! | releasing_stock | increment the stock | compensated | retried, then escalated |
 //!

@@ -22,6 +22,7 @@ mod compensation;
 mod consistency;
 mod record;
 
+pub use compensation::RefundImpossible;
 pub use consistency::{check, InconsistentSaga};
 pub use record::{Checkout, Failure, SagaEvent, SagaEventKind, SagaRecord, Step};
 
@@ -181,6 +182,7 @@ impl Saga<Started> {
             customer_action: false,
             recovery_requested: false,
             failure: None,
+            refund_impossible: None,
             started_at_ms: now_ms,
             updated_at_ms: now_ms,
             payment_deadline_ms: now_ms.saturating_add(payment_timeout_ms),

@@ -4,9 +4,9 @@
 use super::observe::in_checkout_trace;
 use super::{correlation, Advanced, RunError, Runner, PSP_KEY_TRUSTED_FOR};
 use shared::psp::{ChargeRequest, IntentStatus, PaymentIntent, Psp, PspError};
-use shared::saga::{CancellingPayment, Charging, RefundingPayment, Saga};
+use shared::saga::{CancellingPayment, Charging, RefundImpossible, RefundingPayment, Saga};
 use shared::{OrderId, Outcome, Path, PaymentStatus};
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 impl<P: Psp> Runner<P> {
     /// Charges the payment the saga saved: at the PSP with the key `<order>:charge` (the same on every retry,
@@ -86,7 +86,8 @@ impl<P: Psp> Runner<P> {
     /// at the PSP already), key `<order>:refund`, then reads the PaymentIntent back, whose charge has the
     /// refunded total (the refund object has none). A refund the PSP refuses (nothing left: our earlier
     /// attempt, whose answer was lost, after the PSP forgot its key; or a refund made at the PSP) is read
-    /// back too: the money is back if the charge says so, and only then does the saga go on.
+    /// back too: the money is back if the charge says so, and only then does the saga go on. A refusal that
+    /// makes the refund impossible for good (a disputed charge) ends the compensation without it.
     pub(super) async fn refund(&self, saga: Saga<RefundingPayment>, now: i64) -> Result<Advanced, RunError> {
         let payment_id = saga.payment_id().clone();
         let amount = saga.record().checkout.money.amount_minor();
@@ -107,7 +108,10 @@ impl<P: Psp> Runner<P> {
                     refund.id, refund.status
                 )))
             }
-            Err(refused @ PspError::Refused { .. }) => Some(refused),
+            Err(refused @ PspError::Refused { .. }) => match impossible(&refused) {
+                Some(why) => return self.refund_impossible(saga, why, &refused, now).await,
+                None => Some(refused),
+            },
             Err(e) => return Err(e.into()),
         };
         let intent = self.psp().retrieve(&reference).await?;
@@ -123,6 +127,34 @@ impl<P: Psp> Runner<P> {
         self.observe_intent(&payment_id, saga.record(), &intent).await?;
         let (next, event) = saga.refunded(amount, now);
         self.moved(next, event, vec![]).await
+    }
+
+    /// The PSP refused the refund for good (`why`): the saga records the reason and goes on to release the stock
+    /// (then ends compensated), and a person is told once. The escalation is sent only after the move is saved,
+    /// and the saga no longer refunds after it, so no retry, resume or sweep refunds or escalates it again (a
+    /// crash between the save and the send loses that one message; the saga keeps the reason, and the dispute
+    /// itself reaches the payment and alarms through the webhooks).
+    async fn refund_impossible(
+        &self,
+        saga: Saga<RefundingPayment>,
+        why: RefundImpossible,
+        refused: &PspError,
+        now: i64,
+    ) -> Result<Advanced, RunError> {
+        let order = saga.order_id().clone();
+        warn!(order_id = %order, reason = why.reason(), error = %refused,
+              "refund refused for good; the compensation goes on without it");
+        let (next, event) = saga.refund_impossible(why, now);
+        let record = next.record().clone();
+        let moved = self.moved(next, event, vec![]).await?;
+        const ACTION: &str = "refund_payment";
+        crate::metrics::escalated(&record, ACTION);
+        let detail = format!("{}: {refused}", why.reason());
+        if let Err(send) = self.escalation.escalate(&order, ACTION, 1, &detail).await {
+            error!(order_id = %order, error = %shared::telemetry::ErrorChain(&send),
+                   "escalation of an impossible refund could not be sent");
+        }
+        Ok(moved)
     }
 
     /// Compensates a charge that must take no money: a payment still open is canceled at the PSP (key
@@ -200,5 +232,14 @@ impl<P: Psp> Runner<P> {
                 None => Err(refused.into()),
             },
         }
+    }
+}
+
+/// What a refused refund's error makes impossible for good, by the saga's table
+/// ([`RefundImpossible::from_psp_code`]); `None` for a refusal to read back.
+fn impossible(refused: &PspError) -> Option<RefundImpossible> {
+    match refused {
+        PspError::Refused { error, .. } => RefundImpossible::from_psp_code(error.code.as_deref()),
+        _ => None,
     }
 }

@@ -6,11 +6,15 @@ use crate::support::*;
 use checkout_saga::runner::Settings;
 use checkout_saga::{inventory, orders, sweeper};
 use integration_tests::{dying_client, Fault, FaultInjector, TestContext};
+use psp_simulator::ledger::WebhookEvent;
 use shared::psp::BreakerSettings;
 use shared::recovery::Reconciled;
 use shared::retry::Backoff;
 use shared::saga::SagaStatus;
-use shared::{CorrelationId, OrderId, Path, PaymentStatus};
+use shared::{
+    CorrelationId, DisputeFact, DisputeId, DisputeReport, DisputeStatus, Observation, OrderId, Outcome, Path,
+    PaymentId, PaymentStatus, PspEventId, PspReference,
+};
 use std::sync::Arc;
 use std::time::Duration;
 #[tokio::test]
@@ -412,4 +416,118 @@ async fn the_checkouts_payment_carries_the_checkouts_trace() {
     for e in &events {
         assert_eq!(e.trace_context.as_deref(), Some(checkout.as_str()), "{:?}", e.kind);
     }
+}
+
+/// Records the simulator's dispute webhooks on the payment as the webhook intake records them: one
+/// observation per event (the dispute's id, status and amount, the fact its type names), deduplicated by the
+/// event id. (The intake's parsing of these events is tested in webhook-intake's suite.)
+async fn record_dispute(w: &World, payment: &PaymentId, webhooks: &[WebhookEvent]) {
+    for hook in webhooks {
+        let object = &hook.body["data"]["object"];
+        let fact = match hook.kind {
+            "charge.dispute.created" => DisputeFact::Created,
+            "charge.dispute.funds_withdrawn" => DisputeFact::FundsWithdrawn,
+            "charge.dispute.funds_reinstated" => DisputeFact::FundsReinstated,
+            "charge.dispute.closed" => DisputeFact::Closed,
+            _ => DisputeFact::Updated,
+        };
+        let report = DisputeReport {
+            id: DisputeId::parse(object["id"].as_str().unwrap()).unwrap(),
+            status: DisputeStatus::parse(object["status"].as_str().unwrap()).unwrap(),
+            amount_minor: object["amount"].as_u64().unwrap(),
+            fact,
+        };
+        let mut observation = Observation::new(
+            Path::Webhook,
+            Outcome::Dispute(report),
+            CorrelationId::parse("corr-dispute").unwrap(),
+        )
+        .with_event(PspEventId::parse(hook.id.as_str()).unwrap(), shared::clock::now_ms());
+        observation.psp_reference = Some(PspReference::parse(object["payment_intent"].as_str().unwrap()).unwrap());
+        w.ctx
+            .store
+            .finalize(payment, &observation, None)
+            .await
+            .expect("dispute recorded");
+    }
+}
+
+#[tokio::test]
+async fn a_refund_refused_because_the_charge_is_disputed_ends_compensated_with_one_escalation() {
+    let w = world().await;
+    let id = order();
+    let waiting = w
+        .runner_for("checkout-api")
+        .start(id.clone(), w.checkout("pm_succeeded", 1))
+        .await
+        .expect("start");
+    let payment = waiting.payment_id.clone().expect("payment");
+    // The cardholder's bank disputes the charge (Stripe withdraws the funds), and the webhooks reach us.
+    let intent = w.sim.ledger.intents_for(payment.as_str()).remove(0);
+    let charge = intent["latest_charge"]["id"].as_str().expect("charge").to_owned();
+    let (_, webhooks) = w.sim.ledger.dispute(&charge, "needs_response").expect("disputed");
+    record_dispute(&w, &payment, &webhooks).await;
+    // The customer cancels: the order cannot be confirmed, so the saga must refund; Stripe refuses.
+    assert_eq!(
+        orders::cancel(&w.ctx.client, &w.ctx.table, &id).await.unwrap(),
+        orders::Cancel::Cancelled
+    );
+    w.inbox_deliver(&w.runner_for("checkout-events"), &waiting).await;
+    let refunds = || {
+        w.sim
+            .ledger
+            .requests()
+            .into_iter()
+            .filter(|r| r.method == "POST" && r.path == "/v1/refunds")
+            .count()
+    };
+    assert_eq!(refunds(), 1, "asked once: a refusal for good is not retried");
+    let done = w.saga(&id).await;
+    assert_eq!(done.status, SagaStatus::Compensated);
+    assert_eq!(
+        (done.captured, done.refunded_minor, done.refund_impossible.as_deref()),
+        (true, 0, Some("refund impossible: disputed"))
+    );
+    let log = w.log(&id).await;
+    assert_eq!(log[..6], FAILED_AFTER_CAPTURE[..6]);
+    assert_eq!(
+        log[6..],
+        [(K::RefundImpossible, S::Charge), (K::StockReleased, S::ReserveStock)]
+    );
+    let events = w.runner().sagas.events(&id).await.expect("saga events");
+    assert_eq!(events[6].detail.as_deref(), Some("refund impossible: disputed"));
+    assert_eq!(w.stock().await, STOCK, "the stock goes back all the same");
+    let escalated = w.escalations().await;
+    assert_eq!(escalated.len(), 1, "{escalated:?}");
+    assert_eq!(
+        (&escalated[0]["order_id"], &escalated[0]["action"]),
+        (&serde_json::json!(id.as_str()), &serde_json::json!("refund_payment"))
+    );
+    let error = escalated[0]["error"].as_str().expect("error");
+    assert!(
+        error.starts_with("refund impossible: disputed") && error.contains("charge_disputed"),
+        "{error}"
+    );
+    // The money stays taken, and the payment shows why: its dispute, the funds withdrawn.
+    let held = w.ctx.store.get(&payment).await.unwrap().expect("payment");
+    assert_eq!(held.status, PaymentStatus::Captured);
+    let dispute = held.dispute.expect("the payment holds the dispute");
+    assert_eq!(
+        (dispute.status, dispute.funds_withdrawn),
+        (DisputeStatus::NeedsResponse, true)
+    );
+    // Terminal: the sweeper never resumes it; nothing more is asked of Stripe and no one is told again.
+    let requests = w.sim.ledger.requests().len();
+    let sweeper = w.runner_for("checkout-sweeper");
+    for _ in 0..2 {
+        sweeper::sweep(&sweeper, Duration::ZERO, 1000, later())
+            .await
+            .expect("sweep");
+    }
+    assert_eq!(w.sim.ledger.requests().len(), requests, "no PSP call");
+    assert!(w.escalations().await.is_empty(), "no second escalation");
+    // Its inbox may hear the payment's events again (the dispute's among them): still nothing moves.
+    w.inbox_deliver(&w.runner_for("checkout-events"), &waiting).await;
+    assert_eq!(w.saga(&id).await, done);
+    assert_eq!(refunds(), 1);
 }

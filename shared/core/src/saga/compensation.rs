@@ -1,10 +1,41 @@
-//! The transitions of the compensating states: refund a capture, cancel a charge that took no money (or
-//! find it succeeded meanwhile), release the stock. The forward steps are in the parent module; both move
-//! only through its `step`.
+//! The transitions of the compensating states: refund a capture (or find it impossible), cancel a charge that
+//! took no money (or find it succeeded meanwhile), release the stock. The forward steps are in the parent
+//! module; both move only through its `step`.
 
 use super::{CancellingPayment, Compensated, PaymentCaptured, RefundingPayment, ReleasingStock, Saga, SagaEvent};
 use super::{SagaEventKind, SagaStatus, Step};
 use crate::ids::PaymentId;
+
+/// Why a refund of a capture can never be made, so the compensation must end without it: a refusal of the
+/// PSP that no retry and no later attempt can turn (any other refusal is read back: the charge may be
+/// refunded already).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefundImpossible {
+    /// The charge is disputed (a chargeback): Stripe refuses every refund of it (`charge_disputed`); the money
+    /// goes back to the cardholder through the dispute, if at all.
+    Disputed,
+}
+
+impl RefundImpossible {
+    /// The one table: the PSP's error codes that make a refund impossible.
+    const BY_PSP_CODE: [(&'static str, RefundImpossible); 1] = [("charge_disputed", RefundImpossible::Disputed)];
+
+    /// The impossibility a refused refund's error code (Stripe's `code`) names; `None` for any other refusal.
+    pub fn from_psp_code(code: Option<&str>) -> Option<Self> {
+        let code = code?;
+        Self::BY_PSP_CODE
+            .iter()
+            .find(|(known, _)| *known == code)
+            .map(|(_, why)| *why)
+    }
+
+    /// What the saga records (its `refund_impossible` and the event's detail).
+    pub fn reason(self) -> &'static str {
+        match self {
+            Self::Disputed => "refund impossible: disputed",
+        }
+    }
+}
 
 impl Saga<RefundingPayment> {
     /// The payment this saga charged (always there in this state).
@@ -19,6 +50,21 @@ impl Saga<RefundingPayment> {
             SagaEventKind::PaymentRefunded,
             Step::Charge,
             Some(amount_minor.to_string()),
+            now_ms,
+        )
+    }
+
+    /// The refund can never be made (`why`): the stock is released all the same, and the saga ends
+    /// compensated with the money still taken and the reason on record. Terminal, so nothing retries the
+    /// refund; the caller tells a person once.
+    pub fn refund_impossible(mut self, why: RefundImpossible, now_ms: i64) -> (Saga<ReleasingStock>, SagaEvent) {
+        let reason = why.reason().to_owned();
+        self.record.refund_impossible = Some(reason.clone());
+        self.step(
+            SagaStatus::ReleasingStock,
+            SagaEventKind::RefundImpossible,
+            Step::Charge,
+            Some(reason),
             now_ms,
         )
     }

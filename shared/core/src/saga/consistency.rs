@@ -27,7 +27,8 @@ fn inconsistent(r: &SagaRecord, reason: &'static str) -> InconsistentSaga {
 /// - version at least the number of transitions that lead to the status;
 /// - a payment exists once charged (pending, captured, completed, refunding) and not before;
 /// - `captured` exactly where money was taken (never in a state that cancels without refunding);
-/// - a refund only after a capture, and before the stock is released after a capture;
+/// - a refund only after a capture, and before the stock is released after a capture, unless the refund was
+///   found impossible (`refund_impossible`: only then, and only with nothing refunded, is captured money kept);
 /// - a failure (with the step it happened in) exactly in the compensating states, the step matching the state.
 pub fn check(r: &SagaRecord) -> Result<(), InconsistentSaga> {
     // The order of the checks decides which reason a record with several faults is reported with.
@@ -107,7 +108,11 @@ fn check_money(r: &SagaRecord) -> Result<(), InconsistentSaga> {
     if r.refunded_minor > 0 && !(refund_done && r.captured) {
         return Err(inconsistent(r, "a refund outside the refunded states"));
     }
-    if r.captured && refund_done && r.refunded_minor != r.checkout.money.amount_minor() {
+    if r.refund_impossible.is_some() && !(refund_done && r.captured && r.refunded_minor == 0) {
+        return Err(inconsistent(r, "a refund impossible outside a refused refund"));
+    }
+    if r.captured && refund_done && r.refund_impossible.is_none() && r.refunded_minor != r.checkout.money.amount_minor()
+    {
         return Err(inconsistent(r, "captured money not refunded before releasing stock"));
     }
     Ok(())

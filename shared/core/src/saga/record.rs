@@ -99,6 +99,11 @@ pub struct SagaRecord {
     pub recovery_requested: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<Failure>,
+    /// Why the captured money could not be refunded (the PSP refused the refund for good: `refund impossible:
+    /// disputed`): the compensation ended without it and a person was told. Absent on every other saga (and on
+    /// records written before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refund_impossible: Option<String>,
     pub started_at_ms: i64,
     pub updated_at_ms: i64,
     /// When the payment must have resolved before it is handed to recovery.
@@ -124,6 +129,8 @@ pub enum SagaEventKind {
     RecoveryRequested,
     StepFailed,
     PaymentRefunded,
+    /// The refund of a capture was refused for good (a disputed charge): the compensation goes on without it.
+    RefundImpossible,
     /// A compensated step that had nothing to give back (a charge that took no money).
     StepCompensated,
     StockReleased,
@@ -141,6 +148,7 @@ impl SagaEventKind {
             Self::RecoveryRequested => "RecoveryRequested",
             Self::StepFailed => "StepFailed",
             Self::PaymentRefunded => "PaymentRefunded",
+            Self::RefundImpossible => "RefundImpossible",
             Self::StepCompensated => "StepCompensated",
             Self::StockReleased => "StockReleased",
         }

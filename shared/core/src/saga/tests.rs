@@ -82,6 +82,70 @@ fn a_failure_after_capture_refunds_before_releasing() {
 }
 
 #[test]
+fn a_refund_refused_for_a_dispute_releases_the_stock_and_ends_compensated_without_the_money() {
+    assert_eq!(
+        RefundImpossible::from_psp_code(Some("charge_disputed")),
+        Some(RefundImpossible::Disputed)
+    );
+    for other in [None, Some("charge_already_refunded"), Some("resource_missing")] {
+        assert_eq!(RefundImpossible::from_psp_code(other), None, "{other:?} is read back");
+    }
+    let (s, _) = captured().confirmation_failed("order cancelled".into(), T0 + 5);
+    let (s, impossible) = s.refund_impossible(RefundImpossible::Disputed, T0 + 6);
+    assert_eq!(
+        (impossible.kind, impossible.detail.as_deref()),
+        (SagaEventKind::RefundImpossible, Some("refund impossible: disputed"))
+    );
+    assert_eq!(reload(&s).next_action(), NextAction::ReleaseStock);
+    let (s, _) = s.stock_released(T0 + 7);
+    let r = s.record();
+    assert_eq!(
+        (r.status, r.captured, r.refunded_minor, r.refund_impossible.as_deref()),
+        (SagaStatus::Compensated, true, 0, Some("refund impossible: disputed"))
+    );
+    assert_eq!(
+        reload(&s).next_action(),
+        NextAction::Done,
+        "terminal: never refunded again"
+    );
+}
+
+#[test]
+fn a_refund_impossible_is_accepted_only_where_a_refused_refund_leaves_it() {
+    let (s, _) = captured().confirmation_failed("order cancelled".into(), T0 + 5);
+    let (s, _) = s.refund_impossible(RefundImpossible::Disputed, T0 + 6);
+    let good = s.into_record();
+    // Still refunding, or with part of the money refunded: not what the transition leaves.
+    let mut r = good.clone();
+    r.status = SagaStatus::RefundingPayment;
+    assert!(Loaded::from_record(r).is_err());
+    let mut r = good.clone();
+    r.refunded_minor = 1000;
+    assert!(Loaded::from_record(r).is_err());
+    // Without the reason, captured money kept while releasing is refused as before.
+    let mut r = good.clone();
+    r.refund_impossible = None;
+    assert!(Loaded::from_record(r).is_err());
+    // On a saga that took no money.
+    let (s, _) = charging().payment_requested(None, false, T0 + 2);
+    let (s, _) = s.payment_failed("declined".into(), T0 + 3);
+    let (s, _) = s.payment_cancelled(T0 + 4);
+    let mut r = s.into_record();
+    r.refund_impossible = Some("refund impossible: disputed".into());
+    assert!(Loaded::from_record(r).is_err());
+}
+
+#[test]
+fn a_record_written_before_refund_impossible_existed_loads() {
+    let mut stored = serde_json::to_value(captured().into_record()).unwrap();
+    assert!(stored.get("refund_impossible").is_none(), "not written when absent");
+    stored.as_object_mut().unwrap().remove("refund_impossible");
+    let r: SagaRecord = serde_json::from_value(stored).unwrap();
+    assert_eq!(r.refund_impossible, None);
+    assert!(Loaded::from_record(r).is_ok());
+}
+
+#[test]
 fn a_failed_payment_cancels_then_releases() {
     let (s, _) = charging().payment_requested(None, false, T0 + 2);
     let (s, _) = s.payment_failed("card declined".into(), T0 + 3);
@@ -176,6 +240,10 @@ fn walk(choices: &[u8]) -> (SagaRecord, Vec<SagaEvent>) {
                 let (s, e) = s.order_confirmed(now);
                 (Loaded::Completed(s), e)
             }
+            Loaded::RefundingPayment(s) if c % 3 == 0 => {
+                let (s, e) = s.refund_impossible(RefundImpossible::Disputed, now);
+                (Loaded::ReleasingStock(s), e)
+            }
             Loaded::RefundingPayment(s) => {
                 let (s, e) = s.refunded(2500, now);
                 (Loaded::ReleasingStock(s), e)
@@ -217,20 +285,24 @@ fn preconditions_hold(r: &SagaRecord, action: NextAction) -> bool {
         NextAction::Run(Step::AwaitPayment) => r.payment_id.is_some() && !r.captured && r.failure.is_none(),
         NextAction::Run(Step::ConfirmOrder) => r.payment_id.is_some() && r.captured && r.failure.is_none(),
         NextAction::RefundPayment => {
-            r.payment_id.is_some() && r.captured && r.refunded_minor == 0 && failed_at == Some(Step::ConfirmOrder)
+            r.payment_id.is_some()
+                && r.captured
+                && r.refunded_minor == 0
+                && r.refund_impossible.is_none()
+                && failed_at == Some(Step::ConfirmOrder)
         }
         NextAction::CancelPayment => r.payment_id.is_some() && !r.captured && r.failure.is_some(),
-        // Stock goes back only after the money did.
-        NextAction::ReleaseStock => {
-            r.failure.is_some() && (!r.captured || r.refunded_minor == r.checkout.money.amount_minor())
-        }
+        // Stock goes back only after the money did, or after its refund was found impossible.
+        NextAction::ReleaseStock => r.failure.is_some() && (!r.captured || money_settled(r)),
         NextAction::Done => {
-            r.status.is_terminal()
-                && (r.status != SagaStatus::Compensated
-                    || !r.captured
-                    || r.refunded_minor == r.checkout.money.amount_minor())
+            r.status.is_terminal() && (r.status != SagaStatus::Compensated || !r.captured || money_settled(r))
         }
     }
+}
+
+/// All of the captured money refunded, or none of it with the refund found impossible.
+fn money_settled(r: &SagaRecord) -> bool {
+    r.refunded_minor == r.checkout.money.amount_minor() || (r.refunded_minor == 0 && r.refund_impossible.is_some())
 }
 
 fn started_with_events() -> (Saga<Started>, SagaEvent) {
@@ -256,6 +328,7 @@ prop_compose! {
         refunded in prop_oneof![Just(0u64), Just(2500u64), 1u64..5000],
         recovery in any::<bool>(),
         failure in proptest::option::of(arb_step()),
+        impossible in any::<bool>(),
     ) -> SagaRecord {
         let mut r = started().into_record();
         r.status = status;
@@ -266,6 +339,7 @@ prop_compose! {
         r.refunded_minor = refunded;
         r.recovery_requested = recovery;
         r.failure = failure.map(|step| Failure { step, reason: "x".into() });
+        r.refund_impossible = impossible.then(|| RefundImpossible::Disputed.reason().to_owned());
         r
     }
 }
@@ -294,7 +368,7 @@ proptest! {
     fn no_near_miss_runs_a_step_out_of_order(
         choices in proptest::collection::vec(any::<u8>(), 0..12),
         noise in arb_record(),
-        field in 0usize..6,
+        field in 0usize..7,
     ) {
         let (mut r, _) = walk(&choices);
         match field {
@@ -303,6 +377,7 @@ proptest! {
             2 => r.captured = noise.captured,
             3 => r.refunded_minor = noise.refunded_minor,
             4 => r.failure = noise.failure,
+            5 => r.refund_impossible = noise.refund_impossible,
             _ => r.version = noise.version,
         }
         if let Ok(loaded) = Loaded::from_record(r.clone()) {

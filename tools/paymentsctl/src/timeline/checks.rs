@@ -124,7 +124,11 @@ pub(super) fn check_saga(
     let position = |kinds: &[SagaEventKind]| log.iter().position(|e| kinds.contains(&e.kind));
     if let (Some(stock), Some(pay)) = (
         position(&[SagaEventKind::StockReleased]),
-        position(&[SagaEventKind::PaymentRefunded, SagaEventKind::StepCompensated]),
+        position(&[
+            SagaEventKind::PaymentRefunded,
+            SagaEventKind::RefundImpossible,
+            SagaEventKind::StepCompensated,
+        ]),
     ) {
         if stock < pay {
             t.find(

@@ -287,7 +287,10 @@ pub(super) async fn saga(
 fn is_compensation(kind: SagaEventKind) -> bool {
     matches!(
         kind,
-        SagaEventKind::PaymentRefunded | SagaEventKind::StepCompensated | SagaEventKind::StockReleased
+        SagaEventKind::PaymentRefunded
+            | SagaEventKind::RefundImpossible
+            | SagaEventKind::StepCompensated
+            | SagaEventKind::StockReleased
     )
 }
 
