@@ -120,8 +120,10 @@ impl RuntimeApi {
             .env("QUEUE_URL", "http://127.0.0.1:9/queue.fifo")
             .env("ESCALATION_QUEUE_URL", "http://127.0.0.1:9/escalations")
             .env("PSP_BASE_URL", "https://psp.example")
-            // The checkout functions and the reconciler refuse to start without a PSP key; none is used here.
+            // The checkout functions and the reconciler refuse to start without a PSP key and a redirect choice;
+            // neither is used here.
             .env("PSP_API_KEY", "sk_test_bench")
+            .env("PSP_REDIRECTS", "never")
             .env(
                 "WEBHOOK_SECRETS",
                 r#"{"stripe":["whsec_local_dev_stripe_signing_secret"],"standard":["whsec_bG9jYWwtZGV2LXN0YW5kYXJkLXNlY3JldA=="]}"#,

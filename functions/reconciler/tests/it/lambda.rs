@@ -205,6 +205,7 @@ async fn the_reconciler_binary_leaves_each_payment_where_stripe_says_it_is() {
         .env("TABLE_NAME", &w.ctx.table)
         .env("PSP_BASE_URL", &w.psp_url)
         .env("PSP_API_KEY", KEY)
+        .env("PSP_REDIRECTS", "never")
         .env_remove("PSP_API_KEY_ARN")
         .env("RECOVERY_STALE_AFTER_SECONDS", "0")
         .stdout(Stdio::piped())

@@ -453,7 +453,8 @@ async fn an_escalated_saga_is_resumed_by_retry_through_the_saga_runner_and_its_e
     ctl.env = ctl
         .env
         .with("PSP_BASE_URL", "http://127.0.0.1:9")
-        .with("PSP_API_KEY", "sk_test_unused");
+        .with("PSP_API_KEY", "sk_test_unused")
+        .with("PSP_REDIRECTS", "never");
     let report = escalations::retry(&ctl, order.as_str(), Some(&queues.escalation_url), false)
         .await
         .unwrap();
