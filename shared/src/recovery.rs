@@ -341,8 +341,8 @@ impl<P: Psp> Recovery<P> {
             }
             Err(e) => return Err(e.into()),
         };
-        let observation =
-            answer_to_give_back(&refund, give_back, correlation).map_err(|e| PspError::BadAnswer(e.into()))?;
+        let observation = refund_observation(&refund, Path::Recovery, Some(give_back.failure), correlation)
+            .map_err(|e| PspError::BadAnswer(e.into()))?;
         let outcome = self.store.finalize_from(current, &observation, Some(lease)).await?;
         warn!(payment_id = %outcome.payment.id, refund_id = %refund.id, status = %refund.status,
               failure = give_back.failure, result = ?outcome.result, "failed refund given back again");
@@ -380,11 +380,14 @@ impl<P: Psp> Recovery<P> {
     }
 }
 
-/// The PSP's answer to the give-back of failure `give_back.failure`, as the refund report that answers it,
-/// stamped with the query's time (to the second, as the PSP's own).
-fn answer_to_give_back(
+/// A refund as the PSP answered the call that made it (recovery's give-back, the saga's compensation), as
+/// `path`'s refund report (answering the give-back of failure `answers_give_back`, if it is one), stamped with
+/// the query's time (to the second, as the PSP's own). Its amount is its own, not a claim on the payment's;
+/// its currency and PaymentIntent are checked.
+pub fn refund_observation(
     refund: &Refund,
-    give_back: GiveBack,
+    path: Path,
+    answers_give_back: Option<u32>,
     correlation: CorrelationId,
 ) -> Result<Observation, String> {
     let status =
@@ -396,16 +399,15 @@ fn answer_to_give_back(
             status,
         },
         failure_reason: None,
-        answers_give_back: Some(give_back.failure),
+        answers_give_back,
     };
-    let mut observation = Observation::new(Path::Recovery, Outcome::Refund(report), correlation);
+    let mut observation = Observation::new(path, Outcome::Refund(report), correlation);
     observation.psp_reference = refund
         .payment_intent
         .as_deref()
         .map(PspReference::parse)
         .transpose()
         .map_err(|e| e.to_string())?;
-    // The refund's amount is its own; its currency must be the payment's.
     observation.claims = Claims {
         amount_minor: None,
         currency: Some(Currency::parse(&refund.currency).map_err(|e| e.to_string())?),

@@ -2,10 +2,11 @@
 //! finalize, and the payment's outcome read from the order projection (or the payment item past the deadline).
 
 use super::{correlation, RunError, Runner};
+use shared::psp::stripe::Refund;
 use shared::psp::{PaymentIntent, Psp, PspError};
 use shared::saga::SagaRecord;
 use shared::store::read_item;
-use shared::{Observation, OrderId, Outcome, Path, PaymentId, PaymentStatus};
+use shared::{Observation, OrderId, Outcome, Path, PaymentId, PaymentStatus, RefundStatus};
 
 /// What the saga observed, in the checkout's trace: the payment's events it writes continue that trace.
 pub(super) fn in_checkout_trace(mut observation: Observation, saga: &SagaRecord) -> Observation {
@@ -31,6 +32,28 @@ impl<P: Psp> Runner<P> {
         let observation = in_checkout_trace(observation, saga);
         let outcome = self.payments().finalize(payment_id, &observation, None).await?;
         Ok(Some(outcome.payment.status))
+    }
+
+    /// Applies the refund the saga asked for, as the PSP answered, through the one finalize, and says that
+    /// refund's status as the payment now knows it: the PSP replays its first answer for the refund's key, so a
+    /// refund answered `pending` is seen to succeed or fail by its webhooks (`refund.updated`, `refund.failed`),
+    /// which the payment has recorded. The answer's own status when the payment did not record it.
+    pub(super) async fn observe_refund(
+        &self,
+        payment_id: &PaymentId,
+        saga: &SagaRecord,
+        refund: &Refund,
+    ) -> Result<RefundStatus, RunError> {
+        let observation = shared::recovery::refund_observation(refund, Path::Sync, None, correlation(&saga.order_id))
+            .map_err(|e| RunError::Psp(PspError::BadAnswer(e.into())))?;
+        let answered = RefundStatus::parse(&refund.status);
+        let observation = in_checkout_trace(observation, saga);
+        let outcome = self.payments().finalize(payment_id, &observation, None).await?;
+        let known = outcome.payment.refunds.iter().find(|r| r.refund_id == refund.id);
+        known
+            .map(|r| r.status)
+            .or(answered)
+            .ok_or_else(|| RunError::Invalid(format!("refund {} has an unknown status", refund.id)))
     }
 
     /// Applies what the saga itself learned from the PSP (a refund, a cancellation) through the one finalize.

@@ -5,7 +5,7 @@ use super::observe::in_checkout_trace;
 use super::{correlation, Advanced, RunError, Runner, PSP_KEY_TRUSTED_FOR};
 use shared::psp::{ChargeRequest, IntentStatus, PaymentIntent, Psp, PspError};
 use shared::saga::{CancellingPayment, Charging, RefundImpossible, RefundingPayment, Saga};
-use shared::{OrderId, Outcome, Path, PaymentStatus};
+use shared::{OrderId, Outcome, Path, PaymentStatus, RefundStatus};
 use tracing::{error, info, warn};
 
 impl<P: Psp> Runner<P> {
@@ -87,7 +87,10 @@ impl<P: Psp> Runner<P> {
     /// refunded total (the refund object has none). A refund the PSP refuses (nothing left: our earlier
     /// attempt, whose answer was lost, after the PSP forgot its key; or a refund made at the PSP) is read
     /// back too: the money is back if the charge says so, and only then does the saga go on. A refusal that
-    /// makes the refund impossible for good (a disputed charge) ends the compensation without it.
+    /// makes the refund impossible for good (a disputed charge) ends the compensation without it. The refund
+    /// the PSP answers is recorded on the payment and counts only once `succeeded`: a pending one stops the
+    /// saga here until its webhook says how it ended (each resume asks again with the same key and reads the
+    /// payment); a failed one is an error (retried, then escalated) while recovery gives the money back.
     pub(super) async fn refund(&self, saga: Saga<RefundingPayment>, now: i64) -> Result<Advanced, RunError> {
         let payment_id = saga.payment_id().clone();
         let amount = saga.record().checkout.money.amount_minor();
@@ -101,13 +104,22 @@ impl<P: Psp> Runner<P> {
             .refund(&format!("{}:refund", saga.order_id()), &reference, None)
             .await
         {
-            Ok(refund) if refund.is_accepted() => None,
-            Ok(refund) => {
-                return Err(RunError::Invalid(format!(
-                    "refund {} ended {}",
-                    refund.id, refund.status
-                )))
-            }
+            // Done only when the PSP says `succeeded` (issue 23): a pending refund is waited for (its webhook
+            // records the outcome; the sweeper resumes the saga), a failed one is given back by recovery.
+            Ok(refund) => match self.observe_refund(&payment_id, saga.record(), &refund).await? {
+                RefundStatus::Succeeded => None,
+                status if status.is_pending() => {
+                    info!(order_id = %saga.order_id(), refund_id = %refund.id, %status,
+                          "refund not done yet; waiting for the PSP's outcome");
+                    return Ok(Advanced::Stopped);
+                }
+                status => {
+                    return Err(RunError::Invalid(format!(
+                        "refund {} ended {status} (recovery gives the money back again)",
+                        refund.id
+                    )))
+                }
+            },
             Err(refused @ PspError::Refused { .. }) => match impossible(&refused) {
                 Some(why) => return self.refund_impossible(saga, why, &refused, now).await,
                 None => Some(refused),

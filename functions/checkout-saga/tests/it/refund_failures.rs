@@ -1,15 +1,19 @@
 //! A refund Stripe reports failed (issue 23 item 7): recovery gives the money back again with a new key per
 //! failure, `<payment>:refund-failure-<n>`, records the answer as the report answering that give-back, and
-//! never refunds twice for one failure, also when an earlier run crashed after its refund call.
+//! never refunds twice for one failure, also when an earlier run crashed after its refund call. And the saga's
+//! own refund is a compensation only once Stripe says `succeeded`.
 
 use crate::support::*;
+use checkout_saga::orders;
+use checkout_saga::sweeper;
 use shared::psp::Psp;
 use shared::recovery::Reconciled;
-use shared::saga::SagaRecord;
+use shared::saga::{SagaRecord, SagaStatus};
 use shared::{
     CorrelationId, EventKind, GiveBack, Observation, Outcome, Path, PaymentStatus, RefundEntry, RefundReport,
     RefundStatus,
 };
+use std::time::Duration;
 
 /// A refund report for `refund_id` as a `refund.failed` webhook brings it.
 fn failed_refund(refund_id: &str, amount_minor: u64, event: &str) -> Observation {
@@ -129,5 +133,96 @@ async fn a_give_back_the_psp_refuses_keeps_the_payment_open_for_an_operator() {
         intents[0]["latest_charge"]["amount_refunded"].as_u64(),
         Some(amount),
         "never refunded twice"
+    );
+}
+
+/// A checkout whose order was cancelled after its capture, so the saga refunds, over `runner`.
+async fn refunding<P: Psp>(w: &World, runner: &checkout_saga::runner::Runner<P>) -> SagaRecord {
+    let id = order();
+    let waiting = w
+        .runner_for("checkout-api")
+        .start(id.clone(), w.checkout("pm_succeeded", 1))
+        .await
+        .expect("start");
+    orders::cancel(&w.ctx.client, &w.ctx.table, &id).await.unwrap();
+    w.deliver(runner, &waiting).await;
+    w.saga(&id).await
+}
+
+/// The webhook's report of `refund` in `status`.
+fn refund_webhook(refund: &RefundEntry, status: RefundStatus, event: &str) -> Observation {
+    let mut o = failed_refund(&refund.refund_id, refund.amount_minor, event);
+    if let Outcome::Refund(r) = &mut o.outcome {
+        r.refund.status = status;
+        r.failure_reason = None;
+    }
+    o
+}
+
+#[tokio::test]
+async fn the_saga_compensates_a_charge_only_once_its_refund_succeeded() {
+    let w = world().await;
+    let pending = w.runner_over(Quirky(w.psp(), Quirk::RefundsPending));
+    let waiting = refunding(&w, &pending).await;
+    let id = waiting.payment_id.clone().expect("payment");
+    // Stripe answered `pending`: recorded as pending, the saga waits with the stock reserved.
+    assert_eq!(
+        waiting.status,
+        SagaStatus::RefundingPayment,
+        "not compensated on a pending refund"
+    );
+    assert_eq!(w.stock().await, STOCK - 1);
+    let p = w.ctx.store.get(&id).await.unwrap().unwrap();
+    assert_eq!((p.status, p.refunded_minor), (PaymentStatus::Captured, 0));
+    let refund = p.pending_refunds().next().expect("the refund, pending").clone();
+    // Resumed while still pending (the PSP replays `pending` for the key): still waiting.
+    let report = sweeper::sweep(&pending, Duration::ZERO, 1000, later())
+        .await
+        .expect("sweep");
+    assert!(report.resumed >= 1, "{report:?}");
+    assert_eq!(w.saga(&waiting.order_id).await.status, SagaStatus::RefundingPayment);
+    // `refund.updated` says succeeded: the next resume (the sweeper's, once the saga is due again) finishes
+    // the compensation.
+    let succeeded = refund_webhook(&refund, RefundStatus::Succeeded, "evt_rs_1");
+    w.ctx.store.finalize(&id, &succeeded, None).await.expect("webhook");
+    pending.resume(&waiting.order_id).await.expect("resume");
+    let done = w.saga(&waiting.order_id).await;
+    assert_eq!(done.status, SagaStatus::Compensated);
+    assert_eq!(w.stock().await, STOCK);
+    assert_eq!(w.payment_status(&done).await, PaymentStatus::Refunded);
+    w.assert_charged_once(&done, 2500);
+}
+
+#[tokio::test]
+async fn a_refund_that_fails_after_pending_is_not_a_compensation_and_recovery_gives_the_money_back() {
+    let w = world().await;
+    let pending = w.runner_over(Quirky(w.psp(), Quirk::RefundsPending));
+    let waiting = refunding(&w, &pending).await;
+    let id = waiting.payment_id.clone().expect("payment");
+    let p = w.ctx.store.get(&id).await.unwrap().unwrap();
+    let refund = p.pending_refunds().next().expect("the refund, pending").clone();
+    let failed = refund_webhook(&refund, RefundStatus::Failed, "evt_rs_2");
+    let outcome = w.ctx.store.finalize(&id, &failed, None).await.expect("webhook");
+    assert_eq!(outcome.result, shared::FinalizeResult::Applied(EventKind::RefundFailed));
+    // The saga does not call it compensated (it retries, then escalates); recovery owns the give-back.
+    let resumed = pending.resume(&waiting.order_id).await;
+    assert!(resumed.is_err(), "{resumed:?}");
+    let saga = w.saga(&waiting.order_id).await;
+    assert_eq!(saga.status, SagaStatus::RefundingPayment);
+    assert_eq!(
+        w.stock().await,
+        STOCK - 1,
+        "the stock stays reserved while the money is not back"
+    );
+    assert_eq!(
+        w.ctx
+            .store
+            .get(&id)
+            .await
+            .unwrap()
+            .unwrap()
+            .give_back
+            .map(|g| g.failure),
+        Some(1)
     );
 }

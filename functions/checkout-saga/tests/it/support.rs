@@ -346,6 +346,9 @@ pub enum Quirk {
     RefundsDown,
     /// Refunds are made, then their answer is lost, every time.
     RefundAnswersLost,
+    /// Refunds are made and answered `pending`, as Stripe answers a refund that takes days (the answer
+    /// replayed for the key stays `pending`; the outcome comes by webhook).
+    RefundsPending,
     /// Charges are made, then their answer is lost (the connection drops after the request was sent), every
     /// time.
     ChargeAnswersLost,
@@ -392,6 +395,10 @@ impl Psp for Quirky {
                 let _done_at_the_psp = self.0.refund(key, reference, amount).await;
                 Err(answer_lost())
             }
+            Quirk::RefundsPending => self.0.refund(key, reference, amount).await.map(|r| Refund {
+                status: "pending".into(),
+                ..r
+            }),
             _ => self.0.refund(key, reference, amount).await,
         }
     }
