@@ -63,6 +63,10 @@ pub enum Scenario {
     /// `succeeded`, but the answer to the create request is lost (the connection drops): the client's retry
     /// with the same key gets the first answer replayed.
     LostAnswer,
+    /// `succeeded` at once, but every refund of it fails (the card expired): the refund is answered `pending`
+    /// (replayed so for its key), then `refund.created` (pending), `refund.updated` and `refund.failed`
+    /// (failed, `failure_reason` `expired_or_canceled_card`) are sent and the charge keeps its money.
+    RefundFails,
 }
 
 impl Scenario {

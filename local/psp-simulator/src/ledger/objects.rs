@@ -69,6 +69,22 @@ pub(super) fn event_of(intent: &Intent, now: i64) -> WebhookEvent {
     event(event_id(), kind, payment_intent(intent, false), now)
 }
 
+/// A Refund object as Stripe shows it (the fields of Stripe's fixture); a failed one says why.
+pub(super) fn refund_object(
+    intent: &Intent,
+    refund_id: &str,
+    charge_id: &str,
+    amount: u64,
+    status: &str,
+    now: i64,
+) -> Value {
+    let failure_reason = (status == "failed").then_some("expired_or_canceled_card");
+    json!({ "id": refund_id, "object": "refund", "amount": amount, "balance_transaction": null,
+        "charge": charge_id, "created": now / 1000, "currency": intent.currency, "metadata": {},
+        "payment_intent": intent.id, "reason": null, "receipt_number": null, "status": status,
+        "failure_reason": failure_reason })
+}
+
 pub(super) fn charge_refunded_event(intent: &Intent, now: i64) -> WebhookEvent {
     let object = intent
         .charge

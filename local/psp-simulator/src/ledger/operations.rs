@@ -2,7 +2,7 @@
 //! steps, search, cancel and refund, each as Stripe does it.
 
 use super::answers::{answer, missing, no_such};
-use super::objects::{charge_refunded_event, event_of, payment_intent};
+use super::objects::{charge_refunded_event, event, event_id, event_of, payment_intent, refund_object};
 use super::{now_ms, Answer, ChargeState, Effects, Intent, Ledger, Scenario, State, Step, WebhookEvent};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, VecDeque};
@@ -159,6 +159,10 @@ pub(super) fn refund(state: &mut State, params: &BTreeMap<String, String>) -> Ef
             json!({}),
         ));
     }
+    if intent.scenario == Scenario::RefundFails {
+        let charge_id = charge.id.clone();
+        return failing_refund(intent, &refund_id, &charge_id, amount, now, webhooks);
+    }
     charge.amount_refunded += amount;
     let charge_id = charge.id.clone();
     let refund = json!({ "id": refund_id, "object": "refund", "amount": amount, "balance_transaction": null,
@@ -169,6 +173,29 @@ pub(super) fn refund(state: &mut State, params: &BTreeMap<String, String>) -> Ef
     }
     Effects {
         answer: Some(Answer::ok(refund)),
+        webhooks,
+        ..Effects::default()
+    }
+}
+
+/// A refund of a [`Scenario::RefundFails`] charge: answered `pending`, then reported failed by webhooks, the
+/// charge's money untouched (as after Stripe returns a failed refund's funds to the balance).
+fn failing_refund(
+    intent: &Intent,
+    refund_id: &str,
+    charge_id: &str,
+    amount: u64,
+    now: i64,
+    mut webhooks: Vec<WebhookEvent>,
+) -> Effects {
+    let refund = |status| refund_object(intent, refund_id, charge_id, amount, status, now);
+    if intent.webhooks {
+        webhooks.push(event(event_id(), "refund.created", refund("pending"), now));
+        webhooks.push(event(event_id(), "refund.updated", refund("failed"), now));
+        webhooks.push(event(event_id(), "refund.failed", refund("failed"), now));
+    }
+    Effects {
+        answer: Some(Answer::ok(refund("pending"))),
         webhooks,
         ..Effects::default()
     }
@@ -241,7 +268,9 @@ impl Ledger {
         let mut webhooks = Vec::new();
         let mut declined = None;
         match scenario {
-            Scenario::Succeeded | Scenario::LostAnswer => intent.steps.push_back((now, Step::Succeed)),
+            Scenario::Succeeded | Scenario::LostAnswer | Scenario::RefundFails => {
+                intent.steps.push_back((now, Step::Succeed))
+            }
             Scenario::Failed => {
                 intent.status = "canceled";
                 intent.cancellation_reason = Some("fraudulent");
@@ -277,7 +306,10 @@ impl Ledger {
         }
         // Succeeded at once: the answer already shows it (Stripe answers a confirmed card payment with its
         // final status). Otherwise the answer shows the first status and the due steps follow right after.
-        if scenario == Scenario::Succeeded || scenario == Scenario::LostAnswer {
+        if matches!(
+            scenario,
+            Scenario::Succeeded | Scenario::LostAnswer | Scenario::RefundFails
+        ) {
             webhooks.extend(advance(&mut intent, now));
         }
         let id = intent.id.clone();

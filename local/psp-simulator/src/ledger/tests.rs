@@ -84,3 +84,77 @@ fn requests_without_the_key_are_refused() {
     assert_eq!(e.answer.unwrap().status, 401);
     assert_eq!(l.auth_counts(), (0, 1));
 }
+
+#[test]
+fn a_refund_fails_charges_refund_is_answered_pending_then_reported_failed() {
+    let l = ledger();
+    let pi = create(&l, "k", "pm_refund_fails").answer.unwrap().body["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(l.intents_for("pay_1")[0]["status"], "succeeded");
+    let refund = || {
+        let p = params(&[("payment_intent", pi.as_str())]);
+        l.handle("POST", "/v1/refunds", Some("Bearer sk_test_k"), Some("r1"), &p)
+    };
+    let first = refund();
+    let answer = first.answer.unwrap().body;
+    assert_eq!(
+        (answer["status"].as_str(), answer["amount"].as_u64()),
+        (Some("pending"), Some(1000))
+    );
+    let sent: Vec<(&str, &str)> = first
+        .webhooks
+        .iter()
+        .map(|w| (w.kind, w.body["data"]["object"]["status"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        sent,
+        [
+            ("refund.created", "pending"),
+            ("refund.updated", "failed"),
+            ("refund.failed", "failed")
+        ]
+    );
+    let failed = &first.webhooks[2].body["data"]["object"];
+    assert_eq!(
+        (
+            failed["id"].clone(),
+            failed["payment_intent"].as_str(),
+            failed["failure_reason"].as_str()
+        ),
+        (
+            answer["id"].clone(),
+            Some(pi.as_str()),
+            Some("expired_or_canceled_card")
+        )
+    );
+    // Stripe's fixture's fields, all there.
+    let fixture = [
+        "amount",
+        "balance_transaction",
+        "charge",
+        "created",
+        "currency",
+        "id",
+        "metadata",
+        "object",
+        "payment_intent",
+        "reason",
+        "receipt_number",
+        "status",
+    ];
+    assert!(fixture.iter().all(|k| failed.get(*k).is_some()), "{failed}");
+    // Replayed for its key as first answered; the charge keeps its money.
+    let again = refund();
+    assert_eq!(again.answer.unwrap().body["status"], "pending");
+    assert!(again.webhooks.is_empty());
+    let intent = l.handle(
+        "GET",
+        &format!("/v1/payment_intents/{pi}"),
+        Some("Bearer sk_test_k"),
+        None,
+        &params(&[("expand[]", "latest_charge")]),
+    );
+    assert_eq!(intent.answer.unwrap().body["latest_charge"]["amount_refunded"], 0);
+}

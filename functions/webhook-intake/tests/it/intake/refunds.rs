@@ -157,3 +157,71 @@ async fn a_refund_of_a_payment_intent_not_ours_is_ignored_and_one_before_the_cap
     let p = t.ctx.store.get(&id).await.unwrap().unwrap();
     assert_eq!((p.status, p.refunds.len()), (PaymentStatus::Pending, 0));
 }
+
+#[tokio::test]
+async fn the_simulators_failing_refund_reaches_the_payment_as_pending_then_failed() {
+    use psp_simulator::ledger::{Ledger, Timings};
+    let t = TestIntake::new().await;
+    let id = t.payment("pay_rf4").await;
+    let sim = Ledger::new("sk_test_k", Timings::default(), None);
+    let auth = Some("Bearer sk_test_k");
+    let charge: std::collections::BTreeMap<String, String> = [
+        ("amount", "1000"),
+        ("currency", "eur"),
+        ("confirm", "true"),
+        ("automatic_payment_methods[enabled]", "true"),
+        ("automatic_payment_methods[allow_redirects]", "never"),
+        ("payment_method", "pm_refund_fails"),
+        ("metadata[payment_id]", id.as_str()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect();
+    let charged = sim.handle("POST", "/v1/payment_intents", auth, Some("k_charge"), &charge);
+    let pi = charged.answer.unwrap().body["id"].as_str().unwrap().to_owned();
+    let refund = [("payment_intent".to_owned(), pi)].into_iter().collect();
+    let refunded = sim.handle("POST", "/v1/refunds", auth, Some("k_refund"), &refund);
+    assert_eq!(
+        refunded.answer.unwrap().body["status"],
+        "pending",
+        "the simulator's answer"
+    );
+    // Its webhooks, signed as the simulator sends them, through our intake.
+    let mut answers = Vec::new();
+    for hook in charged.webhooks.iter().chain(&refunded.webhooks) {
+        answers.push((hook.kind, send_refund(&t, &hook.body).await));
+    }
+    let answers: Vec<(&str, &str)> = answers.iter().map(|(k, r)| (*k, r.as_str())).collect();
+    assert_eq!(
+        answers,
+        [
+            ("payment_intent.succeeded", "applied"),
+            ("refund.created", "applied"),
+            ("refund.updated", "applied"),
+            ("refund.failed", "duplicate")
+        ]
+    );
+    let p = t.ctx.store.get(&id).await.unwrap().unwrap();
+    assert_eq!((p.status, p.refunded_minor), (PaymentStatus::Captured, 0));
+    assert_eq!(
+        (p.refund_failures, p.give_back),
+        (
+            1,
+            Some(GiveBack {
+                failure: 1,
+                amount_minor: 1000
+            })
+        )
+    );
+    let kinds: Vec<_> = t.ctx.store.events(&id).await.unwrap().iter().map(|e| e.kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            EventKind::PaymentCreated,
+            EventKind::PaymentCaptured,
+            EventKind::RefundPending,
+            EventKind::RefundFailed
+        ],
+        "refund.updated and refund.failed report the same failure: one event"
+    );
+}
