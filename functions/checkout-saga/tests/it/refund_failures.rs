@@ -226,3 +226,27 @@ async fn a_refund_that_fails_after_pending_is_not_a_compensation_and_recovery_gi
         Some(1)
     );
 }
+
+#[tokio::test]
+async fn a_charge_whose_refunds_fail_at_the_simulator_keeps_the_saga_refunding() {
+    let w = world().await;
+    let runner = w.runner_for("checkout-events");
+    let id = order();
+    let waiting = w
+        .runner_for("checkout-api")
+        .start(id.clone(), w.checkout("pm_refund_fails", 1))
+        .await
+        .expect("start");
+    orders::cancel(&w.ctx.client, &w.ctx.table, &id).await.unwrap();
+    w.inbox_deliver(&runner, &waiting).await;
+    // The simulator answered the refund `pending` (its failure comes by webhook): not a compensation.
+    let saga = w.saga(&id).await;
+    assert_eq!(saga.status, SagaStatus::RefundingPayment);
+    assert_eq!(w.stock().await, STOCK - 1);
+    let payment = waiting.payment_id.clone().expect("payment");
+    let p = w.ctx.store.get(&payment).await.unwrap().unwrap();
+    assert_eq!((p.status, p.refunded_minor), (PaymentStatus::Captured, 0));
+    assert_eq!(p.pending_refunds().count(), 1, "{:?}", p.refunds);
+    let intents = w.sim.ledger.intents_for(payment.as_str());
+    assert_eq!(intents[0]["latest_charge"]["amount_refunded"].as_u64(), Some(0));
+}
