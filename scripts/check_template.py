@@ -467,6 +467,7 @@ REQUIRED_CUSTOM_ALARMS = {
     ("Payments/Psp", "PspRefusals"): "requests Stripe refuses (a setting it does not accept)",
     ("Payments/Psp", "PspAuthFailed"): "Stripe refusing our API key",
     ("Payments/Finalize", "RefundsFailed"): "refunds Stripe reports failed (money to give back again)",
+    ("Payments/Finalize", "DisputesOpened"): "a customer disputing a charge (days to answer it)",
 }
 MUST_BREACH_WHEN_MISSING = ("RecoveryLagSeconds", "SweeperLagSeconds")
 # An open item's age is published only by a run that reads it, and a backed-off item is read again at most
@@ -944,6 +945,8 @@ MUTATIONS += [
      "no alarm reads Payments/Psp PspAuthFailed"),
     ("no alarm on failed refunds", lambda d: d["Resources"].pop("RefundsFailedAlarm"),
      "no alarm reads Payments/Finalize RefundsFailed"),
+    ("no alarm on disputes", lambda d: d["Resources"].pop("DisputesOpenedAlarm"),
+     "no alarm reads Payments/Finalize DisputesOpened"),
     ("a CodeDeploy role on every resource", lambda d: d["Resources"]["CodeDeployRole"]["Properties"]["Policies"][0]
      ["PolicyDocument"]["Statement"][1].update(Resource="*"), "grants on every resource"),
 ]
