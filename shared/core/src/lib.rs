@@ -31,6 +31,6 @@ pub use metadata::Metadata;
 pub use money::{Currency, Money};
 pub use observation::{Claims, Observation, Outcome, Path, RefundReport};
 pub use payment::{CustomerAction, NewPayment, Payment, StrayCapture};
-pub use refund::{GiveBack, RefundEntry, RefundStatus, RefundTotals};
+pub use refund::{refund_step, GiveBack, RefundEntry, RefundStatus, RefundStep, RefundTotals};
 pub use secret::{ClientSecret, RedirectPolicy, RedirectUrl, RetryToken, SigningSecret};
 pub use status::PaymentStatus;

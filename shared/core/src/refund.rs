@@ -135,10 +135,75 @@ impl RefundTotals {
     }
 }
 
+/// Where a saga's refund of a capture stands, from the refunds the payment has heard of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefundStep {
+    /// The money is back: the saga's refund succeeded, or the payment's succeeded refunds (a give-back of
+    /// the saga's failed refund, under recovery's key) cover what the saga refunds.
+    Done,
+    /// The saga's refund is on its way (`pending`, `requires_action`): its webhook says how it ends.
+    Waiting,
+    /// The saga's refund failed (or was canceled) and no refund has returned the money yet: recovery gives
+    /// it back; the saga is not done.
+    Undone,
+}
+
+/// The saga's refund step, whose own refund the payment knows as `own`, of `refunds` (all the payment's
+/// refunds), refunding `owed_minor`. The money question is settled by whichever refund returned the money:
+/// recovery gives a failed refund back under a new key, so the saga's own refund stays `failed` forever and
+/// must not hold the saga (issue 23 item 7: every wait ends).
+pub fn refund_step(own: RefundStatus, refunds: &[RefundEntry], owed_minor: u64) -> RefundStep {
+    if own == RefundStatus::Succeeded || RefundTotals::of(refunds).succeeded >= owed_minor {
+        RefundStep::Done
+    } else if own.is_pending() {
+        RefundStep::Waiting
+    } else {
+        RefundStep::Undone
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::RefundStatus::*;
     use super::*;
+
+    fn entry(id: &str, amount_minor: u64, status: RefundStatus) -> RefundEntry {
+        RefundEntry {
+            refund_id: id.into(),
+            amount_minor,
+            status,
+        }
+    }
+
+    #[test]
+    fn the_sagas_refund_is_done_when_it_succeeded() {
+        let refunds = [entry("re_saga", 2500, Succeeded)];
+        assert_eq!(refund_step(Succeeded, &refunds, 2500), RefundStep::Done);
+    }
+
+    #[test]
+    fn a_failed_sagas_refund_is_done_once_its_give_back_succeeded() {
+        let refunds = [entry("re_saga", 2500, Failed), entry("re_give_back", 2500, Succeeded)];
+        assert_eq!(refund_step(Failed, &refunds, 2500), RefundStep::Done);
+        // A give-back of only part of it does not settle the money.
+        let part = [entry("re_saga", 2500, Failed), entry("re_give_back", 1000, Succeeded)];
+        assert_eq!(refund_step(Failed, &part, 2500), RefundStep::Undone);
+    }
+
+    #[test]
+    fn a_failed_sagas_refund_whose_give_back_is_pending_is_not_done() {
+        let refunds = [entry("re_saga", 2500, Failed), entry("re_give_back", 2500, Pending)];
+        assert_eq!(refund_step(Failed, &refunds, 2500), RefundStep::Undone);
+        assert_eq!(refund_step(Canceled, &refunds[..1], 2500), RefundStep::Undone);
+    }
+
+    #[test]
+    fn a_pending_sagas_refund_waits() {
+        for own in [Pending, RequiresAction] {
+            let refunds = [entry("re_saga", 2500, own)];
+            assert_eq!(refund_step(own, &refunds, 2500), RefundStep::Waiting);
+        }
+    }
 
     #[test]
     fn names_round_trip_and_unknown_names_are_none() {

@@ -6,7 +6,7 @@ use shared::psp::stripe::Refund;
 use shared::psp::{PaymentIntent, Psp, PspError};
 use shared::saga::SagaRecord;
 use shared::store::read_item;
-use shared::{Observation, OrderId, Outcome, Path, PaymentId, PaymentStatus, RefundStatus};
+use shared::{Observation, OrderId, Outcome, Path, PaymentId, PaymentStatus, RefundStatus, RefundStep};
 
 /// What the saga observed, in the checkout's trace: the payment's events it writes continue that trace.
 pub(super) fn in_checkout_trace(mut observation: Observation, saga: &SagaRecord) -> Observation {
@@ -34,26 +34,30 @@ impl<P: Psp> Runner<P> {
         Ok(Some(outcome.payment.status))
     }
 
-    /// Applies the refund the saga asked for, as the PSP answered, through the one finalize, and says that
-    /// refund's status as the payment now knows it: the PSP replays its first answer for the refund's key, so a
-    /// refund answered `pending` is seen to succeed or fail by its webhooks (`refund.updated`, `refund.failed`),
-    /// which the payment has recorded. The answer's own status when the payment did not record it.
+    /// Applies the refund the saga asked for, as the PSP answered, through the one finalize, and says where the
+    /// saga's refund step stands as the payment now knows it: the PSP replays its first answer for the refund's
+    /// key, so a refund answered `pending` is seen to succeed or fail by its webhooks (`refund.updated`,
+    /// `refund.failed`), which the payment has recorded (the answer's own status when the payment did not
+    /// record it). A failed refund that recovery gave back under its own key is done once that give-back
+    /// succeeded ([`shared::refund_step`]).
     pub(super) async fn observe_refund(
         &self,
         payment_id: &PaymentId,
         saga: &SagaRecord,
         refund: &Refund,
-    ) -> Result<RefundStatus, RunError> {
+    ) -> Result<(RefundStatus, RefundStep), RunError> {
         let observation = shared::recovery::refund_observation(refund, Path::Sync, None, correlation(&saga.order_id))
             .map_err(|e| RunError::Psp(PspError::BadAnswer(e.into())))?;
         let answered = RefundStatus::parse(&refund.status);
         let observation = in_checkout_trace(observation, saga);
-        let outcome = self.payments().finalize(payment_id, &observation, None).await?;
-        let known = outcome.payment.refunds.iter().find(|r| r.refund_id == refund.id);
-        known
+        let payment = self.payments().finalize(payment_id, &observation, None).await?.payment;
+        let known = payment.refunds.iter().find(|r| r.refund_id == refund.id);
+        let own = known
             .map(|r| r.status)
             .or(answered)
-            .ok_or_else(|| RunError::Invalid(format!("refund {} has an unknown status", refund.id)))
+            .ok_or_else(|| RunError::Invalid(format!("refund {} has an unknown status", refund.id)))?;
+        let owed = saga.checkout.money.amount_minor();
+        Ok((own, shared::refund_step(own, &payment.refunds, owed)))
     }
 
     /// Applies what the saga itself learned from the PSP (a refund, a cancellation) through the one finalize.

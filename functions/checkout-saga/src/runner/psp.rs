@@ -5,7 +5,7 @@ use super::observe::in_checkout_trace;
 use super::{correlation, Advanced, RunError, Runner, PSP_KEY_TRUSTED_FOR};
 use shared::psp::{ChargeRequest, IntentStatus, PaymentIntent, Psp, PspError};
 use shared::saga::{CancellingPayment, Charging, RefundImpossible, RefundingPayment, Saga};
-use shared::{OrderId, Outcome, Path, PaymentStatus, RefundStatus};
+use shared::{OrderId, Outcome, Path, PaymentStatus, RefundStep};
 use tracing::{error, info, warn};
 
 impl<P: Psp> Runner<P> {
@@ -90,7 +90,8 @@ impl<P: Psp> Runner<P> {
     /// makes the refund impossible for good (a disputed charge) ends the compensation without it. The refund
     /// the PSP answers is recorded on the payment and counts only once `succeeded`: a pending one stops the
     /// saga here until its webhook says how it ended (each resume asks again with the same key and reads the
-    /// payment); a failed one is an error (retried, then escalated) while recovery gives the money back.
+    /// payment); a failed one is an error (retried, then escalated) while recovery gives the money back, and
+    /// the step is done once that give-back succeeded (the saga's own refund stays `failed`).
     pub(super) async fn refund(&self, saga: Saga<RefundingPayment>, now: i64) -> Result<Advanced, RunError> {
         let payment_id = saga.payment_id().clone();
         let amount = saga.record().checkout.money.amount_minor();
@@ -105,15 +106,16 @@ impl<P: Psp> Runner<P> {
             .await
         {
             // Done only when the PSP says `succeeded` (issue 23): a pending refund is waited for (its webhook
-            // records the outcome; the sweeper resumes the saga), a failed one is given back by recovery.
+            // records the outcome; the sweeper resumes the saga), a failed one is given back by recovery, whose
+            // succeeded give-back ends the step.
             Ok(refund) => match self.observe_refund(&payment_id, saga.record(), &refund).await? {
-                RefundStatus::Succeeded => None,
-                status if status.is_pending() => {
+                (_, RefundStep::Done) => None,
+                (status, RefundStep::Waiting) => {
                     info!(order_id = %saga.order_id(), refund_id = %refund.id, %status,
                           "refund not done yet; waiting for the PSP's outcome");
                     return Ok(Advanced::Stopped);
                 }
-                status => {
+                (status, RefundStep::Undone) => {
                     return Err(RunError::Invalid(format!(
                         "refund {} ended {status} (recovery gives the money back again)",
                         refund.id

@@ -225,6 +225,57 @@ async fn a_refund_that_fails_after_pending_is_not_a_compensation_and_recovery_gi
             .map(|g| g.failure),
         Some(1)
     );
+    // Recovery gives the money back under `<payment>:refund-failure-1`: a new refund, which Stripe answers
+    // `pending`, then reports succeeded. (Its webhooks stand for it here: the simulator already took all of
+    // the charge back for the saga's refund, so it would refuse the give-back.) The saga's own refund stays
+    // `failed`; the money question is settled once the give-back succeeded, and only then.
+    let give_back = RefundEntry {
+        refund_id: "re_give_back_1".into(),
+        amount_minor: refund.amount_minor,
+        status: RefundStatus::Pending,
+    };
+    let answered = refund_webhook(&give_back, RefundStatus::Pending, "evt_rs_3");
+    w.ctx
+        .store
+        .finalize(&id, &answered, None)
+        .await
+        .expect("give-back pending");
+    let report = sweeper::sweep(&pending, Duration::ZERO, 1000, later())
+        .await
+        .expect("sweep");
+    assert!(report.errors >= 1, "still not done, as before: {report:?}");
+    assert_eq!(w.saga(&waiting.order_id).await.status, SagaStatus::RefundingPayment);
+    assert_eq!(w.stock().await, STOCK - 1, "not compensated on a pending give-back");
+    let succeeded = refund_webhook(&give_back, RefundStatus::Succeeded, "evt_rs_4");
+    let outcome = w
+        .ctx
+        .store
+        .finalize(&id, &succeeded, None)
+        .await
+        .expect("give-back succeeded");
+    assert_eq!(
+        outcome.result,
+        shared::FinalizeResult::Applied(EventKind::PaymentRefunded)
+    );
+    let report = sweeper::sweep(&pending, Duration::ZERO, 1000, later())
+        .await
+        .expect("sweep");
+    assert!(report.resumed >= 1, "{report:?}");
+    let done = w.saga(&waiting.order_id).await;
+    assert_eq!(done.status, SagaStatus::Compensated, "every wait ends");
+    assert_eq!(w.stock().await, STOCK, "the stock is released once the money is back");
+    let p = w.ctx.store.get(&id).await.unwrap().unwrap();
+    assert_eq!(
+        (p.status, p.refunded_minor),
+        (PaymentStatus::Refunded, refund.amount_minor)
+    );
+    assert!(
+        p.refunds
+            .iter()
+            .any(|r| r.refund_id == refund.refund_id && r.status == RefundStatus::Failed),
+        "the saga's own refund stays failed: {:?}",
+        p.refunds
+    );
 }
 
 #[tokio::test]
