@@ -24,13 +24,18 @@
 //! answering give-back `n`: `pending` or `succeeded` ends the give-back (a later failure is failure `n+1`), a
 //! `failed` answer does not count as given back; the core stops giving back after
 //! [`crate::refund::MAX_GIVE_BACKS`] failures, which then only alarm.
+//!
+//! A refund the payment last heard was `pending` (a give-back's or any other) may end without a webhook we
+//! receive, so each look reads it back by id first ([`Recovery::read_back_pending_refund`]) and records the
+//! answer as the webhook's refund report would be: `failed` is a new failure (given back under the next key
+//! on the next look), `succeeded` ends the question.
 
 use crate::clock;
 use crate::lease::{Lease, Leases};
 use crate::psp::stripe::Refund;
 use crate::psp::{Psp, PspError};
 use crate::store::open_index::{age_seconds, defer, due_items, next_due, OpenKind, MAX_RECHECK_INTERVAL};
-use crate::store::{FinalizeResult, PaymentStore, StoreError};
+use crate::store::{FinalizeOutcome, FinalizeResult, PaymentStore, StoreError};
 use crate::telemetry::ErrorChain;
 use crate::{
     Claims, ConfigError, CorrelationId, Currency, Env, GiveBack, Observation, Outcome, Path, Payment, PaymentId,
@@ -260,6 +265,12 @@ impl<P: Psp> Recovery<P> {
                 Err(e) => return Err(e.into()),
             }
         }
+        if let Some(done) = self
+            .read_back_pending_refund(&current, lease, correlation.clone(), open_since)
+            .await?
+        {
+            return Ok(done);
+        }
         if let Some(give_back) = current.give_back {
             return self
                 .give_back_failed_refund(current, &reference, give_back, lease, correlation, open_since)
@@ -316,6 +327,47 @@ impl<P: Psp> Recovery<P> {
         }
     }
 
+    /// Reads back, by id, each refund `current` last heard was pending (its webhooks may be lost): the first
+    /// whose status moved is recorded through finalize as that refund's report, as the webhook's would be.
+    /// `None` when every one is still pending (the look goes on).
+    async fn read_back_pending_refund(
+        &self,
+        current: &Payment,
+        lease: &Lease,
+        correlation: CorrelationId,
+        open_since: &mut Option<i64>,
+    ) -> Result<Option<(Reconciled, bool)>, RecoveryError> {
+        for entry in current.pending_refunds() {
+            let refund = match self.psp.retrieve_refund(&entry.refund_id).await {
+                Ok(refund) => refund,
+                Err(e) if e.is_deferred() => return Ok(Some((Reconciled::Deferred, false))),
+                // Stripe does not know it (not this account's): asking again tells nothing; the rest goes on.
+                Err(e @ PspError::Refused { .. }) => {
+                    warn!(payment_id = %current.id, refund_id = %entry.refund_id, error = %ErrorChain(&e),
+                          "pending refund cannot be read back");
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            };
+            if refund.status == entry.status.as_str() {
+                continue;
+            }
+            let observation = refund_observation(&refund, Path::Recovery, None, correlation)
+                .map_err(|e| PspError::BadAnswer(e.into()))?;
+            let outcome = self
+                .store
+                .finalize_from(current.clone(), &observation, Some(lease))
+                .await?;
+            info!(payment_id = %current.id, refund_id = %refund.id, status = %refund.status,
+                  result = ?outcome.result, "pending refund read back");
+            if !outcome.payment.is_open() {
+                *open_since = None;
+            }
+            return Ok(Some((reconciled(&outcome), outcome.lease_released)));
+        }
+        Ok(None)
+    }
+
     /// Gives back what failed refunds left (see the module doc): a refund of the give-back's amount under its
     /// failure's key, the answer recorded through finalize as the report answering that give-back. A refusal
     /// (the charge disputed, nothing left) is not retried sooner than the back-off: the payment stays open,
@@ -351,12 +403,7 @@ impl<P: Psp> Recovery<P> {
         } else {
             *open_since = None;
         }
-        let reconciled = match outcome.result {
-            _ if outcome.refused.is_some() => Reconciled::Refused,
-            FinalizeResult::Applied(kind) => Reconciled::Applied(kind),
-            FinalizeResult::Ignored(_) | FinalizeResult::Deferred(_) => Reconciled::Unchanged,
-        };
-        Ok((reconciled, outcome.lease_released))
+        Ok((reconciled(&outcome), outcome.lease_released))
     }
 
     /// Refunds money the PSP took on a payment we had failed: all that is left on the charge, with the key
@@ -377,6 +424,15 @@ impl<P: Psp> Recovery<P> {
             }
             Err(e) => Err(e),
         }
+    }
+}
+
+/// What recording a refund's answer did to the payment.
+fn reconciled(outcome: &FinalizeOutcome) -> Reconciled {
+    match outcome.result {
+        _ if outcome.refused.is_some() => Reconciled::Refused,
+        FinalizeResult::Applied(kind) => Reconciled::Applied(kind),
+        FinalizeResult::Ignored(_) | FinalizeResult::Deferred(_) => Reconciled::Unchanged,
     }
 }
 

@@ -207,6 +207,8 @@ struct State {
     disputes: HashMap<String, disputes::SimDispute>,
     /// Every event created, in order (`GET /v1/events`).
     events: Vec<events::Recorded>,
+    /// Every refund made, by id, as it stands now (`GET /v1/refunds/{id}`).
+    refunds: HashMap<String, Value>,
     /// Share of webhooks lost on purpose ([`Ledger::lose_webhooks`]).
     loss_rate: f64,
 }
@@ -371,6 +373,10 @@ impl Ledger {
         match (method, segments.as_slice()) {
             ("GET", ["v1", "payment_intents", "search"]) => search(&state, params),
             ("GET", ["v1", "events"]) => events::list(&state.events, params),
+            ("GET", ["v1", "refunds", id]) => match state.refunds.get(*id) {
+                Some(refund) => answer(Answer::ok(refund.clone())),
+                None => answer(no_such("refund", id)),
+            },
             ("GET", ["v1", "payment_intents", id]) => {
                 let expand = params
                     .iter()

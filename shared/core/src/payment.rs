@@ -103,8 +103,8 @@ impl Payment {
     }
 
     /// Someone still has work to do on it: not terminal, stray money or a failed refund to give back, or a
-    /// refund still pending (recovery reads it again). Open payments are in the `open-items` index, where
-    /// recovery finds them.
+    /// refund still pending (recovery reads it back by id until it ends). Open payments are in the
+    /// `open-items` index, where recovery finds them.
     pub fn is_open(&self) -> bool {
         !self.status.is_terminal()
             || self.refund_due().is_some()

@@ -369,6 +369,10 @@ impl<P: Psp> Psp for CircuitBreaker<P> {
         self.guarded(self.inner.refund(key, reference, amount_minor)).await
     }
 
+    async fn retrieve_refund(&self, refund: &str) -> Result<Refund, PspError> {
+        self.guarded(self.inner.retrieve_refund(refund)).await
+    }
+
     async fn find_for_payment(&self, payment: &PaymentId) -> Result<Option<PaymentIntent>, PspError> {
         self.guarded(self.inner.find_for_payment(payment)).await
     }

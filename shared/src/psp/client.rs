@@ -416,6 +416,14 @@ impl StripeClient {
     }
 }
 
+/// A refund id as a path segment: it comes from the PSP's answers, so it is checked like a [`PspReference`]
+/// (ASCII letters, digits, `_-.:`) before it goes into a URL.
+fn refund_segment(refund: &str) -> Result<&str, PspError> {
+    PspReference::parse(refund)
+        .map(|_| refund)
+        .map_err(|e| PspError::BadAnswer(format!("refund id {refund:?} is not an id: {e}").into()))
+}
+
 fn path_segment(reference: &PspReference) -> &str {
     // PSP references are validated ids (ASCII letters, digits, `_-.:`): safe in a path as they are.
     reference.as_str()
@@ -469,6 +477,12 @@ impl Psp for StripeClient {
             form.push(("amount", amount.to_string()));
         }
         self.call("psp.refund", reqwest::Method::POST, "/v1/refunds", Some(key), &form)
+            .await
+    }
+
+    async fn retrieve_refund(&self, refund: &str) -> Result<Refund, PspError> {
+        let path = format!("/v1/refunds/{}", refund_segment(refund)?);
+        self.call("psp.retrieve_refund", reqwest::Method::GET, &path, None, &[])
             .await
     }
 

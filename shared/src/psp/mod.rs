@@ -143,6 +143,10 @@ pub trait Psp: Send + Sync {
         amount_minor: Option<u64>,
     ) -> impl Future<Output = Result<Refund, PspError>> + Send;
 
+    /// The refund `refund` (a `re_...` id the PSP gave us) as it stands: how recovery learns what became of
+    /// a refund still `pending` when its webhooks were lost.
+    fn retrieve_refund(&self, refund: &str) -> impl Future<Output = Result<Refund, PspError>> + Send;
+
     /// The PaymentIntent created for our payment (by `metadata[payment_id]`), if any: how a charge retried
     /// after the PSP forgot its idempotency key finds the first one. Stripe's search is eventually consistent
     /// (seconds), so it is asked only about charges long past.

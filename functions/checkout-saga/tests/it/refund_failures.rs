@@ -301,3 +301,151 @@ async fn a_charge_whose_refunds_fail_at_the_simulator_keeps_the_saga_refunding()
     let intents = w.sim.ledger.intents_for(payment.as_str());
     assert_eq!(intents[0]["latest_charge"]["amount_refunded"].as_u64(), Some(0));
 }
+
+/// The reconciler's recovery over `psp` as its function builds it (breaker included), its DynamoDB calls
+/// recorded under its name.
+fn reconciler<P: Psp>(w: &World, psp: P) -> shared::recovery::Recovery<shared::psp::CircuitBreaker<P>> {
+    let guarded = w.guarded_for("reconciler", psp, shared::psp::BreakerSettings::default());
+    w.runner_as("reconciler", guarded, settings()).recovery
+}
+
+#[tokio::test]
+async fn a_pending_give_back_read_back_failed_is_a_new_failure_given_back_under_the_next_key() {
+    let w = world().await;
+    let id = order();
+    let waiting = w
+        .runner_for("checkout-api")
+        .start(id.clone(), w.checkout("pm_refund_fails", 1))
+        .await
+        .expect("start");
+    orders::cancel(&w.ctx.client, &w.ctx.table, &id).await.unwrap();
+    w.inbox_deliver(&w.runner_for("checkout-events"), &waiting).await;
+    let payment = waiting.payment_id.clone().expect("payment");
+    let reference = waiting.psp_reference.clone().expect("a PaymentIntent");
+    let amount = fixture_money().amount_minor();
+    // The saga's refund was answered `pending` and its failure webhooks went nowhere: recovery reads it
+    // back by id, failed, which is failure 1, to give back.
+    let recovery = reconciler(&w, w.psp());
+    let correlation = || CorrelationId::parse("corr-recovery").unwrap();
+    let (recovery, at) = (&recovery, &payment);
+    let look = move || async move { recovery.reconcile(at, correlation()).await.expect("reconcile") };
+    assert_eq!(look().await, Reconciled::Applied(EventKind::RefundFailed));
+    let p = w.ctx.store.get(&payment).await.unwrap().unwrap();
+    assert_eq!((p.refund_failures, p.give_back.map(|g| g.failure)), (1, Some(1)));
+    // Give-back 1 is answered `pending` too: recorded, the give-back ended, the refund pending.
+    look().await;
+    let p = w.ctx.store.get(&payment).await.unwrap().unwrap();
+    assert_eq!((p.give_back, p.pending_refunds().count()), (None, 1), "{:?}", p.refunds);
+    let first_give_back = p.pending_refunds().next().expect("pending").refund_id.clone();
+    // Read back: failed, a new failure (2), given back on the next look under its own key.
+    assert_eq!(look().await, Reconciled::Applied(EventKind::RefundFailed));
+    let p = w.ctx.store.get(&payment).await.unwrap().unwrap();
+    assert_eq!((p.refund_failures, p.give_back.map(|g| g.failure)), (2, Some(2)));
+    look().await;
+    let p = w.ctx.store.get(&payment).await.unwrap().unwrap();
+    let second_give_back = p
+        .pending_refunds()
+        .next()
+        .expect("give-back 2, pending")
+        .refund_id
+        .clone();
+    assert_ne!(
+        second_give_back, first_give_back,
+        "a new refund, not give-back 1's replayed"
+    );
+    let replayed = w
+        .psp()
+        .refund(&format!("{payment}:refund-failure-2"), &reference, Some(amount))
+        .await
+        .expect("the same key again");
+    assert_eq!(replayed.id, second_give_back, "made under `<payment>:refund-failure-2`");
+    // Failures go on until the bound; then nothing more is given back and the payment leaves the index
+    // for an operator (the failures alarm). Never any money moved twice: every refund failed.
+    for _ in 0..8 {
+        look().await;
+    }
+    let p = w.ctx.store.get(&payment).await.unwrap().unwrap();
+    assert_eq!(p.pending_refunds().count(), 0, "{:?}", p.refunds);
+    assert_eq!(p.give_back, None);
+    assert!(p.refund_failures > shared::refund::MAX_GIVE_BACKS, "{p:?}");
+    assert_eq!(
+        p.refunds.len(),
+        1 + shared::refund::MAX_GIVE_BACKS as usize,
+        "{:?}",
+        p.refunds
+    );
+    assert!(
+        p.refunds.iter().all(|r| r.status == RefundStatus::Failed),
+        "{:?}",
+        p.refunds
+    );
+    let intents = w.sim.ledger.intents_for(payment.as_str());
+    assert_eq!(intents[0]["latest_charge"]["amount_refunded"].as_u64(), Some(0));
+}
+
+#[tokio::test]
+async fn a_pending_give_back_read_back_succeeded_ends_the_question() {
+    let w = world().await;
+    let record = captured(&w).await;
+    let id = record.payment_id.clone().expect("payment");
+    let amount = fixture_money().amount_minor();
+    w.ctx
+        .store
+        .finalize(&id, &failed_refund("re_dashboard", amount, "evt_rf_3"), None)
+        .await
+        .expect("finalize");
+    // Stripe answers the give-back `pending` (it takes days) and its webhooks are lost.
+    let recovery = reconciler(&w, Quirky(w.psp(), Quirk::RefundsPending));
+    let correlation = || CorrelationId::parse("corr-recovery").unwrap();
+    recovery.reconcile(&id, correlation()).await.expect("give back");
+    let p = w.ctx.store.get(&id).await.unwrap().unwrap();
+    assert_eq!(
+        (p.status, p.give_back, p.pending_refunds().count()),
+        (PaymentStatus::Captured, None, 1)
+    );
+    assert!(p.is_open(), "a pending refund keeps the payment open");
+    // The next look reads it back by id: succeeded, the payment refunded and out of the index.
+    assert_eq!(
+        recovery.reconcile(&id, correlation()).await.expect("read back"),
+        Reconciled::Applied(EventKind::PaymentRefunded)
+    );
+    let p = w.ctx.store.get(&id).await.unwrap().unwrap();
+    assert_eq!(
+        (p.status, p.refunded_minor, p.give_back, p.refund_failures),
+        (PaymentStatus::Refunded, amount, None, 1)
+    );
+    assert!(!p.is_open(), "{p:?}");
+    assert_eq!(
+        recovery.reconcile(&id, correlation()).await.expect("again"),
+        Reconciled::NotOpen
+    );
+    let intents = w.sim.ledger.intents_for(id.as_str());
+    assert_eq!(
+        intents[0]["latest_charge"]["amount_refunded"].as_u64(),
+        Some(amount),
+        "given back once"
+    );
+}
+
+#[tokio::test]
+async fn a_pending_refund_stripe_does_not_know_is_skipped_and_the_look_goes_on() {
+    let w = world().await;
+    let record = captured(&w).await;
+    let id = record.payment_id.clone().expect("payment");
+    let unknown = RefundEntry {
+        refund_id: "re_not_at_this_account".into(),
+        amount_minor: 100,
+        status: RefundStatus::Pending,
+    };
+    let report = refund_webhook(&unknown, RefundStatus::Pending, "evt_rp_1");
+    w.ctx.store.finalize(&id, &report, None).await.expect("webhook");
+    // The simulator answers 404 for it: recovery does not fail on it and still asks about the payment.
+    let recovery = reconciler(&w, w.psp());
+    let correlation = CorrelationId::parse("corr-recovery").unwrap();
+    assert_eq!(
+        recovery.reconcile(&id, correlation).await.expect("reconcile"),
+        Reconciled::Unchanged
+    );
+    let p = w.ctx.store.get(&id).await.unwrap().unwrap();
+    assert_eq!((p.status, p.pending_refunds().count()), (PaymentStatus::Captured, 1));
+}

@@ -402,6 +402,9 @@ impl Psp for Quirky {
             _ => self.0.refund(key, reference, amount).await,
         }
     }
+    async fn retrieve_refund(&self, refund: &str) -> Result<Refund, PspError> {
+        self.0.retrieve_refund(refund).await
+    }
     async fn find_for_payment(&self, payment: &PaymentId) -> Result<Option<PaymentIntent>, PspError> {
         self.0.find_for_payment(payment).await
     }

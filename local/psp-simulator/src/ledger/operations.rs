@@ -161,6 +161,9 @@ pub(super) fn refund(state: &mut State, params: &BTreeMap<String, String>) -> Ef
     }
     if intent.scenario == Scenario::RefundFails {
         let charge_id = charge.id.clone();
+        // Answered `pending`, but its webhooks already report it failed: that is what reading it back says.
+        let failed = refund_object(intent, &refund_id, &charge_id, amount, "failed", now);
+        state.refunds.insert(refund_id.clone(), failed);
         return failing_refund(intent, &refund_id, &charge_id, amount, now, webhooks);
     }
     charge.amount_refunded += amount;
@@ -171,6 +174,7 @@ pub(super) fn refund(state: &mut State, params: &BTreeMap<String, String>) -> Ef
     if intent.webhooks {
         webhooks.push(charge_refunded_event(intent, now));
     }
+    state.refunds.insert(refund_id, refund.clone());
     Effects {
         answer: Some(Answer::ok(refund)),
         webhooks,

@@ -12,10 +12,11 @@ use shared::{Currency, Money, OrderId, PaymentId, PspReference};
 use std::collections::BTreeSet;
 
 /// Each operation the client calls, by Stripe's `operationId`.
-const CALLED: [&str; 6] = [
+const CALLED: [&str; 7] = [
     "GetEvents",
     "PostPaymentIntents",
     "GetPaymentIntentsIntent",
+    "GetRefundsRefund",
     "GetPaymentIntentsSearch",
     "PostPaymentIntentsIntentCancel",
     "PostRefunds",
@@ -61,7 +62,12 @@ async fn every_operation() -> Vec<LoggedRequest> {
     let found = client.find_for_payment(&PaymentId::parse("pay_paid").unwrap()).await;
     assert!(found.expect("search").is_some());
     client.refund("r1", &paid, Some(500)).await.expect("partial refund");
-    client.refund("r2", &paid, None).await.expect("refund of the rest");
+    let rest = client.refund("r2", &paid, None).await.expect("refund of the rest");
+    let read = client.retrieve_refund(&rest.id).await.expect("refund read back");
+    assert_eq!(
+        (read.id.as_str(), read.status.as_str()),
+        (rest.id.as_str(), "succeeded")
+    );
     let waiting = charge("pay_waiting", "pm_abandoned_action").await.expect("charge");
     let waiting = PspReference::parse(waiting.id).unwrap();
     client.cancel("c1", &waiting).await.expect("cancel");
