@@ -316,21 +316,27 @@ fn report_refusal(step: &'static str, e: &PspError) {
     ));
 }
 
-/// Stripe's message with every word that looks like a key (`sk_live_...`, `rk_test_****1234`) redacted: its
-/// answer to a wrong key quotes part of it.
+/// Stripe's message with every run that looks like a key (`sk_live_...`, `rk_test_****1234`) redacted: its
+/// answer to a wrong key quotes part of it. A run is cut at any character a key cannot hold, so a key glued
+/// to punctuation (`key:sk_live_...`, `'rk_...'`) is found as well as one between spaces.
 fn redact_keys(message: &str) -> String {
-    message
-        .split(' ')
-        .map(|word| {
-            let bare = word.trim_start_matches(|c: char| !c.is_ascii_alphanumeric());
-            if ["sk_", "rk_", "pk_"].iter().any(|p| bare.starts_with(p)) {
-                "[redacted]"
-            } else {
-                word
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
+    fn flush(out: &mut String, run: &str) {
+        let key = ["sk_", "rk_", "pk_"].iter().any(|p| run.starts_with(p));
+        out.push_str(if key { "[redacted]" } else { run });
+    }
+    let mut out = String::with_capacity(message.len());
+    let mut run = String::new();
+    for c in message.chars() {
+        if c.is_ascii_alphanumeric() || c == '_' || c == '*' {
+            run.push(c);
+        } else {
+            flush(&mut out, &run);
+            run.clear();
+            out.push(c);
+        }
+    }
+    flush(&mut out, &run);
+    out
 }
 
 /// A non-2xx answer in our terms, and whether to retry it.

@@ -124,8 +124,13 @@ fn a_key_in_stripes_message_is_redacted() {
     );
     assert_eq!(
         redact_keys("Expired key 'rk_live_abc' and (sk_live_x)."),
-        "Expired key [redacted] and [redacted]"
+        "Expired key '[redacted]' and ([redacted])."
     );
+    assert_eq!(
+        redact_keys("key:sk_live_abc,rk_test_1\tpk_live_2"),
+        "key:[redacted],[redacted]\t[redacted]"
+    );
+    assert_eq!(redact_keys("a task_sk_x stays"), "a task_sk_x stays");
     let plain = "You must provide a `return_url` when confirming a PaymentIntent";
     assert_eq!(redact_keys(plain), plain);
 }
