@@ -34,7 +34,7 @@ use serde::Serialize;
 use shared::psp::stripe::EventQuery;
 use shared::psp::{GuardedStripe, PspError};
 use shared::telemetry::ErrorChain;
-use shared::{clock, ConfigError, Env, Leases, PaymentStore, StoreError};
+use shared::{clock, ConfigError, Env, StoreError};
 use std::time::Duration;
 use thiserror::Error;
 use tokio::time::Instant;
@@ -146,12 +146,12 @@ impl CatchUp {
             .ok_or("WEBHOOK_PROVIDERS names no Stripe provider: nothing to catch up")?;
         let table = &config.table_name;
         Ok(Self {
-            app: App {
-                store: PaymentStore::new(client.clone(), table),
-                leases: Leases::new(client.clone(), table, config.lease),
-                providers: crate::providers::Providers::default().into(),
-                settings: IntakeSettings::from(env)?,
-            },
+            app: App::new(
+                client.clone(),
+                config,
+                crate::providers::Providers::default().into(),
+                IntakeSettings::from(env)?,
+            ),
             provider: spec.unsigned(),
             psp: shared::psp::from_env(sdk, client.clone(), table, env).await?,
             cursor: CursorStore {

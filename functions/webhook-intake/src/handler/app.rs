@@ -64,11 +64,23 @@ impl App {
         config: &shared::Config,
         env: &Env,
     ) -> Result<Self, Box<dyn std::error::Error + Send + Sync>> {
-        Ok(Self {
+        let providers = ProviderSource::from_env(sdk, env).await?;
+        Ok(Self::new(client, config, providers, IntakeSettings::from(env)?))
+    }
+
+    /// The app on `config`'s table with these providers and settings: the one place its store and leases are
+    /// built (the intake's `from_env` and the catch-up job, which needs no secret, both use it).
+    pub fn new(
+        client: shared::aws::DynamoDbClient,
+        config: &shared::Config,
+        providers: ProviderSource,
+        settings: IntakeSettings,
+    ) -> Self {
+        Self {
             store: PaymentStore::new(client.clone(), &config.table_name),
             leases: Leases::new(client, &config.table_name, config.lease),
-            providers: ProviderSource::from_env(sdk, env).await?,
-            settings: IntakeSettings::from(env)?,
-        })
+            providers,
+            settings,
+        }
     }
 }
