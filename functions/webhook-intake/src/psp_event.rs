@@ -70,6 +70,14 @@ impl Unparseable {
     pub fn because(e: impl std::fmt::Display) -> Self {
         Self(e.to_string())
     }
+
+    /// A status of `what` (a refund's, a dispute's) we do not know; the value quoted, cut to 40 characters.
+    pub fn unknown_status(what: &str, status: &str) -> Self {
+        Self(format!(
+            "unknown {what} status {:?}",
+            status.chars().take(40).collect::<String>()
+        ))
+    }
 }
 
 impl PaymentRef {

@@ -36,12 +36,8 @@ pub(super) fn about(fact: DisputeFact, object: &serde_json::Value) -> Result<Opt
     let Some(intent) = dispute.payment_intent else {
         return Ok(None);
     };
-    let status = DisputeStatus::parse(&dispute.status).ok_or_else(|| {
-        Unparseable(format!(
-            "unknown dispute status {:?}",
-            dispute.status.chars().take(40).collect::<String>()
-        ))
-    })?;
+    let status =
+        DisputeStatus::parse(&dispute.status).ok_or_else(|| Unparseable::unknown_status("dispute", &dispute.status))?;
     let report = DisputeReport {
         id: DisputeId::parse(dispute.id).map_err(Unparseable::because)?,
         status,

@@ -42,12 +42,8 @@ pub(super) fn about(object: &serde_json::Value) -> Result<Option<About>, Unparse
     let Some(intent) = refund.payment_intent else {
         return Ok(None);
     };
-    let status = RefundStatus::parse(&refund.status).ok_or_else(|| {
-        Unparseable(format!(
-            "unknown refund status {:?}",
-            refund.status.chars().take(40).collect::<String>()
-        ))
-    })?;
+    let status =
+        RefundStatus::parse(&refund.status).ok_or_else(|| Unparseable::unknown_status("refund", &refund.status))?;
     let report = RefundReport {
         refund: RefundEntry {
             // Stored on the payment and its events: within the text rules, as long as an account id at most.
