@@ -14,6 +14,9 @@ pub enum DomainError {
     /// Control characters, Unicode non-characters (see `crate::text`).
     #[error("{field} contains a control character or a Unicode non-character")]
     BadText { field: &'static str },
+    /// An id that goes into a URL path must start with a letter or a digit (never `.` or `..`).
+    #[error("{field} must start with a letter or a digit (it goes into a URL path)")]
+    NotPathSafe { field: &'static str },
     #[error("currency must be a three-letter ISO 4217 code in upper case, got {0:?}")]
     BadCurrency(String),
     #[error("amount must be a positive number of minor units")]

@@ -16,8 +16,18 @@ fn validate(field: &'static str, value: &str, max: usize) -> Result<(), DomainEr
     Ok(())
 }
 
+/// An id that goes into a URL path as one segment (`/v1/payment_intents/{id}`) must be one: besides the id
+/// characters (no `/`, `%`, `?`, `#`, control characters), it starts with a letter or a digit, so it is never
+/// a dot segment (`.`, `..`) that a URL resolver folds into its parent, nor an option-like `-x` or `:x`.
+fn path_safe(field: &'static str, value: &str) -> Result<(), DomainError> {
+    match value.chars().next() {
+        Some(c) if c.is_ascii_alphanumeric() => Ok(()),
+        _ => Err(DomainError::NotPathSafe { field }),
+    }
+}
+
 macro_rules! id_type {
-    ($(#[$doc:meta])* $name:ident, $field:literal, $max:literal) => {
+    ($(#[$doc:meta])* $name:ident, $field:literal, $max:literal $(, $also:path)?) => {
         $(#[$doc])*
         #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
         #[serde(try_from = "String", into = "String")]
@@ -30,6 +40,7 @@ macro_rules! id_type {
             pub fn parse(value: impl Into<String>) -> Result<Self, DomainError> {
                 let value = value.into();
                 validate($field, &value, $max)?;
+                $($also($field, &value)?;)?
                 Ok(Self(value))
             }
 
@@ -72,8 +83,9 @@ id_type!(
     PspEventId, "psp_event_id", 128
 );
 id_type!(
-    /// The PSP's id of the payment (`pi_...`), used to find a payment from a webhook.
-    PspReference, "psp_reference", 128
+    /// The PSP's id of the payment (`pi_...`), used to find a payment from a webhook. It goes into the
+    /// PSP's URL paths, so it is also path-safe: it starts with a letter or a digit (no `..`).
+    PspReference, "psp_reference", 128, path_safe
 );
 id_type!(
     /// The `Idempotency-Key` a caller sends with a create: the same key and body answer the same payment.
@@ -152,6 +164,24 @@ mod tests {
             Err(DomainError::BadCharacters { field: "payment_id" })
         );
         assert!(OrderId::parse("a b").is_err());
+    }
+
+    #[test]
+    fn psp_references_are_path_safe() {
+        // A reference goes into a URL path (`/v1/payment_intents/{id}`): a dot segment would climb out of it.
+        for bad in [
+            ".", "..", "...", ".hidden", "-x", ":x", "a/b", "../x", "a%2F", "a?b", "a#b", "a\u{0}", "a\nb", "a b",
+        ] {
+            assert!(PspReference::parse(bad).is_err(), "{bad:?}");
+        }
+        for good in [
+            "pi_3MtwBwLkdIwHu7ix28a3tqPa",
+            "psp_ref_1",
+            "8535296650153317",
+            "re_1.x:y-z",
+        ] {
+            assert!(PspReference::parse(good).is_ok(), "{good:?}");
+        }
     }
 
     #[test]
