@@ -177,17 +177,30 @@ pub const MAX_RECHECK_INTERVAL: std::time::Duration = std::time::Duration::from_
 /// The sort key that makes an item opened at `opened_ms` due again after its next exponential step: the
 /// scanners ask for `opened_at_ms <= now - threshold`, so the item is due at `opened_ms + threshold * 2^k`
 /// (the first such time after `now_ms`), or `now_ms + max_interval_ms` if that is sooner.
+///
+/// Total for every input, a corrupt stored time included (`i64::MIN` once made it spin forever: the sum
+/// saturated below `now_ms`): the schedule is counted in `i128`, where nothing saturates, so the doubling
+/// passes `now_ms` within [`MAX_DOUBLINGS`] steps (two `i64` times are less than 2^64 ms apart and a step is
+/// at least 1 s), and the loop is bounded by that count as well. A negative threshold counts as 0.
 pub fn next_due(opened_ms: i64, now_ms: i64, threshold_ms: i64, max_interval_ms: i64) -> i64 {
-    let step = threshold_ms.max(1_000);
-    let mut due = opened_ms.saturating_add(step);
-    let mut span = step;
-    while due <= now_ms {
+    let threshold = i128::from(threshold_ms.max(0));
+    let (opened, now) = (i128::from(opened_ms), i128::from(now_ms));
+    let mut span = i128::from(threshold_ms.max(1_000));
+    for _ in 0..MAX_DOUBLINGS {
+        if opened.saturating_add(span) > now {
+            break;
+        }
         span = span.saturating_mul(2);
-        due = opened_ms.saturating_add(span);
     }
-    due.min(now_ms.saturating_add(max_interval_ms))
-        .saturating_sub(threshold_ms)
+    let due = opened
+        .saturating_add(span)
+        .min(now.saturating_add(i128::from(max_interval_ms)));
+    let key = due.saturating_sub(threshold);
+    i64::try_from(key).unwrap_or(if key < 0 { i64::MIN } else { i64::MAX })
 }
+
+/// More doublings than any two `i64` times can need (see [`next_due`]).
+const MAX_DOUBLINGS: u32 = 66;
 
 /// Moves an open item's sort key to `opened_at_ms` (see [`next_due`]). An item that left the index
 /// meanwhile is not put back.
@@ -231,6 +244,45 @@ mod tests {
         // The stored key satisfies the scanners' condition exactly at the due time.
         let key = next_due(t0, t0 + 61_000, threshold, max);
         assert!(key > t0 + 61_000 - threshold && key <= t0 + 120_000 - threshold);
+    }
+
+    #[test]
+    fn a_corrupt_or_extreme_time_ends_the_schedule_too() {
+        // Run on a thread with a deadline: a schedule that never ends fails this test instead of hanging it.
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let (max, now) = (6 * 3_600_000, 1_700_000_000_000_i64);
+            let mut got = Vec::new();
+            for (opened, now, threshold) in [
+                (i64::MIN, now, 60_000),
+                (i64::MIN, i64::MAX, 60_000),
+                (i64::MIN + 1, 0, 1_000),
+                (-1, i64::MAX, 60_000),
+                (0, i64::MAX, i64::MAX),
+                (i64::MAX, now, 60_000),
+                (now, now, i64::MIN),
+                (now, i64::MIN, 60_000),
+            ] {
+                got.push((opened, now, threshold, next_due(opened, now, threshold, max)));
+            }
+            let _ = tx.send(got);
+        });
+        let got = rx
+            .recv_timeout(std::time::Duration::from_secs(5))
+            .expect("next_due returns for every time, however corrupt");
+        let (opened, now, threshold, key) = got[0];
+        assert!(
+            key + threshold > now && key + threshold <= now + 6 * 3_600_000,
+            "a corrupt opening time is looked at again within the cap, not at every run: {opened} {key}"
+        );
+        for (opened, now, threshold, key) in got {
+            // Due again within the cap, and not before now (unless the time itself is at the type's edge).
+            let due = key.saturating_add(threshold.max(0));
+            assert!(
+                due <= now.saturating_add(6 * 3_600_000),
+                "{opened} {now} {threshold}: {key}"
+            );
+        }
     }
 
     #[test]
