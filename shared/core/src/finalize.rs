@@ -7,7 +7,8 @@
 //! An observation that is not about this payment (another amount, currency or PSP payment id, or one the
 //! path already found inconsistent) is *refused*: an anomaly event is recorded and nothing else changes. It
 //! binds no PSP reference, moves no event clock and takes no place in the dedup window, so it cannot shadow
-//! the real news.
+//! the real news; its event id is kept apart (`refused_psp_events`), so the PSP's retries of it are
+//! duplicates, not one more anomaly and alarm each.
 //!
 //! Recovery's observations are the PSP's status at the time of the query, not events: where the PSP says the
 //! customer must act, a `processing` payment moves to `requires_action` (a webhook saying so would be stale),
@@ -95,9 +96,18 @@ pub fn decide(current: &Payment, observation: &Observation, now_ms: i64) -> Deci
         Ok(()) => change_for(current, observation),
     };
     match change {
+        // A PSP's retry of an event refused already: its anomaly is recorded (and alarmed) once.
+        Ok(Change::Refused(_)) if refused_before(current, observation) => Decision::Ignore(IgnoreReason::Duplicate),
         Ok(change) => Decision::Apply(Box::new(apply(current, observation, change, now_ms))),
         Err(not_applied) => not_applied,
     }
+}
+
+fn refused_before(current: &Payment, observation: &Observation) -> bool {
+    observation
+        .psp_event_id
+        .as_ref()
+        .is_some_and(|id| current.has_refused(id))
 }
 
 fn ignore(reason: IgnoreReason) -> Result<Change, Decision> {
@@ -255,8 +265,11 @@ fn apply(current: &Payment, observation: &Observation, change: Change, now_ms: i
         Change::Refused(reason) => Some(reason.clone()),
         _ => None,
     };
-    if refused.is_none() {
-        note_news(&mut next, observation);
+    match (&refused, &observation.psp_event_id) {
+        (None, _) => note_news(&mut next, observation),
+        // Refused: only its id, apart from the dedup window, so its redeliveries are duplicates.
+        (Some(_), Some(id)) => next.remember_refused(id.clone()),
+        (Some(_), None) => {}
     }
     let mut refund_recorded = None;
 

@@ -17,6 +17,11 @@ use serde::{Deserialize, Serialize};
 pub const SEEN_EVENTS_KEPT: usize = 16;
 
 /// What the customer must do next: confirm with a client secret and/or follow a redirect.
+/// How many recent refused PSP event ids a payment remembers, so that a PSP's retries of one refused event
+/// record (and alarm) its anomaly once. Kept apart from the dedup window: a refused event must never shadow
+/// the real one with its id (another endpoint's delivery), nor push applied ids out of the window.
+pub const REFUSED_EVENTS_KEPT: usize = 8;
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CustomerAction {
     client_secret: Option<ClientSecret>,
@@ -78,6 +83,10 @@ pub struct Payment {
     pub last_psp_event_at_ms: Option<i64>,
     /// How many anomalies were recorded on this payment.
     pub anomalies: u32,
+    /// The most recent PSP event ids refused (an anomaly recorded for each), oldest first, at most
+    /// [`REFUSED_EVENTS_KEPT`]: a redelivery of one is a duplicate, not a second anomaly.
+    #[serde(default)]
+    pub refused_psp_events: Vec<PspEventId>,
     /// Money taken after the payment failed, if any: see [`StrayCapture`].
     pub stray_capture: Option<StrayCapture>,
     /// Each refund the PSP reported, with its last status (at most [`crate::refund::MAX_REFUNDS_KEPT`]).
@@ -130,6 +139,17 @@ impl Payment {
 
 /// What a payment is created from.
 #[derive(Debug, Clone)]
+
+    /// This event was refused already: its anomaly is recorded.
+    pub fn has_refused(&self, event: &PspEventId) -> bool {
+        self.refused_psp_events.iter().any(|e| e == event)
+    }
+
+    pub(crate) fn remember_refused(&mut self, event: PspEventId) {
+        self.refused_psp_events.push(event);
+        let excess = self.refused_psp_events.len().saturating_sub(REFUSED_EVENTS_KEPT);
+        self.refused_psp_events.drain(..excess);
+    }
 pub struct NewPayment {
     pub id: PaymentId,
     pub order_id: OrderId,
@@ -171,6 +191,7 @@ impl NewPayment {
             &payment,
             None,
             EventKind::PaymentCreated,
+            refused_psp_events: Vec::new(),
             Path::Sync,
             None,
             &self.correlation_id,

@@ -46,6 +46,8 @@ struct PaymentItem {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     last_psp_event_at_ms: Option<i64>,
     #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    refused_psp_events: Vec<PspEventId>,
     anomalies: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     stray_capture: Option<StrayCapture>,
@@ -125,6 +127,7 @@ pub fn payment_to_item(p: &Payment) -> Result<Item, StoreError> {
         anomalies: p.anomalies,
         stray_capture: p.stray_capture,
         refunds: p.refunds.clone(),
+        refused_psp_events: p.refused_psp_events.clone(),
         refund_failures: p.refund_failures,
         give_back: p.give_back,
         dispute: p.dispute.clone(),
@@ -162,6 +165,7 @@ pub fn payment_from_item(item: Item) -> Result<Payment, StoreError> {
         stray_capture: i.stray_capture,
         refunds: i.refunds,
         refund_failures: i.refund_failures,
+        refused_psp_events: i.refused_psp_events,
         give_back: i.give_back,
         dispute: i.dispute,
         created_at_ms: i.created_at_ms,

@@ -487,6 +487,44 @@ fn a_refused_event_does_not_shadow_the_real_one_with_the_same_id() {
 }
 
 #[test]
+fn a_refused_event_is_recorded_once_however_often_it_is_delivered() {
+    let fresh = payment_in(S::Pending);
+    // Refused by the payment (other money) and by the endpoint (the path's anomaly): each once per event id.
+    let mut other_money = webhook("evt_m", 5_000, Outcome::Succeeded);
+    other_money.claims.amount_minor = Some(1);
+    let endpoint = webhook(
+        "evt_e",
+        5_000,
+        Outcome::Anomaly {
+            reason: "livemode".into(),
+        },
+    );
+    for refused in [other_money, endpoint] {
+        let first = applied(&fresh, &refused);
+        assert_eq!(
+            (first.event.kind, first.payment.anomalies),
+            (EventKind::AnomalyRecorded, 1)
+        );
+        assert_eq!(
+            decide(&first.payment, &refused, NOW),
+            Decision::Ignore(Duplicate),
+            "a redelivery"
+        );
+        // Another event with the same problem is news: recorded too.
+        let mut other = refused.clone();
+        other.psp_event_id = Some(crate::ids::PspEventId::parse("evt_other").unwrap());
+        assert_eq!(applied(&first.payment, &other).payment.anomalies, 2);
+        // Still no place in the dedup window: the real event with that id applies (another endpoint's).
+        let real = webhook(
+            refused.psp_event_id.as_ref().unwrap().as_str(),
+            5_000,
+            Outcome::Succeeded,
+        );
+        assert_eq!(applied(&first.payment, &real).payment.status, S::Captured);
+    }
+}
+
+#[test]
 fn recovery_gives_a_processing_payment_the_action_the_psp_asks_for_and_never_takes_one_away() {
     let processing = payment_in(S::Processing);
     assert_eq!(
