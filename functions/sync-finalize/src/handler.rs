@@ -7,13 +7,33 @@ use lambda_http::{Body, Request, Response};
 use serde::Serialize;
 use shared::http::{self, ApiError};
 use shared::store::Created;
-use shared::{clock, telemetry, ClientView, CorrelationId, IdempotencyKey, PaymentEvent, PaymentId, PaymentStore};
+use shared::{
+    clock, telemetry, ClientView, CorrelationId, IdempotencyKey, KnownPsps, PaymentEvent, PaymentId, PaymentStore,
+};
 use tracing::Instrument;
 
 /// What the handler needs, built once per cold start.
 #[derive(Debug, Clone)]
 pub struct App {
     pub store: PaymentStore,
+    /// The PSPs a payment may be created for ([`App::from_env`]).
+    pub providers: KnownPsps,
+}
+
+impl App {
+    /// The app over `store`, taking payments for Stripe and the PSPs of `WEBHOOK_PROVIDERS` (the intake's
+    /// endpoints; unset: the intake's default, Stripe and `standard`).
+    pub fn from_env(store: PaymentStore, env: &shared::Env) -> Result<Self, shared::ConfigError> {
+        let providers = match env.optional("WEBHOOK_PROVIDERS") {
+            Some(json) => KnownPsps::from_webhook_providers(&json).map_err(|why| shared::ConfigError::Invalid {
+                name: "WEBHOOK_PROVIDERS",
+                expected: "a JSON list of {\"name\", \"scheme\"} naming valid providers",
+                value: why,
+            })?,
+            None => KnownPsps::default(),
+        };
+        Ok(Self { store, providers })
+    }
 }
 
 /// Handles one API request. Never fails: every error is an answer with a JSON body.
@@ -53,7 +73,12 @@ async fn create(app: &App, req: &Request, correlation_id: CorrelationId) -> Resu
     let key = IdempotencyKey::parse(key).map_err(|e| ApiError::bad_request(format!("Idempotency-Key: {e}")))?;
     let request: CreatePayment = http::parse_json(http::body_bytes(req))?;
     let fingerprint = request.fingerprint();
-    let new = request.into_new_payment(correlation_id, http::trace_context(req), clock::now_ms())?;
+    let new = request.into_new_payment(
+        &app.providers,
+        correlation_id,
+        http::trace_context(req),
+        clock::now_ms(),
+    )?;
     let (status, payment) = match app.store.create_idempotent(new, &key, &fingerprint).await? {
         Created::New(payment) => (StatusCode::CREATED, payment),
         Created::Replay(payment) => (StatusCode::OK, payment),
@@ -85,6 +110,13 @@ async fn sync_result(
         .get(id)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("payment {id} not found")))?;
+    if let Some(named) = &observation.psp_reference {
+        // Another PSP's reference would have recovery ask the wrong PSP (invariant 13).
+        current
+            .provider
+            .check_reference(named)
+            .map_err(|e| ApiError::conflict(format!("payment {id} belongs to {}: {e}", current.provider)))?;
+    }
     if let (Some(bound), Some(named)) = (&current.psp_reference, &observation.psp_reference) {
         if bound != named {
             return Err(ApiError::conflict(format!(

@@ -11,8 +11,6 @@ use sync_finalize::{handle, App};
 async fn main() -> Result<(), Error> {
     let start = ColdStart::begin().await?;
     let guard = CallerGuard::from(&start.env)?;
-    let app = App {
-        store: PaymentStore::new(start.dynamodb(), start.config.table_name),
-    };
+    let app = App::from_env(PaymentStore::new(start.dynamodb(), start.config.table_name), &start.env)?;
     serve_guarded(guard, |req| handle(&app, req)).await
 }

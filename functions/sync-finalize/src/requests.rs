@@ -5,8 +5,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use shared::http::ApiError;
 use shared::{
-    text, ClientSecret, CorrelationId, Currency, CustomerAction, Metadata, Money, NewPayment, Observation, OrderId,
-    Outcome, Path, PaymentId, PspReference, RedirectUrl, RetryToken,
+    text, ClientSecret, CorrelationId, Currency, CustomerAction, KnownPsps, Metadata, Money, NewPayment, Observation,
+    OrderId, Outcome, Path, PaymentId, PspName, PspReference, RedirectUrl, RetryToken,
 };
 use std::collections::BTreeMap;
 
@@ -23,28 +23,43 @@ pub struct CreatePayment {
     pub currency: String,
     #[serde(default)]
     pub psp_reference: Option<String>,
+    /// The PSP the payment belongs to (`stripe` when absent): one the deployment knows. Left out of the
+    /// canonical form when absent, so a request from before the field fingerprints as it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
     #[serde(default)]
     pub metadata: BTreeMap<String, String>,
 }
 
 impl CreatePayment {
-    /// Validates into a new payment with a fresh id.
+    /// Validates into a new payment with a fresh id, for a PSP in `known` (whose namespace the reference
+    /// must be in).
     pub fn into_new_payment(
         self,
+        known: &KnownPsps,
         correlation_id: CorrelationId,
         trace_context: Option<String>,
         now_ms: i64,
     ) -> Result<NewPayment, ApiError> {
         let currency = Currency::parse(&self.currency).map_err(invalid)?;
+        let provider = match &self.provider {
+            Some(name) => known.get(name).map_err(invalid)?,
+            None => PspName::default(),
+        };
+        let psp_reference = self
+            .psp_reference
+            .map(PspReference::parse)
+            .transpose()
+            .map_err(invalid)?;
+        if let Some(reference) = &psp_reference {
+            provider.check_reference(reference).map_err(invalid)?;
+        }
         Ok(NewPayment {
             id: PaymentId::generate(uuid::Uuid::new_v4().as_u128()),
             order_id: OrderId::parse(self.order_id).map_err(invalid)?,
             money: Money::new(self.amount_minor, currency).map_err(invalid)?,
-            psp_reference: self
-                .psp_reference
-                .map(PspReference::parse)
-                .transpose()
-                .map_err(invalid)?,
+            provider,
+            psp_reference,
             metadata: Metadata::parse(self.metadata).map_err(invalid)?,
             correlation_id,
             trace_context,
@@ -156,6 +171,41 @@ mod tests {
         assert!(err.message.contains("amout"), "{}", err.message);
         let err = parse_json::<SyncResult>(br#"{"outcome":"succeeded","extra":1}"#).unwrap_err();
         assert!(err.message.contains("extra"), "{}", err.message);
+    }
+
+    #[test]
+    fn the_provider_is_a_known_one_and_the_reference_is_in_its_namespace() {
+        let known = KnownPsps::default();
+        let create = |body: &str| {
+            parse_json::<CreatePayment>(body.as_bytes()).unwrap().into_new_payment(
+                &known,
+                CorrelationId::parse("c").unwrap(),
+                None,
+                1,
+            )
+        };
+        let base = r#""order_id":"o","amount_minor":1,"currency":"EUR""#;
+        assert_eq!(create(&format!("{{{base}}}")).unwrap().provider, PspName::Stripe);
+        let standard = create(&format!(r#"{{{base},"provider":"standard","psp_reference":"psp_1"}}"#)).unwrap();
+        assert_eq!(standard.provider.as_str(), "standard");
+        for (body, says) in [
+            (r#""provider":"paypal""#, "unknown provider"),
+            (r#""provider":"Stripe!""#, "provider"),
+            (r#""psp_reference":"psp_1""#, "not a stripe reference"),
+            (
+                r#""provider":"stripe","psp_reference":"7914073381342284""#,
+                "not a stripe reference",
+            ),
+        ] {
+            let err = create(&format!("{{{base},{body}}}")).unwrap_err();
+            assert_eq!(err.status, 400, "{body}");
+            assert!(err.message.contains(says), "{body}: {}", err.message);
+        }
+        let plain: CreatePayment = parse_json(format!("{{{base}}}").as_bytes()).unwrap();
+        assert!(
+            !serde_json::to_string(&plain).unwrap().contains("provider"),
+            "an old request keeps its fingerprint"
+        );
     }
 
     #[test]

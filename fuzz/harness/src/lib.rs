@@ -196,7 +196,7 @@ pub fn payments_request(data: &[u8]) {
     use sync_finalize::requests::{CreatePayment, SyncResult};
     if let Ok(create) = shared::http::parse_json::<CreatePayment>(data) {
         let _ = create.fingerprint();
-        let _ = create.into_new_payment(correlation(), None, SAMPLE_NOW);
+        let _ = create.into_new_payment(&shared::KnownPsps::default(), correlation(), None, SAMPLE_NOW);
     }
     if let Ok(result) = shared::http::parse_json::<SyncResult>(data) {
         let _ = result.into_observation(correlation(), None);

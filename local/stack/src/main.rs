@@ -111,9 +111,10 @@ async fn main() -> Result<(), Error> {
     }
     let apps = Arc::new(Apps {
         routes: routes()?,
-        sync: sync_finalize::App {
-            store: PaymentStore::new(clients.dynamodb("sync-finalize"), &config.table_name),
-        },
+        sync: sync_finalize::App::from_env(
+            PaymentStore::new(clients.dynamodb("sync-finalize"), &config.table_name),
+            &env,
+        )?,
         intake: webhook_intake::App::from_env(&sdk, clients.dynamodb("webhook-intake"), &config, &env).await?,
         checkout,
     });

@@ -33,4 +33,12 @@ pub enum DomainError {
     EmptyAction,
     #[error("unknown payment status {0:?}")]
     UnknownStatus(String),
+    #[error("provider must be 1 to 32 characters from [a-z0-9_-]")]
+    BadProviderName,
+    /// A Standard Webhooks provider configured under a well-known PSP's name.
+    #[error("provider name {0:?} is a well-known PSP's, not a Standard Webhooks provider's")]
+    WellKnownProvider(String),
+    /// A PSP reference that the payment's provider cannot have issued (invariant 13).
+    #[error("psp_reference is not a {provider} reference")]
+    ForeignReference { provider: String },
 }

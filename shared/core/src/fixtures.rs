@@ -22,6 +22,7 @@ pub fn new_payment(id: &str, amount_minor: u64) -> NewPayment {
         id: PaymentId::parse(id).expect("valid id"),
         order_id: OrderId::parse(format!("order-{id}")).expect("valid id"),
         money: Money::new(amount_minor, Currency::parse("EUR").expect("EUR")).expect("valid amount"),
+        provider: crate::PspName::Stripe,
         psp_reference: None,
         metadata: Default::default(),
         correlation_id: correlation(),

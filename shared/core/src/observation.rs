@@ -133,7 +133,7 @@ impl Observation {
     }
 
     /// Is this observation about `payment` at all? Amount, currency and the PSP's payment id must match what
-    /// we hold. Every path calls this one check (webhook intake before it answers, and [`crate::decide`] on
+    /// we hold, and the id must be one the payment's PSP could have issued. Every path calls this one check (webhook intake before it answers, and [`crate::decide`] on
     /// every decision, so a decision made again after a version conflict checks again). `Err` names the first
     /// mismatch.
     pub fn check(&self, payment: &Payment) -> Result<(), String> {
@@ -152,6 +152,10 @@ impl Observation {
                     payment.money.currency()
                 ));
             }
+        }
+        if let Some(named) = &self.psp_reference {
+            // Another PSP's object (invariant 13): binding it would have recovery ask the wrong PSP forever.
+            payment.provider.check_reference(named).map_err(|e| e.to_string())?;
         }
         if let (Some(bound), Some(named)) = (&payment.psp_reference, &self.psp_reference) {
             if bound != named {

@@ -7,6 +7,7 @@ use crate::ids::{CorrelationId, OrderId, PaymentId, PspEventId, PspReference};
 use crate::metadata::Metadata;
 use crate::money::Money;
 use crate::observation::Path;
+use crate::provider::PspName;
 use crate::refund::{GiveBack, RefundEntry};
 use crate::secret::{ClientSecret, RedirectUrl, RetryToken};
 use crate::status::PaymentStatus;
@@ -16,12 +17,12 @@ use serde::{Deserialize, Serialize};
 /// status only moves forward, refunds are cumulative and out-of-order events are judged by their time.
 pub const SEEN_EVENTS_KEPT: usize = 16;
 
-/// What the customer must do next: confirm with a client secret and/or follow a redirect.
 /// How many recent refused PSP event ids a payment remembers, so that a PSP's retries of one refused event
 /// record (and alarm) its anomaly once. Kept apart from the dedup window: a refused event must never shadow
 /// the real one with its id (another endpoint's delivery), nor push applied ids out of the window.
 pub const REFUSED_EVENTS_KEPT: usize = 8;
 
+/// What the customer must do next: confirm with a client secret and/or follow a redirect.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CustomerAction {
     client_secret: Option<ClientSecret>,
@@ -69,6 +70,9 @@ pub struct Payment {
     pub money: Money,
     /// Cumulative refunded amount in minor units; `refunded` is reached only at the full amount.
     pub refunded_minor: u64,
+    /// The PSP the payment belongs to, from its creation (invariant 13): the one client recovery may ask and
+    /// the one PSP whose webhooks may change it. Its reference is in this PSP's namespace.
+    pub provider: PspName,
     pub psp_reference: Option<PspReference>,
     pub metadata: Metadata,
     /// Present only while `requires_action`; removed by every transition out of it.
@@ -79,14 +83,14 @@ pub struct Payment {
     pub reason: Option<String>,
     /// The most recent PSP event ids applied, oldest first, at most [`SEEN_EVENTS_KEPT`].
     pub seen_psp_events: Vec<PspEventId>,
-    /// PSP time (epoch ms) of the newest applied observation that carried one.
-    pub last_psp_event_at_ms: Option<i64>,
-    /// How many anomalies were recorded on this payment.
-    pub anomalies: u32,
     /// The most recent PSP event ids refused (an anomaly recorded for each), oldest first, at most
     /// [`REFUSED_EVENTS_KEPT`]: a redelivery of one is a duplicate, not a second anomaly.
     #[serde(default)]
     pub refused_psp_events: Vec<PspEventId>,
+    /// PSP time (epoch ms) of the newest applied observation that carried one.
+    pub last_psp_event_at_ms: Option<i64>,
+    /// How many anomalies were recorded on this payment.
+    pub anomalies: u32,
     /// Money taken after the payment failed, if any: see [`StrayCapture`].
     pub stray_capture: Option<StrayCapture>,
     /// Each refund the PSP reported, with its last status (at most [`crate::refund::MAX_REFUNDS_KEPT`]).
@@ -135,10 +139,6 @@ impl Payment {
         let excess = self.seen_psp_events.len().saturating_sub(SEEN_EVENTS_KEPT);
         self.seen_psp_events.drain(..excess);
     }
-}
-
-/// What a payment is created from.
-#[derive(Debug, Clone)]
 
     /// This event was refused already: its anomaly is recorded.
     pub fn has_refused(&self, event: &PspEventId) -> bool {
@@ -150,10 +150,16 @@ impl Payment {
         let excess = self.refused_psp_events.len().saturating_sub(REFUSED_EVENTS_KEPT);
         self.refused_psp_events.drain(..excess);
     }
+}
+
+/// What a payment is created from.
+#[derive(Debug, Clone)]
 pub struct NewPayment {
     pub id: PaymentId,
     pub order_id: OrderId,
     pub money: Money,
+    /// The PSP the payment belongs to: the API caller's `provider`, or the saga's PSP client.
+    pub provider: PspName,
     pub psp_reference: Option<PspReference>,
     pub metadata: Metadata,
     pub correlation_id: CorrelationId,
@@ -171,6 +177,7 @@ impl NewPayment {
             status: PaymentStatus::Pending,
             money: self.money,
             refunded_minor: 0,
+            provider: self.provider,
             psp_reference: self.psp_reference,
             metadata: self.metadata,
             action: None,
@@ -184,6 +191,7 @@ impl NewPayment {
             refund_failures: 0,
             give_back: None,
             dispute: None,
+            refused_psp_events: Vec::new(),
             created_at_ms: self.now_ms,
             updated_at_ms: self.now_ms,
         };
@@ -191,7 +199,6 @@ impl NewPayment {
             &payment,
             None,
             EventKind::PaymentCreated,
-            refused_psp_events: Vec::new(),
             Path::Sync,
             None,
             &self.correlation_id,

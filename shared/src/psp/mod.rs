@@ -22,7 +22,7 @@ pub use breaker::{BreakerSettings, CircuitBreaker};
 pub use client::{ApiKey, PspSettings, StripeClient};
 pub use stripe::{IntentStatus, PaymentIntent, Refund};
 
-use crate::{Money, OrderId, PaymentId, PspReference};
+use crate::{Money, OrderId, PaymentId, PspName, PspReference};
 
 /// The PSP every function calls: Stripe's API behind the shared circuit breaker.
 pub type GuardedStripe = CircuitBreaker<StripeClient>;
@@ -117,6 +117,14 @@ pub struct ChargeRequest<'a> {
 /// The PSP operations the saga and recovery need. [`StripeClient`] speaks Stripe's API;
 /// [`CircuitBreaker`] wraps any implementation.
 pub trait Psp: Send + Sync {
+    /// The PSP this client speaks to: a payment the saga creates through it records it, and recovery asks
+    /// it only about payments that belong to it (invariant 13). Every implementation of this trait speaks
+    /// Stripe's PaymentIntents (its answers are PaymentIntents), hence the default; another PSP's client
+    /// (Adyen's, issue 26) answers with its own name.
+    fn provider(&self) -> PspName {
+        PspName::Stripe
+    }
+
     /// Creates and confirms a PaymentIntent for our payment (`confirm=true`, `metadata[payment_id]`,
     /// `metadata[order_id]`), once per `key`.
     fn charge(

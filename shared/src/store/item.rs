@@ -9,7 +9,7 @@ use super::open_index::{shard_of, OpenKind};
 use super::StoreError;
 use crate::{
     ClientSecret, CorrelationId, Currency, CustomerAction, Dispute, EventKind, Metadata, Money, OrderId, Path, Payment,
-    PaymentEvent, PaymentId, PaymentStatus, PspEventId, PspReference, RedirectUrl, RetryToken, StrayCapture,
+    PaymentEvent, PaymentId, PaymentStatus, PspEventId, PspName, PspReference, RedirectUrl, RetryToken, StrayCapture,
 };
 use crate::{GiveBack, RefundEntry};
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -29,6 +29,9 @@ struct PaymentItem {
     amount_minor: u64,
     currency: Currency,
     refunded_minor: u64,
+    /// Absent on items written before providers were recorded: those read as Stripe (`PspName::default`).
+    #[serde(default)]
+    provider: PspName,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     psp_reference: Option<PspReference>,
     #[serde(default, skip_serializing_if = "Metadata::is_empty")]
@@ -43,11 +46,11 @@ struct PaymentItem {
     reason: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     seen_psp_events: Vec<PspEventId>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    refused_psp_events: Vec<PspEventId>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     last_psp_event_at_ms: Option<i64>,
     #[serde(default)]
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    refused_psp_events: Vec<PspEventId>,
     anomalies: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     stray_capture: Option<StrayCapture>,
@@ -116,6 +119,7 @@ pub fn payment_to_item(p: &Payment) -> Result<Item, StoreError> {
         amount_minor: p.money.amount_minor(),
         currency: p.money.currency(),
         refunded_minor: p.refunded_minor,
+        provider: p.provider.clone(),
         psp_reference: p.psp_reference.clone(),
         metadata: p.metadata.clone(),
         client_secret: p.action.as_ref().and_then(|a| a.client_secret().cloned()),
@@ -123,11 +127,11 @@ pub fn payment_to_item(p: &Payment) -> Result<Item, StoreError> {
         retry_token: p.retry_token.clone(),
         reason: p.reason.clone(),
         seen_psp_events: p.seen_psp_events.clone(),
+        refused_psp_events: p.refused_psp_events.clone(),
         last_psp_event_at_ms: p.last_psp_event_at_ms,
         anomalies: p.anomalies,
         stray_capture: p.stray_capture,
         refunds: p.refunds.clone(),
-        refused_psp_events: p.refused_psp_events.clone(),
         refund_failures: p.refund_failures,
         give_back: p.give_back,
         dispute: p.dispute.clone(),
@@ -154,18 +158,19 @@ pub fn payment_from_item(item: Item) -> Result<Payment, StoreError> {
         status: i.status,
         money,
         refunded_minor: i.refunded_minor,
+        provider: i.provider,
         psp_reference: i.psp_reference,
         metadata: i.metadata,
         action,
         retry_token: i.retry_token,
         reason: i.reason,
         seen_psp_events: i.seen_psp_events,
+        refused_psp_events: i.refused_psp_events,
         last_psp_event_at_ms: i.last_psp_event_at_ms,
         anomalies: i.anomalies,
         stray_capture: i.stray_capture,
         refunds: i.refunds,
         refund_failures: i.refund_failures,
-        refused_psp_events: i.refused_psp_events,
         give_back: i.give_back,
         dispute: i.dispute,
         created_at_ms: i.created_at_ms,
@@ -296,6 +301,23 @@ mod tests {
         let mut item = payment_to_item(&fixtures::payment("pay_c")).unwrap();
         item.insert("status".into(), AttributeValue::S("bogus".into()));
         assert!(matches!(payment_from_item(item), Err(StoreError::Corrupt { .. })));
+    }
+
+    #[test]
+    fn the_provider_is_stored_and_an_item_without_one_is_stripes() {
+        let mut p = fixtures::payment("pay_provider");
+        p.provider = PspName::parse("acme").unwrap();
+        let item = payment_to_item(&p).unwrap();
+        assert_eq!(item["provider"].as_s().unwrap(), "acme");
+        assert_eq!(payment_from_item(item.clone()).unwrap().provider, p.provider);
+
+        let mut old = item.clone();
+        old.remove("provider");
+        assert_eq!(payment_from_item(old).unwrap().provider, PspName::Stripe);
+
+        let mut bad = item;
+        bad.insert("provider".into(), AttributeValue::S("Not/A Name".into()));
+        assert!(matches!(payment_from_item(bad), Err(StoreError::Corrupt { .. })));
     }
 
     #[test]

@@ -219,6 +219,7 @@ impl World {
             id: id.clone(),
             order_id: ids::order(),
             money: ids::checkout().money,
+            provider: payments_core::PspName::Stripe,
             psp_reference: None,
             metadata: Default::default(),
             correlation_id: ids::valid(payments_core::CorrelationId::parse("model")),

@@ -10,7 +10,7 @@ use shared::saga::{
     Loaded, PaymentCaptured, PaymentPending, ReleasingStock, Saga, SagaRecord, SagaStoreError, Started, StockReserved,
 };
 use shared::telemetry::ErrorChain;
-use shared::{Metadata, NewPayment, OrderId, PaymentId, PaymentStatus};
+use shared::{Metadata, NewPayment, OrderId, PaymentId, PaymentStatus, PspName};
 use tracing::{info, warn};
 
 impl<P: Psp> Runner<P> {
@@ -48,7 +48,7 @@ impl<P: Psp> Runner<P> {
 
     /// Creates the payment in the transaction that saves its id, so every later charge uses that payment.
     async fn create_payment(&self, saga: Saga<StockReserved>, now: i64) -> Result<Advanced, RunError> {
-        let new = new_payment(&saga, now)?;
+        let new = new_payment(&saga, self.psp().provider(), now)?;
         let (payment, writes) = self.payments().create_writes(new)?;
         let (next, event) = saga.payment_created(payment.id, now);
         self.moved(next, event, writes).await
@@ -137,8 +137,9 @@ impl<P: Psp> Runner<P> {
     }
 }
 
-/// The checkout's payment: a fresh id, the checkout's money, the order in its metadata.
-fn new_payment(saga: &Saga<StockReserved>, now: i64) -> Result<NewPayment, RunError> {
+/// The checkout's payment: a fresh id, the checkout's money, the order in its metadata, and the PSP the
+/// saga charges through (`provider`, its client's).
+fn new_payment(saga: &Saga<StockReserved>, provider: PspName, now: i64) -> Result<NewPayment, RunError> {
     let order = saga.order_id();
     let metadata = Metadata::parse([("checkout".to_owned(), order.to_string())].into())
         .map_err(|e| RunError::Invalid(format!("payment metadata: {e}")))?;
@@ -146,6 +147,7 @@ fn new_payment(saga: &Saga<StockReserved>, now: i64) -> Result<NewPayment, RunEr
         id: PaymentId::generate(uuid::Uuid::new_v4().as_u128()),
         order_id: order.clone(),
         money: saga.record().checkout.money,
+        provider,
         psp_reference: None,
         metadata,
         correlation_id: correlation(order),

@@ -94,6 +94,7 @@ fn new_payment(id: PaymentId, reference: Option<PspReference>) -> NewPayment {
         order_id: OrderId::parse(format!("order-{id}")).unwrap(),
         id,
         money: fixture_money(),
+        provider: shared::PspName::Stripe,
         psp_reference: reference,
         metadata: Default::default(),
         correlation_id: CorrelationId::parse("corr-setup").unwrap(),

@@ -62,6 +62,7 @@ async fn the_reconciler_reports_the_oldest_open_payment_s_age_apart_from_its_lag
             order_id: OrderId::parse(format!("order-{id}")).unwrap(),
             id,
             money: fixture_money(),
+            provider: shared::PspName::Stripe,
             psp_reference: None,
             metadata: Default::default(),
             correlation_id: CorrelationId::parse("corr-setup").unwrap(),

@@ -394,6 +394,7 @@ async fn money_taken_on_a_failed_payment_is_one_anomaly_and_refunded_once() {
         id: id.clone(),
         order_id: order_id.clone(),
         money: fixture_money(),
+        provider: shared::PspName::Stripe,
         psp_reference: None,
         metadata: Default::default(),
         correlation_id: CorrelationId::parse("corr-stray").unwrap(),

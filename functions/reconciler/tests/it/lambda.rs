@@ -136,6 +136,7 @@ impl World {
             id: id.clone(),
             order_id: OrderId::parse(format!("order-{name}")).unwrap(),
             money: Money::new(1000, shared::Currency::parse("EUR").unwrap()).unwrap(),
+            provider: shared::PspName::Stripe,
             psp_reference: Some(PspReference::parse(intent.id.as_str()).unwrap()),
             metadata: Default::default(),
             correlation_id: CorrelationId::parse("corr-setup").unwrap(),

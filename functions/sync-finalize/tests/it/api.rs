@@ -6,7 +6,7 @@ use lambda_http::{Body, Request};
 use payments_core::fixtures;
 use rand::Rng;
 use serde_json::{json, Value};
-use shared::{Outcome, PaymentId, PaymentStatus};
+use shared::{Outcome, PaymentId, PaymentStatus, PspName};
 use std::time::Duration;
 use sync_finalize::{handle, App};
 
@@ -45,6 +45,7 @@ impl TestApi {
         let ctx = TestContext::new().await;
         let app = App {
             store: ctx.store_for("sync-finalize"),
+            providers: shared::KnownPsps::default(),
         };
         Self { ctx, app }
     }
@@ -115,6 +116,50 @@ async fn create_is_idempotent_per_key_and_body() {
     assert_eq!(other.body["error"], "unprocessable");
 }
 
+#[tokio::test]
+async fn a_payment_records_its_provider_and_takes_only_references_of_its_namespace() {
+    let api = TestApi::new().await;
+    let stripe = api.create_default().await;
+    assert_eq!(
+        api.ctx.store.get(&stripe).await.unwrap().unwrap().provider,
+        PspName::Stripe
+    );
+    let body = json!({ "order_id": "o-std", "amount_minor": 1000, "currency": "EUR", "provider": "standard" });
+    let standard = api.create("key-std", body).await;
+    assert_eq!(standard.status, StatusCode::CREATED, "{}", standard.body);
+    let standard = standard.id();
+    let stored = api.ctx.store.get(&standard).await.unwrap().unwrap();
+    assert_eq!(stored.provider.as_str(), "standard");
+
+    // A Stripe payment cannot be bound to another PSP's id: 409, nothing written.
+    let foreign = api
+        .sync(
+            &stripe,
+            json!({ "outcome": "processing", "psp_reference": "psp_sample_1" }),
+        )
+        .await;
+    assert_eq!(foreign.status, StatusCode::CONFLICT, "{}", foreign.body);
+    assert!(
+        foreign.body["message"]
+            .as_str()
+            .unwrap()
+            .contains("not a stripe reference"),
+        "{}",
+        foreign.body
+    );
+    assert_eq!(api.ctx.store.get(&stripe).await.unwrap().unwrap().version, 1);
+    // The Standard provider's own id is taken.
+    let bound = api
+        .sync(
+            &standard,
+            json!({ "outcome": "processing", "psp_reference": "psp_sample_1" }),
+        )
+        .await;
+    assert_eq!(bound.status, StatusCode::OK, "{}", bound.body);
+    let stored = api.ctx.store.get(&standard).await.unwrap().unwrap();
+    assert_eq!(stored.psp_reference.unwrap().as_str(), "psp_sample_1");
+}
+
 /// Headers, body, the answer's status and a word its message must contain.
 type BadRequest = (
     &'static [(&'static str, &'static str)],
@@ -164,6 +209,18 @@ async fn bad_create_requests_are_refused_and_write_nothing() {
             Some(json!({ "order_id": "o", "amount_minor": 5, "currency": "EUR", "colour": "red" })),
             StatusCode::BAD_REQUEST,
             "colour",
+        ),
+        (
+            &[("idempotency-key", "k7")],
+            Some(json!({ "order_id": "o", "amount_minor": 5, "currency": "EUR", "provider": "paypal" })),
+            StatusCode::BAD_REQUEST,
+            "unknown provider \"paypal\"",
+        ),
+        (
+            &[("idempotency-key", "k8")],
+            Some(json!({ "order_id": "o", "amount_minor": 5, "currency": "EUR", "psp_reference": "psp_sample_1" })),
+            StatusCode::BAD_REQUEST,
+            "not a stripe reference",
         ),
     ];
     for (headers, body, status, needle) in cases {
@@ -282,6 +339,7 @@ async fn a_redirect_answer_that_loses_the_race_to_a_success_webhook_answers_capt
     let hook = BeforeCall::new();
     let racing = App {
         store: api.ctx.store_with_hook(hook.clone()),
+        ..api.app.clone()
     };
     let (webhook_store, webhook_id) = (api.ctx.store.clone(), id.clone());
     hook.before_next("TransactWriteItems", move || async move {

@@ -108,6 +108,7 @@ impl World {
             id: id.clone(),
             order_id: order,
             money,
+            provider: shared::PspName::Stripe,
             psp_reference: Some(reference.clone()),
             metadata: Default::default(),
             correlation_id: CorrelationId::parse("corr-setup").unwrap(),
