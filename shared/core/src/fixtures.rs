@@ -103,3 +103,34 @@ pub fn checkout() -> crate::saga::Checkout {
         payment_method: "pm_succeeded".into(),
     }
 }
+
+/// A saga in `status`, walked there by the real transitions from a new checkout (so it loads): the charge
+/// that took money for the forward states and the refund, the decline for the cancel.
+pub fn saga_in(status: crate::saga::SagaStatus) -> crate::saga::Loaded {
+    use crate::saga::{Loaded, Saga, SagaStatus as S};
+    const T0: i64 = 1_700_000_000_000;
+    let order = OrderId::parse("order-fixture").expect("valid id");
+    let (started, _) = Saga::begin(order, checkout(), T0, 60_000);
+    let (reserved, _) = started.clone().stock_reserved(T0 + 1);
+    let (charging, _) = reserved
+        .clone()
+        .payment_created(PaymentId::parse("pay-fixture").expect("valid id"), T0 + 2);
+    let reference = crate::ids::PspReference::parse("pi_fixture").expect("valid reference");
+    let (pending, _) = charging.clone().payment_requested(Some(reference), false, T0 + 3);
+    let (captured, _) = pending.clone().payment_captured(T0 + 4);
+    let (refunding, _) = captured.clone().confirmation_failed("order cancelled".into(), T0 + 5);
+    let (cancelling, _) = pending.clone().payment_failed("declined".into(), T0 + 4);
+    let (releasing, _) = refunding.clone().refunded(2500, T0 + 6);
+    match status {
+        S::Started => started.into(),
+        S::StockReserved => reserved.into(),
+        S::Charging => charging.into(),
+        S::PaymentPending => pending.into(),
+        S::PaymentCaptured => captured.into(),
+        S::Completed => Loaded::from(captured.order_confirmed(T0 + 5).0),
+        S::RefundingPayment => refunding.into(),
+        S::CancellingPayment => cancelling.into(),
+        S::ReleasingStock => releasing.into(),
+        S::Compensated => Loaded::from(releasing.stock_released(T0 + 7).0),
+    }
+}

@@ -16,14 +16,19 @@
 //! stored saga runs a step out of order (property-tested in `saga/tests.rs`).
 //!
 //! The stored form is in `record`, the check of a stored saga in `consistency`, the transitions of the
-//! compensating states in `compensation`.
+//! compensating states in `compensation`, and what a loaded saga does next (the one table the runner,
+//! `paymentsctl` and the protocol model use) in `next`.
 
 mod compensation;
 mod consistency;
+mod next;
 mod record;
 
 pub use compensation::RefundImpossible;
 pub use consistency::{check, InconsistentSaga};
+pub use next::{
+    awaited, charge_call, AwaitDeadlines, Awaited, ChargeCall, IntentState, Next, NextStep, PSP_KEY_TRUSTED_FOR_MS,
+};
 pub use record::{Checkout, Failure, SagaEvent, SagaEventKind, SagaRecord, Step};
 
 use crate::ids::{OrderId, PaymentId, PspReference};
@@ -327,31 +332,6 @@ impl Saga<PaymentCaptured> {
     /// The order cannot be confirmed after the money was taken: refund, then release.
     pub fn confirmation_failed(self, reason: String, now_ms: i64) -> (Saga<RefundingPayment>, SagaEvent) {
         self.fail(SagaStatus::RefundingPayment, Step::ConfirmOrder, reason, now_ms)
-    }
-}
-
-/// What the engine does next with a loaded saga. Exactly one action per state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NextAction {
-    Run(Step),
-    RefundPayment,
-    CancelPayment,
-    ReleaseStock,
-    Done,
-}
-
-impl Loaded {
-    pub fn next_action(&self) -> NextAction {
-        match self {
-            Loaded::Started(_) => NextAction::Run(Step::ReserveStock),
-            Loaded::StockReserved(_) | Loaded::Charging(_) => NextAction::Run(Step::Charge),
-            Loaded::PaymentPending(_) => NextAction::Run(Step::AwaitPayment),
-            Loaded::PaymentCaptured(_) => NextAction::Run(Step::ConfirmOrder),
-            Loaded::RefundingPayment(_) => NextAction::RefundPayment,
-            Loaded::CancellingPayment(_) => NextAction::CancelPayment,
-            Loaded::ReleasingStock(_) => NextAction::ReleaseStock,
-            Loaded::Completed(_) | Loaded::Compensated(_) => NextAction::Done,
-        }
     }
 }
 

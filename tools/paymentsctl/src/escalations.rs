@@ -13,7 +13,7 @@
 use crate::settings::{Ctx, QueueRole};
 use crate::when::format_ms;
 use serde::{Deserialize, Serialize};
-use shared::saga::{Loaded, NextAction, SagaStore};
+use shared::saga::{Loaded, NextStep, SagaStore};
 use shared::OrderId;
 
 /// How long a listing hides the messages before it gives them back explicitly.
@@ -152,17 +152,10 @@ pub fn render_list(messages: &[EscalationMessage]) -> String {
     )
 }
 
-/// What a retry would run next for a saga, in words.
-pub fn describe_next(next: NextAction) -> String {
-    match next {
-        NextAction::Run(step) => format!("run step {step}"),
-        NextAction::RefundPayment => {
-            "refund the payment at the PSP (key <order>:refund), then release the stock".into()
-        }
-        NextAction::CancelPayment => "make sure the payment is failed, then release the stock".into(),
-        NextAction::ReleaseStock => "release the reserved stock".into(),
-        NextAction::Done => "nothing: the saga has ended".into(),
-    }
+/// What a retry would run next for a saga: the step the runner takes (the core's one table, the name the
+/// runner's logs and escalations use), then what that step does.
+pub fn describe_next(next: NextStep) -> String {
+    format!("{}: {}", next.name(), next.describe())
 }
 
 /// A retry that failed; the cause is kept.
@@ -240,7 +233,7 @@ pub async fn retry(ctx: &Ctx, order: &str, queue: Option<&str>, dry_run: bool) -
         .await?
         .ok_or_else(|| format!("no saga for order {order}"))?;
     let before = loaded.record().clone();
-    let next = loaded.next_action();
+    let next = loaded.next_step();
     let url = ctx.queue_url(QueueRole::Escalations, queue).await.ok();
     let escalations: Vec<EscalationMessage> = match &url {
         Some(url) => peek(&ctx.sqs, url)
@@ -263,7 +256,7 @@ pub async fn retry(ctx: &Ctx, order: &str, queue: Option<&str>, dry_run: bool) -
     if dry_run {
         return Ok(report);
     }
-    if next != NextAction::Done {
+    if next != NextStep::Done {
         report.resumed = Some(resume(ctx, &order_id, url.as_deref()).await?);
     }
     if let Some(url) = &url {
@@ -289,7 +282,7 @@ async fn resume(ctx: &Ctx, order_id: &OrderId, url: Option<&str>) -> Result<Resu
         .map_err(RetryError::FailedAgain)?
         .ok_or(RetryError::Vanished)?;
     let next = Loaded::from_record(after.clone())
-        .map(|l| describe_next(l.next_action()))
+        .map(|l| describe_next(l.next_step()))
         .unwrap_or_else(|e| e.to_string());
     Ok(Resumed {
         status: after.status.to_string(),

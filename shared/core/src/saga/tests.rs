@@ -1,5 +1,6 @@
 use super::*;
 use crate::fixtures;
+use crate::status::PaymentStatus;
 use proptest::prelude::*;
 
 const T0: i64 = 1_700_000_000_000;
@@ -22,7 +23,7 @@ fn charging() -> Saga<Charging> {
 }
 
 fn captured() -> Saga<PaymentCaptured> {
-    let (s, _) = charging().payment_requested(None, false, T0 + 2);
+    let (s, _) = charging().payment_requested(Some(PspReference::parse("pi_1").expect("valid")), false, T0 + 2);
     s.payment_captured(T0 + 3).0
 }
 
@@ -40,8 +41,8 @@ fn the_happy_path_logs_one_event_per_step_with_consecutive_versions() {
         &pay(),
         "the payment is the saga's before the PSP is asked"
     );
-    assert_eq!(reload(&s).next_action(), NextAction::Run(Step::Charge));
-    let (s, e4) = s.payment_requested(None, false, T0 + 2);
+    assert_eq!(reload(&s).next_step(), NextStep::Charge);
+    let (s, e4) = s.payment_requested(Some(PspReference::parse("pi_1").expect("valid")), false, T0 + 2);
     let (s, e5) = s.payment_captured(T0 + 3);
     let (s, e6) = s.order_confirmed(T0 + 4);
     let kinds: Vec<_> = [&e1, &e2, &e3, &e4, &e5, &e6]
@@ -60,7 +61,7 @@ fn the_happy_path_logs_one_event_per_step_with_consecutive_versions() {
         ]
     );
     assert_eq!(s.record().status, SagaStatus::Completed);
-    assert_eq!(reload(&s).next_action(), NextAction::Done);
+    assert_eq!(reload(&s).next_step(), NextStep::Done);
 }
 
 #[test]
@@ -70,9 +71,9 @@ fn a_failure_after_capture_refunds_before_releasing() {
         (failed.kind, failed.step),
         (SagaEventKind::StepFailed, Step::ConfirmOrder)
     );
-    assert_eq!(reload(&s).next_action(), NextAction::RefundPayment);
+    assert_eq!(reload(&s).next_step(), NextStep::RefundPayment);
     let (s, refunded) = s.refunded(2500, T0 + 6);
-    assert_eq!(reload(&s).next_action(), NextAction::ReleaseStock);
+    assert_eq!(reload(&s).next_step(), NextStep::ReleaseStock);
     let (s, released) = s.stock_released(T0 + 7);
     assert_eq!(
         (refunded.kind, released.kind),
@@ -96,18 +97,14 @@ fn a_refund_refused_for_a_dispute_releases_the_stock_and_ends_compensated_withou
         (impossible.kind, impossible.detail.as_deref()),
         (SagaEventKind::RefundImpossible, Some("refund impossible: disputed"))
     );
-    assert_eq!(reload(&s).next_action(), NextAction::ReleaseStock);
+    assert_eq!(reload(&s).next_step(), NextStep::ReleaseStock);
     let (s, _) = s.stock_released(T0 + 7);
     let r = s.record();
     assert_eq!(
         (r.status, r.captured, r.refunded_minor, r.refund_impossible.as_deref()),
         (SagaStatus::Compensated, true, 0, Some("refund impossible: disputed"))
     );
-    assert_eq!(
-        reload(&s).next_action(),
-        NextAction::Done,
-        "terminal: never refunded again"
-    );
+    assert_eq!(reload(&s).next_step(), NextStep::Done, "terminal: never refunded again");
 }
 
 #[test]
@@ -127,7 +124,7 @@ fn a_refund_impossible_is_accepted_only_where_a_refused_refund_leaves_it() {
     r.refund_impossible = None;
     assert!(Loaded::from_record(r).is_err());
     // On a saga that took no money.
-    let (s, _) = charging().payment_requested(None, false, T0 + 2);
+    let (s, _) = charging().payment_requested(Some(PspReference::parse("pi_1").expect("valid")), false, T0 + 2);
     let (s, _) = s.payment_failed("declined".into(), T0 + 3);
     let (s, _) = s.payment_cancelled(T0 + 4);
     let mut r = s.into_record();
@@ -147,9 +144,9 @@ fn a_record_written_before_refund_impossible_existed_loads() {
 
 #[test]
 fn a_failed_payment_cancels_then_releases() {
-    let (s, _) = charging().payment_requested(None, false, T0 + 2);
+    let (s, _) = charging().payment_requested(Some(PspReference::parse("pi_1").expect("valid")), false, T0 + 2);
     let (s, _) = s.payment_failed("card declined".into(), T0 + 3);
-    assert_eq!(reload(&s).next_action(), NextAction::CancelPayment);
+    assert_eq!(reload(&s).next_step(), NextStep::CancelPayment);
     let (s, compensated) = s.payment_cancelled(T0 + 4);
     assert_eq!(compensated.kind, SagaEventKind::StepCompensated);
     let (s, _) = s.stock_released(T0 + 5);
@@ -163,7 +160,7 @@ fn out_of_stock_ends_without_compensations() {
         (e.kind, s.record().status),
         (SagaEventKind::StepFailed, SagaStatus::Compensated)
     );
-    assert_eq!(reload(&s).next_action(), NextAction::Done);
+    assert_eq!(reload(&s).next_step(), NextStep::Done);
 }
 
 #[test]
@@ -215,7 +212,7 @@ fn walk(choices: &[u8]) -> (SagaRecord, Vec<SagaEvent>) {
                 (Loaded::CancellingPayment(s), e)
             }
             Loaded::Charging(s) => {
-                let (s, e) = s.payment_requested(None, c % 3 == 0, now);
+                let (s, e) = s.payment_requested(Some(PspReference::parse("pi_1").expect("valid")), c % 3 == 0, now);
                 (Loaded::PaymentPending(s), e)
             }
             Loaded::PaymentPending(s) => match c % 3 {
@@ -250,7 +247,7 @@ fn walk(choices: &[u8]) -> (SagaRecord, Vec<SagaEvent>) {
             }
             Loaded::CancellingPayment(s) if c % 3 == 0 => {
                 // The PSP refused the cancel: the payment succeeded meanwhile.
-                let (s, e) = s.payment_succeeded(now);
+                let (s, e) = s.payment_succeeded(PspReference::parse("pi_1").expect("valid"), now);
                 (Loaded::PaymentCaptured(s), e)
             }
             Loaded::CancellingPayment(s) => {
@@ -275,26 +272,28 @@ fn walk(choices: &[u8]) -> (SagaRecord, Vec<SagaEvent>) {
     (state.record().clone(), events)
 }
 
-/// The preconditions of each next action, stated independently of `check`.
-fn preconditions_hold(r: &SagaRecord, action: NextAction) -> bool {
+/// The preconditions of each next step, stated independently of `check`.
+fn preconditions_hold(r: &SagaRecord, action: NextStep) -> bool {
     let failed_at = r.failure.as_ref().map(|f| f.step);
     match action {
-        NextAction::Run(Step::ReserveStock) => r.payment_id.is_none() && !r.captured && r.failure.is_none(),
-        // Creating the payment, or charging the one the saga saved: never with a PSP answer already in.
-        NextAction::Run(Step::Charge) => r.psp_reference.is_none() && !r.captured && r.failure.is_none(),
-        NextAction::Run(Step::AwaitPayment) => r.payment_id.is_some() && !r.captured && r.failure.is_none(),
-        NextAction::Run(Step::ConfirmOrder) => r.payment_id.is_some() && r.captured && r.failure.is_none(),
-        NextAction::RefundPayment => {
+        NextStep::ReserveStock => r.payment_id.is_none() && !r.captured && r.failure.is_none(),
+        // The payment is created once: a saga that has one never creates another.
+        NextStep::CreatePayment => r.payment_id.is_none() && !r.captured && r.failure.is_none(),
+        // Charging the payment the saga saved: never with a PSP answer already in.
+        NextStep::Charge => r.payment_id.is_some() && r.psp_reference.is_none() && !r.captured && r.failure.is_none(),
+        NextStep::AwaitPayment => r.payment_id.is_some() && !r.captured && r.failure.is_none(),
+        NextStep::ConfirmOrder => r.payment_id.is_some() && r.captured && r.failure.is_none(),
+        NextStep::RefundPayment => {
             r.payment_id.is_some()
                 && r.captured
                 && r.refunded_minor == 0
                 && r.refund_impossible.is_none()
                 && failed_at == Some(Step::ConfirmOrder)
         }
-        NextAction::CancelPayment => r.payment_id.is_some() && !r.captured && r.failure.is_some(),
+        NextStep::CancelPayment => r.payment_id.is_some() && !r.captured && r.failure.is_some(),
         // Stock goes back only after the money did, or after its refund was found impossible.
-        NextAction::ReleaseStock => r.failure.is_some() && (!r.captured || money_settled(r)),
-        NextAction::Done => {
+        NextStep::ReleaseStock => r.failure.is_some() && (!r.captured || money_settled(r)),
+        NextStep::Done => {
             r.status.is_terminal() && (r.status != SagaStatus::Compensated || !r.captured || money_settled(r))
         }
     }
@@ -359,7 +358,7 @@ proptest! {
     #[test]
     fn no_loaded_saga_runs_a_step_out_of_order(record in arb_record()) {
         let Ok(loaded) = Loaded::from_record(record.clone()) else { return Ok(()) };
-        prop_assert!(preconditions_hold(&record, loaded.next_action()));
+        prop_assert!(preconditions_hold(&record, loaded.next_step()));
     }
 
     /// The same over records that are one field away from a real one (the near misses an old or buggy
@@ -382,7 +381,7 @@ proptest! {
         }
         if let Ok(loaded) = Loaded::from_record(r.clone()) {
             prop_assert_eq!(loaded.record().status, r.status);
-            prop_assert!(preconditions_hold(&r, loaded.next_action()), "{:?} -> {:?}", r, loaded.next_action());
+            prop_assert!(preconditions_hold(&r, loaded.next_step()), "{:?} -> {:?}", r, loaded.next_step());
         }
     }
 }
@@ -399,4 +398,124 @@ fn walks_reach_every_status() {
         }
     }
     assert_eq!(seen.len(), SagaStatus::ALL.len(), "seen: {seen:?}");
+}
+
+#[test]
+fn every_state_has_one_next_step_and_the_typed_step_keeps_the_saga() {
+    let steps: Vec<NextStep> = SagaStatus::ALL
+        .iter()
+        .map(|s| fixtures::saga_in(*s).next_step())
+        .collect();
+    assert_eq!(
+        steps,
+        vec![
+            NextStep::ReserveStock,
+            NextStep::CreatePayment,
+            NextStep::Charge,
+            NextStep::AwaitPayment,
+            NextStep::ConfirmOrder,
+            NextStep::Done,
+            NextStep::CancelPayment,
+            NextStep::RefundPayment,
+            NextStep::ReleaseStock,
+            NextStep::Done,
+        ]
+    );
+    for status in SagaStatus::ALL {
+        let loaded = fixtures::saga_in(status);
+        let record = loaded.record().clone();
+        let next = loaded.next();
+        let kept = match &next {
+            Next::ReserveStock(s) => s.record(),
+            Next::CreatePayment(s) => s.record(),
+            Next::Charge(s) => s.record(),
+            Next::AwaitPayment(s) => s.record(),
+            Next::ConfirmOrder(s) => s.record(),
+            Next::RefundPayment(s) => s.record(),
+            Next::CancelPayment(s) => s.record(),
+            Next::ReleaseStock(s) => s.record(),
+            Next::Done(s) => {
+                assert!(s.is_terminal());
+                &record
+            }
+        };
+        assert_eq!(kept, &record, "{status}");
+    }
+}
+
+#[test]
+fn a_waiting_saga_acts_on_the_outcome_then_on_its_deadlines() {
+    let pending = charging().payment_requested(Some(PspReference::parse("pi_1").expect("valid")), false, T0 + 2).0;
+    let r = pending.record().clone();
+    let early = AwaitDeadlines::of(&r, T0 + 3, 900_000);
+    assert_eq!(
+        early,
+        AwaitDeadlines {
+            past_deadline: false,
+            abandoned: false
+        }
+    );
+    assert!(!early.read_item(None), "before the deadlines the projection is trusted");
+    assert_eq!(awaited(&r, early, Some(PaymentStatus::Captured)), Awaited::Captured);
+    assert_eq!(
+        awaited(&r, early, Some(PaymentStatus::Refunded)),
+        Awaited::Failed(PaymentStatus::Refunded)
+    );
+    assert_eq!(awaited(&r, early, Some(PaymentStatus::RequiresAction)), Awaited::Wait);
+    assert_eq!(awaited(&r, early, None), Awaited::Wait);
+
+    let late = AwaitDeadlines::of(&r, r.payment_deadline_ms, 900_000);
+    assert_eq!(
+        late,
+        AwaitDeadlines {
+            past_deadline: true,
+            abandoned: false
+        }
+    );
+    assert!(late.read_item(None) && late.read_item(Some(PaymentStatus::Pending)));
+    assert!(
+        !late.read_item(Some(PaymentStatus::Failed)),
+        "a terminal projection is complete"
+    );
+    assert_eq!(awaited(&r, late, Some(PaymentStatus::Pending)), Awaited::HandToRecovery);
+    let handed = pending.clone().recovery_requested(T0 + 70_000).0;
+    assert_eq!(awaited(handed.record(), late, None), Awaited::Wait, "handed over once");
+
+    let gone = AwaitDeadlines::of(&r, T0 + 900_000, 900_000);
+    assert!(gone.abandoned);
+    assert_eq!(
+        awaited(&r, gone, Some(PaymentStatus::RequiresAction)),
+        Awaited::Abandoned(PaymentStatus::RequiresAction)
+    );
+    assert_eq!(awaited(&r, gone, Some(PaymentStatus::Captured)), Awaited::Captured);
+}
+
+#[test]
+fn a_charge_reads_a_bound_payment_intent_and_searches_once_the_key_may_be_forgotten() {
+    let reference = PspReference::parse("pi_1").expect("valid reference");
+    assert_eq!(
+        charge_call(Some(&reference), T0, T0 + PSP_KEY_TRUSTED_FOR_MS),
+        ChargeCall::Retrieve(reference)
+    );
+    assert_eq!(
+        charge_call(None, T0, T0 + PSP_KEY_TRUSTED_FOR_MS - 1),
+        ChargeCall::Charge
+    );
+    assert_eq!(
+        charge_call(None, T0, T0 + PSP_KEY_TRUSTED_FOR_MS),
+        ChargeCall::SearchFirst
+    );
+}
+
+#[test]
+fn the_cancel_asks_only_an_open_payment_intent_and_waits_for_one_that_may_still_take_money() {
+    use IntentState::*;
+    assert_eq!(
+        [Open, Processing, Succeeded, Canceled].map(IntentState::to_cancel),
+        [true, false, false, false]
+    );
+    assert_eq!(
+        [Open, Processing, Succeeded, Canceled].map(IntentState::may_still_take_money),
+        [true, true, false, false]
+    );
 }

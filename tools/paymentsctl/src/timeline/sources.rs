@@ -258,7 +258,7 @@ pub(super) async fn saga(
         }
     };
     let next = match Loaded::from_record(record.clone()) {
-        Ok(loaded) => describe_next(loaded.next_action()),
+        Ok(loaded) => describe_next(loaded.next_step()),
         Err(e) => {
             t.find(Level::Anomaly, format!("saga does not load: {e}"));
             "none: the saga does not load".to_owned()
