@@ -2,6 +2,7 @@
 //!
 //! The crate's one integration-test binary (`tests/it/main.rs`): a module per area, a test per scenario.
 
+mod adyen;
 mod fixtures;
 mod openapi;
 mod rules;
