@@ -213,6 +213,15 @@ for name, headers in [
 ]:
     status, answer = raw("POST", "/webhooks/standard", body.encode(), headers)
     refused(name, status, answer, 401)
+# Validly signed, but the event does not say when it was created (the signing time is the attempt's): 400.
+for name, created in [("standard: signed, no created", None), ("standard: created an hour after signing", now + 3600)]:
+    event = json.loads(standard_body())
+    event.pop("created")
+    if created is not None:
+        event["created"] = created
+    body = json.dumps(event)
+    status, answer = raw("POST", "/webhooks/standard", body.encode(), standard_headers(body))
+    refused(name, status, answer, 400)
 
 # ---- bodies ------------------------------------------------------------------------------------------------
 key = {"Idempotency-Key": uuid.uuid4().hex}
@@ -300,6 +309,7 @@ for name, fields in [
     ("order_id of 129 characters", {"order_id": "o" * 129}),
     ("order_id with U+FFFF", {"order_id": "o\uffff"}),
     ("psp_reference of 129 characters", {"psp_reference": "p" * 129}),
+    ("psp_reference '..' (a URL path segment)", {"psp_reference": ".."}),
     ("a metadata value with U+FFFE", {"metadata": {"k": "v\ufffe"}}),
     ("a metadata value of 201 characters", {"metadata": {"k": "v" * 201}}),
     ("a metadata value with a control character", {"metadata": {"k": "a\u0007"}}),
@@ -332,6 +342,7 @@ for name, result in [
     ("redirect with a backslash", {"outcome": "requires_action", "redirect_url": "https://bank.example\\@evil/"}),
     ("redirect of 3 KB", {"outcome": "requires_action", "redirect_url": "https://bank.example/" + "a" * 3000}),
     ("psp_reference with a space", {"outcome": "succeeded", "psp_reference": "pi 1"}),
+    ("psp_reference '..'", {"outcome": "succeeded", "psp_reference": ".."}),
 ]:
     status, answer = raw("POST", f"/payments/{pid}/sync-result", result)
     refused("sync-result: " + name, status, answer, 400)
@@ -385,10 +396,20 @@ for name, payload in [
     status, answer = stripe_post(payload, "t=%d,v1=%s" % stripe_sig(payload))
     check(name + " -> quarantined", (status, (answer or {}).get("result")) == (200, "quarantined"), (status, answer))
     quarantined.append(name)
+# Two unreadable Stripe bodies under one (unsigned) webhook-id header: each parked under its own event id.
+for n in (1, 2):
+    payload = stripe_body(account="a" * 200 + str(n))
+    headers = {"Content-Type": "application/json", "Stripe-Signature": "t=%d,v1=%s" % stripe_sig(payload),
+               "webhook-id": f"evt_same_{RUN}"}
+    status, answer = raw("POST", "/webhooks/stripe", payload.encode(), headers)
+    name = f"stripe: unreadable body {n} under a shared webhook-id header"
+    check(name + " -> quarantined", (status, (answer or {}).get("result")) == (200, "quarantined"), (status, answer))
+    quarantined.append(name)
 for name, body, msg_id in [
-    ("standard: a reason with U+FFFF", json.dumps({"type": "payment.failed", "data": {
+    ("standard: a reason with U+FFFF", json.dumps({"type": "payment.failed", "created": int(time.time()), "data": {
         "payment_id": pid_standard, "amount_minor": 1000, "currency": "EUR", "reason": "fraud\uffff"}}), None),
-    ("standard: an account of 129 characters", json.dumps({"type": "payment.succeeded", "account": "a" * 129,
+    ("standard: an account of 129 characters", json.dumps({"type": "payment.succeeded", "created": int(time.time()),
+                                                            "account": "a" * 129,
                                                             "data": {"payment_id": pid_standard,
                                                                      "amount_minor": 1000, "currency": "EUR"}}), None),
     ("standard: a webhook-id of 1100 characters", standard_body(), "m" * 1100),

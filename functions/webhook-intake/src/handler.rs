@@ -207,20 +207,35 @@ async fn parsed(
     signed_at: i64,
     metrics: &mut RequestMetrics,
 ) -> Result<Next<Box<PspEvent>>, ApiError> {
-    let parsed = match provider.scheme {
-        Scheme::Stripe => stripe::parse(body),
-        Scheme::Standard => standard::parse(body, http::header(req, "webhook-id").unwrap_or_default(), signed_at),
+    // The quarantine key comes only from what the signature covers: Stripe does not sign `webhook-id`.
+    let webhook_id = http::header(req, "webhook-id");
+    let (parsed, signed_id) = match provider.scheme {
+        Scheme::Stripe => (stripe::parse(body), body_event_id(body)),
+        Scheme::Standard => match standard::parse(body, webhook_id.unwrap_or_default(), signed_at) {
+            Ok(parsed) => (Ok(parsed), None),
+            Err(standard::Refused::Created(why)) => return Err(ApiError::bad_request(why)),
+            Err(standard::Refused::Unparseable(e)) => (Err(e), webhook_id.map(str::to_owned)),
+        },
     };
-    triaged(app, provider, parsed, http::header(req, "webhook-id"), body, metrics).await
+    triaged(app, provider, parsed, signed_id.as_deref(), body, metrics).await
 }
 
-/// What a parse leaves: an event to go on with, a type acknowledged, or a body quarantined (under its
-/// `webhook-id` when it has one).
+/// A Stripe body's own event `id` (signed with it), if it has one at its top level.
+fn body_event_id(body: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct WithId {
+        id: String,
+    }
+    serde_json::from_slice::<WithId>(body).ok().map(|e| e.id)
+}
+
+/// What a parse leaves: an event to go on with, a type acknowledged, or a body quarantined (under its signed
+/// event id when it has one, see [`quarantine_key`]).
 async fn triaged(
     app: &App,
     provider: &Provider,
     parsed: Result<Parsed, crate::psp_event::Unparseable>,
-    webhook_id: Option<&str>,
+    signed_id: Option<&str>,
     body: &[u8],
     metrics: &mut RequestMetrics,
 ) -> Result<Next<Box<PspEvent>>, ApiError> {
@@ -232,7 +247,7 @@ async fn triaged(
         }
         Err(unparseable) => {
             metrics.quarantines = 1;
-            let key = quarantine_key(webhook_id, body);
+            let key = quarantine_key(signed_id, body);
             app.store
                 .park(
                     ParkedKind::Quarantined,
@@ -263,12 +278,13 @@ fn verify(provider: &Provider, req: &Request, body: &[u8]) -> Result<i64, crate:
     }
 }
 
-/// The key a quarantined delivery is parked under: its `webhook-id` when that is a valid event id (bounded,
-/// plain characters), else a hash of the body. So two deliveries never overwrite each other unless they are
-/// the same (a PSP's retry), and no header can make the sort key too long.
-fn quarantine_key(webhook_id: Option<&str>, body: &[u8]) -> String {
+/// The key a quarantined delivery is parked under: its event id from what the signature covers (the Standard
+/// Webhooks `webhook-id`, a Stripe body's `id`) when that is a valid event id (bounded, plain characters),
+/// else a hash of the body. An unsigned header (Stripe's requests may carry any `webhook-id`) never names
+/// it, so one signed body cannot take another's key; the park itself keeps the first body under a key.
+fn quarantine_key(signed_id: Option<&str>, body: &[u8]) -> String {
     use sha2::{Digest, Sha256};
-    match webhook_id.and_then(|id| shared::PspEventId::parse(id).ok()) {
+    match signed_id.and_then(|id| shared::PspEventId::parse(id).ok()) {
         Some(id) => id.to_string(),
         None => format!("sha256-{}", hex::encode(Sha256::digest(body))),
     }
@@ -276,7 +292,7 @@ fn quarantine_key(webhook_id: Option<&str>, body: &[u8]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{provider_name, quarantine_key, table};
+    use super::{body_event_id, provider_name, quarantine_key, table};
     use lambda_http::http::Method;
 
     #[test]
@@ -292,6 +308,10 @@ mod tests {
         let huge = "x".repeat(4096);
         let key = quarantine_key(Some(&huge), b"{}");
         assert!(key.starts_with("sha256-") && key.len() == 71, "{key}");
+        // A Stripe body names itself; the key never comes from an unsigned header.
+        assert_eq!(body_event_id(br#"{"id":"evt_9","type":"x"}"#).as_deref(), Some("evt_9"));
+        assert_eq!(body_event_id(br#"{"id":7}"#), None);
+        assert_eq!(body_event_id(b"not json"), None);
     }
 
     #[test]

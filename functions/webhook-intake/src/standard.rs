@@ -7,10 +7,19 @@
 //! Types: `payment.requires_action` (`client_secret` and/or `redirect_url`), `payment.processing`,
 //! `payment.succeeded`, `payment.attempt_failed` (`decline_code`, optional `retry_token`), `payment.failed`
 //! (`reason`), `payment.refunded` (`refunded_total_minor`, `captured`). The event id is the `webhook-id` header.
+//!
+//! `created` is required, and not after the signing time (beyond the clock tolerance): a PSP re-signs every
+//! delivery attempt, so `webhook-timestamp` says when this attempt was sent, not when the event happened.
+//! Taken as the event's time, a late retry of an old `processing` looked newer than the customer's action and
+//! took it away, and an unknown payment's wait window restarted with every retry. An event without it is
+//! refused with a 400 and nothing written ([`Refused::Created`]): the sender's integration is wrong for every
+//! event, and a 4xx shows on its side at once, where a quarantine would answer 200 and hide it. (Keeping the
+//! first time we saw a `webhook-id` instead would cost a write per event and still order events by arrival.)
 //! An event naming our `payment_id` is ours (and waited for while young, if its payment is not written yet);
 //! one naming only a `psp_reference` that no payment of ours holds is not, and is acknowledged as ignored.
 
 use crate::psp_event::{self, Facts, Parsed, PaymentRef, PspEvent, Unparseable};
+use crate::signature::DEFAULT_TOLERANCE_SECS;
 use serde::Deserialize;
 use shared::{
     ClientSecret, Currency, CustomerAction, Outcome, PaymentId, PspEventId, PspReference, RedirectUrl, RetryToken,
@@ -66,13 +75,30 @@ const KNOWN: [&str; 6] = [
     "payment.refunded",
 ];
 
-/// The event in our terms; `webhook_id` and `webhook_timestamp` come from the verified headers.
-pub fn parse(body: &[u8], webhook_id: &str, webhook_timestamp: i64) -> Result<Parsed, Unparseable> {
+/// Why a verified body is not taken.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refused {
+    /// No usable `created` (missing, not positive, or after the signing time): a 400, nothing written.
+    Created(String),
+    /// Anything else we cannot read: quarantined for an operator.
+    Unparseable(Unparseable),
+}
+
+impl From<Unparseable> for Refused {
+    fn from(e: Unparseable) -> Self {
+        Refused::Unparseable(e)
+    }
+}
+
+/// The event in our terms; `webhook_id` and `webhook_timestamp` (the attempt's signing time) come from the
+/// verified headers.
+pub fn parse(body: &[u8], webhook_id: &str, webhook_timestamp: i64) -> Result<Parsed, Refused> {
     let event: Event = serde_json::from_slice(body).map_err(Bad::because)?;
     psp_event::event_type(&event.kind)?;
     if !KNOWN.contains(&event.kind.as_str()) {
         return Ok(Parsed::Ignored { event_type: event.kind });
     }
+    let created_secs = created(event.created, webhook_timestamp)?;
     let data = event.data.ok_or_else(|| Unparseable("data is missing".into()))?;
     let outcome = outcome(&event.kind, &data)?;
     let target = PaymentRef {
@@ -93,7 +119,7 @@ pub fn parse(body: &[u8], webhook_id: &str, webhook_timestamp: i64) -> Result<Pa
     .named("data names neither payment_id nor psp_reference")?;
     Ok(Parsed::Event(Box::new(PspEvent {
         id: PspEventId::parse(webhook_id).map_err(Bad::because)?,
-        created_secs: event.created.unwrap_or(webhook_timestamp),
+        created_secs,
         target,
         facts: Facts {
             amount_minor: Some(data.amount_minor),
@@ -103,6 +129,22 @@ pub fn parse(body: &[u8], webhook_id: &str, webhook_timestamp: i64) -> Result<Pa
         },
         outcome,
     })))
+}
+
+/// When the event was created (epoch seconds): required, positive, and not after its signing beyond the
+/// clock tolerance (see the module doc).
+fn created(created: Option<i64>, signed_at: i64) -> Result<i64, Refused> {
+    let Some(created) = created else {
+        return Err(Refused::Created(
+            "created is missing: the event's own creation time (epoch seconds) is required".into(),
+        ));
+    };
+    if created <= 0 || created > signed_at.saturating_add(DEFAULT_TOLERANCE_SECS) {
+        return Err(Refused::Created(format!(
+            "created {created} is not a time before the delivery was signed ({signed_at})"
+        )));
+    }
+    Ok(created)
 }
 
 /// The outcome an event of type `kind` (one of [`KNOWN`]) reports.
@@ -177,9 +219,9 @@ mod tests {
                 event_type: "payment.disputed".into()
             }
         );
-        assert!(parse(br#"{"type":"payment.succeeded"}"#, "msg_3", 9).is_err());
+        assert!(parse(br#"{"type":"payment.succeeded","created":5}"#, "msg_3", 9).is_err());
         assert!(parse(
-            br#"{"type":"payment.attempt_failed","data":{"payment_id":"pay_1","amount_minor":1,"currency":"EUR"}}"#,
+            br#"{"type":"payment.attempt_failed","created":5,"data":{"payment_id":"pay_1","amount_minor":1,"currency":"EUR"}}"#,
             "m",
             9
         )
@@ -189,7 +231,7 @@ mod tests {
     #[test]
     fn text_that_breaks_the_rules_makes_the_event_unparseable() {
         let event = |data: serde_json::Value| {
-            json!({ "type": "payment.failed", "data": data })
+            json!({ "type": "payment.failed", "created": 5, "data": data })
                 .to_string()
                 .into_bytes()
         };
@@ -204,11 +246,53 @@ mod tests {
             data[field] = value;
             assert!(parse(&event(data), "msg_1", 9).is_err(), "{field}");
         }
-        let long_account = json!({ "type": "payment.succeeded", "account": "a".repeat(129), "data": base });
+        let long_account =
+            json!({ "type": "payment.succeeded", "created": 5, "account": "a".repeat(129), "data": base });
         assert!(parse(long_account.to_string().as_bytes(), "msg_1", 9).is_err());
         assert!(
             parse(&event(base), &"m".repeat(1100), 9).is_err(),
             "a webhook-id over 128 characters"
         );
+    }
+
+    #[test]
+    fn the_event_says_when_it_was_created_never_the_attempt() {
+        let body = |created: serde_json::Value| {
+            let mut event = json!({ "type": "payment.processing",
+                "data": { "payment_id": "pay_1", "amount_minor": 1, "currency": "EUR" } });
+            if !created.is_null() {
+                event["created"] = created;
+            }
+            event.to_string().into_bytes()
+        };
+        let signed_at = 1_700_000_000;
+        let created = |b: &[u8]| match parse(b, "msg_1", signed_at) {
+            Ok(Parsed::Event(e)) => Ok(e.created_secs),
+            Ok(other) => panic!("{other:?}"),
+            Err(Refused::Created(why)) => Err(why),
+            Err(other) => panic!("{other:?}"),
+        };
+        assert_eq!(created(&body(json!(signed_at - 3_600))), Ok(signed_at - 3_600));
+        assert_eq!(
+            created(&body(json!(signed_at + 300))),
+            Ok(signed_at + 300),
+            "clock skew"
+        );
+        for bad in [
+            json!(null),
+            json!(0),
+            json!(-5),
+            json!(signed_at + 301),
+            json!(i64::MAX),
+        ] {
+            assert!(created(&body(bad.clone())).is_err(), "{bad}");
+        }
+        // A type we do not handle needs no time: acknowledged as before.
+        assert!(matches!(
+            parse(br#"{"type":"payment.disputed"}"#, "m", signed_at),
+            Ok(Parsed::Ignored { .. })
+        ));
+        // Text that is not even JSON stays a quarantine.
+        assert!(matches!(parse(b"{", "m", signed_at), Err(Refused::Unparseable(_))));
     }
 }

@@ -37,7 +37,9 @@ pub struct Parked {
 }
 
 impl PaymentStore {
-    /// Parks a redacted webhook body. Idempotent per (kind, provider, event key).
+    /// Parks a redacted webhook body. Idempotent per (kind, provider, event key): the first body parked
+    /// under a key stays (a conditional put), so neither a PSP's retry nor another body that came under the
+    /// same key can overwrite what the operator is to read.
     pub async fn park(
         &self,
         kind: ParkedKind,
@@ -48,7 +50,8 @@ impl PaymentStore {
     ) -> Result<(), StoreError> {
         let now = clock::now_ms();
         let retention = i64::try_from(PARKED_RETENTION.as_millis()).unwrap_or(i64::MAX);
-        self.client
+        let result = self
+            .client
             .put_item()
             .table_name(&self.table)
             .set_item(Some(crate::keys::parked(
@@ -64,10 +67,21 @@ impl PaymentStore {
                 "expires_at",
                 AttributeValue::N(clock::ceil_secs(now.saturating_add(retention)).to_string()),
             )
+            // An item past its retention that TTL has not deleted yet (it deletes late) is no longer kept.
+            .condition_expression("attribute_not_exists(pk) OR expires_at < :now")
+            .expression_attribute_values(":now", AttributeValue::N(clock::ceil_secs(now).to_string()))
             .send()
-            .await
-            .map_err(|e| StoreError::from_sdk("park webhook", e))?;
-        Ok(())
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(StoreError::from_sdk("park webhook", e)),
+        }
     }
 
     /// The parked webhooks of one kind.

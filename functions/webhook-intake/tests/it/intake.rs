@@ -17,6 +17,7 @@ use webhook_intake::{process, App, IntakeSettings};
 mod disputes;
 mod not_ours;
 mod refunds;
+mod small_ends;
 
 const STRIPE_OLD: &str = "whsec_test_stripe_old_secret_0001";
 const STRIPE_NEW: &str = "whsec_test_stripe_new_secret_0002";
