@@ -83,8 +83,20 @@ impl Publisher {
     /// while the others succeed, no later event of that payment may already sit in the queue ahead of it,
     /// or the consumer would hold the later event back at the head of its FIFO group with its predecessor
     /// stuck behind it. Events of different payments are interleaved to keep batches full.
+    ///
+    /// An event SQS would refuse is sent made sendable, and noticed (parked, counted) once it is confirmed
+    /// and every event before it too: the stream retries a batch from its first unconfirmed record, so an
+    /// event noticed only then is noticed once, not on every retry of its batch.
     pub async fn publish(&self, events: &[PaymentEvent]) -> Result<(), usize> {
-        let events = &self.sendable(events).await;
+        let (sendable, unsendable) = parking::sendable(events);
+        let result = self.send_in_order(&sendable).await;
+        let done = result.err().unwrap_or(events.len());
+        self.notice(events, &unsendable, done).await;
+        result
+    }
+
+    /// Sends `events` (all sendable) in batches, keeping their order per payment; `Err(k)` as [`Self::publish`].
+    async fn send_in_order(&self, events: &[PaymentEvent]) -> Result<(), usize> {
         let mut lanes = Lanes::new(events);
         loop {
             let batch = lanes.next_batch();

@@ -1,5 +1,6 @@
 //! Events SQS would refuse (a character it does not take, over its size): sent made sendable, counted as
 //! `UnsendableEvents` and parked as a notice in the relay-failures queue, so they never hold the shard.
+//! Noticed once per event: only after it was sent and will not be sent again (see `Publisher::publish`).
 
 use super::Publisher;
 use crate::METRICS_NAMESPACE;
@@ -8,21 +9,38 @@ use shared::telemetry::ErrorChain;
 use shared::{metrics, outbox, PaymentEvent};
 use tracing::error;
 
-impl Publisher {
-    /// `events` as they can be sent: each that SQS would refuse is made sendable, counted and parked (see the
-    /// module doc). Never fails: a notice that cannot be parked is logged, and the event is sent anyway.
-    pub(super) async fn sendable(&self, events: &[PaymentEvent]) -> Vec<PaymentEvent> {
-        let mut out = Vec::with_capacity(events.len());
-        for event in events {
-            match outbox::check_sendable(event) {
-                Ok(()) => out.push(event.clone()),
-                Err(problem) => {
-                    self.park(event, problem).await;
-                    out.push(outbox::made_sendable(event));
-                }
+/// `events` as they can be sent, each that SQS would refuse made sendable, and those (their index in
+/// `events`, the problem).
+pub(super) fn sendable(events: &[PaymentEvent]) -> (Vec<PaymentEvent>, Vec<(usize, outbox::Unsendable)>) {
+    let mut out = Vec::with_capacity(events.len());
+    let mut problems = Vec::new();
+    for (i, event) in events.iter().enumerate() {
+        match outbox::check_sendable(event) {
+            Ok(()) => out.push(event.clone()),
+            Err(problem) => {
+                problems.push((i, problem));
+                out.push(outbox::made_sendable(event));
             }
         }
-        out
+    }
+    (out, problems)
+}
+
+impl Publisher {
+    /// Notices (logs, counts and parks, see the module doc) each unsendable event among the first `done`
+    /// of `events`, the ones sent and never sent again (see [`Publisher::publish`]). Never fails: a notice
+    /// that cannot be parked is logged.
+    pub(super) async fn notice(
+        &self,
+        events: &[PaymentEvent],
+        unsendable: &[(usize, outbox::Unsendable)],
+        done: usize,
+    ) {
+        for (i, problem) in unsendable.iter().filter(|(i, _)| *i < done) {
+            if let Some(event) = events.get(*i) {
+                self.park(event, *problem).await;
+            }
+        }
     }
 
     async fn park(&self, event: &PaymentEvent, problem: outbox::Unsendable) {

@@ -564,3 +564,67 @@ async fn a_poison_event_is_parked_and_the_payments_later_events_still_flow() {
     assert_eq!(notices[0]["event_id"], events[1].event_id());
     assert_eq!(notices[0]["problem"], "characters");
 }
+
+/// Every message in `queue_url` (read until it stays empty).
+async fn all_messages(sqs: &aws_sdk_sqs::Client, queue_url: &str) -> Vec<serde_json::Value> {
+    let mut found = Vec::new();
+    for _ in 0..3 {
+        let out = sqs
+            .receive_message()
+            .queue_url(queue_url)
+            .max_number_of_messages(10)
+            .send()
+            .await
+            .unwrap();
+        found.extend(
+            out.messages()
+                .iter()
+                .filter_map(|m| m.body().and_then(|b| serde_json::from_str(b).ok())),
+        );
+    }
+    found
+}
+
+/// A batch that fails (here: SQS refuses an entry) is retried whole by the stream; the poison event in it
+/// gets one notice for the operator, not one per attempt (issue 25 item 4).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_poison_event_in_a_retried_batch_is_noticed_once() {
+    let ctx = TestContext::new().await;
+    let faults = SqsEntryFaults::new();
+    let sqs = sqs_client(None);
+    let queues = fresh_queues(&sqs).await;
+    let publisher = Publisher::new(
+        function_sqs_client("outbox-relay", Some(faults.clone())),
+        &queues.queue_url,
+    )
+    .with_parking(&queues.relay_failures_url);
+    let id = ctx
+        .store
+        .create(fixtures::new_payment("pay_poison_retry", 1000))
+        .await
+        .unwrap()
+        .id;
+    let poison = Outcome::AttemptFailed {
+        reason: "declined\u{FFFF}".into(),
+        retry_token: None,
+    };
+    ctx.store
+        .finalize(&id, &fixtures::observe(Path::Sync, poison), None)
+        .await
+        .unwrap();
+    let mut pump = StreamPump::for_table(&ctx.client, function_streams_client("outbox-relay"), &ctx.table)
+        .await
+        .unwrap();
+    // The first SendMessageBatch (the payment's first event) fails: every record is reported and retried.
+    faults.fail_entry_once(0);
+    let delivered = pump_all(&mut pump, &publisher, false).await;
+    assert_eq!(faults.injected(), 1);
+    assert!(delivered >= 2, "the batch was delivered again: {delivered}");
+
+    let consumer = Consumer::new(ctx.client.clone(), &ctx.table, Recording);
+    let report = drain(&sqs, &queues.queue_url, &consumer, None).await;
+    assert_eq!((report.applied, report.failed), (2, 0), "{report:?}");
+    let notices = all_messages(&sqs, &queues.relay_failures_url).await;
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    assert_eq!(notices[0]["version"], 2);
+}
