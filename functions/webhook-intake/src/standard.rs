@@ -90,6 +90,16 @@ impl From<Unparseable> for Refused {
     }
 }
 
+/// For a reader of a body already accepted (a parked one replayed): whatever it lacks, it cannot be used.
+impl From<Refused> for Unparseable {
+    fn from(refused: Refused) -> Self {
+        match refused {
+            Refused::Created(why) => Unparseable(why),
+            Refused::Unparseable(e) => e,
+        }
+    }
+}
+
 /// The event in our terms; `webhook_id` and `webhook_timestamp` (the attempt's signing time) come from the
 /// verified headers.
 pub fn parse(body: &[u8], webhook_id: &str, webhook_timestamp: i64) -> Result<Parsed, Refused> {

@@ -33,9 +33,11 @@ pub(super) fn parse(env: &Env, item: &ParkedItem) -> Result<(ParseResult, bool),
     let body = stripped.as_bytes();
     let parsed = match scheme {
         Scheme::Stripe => webhook_intake::stripe::parse(body),
-        // The webhook-timestamp header is not kept: the parking time stands in for `created` if the body
-        // lacks it (at most the unknown-payment window later than the real one).
-        Scheme::Standard => webhook_intake::standard::parse(body, &item.event_key, item.recorded_at_ms / 1000),
+        // The webhook-timestamp header is not kept: the parking time bounds `created` (a body parked before
+        // `created` was required, and lacking it, cannot be replayed: its event time is unknown).
+        Scheme::Standard => {
+            webhook_intake::standard::parse(body, &item.event_key, item.recorded_at_ms / 1000).map_err(Into::into)
+        }
     };
     Ok((parsed, redacted))
 }
