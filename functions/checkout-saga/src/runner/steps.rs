@@ -7,26 +7,28 @@ use crate::{inventory, orders};
 use shared::psp::Psp;
 use shared::recovery::Reconciled;
 use shared::saga::{
-    Loaded, PaymentCaptured, PaymentPending, ReleasingStock, Saga, SagaRecord, SagaStoreError, Started, StockReserved,
+    Loaded, Next, PaymentCaptured, PaymentPending, ReleasingStock, Saga, SagaRecord, SagaStoreError, Started,
+    StockReserved,
 };
 use shared::telemetry::ErrorChain;
 use shared::{Metadata, NewPayment, OrderId, PaymentId, PaymentStatus, PspName};
 use tracing::{info, warn};
 
 impl<P: Psp> Runner<P> {
-    /// One step of the saga: the core's `Loaded` names the state, each state's step is its own method.
+    /// One step of the saga: the core decides which ([`Loaded::next`], the table `action_name`, `paymentsctl`
+    /// and the protocol model use too), each step is its own method.
     pub(super) async fn advance(&self, loaded: Loaded) -> Result<Advanced, RunError> {
         let now = self.settings.clock.now_ms();
-        match loaded {
-            Loaded::Started(saga) => self.reserve_stock(saga, now).await,
-            Loaded::StockReserved(saga) => self.create_payment(saga, now).await,
-            Loaded::Charging(saga) => self.charge(saga, now).await,
-            Loaded::PaymentPending(saga) => self.await_payment(saga, now).await,
-            Loaded::PaymentCaptured(saga) => self.confirm_order(saga, now).await,
-            Loaded::RefundingPayment(saga) => self.refund(saga, now).await,
-            Loaded::CancellingPayment(saga) => self.cancel_payment(saga, now).await,
-            Loaded::ReleasingStock(saga) => self.release_stock(saga, now).await,
-            Loaded::Completed(_) | Loaded::Compensated(_) => Ok(Advanced::Stopped),
+        match loaded.next() {
+            Next::ReserveStock(saga) => self.reserve_stock(saga, now).await,
+            Next::CreatePayment(saga) => self.create_payment(saga, now).await,
+            Next::Charge(saga) => self.charge(saga, now).await,
+            Next::AwaitPayment(saga) => self.await_payment(saga, now).await,
+            Next::ConfirmOrder(saga) => self.confirm_order(saga, now).await,
+            Next::RefundPayment(saga) => self.refund(saga, now).await,
+            Next::CancelPayment(saga) => self.cancel_payment(saga, now).await,
+            Next::ReleaseStock(saga) => self.release_stock(saga, now).await,
+            Next::Done(_) => Ok(Advanced::Stopped),
         }
     }
 
