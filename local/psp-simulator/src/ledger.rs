@@ -145,6 +145,8 @@ pub struct Effects {
     pub later: Vec<(String, i64)>,
     /// The answer must not reach the client (the connection drops after the work is done).
     pub drop_answer: bool,
+    /// The answer is one saved for the idempotency key, replayed: sent with `Idempotent-Replayed: true`.
+    pub replayed: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -200,6 +202,10 @@ struct State {
     seq: u64,
     /// Answers to force before any work: (status, remaining count).
     storm: Option<(u16, u32)>,
+    /// Keyed POSTs still to fail with a 500 saved under their key ([`Ledger::fail_saved`]).
+    saved_failures: u32,
+    /// Requests still to hold before answering, and for how long ([`Ledger::hang`]).
+    hang: Option<(Duration, u32)>,
     /// Every request, by whether it carried the right Bearer key.
     authorized: u64,
     unauthorized: u64,
@@ -257,6 +263,27 @@ impl Ledger {
     /// The next `count` requests are answered with `status` (429 or 5xx) and do nothing.
     pub fn storm(&self, status: u16, count: u32) {
         self.state().storm = (count > 0).then_some((status, count));
+    }
+
+    /// The next `count` keyed POSTs fail with a 500 `api_error` after their work began, and the answer is saved
+    /// under their key as Stripe saves it: the same key gets the 500 replayed (`Idempotent-Replayed: true`)
+    /// until the key is forgotten 24 hours later.
+    pub fn fail_saved(&self, count: u32) {
+        self.state().saved_failures = count;
+    }
+
+    /// The next `count` requests are held `delay` before they are handled and answered (a PSP that hangs:
+    /// a client whose timeout is shorter gives up first).
+    pub fn hang(&self, delay: Duration, count: u32) {
+        self.state().hang = (count > 0).then_some((delay, count));
+    }
+
+    /// How long to hold the request now arriving ([`Ledger::hang`]), counting it.
+    pub fn take_hang(&self) -> Option<Duration> {
+        let mut state = self.state();
+        let (delay, left) = state.hang?;
+        state.hang = (left > 1).then_some((delay, left - 1));
+        Some(delay)
     }
 
     /// Moves the idempotency keys' clock ahead by `by` (a test's "a day later"): keys then older than 24 hours
@@ -348,7 +375,21 @@ impl Ledger {
                         json!({}),
                     ));
                 }
-                return answer(first.answer.clone());
+                return Effects {
+                    replayed: true,
+                    ..answer(first.answer.clone())
+                };
+            }
+            if state.saved_failures > 0 {
+                state.saved_failures -= 1;
+                let failed = storm_answer(500);
+                let remembered = Remembered {
+                    request,
+                    answer: failed.clone(),
+                    at_ms: keys_now,
+                };
+                state.keys.insert(key.to_owned(), remembered);
+                return answer(failed);
             }
             let effects = match segments.as_slice() {
                 ["v1", "payment_intents"] => self.create(&mut state, params),

@@ -122,6 +122,9 @@ impl Simulator {
                 return Ok(response(answer.status, &answer.body));
             }
         };
+        if let Some(delay) = self.ledger.take_hang() {
+            tokio::time::sleep(delay).await;
+        }
         if self.storm_rate > 0.0 && rand::random_bool(self.storm_rate.min(1.0)) {
             self.ledger.storm(if rand::random_bool(0.5) { 429 } else { 503 }, 1);
         }
@@ -139,6 +142,13 @@ impl Simulator {
         let answer = effects.answer.unwrap_or_else(|| {
             crate::ledger::Answer::error(500, "api_error", None, "no answer", serde_json::json!({}))
         });
-        Ok(response(answer.status, &answer.body))
+        let mut answered = response(answer.status, &answer.body);
+        if effects.replayed {
+            answered.headers_mut().insert(
+                "idempotent-replayed",
+                hyper::header::HeaderValue::from_static("true"),
+            );
+        }
+        Ok(answered)
     }
 }

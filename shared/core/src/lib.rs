@@ -3,6 +3,7 @@
 //! Nothing here does I/O or depends on the AWS SDK, so it is tested as pure functions and `trybuild` can
 //! compile against it cheaply. Storage lives in the `shared` crate, which re-exports this one.
 
+pub mod breaker;
 pub mod client_view;
 pub mod dispute;
 pub mod error;

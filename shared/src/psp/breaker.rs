@@ -1,29 +1,38 @@
 //! A circuit breaker in front of the PSP, so a PSP outage does not turn into a pile of retries from every
-//! saga and recovery run at once.
+//! saga and recovery run at once, and one request that keeps failing does not stop everyone's.
 //!
-//! - **Closed**: calls go through. Each instance counts the PSP's transient failures (after the client's own
-//!   retries) in memory; `failure_threshold` of them within `window`, with no success in between, open it.
+//! - **Closed**: calls go through. Each instance counts, in memory, the PSP's failed *attempts* as they
+//!   happen (the client's retry loop reports each one through [`attempt_failed`]; a PSP that reports none
+//!   counts as one failure when its call fails): a timeout, a connection failure, a fresh 429/5xx. One request
+//!   (an idempotency key, or one call without a key) counts at most twice; an answer the PSP replays for a key
+//!   counts not at all. `failure_threshold` counted failures within `window`, with no success in between,
+//!   open it. The rule is [`payments_core::breaker`]'s, which the protocol model runs too.
 //! - **Open**: calls are not made ([`PspError::CircuitOpen`]): the saga defers to its sweeper, recovery ends
 //!   its run. After `cool_down`, one instance wins a conditional write and makes one **probe** call; its
-//!   success closes the breaker, its failure opens it for another cool-down.
+//!   success closes the breaker, its failure opens it for another cool-down, and a probe that got only a
+//!   replayed answer gives the probe up for another call. An open state always ends: an end time that is
+//!   missing or unreadable, or further than ten cool-downs from the change, is read as the rule says
+//!   ([`payments_core::breaker::open_end`]).
 //!
-//! The state is one DynamoDB item (`pk = BREAKER#<name>`, `sk = BREAKER`) shared by every instance, read
-//! through a cache of `cache_ttl` and written only when the state changes; a breaker whose item cannot be
-//! read lets calls through (the PSP's availability must not hinge on the breaker's). Opening writes one EMF
-//! line (`Payments/Psp`, `BreakerOpened`), which is alarmed.
+//! The state is one DynamoDB item ([`item`]) shared by every instance, read through a cache of `cache_ttl`
+//! and written only when the state changes, each write conditioned on what its writer saw; a breaker whose
+//! item cannot be read lets calls through (the PSP's availability must not hinge on the breaker's). Opening
+//! writes one EMF line (`Payments/Psp`, `BreakerOpened`), which is alarmed. `paymentsctl breaker show` and
+//! `reset` read and reset the item.
 //!
 //! The breaker never changes what a call does: a money-moving call stopped by it is retried later with the
 //! same idempotency key, so an unknown outcome (a timed-out charge) is settled by the key, never charged
 //! twice.
 
+pub mod item;
+
 use super::{ChargeRequest, PaymentIntent, Psp, PspError, Refund};
-use crate::store::item::Item;
-use crate::store::{read_item, StoreError};
 use crate::telemetry::ErrorChain;
 use crate::{clock, PaymentId, PspReference};
-use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
-use std::collections::VecDeque;
+use item::{BreakerItem, BreakerRecord, Written};
+use payments_core::breaker::{Attempt, BreakerRule, Failures, Opening, Request};
+use std::cell::RefCell;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -32,8 +41,10 @@ use tracing::{error, info, warn};
 /// How quickly the breaker opens and how long it stays open.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BreakerSettings {
-    /// Transient failures within `window` (no success in between) that open the breaker.
+    /// Counted failures within `window` (no success in between) that open the breaker.
     pub failure_threshold: u32,
+    /// Long enough for a hanging PSP: one attempt fails per request timeout (5 s), so 60 s holds the failed
+    /// attempts of three calls made one after another by one instance.
     pub window: Duration,
     /// How long calls stop before one probe is let through.
     pub cool_down: Duration,
@@ -47,10 +58,21 @@ impl Default for BreakerSettings {
     fn default() -> Self {
         Self {
             failure_threshold: 5,
-            window: Duration::from_secs(30),
+            window: Duration::from_secs(60),
             cool_down: Duration::from_secs(30),
             cache_ttl: Duration::from_secs(2),
             probe_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+impl BreakerSettings {
+    /// The rule these settings give ([`payments_core::breaker`]).
+    pub fn rule(&self) -> BreakerRule {
+        BreakerRule {
+            failure_threshold: self.failure_threshold,
+            window_ms: millis(self.window),
+            cool_down_ms: millis(self.cool_down),
         }
     }
 }
@@ -72,19 +94,58 @@ enum Pass {
     Probe,
 }
 
+tokio::task_local! {
+    /// The failed attempts of the call running in this task, as its PSP client reports them.
+    static ATTEMPTS: RefCell<Vec<(i64, Attempt)>>;
+}
+
+/// Reports one failed attempt of the PSP call running now, as it happens: called from a PSP client's retry
+/// loop. Inside a breaker's call the breaker counts it; elsewhere it is dropped.
+pub fn attempt_failed(attempt: Attempt) {
+    // Not inside a breaker's call (a client used directly): nothing counts, by design.
+    let _ = ATTEMPTS.try_with(|a| a.borrow_mut().push((clock::now_ms(), attempt)));
+}
+
+/// Runs `call` and collects the attempts its client reported.
+async fn observed<T>(call: impl Future<Output = T>) -> (T, Vec<(i64, Attempt)>) {
+    ATTEMPTS
+        .scope(RefCell::new(Vec::new()), async {
+            let result = call.await;
+            let attempts = ATTEMPTS.with(RefCell::take);
+            (result, attempts)
+        })
+        .await
+}
+
+/// The times of a call's failures that count: `None` when the call did not fail transiently (a success for
+/// the breaker); the reported attempts that count; or, from a PSP that reported none, the call's end.
+fn counted<T>(result: &Result<T, PspError>, attempts: &[(i64, Attempt)], now_ms: i64) -> Option<Vec<i64>> {
+    if !matches!(result, Err(e) if e.is_transient()) {
+        return None;
+    }
+    if attempts.is_empty() {
+        return Some(vec![now_ms]);
+    }
+    Some(
+        attempts
+            .iter()
+            .filter(|(_, a)| *a == Attempt::PspFailed)
+            .map(|(at, _)| *at)
+            .collect(),
+    )
+}
+
 #[derive(Debug, Default)]
 struct Local {
-    /// Times (epoch ms) of this instance's transient failures since the last success.
-    failures: VecDeque<i64>,
-    /// The state read last, and when.
-    cached: Option<(i64, BreakerState)>,
+    /// This instance's counted failures since the last success.
+    failures: Failures,
+    /// The item read last, and when.
+    cached: Option<(i64, BreakerRecord)>,
 }
 
 #[derive(Debug)]
 struct Shared {
-    client: Client,
-    table: String,
-    key: Item,
+    item: BreakerItem,
     settings: BreakerSettings,
     local: Mutex<Local>,
 }
@@ -94,10 +155,6 @@ struct Shared {
 pub struct CircuitBreaker<P> {
     inner: P,
     shared: Arc<Shared>,
-}
-
-fn number(value: i64) -> AttributeValue {
-    AttributeValue::N(value.to_string())
 }
 
 fn millis(d: Duration) -> i64 {
@@ -116,16 +173,23 @@ pub fn emf(name: &str, now_ms: i64) -> serde_json::Value {
     )
 }
 
+fn log_write_failure(what: &str, result: Result<Written, crate::store::StoreError>) -> Option<Written> {
+    match result {
+        Ok(written) => Some(written),
+        Err(e) => {
+            warn!(error = %ErrorChain(&e), "PSP breaker: {what} failed");
+            None
+        }
+    }
+}
+
 impl<P: Psp> CircuitBreaker<P> {
     /// A breaker named `name` (one per PSP account) over `inner`, its state in `table`.
     pub fn new(inner: P, client: Client, table: impl Into<String>, name: &str, settings: BreakerSettings) -> Self {
-        let key = crate::keys::breaker(name);
         Self {
             inner,
             shared: Arc::new(Shared {
-                client,
-                table: table.into(),
-                key,
+                item: BreakerItem::new(client, table, name),
                 settings,
                 local: Mutex::new(Local::default()),
             }),
@@ -146,205 +210,108 @@ impl<P: Psp> CircuitBreaker<P> {
     }
 
     /// The shared state, from the cache while it is fresh.
-    pub async fn state(&self) -> Result<BreakerState, StoreError> {
-        let now = clock::now_ms();
-        if let Some((read_at, state)) = self.local().cached {
-            if now.saturating_sub(read_at) < millis(self.shared.settings.cache_ttl) {
-                return Ok(state);
-            }
-        }
-        let s = &self.shared;
-        let item = read_item(&s.client, &s.table, s.key.clone(), "read PSP breaker").await?;
-        let state = match item {
-            Some(item) if item.get("state").and_then(|v| v.as_s().ok()).map(String::as_str) == Some("open") => {
-                let until_ms = item
-                    .get("open_until_ms")
-                    .and_then(|v| v.as_n().ok())
-                    .and_then(|n| n.parse().ok())
-                    .unwrap_or(0);
-                BreakerState::Open { until_ms }
-            }
-            _ => BreakerState::Closed,
-        };
-        self.remember(state);
-        Ok(state)
+    pub async fn state(&self) -> Result<BreakerState, crate::store::StoreError> {
+        self.record().await.map(|r| r.state)
     }
 
-    fn remember(&self, state: BreakerState) {
-        self.local().cached = Some((clock::now_ms(), state));
+    async fn record(&self) -> Result<BreakerRecord, crate::store::StoreError> {
+        let now = clock::now_ms();
+        if let Some((read_at, record)) = &self.local().cached {
+            if now.saturating_sub(*read_at) < millis(self.shared.settings.cache_ttl) {
+                return Ok(record.clone());
+            }
+        }
+        let record = self.shared.item.load(&self.shared.settings.rule(), now).await?;
+        self.local().cached = Some((now, record.clone()));
+        Ok(record)
+    }
+
+    fn forget(&self) {
+        self.local().cached = None;
     }
 
     /// Lets a call through, as a normal call or as the probe, or refuses it.
     async fn gate(&self) -> Result<Pass, PspError> {
-        let state = match self.state().await {
-            Ok(state) => state,
+        let record = match self.record().await {
+            Ok(record) => record,
             Err(e) => {
                 warn!(error = %ErrorChain(&e), "PSP breaker state unreadable; letting the call through");
                 return Ok(Pass::Normal);
             }
         };
         let now = clock::now_ms();
-        match state {
+        match record.state {
             BreakerState::Closed => Ok(Pass::Normal),
             BreakerState::Open { until_ms } if now < until_ms => Err(PspError::CircuitOpen { until_ms }),
             BreakerState::Open { until_ms } => {
-                if self.claim_probe(now).await {
+                let probe_until = now.saturating_add(millis(self.shared.settings.probe_timeout));
+                let claimed = self.shared.item.claim_probe(&record, now, probe_until).await;
+                // Whoever won, the item changed: read it again next time.
+                self.forget();
+                if log_write_failure("claiming the probe", claimed) == Some(Written::Done) {
                     info!("PSP breaker cool-down over; this call is the probe");
                     Ok(Pass::Probe)
                 } else {
                     // Another instance probes (or closed it meanwhile: the next read sees that).
-                    self.local().cached = None;
-                    Err(PspError::CircuitOpen { until_ms })
+                    Err(PspError::CircuitOpen {
+                        until_ms: until_ms.max(now),
+                    })
                 }
             }
         }
     }
 
-    /// One instance wins the probe: the item is open, its cool-down over, and no probe is running.
-    async fn claim_probe(&self, now: i64) -> bool {
-        let s = &self.shared;
-        let claimed = s
-            .client
-            .update_item()
-            .table_name(&s.table)
-            .set_key(Some(s.key.clone()))
-            .update_expression("SET probe_until_ms = :probe_until")
-            .condition_expression(
-                "#state = :open AND open_until_ms <= :now AND \
-                 (attribute_not_exists(probe_until_ms) OR probe_until_ms < :now)",
-            )
-            .expression_attribute_names("#state", "state")
-            .expression_attribute_values(":open", AttributeValue::S("open".into()))
-            .expression_attribute_values(":now", number(now))
-            .expression_attribute_values(
-                ":probe_until",
-                number(now.saturating_add(millis(s.settings.probe_timeout))),
-            )
-            .send()
-            .await;
-        match claimed {
-            Ok(_) => true,
-            Err(e) => {
-                if !e
-                    .as_service_error()
-                    .is_some_and(|se| se.is_conditional_check_failed_exception())
-                {
-                    warn!(error = %ErrorChain(&StoreError::from_sdk("claim PSP breaker probe", e)), "probe claim failed");
-                }
-                false
-            }
-        }
-    }
-
-    /// Opens the breaker (from closed, or again after a failed probe). True when this write opened it.
-    async fn open(&self, reopen: bool) -> bool {
-        let s = &self.shared;
+    /// Opens the breaker (from closed with what opened it, or again after a failed probe). True when this
+    /// write opened it.
+    async fn open(&self, opening: Option<Opening>) -> bool {
         let now = clock::now_ms();
-        let until_ms = now.saturating_add(millis(s.settings.cool_down));
-        let mut update = s
-            .client
-            .update_item()
-            .table_name(&s.table)
-            .set_key(Some(s.key.clone()))
-            .update_expression("SET #state = :open, open_until_ms = :until, changed_at_ms = :now REMOVE probe_until_ms")
-            .expression_attribute_names("#state", "state")
-            .expression_attribute_values(":open", AttributeValue::S("open".into()))
-            .expression_attribute_values(":until", number(until_ms))
-            .expression_attribute_values(":now", number(now));
-        if !reopen {
-            update = update
-                .condition_expression("attribute_not_exists(#state) OR #state = :closed")
-                .expression_attribute_values(":closed", AttributeValue::S("closed".into()));
-        }
-        match update.send().await {
-            Ok(_) => {
-                self.remember(BreakerState::Open { until_ms });
-                true
-            }
-            Err(e) => {
-                if !e
-                    .as_service_error()
-                    .is_some_and(|se| se.is_conditional_check_failed_exception())
-                {
-                    warn!(error = %ErrorChain(&StoreError::from_sdk("open PSP breaker", e)), "breaker could not be opened");
-                }
-                // Opened by another instance already (or unwritable): read it again next time.
-                self.local().cached = None;
-                false
-            }
-        }
+        let until_ms = now.saturating_add(millis(self.shared.settings.cool_down));
+        let written = self.shared.item.open(opening, now, until_ms).await;
+        self.forget();
+        log_write_failure("opening", written) == Some(Written::Done)
     }
 
     async fn close(&self) {
-        let s = &self.shared;
-        let closed = s
-            .client
-            .update_item()
-            .table_name(&s.table)
-            .set_key(Some(s.key.clone()))
-            .update_expression("SET #state = :closed, changed_at_ms = :now REMOVE probe_until_ms, open_until_ms")
-            .expression_attribute_names("#state", "state")
-            .expression_attribute_values(":closed", AttributeValue::S("closed".into()))
-            .expression_attribute_values(":now", number(clock::now_ms()))
-            .send()
-            .await;
-        match closed {
-            Ok(_) => {
-                info!("PSP answered the probe; breaker closed");
-                self.remember(BreakerState::Closed);
-            }
-            Err(e) => {
-                warn!(error = %ErrorChain(&StoreError::from_sdk("close PSP breaker", e)), "breaker could not be closed")
-            }
+        let closed = self.shared.item.close(clock::now_ms()).await;
+        self.forget();
+        if log_write_failure("closing", closed).is_some() {
+            info!("PSP answered the probe; breaker closed");
         }
     }
 
-    /// Counts a transient failure of a normal call; true when the threshold is reached.
-    fn count_failure(&self) -> bool {
-        let settings = self.shared.settings;
-        let now = clock::now_ms();
-        let mut local = self.local();
-        local.failures.push_back(now);
-        while local
-            .failures
-            .front()
-            .is_some_and(|t| now.saturating_sub(*t) > millis(settings.window))
-        {
-            local.failures.pop_front();
-        }
-        let reached = local.failures.len() >= settings.failure_threshold as usize;
-        if reached {
-            local.failures.clear();
-        }
-        reached
-    }
-
-    /// Runs `call` through the breaker.
-    async fn guarded<T>(&self, call: impl Future<Output = Result<T, PspError>>) -> Result<T, PspError> {
+    /// Runs `call`, made as `request`, through the breaker.
+    async fn guarded<T>(
+        &self,
+        request: Request<'_>,
+        call: impl Future<Output = Result<T, PspError>>,
+    ) -> Result<T, PspError> {
         let pass = self.gate().await?;
-        let result = call.await;
-        let failed = matches!(&result, Err(e) if e.is_transient());
-        match (pass, failed) {
-            (Pass::Probe, false) => self.close().await,
-            (Pass::Probe, true) => {
-                warn!("PSP probe failed; breaker open for another cool-down");
-                self.open(true).await;
+        let (result, attempts) = observed(call).await;
+        let now = clock::now_ms();
+        match (pass, counted(&result, &attempts, now)) {
+            (Pass::Probe, None) => self.close().await,
+            (Pass::Probe, Some(failures)) if failures.is_empty() => {
+                info!("PSP probe got only a replayed answer; the probe is given up for another call");
+                let _ = log_write_failure("releasing the probe", self.shared.item.release_probe().await);
+                self.forget();
             }
-            (Pass::Normal, false) => self.local().failures.clear(),
-            (Pass::Normal, true) => {
-                if self.count_failure() && self.open(false).await {
-                    error!(
-                        threshold = self.shared.settings.failure_threshold,
-                        "PSP keeps failing; breaker opened, calls paused"
-                    );
-                    let name = self
-                        .shared
-                        .key
-                        .get("pk")
-                        .and_then(|v| v.as_s().ok())
-                        .cloned()
-                        .unwrap_or_default();
-                    crate::metrics::emit(&emf(name.trim_start_matches("BREAKER#"), clock::now_ms()));
+            (Pass::Probe, Some(_)) => {
+                warn!("PSP probe failed; breaker open for another cool-down");
+                self.open(None).await;
+            }
+            (Pass::Normal, None) => self.local().failures.succeeded(),
+            (Pass::Normal, Some(failures)) => {
+                let rule = self.shared.settings.rule();
+                let opening = self.local().failures.record(&rule, request, &failures, now);
+                if let Some(opening) = opening {
+                    if self.open(Some(opening)).await {
+                        error!(
+                            failures = opening.failures,
+                            requests = opening.requests,
+                            "PSP keeps failing; breaker opened, calls paused"
+                        );
+                        crate::metrics::emit(&emf(self.shared.item.name(), clock::now_ms()));
+                    }
                 }
             }
         }
@@ -353,28 +320,35 @@ impl<P: Psp> CircuitBreaker<P> {
 }
 
 impl<P: Psp> Psp for CircuitBreaker<P> {
+    fn provider(&self) -> crate::PspName {
+        self.inner.provider()
+    }
+
     async fn charge(&self, key: &str, request: &ChargeRequest<'_>) -> Result<PaymentIntent, PspError> {
-        self.guarded(self.inner.charge(key, request)).await
+        self.guarded(Request::Keyed(key), self.inner.charge(key, request)).await
     }
 
     async fn retrieve(&self, reference: &PspReference) -> Result<PaymentIntent, PspError> {
-        self.guarded(self.inner.retrieve(reference)).await
+        self.guarded(Request::Unkeyed, self.inner.retrieve(reference)).await
     }
 
     async fn cancel(&self, key: &str, reference: &PspReference) -> Result<PaymentIntent, PspError> {
-        self.guarded(self.inner.cancel(key, reference)).await
+        self.guarded(Request::Keyed(key), self.inner.cancel(key, reference))
+            .await
     }
 
     async fn refund(&self, key: &str, reference: &PspReference, amount_minor: Option<u64>) -> Result<Refund, PspError> {
-        self.guarded(self.inner.refund(key, reference, amount_minor)).await
+        self.guarded(Request::Keyed(key), self.inner.refund(key, reference, amount_minor))
+            .await
     }
 
     async fn retrieve_refund(&self, refund: &str) -> Result<Refund, PspError> {
-        self.guarded(self.inner.retrieve_refund(refund)).await
+        self.guarded(Request::Unkeyed, self.inner.retrieve_refund(refund)).await
     }
 
     async fn find_for_payment(&self, payment: &PaymentId) -> Result<Option<PaymentIntent>, PspError> {
-        self.guarded(self.inner.find_for_payment(payment)).await
+        self.guarded(Request::Unkeyed, self.inner.find_for_payment(payment))
+            .await
     }
 }
 
@@ -385,6 +359,6 @@ impl CircuitBreaker<super::StripeClient> {
         &self,
         query: &super::stripe::EventQuery<'_>,
     ) -> Result<super::stripe::EventList, PspError> {
-        self.guarded(self.inner.list_events(query)).await
+        self.guarded(Request::Unkeyed, self.inner.list_events(query)).await
     }
 }

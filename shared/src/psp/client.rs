@@ -6,6 +6,9 @@
 //! - Each attempt has a connect and a request timeout. Connection errors, timeouts, 409 (a concurrent request
 //!   with the same key), 429 and 5xx are retried with exponential backoff and full jitter, unless Stripe's
 //!   `Stripe-Should-Retry` header says otherwise (it wins either way, as in Stripe's own libraries).
+//! - Each failed attempt (no answer, a 429/5xx) is reported as it happens to the circuit breaker the call runs
+//!   in ([`super::breaker::attempt_failed`]), marked when Stripe replayed it for the key
+//!   (`Idempotent-Replayed: true`): the breaker counts attempts, so a PSP that hangs opens it.
 //! - Stripe's error object is mapped to [`PspError`]: `card_error` is a decline; 401/403 (a key Stripe refuses)
 //!   is [`PspError::AuthFailed`], a deployment fault the callers defer on; `invalid_request_error`,
 //!   `idempotency_error` and other 4xx are permanent; `api_error`, 429, 5xx and timeouts are transient.
@@ -19,12 +22,14 @@
 //! - A charge sends `return_url` or `automatic_payment_methods[allow_redirects]=never`, as the settings say
 //!   ([`Redirects`]): Stripe refuses a confirm with neither.
 
+use super::breaker::attempt_failed;
 use super::key::CurrentKey;
 use super::stripe::{ApiError, ErrorBody, ErrorType, EventList, EventQuery, PaymentIntent, Refund};
 use super::{ChargeRequest, Psp, PspError};
 use crate::retry::Backoff;
 use crate::telemetry::ErrorChain;
 use crate::{clock, PaymentId, PspReference};
+use payments_core::breaker::Attempt;
 use reqwest::header::HeaderMap;
 use serde::de::DeserializeOwned;
 use std::fmt;
@@ -194,16 +199,22 @@ impl StripeClient {
             request.form(form)
         };
         let started = clock::now_ms();
-        let response = request.send().await.map_err(|e| AttemptFailure {
-            // A timeout or reset after sending: the call may have happened; the same key makes the retry safe.
-            error: PspError::Unavailable(Box::new(Transport::new("no answer", e))),
-            retry: true,
+        let response = request.send().await.map_err(|e| {
+            attempt_failed(Attempt::PspFailed);
+            AttemptFailure {
+                // A timeout or reset after sending: the call may have happened; the same key makes the retry safe.
+                error: PspError::Unavailable(Box::new(Transport::new("no answer", e))),
+                retry: true,
+            }
         })?;
         let status = response.status().as_u16();
         let headers = response.headers().clone();
-        let body = response.bytes().await.map_err(|e| AttemptFailure {
-            error: PspError::Unavailable(Box::new(Transport::new("answer cut off", e))),
-            retry: true,
+        let body = response.bytes().await.map_err(|e| {
+            attempt_failed(Attempt::PspFailed);
+            AttemptFailure {
+                error: PspError::Unavailable(Box::new(Transport::new("answer cut off", e))),
+                retry: true,
+            }
         })?;
         debug!(
             status,
@@ -222,8 +233,25 @@ impl StripeClient {
                 retry: false,
             });
         }
+        if let Some(attempt) = breaker_attempt(status, &headers) {
+            attempt_failed(attempt);
+        }
         Err(classify(status, &headers, &body))
     }
+}
+
+/// How the breaker sees a failed answer: a 429 or 5xx is the PSP failing now, unless Stripe replayed it for
+/// the idempotency key (`Idempotent-Replayed: true`: a 500 saved when the key was first used, replayed for
+/// 24 hours). Other statuses (409: our own concurrent request with the key; refusals; declines) are about the
+/// request, not the PSP.
+fn breaker_attempt(status: u16, headers: &HeaderMap) -> Option<Attempt> {
+    if !(status == 429 || status >= 500) {
+        return None;
+    }
+    Some(match header(headers, "idempotent-replayed") {
+        Some("true") => Attempt::Replayed,
+        _ => Attempt::PspFailed,
+    })
 }
 
 /// One attempt's transport failure: what was cut (`no answer`, `answer cut off`) and how (timeout,
@@ -231,7 +259,7 @@ impl StripeClient {
 /// one), as the source.
 #[derive(Debug, thiserror::Error)]
 #[error("{what}: {kind}")]
-struct Transport {
+pub(super) struct Transport {
     what: &'static str,
     kind: &'static str,
     #[source]
@@ -239,7 +267,7 @@ struct Transport {
 }
 
 impl Transport {
-    fn new(what: &'static str, e: reqwest::Error) -> Self {
+    pub(super) fn new(what: &'static str, e: reqwest::Error) -> Self {
         let kind = if e.is_timeout() {
             "timeout"
         } else if e.is_connect() {
@@ -258,14 +286,14 @@ impl Transport {
 /// An answer whose JSON does not read as what the path returns; serde's error is the source.
 #[derive(Debug, thiserror::Error)]
 #[error("HTTP {status} {path}: not the expected JSON")]
-struct Unreadable {
-    status: u16,
-    path: String,
+pub(super) struct Unreadable {
+    pub(super) status: u16,
+    pub(super) path: String,
     #[source]
-    source: serde_json::Error,
+    pub(super) source: serde_json::Error,
 }
 
-fn header<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+pub(super) fn header<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
@@ -277,7 +305,7 @@ fn operation(step: &str) -> &str {
 /// Logs and counts a refusal: `PspAuthFailed` for our key, `PspRefusals` for a request Stripe will never
 /// accept. Declines (the customer's card) and transient failures are neither. Stripe's message has had its
 /// key-like words redacted by [`classify`]; the key and the request body are never logged.
-fn report_refusal(step: &'static str, e: &PspError) {
+pub(super) fn report_refusal(step: &'static str, e: &PspError) {
     let (metric, status, api) = match e {
         PspError::AuthFailed { status, error } => ("PspAuthFailed", *status, error),
         PspError::Refused { status, error } => ("PspRefusals", *status, error),

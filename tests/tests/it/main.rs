@@ -1,8 +1,9 @@
-//! The harness's own integration tests: the store, leases, the Stripe client and telemetry against DynamoDB
-//! Local and recorded answers.
+//! The harness's own integration tests: the store, leases, the Stripe client, the PSP circuit breaker and
+//! telemetry against DynamoDB Local, recorded answers and the PSP simulator.
 //!
 //! One integration-test binary (`tests/tests/it/main.rs`): a module per area, a test per scenario.
 
+mod breaker;
 mod concurrency;
 mod faults;
 mod leases;

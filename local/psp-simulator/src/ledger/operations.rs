@@ -343,6 +343,7 @@ impl Ledger {
             webhooks,
             later,
             drop_answer: scenario == Scenario::LostAnswer,
+            replayed: false,
         }
     }
 }

@@ -35,6 +35,34 @@ fn a_repeated_key_replays_the_first_answer_and_other_parameters_are_an_idempoten
         (400, Some("idempotency_error"))
     );
     assert_eq!(l.intents_for("pay_1").len(), 1);
+    assert!(
+        !first.replayed && again.replayed,
+        "a replay says so (Idempotent-Replayed)"
+    );
+}
+
+#[test]
+fn a_saved_500_is_replayed_for_its_key_and_a_new_key_does_the_work() {
+    let l = ledger();
+    l.fail_saved(1);
+    let first = create(&l, "k1", "pm_succeeded");
+    assert_eq!(first.answer.as_ref().map(|a| a.status), Some(500));
+    assert!(!first.replayed);
+    for _ in 0..3 {
+        let again = create(&l, "k1", "pm_succeeded");
+        assert_eq!((again.answer, again.replayed), (first.answer.clone(), true));
+    }
+    assert!(l.intents_for("pay_1").is_empty(), "the failed request made nothing");
+    assert_eq!(create(&l, "k2", "pm_succeeded").answer.map(|a| a.status), Some(200));
+}
+
+#[test]
+fn a_hang_holds_the_next_requests_then_stops() {
+    let l = ledger();
+    l.hang(Duration::from_millis(50), 2);
+    assert_eq!(l.take_hang(), Some(Duration::from_millis(50)));
+    assert_eq!(l.take_hang(), Some(Duration::from_millis(50)));
+    assert_eq!(l.take_hang(), None);
 }
 
 #[test]
