@@ -19,6 +19,10 @@
 //! intake would answer 503: its payment's lease held, its payment not written yet, storage down; or the
 //! deadline) saves nothing: the next run reads the same events again, and those applied now are duplicates.
 //!
+//! **Adyen's parked items.** Each run then retries the Adyen items the intake accepted but could not apply
+//! yet (`crate::adyen::retry`): Adyen has no events API to catch up from, so what its webhooks bring is kept
+//! until applied or, after its deadline, quarantined.
+//!
 //! **What it cannot see.** Stripe keeps events for 30 days: a cursor older than that starts at the oldest
 //! event Stripe still lists, and what was older is gone (recovery still asks about open payments).
 
@@ -118,6 +122,8 @@ pub struct CatchUpReport {
     pub psp_unavailable: bool,
     /// Another run saved the cursor first: this run's position was not saved.
     pub cursor_lost: bool,
+    /// The Adyen items parked for the retry, retried after the catch-up (when an Adyen provider is configured).
+    pub adyen_retry: Option<crate::adyen::retry::RetryReport>,
 }
 
 /// The job: the intake's app (store, leases, settings), Stripe's provider as the intake knows it (its
@@ -129,6 +135,8 @@ pub struct CatchUp {
     pub psp: GuardedStripe,
     pub cursor: CursorStore,
     pub settings: CatchUpSettings,
+    /// The Adyen provider whose parked items each run retries (`crate::adyen::retry`), if one is configured.
+    pub adyen: Option<Provider>,
 }
 
 impl CatchUp {
@@ -159,12 +167,29 @@ impl CatchUp {
                 table: table.clone(),
             },
             settings: CatchUpSettings::from(env)?,
+            adyen: crate::adyen::retry::configured(env)?,
         })
     }
 
-    /// One run: resume the pass in progress or start one, read its pages (newest first) up to the run's
-    /// bound, apply what was read oldest first, and save the cursor if every event read was handled.
+    /// One run: the catch-up of Stripe's events ([`CatchUp::catch_up`]), then the retry of the Adyen items the
+    /// intake parked, within what the deadline leaves; the retry runs even when the catch-up failed.
     pub async fn run(&self, deadline: Instant) -> Result<CatchUpReport, CatchUpError> {
+        let caught_up = self.catch_up(deadline).await;
+        let retried = match &self.adyen {
+            Some(adyen) => {
+                let wait = self.app.settings.adyen_retry_deadline;
+                Some(crate::adyen::retry::run(&self.app, adyen, wait, deadline).await)
+            }
+            None => None,
+        };
+        let mut report = caught_up?;
+        report.adyen_retry = retried.transpose()?;
+        Ok(report)
+    }
+
+    /// The catch-up: resume the pass in progress or start one, read its pages (newest first) up to the run's
+    /// bound, apply what was read oldest first, and save the cursor if every event read was handled.
+    pub async fn catch_up(&self, deadline: Instant) -> Result<CatchUpReport, CatchUpError> {
         let now = clock::now_ms() / 1000;
         let saved = self.cursor.load().await?;
         let read_version = saved.as_ref().map_or(0, |c| c.version);

@@ -14,6 +14,7 @@ mod payment;
 
 pub use app::{App, IntakeSettings};
 pub use fetched::apply_fetched;
+pub(crate) use payment::locate;
 use payment::{applied, leased, read_first};
 
 use crate::metrics::RequestMetrics;
@@ -51,7 +52,11 @@ pub async fn process(app: &App, req: Request) -> (Response<Body>, RequestMetrics
     let response = match result {
         Ok(answer) => {
             metrics.result = answer.to_owned();
-            http::json(StatusCode::OK, &json!({ "result": answer }))
+            if answer == crate::adyen::ACCEPTED {
+                crate::adyen::accepted()
+            } else {
+                http::json(StatusCode::OK, &json!({ "result": answer }))
+            }
         }
         Err(error) => {
             metrics.result = error.code.to_owned();
@@ -101,6 +106,10 @@ async fn intake(
     metrics: &mut RequestMetrics,
 ) -> Result<&'static str, ApiError> {
     let name = &provider_name(req.method(), req.uri().path())?;
+    // Adyen signs each item of a batch, not the request: its own steps, the same ones on the payment.
+    if (app.providers.current().await.get(name)).is_some_and(|p| p.scheme == Scheme::Adyen) {
+        return crate::adyen::intake(app, req, name, correlation_id, metrics).await;
+    }
     let body = http::body_bytes(req);
     let (providers, signed_at) = verified(app, req, name, body, metrics).await?;
     let provider = providers.get(name).ok_or_else(|| unknown_provider(name))?;
@@ -124,6 +133,19 @@ async fn on_payment(
     metrics: &mut RequestMetrics,
 ) -> Result<&'static str, ApiError> {
     let observation = event.observation(event.check(&provider.expect).err(), correlation_id);
+    on_payment_with(app, provider, event, observation, redelivery, body, metrics).await
+}
+
+/// Steps 3 and 4 with the observation made already (Adyen's, which carries no event time).
+pub(crate) async fn on_payment_with(
+    app: &App,
+    provider: &Provider,
+    event: &PspEvent,
+    observation: shared::Observation,
+    redelivery: bool,
+    body: &[u8],
+    metrics: &mut RequestMetrics,
+) -> Result<&'static str, ApiError> {
     let step = if redelivery {
         read_first(app, provider, event, &observation, body, metrics).await?
     } else {
@@ -148,7 +170,7 @@ pub(crate) enum Next<T> {
     Answer(&'static str),
 }
 
-fn unknown_provider(name: &str) -> ApiError {
+pub(crate) fn unknown_provider(name: &str) -> ApiError {
     ApiError::not_found(format!("unknown provider {name}"))
 }
 
@@ -163,16 +185,7 @@ async fn verified(
 ) -> Result<(Arc<Providers>, i64), ApiError> {
     let mut providers = app.providers.current().await;
     metrics.provider = providers.get(name).ok_or_else(|| unknown_provider(name))?.name.clone();
-    if body.len() > app.settings.max_body_bytes {
-        return Err(ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "payload_too_large",
-            format!("body over {} bytes", app.settings.max_body_bytes),
-        ));
-    }
-    if body.is_empty() {
-        return Err(ApiError::bad_request("empty body: not a webhook"));
-    }
+    within_limits(&app.settings, body)?;
     let verify_span = telemetry::step_span("verify");
     let loaded = providers.get(name).ok_or_else(|| unknown_provider(name))?;
     let verified = match verify_span.in_scope(|| verify(loaded, req, body)) {
@@ -198,6 +211,21 @@ async fn verified(
     }
 }
 
+/// A body the intake takes at all: not empty, within `WEBHOOK_MAX_BODY_BYTES` (413).
+pub(crate) fn within_limits(settings: &IntakeSettings, body: &[u8]) -> Result<(), ApiError> {
+    if body.len() > settings.max_body_bytes {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            format!("body over {} bytes", settings.max_body_bytes),
+        ));
+    }
+    if body.is_empty() {
+        return Err(ApiError::bad_request("empty body: not a webhook"));
+    }
+    Ok(())
+}
+
 /// Step 2: the event in our terms; what we cannot read is quarantined, what we do not handle acknowledged.
 async fn parsed(
     app: &App,
@@ -216,6 +244,12 @@ async fn parsed(
             Err(standard::Refused::Created(why)) => return Err(ApiError::bad_request(why)),
             Err(standard::Refused::Unparseable(e)) => (Err(e), webhook_id.map(str::to_owned)),
         },
+        Scheme::Adyen => (
+            Err(crate::psp_event::Unparseable(
+                "an Adyen notification is read item by item".into(),
+            )),
+            None,
+        ),
     };
     triaged(app, provider, parsed, signed_id.as_deref(), body, metrics).await
 }
@@ -275,6 +309,8 @@ fn verify(provider: &Provider, req: &Request, body: &[u8]) -> Result<i64, crate:
     match provider.scheme {
         Scheme::Stripe => verify_stripe(&signed, &provider.secrets, now, provider.tolerance_secs),
         Scheme::Standard => verify_standard(&signed, &provider.secrets, now, provider.tolerance_secs),
+        // Routed to `crate::adyen` before this step: its items carry their signatures.
+        Scheme::Adyen => Err(SignatureError::Missing("webhook per item (Adyen)")),
     }
 }
 

@@ -5,10 +5,13 @@
 //! Answers (JSON `{"result": ...}` or `{"error": ..., "message": ...}`): 200 `applied` | `duplicate` |
 //! `stale` | `ignored` | `quarantined` | `unknown_payment`; 400 not a webhook; 401 signature or timestamp;
 //! 404 unknown provider; 413 body too large; 503 + `Retry-After` when the lease stays held, the payment is
-//! not known yet, or DynamoDB stays unavailable. A 4xx writes nothing.
+//! not known yet, or DynamoDB stays unavailable. A 4xx writes nothing. Adyen's endpoint (scheme `adyen`)
+//! answers 200 `[accepted]` once every item is applied or parked for the intake's own retry, never a 503
+//! while anything can be kept (see [`adyen`]).
 // `samples::stripe_event` is one large `json!` literal.
 #![recursion_limit = "256"]
 
+pub mod adyen;
 pub mod catchup;
 mod handler;
 pub mod metrics;

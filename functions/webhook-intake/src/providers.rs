@@ -44,6 +44,8 @@ pub const MIN_REFRESH_INTERVAL: Duration = Duration::from_secs(30);
 pub enum Scheme {
     Stripe,
     Standard,
+    /// Adyen's standard notifications: HMAC per item and Basic auth (`crate::adyen`).
+    Adyen,
 }
 
 #[derive(Debug, Clone)]
@@ -177,6 +179,10 @@ impl Providers {
             if secrets.is_empty() {
                 return Err(ProvidersError::NoSecret(spec.name));
             }
+            if spec.scheme == Scheme::Adyen {
+                crate::adyen::config::AdyenSecrets::parse(&secrets)
+                    .map_err(|why| ProvidersError::BadSecret(spec.name.clone(), why))?;
+            }
             let provider = Provider {
                 name: spec.name.clone(),
                 scheme: spec.scheme,
@@ -196,11 +202,15 @@ impl Providers {
 
 /// Why a secret cannot be one for its scheme (the reason only, never the value).
 fn check_secret(scheme: Scheme, secret: &SigningSecret) -> Result<(), String> {
+    if scheme == Scheme::Adyen {
+        return crate::adyen::config::check(secret);
+    }
     let Some(key) = secret.expose().strip_prefix("whsec_") else {
         return Err("does not start with whsec_".to_owned());
     };
     let key_bytes = match scheme {
-        Scheme::Stripe => key.len(),
+        // Adyen's secrets were checked above.
+        Scheme::Stripe | Scheme::Adyen => key.len(),
         Scheme::Standard => standard_key(secret)
             .map_err(|_| "is not base64 after whsec_ (a Standard Webhooks secret)".to_owned())?
             .len(),

@@ -5,8 +5,9 @@
 
 use serde_json::{Map, Value};
 
-/// Fields kept with their value when it is a scalar (a string, number, boolean or null).
-const SCALARS: [&str; 27] = [
+/// Fields kept with their value when it is a scalar (a string, number, boolean or null). The camelCase
+/// ones are an Adyen item's signed fields (`crate::adyen::retry::ParkedItem`).
+const SCALARS: [&str; 34] = [
     "id",
     "object",
     "type",
@@ -34,10 +35,18 @@ const SCALARS: [&str; 27] = [
     "decline_code",
     "code",
     "reason",
+    "pspReference",
+    "originalReference",
+    "merchantAccountCode",
+    "merchantReference",
+    "eventCode",
+    "success",
+    "value",
 ];
 
 /// Objects kept, themselves filtered by the same lists.
-const CONTAINERS: [&str; 4] = ["data", "object", "metadata", "last_payment_error"];
+/// (`amount` is one in an Adyen item, a scalar in Stripe's objects.)
+const CONTAINERS: [&str; 5] = ["data", "object", "metadata", "last_payment_error", "amount"];
 
 const MAX_STORED: usize = 16 * 1024;
 

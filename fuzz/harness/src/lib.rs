@@ -9,6 +9,9 @@
 //! Inputs that need more than a body are split into lines: the first lines are the header values (an HTTP
 //! header cannot hold a line break), the rest is the body, byte for byte. A missing line is a missing header.
 
+mod adyen;
+
+pub use adyen::adyen_notification;
 use shared::saga::{saga_event_from_item, saga_from_item};
 use shared::store::item::{event_from_item, event_to_item, payment_from_item, payment_to_item, Item};
 use shared::{CorrelationId, SigningSecret};
@@ -30,6 +33,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("checkout_request", checkout_request),
     ("payment_item", payment_item),
     ("saga_item", saga_item),
+    ("adyen_notification", adyen_notification),
 ];
 
 /// "Now" when the input's first line is not a number: shortly after the official libraries' samples.

@@ -16,6 +16,10 @@ pub const PSP_REFERENCE_INDEX: &str = "by-psp-reference";
 pub enum ParkedKind {
     Quarantined,
     UnknownPayment,
+    /// Accepted, not applicable yet (its payment's lease held, its payment not written yet, a refund before
+    /// its capture): retried by the intake's own job until applied or its deadline, then quarantined (Adyen,
+    /// whose one queue per endpoint a 503 would hold up).
+    Retrying,
 }
 
 impl ParkedKind {
@@ -23,6 +27,7 @@ impl ParkedKind {
         match self {
             ParkedKind::Quarantined => "quarantined",
             ParkedKind::UnknownPayment => "unknown_payment",
+            ParkedKind::Retrying => "retrying",
         }
     }
 }
@@ -82,6 +87,19 @@ impl PaymentStore {
             }
             Err(e) => Err(StoreError::from_sdk("park webhook", e)),
         }
+    }
+
+    /// Removes a parked webhook (one retried and done with); removing one already gone is no error.
+    pub async fn unpark(&self, kind: ParkedKind, provider: &str, event_key: &str) -> Result<(), StoreError> {
+        let key = crate::keys::parked(kind.as_str(), &crate::keys::parked_sk(provider, event_key));
+        self.client
+            .delete_item()
+            .table_name(&self.table)
+            .set_key(Some(key))
+            .send()
+            .await
+            .map_err(|e| StoreError::from_sdk("unpark webhook", e))?;
+        Ok(())
     }
 
     /// The parked webhooks of one kind.

@@ -15,6 +15,9 @@ pub struct IntakeSettings {
     /// A delivery signed this long after its event was created is a redelivery (the PSP's retry, or a
     /// resend): the payment is read first, and an event it already holds is answered from that one read.
     pub redelivery_after: Duration,
+    /// An Adyen item parked for the retry (not applicable when it came) is quarantined this long after it
+    /// was first received (`crate::adyen::retry`).
+    pub adyen_retry_deadline: Duration,
 }
 
 impl Default for IntakeSettings {
@@ -25,13 +28,14 @@ impl Default for IntakeSettings {
             lease_attempts: 4,
             lease_max_wait: Duration::from_millis(100),
             redelivery_after: Duration::from_secs(60),
+            adyen_retry_deadline: Duration::from_secs(3600),
         }
     }
 }
 
 impl IntakeSettings {
     /// `WEBHOOK_MAX_BODY_BYTES`, `UNKNOWN_PAYMENT_WINDOW_SECONDS`, `LEASE_WAIT_ATTEMPTS`, `LEASE_WAIT_MAX_MS`,
-    /// `WEBHOOK_REDELIVERY_AFTER_SECONDS`.
+    /// `WEBHOOK_REDELIVERY_AFTER_SECONDS`, `ADYEN_RETRY_DEADLINE_SECONDS`.
     pub fn from(env: &Env) -> Result<Self, shared::ConfigError> {
         let d = Self::default();
         Ok(Self {
@@ -40,6 +44,7 @@ impl IntakeSettings {
             lease_attempts: env.number("LEASE_WAIT_ATTEMPTS", d.lease_attempts)?,
             lease_max_wait: env.millis("LEASE_WAIT_MAX_MS", d.lease_max_wait)?,
             redelivery_after: env.seconds("WEBHOOK_REDELIVERY_AFTER_SECONDS", d.redelivery_after)?,
+            adyen_retry_deadline: env.seconds("ADYEN_RETRY_DEADLINE_SECONDS", d.adyen_retry_deadline)?,
         })
     }
 }

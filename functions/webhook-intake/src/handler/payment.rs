@@ -217,7 +217,8 @@ fn answer(result: FinalizeResult) -> Result<&'static str, ApiError> {
     }
 }
 
-async fn locate(app: &App, event: &PspEvent) -> Result<Option<PaymentId>, StoreError> {
+/// The payment an event names: its payment id, else the payment its PSP reference is bound to.
+pub(crate) async fn locate(app: &App, event: &PspEvent) -> Result<Option<PaymentId>, StoreError> {
     if let Some(id) = &event.target.payment_id {
         return Ok(Some(id.clone()));
     }

@@ -71,6 +71,7 @@ impl World {
                 settings: IntakeSettings::default(),
             },
             provider: spec.into_iter().find(|s| s.name == "stripe").unwrap().unsigned(),
+            adyen: None,
             psp: CircuitBreaker::new(
                 self.psp.clone(),
                 client.clone(),

@@ -14,6 +14,7 @@ use webhook_intake::providers::Providers;
 use webhook_intake::signature::{sign_standard, sign_stripe};
 use webhook_intake::{process, App, IntakeSettings};
 
+mod adyen;
 mod disputes;
 mod not_ours;
 mod refunds;

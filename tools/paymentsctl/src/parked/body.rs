@@ -38,6 +38,8 @@ pub(super) fn parse(env: &Env, item: &ParkedItem) -> Result<(ParseResult, bool),
         Scheme::Standard => {
             webhook_intake::standard::parse(body, &item.event_key, item.recorded_at_ms / 1000).map_err(Into::into)
         }
+        // An Adyen item is parked as its signed fields (`webhook_intake::adyen::retry::ParkedItem`).
+        Scheme::Adyen => webhook_intake::adyen::retry::parse_parked(body),
     };
     Ok((parsed, redacted))
 }
