@@ -10,6 +10,7 @@
 //! | [`timeline`] | one time-ordered story of a payment or order from every item that mentions it, with gaps and anomalies |
 //! | [`parked`] | parked webhooks: list, and replay through the intake's parser, check and the one finalize |
 //! | [`escalations`] | the saga escalation queue: list (without consuming), retry through the saga runner |
+//! | [`breaker`] | the PSP circuit breaker's item: show, and reset conditioned on what was shown |
 //! | [`replay`] | republishing events to the queue, DLQ redrive, with `--dry-run` and progress |
 //! | [`table`] | plain aligned tables for people (`--json` for machines) |
 //!
@@ -17,6 +18,7 @@
 //! `PaymentStore::finalize_from`, retries through `checkout_saga::runner::Runner::resume`, so an operator's
 //! action obeys the same version token, lease and dedup as the functions.
 
+pub mod breaker;
 pub mod deliveries;
 pub mod escalations;
 pub mod parked;

@@ -4,11 +4,11 @@
 
 use clap::{Args, Parser, Subcommand};
 use paymentsctl::settings::Ctx;
-use paymentsctl::{escalations, parked, replay, timeline, when};
+use paymentsctl::{breaker, escalations, parked, replay, timeline, when};
 use std::process::ExitCode;
 
 /// The on-call engineer's command for the payments system: a payment's or order's whole story, parked
-/// webhooks, escalations, replays.
+/// webhooks, escalations, replays, the PSP breaker.
 ///
 /// Reads the same settings as the functions: TABLE_NAME, QUEUE_URL, DLQ_URL, ESCALATION_QUEUE_URL and the
 /// AWS SDK's own variables (AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS, AWS_REGION, credentials).
@@ -43,6 +43,24 @@ enum Command {
     Replay(ReplayCommand),
     /// Move the events DLQ's messages back to the events queue.
     RedriveDlq(RedriveArgs),
+    /// The PSP circuit breaker shared by every function.
+    #[command(subcommand)]
+    Breaker(BreakerCommand),
+}
+
+#[derive(Subcommand)]
+enum BreakerCommand {
+    /// Its state, what opened it (failed attempts and requests), when it changed and when an open state ends.
+    Show,
+    /// Close it now (after the PSP's outage is over): asks first, unless --yes.
+    ///
+    /// Written only if the breaker is still as shown; if a function changed it meanwhile, nothing is written
+    /// and the command fails (exit 1).
+    Reset {
+        /// Do not ask (scripts; needed when stdin is not a terminal).
+        #[arg(long)]
+        yes: bool,
+    },
 }
 
 #[derive(Args)]
@@ -232,11 +250,39 @@ async fn run(cli: Cli) -> Result<(), paymentsctl::Error> {
             let report = replay::range(&ctx, from_ms, to_ms, common.queue.as_deref(), common.dry_run, progress).await?;
             print(json, &report, replay::ReplayReport::render)
         }
+        Command::Breaker(BreakerCommand::Show) => {
+            let view = breaker::show(&ctx).await?;
+            print(json, &view, breaker::BreakerView::render)
+        }
+        Command::Breaker(BreakerCommand::Reset { yes }) => {
+            let view = breaker::show(&ctx).await?;
+            if !json {
+                print!("{}", view.render());
+            }
+            if view.resettable() && !yes && !confirmed("Reset the PSP breaker (close it now)?")? {
+                return Err("not reset (answer y, or pass --yes)".into());
+            }
+            let outcome = breaker::reset(&ctx, &view).await?;
+            print(json, &outcome, breaker::ResetOutcome::render)
+        }
         Command::RedriveDlq(args) => {
             let report = replay::redrive(&ctx, args.dlq.as_deref(), args.queue.as_deref(), args.dry_run).await?;
             print(json, &report, replay::RedriveReport::render)
         }
     }
+}
+
+/// Asks `question` on the terminal; only `y` or `yes` is a yes. Without a terminal there is no one to ask.
+fn confirmed(question: &str) -> Result<bool, paymentsctl::Error> {
+    use std::io::{BufRead, IsTerminal, Write};
+    if !std::io::stdin().is_terminal() {
+        return Err("stdin is not a terminal: pass --yes to reset without asking".into());
+    }
+    eprint!("{question} [y/N] ");
+    std::io::stderr().flush()?;
+    let mut answer = String::new();
+    std::io::stdin().lock().read_line(&mut answer)?;
+    Ok(matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes"))
 }
 
 #[tokio::main]

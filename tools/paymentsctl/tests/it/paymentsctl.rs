@@ -674,3 +674,139 @@ async fn an_order_with_a_declined_payment_and_its_retry_shows_both_payments_in_o
     assert!(problems(&t).is_empty(), "{:?}", t.findings);
     assert!(timeline::render(&t).contains("PAYMENT"));
 }
+
+mod breaker {
+    //! `paymentsctl breaker show|reset` on the item the functions' breaker writes (through its own writer,
+    //! `shared::psp::breaker::item`), and on one left damaged on purpose.
+
+    use super::*;
+    use payments_core::breaker::Opening;
+    use paymentsctl::breaker::{self, ResetOutcome};
+    use shared::psp::breaker::item::BreakerItem;
+    use shared::psp::BREAKER_NAME;
+
+    const COOL_DOWN_MS: i64 = 30_000;
+
+    fn item(ctx: &TestContext) -> BreakerItem {
+        BreakerItem::new(ctx.client.clone(), ctx.table.clone(), BREAKER_NAME)
+    }
+
+    async fn open(ctx: &TestContext, now: i64) {
+        let opening = Opening {
+            failures: 5,
+            requests: 3,
+        };
+        item(ctx)
+            .open(Some(opening), now, now + COOL_DOWN_MS)
+            .await
+            .expect("opened");
+    }
+
+    #[tokio::test]
+    async fn show_says_closed_without_an_item_and_reset_has_nothing_to_do() {
+        let ctx = TestContext::new().await;
+        let view = breaker::show(&ctl(&ctx)).await.unwrap();
+        assert_eq!((view.state.as_str(), view.ends_at_ms), ("closed", None));
+        assert!(!view.resettable());
+        assert_eq!(
+            breaker::reset(&ctl(&ctx), &view).await.unwrap(),
+            ResetOutcome::AlreadyClosed
+        );
+        assert!(view.render().contains("closed"), "{}", view.render());
+    }
+
+    #[tokio::test]
+    async fn show_reads_an_open_breaker_as_the_functions_do_and_reset_closes_it_once() {
+        let ctx = TestContext::new().await;
+        let now = clock::now_ms();
+        open(&ctx, now).await;
+        let view = breaker::show(&ctl(&ctx)).await.unwrap();
+        assert_eq!(view.state, "open");
+        assert_eq!((view.failures, view.failed_requests), (Some(5), Some(3)));
+        assert_eq!(
+            (view.changed_at_ms, view.ends_at_ms),
+            (Some(now), Some(now + COOL_DOWN_MS))
+        );
+        let text = view.render();
+        assert!(text.contains("5 attempts over 3 requests"), "{text}");
+
+        assert_eq!(breaker::reset(&ctl(&ctx), &view).await.unwrap(), ResetOutcome::Reset);
+        let after = breaker::show(&ctl(&ctx)).await.unwrap();
+        assert_eq!((after.state.as_str(), after.failures), ("closed", None));
+        assert_eq!(
+            breaker::reset(&ctl(&ctx), &after).await.unwrap(),
+            ResetOutcome::AlreadyClosed
+        );
+    }
+
+    #[tokio::test]
+    async fn a_reset_does_not_clobber_a_change_made_after_show() {
+        let ctx = TestContext::new().await;
+        let now = clock::now_ms();
+        open(&ctx, now - 2 * COOL_DOWN_MS).await;
+        let shown = breaker::show(&ctl(&ctx)).await.unwrap();
+        assert_eq!(shown.state, "probing", "its cool-down is over");
+        // A function's probe failed meanwhile: opened again, for another cool-down.
+        item(&ctx).open(None, now, now + COOL_DOWN_MS).await.unwrap();
+        let refused = breaker::reset(&ctl(&ctx), &shown).await.unwrap_err();
+        assert!(refused.to_string().contains("changed since it was shown"), "{refused}");
+        let still = breaker::show(&ctl(&ctx)).await.unwrap();
+        assert_eq!(
+            (still.state.as_str(), still.ends_at_ms),
+            ("open", Some(now + COOL_DOWN_MS))
+        );
+    }
+
+    #[tokio::test]
+    async fn a_damaged_open_item_shows_the_end_that_applies() {
+        let ctx = TestContext::new().await;
+        let now = clock::now_ms();
+        let put = |attributes: Vec<(&'static str, AttributeValue)>| {
+            let mut put = ctx
+                .client
+                .put_item()
+                .table_name(&ctx.table)
+                .item("pk", AttributeValue::S(format!("BREAKER#{BREAKER_NAME}")))
+                .item("sk", AttributeValue::S("BREAKER".into()));
+            for (name, value) in attributes {
+                put = put.item(name, value);
+            }
+            put.send()
+        };
+        let changed = now - 1_000;
+        put(vec![
+            ("state", AttributeValue::S("open".into())),
+            ("open_until_ms", AttributeValue::S("soon".into())),
+            ("changed_at_ms", AttributeValue::N(changed.to_string())),
+        ])
+        .await
+        .unwrap();
+        let view = breaker::show(&ctl(&ctx)).await.unwrap();
+        assert_eq!(
+            (view.state.as_str(), view.ends_at_ms),
+            ("open", Some(changed + COOL_DOWN_MS))
+        );
+
+        let next_year = now + 365 * 86_400_000;
+        put(vec![
+            ("state", AttributeValue::S("open".into())),
+            ("open_until_ms", AttributeValue::N(next_year.to_string())),
+            ("changed_at_ms", AttributeValue::N(changed.to_string())),
+        ])
+        .await
+        .unwrap();
+        let view = breaker::show(&ctl(&ctx)).await.unwrap();
+        assert_eq!(view.ends_at_ms, Some(changed + 10 * COOL_DOWN_MS), "capped");
+        assert_eq!(view.stored_end_ms, Some(next_year));
+
+        put(vec![("state", AttributeValue::S("open".into()))]).await.unwrap();
+        let view = breaker::show(&ctl(&ctx)).await.unwrap();
+        assert_eq!(
+            (view.state.as_str(), view.ends_at_ms),
+            ("probing", None),
+            "no change time: ended"
+        );
+        assert_eq!(breaker::reset(&ctl(&ctx), &view).await.unwrap(), ResetOutcome::Reset);
+        assert_eq!(breaker::show(&ctl(&ctx)).await.unwrap().state, "closed");
+    }
+}
