@@ -241,7 +241,11 @@ async fn parsed(
         Scheme::Stripe => (stripe::parse(body), body_event_id(body)),
         Scheme::Standard => match standard::parse(body, webhook_id.unwrap_or_default(), signed_at) {
             Ok(parsed) => (Ok(parsed), None),
-            Err(standard::Refused::Created(why)) => return Err(ApiError::bad_request(why)),
+            Err(standard::Refused::Created(why)) => {
+                // A 400 writes nothing: this line is its only record (the sender's integration must change).
+                warn!(provider = %provider.name, reason = %why, "Standard Webhooks event refused: no usable created");
+                return Err(ApiError::bad_request(why));
+            }
             Err(standard::Refused::Unparseable(e)) => (Err(e), webhook_id.map(str::to_owned)),
         },
         Scheme::Adyen => (
