@@ -10,13 +10,16 @@
 //! | `GET /inventory/{sku}` | the available stock |
 //!
 //! A started saga is never lost: if running it fails after it was saved, the answer is still 202 with its
-//! state, and the sweeper continues it.
+//! state, and the sweeper continues it. A start and a cancel run the saga only until the invocation's
+//! deadline (less the answer's margin): a slow PSP gets the caller a 202 with the saved saga (or the 200 of
+//! the recorded cancel), never a timeout's 5xx that a shop would take for "failed" while the sweeper later
+//! charges.
 
 use crate::inventory;
 use crate::orders::{self, Cancel};
 use crate::runner::{RunError, Runner};
 use lambda_http::http::{Method, StatusCode};
-use lambda_http::{Body, Request, Response};
+use lambda_http::{Body, Request, RequestExt, Response};
 use serde::{Deserialize, Serialize};
 use shared::http::{self, ApiError};
 use shared::psp::Psp;
@@ -25,6 +28,8 @@ use shared::saga::{Checkout, SagaEvent, SagaRecord};
 use shared::telemetry::ErrorChain;
 use shared::{text, Currency, Money, OrderId, Sku};
 use std::sync::LazyLock;
+use std::time::Duration;
+use tokio::time::Instant;
 use tracing::{warn, Instrument};
 
 /// `POST /checkouts`.
@@ -218,7 +223,7 @@ pub async fn handle<P: Psp>(runner: &Runner<P>, req: Request) -> Result<Response
             Route::Start => start(runner, &req).await,
             Route::Get(id) => get(runner, &id).await,
             Route::Events(id) => events(runner, &id).await,
-            Route::Cancel(id) => cancel(runner, &id).await,
+            Route::Cancel(id) => cancel(runner, &id, run_deadline(&req)).await,
             Route::PutStock(sku) => put_stock(runner, &req, &sku).await,
             Route::GetStock(sku) => get_stock(runner, &sku).await,
         }
@@ -243,12 +248,15 @@ async fn events<P: Psp>(runner: &Runner<P>, id: &OrderId) -> Result<Response<Bod
     Ok(http::json(StatusCode::OK, &views))
 }
 
-async fn cancel<P: Psp>(runner: &Runner<P>, id: &OrderId) -> Result<Response<Body>, ApiError> {
+async fn cancel<P: Psp>(runner: &Runner<P>, id: &OrderId, deadline: Instant) -> Result<Response<Body>, ApiError> {
     match orders::cancel(runner.sagas.client(), runner.sagas.table(), id).await? {
         Cancel::Cancelled => {
             // Before the capture the PaymentIntent is canceled; after it, the payment is refunded. The order is
-            // cancelled either way: a failure here leaves the rest to the sweeper.
-            if let Err(e) = runner.cancel_by_customer(id).await {
+            // cancelled either way: a failure here, or the deadline, leaves the rest to the sweeper.
+            let run = tokio::time::timeout_at(deadline, runner.cancel_by_customer(id))
+                .await
+                .unwrap_or(Err(RunError::OutOfTime));
+            if let Err(e) = run {
                 tracing::warn!(order_id = %id, error = %ErrorChain(&e), "cancel recorded; the saga finishes it later");
             }
             Ok(http::json(
@@ -284,7 +292,10 @@ async fn start<P: Psp>(runner: &Runner<P>, req: &Request) -> Result<Response<Bod
     let request: StartCheckout = http::parse_json(http::body_bytes(req))?;
     let (order_id, checkout) = request.parse()?;
     tracing::Span::current().record("order_id", order_id.as_str());
-    match runner.start(order_id.clone(), checkout).await {
+    let run = tokio::time::timeout_at(run_deadline(req), runner.start(order_id.clone(), checkout))
+        .await
+        .unwrap_or(Err(RunError::OutOfTime));
+    match run {
         Ok(record) => Ok(http::json(StatusCode::ACCEPTED, &SagaView::from(&record))),
         Err(e) => {
             // Accepted sagas are never lost: answer their state; the sweeper continues them.
@@ -297,6 +308,21 @@ async fn start<P: Psp>(runner: &Runner<P>, req: &Request) -> Result<Response<Bod
                 RunError::Store(s) | RunError::Saga(shared::saga::SagaStoreError::Store(s)) => s.into(),
                 e => ApiError::unavailable(e.to_string(), 1),
             })
+        }
+    }
+}
+
+/// Without a Lambda context (the local stack's server, a request built by hand), how long a run may take:
+/// under API Gateway's 30 s integration timeout and the function's own.
+const UNBOUNDED_RUN: Duration = Duration::from_secs(20);
+
+/// When the saga's run for this request must stop: the invocation's deadline less the answer's margin.
+fn run_deadline(req: &Request) -> Instant {
+    match req.lambda_context_ref().filter(|c| c.deadline > 0) {
+        Some(context) => shared::clock::invocation_deadline(context.deadline, shared::clock::ANSWER_MARGIN),
+        None => {
+            let now = Instant::now();
+            now.checked_add(UNBOUNDED_RUN).unwrap_or(now)
         }
     }
 }

@@ -1,27 +1,35 @@
 //! The orchestrator: loads a checkout saga, runs its next step or compensation, saves the transition with the
 //! step's own writes, and repeats until the saga waits (for the payment's outcome) or ends.
 //!
-//! | state | action | on success | on failure |
-//! |---|---|---|---|
-//! | started | reserve stock (conditional decrement) | stock_reserved | out of stock: compensated |
-//! | stock_reserved | create the payment and save its id in the saga (one transaction) | charging | retried, then escalated |
-//! | charging | create and confirm a PaymentIntent for the saved payment (key `<order>:charge`; a payment whose PaymentIntent is known is read instead), finalize what it says | payment_pending (also after a decline: the customer may retry) | refused: cancelling_payment |
-//! | payment_pending | read the payment's outcome from the order projection (fed by the queue; past the deadline the payment item itself) | payment_captured | failed, abandoned (still the customer's turn after `abandon_after`) or cancelled by the customer: cancelling_payment; past the deadline: handed to recovery |
-//! | payment_captured | confirm the order (conditioned on `pending`) | completed | cancelled meanwhile: refunding_payment |
-//! | refunding_payment | refund at the PSP (key `<order>:refund`), the refund recorded on the payment, done only once `succeeded` (a `pending` one waits for its webhook, each resume reading the payment; a failed one is retried, then escalated, and recovery gives the money back under its own key, whose success ends the step: the payment's succeeded refunds cover the amount), read the PaymentIntent back, finalize its refunded total | releasing_stock | refused for good (`charge_disputed`): releasing_stock with `refund_impossible` ("refund impossible: disputed") and one escalation; otherwise retried, then escalated |
-//! | cancelling_payment | cancel the PaymentIntent at the PSP (key `<order>:cancel:<status>`) if it can be canceled, make sure our payment is failed | releasing_stock; succeeded meanwhile: payment_captured; processing (Stripe cannot cancel it): waits for its outcome | retried, then escalated |
-//! | releasing_stock | increment the stock | compensated | retried, then escalated |
+//! | state | action | on success | on failure | deadline (from entering the state) |
+//! |---|---|---|---|---|
+//! | started | reserve stock (conditional decrement) | stock_reserved | out of stock: compensated | step: escalated once |
+//! | stock_reserved | create the payment and save its id in the saga (one transaction) | charging | retried, then escalated | step: releasing_stock (no payment made) |
+//! | charging | create and confirm a PaymentIntent for the saved payment (key `<order>:charge`; a payment whose PaymentIntent is known is read instead), finalize what it says | payment_pending (also after a decline: the customer may retry) | refused: cancelling_payment; otherwise retried, then escalated | charge: cancelling_payment ("no answer to the charge") |
+//! | payment_pending | read the payment's outcome from the order projection (fed by the queue; past the deadline the payment item itself) | payment_captured | failed, abandoned (still the customer's turn after `abandon_after`) or cancelled by the customer: cancelling_payment | the payment's: handed to recovery once; then `abandon_after` |
+//! | payment_captured | confirm the order (conditioned on `pending`) | completed | cancelled meanwhile: refunding_payment | step: escalated once |
+//! | refunding_payment | refund at the PSP (key `<order>:refund`), the refund recorded on the payment, done only once `succeeded` (a `pending` one waits for its webhook, each resume reading the payment; a failed one is retried, then escalated, and recovery gives the money back under its own key, whose success ends the step: the payment's succeeded refunds cover the amount), read the PaymentIntent back, finalize its refunded total | releasing_stock | refused for good (`charge_disputed` at once; any other refusal the read-back does not show refunded): releasing_stock with `refund_impossible` and one escalation; otherwise retried, then escalated | compensation: escalated once |
+//! | cancelling_payment | cancel the PaymentIntent at the PSP (key `<order>:cancel:<status>`) if it can be canceled (one the payment never heard of, after a failed charge, found by the payment's id), make sure our payment is failed | releasing_stock; succeeded meanwhile: payment_captured with the payment's PSP reference; processing (Stripe cannot cancel it): waits for its outcome | retried, then escalated | compensation: escalated once |
+//! | releasing_stock | increment the stock | compensated | retried, then escalated | step: escalated once |
+//!
+//! The deadlines and what happens past them are the core's (`payments_core::saga::deadline`). A saga is
+//! escalated once: its first escalation (a step that kept failing, or a wait past its deadline) is recorded on
+//! it (`SagaSetAside`) and it is set aside: later failures of that step are logged, not escalated, and the
+//! sweeper looks at it on a doubling schedule (at most a day apart) until it moves (news, an operator's
+//! `paymentsctl escalations retry`, a PSP that answers again).
 //!
 //! Every PSP call that moves money carries a key derived from (saga, step), reused on every retry and after
 //! a crash, so it never charges or refunds twice. Transient failures are retried with exponential backoff and
-//! full jitter; what still fails is escalated to the escalation queue (alarmed) and left for the sweeper.
+//! full jitter; what still fails is escalated to the escalation queue (alarmed, once) and left for the sweeper.
 //! While the PSP circuit breaker is open, or the PSP refuses our API key (a deployment fault, never the
 //! customer's refusal), a step that needs the PSP is neither retried nor escalated: the saga waits as it is and
 //! the sweeper resumes it later (after the cool-down, or once the key is fixed; `PspAuthFailed` alarms).
 //!
 //! This module holds the loop, its retries and escalation; each state's step is in `steps` (stock, payment
-//! item, order) or `psp` (charge, refund, cancel at the PSP), and what the saga learns goes through `observe`.
+//! item, order) or `psp` (charge, refund, cancel at the PSP), what the saga learns goes through `observe`, and
+//! what is done at a deadline or the first escalation is in `deadline`.
 
+mod deadline;
 mod observe;
 mod psp;
 mod steps;
@@ -32,7 +40,9 @@ use shared::clock::Clock;
 use shared::psp::{Psp, PspError};
 use shared::recovery::Recovery;
 use shared::retry::Backoff;
-use shared::saga::{Checkout, Escalation, Loaded, Saga, SagaEvent, SagaRecord, SagaStore, SagaStoreError, Started};
+use shared::saga::{
+    Checkout, Deadlines, Escalation, Loaded, Saga, SagaEvent, SagaRecord, SagaStore, SagaStoreError, Started,
+};
 use shared::store::{PaymentStore, StoreError};
 use shared::telemetry::ErrorChain;
 use shared::{CorrelationId, OrderId};
@@ -95,6 +105,26 @@ pub struct Settings {
     pub backoff: Backoff,
     /// The time the saga goes by (the system clock; moved ahead in tests).
     pub clock: Clock,
+    /// How long a step on our own items may keep failing (past it: escalated once, or, before the payment
+    /// exists, compensated).
+    pub step_deadline: Duration,
+    /// How long the charge may go unanswered before it is given up and compensated.
+    pub charge_deadline: Duration,
+    /// How long a refund or a cancel at the PSP may wait or fail before a person is told (once).
+    pub compensation_deadline: Duration,
+}
+
+impl Settings {
+    /// Every state's deadline, for the core's decision (`payments_core::saga::deadline`).
+    pub fn deadlines(&self) -> Deadlines {
+        let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+        Deadlines {
+            step_ms: ms(self.step_deadline),
+            charge_ms: ms(self.charge_deadline),
+            compensation_ms: ms(self.compensation_deadline),
+            abandon_after_ms: ms(self.abandon_after),
+        }
+    }
 }
 
 /// `CHECKOUT_ABANDON_AFTER_SECONDS`' default: a 3-D Secure challenge or a retry has 15 minutes.
@@ -107,8 +137,15 @@ impl Default for Settings {
             abandon_after: DEFAULT_ABANDON_AFTER,
             backoff: Backoff::new(5, Duration::from_millis(100), Duration::from_secs(2)),
             clock: Clock::SYSTEM,
+            step_deadline: from_ms(Deadlines::DEFAULT.step_ms),
+            charge_deadline: from_ms(Deadlines::DEFAULT.charge_ms),
+            compensation_deadline: from_ms(Deadlines::DEFAULT.compensation_ms),
         }
     }
+}
+
+fn from_ms(ms: i64) -> Duration {
+    Duration::from_millis(u64::try_from(ms).unwrap_or(0))
 }
 
 /// Everything a saga step touches, built once per cold start.
@@ -173,7 +210,13 @@ impl<P: Psp> Runner<P> {
             // Started before (or our first attempt committed and its answer was lost).
             Err((SagaStoreError::Conflict(_) | SagaStoreError::StepCondition(_), _)) => {
                 info!(order_id = %order_id, "checkout exists; resuming it");
-                self.resume(&order_id).await?
+                match self.sagas.load(&order_id).await? {
+                    // Set aside after its escalation: a repeated start answers its state and calls nobody; the
+                    // sweeper's schedule, news and an operator resume it.
+                    Some(loaded) if loaded.record().set_aside.is_some() => Some(loaded.record().clone()),
+                    Some(loaded) => self.drive(loaded).await?,
+                    None => None,
+                }
             }
             Err((e, _)) => return Err(e.into()),
         };
@@ -214,7 +257,7 @@ impl<P: Psp> Runner<P> {
                 .backoff
                 .retry(
                     |_| {
-                        self.advance(loaded.clone())
+                        self.step_or_deadline(loaded.clone())
                             .instrument(shared::telemetry::step_span(action))
                     },
                     RunError::is_transient,
@@ -222,7 +265,7 @@ impl<P: Psp> Runner<P> {
                 .await;
             loaded = match attempt {
                 Ok(Advanced::Moved(next)) => *next,
-                Ok(Advanced::Stopped) => return Ok(Some(loaded.record().clone())),
+                Ok(Advanced::Stopped) => return self.waiting(loaded, action).await,
                 // The PSP's breaker is open or it refused our key: no retries onto it, no escalation, no
                 // compensation; the sweeper resumes the saga later.
                 Err((RunError::Psp(e), _)) if e.is_deferred() => {
@@ -234,7 +277,7 @@ impl<P: Psp> Runner<P> {
                     Some(current) => current,
                     None => return Ok(None),
                 },
-                Err((e, attempts)) => return Err(self.escalate(loaded.record(), action, attempts, e).await),
+                Err((e, attempts)) => return Err(self.escalate(loaded, action, attempts, e).await),
             };
         }
         Err(RunError::Invalid(format!(
@@ -242,17 +285,19 @@ impl<P: Psp> Runner<P> {
         )))
     }
 
-    async fn escalate(&self, record: &SagaRecord, action: &'static str, attempts: u32, e: RunError) -> RunError {
-        error!(order_id = %record.order_id, status = %record.status, action, attempts, error = %ErrorChain(&e),
-               "saga step keeps failing; escalated");
-        metrics::escalated(record, action);
-        if let Err(send) = self
-            .escalation
-            .escalate(&record.order_id, action, attempts, &ErrorChain(&e).to_string())
-            .await
-        {
-            // The sweeper finds the saga again (it is still open); the invocation fails loudly.
-            error!(order_id = %record.order_id, error = %ErrorChain(&send), "escalation could not be sent");
+    /// A step that kept failing: escalated and set aside the first time; once set aside, later failures of
+    /// the saga (a sweep on its schedule, news, a repeated start) are logged but not escalated again.
+    async fn escalate(&self, loaded: Loaded, action: &'static str, attempts: u32, e: RunError) -> RunError {
+        let record = loaded.record().clone();
+        let error = ErrorChain(&e).to_string();
+        if let Some(aside) = &record.set_aside {
+            warn!(order_id = %record.order_id, status = %record.status, action, attempts, error,
+                  set_aside_at_ms = aside.at_ms, "saga step still failing; set aside, not escalated again");
+        } else {
+            error!(order_id = %record.order_id, status = %record.status, action, attempts, error,
+                   "saga step keeps failing; escalated");
+            metrics::escalated(&record, action);
+            self.set_aside_and_tell(loaded, action, attempts, error).await;
         }
         RunError::Escalated {
             order_id: record.order_id.to_string(),
@@ -316,16 +361,8 @@ impl<P: Psp> Runner<P> {
     }
 }
 
-fn action_name(loaded: &Loaded) -> &'static str {
-    match loaded {
-        Loaded::Started(_) => "reserve_stock",
-        Loaded::StockReserved(_) => "create_payment",
-        Loaded::Charging(_) => "charge",
-        Loaded::PaymentPending(_) => "await_payment",
-        Loaded::PaymentCaptured(_) => "confirm_order",
-        Loaded::RefundingPayment(_) => "refund_payment",
-        Loaded::CancellingPayment(_) => "cancel_payment",
-        Loaded::ReleasingStock(_) => "release_stock",
-        Loaded::Completed(_) | Loaded::Compensated(_) => "none",
-    }
+/// The step the runner takes for `loaded` (named in its spans, metrics and escalations): the core's one table,
+/// which `Runner::advance` dispatches on and `paymentsctl escalations retry --dry-run` prints.
+pub fn action_name(loaded: &Loaded) -> &'static str {
+    loaded.next_step().name()
 }

@@ -3,15 +3,18 @@
 //! resume of a saga that is simply waiting costs two reads and one small write: the saga is deferred in the
 //! index (due again after 2, 4, 8, ... times `stuck_after` from its start, at most [`MAX_SAGA_RECHECK`]
 //! apart, so a deadline is acted on at most that late), so sagas that wait long cost fewer reads and never
-//! crowd out the others.
+//! crowd out the others. A saga escalated once is set aside (`payments_core::saga::deadline`): looked at on a
+//! doubling schedule from its escalation (5, 10, 20 minutes, ... at most a day apart), never escalated again
+//! until it moves, so it calls the PSP a bounded number of times a day and never sits first in its shard
+//! (12 such sagas would otherwise take a shard's whole share of every run).
 
 use crate::runner::{RunError, Runner};
 use shared::psp::Psp;
-use shared::saga::{saga_key, SagaRecord};
+use shared::saga::{after_resume, saga_key, SagaRecord, Sweep};
 use shared::store::open_index::{age_seconds, defer as defer_item, due_items, next_due, OpenKind};
 use shared::store::StoreError;
 use shared::telemetry::ErrorChain;
-use shared::{clock, OrderId};
+use shared::OrderId;
 use std::time::Duration;
 use tokio::time::Instant;
 use tracing::warn;
@@ -57,7 +60,7 @@ pub async fn sweep<P: Psp>(
     deadline: Instant,
 ) -> Result<SweepReport, StoreError> {
     let stuck_ms = i64::try_from(stuck_after.as_millis()).unwrap_or(i64::MAX);
-    let due_before = clock::now_ms().saturating_sub(stuck_ms);
+    let due_before = runner.settings.clock.now_ms().saturating_sub(stuck_ms);
     let due = due_items(
         runner.sagas.client(),
         runner.sagas.table(),
@@ -85,16 +88,21 @@ pub async fn sweep<P: Psp>(
         match runner.resume_within(&order, deadline).await {
             Ok(Some(record)) if !record.status.is_terminal() => {
                 report.resumed = report.resumed.saturating_add(1);
-                let age = age_seconds(record.started_at_ms, clock::now_ms());
+                let age = age_seconds(record.started_at_ms, runner.settings.clock.now_ms());
                 report.oldest_open_age_seconds = report.oldest_open_age_seconds.max(age);
                 defer(runner, &record, stuck_ms).await;
             }
             Ok(_) => report.resumed = report.resumed.saturating_add(1),
-            // A moment's failure, the deadline, or a step that kept failing (already escalated): the next
-            // run tries again, as a fixed PSP or table finishes the work.
+            // A moment's failure, the deadline, or a step that kept failing (escalated once and set aside):
+            // due again on its back-off, never at once, so it does not sit first in its shard.
             Err(e) if e.is_transient() || matches!(e, RunError::OutOfTime | RunError::Escalated { .. }) => {
                 report.errors = report.errors.saturating_add(1);
                 warn!(order_id = %order, error = %ErrorChain(&e), "sweeper could not resume the saga");
+                match runner.sagas.load(&order).await {
+                    Ok(Some(loaded)) => defer(runner, loaded.record(), stuck_ms).await,
+                    Ok(None) => {}
+                    Err(e) => warn!(order_id = %order, error = %ErrorChain(&e), "could not read the saga to defer it"),
+                }
             }
             // The saga cannot be processed (its record does not load, it never settles): retrying every
             // run cannot help. Escalated once, then left alone for UNPROCESSABLE_RECHECK.
@@ -103,7 +111,7 @@ pub async fn sweep<P: Psp>(
                 report.escalated = report.escalated.saturating_add(1);
                 runner.escalate_unprocessable(&order, &e).await;
                 let skip = i64::try_from(UNPROCESSABLE_RECHECK.as_millis()).unwrap_or(i64::MAX);
-                let due = clock::now_ms().saturating_add(skip);
+                let due = runner.settings.clock.now_ms().saturating_add(skip);
                 if let Err(e) = defer_item(runner.sagas.client(), runner.sagas.table(), saga_key(&order), due).await {
                     warn!(order_id = %order, error = %ErrorChain(&e), "could not set the unprocessable saga aside");
                 }
@@ -113,10 +121,18 @@ pub async fn sweep<P: Psp>(
     Ok(report)
 }
 
-/// Moves a saga that is still waiting to its next look (best effort: on failure it is looked at next run).
+/// Moves a saga that is still open to its next look (best effort: on failure it is looked at next run): the
+/// core's decision ([`after_resume`]): a saga set aside after its escalation on its own schedule, any other
+/// on the capped back-off.
 async fn defer<P: Psp>(runner: &Runner<P>, record: &SagaRecord, stuck_ms: i64) {
     let max = i64::try_from(MAX_SAGA_RECHECK.as_millis()).unwrap_or(i64::MAX);
-    let due = next_due(record.started_at_ms, clock::now_ms(), stuck_ms, max);
+    let now = runner.settings.clock.now_ms();
+    let due = match after_resume(record, now) {
+        Sweep::Done => return,
+        Sweep::Defer => next_due(record.started_at_ms, now, stuck_ms, max),
+        // The index key reads "due minus the threshold" (`open_index`).
+        Sweep::SetAside { due_ms } => due_ms.saturating_sub(stuck_ms),
+    };
     let key = saga_key(&record.order_id);
     if let Err(e) = defer_item(runner.sagas.client(), runner.sagas.table(), key, due).await {
         warn!(order_id = %record.order_id, error = %ErrorChain(&e), "could not defer the saga's next look");

@@ -15,7 +15,9 @@
 //! | `succeeded` | captured; with the charge expanded, its `amount_refunded` (cumulative) records refunds |
 //! | `canceled` | failed, with the `cancellation_reason` |
 
-use crate::{Claims, ClientSecret, Currency, CustomerAction, Observation, Outcome, PspReference, RedirectUrl};
+use crate::{
+    Claims, ClientSecret, Currency, CustomerAction, Observation, Outcome, PspReference, RedirectPolicy, RedirectUrl,
+};
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::fmt;
@@ -168,22 +170,41 @@ impl LastPaymentError {
 }
 
 /// The customer's action from a PaymentIntent's client secret and `next_action` (webhooks and status queries
-/// alike): the secret, and the URL when the action is a redirect.
+/// alike), under this process's redirect policy: see [`customer_action_with`].
 pub fn customer_action(
     client_secret: Option<&ClientSecret>,
     next_action: Option<&NextAction>,
 ) -> Result<CustomerAction, String> {
-    let url = next_action
-        .and_then(|a| a.redirect_to_url.as_ref())
-        .and_then(|r| r.url.clone())
-        .map(RedirectUrl::parse)
-        .transpose()
-        .map_err(|e| format!("next_action URL: {e}"))?;
+    customer_action_with(client_secret, next_action, RedirectPolicy::current())
+}
+
+/// The secret, and the URL when the action is a redirect. A URL `policy` refuses (another host than
+/// `REDIRECT_HOSTS`, plain http, user info) is not handed on, but it drops only itself: the client secret
+/// alone serves the action (Stripe.js handles 3-D Secure with it), so the payment still waits for the
+/// customer instead of the answer being unusable. Only an action with neither is an error.
+pub fn customer_action_with(
+    client_secret: Option<&ClientSecret>,
+    next_action: Option<&NextAction>,
+    policy: &RedirectPolicy,
+) -> Result<CustomerAction, String> {
     // Deserialized as it came; checked here like any secret that enters (an empty one is none).
     let secret = client_secret
         .map(|s| ClientSecret::parse(s.expose()))
         .transpose()
         .map_err(|e| e.to_string())?;
+    let raw = next_action
+        .and_then(|a| a.redirect_to_url.as_ref())
+        .and_then(|r| r.url.clone());
+    let url = match raw.map(|url| RedirectUrl::parse_with(url, policy)) {
+        Some(Ok(url)) => Some(url),
+        // The URL itself is never logged: it may carry a one-time token.
+        Some(Err(refused)) if secret.is_some() => {
+            tracing::warn!(error = %refused, "redirect URL refused by our policy; the client secret alone is handed on");
+            None
+        }
+        Some(Err(refused)) => return Err(format!("next_action URL: {refused}")),
+        None => None,
+    };
     CustomerAction::new(secret, url).map_err(|e| e.to_string())
 }
 

@@ -86,8 +86,9 @@ impl<P: Psp> Runner<P> {
     /// at the PSP already), key `<order>:refund`, then reads the PaymentIntent back, whose charge has the
     /// refunded total (the refund object has none). A refund the PSP refuses (nothing left: our earlier
     /// attempt, whose answer was lost, after the PSP forgot its key; or a refund made at the PSP) is read
-    /// back too: the money is back if the charge says so, and only then does the saga go on. A refusal that
-    /// makes the refund impossible for good (a disputed charge) ends the compensation without it. The refund
+    /// back too: the money is back if the charge says so, and then the saga goes on; if it is not, the refusal
+    /// (which no retry turns) ends the compensation as "refund impossible", as a disputed charge does at once,
+    /// with one escalation. The refund
     /// the PSP answers is recorded on the payment and counts only once `succeeded`: a pending one stops the
     /// saga here until its webhook says how it ended (each resume asks again with the same key and reads the
     /// payment); a failed one is an error (retried, then escalated) while recovery gives the money back, and
@@ -132,9 +133,11 @@ impl<P: Psp> Runner<P> {
         if let Some(refused) = refused {
             let back = intent.amount_refunded().unwrap_or(0);
             if back < amount {
-                return Err(RunError::Invalid(format!(
-                    "refund refused ({refused}) with {back} of {amount} refunded"
-                )));
+                // Refused for good and the money is not back: no retry turns it (invariant 12).
+                warn!(order_id = %saga.order_id(), back, amount, "refund refused and the charge not refunded");
+                return self
+                    .refund_impossible(saga, RefundImpossible::Refused, &refused, now)
+                    .await;
             }
             warn!(order_id = %saga.order_id(), "refund refused: the charge is refunded already; going on");
         }
@@ -173,7 +176,8 @@ impl<P: Psp> Runner<P> {
 
     /// Compensates a charge that must take no money: a payment still open is canceled at the PSP (key
     /// `<order>:cancel:<status>`) and failed here. If the PSP refuses because the payment succeeded meanwhile, the
-    /// saga continues from the capture (confirm the order; a cancelled order is then refunded).
+    /// saga continues from the capture (confirm the order; a cancelled order is then refunded) with the payment's
+    /// PSP reference, whichever path captured it.
     pub(super) async fn cancel_payment(&self, saga: Saga<CancellingPayment>, now: i64) -> Result<Advanced, RunError> {
         let payment_id = saga.payment_id().clone();
         let order = saga.order_id().clone();
@@ -183,19 +187,15 @@ impl<P: Psp> Runner<P> {
             .await?
             .ok_or_else(|| RunError::Invalid(format!("payment {payment_id} of saga {order} vanished")))?;
         let mut status = payment.status;
+        let mut reference = payment.psp_reference.clone();
         if !status.is_terminal() {
-            if let Some(reference) = payment.psp_reference.clone() {
-                let intent = self.cancel_intent(&order, &reference).await?;
-                status = self
-                    .observe_intent(&payment_id, saga.record(), &intent)
-                    .await?
-                    .unwrap_or(status);
-                if !matches!(intent.status, IntentStatus::Canceled | IntentStatus::Succeeded) {
-                    // The money may still be taken: saying "no money taken" now would keep it. The saga waits
-                    // here for the PSP's outcome (the sweeper resumes it; a capture continues from there).
-                    info!(order_id = %order, psp_status = intent.status.as_str(),
-                          "the PaymentIntent cannot be canceled now; waiting for its outcome");
-                    return Ok(Advanced::Stopped);
+            if reference.is_none() {
+                reference = self.made_by_the_charge(&saga, &payment_id).await?;
+            }
+            if let Some(reference) = &reference {
+                match self.cancel_at_psp(&saga, reference, status).await? {
+                    Some(after) => status = after,
+                    None => return Ok(Advanced::Stopped),
                 }
             }
         }
@@ -214,11 +214,66 @@ impl<P: Psp> Runner<P> {
         }
         if status == PaymentStatus::Captured {
             info!(order_id = %order, "the payment succeeded before the cancel; continuing from the capture");
-            let (next, event) = saga.payment_succeeded(now);
+            let reference = match reference {
+                Some(reference) => reference,
+                None => self.captured_reference(&payment_id).await?,
+            };
+            let (next, event) = saga.payment_succeeded(reference, now);
             return self.moved(next, event, vec![]).await;
         }
         let (next, event) = saga.payment_cancelled(now);
         self.moved(next, event, vec![]).await
+    }
+
+    /// The PaymentIntent a charge may have made although the payment never heard of it (the charge's answer
+    /// was a refusal or never came, and no webhook bound it yet): found by the payment's id at the PSP, so
+    /// the cancel reaches it and a charge given up is never taken later. Only after a failed charge step.
+    async fn made_by_the_charge(
+        &self,
+        saga: &Saga<CancellingPayment>,
+        payment_id: &shared::PaymentId,
+    ) -> Result<Option<shared::PspReference>, RunError> {
+        if saga.record().failure.as_ref().map(|f| f.step) != Some(shared::saga::Step::Charge) {
+            return Ok(None);
+        }
+        let Some(found) = self.psp().find_for_payment(payment_id).await? else {
+            return Ok(None);
+        };
+        warn!(order_id = %saga.order_id(), intent = %found.id, "the failed charge made a PaymentIntent; cancelling it");
+        shared::PspReference::parse(found.id.as_str())
+            .map(Some)
+            .map_err(|e| RunError::Psp(PspError::BadAnswer(format!("PaymentIntent id: {e}").into())))
+    }
+
+    /// Cancels `reference` at the PSP and applies what it answers: the payment's status afterwards, or `None`
+    /// while the money may still be taken (processing: saying "no money taken" now would keep it; the saga
+    /// waits for the PSP's outcome, the sweeper resumes it, a capture continues from there).
+    async fn cancel_at_psp(
+        &self,
+        saga: &Saga<CancellingPayment>,
+        reference: &shared::PspReference,
+        status: PaymentStatus,
+    ) -> Result<Option<PaymentStatus>, RunError> {
+        let intent = self.cancel_intent(saga.order_id(), reference).await?;
+        let after = self
+            .observe_intent(saga.payment_id(), saga.record(), &intent)
+            .await?
+            .unwrap_or(status);
+        if matches!(intent.status, IntentStatus::Canceled | IntentStatus::Succeeded) {
+            return Ok(Some(after));
+        }
+        info!(order_id = %saga.order_id(), psp_status = intent.status.as_str(),
+              "the PaymentIntent cannot be canceled now; waiting for its outcome");
+        Ok(None)
+    }
+
+    /// The PSP reference a captured payment recorded (every capture carries one: the PaymentIntent's id).
+    async fn captured_reference(&self, payment_id: &shared::PaymentId) -> Result<shared::PspReference, RunError> {
+        self.payments()
+            .get(payment_id)
+            .await?
+            .and_then(|p| p.psp_reference)
+            .ok_or_else(|| RunError::Invalid(format!("payment {payment_id} captured without a PSP reference")))
     }
 
     /// Cancels the PaymentIntent if it can still be canceled, and answers it as it then stands. It is read

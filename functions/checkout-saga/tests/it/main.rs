@@ -20,6 +20,8 @@ mod api;
 mod limits;
 /// Deadlines that end every wait, and fair scans of the open-items index.
 mod liveness;
+/// Every loop has an end: escalated sagas set aside, deadlines in every state, permanent refusals.
+mod loops;
 /// The age of the oldest open payment and saga that each scheduled run publishes.
 mod oldest;
 /// Failed refunds given back again by recovery.

@@ -240,10 +240,23 @@ async fn a_refund_that_fails_after_pending_is_not_a_compensation_and_recovery_gi
         .finalize(&id, &answered, None)
         .await
         .expect("give-back pending");
-    let report = sweeper::sweep(&pending, Duration::ZERO, 1000, later())
+    // Escalated once, the saga is set aside: the sweeper looks at it on its schedule (5, 10, ... minutes
+    // after the escalation), here with its clock moved ahead.
+    let minutes_later = |minutes: u64| {
+        w.runner_with(
+            w.ctx.client.clone(),
+            Quirky(w.psp(), Quirk::RefundsPending),
+            checkout_saga::runner::Settings {
+                clock: shared::clock::Clock::ahead(Duration::from_secs(minutes * 60)),
+                ..settings()
+            },
+        )
+    };
+    let report = sweeper::sweep(&minutes_later(6), Duration::ZERO, 1000, later())
         .await
         .expect("sweep");
     assert!(report.errors >= 1, "still not done, as before: {report:?}");
+    assert_eq!(w.escalations().await.len(), 1, "the first escalation only");
     assert_eq!(w.saga(&waiting.order_id).await.status, SagaStatus::RefundingPayment);
     assert_eq!(w.stock().await, STOCK - 1, "not compensated on a pending give-back");
     let succeeded = refund_webhook(&give_back, RefundStatus::Succeeded, "evt_rs_4");
@@ -257,7 +270,7 @@ async fn a_refund_that_fails_after_pending_is_not_a_compensation_and_recovery_gi
         outcome.result,
         shared::FinalizeResult::Applied(EventKind::PaymentRefunded)
     );
-    let report = sweeper::sweep(&pending, Duration::ZERO, 1000, later())
+    let report = sweeper::sweep(&minutes_later(11), Duration::ZERO, 1000, later())
         .await
         .expect("sweep");
     assert!(report.resumed >= 1, "{report:?}");

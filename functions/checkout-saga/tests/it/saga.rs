@@ -238,14 +238,28 @@ async fn a_compensation_that_keeps_failing_is_escalated_to_the_dlq_and_resumed_l
     assert_eq!(escalated[0]["order_id"], id.as_str());
     assert_eq!(escalated[0]["action"], "refund_payment");
     assert_eq!(escalated[0]["attempts"], 3);
-    // The refund API is back: the sweeper finds the open saga and finishes the compensations.
+    // Set aside after its one escalation: the next sweep leaves it alone.
     let report = sweeper::sweep(&w.runner_for("checkout-sweeper"), Duration::ZERO, 1000, later())
         .await
         .expect("sweep");
-    assert!(report.resumed >= 1);
+    assert_eq!((report.found, report.resumed), (0, 0), "{report:?}");
+    // The refund API is back: the sweeper's look on the set-aside schedule (minutes later) finishes the
+    // compensations.
+    let minutes_later = Settings {
+        clock: shared::clock::Clock::ahead(Duration::from_secs(6 * 60)),
+        ..settings()
+    };
+    let psp = w.guarded_for("checkout-sweeper", w.psp(), BreakerSettings::default());
+    let sweeper_later = w.runner_as("checkout-sweeper", psp, minutes_later);
+    let report = sweeper::sweep(&sweeper_later, Duration::ZERO, 1000, later())
+        .await
+        .expect("sweep");
+    assert!(report.resumed >= 1, "{report:?}");
     let done = w.saga(&id).await;
     assert_eq!(done.status, SagaStatus::Compensated);
-    assert_eq!(w.log(&id).await, FAILED_AFTER_CAPTURE);
+    let mut expected = FAILED_AFTER_CAPTURE.to_vec();
+    expected.insert(6, (K::SagaSetAside, S::Charge));
+    assert_eq!(w.log(&id).await, expected, "set aside once, then compensated");
     assert_eq!(w.stock().await, STOCK);
     w.assert_charged_once(&done, 2500);
 }

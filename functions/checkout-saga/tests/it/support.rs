@@ -14,6 +14,7 @@ use psp_simulator::server::Simulator;
 use serde_json::json;
 use shared::consumer::Consumer;
 use shared::lease::Leases;
+use shared::psp::stripe::{ApiError, ErrorType, NextAction, RedirectToUrl};
 use shared::psp::{
     BreakerSettings, ChargeRequest, CircuitBreaker, GuardedStripe, PaymentIntent, Psp, PspError, PspSettings, Refund,
     StripeClient, BREAKER_NAME,
@@ -125,6 +126,7 @@ impl World {
                 settings: RecoverySettings {
                     stale_after: Duration::ZERO,
                     batch_limit: 100,
+                    ..RecoverySettings::default()
                 },
             },
             escalation: Escalation::new(self.sqs.clone(), &self.escalation_url),
@@ -356,6 +358,33 @@ pub enum Quirk {
     SlowCharges(Duration),
     /// Each status query runs this while the call is in flight (recovery holds the lease then).
     DuringRetrieve(Box<dyn Fn() -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>),
+    /// The charges of these orders never reach the PSP: every attempt fails as a PSP that is down does.
+    ChargesDownFor(Vec<OrderId>),
+    /// Refunds are refused for good with this Stripe error code (HTTP 400 `invalid_request_error`).
+    RefundsRefused(&'static str),
+    /// Charges are made, and the answer's 3-D Secure redirect URL is this one (one our policy refuses).
+    RedirectTo(&'static str),
+    /// Charges are made, this runs with the payment and the PaymentIntent (a webhook arriving, the customer
+    /// cancelling), then the answer is a refusal (`idempotency_error`, as after a deploy changed the request).
+    ChargeRefusedAfter(AfterCharge),
+}
+
+/// What [`Quirk::ChargeRefusedAfter`] runs between the charge and its refused answer.
+pub type AfterCharge = Box<dyn Fn(PaymentId, PaymentIntent) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
+
+/// A Stripe error answer as the client reads it: `kind`, `code`.
+pub fn refusal(status: u16, kind: ErrorType, code: &str) -> PspError {
+    PspError::Refused {
+        status,
+        error: Box::new(ApiError {
+            kind,
+            code: Some(code.into()),
+            decline_code: None,
+            message: Some(format!("refused in a test: {code}")),
+            param: None,
+            payment_intent: None,
+        }),
+    }
 }
 
 /// The simulator's Stripe client with one `Quirk`.
@@ -376,6 +405,24 @@ impl Psp for Quirky {
                 tokio::time::sleep(*delay).await;
                 self.0.charge(key, request).await
             }
+            Quirk::ChargesDownFor(orders) if orders.contains(request.order_id) => {
+                Err(PspError::Unavailable("HTTP 503".into()))
+            }
+            Quirk::RedirectTo(url) => {
+                let mut intent = self.0.charge(key, request).await?;
+                intent.next_action = Some(NextAction {
+                    kind: Some("redirect_to_url".into()),
+                    redirect_to_url: Some(RedirectToUrl {
+                        url: Some((*url).into()),
+                    }),
+                });
+                Ok(intent)
+            }
+            Quirk::ChargeRefusedAfter(after) => {
+                let intent = self.0.charge(key, request).await?;
+                after(request.payment_id.clone(), intent).await;
+                Err(refusal(400, ErrorType::IdempotencyError, "idempotency_key_in_use"))
+            }
             _ => self.0.charge(key, request).await,
         }
     }
@@ -391,6 +438,7 @@ impl Psp for Quirky {
     async fn refund(&self, key: &str, reference: &PspReference, amount: Option<u64>) -> Result<Refund, PspError> {
         match &self.1 {
             Quirk::RefundsDown => Err(PspError::Unavailable("HTTP 503".into())),
+            Quirk::RefundsRefused(code) => Err(refusal(400, ErrorType::InvalidRequestError, code)),
             Quirk::RefundAnswersLost => {
                 let _done_at_the_psp = self.0.refund(key, reference, amount).await;
                 Err(answer_lost())

@@ -4,7 +4,7 @@
 
 use super::{CancellingPayment, Compensated, PaymentCaptured, RefundingPayment, ReleasingStock, Saga, SagaEvent};
 use super::{SagaEventKind, SagaStatus, Step};
-use crate::ids::PaymentId;
+use crate::ids::{PaymentId, PspReference};
 
 /// Why a refund of a capture can never be made, so the compensation must end without it: a refusal of the
 /// PSP that no retry and no later attempt can turn (any other refusal is read back: the charge may be
@@ -14,6 +14,9 @@ pub enum RefundImpossible {
     /// The charge is disputed (a chargeback): Stripe refuses every refund of it (`charge_disputed`); the money
     /// goes back to the cardholder through the dispute, if at all.
     Disputed,
+    /// Any other refusal for good of the refund (an error that no retry turns, `PspError::Refused`) while the
+    /// charge, read back, does not show the money returned: a person must give it back another way.
+    Refused,
 }
 
 impl RefundImpossible {
@@ -33,6 +36,7 @@ impl RefundImpossible {
     pub fn reason(self) -> &'static str {
         match self {
             Self::Disputed => "refund impossible: disputed",
+            Self::Refused => "refund impossible: refused by the PSP",
         }
     }
 }
@@ -78,8 +82,11 @@ impl Saga<CancellingPayment> {
 
     /// The PSP refused the cancel because the payment succeeded meanwhile: the money was taken, so the saga
     /// continues from the capture (the order is confirmed, or, when the customer cancelled it, refunded).
-    pub fn payment_succeeded(mut self, now_ms: i64) -> (Saga<PaymentCaptured>, SagaEvent) {
+    /// `reference` is the payment's PSP reference as the capture recorded it (whichever path captured it: the
+    /// charge's answer, a webhook, recovery): a refund needs it.
+    pub fn payment_succeeded(mut self, reference: PspReference, now_ms: i64) -> (Saga<PaymentCaptured>, SagaEvent) {
         self.record.captured = true;
+        self.record.psp_reference = Some(reference);
         self.record.failure = None;
         self.step(
             SagaStatus::PaymentCaptured,

@@ -29,7 +29,8 @@ fn inconsistent(r: &SagaRecord, reason: &'static str) -> InconsistentSaga {
 /// - `captured` exactly where money was taken (never in a state that cancels without refunding);
 /// - a refund only after a capture, and before the stock is released after a capture, unless the refund was
 ///   found impossible (`refund_impossible`: only then, and only with nothing refunded, is captured money kept);
-/// - a failure (with the step it happened in) exactly in the compensating states, the step matching the state.
+/// - a failure (with the step it happened in) exactly in the compensating states, the step matching the state;
+/// - captured money with the PSP reference a refund needs; a set-aside mark only on an open saga.
 pub fn check(r: &SagaRecord) -> Result<(), InconsistentSaga> {
     // The order of the checks decides which reason a record with several faults is reported with.
     check_counts(r)?;
@@ -37,6 +38,13 @@ pub fn check(r: &SagaRecord) -> Result<(), InconsistentSaga> {
     check_money(r)?;
     if (r.recovery_requested || r.captured || r.psp_reference.is_some()) && r.payment_id.is_none() {
         return Err(inconsistent(r, "payment facts without a payment"));
+    }
+    // Captured money must be refundable: a refund is made on the PSP's reference.
+    if r.captured && r.psp_reference.is_none() {
+        return Err(inconsistent(r, "captured without a PSP reference"));
+    }
+    if r.set_aside.is_some() && r.status.is_terminal() {
+        return Err(inconsistent(r, "set aside after its end"));
     }
     if !failure_matches(r) {
         return Err(inconsistent(r, "failure does not match the status"));
@@ -50,9 +58,10 @@ fn min_version(status: SagaStatus) -> u64 {
     match status {
         S::Started => 1,
         S::StockReserved | S::Compensated => 2,
-        S::Charging => 3,
+        // Released without a payment: the payment was not created before the step's deadline.
+        S::Charging | S::ReleasingStock => 3,
         S::PaymentPending | S::CancellingPayment => 4,
-        S::PaymentCaptured | S::ReleasingStock => 5,
+        S::PaymentCaptured => 5,
         S::Completed | S::RefundingPayment => 6,
     }
 }

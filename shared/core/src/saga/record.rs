@@ -1,7 +1,7 @@
 //! The saga's stored form: its record (state, checkout, payment, failure, times), the log entries its
 //! transitions append, and the names of its steps and states as they are stored.
 
-use super::SagaStatus;
+use super::{SagaStatus, SetAside};
 use crate::ids::{OrderId, PaymentId, PspReference, Sku};
 use crate::money::Money;
 use serde::{Deserialize, Serialize};
@@ -104,6 +104,11 @@ pub struct SagaRecord {
     /// records written before it existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refund_impossible: Option<String>,
+    /// The saga's first escalation, until its next move: later failures of the same step are not escalated
+    /// again, and the sweeper looks at it only on a doubling schedule (`deadline`). Absent on every other
+    /// saga.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub set_aside: Option<SetAside>,
     pub started_at_ms: i64,
     pub updated_at_ms: i64,
     /// When the payment must have resolved before it is handed to recovery.
@@ -129,10 +134,14 @@ pub enum SagaEventKind {
     RecoveryRequested,
     StepFailed,
     PaymentRefunded,
-    /// The refund of a capture was refused for good (a disputed charge): the compensation goes on without it.
+    /// The refund of a capture was refused for good (a disputed charge, any permanent refusal the charge does
+    /// not show refunded): the compensation goes on without it.
     RefundImpossible,
     /// A compensated step that had nothing to give back (a charge that took no money).
     StepCompensated,
+    /// The saga's first escalation: a step kept failing, or a wait passed its deadline; the saga stays in its
+    /// state, set aside until its next move.
+    SagaSetAside,
     StockReleased,
 }
 
@@ -150,6 +159,7 @@ impl SagaEventKind {
             Self::PaymentRefunded => "PaymentRefunded",
             Self::RefundImpossible => "RefundImpossible",
             Self::StepCompensated => "StepCompensated",
+            Self::SagaSetAside => "SagaSetAside",
             Self::StockReleased => "StockReleased",
         }
     }

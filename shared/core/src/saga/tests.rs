@@ -445,7 +445,9 @@ fn every_state_has_one_next_step_and_the_typed_step_keeps_the_saga() {
 
 #[test]
 fn a_waiting_saga_acts_on_the_outcome_then_on_its_deadlines() {
-    let pending = charging().payment_requested(Some(PspReference::parse("pi_1").expect("valid")), false, T0 + 2).0;
+    let pending = charging()
+        .payment_requested(Some(PspReference::parse("pi_1").expect("valid")), false, T0 + 2)
+        .0;
     let r = pending.record().clone();
     let early = AwaitDeadlines::of(&r, T0 + 3, 900_000);
     assert_eq!(

@@ -146,6 +146,32 @@ fn a_payment_whose_customer_is_in_a_challenge_keeps_its_secret_while_stripe_says
     assert_eq!(t.payment.action, Some(fixtures::action()));
 }
 
+/// A redirect URL our policy refuses drops only itself: the client secret serves the action, so the answer
+/// is not "bad"; without a secret it is.
+#[test]
+fn a_refused_redirect_url_keeps_the_client_secret() {
+    let mut pi = intent("requires_action", redirect());
+    let only = crate::RedirectPolicy::from_values(false, Some("bank.example"));
+    let kept = customer_action_with(pi.client_secret.as_ref(), pi.next_action.as_ref(), &only).unwrap();
+    assert!(kept.client_secret().is_some() && kept.redirect_url().is_none());
+    let any = crate::RedirectPolicy::from_values(false, None);
+    let both = customer_action_with(pi.client_secret.as_ref(), pi.next_action.as_ref(), &any).unwrap();
+    assert!(both.redirect_url().is_some());
+    pi.client_secret = None;
+    assert!(customer_action_with(None, pi.next_action.as_ref(), &only).is_err());
+    // Plain http to another host is refused under every policy: the observation still requires action.
+    let mut plain = intent("requires_action", redirect());
+    plain.next_action = serde_json::from_value(
+        json!({ "type": "redirect_to_url", "redirect_to_url": { "url": "http://evil.example/3ds" } }),
+    )
+    .unwrap();
+    let observation = plain.observation(Path::Sync, fixtures::correlation()).unwrap().unwrap();
+    assert!(
+        matches!(observation.outcome, crate::Outcome::RequiresAction(_)),
+        "{observation:?}"
+    );
+}
+
 #[test]
 fn stripe_objects_as_published_read_into_ours() {
     let fixtures: serde_json::Value =
