@@ -450,7 +450,9 @@ pub fn runner_step(cfg: &Config, w: &World, i: usize, lose: bool) -> Option<Worl
         }
         (Sub::CancelSave(status), Loaded::CancellingPayment(s)) => {
             let saved = if status == PaymentStatus::Captured {
-                let (n, e) = s.payment_succeeded(now);
+                // The reference as the capture recorded it on the payment, whichever path captured it.
+                let reference = next.payment(s.payment_id())?.psp_reference.clone()?;
+                let (n, e) = s.payment_succeeded(reference, now);
                 next.save_saga(version, n, e)
             } else {
                 let (n, e) = s.payment_cancelled(now);
