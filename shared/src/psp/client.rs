@@ -23,17 +23,17 @@
 //!   ([`Redirects`]): Stripe refuses a confirm with neither.
 
 use super::breaker::attempt_failed;
+use super::http::{self, header, AttemptFailure, Unreadable};
 use super::key::CurrentKey;
 use super::stripe::{ApiError, ErrorBody, ErrorType, EventList, EventQuery, PaymentIntent, Refund};
 use super::{ChargeRequest, Psp, PspError};
 use crate::retry::Backoff;
-use crate::telemetry::ErrorChain;
 use crate::{clock, PaymentId, PspReference};
 use payments_core::breaker::Attempt;
 use reqwest::header::HeaderMap;
 use serde::de::DeserializeOwned;
 use std::fmt;
-use tracing::{debug, error, info, warn, Instrument};
+use tracing::{error, info, warn};
 
 /// The Stripe API version every request is pinned to (the one the pinned official library speaks).
 pub const STRIPE_API_VERSION: &str = "2026-10-28.endive";
@@ -67,12 +67,6 @@ impl fmt::Debug for StripeClient {
     }
 }
 
-/// Why one attempt failed, and whether another may succeed.
-struct AttemptFailure {
-    error: PspError,
-    retry: bool,
-}
-
 impl StripeClient {
     /// A client with `key` (already resolved), fixed for the process.
     pub fn new(settings: &PspSettings, key: ApiKey) -> Result<Self, PspError> {
@@ -81,12 +75,7 @@ impl StripeClient {
 
     /// A client with `key`, which may be read again after a 401/403 ([`CurrentKey::refreshable`]).
     pub fn with_key(settings: &PspSettings, key: CurrentKey) -> Result<Self, PspError> {
-        let http = reqwest::Client::builder()
-            .connect_timeout(settings.connect_timeout)
-            .timeout(settings.request_timeout)
-            .user_agent(concat!("payments-webhooks/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| PspError::Unavailable(Box::new(Transport::new("building the HTTP client", e))))?;
+        let http = http::client(settings.connect_timeout, settings.request_timeout)?;
         Ok(Self {
             http,
             base_url: settings.base_url.clone(),
@@ -158,21 +147,10 @@ impl StripeClient {
         key: Option<&str>,
         form: &[(&str, String)],
     ) -> Result<T, PspError> {
-        let span = crate::telemetry::step_span(step);
-        let result = self
-            .retries
-            .retry(
-                |attempt| self.attempt(api_key, method.clone(), path, key, form, attempt),
-                |failure: &AttemptFailure| failure.retry,
-            )
-            .instrument(span)
-            .await;
-        result.map_err(|(failure, attempts)| {
-            if failure.retry {
-                warn!(path, attempts, error = %ErrorChain(&failure.error), "PSP call failed after retries");
-            }
-            failure.error
+        http::retried(&self.retries, step, path, |attempt| {
+            self.attempt(api_key, method.clone(), path, key, form, attempt)
         })
+        .await
     }
 
     async fn attempt<T: DeserializeOwned>(
@@ -198,45 +176,15 @@ impl StripeClient {
         } else {
             request.form(form)
         };
-        let started = clock::now_ms();
-        let response = request.send().await.map_err(|e| {
-            attempt_failed(Attempt::PspFailed);
-            AttemptFailure {
-                // A timeout or reset after sending: the call may have happened; the same key makes the retry safe.
-                error: PspError::Unavailable(Box::new(Transport::new("no answer", e))),
-                retry: true,
-            }
-        })?;
-        let status = response.status().as_u16();
-        let headers = response.headers().clone();
-        let body = response.bytes().await.map_err(|e| {
-            attempt_failed(Attempt::PspFailed);
-            AttemptFailure {
-                error: PspError::Unavailable(Box::new(Transport::new("answer cut off", e))),
-                retry: true,
-            }
-        })?;
-        debug!(
-            status,
-            attempt,
-            elapsed_ms = clock::now_ms().saturating_sub(started),
-            request_id = header(&headers, "request-id").unwrap_or("-"),
-            "PSP answered"
-        );
-        if (200..300).contains(&status) {
-            return serde_json::from_slice(&body).map_err(|e| AttemptFailure {
-                error: PspError::BadAnswer(Box::new(Unreadable {
-                    status,
-                    path: path.to_owned(),
-                    source: e,
-                })),
-                retry: false,
-            });
-        }
-        if let Some(attempt) = breaker_attempt(status, &headers) {
+        let failed = match http::attempt(request, path, attempt, "request-id").await? {
+            Ok(answer) => return Ok(answer),
+            Err(failed) => failed,
+        };
+        let (status, headers) = (failed.status, &failed.headers);
+        if let Some(attempt) = breaker_attempt(status, headers) {
             attempt_failed(attempt);
         }
-        Err(classify(status, &headers, &body))
+        Err(classify(status, headers, &failed.body))
     }
 }
 
@@ -252,49 +200,6 @@ fn breaker_attempt(status: u16, headers: &HeaderMap) -> Option<Attempt> {
         Some("true") => Attempt::Replayed,
         _ => Attempt::PspFailed,
     })
-}
-
-/// One attempt's transport failure: what was cut (`no answer`, `answer cut off`) and how (timeout,
-/// connection), with reqwest's error, its URL removed (no secret in it today, but a query string could hold
-/// one), as the source.
-#[derive(Debug, thiserror::Error)]
-#[error("{what}: {kind}")]
-pub(super) struct Transport {
-    what: &'static str,
-    kind: &'static str,
-    #[source]
-    source: reqwest::Error,
-}
-
-impl Transport {
-    pub(super) fn new(what: &'static str, e: reqwest::Error) -> Self {
-        let kind = if e.is_timeout() {
-            "timeout"
-        } else if e.is_connect() {
-            "connection failed"
-        } else {
-            "request failed"
-        };
-        Self {
-            what,
-            kind,
-            source: e.without_url(),
-        }
-    }
-}
-
-/// An answer whose JSON does not read as what the path returns; serde's error is the source.
-#[derive(Debug, thiserror::Error)]
-#[error("HTTP {status} {path}: not the expected JSON")]
-pub(super) struct Unreadable {
-    pub(super) status: u16,
-    pub(super) path: String,
-    #[source]
-    pub(super) source: serde_json::Error,
-}
-
-pub(super) fn header<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
-    headers.get(name).and_then(|v| v.to_str().ok())
 }
 
 /// `operation` of a step's span name: `psp.charge` is `charge`.

@@ -3,6 +3,8 @@
 //! | module | owns |
 //! |---|---|
 //! | [`stripe`] | Stripe's objects (PaymentIntent, Charge, Refund, error) and what a PaymentIntent's status means in our terms |
+//! | [`adyen`] | [`adyen::AdyenClient`]: Adyen's Checkout API v71 (JSON, `X-API-Key`, idempotency keys within 64 characters, a refusal as a decline, a 3-D Secure `action` kept, modifications answered `received`) for payments that belong to Adyen |
+//! | `http` | what both clients share: the HTTP client with its timeouts, one attempt (failed attempts reported to the breaker), the retry loop, transport causes |
 //! | [`client`] | [`StripeClient`]: form bodies, Bearer key, pinned `Stripe-Version`, an `Idempotency-Key` on every POST, timeouts, retries that honour `Stripe-Should-Retry`, Stripe's errors in our terms |
 //! | [`settings`] | [`PspSettings`] and [`ApiKey`]: the endpoint, the key (redacted, from Secrets Manager or the environment), redirects (a return URL or none), timeouts and retries, read once per cold start |
 //! | [`key`] | [`key::CurrentKey`]: the key in use, read again from Secrets Manager after a 401/403 (rate-limited) |
@@ -12,8 +14,10 @@
 //! (order, step)), so a retry after a timeout or a lost answer never charges, cancels or refunds twice; the
 //! same key with other parameters is refused by Stripe (`idempotency_error`), never applied.
 
+pub mod adyen;
 pub mod breaker;
 pub mod client;
+mod http;
 pub mod key;
 pub mod settings;
 pub mod stripe;

@@ -101,6 +101,35 @@ impl Redirects {
     }
 }
 
+/// The URL in `name`, without a trailing `/`: `https://`, or `http://` only to 127.0.0.1 (the simulator).
+pub(super) fn endpoint(env: &Env, name: &'static str) -> Result<String, ConfigError> {
+    let url = env.required(name)?;
+    if !(url.starts_with("https://") || url.starts_with("http://127.0.0.1")) {
+        return Err(ConfigError::Invalid {
+            name,
+            expected: "https:// URL (http:// only for 127.0.0.1)",
+            value: url,
+        });
+    }
+    Ok(url.trim_end_matches('/').to_owned())
+}
+
+/// The connect timeout, request timeout and retries every PSP client takes: `PSP_CONNECT_TIMEOUT_MS`
+/// (default 3000), `PSP_REQUEST_TIMEOUT_MS` (default 5000) and `PSP_MAX_RETRIES` (default 2, after the first
+/// attempt).
+pub(super) fn transport(env: &Env) -> Result<(Duration, Duration, Backoff), ConfigError> {
+    let retries: u32 = env.number("PSP_MAX_RETRIES", 2)?;
+    Ok((
+        env.millis("PSP_CONNECT_TIMEOUT_MS", Duration::from_millis(3000))?,
+        env.millis("PSP_REQUEST_TIMEOUT_MS", Duration::from_millis(5_000))?,
+        Backoff::new(
+            retries.saturating_add(1),
+            Duration::from_millis(250),
+            Duration::from_secs(2),
+        ),
+    ))
+}
+
 /// The PSP client's settings, read once per cold start.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PspSettings {
@@ -127,31 +156,20 @@ impl PspSettings {
 
     /// The settings above; a missing base URL or key fails the start, not the first call.
     pub fn from(env: &Env) -> Result<Self, ConfigError> {
-        let base_url = env.required("PSP_BASE_URL")?;
-        if !(base_url.starts_with("https://") || base_url.starts_with("http://127.0.0.1")) {
-            return Err(ConfigError::Invalid {
-                name: "PSP_BASE_URL",
-                expected: "https:// URL (http:// only for 127.0.0.1)",
-                value: base_url,
-            });
-        }
+        let base_url = endpoint(env, "PSP_BASE_URL")?;
         let key = match (env.optional("PSP_API_KEY_ARN"), env.optional("PSP_API_KEY")) {
             (Some(arn), _) => KeySource::SecretArn(arn),
             (None, Some(key)) => KeySource::Value(ApiKey::parse(&key)?),
             (None, None) => return Err(ConfigError::Missing("PSP_API_KEY_ARN or PSP_API_KEY")),
         };
-        let retries: u32 = env.number("PSP_MAX_RETRIES", 2)?;
+        let (connect_timeout, request_timeout, retries) = transport(env)?;
         Ok(Self {
-            base_url: base_url.trim_end_matches('/').to_owned(),
+            base_url,
             key,
             redirects: Redirects::from(env)?,
-            connect_timeout: env.millis("PSP_CONNECT_TIMEOUT_MS", Duration::from_millis(3000))?,
-            request_timeout: env.millis("PSP_REQUEST_TIMEOUT_MS", Duration::from_millis(5_000))?,
-            retries: Backoff::new(
-                retries.saturating_add(1),
-                Duration::from_millis(250),
-                Duration::from_secs(2),
-            ),
+            connect_timeout,
+            request_timeout,
+            retries,
         })
     }
 

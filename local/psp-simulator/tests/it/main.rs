@@ -3,6 +3,7 @@
 //! The crate's one integration-test binary (`tests/it/main.rs`): a module per area, a test per scenario.
 
 mod adyen;
+mod adyen_client;
 mod fixtures;
 mod openapi;
 mod rules;

@@ -1,0 +1,148 @@
+//! The HTTP pieces every PSP client shares (Stripe's [`super::StripeClient`], Adyen's
+//! [`super::adyen::AdyenClient`]): one reqwest client per PSP with a connect and a request timeout, one
+//! attempt (send, read, log, a 2xx read as the path's JSON), the retry loop with backoff and full jitter, and
+//! the transport causes errors keep. What differs per PSP (how it authenticates, its bodies, its error object,
+//! which answers to retry) stays in its client: an attempt hands a non-2xx answer back untouched.
+//!
+//! Each attempt that gets no answer, or an answer cut off, is reported to the circuit breaker the call runs in
+//! ([`super::breaker::attempt_failed`]) as it happens; a 429/5xx is reported by the client, which knows
+//! whether its PSP replayed it for the key.
+
+use super::PspError;
+use crate::clock;
+use crate::retry::Backoff;
+use crate::telemetry::ErrorChain;
+use payments_core::breaker::Attempt;
+use reqwest::header::HeaderMap;
+use serde::de::DeserializeOwned;
+use std::time::Duration;
+use tracing::{debug, warn, Instrument};
+
+/// Why one attempt failed, and whether another may succeed.
+pub(super) struct AttemptFailure {
+    pub(super) error: PspError,
+    pub(super) retry: bool,
+}
+
+/// One attempt's transport failure: what was cut (`no answer`, `answer cut off`) and how (timeout,
+/// connection), with reqwest's error, its URL removed (no secret in it today, but a query string could hold
+/// one), as the source.
+#[derive(Debug, thiserror::Error)]
+#[error("{what}: {kind}")]
+pub(super) struct Transport {
+    what: &'static str,
+    kind: &'static str,
+    #[source]
+    source: reqwest::Error,
+}
+
+impl Transport {
+    pub(super) fn new(what: &'static str, e: reqwest::Error) -> Self {
+        let kind = if e.is_timeout() {
+            "timeout"
+        } else if e.is_connect() {
+            "connection failed"
+        } else {
+            "request failed"
+        };
+        Self {
+            what,
+            kind,
+            source: e.without_url(),
+        }
+    }
+}
+
+/// An answer whose JSON does not read as what the path returns; serde's error is the source.
+#[derive(Debug, thiserror::Error)]
+#[error("HTTP {status} {path}: not the expected JSON")]
+pub(super) struct Unreadable {
+    pub(super) status: u16,
+    pub(super) path: String,
+    #[source]
+    pub(super) source: serde_json::Error,
+}
+
+pub(super) fn header<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// The HTTP client of one PSP: `connect` and `request` (one attempt, connect to last byte) timeouts.
+pub(super) fn client(connect: Duration, request: Duration) -> Result<reqwest::Client, PspError> {
+    reqwest::Client::builder()
+        .connect_timeout(connect)
+        .timeout(request)
+        .user_agent(concat!("payments-webhooks/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| PspError::Unavailable(Box::new(Transport::new("building the HTTP client", e))))
+}
+
+/// A non-2xx answer, for the client to read in its PSP's terms.
+pub(super) struct Failed {
+    pub(super) status: u16,
+    pub(super) headers: HeaderMap,
+    pub(super) body: Vec<u8>,
+}
+
+/// Sends `request` (attempt number `attempt` of `path`): a 2xx read as `T`, any other answer as [`Failed`].
+/// `id_header` names the PSP's request id, logged with the answer.
+pub(super) async fn attempt<T: DeserializeOwned>(
+    request: reqwest::RequestBuilder,
+    path: &str,
+    attempt: u32,
+    id_header: &str,
+) -> Result<Result<T, Failed>, AttemptFailure> {
+    let lost = |what: &'static str, e: reqwest::Error| {
+        super::breaker::attempt_failed(Attempt::PspFailed);
+        AttemptFailure {
+            // A timeout or reset after sending: the call may have happened; the same key makes the retry safe.
+            error: PspError::Unavailable(Box::new(Transport::new(what, e))),
+            retry: true,
+        }
+    };
+    let started = clock::now_ms();
+    let response = request.send().await.map_err(|e| lost("no answer", e))?;
+    let (status, headers) = (response.status().as_u16(), response.headers().clone());
+    let body = response.bytes().await.map_err(|e| lost("answer cut off", e))?;
+    debug!(
+        status,
+        attempt,
+        elapsed_ms = clock::now_ms().saturating_sub(started),
+        request_id = header(&headers, id_header).unwrap_or("-"),
+        "PSP answered"
+    );
+    if !(200..300).contains(&status) {
+        return Ok(Err(Failed {
+            status,
+            headers,
+            body: body.to_vec(),
+        }));
+    }
+    serde_json::from_slice(&body).map(Ok).map_err(|source| AttemptFailure {
+        error: PspError::BadAnswer(Box::new(Unreadable {
+            status,
+            path: path.to_owned(),
+            source,
+        })),
+        retry: false,
+    })
+}
+
+/// Runs `op` (one attempt each) with `retries`, in a span named `step`; the last failure's error, logged when
+/// it was still retryable (the attempts ran out).
+pub(super) async fn retried<T, F, Fut>(retries: &Backoff, step: &'static str, path: &str, op: F) -> Result<T, PspError>
+where
+    F: FnMut(u32) -> Fut,
+    Fut: std::future::Future<Output = Result<T, AttemptFailure>>,
+{
+    retries
+        .retry(op, |failure: &AttemptFailure| failure.retry)
+        .instrument(crate::telemetry::step_span(step))
+        .await
+        .map_err(|(failure, attempts)| {
+            if failure.retry {
+                warn!(path, attempts, error = %ErrorChain(&failure.error), "PSP call failed after retries");
+            }
+            failure.error
+        })
+}
