@@ -21,11 +21,16 @@
 
 mod compensation;
 mod consistency;
+mod deadline;
 mod next;
 mod record;
 
 pub use compensation::RefundImpossible;
 pub use consistency::{check, InconsistentSaga};
+pub use deadline::{
+    after_resume, deadline, passed, set_aside_due, Deadline, Deadlines, OnDeadline, SetAside, Sweep,
+    SET_ASIDE_FIRST_LOOK_MS, SET_ASIDE_MAX_RECHECK_MS,
+};
 pub use next::{
     awaited, charge_call, AwaitDeadlines, Awaited, ChargeCall, IntentState, Next, NextStep, PSP_KEY_TRUSTED_FOR_MS,
 };
@@ -136,6 +141,8 @@ impl<S> Saga<S> {
     ) -> (Saga<T>, SagaEvent) {
         self.record.version = self.record.version.saturating_add(1);
         self.record.status = status;
+        // A move ends a set-aside: what failed is behind it (`deadline`).
+        self.record.set_aside = None;
         self.record.updated_at_ms = now_ms;
         let event = SagaEvent {
             order_id: self.record.order_id.clone(),
@@ -188,6 +195,7 @@ impl Saga<Started> {
             recovery_requested: false,
             failure: None,
             refund_impossible: None,
+            set_aside: None,
             started_at_ms: now_ms,
             updated_at_ms: now_ms,
             payment_deadline_ms: now_ms.saturating_add(payment_timeout_ms),
