@@ -5,6 +5,10 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # Development webhook secrets, documented in README. Never use them anywhere but on 127.0.0.1.
 export DEV_STRIPE_SECRET="whsec_local_dev_stripe_signing_secret"
 export DEV_STANDARD_SECRET="whsec_bG9jYWwtZGV2LXN0YW5kYXJkLXNlY3JldA=="
+# Adyen's endpoint: its HMAC key (hex, marked test) and the Basic auth it is configured with.
+export DEV_ADYEN_HMAC_KEY="6C6F63616C2D6465762D616479656E2D686D61632D6B65792D30303030303030"
+export DEV_ADYEN_USER="adyen"
+export DEV_ADYEN_PASSWORD="local-dev-adyen-password"
 
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
@@ -30,7 +34,7 @@ local_env() {
   export AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-local}"
   export AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-local}"
   export TABLE_NAME="${TABLE_NAME:-payments-local}"
-  export WEBHOOK_SECRETS="${WEBHOOK_SECRETS:-{\"stripe\":[\"$DEV_STRIPE_SECRET\"],\"standard\":[\"$DEV_STANDARD_SECRET\"]}}"
+  export WEBHOOK_SECRETS="${WEBHOOK_SECRETS:-{\"stripe\":[\"$DEV_STRIPE_SECRET\"],\"standard\":[\"$DEV_STANDARD_SECRET\"],\"adyen\":[\"hmac:test:$DEV_ADYEN_HMAC_KEY\",\"basic:$DEV_ADYEN_USER:$DEV_ADYEN_PASSWORD\"]}}"
 }
 
 # Builds and starts the PSP simulator on 127.0.0.1:$1 (webhooks to the local API on $2) in the background,
@@ -56,7 +60,9 @@ start_api() {
   local port="$1" log="${2:-/dev/stdout}"
   cargo build --quiet -p local-stack
   local bin="${CARGO_TARGET_DIR:-$root/target}/debug/local-stack"
-  LOCAL_API_PORT="$port" "$bin" >>"$log" 2>&1 &
+  # The default providers and Adyen's endpoint (test mode; its secrets are in local_env's WEBHOOK_SECRETS).
+  local providers='[{"name":"stripe","scheme":"stripe"},{"name":"standard","scheme":"standard"},{"name":"adyen","scheme":"adyen","livemode":false}]'
+  WEBHOOK_PROVIDERS="${WEBHOOK_PROVIDERS:-$providers}" LOCAL_API_PORT="$port" "$bin" >>"$log" 2>&1 &
   api_pid=$!
   wait_for_port "$port" "the local API"
 }
