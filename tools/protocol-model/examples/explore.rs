@@ -7,9 +7,13 @@
 //! step before it read a refused refund back), `MODEL_DAY=1` (a day may pass), `MODEL_NO_CUSTOMER=1`,
 //! `MODEL_WEBHOOKS_LOST=1` (a lost answer may be a webhook never delivered), `MODEL_RUNNERS`,
 //! `MODEL_CRASHES`, `MODEL_LOSSES`, `MODEL_DUPLICATES`, `MODEL_SCENARIOS` (e.g. `ThreeDs,Processing`),
+//! `MODEL_REFUSALS` (any of `dispute,key,charge,500,search`), `MODEL_SWEEPER=today` (the sweeper before the
+//! fix), `MODEL_BREAKER=per-request|today`, `MODEL_NO_REFERENCE_COPY=1` (the saga before it copied the
+//! payment's reference), `MODEL_BYSTANDER=1` (a second order in the shard),
 //! `MODEL_TRACE=<property>` (print the path to its discovery, `all` for every one).
 
 use protocol_model::check::check;
+use protocol_model::model::{BreakerMode, Refusals, SweeperMode};
 use protocol_model::psp::Scenario;
 use protocol_model::{CancelMode, Config, ProtocolModel};
 use stateright::Model;
@@ -39,6 +43,26 @@ fn config() -> Config {
             *slot = n;
         }
     }
+    if let Some(names) = var("MODEL_REFUSALS") {
+        let on = |name: &str| names.split(',').any(|n| n == name);
+        config.refusals = Refusals {
+            dispute: on("dispute"),
+            key_rejected: on("key"),
+            charge_refused: on("charge"),
+            saved_500: on("500"),
+            search_refused: on("search"),
+        };
+    }
+    if var("MODEL_SWEEPER").as_deref() == Some("today") {
+        config.sweeper = SweeperMode::Today;
+    }
+    match var("MODEL_BREAKER").as_deref() {
+        Some("per-request") => config.breaker = BreakerMode::PerRequest,
+        Some("today") => config.breaker = BreakerMode::Today,
+        _ => {}
+    }
+    config.copies_reference = var("MODEL_NO_REFERENCE_COPY").is_none();
+    config.bystander = var("MODEL_BYSTANDER").is_some();
     if let Some(names) = var("MODEL_SCENARIOS") {
         config.scenarios = Scenario::ALL
             .into_iter()

@@ -3,7 +3,9 @@
 //!
 //! | actor | steps mirror |
 //! |---|---|
-//! | saga runner ([`RunnerPc`]) | `functions/checkout-saga/src/runner.rs`: `Runner::drive`, `Runner::advance` and its steps (`reserve_stock`, `create_payment`, `await_payment`, `confirm_order`, `refund`, `release_stock`), `Runner::charge` (with `send_charge`, `key_may_be_forgotten`), `Runner::cancel_payment` with `cancel_intent`, `Runner::payment_outcome` |
+//! | saga runner ([`RunnerPc`]) | `functions/checkout-saga/src/runner.rs`: `Runner::drive` (a deferred call waits, a failing step escalates: `escalate`, `deferred`), `Runner::advance` and its steps (`reserve_stock`, `create_payment`, `await_payment`, `confirm_order`, `refund` with `refund_impossible`, `release_stock`), `Runner::charge` (with `send_charge`), `Runner::cancel_payment` with `cancel_intent`, `Runner::payment_outcome` |
+//! | the sweeper ([`sweep`]) | `functions/checkout-saga/src/sweeper.rs`: the shard's oldest due saga, one a run |
+//! | the PSP's faults ([`dispute`], [`key_rejected`], [`key_fixed`], [`deploy`], [`breaker_closes`]) | a cardholder's dispute, a rejected API key and its fix, a deploy that changes the charge request, the breaker's cool-down and probe |
 //! | webhook intake ([`intake`]) | `functions/webhook-intake/src/handler.rs`: `intake`'s steps `leased` (lease + read) and `applied` (finalize, releasing the lease) |
 //! | recovery ([`RecoveryPc`], [`recovery_ask`], [`recovery_finalize`]) | `shared/src/recovery.rs`: `Recovery::reconcile` / `reconcile_leased` (lease, read, `give_back` when a refund is due, PSP status query, finalize) |
 //! | customer ([`CustomerPc`]) | completes the 3-D Secure challenge at the PSP with the secret our client view gave; `POST /checkouts/{order}/cancel` (`functions/checkout-saga/src/api.rs`: `orders::cancel`, then `Runner::cancel_by_customer`) |
@@ -11,7 +13,11 @@
 //!
 //! The saga's transitions are the real typestate ([`payments_core::saga`]): every step loads the stored
 //! record with [`Loaded::from_record`] (the real consistency check) and moves it with the real transition
-//! method, which the model saves with [`World::save_saga`].
+//! method, which the model saves with [`World::save_saga`]. What each step decides is the core's too: the
+//! step a loaded saga runs ([`Loaded::next_step`]), the waiting saga's choice ([`awaited`]), the charge's
+//! first call ([`charge_call`]), the cancel's read ([`IntentState`]), a refund refused for good
+//! ([`RefundImpossible::from_psp_code`]), the sweeper's ([`after_resume`]) and the breaker's
+//! ([`payments_core::breaker::Failures::record`]).
 //!
 //! Three cancel steps are modelled ([`CancelMode`]): main's (`Runner::cancel_payment` + `cancel_intent`: the
 //! PaymentIntent read first, a processing one waited for, the status after our write deciding), and two
@@ -19,22 +25,15 @@
 //! taken on a failed payment, and main's before the fix (broken).
 
 use crate::ids;
-use crate::model::{CancelMode, Config};
-use crate::psp::{IntentStatus, IntentView, Psp};
-use crate::world::{Holder, OrderStatus, StoredSaga, World};
-use payments_core::saga::{Loaded, SagaRecord, SagaStatus};
-use payments_core::{decide, Decision, Observation, Outcome, Path, Payment, PaymentId, PaymentStatus};
-
-/// What the runner decided from the payment's outcome in `payment_pending` (`Runner::await_payment`).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum Pending {
-    Captured,
-    Failed(PaymentStatus),
-    /// Still the customer's turn past the abandonment deadline.
-    Abandoned(PaymentStatus),
-    /// Past the payment deadline: handed to recovery.
-    HandToRecovery,
-}
+use crate::model::{BreakerMode, CancelMode, Config, SweeperMode};
+use crate::psp::{ChargeRefused, IntentStatus, IntentView, Psp, RefundAnswer};
+use crate::world::{Due, Holder, OrderStatus, StoredSaga, World};
+use payments_core::breaker::{BreakerRule, Request};
+use payments_core::saga::{
+    after_resume, awaited, charge_call, AwaitDeadlines, Awaited, ChargeCall, IntentState, Loaded, NextStep,
+    RefundImpossible, SagaRecord, SagaStatus, Sweep,
+};
+use payments_core::{decide, Decision, Observation, Outcome, Path, PaymentId, PaymentStatus};
 
 /// Where the runner is within the action of the saga it loaded.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -54,14 +53,15 @@ pub enum Sub {
     SaveRequested(IntentView),
     /// The PSP refused the charge: save `charge_failed`.
     SaveChargeFailed,
-    /// `payment_pending`: save what the read decided.
-    Await(Pending),
+    /// `payment_pending`: save what the read decided (the core's [`awaited`], never [`Awaited::Wait`]).
+    Await(Awaited),
     /// `payment_captured`: confirm the order (conditioned on `pending`) with `completed`, or fail.
     Confirm,
     /// `refunding_payment`: refund at the PSP (key `<order>:refund`).
     Refund,
-    /// Read the PaymentIntent back and finalize its refunded total.
-    ObserveRefund,
+    /// Read the PaymentIntent back and finalize its refunded total; `refused`: the refund was refused (not
+    /// for a reason that makes it impossible), so only a read-back that shows the money back goes on.
+    ObserveRefund { refused: bool },
     /// Save `refunded`.
     SaveRefunded,
     /// `cancelling_payment`: read our payment (main: and its PaymentIntent, `cancel_intent`'s read).
@@ -114,16 +114,19 @@ pub struct CustomerPc {
     pub cancel: CancelPc,
 }
 
+/// The sub-step a runner starts a loaded saga's step with: the core's table ([`Loaded::next_step`]), which
+/// `Runner::advance` dispatches on. `None` for a saga that waits (decided at its load) or has ended.
 fn first_sub(saga: &SagaRecord) -> Option<Sub> {
-    Some(match saga.status {
-        SagaStatus::Started => Sub::Reserve,
-        SagaStatus::StockReserved => Sub::CreatePayment,
-        SagaStatus::Charging => Sub::Charge,
-        SagaStatus::PaymentCaptured => Sub::Confirm,
-        SagaStatus::RefundingPayment => Sub::Refund,
-        SagaStatus::CancellingPayment => Sub::CancelRead,
-        SagaStatus::ReleasingStock => Sub::Release,
-        SagaStatus::PaymentPending | SagaStatus::Completed | SagaStatus::Compensated => return None,
+    let loaded = Loaded::from_record(saga.clone()).ok()?;
+    Some(match loaded.next_step() {
+        NextStep::ReserveStock => Sub::Reserve,
+        NextStep::CreatePayment => Sub::CreatePayment,
+        NextStep::Charge => Sub::Charge,
+        NextStep::ConfirmOrder => Sub::Confirm,
+        NextStep::RefundPayment => Sub::Refund,
+        NextStep::CancelPayment => Sub::CancelRead,
+        NextStep::ReleaseStock => Sub::Release,
+        NextStep::AwaitPayment | NextStep::Done => return None,
     })
 }
 
@@ -137,29 +140,32 @@ fn at(saga: &StoredSaga) -> RunnerPc {
     }
 }
 
-/// `Runner::payment_outcome` and `Runner::await_payment`: what the saga does with
-/// the payment's outcome. `None`: it waits (`Advanced::Stopped`).
-fn await_decision(cfg: &Config, w: &World, saga: &SagaRecord) -> Option<Pending> {
-    let now = w.now_ms();
-    let past_deadline = now >= saga.payment_deadline_ms;
-    let abandoned = !cfg.never_abandon && now >= saga.started_at_ms + ids::ABANDON_AFTER_MS;
-    let projected = w.projection;
-    let outcome = if !(past_deadline || abandoned) || projected.is_some_and(PaymentStatus::is_terminal) {
-        projected
+/// `Runner::payment_outcome` and `Runner::await_payment`: what the saga does with the payment's outcome, by
+/// the core's [`AwaitDeadlines`] and [`awaited`]. `None`: it waits (`Advanced::Stopped`).
+fn await_decision(cfg: &Config, w: &World, saga: &SagaRecord) -> Option<Awaited> {
+    let abandon_after = if cfg.never_abandon {
+        i64::MAX
     } else {
+        ids::ABANDON_AFTER_MS
+    };
+    let deadlines = AwaitDeadlines::of(saga, w.now_ms(), abandon_after);
+    let projected = w.projection;
+    let outcome = if deadlines.read_item(projected) {
         let payment = saga.payment_id.as_ref().and_then(|id| w.payment(id));
         payment.map(|p| p.status).or(projected)
+    } else {
+        projected
     };
-    match outcome {
-        Some(PaymentStatus::Captured) => Some(Pending::Captured),
-        Some(status @ (PaymentStatus::Failed | PaymentStatus::Refunded)) => Some(Pending::Failed(status)),
-        Some(status @ (PaymentStatus::Pending | PaymentStatus::RequiresAction | PaymentStatus::AttemptFailed))
-            if abandoned =>
-        {
-            Some(Pending::Abandoned(status))
-        }
-        _ if past_deadline && !saga.recovery_requested => Some(Pending::HandToRecovery),
-        _ => None,
+    Some(awaited(saga, deadlines, outcome)).filter(|a| *a != Awaited::Wait)
+}
+
+/// The shell's mapping of a PaymentIntent's status onto the core's [`IntentState`].
+fn intent_state(status: IntentStatus) -> IntentState {
+    match status {
+        IntentStatus::RequiresAction | IntentStatus::RequiresPaymentMethod => IntentState::Open,
+        IntentStatus::Processing => IntentState::Processing,
+        IntentStatus::Succeeded => IntentState::Succeeded,
+        IntentStatus::Canceled => IntentState::Canceled,
     }
 }
 
@@ -181,22 +187,113 @@ fn cancel_reads(cfg: &Config, w: &World, saga: &SagaRecord) -> Option<Sub> {
         return Some(Sub::CancelCall(id, index, None));
     }
     let view = w.psp.retrieve(index)?;
-    match view.status {
-        IntentStatus::Canceled | IntentStatus::Succeeded => Some(Sub::CancelObserve(id, view)),
-        IntentStatus::Processing => {
-            let observation = view.observation(Path::Sync)?;
-            matches!(decide(payment, &observation, World::STAMP_MS), Decision::Apply(_))
-                .then_some(Sub::CancelObserve(id, view))
+    let state = intent_state(view.status);
+    if state.to_cancel() {
+        return Some(Sub::CancelCall(id, index, Some(view.status)));
+    }
+    if state.may_still_take_money() {
+        // Main waits for a processing PaymentIntent: a step only when its read tells our payment something.
+        let observation = view.observation(Path::Sync)?;
+        return matches!(decide(payment, &observation, World::STAMP_MS), Decision::Apply(_))
+            .then_some(Sub::CancelObserve(id, view));
+    }
+    Some(Sub::CancelObserve(id, view))
+}
+
+/// The breaker's rule at the shared settings' defaults (`BreakerSettings::default().rule()`).
+const BREAKER_RULE: BreakerRule = BreakerRule {
+    failure_threshold: 5,
+    window_ms: 60_000,
+    cool_down_ms: 30_000,
+};
+
+/// Escalations and idle calls are counted up to this (past the properties' bounds), so a loop that repeats
+/// them is a cycle of finitely many states.
+const COUNT_CAP: u8 = crate::model::MAX_IDLE_CALLS + 1;
+
+/// Attempts one resume makes at a step whose call keeps failing transiently (`Settings::default`'s backoff).
+const ATTEMPTS: u8 = 5;
+
+/// Why a runner's PSP call cannot be made now: `Some(true)` the PSP answered 401 (the call was made),
+/// `Some(false)` the breaker is open (no call). The saga then waits as it is, neither retried nor escalated.
+fn psp_blocked(w: &World) -> Option<bool> {
+    if w.breaker.open {
+        Some(false)
+    } else if w.psp.key_rejected {
+        Some(true)
+    } else {
+        None
+    }
+}
+
+/// The runner's call was deferred (`RunError::Psp(e)` with `e.is_deferred()` in `Runner::drive`): the saga waits
+/// for the breaker to close or the key to be fixed.
+fn deferred(next: &mut World, i: usize, called: bool) {
+    next.runners[i] = RunnerPc::Idle;
+    next.due = Due::WaitsForPsp;
+    if called {
+        next.idle_calls = next.idle_calls.saturating_add(1).min(COUNT_CAP);
+    }
+}
+
+/// The step keeps failing: `Runner::drive` escalates it. Today's runner escalates every time and today's
+/// sweeper resumes it at its next run (it stays due, the oldest of its shard); the fixed runner escalates
+/// only a saga not yet set aside, and sets it aside with the real transition ([`Loaded::set_aside`]).
+fn escalate(cfg: &Config, next: &mut World, i: usize, saga: &StoredSaga, action: NextStep, called: bool) {
+    next.runners[i] = RunnerPc::Idle;
+    if called {
+        next.idle_calls = next.idle_calls.saturating_add(1).min(COUNT_CAP);
+    }
+    match cfg.sweeper {
+        SweeperMode::Today => {
+            next.escalations = next.escalations.saturating_add(1).min(COUNT_CAP);
+            next.due = Due::Escalated;
         }
-        read @ (IntentStatus::RequiresAction | IntentStatus::RequiresPaymentMethod) => {
-            Some(Sub::CancelCall(id, index, Some(read)))
+        SweeperMode::SetsAside if saga.0.set_aside.is_none() => {
+            next.escalations = next.escalations.saturating_add(1).min(COUNT_CAP);
+            if let Ok(loaded) = Loaded::from_record(saga.0.clone()) {
+                let (aside, event) = loaded.set_aside(action.name(), "kept failing".into(), World::STAMP_MS);
+                next.save_record(saga.0.version, aside.record().clone(), event);
+            }
+        }
+        SweeperMode::SetsAside => {}
+    }
+}
+
+/// One resume's failed attempts at a charge with `key` (the first `replayed` or not, every next one the
+/// answer Stripe saved for the key) counted by the breaker: the rule
+/// ([`payments_core::breaker::Failures::record`]) or today's (every failure counts).
+fn count_failures(cfg: &Config, next: &mut World, key: &str, replayed: bool) {
+    let now = next.now_ms();
+    let breaker = &mut next.breaker;
+    match cfg.breaker {
+        BreakerMode::Off => {}
+        BreakerMode::Today => {
+            breaker.counted = breaker.counted.saturating_add(ATTEMPTS);
+            if u32::from(breaker.counted) >= BREAKER_RULE.failure_threshold {
+                breaker.open = true;
+                breaker.counted = 0;
+                // Every failure the model makes is one request's: the poisoned charge key.
+                breaker.opened_by_one_request = true;
+            }
+        }
+        BreakerMode::PerRequest => {
+            let fresh: &[i64] = if replayed { &[] } else { &[now] };
+            if let Some(opening) = breaker.failures.record(&BREAKER_RULE, Request::Keyed(key), fresh, now) {
+                breaker.open = true;
+                breaker.opened_by_one_request |= opening.requests < 2;
+            }
         }
     }
 }
 
-/// `Runner::key_may_be_forgotten`: the payment was created `PSP_KEY_TRUSTED_FOR` ago or longer.
-fn key_may_be_forgotten(w: &World, payment: &Payment) -> bool {
-    w.wall_ms().saturating_sub(payment.created_at_ms) >= ids::PSP_KEY_TRUSTED_FOR_MS
+/// May a runner load the saga now? Not while it waits for the PSP or for today's sweeper, nor (fixed) while
+/// the sweeper's decision ([`after_resume`]) keeps it set aside.
+fn loadable(cfg: &Config, w: &World) -> bool {
+    let record = &w.saga.0;
+    w.due == Due::Free
+        && !(cfg.sweeper == SweeperMode::SetsAside
+            && matches!(after_resume(record, w.now_ms()), Sweep::SetAside { .. }))
 }
 
 /// One step of runner `i`. `lose`: the PSP's answer to this step's call is lost (the call happened); `None`
@@ -205,7 +302,7 @@ pub fn runner_step(cfg: &Config, w: &World, i: usize, lose: bool) -> Option<Worl
     let calls_psp = matches!(
         w.runners.get(i)?,
         RunnerPc::At {
-            step: Sub::Charge | Sub::Refund | Sub::ObserveRefund | Sub::CancelCall(..),
+            step: Sub::Charge | Sub::Refund | Sub::ObserveRefund { .. } | Sub::CancelCall(..),
             ..
         }
     );
@@ -218,13 +315,17 @@ pub fn runner_step(cfg: &Config, w: &World, i: usize, lose: bool) -> Option<Worl
         // in main's `cancelling_payment` read the payment and its PaymentIntent, so a saga that waits is no
         // step at all.
         let record = &w.saga.0;
-        if record.status.is_terminal() || Loaded::from_record(record.clone()).is_err() {
+        if record.status.is_terminal() || Loaded::from_record(record.clone()).is_err() || !loadable(cfg, w) {
             return None;
         }
         let mut next = w.clone();
         let step = match record.status {
             SagaStatus::PaymentPending => Some(Sub::Await(await_decision(cfg, w, record)?)),
             SagaStatus::CancellingPayment if cfg.cancel == CancelMode::ReadsFirst => {
+                if let Some(called) = psp_blocked(w) {
+                    deferred(&mut next, i, called);
+                    return Some(next);
+                }
                 Some(cancel_reads(cfg, w, record)?)
             }
             _ => first_sub(record),
@@ -239,6 +340,15 @@ pub fn runner_step(cfg: &Config, w: &World, i: usize, lose: bool) -> Option<Worl
         return Some(next);
     };
     let mut next = w.clone();
+    if calls_psp {
+        if let Some(called) = psp_blocked(w) {
+            if lose {
+                return None;
+            }
+            deferred(&mut next, i, called);
+            return Some(next);
+        }
+    }
     let now = World::STAMP_MS;
     let version = saga.0.version;
     let loaded = Loaded::from_record(saga.0.clone()).ok()?;
@@ -288,30 +398,46 @@ pub fn runner_step(cfg: &Config, w: &World, i: usize, lose: bool) -> Option<Worl
             // them leaves the call a replay of the key (or, a day later, the search finds it).
             let id = s.payment_id().clone();
             let payment = next.payment(&id)?.clone();
-            let found = match payment.psp_reference.as_ref().and_then(Psp::index_of) {
-                Some(index) => Some(next.psp.retrieve(index)?),
-                None if cfg.search_after_a_day && key_may_be_forgotten(&next, &payment) => next.psp.search(&id),
-                None => None,
+            let call = match charge_call(payment.psp_reference.as_ref(), payment.created_at_ms, next.wall_ms()) {
+                ChargeCall::SearchFirst if !cfg.search_after_a_day => ChargeCall::Charge,
+                call => call,
+            };
+            let found = match call {
+                ChargeCall::Retrieve(reference) => Some(next.psp.retrieve(Psp::index_of(&reference)?)?),
+                ChargeCall::SearchFirst => match next.psp.search(&id) {
+                    Ok(found) => found,
+                    // Refused for good (`PspError::Refused` from `find_for_payment`): escalated.
+                    Err(_) if lose => return None,
+                    Err(_) => {
+                        escalate(cfg, &mut next, i, &saga, NextStep::Charge, true);
+                        return Some(next);
+                    }
+                },
+                ChargeCall::Charge => None,
+            };
+            let key = if cfg.fresh_charge_key {
+                format!("{order}:charge:{}", next.psp.intents.len())
+            } else {
+                format!("{order}:charge")
             };
             let answer = match found {
                 // A read: its answer lost changes nothing (no step).
                 Some(_) if lose => return None,
                 Some(view) => Ok(view),
-                None => {
-                    let key = if cfg.fresh_charge_key {
-                        format!("{order}:charge:{}", next.psp.intents.len())
-                    } else {
-                        format!("{order}:charge")
-                    };
-                    next.psp.charge(&key, &id)
-                }
+                None => next.psp.charge(&key, &id),
             };
             if lose {
                 retry(&mut next);
             } else {
                 match answer {
                     Ok(view) => goto(&mut next, Sub::FinalizeCharge(id, view)),
-                    Err(_) => goto(&mut next, Sub::SaveChargeFailed),
+                    Err(ChargeRefused::KeyReused) => goto(&mut next, Sub::SaveChargeFailed),
+                    // A 500, replayed to every retry: the resume's attempts fail, the breaker counts them, and
+                    // the step is escalated.
+                    Err(ChargeRefused::ServerError { replayed }) => {
+                        count_failures(cfg, &mut next, &key, replayed);
+                        escalate(cfg, &mut next, i, &saga, NextStep::Charge, true);
+                    }
                 }
             }
         }
@@ -334,22 +460,23 @@ pub fn runner_step(cfg: &Config, w: &World, i: usize, lose: bool) -> Option<Worl
         }
         (Sub::Await(decision), Loaded::PaymentPending(s)) => {
             let saved = match decision {
-                Pending::Captured => {
+                Awaited::Captured => {
                     let (n, e) = s.payment_captured(now);
                     next.save_saga(version, n, e)
                 }
-                Pending::Failed(status) => {
+                Awaited::Failed(status) => {
                     let (n, e) = s.payment_failed(format!("payment {status}"), now);
                     next.save_saga(version, n, e)
                 }
-                Pending::Abandoned(status) => {
+                Awaited::Abandoned(status) => {
                     let (n, e) = s.payment_failed(format!("abandoned: payment still {status}"), now);
                     next.save_saga(version, n, e)
                 }
-                Pending::HandToRecovery => {
+                Awaited::HandToRecovery => {
                     let (n, e) = s.recovery_requested(now);
                     next.save_saga(version, n, e)
                 }
+                Awaited::Wait => return None,
             };
             moved(&mut next, saved);
         }
@@ -369,19 +496,31 @@ pub fn runner_step(cfg: &Config, w: &World, i: usize, lose: bool) -> Option<Worl
             moved(&mut next, saved);
         }
         (Sub::Refund, Loaded::RefundingPayment(s)) => {
-            let index = s.record().psp_reference.as_ref().and_then(Psp::index_of)?;
-            let accepted = next.psp.refund(&format!("{order}:refund"), index, None);
+            let Some(index) = s.record().psp_reference.as_ref().and_then(Psp::index_of) else {
+                // "captured payment without a PSP reference" (`RunError::Invalid`): retried, then escalated.
+                if lose {
+                    return None;
+                }
+                escalate(cfg, &mut next, i, &saga, NextStep::RefundPayment, false);
+                return Some(next);
+            };
+            let answer = next.psp.refund(&format!("{order}:refund"), index, None);
             if lose {
                 retry(&mut next);
-            } else if accepted || cfg.refused_refund_reads_back {
-                goto(&mut next, Sub::ObserveRefund);
             } else {
-                // Main: refused (`PspError::Refused`, e.g. `charge_already_refunded`): retried, then escalated;
-                // the sweeper resumes it and asks again.
-                next.runners[i] = RunnerPc::Idle;
+                match answer {
+                    RefundAnswer::Accepted => goto(&mut next, Sub::ObserveRefund { refused: false }),
+                    RefundAnswer::Refused(code) => match RefundImpossible::from_psp_code(Some(code)) {
+                        Some(why) => refund_impossible(&mut next, i, version, s, why),
+                        None if cfg.refused_refund_reads_back => goto(&mut next, Sub::ObserveRefund { refused: true }),
+                        // The old main: refused (`charge_already_refunded`), retried, then escalated; the
+                        // sweeper resumes it and asks again.
+                        None => escalate(cfg, &mut next, i, &saga, NextStep::RefundPayment, true),
+                    },
+                }
             }
         }
-        (Sub::ObserveRefund, Loaded::RefundingPayment(s)) => {
+        (Sub::ObserveRefund { refused }, Loaded::RefundingPayment(s)) => {
             let index = s.record().psp_reference.as_ref().and_then(Psp::index_of)?;
             if lose {
                 retry(&mut next);
@@ -390,7 +529,12 @@ pub fn runner_step(cfg: &Config, w: &World, i: usize, lose: bool) -> Option<Worl
                 if let Some(observation) = view.observation(Path::Sync) {
                     next.finalize(s.payment_id(), &observation, None)?;
                 }
-                goto(&mut next, Sub::SaveRefunded);
+                if refused && view.refunded < ids::AMOUNT {
+                    // Refused for good and the charge does not show the money back.
+                    refund_impossible(&mut next, i, version, s, RefundImpossible::Refused);
+                } else {
+                    goto(&mut next, Sub::SaveRefunded);
+                }
             }
         }
         (Sub::SaveRefunded, Loaded::RefundingPayment(s)) => {
@@ -453,7 +597,12 @@ pub fn runner_step(cfg: &Config, w: &World, i: usize, lose: bool) -> Option<Worl
                 // The reference as the capture recorded it on the payment, whichever path captured it.
                 let reference = next.payment(s.payment_id())?.psp_reference.clone()?;
                 let (n, e) = s.payment_succeeded(reference, now);
-                next.save_saga(version, n, e)
+                let saved = next.save_saga(version, n, e);
+                if saved && !cfg.copies_reference {
+                    // Broken on purpose: the saga before the fix kept only the charge answer's reference.
+                    next.saga.0.psp_reference = None;
+                }
+                saved
             } else {
                 let (n, e) = s.payment_cancelled(now);
                 next.save_saga(version, n, e)
@@ -472,6 +621,23 @@ pub fn runner_step(cfg: &Config, w: &World, i: usize, lose: bool) -> Option<Worl
         _ => return None,
     }
     Some(next)
+}
+
+/// `Runner::refund_impossible`: the refund is refused for good (`why`); the compensation goes on without it
+/// (`releasing_stock`) and a person is told once, after the move is saved.
+fn refund_impossible(
+    next: &mut World,
+    i: usize,
+    version: u64,
+    saga: payments_core::saga::Saga<payments_core::saga::RefundingPayment>,
+    why: RefundImpossible,
+) {
+    let (n, e) = saga.refund_impossible(why, World::STAMP_MS);
+    let saved = next.save_saga(version, n, e);
+    if saved {
+        next.escalations = next.escalations.saturating_add(1).min(COUNT_CAP);
+    }
+    next.runners[i] = if saved { at(&next.saga) } else { RunnerPc::Idle };
 }
 
 fn after_status(id: PaymentId, status: PaymentStatus) -> Sub {
@@ -552,7 +718,8 @@ pub fn intake(w: &World, k: usize, how: Delivery) -> Option<World> {
 /// but our own refund moves a captured PaymentIntent. A status query that would change nothing now is no step
 /// (the lease is released at once); a lost answer to it is the same.
 pub fn recovery_ask(w: &World, k: usize, lose: bool) -> Option<World> {
-    if w.recovery != RecoveryPc::Idle || w.clock == 0 || w.lease.is_some() {
+    // The breaker open or the key rejected: recovery is deferred (`Reconciled::Deferred`), nothing changes.
+    if w.recovery != RecoveryPc::Idle || w.clock == 0 || w.lease.is_some() || psp_blocked(w).is_some() {
         return None;
     }
     let payment = &w.payments.get(k)?.0;
@@ -726,6 +893,79 @@ pub fn crash(w: &World, actor: Actor) -> Option<World> {
             }
             next.customer.cancel = CancelPc::Done;
         }
+    }
+    Some(next)
+}
+
+/// The cardholder disputes the captured charge: every refund of it is refused for good from now on.
+pub fn dispute(w: &World) -> Option<World> {
+    let index = w.psp.intents.iter().position(|i| i.captured() && !i.disputed)?;
+    let mut next = w.clone();
+    next.psp.dispute(u8::try_from(index).ok()?).then_some(next)
+}
+
+/// A deploy with a rejected API key: the PSP answers 401 to every call until it is fixed (once).
+pub fn key_rejected(w: &World) -> Option<World> {
+    if w.psp.key_rejected || w.psp.key_rejections > 0 {
+        return None;
+    }
+    let mut next = w.clone();
+    next.psp.key_rejected = true;
+    next.psp.key_rejections = 1;
+    Some(next)
+}
+
+/// The operator fixes the key (`PspAuthFailed` alarms): a saga waiting for it is due again.
+pub fn key_fixed(w: &World) -> Option<World> {
+    if !w.psp.key_rejected {
+        return None;
+    }
+    let mut next = w.clone();
+    next.psp.key_rejected = false;
+    if !next.breaker.open && next.due == Due::WaitsForPsp {
+        next.due = Due::Free;
+    }
+    Some(next)
+}
+
+/// The breaker's open state ends (its cool-down, then a probe that succeeds: nothing else fails in the
+/// model): a saga waiting for it is due again.
+pub fn breaker_closes(w: &World) -> Option<World> {
+    if !w.breaker.open {
+        return None;
+    }
+    let mut next = w.clone();
+    next.breaker.open = false;
+    next.breaker.failures.succeeded();
+    if !next.psp.key_rejected && next.due == Due::WaitsForPsp {
+        next.due = Due::Free;
+    }
+    Some(next)
+}
+
+/// A deploy changes the charge request (its return URL) once a charge was sent: a retry under the first
+/// attempt's key is refused (`idempotency_error`), for good.
+pub fn deploy(w: &World) -> Option<World> {
+    if w.psp.request_changed || !w.psp.keys.keys().any(|k| k.ends_with(":charge")) {
+        return None;
+    }
+    let mut next = w.clone();
+    next.psp.request_changed = true;
+    Some(next)
+}
+
+/// The sweeper's run (`sweeper::sweep`, one saga a run in the model): the oldest due saga of the shard. The
+/// saga is older than the other order; it is due when today's sweeper left it due after an escalation (a
+/// waiting saga is deferred, a set-aside one waits for its schedule), and then it is resumed again and the
+/// other order is not.
+pub fn sweep(w: &World) -> Option<World> {
+    let mut next = w.clone();
+    if w.due == Due::Escalated {
+        next.due = Due::Free;
+    } else if w.bystander_waiting {
+        next.bystander_waiting = false;
+    } else {
+        return None;
     }
     Some(next)
 }

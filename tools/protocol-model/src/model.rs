@@ -8,8 +8,8 @@
 //! run ([`fair_run`]) gives every enabled non-fault action its turn, round-robin, and must reach a state
 //! where the saga is terminal and nothing is left to do within [`FAIR_RUN_LIMIT`] steps. It does not rely
 //! on the order projection (the relay is not part of it): a saga must end even if its projection never
-//! catches up. The native `eventually` property "every saga ends" is checked too; it is sound here for the
-//! paths it sees because a terminal saga stays terminal.
+//! catches up. The native `eventually` property "every saga ends or is set aside" is checked too; it is sound here for the
+//! paths it sees because a terminal saga stays terminal (and a set-aside one stays so until it moves).
 
 use crate::actors::{self, Actor, CancelPc, Delivery, RecoveryPc, RunnerPc};
 use crate::ids;
@@ -39,6 +39,45 @@ pub enum CancelMode {
     /// with the status read *before* failing our payment, so a capture that won the race is compensated as
     /// if no money was taken.
     OldMain,
+}
+
+/// Refusals for good and deployment faults the PSP may answer with (each off unless set).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Refusals {
+    /// The cardholder may dispute the captured charge: its refund is refused for good (`charge_disputed`).
+    pub dispute: bool,
+    /// The PSP may answer 401 to every call (once) until the key is fixed: a deployment fault.
+    pub key_rejected: bool,
+    /// A deploy may change the charge request (once a charge was sent): a retried charge is refused
+    /// (`idempotency_error`) while the first PaymentIntent may capture.
+    pub charge_refused: bool,
+    /// The first charge fails with a 500 that Stripe saves for its key and replays to every retry.
+    pub saved_500: bool,
+    /// The search a day later is refused for good (with `day_passes`).
+    pub search_refused: bool,
+}
+
+/// What happens to a saga whose step was escalated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SweeperMode {
+    /// Main: the first escalation sets the saga aside ([`payments_core::saga::Saga::set_aside`]); no later
+    /// failure escalates it again, and the sweeper ([`payments_core::saga::after_resume`]) looks at it only on
+    /// its set-aside schedule, so it never crowds out its shard.
+    SetsAside,
+    /// Broken on purpose: the sweeper before the fix: an escalated saga stays due, the oldest of its shard,
+    /// and every sweep resumes it (and it escalates again).
+    Today,
+}
+
+/// How the PSP circuit breaker counts failures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BreakerMode {
+    /// Not modelled.
+    Off,
+    /// Main: [`payments_core::breaker::Failures::record`]: attempts per request, a replayed answer not counted.
+    PerRequest,
+    /// Broken on purpose: the breaker before the fix: every failure since the last success counts.
+    Today,
 }
 
 /// What the model explores.
@@ -76,6 +115,15 @@ pub struct Config {
     pub fresh_charge_key: bool,
     /// Broken on purpose: the saga never abandons a payment waiting for the customer (issue 12's first bug).
     pub never_abandon: bool,
+    pub refusals: Refusals,
+    pub sweeper: SweeperMode,
+    pub breaker: BreakerMode,
+    /// Main: the cancel step's `payment_succeeded` copies the payment's PSP reference. `false` is broken on
+    /// purpose: the saga before the fix kept only the one the charge answered with.
+    pub copies_reference: bool,
+    /// A second order in the saga's shard that only the sweeper resumes (its limit: one saga a run, oldest
+    /// first).
+    pub bystander: bool,
 }
 
 impl Default for Config {
@@ -95,6 +143,11 @@ impl Default for Config {
             refused_refund_reads_back: true,
             fresh_charge_key: false,
             never_abandon: false,
+            refusals: Refusals::default(),
+            sweeper: SweeperMode::SetsAside,
+            breaker: BreakerMode::Off,
+            copies_reference: true,
+            bystander: false,
         }
     }
 }
@@ -135,6 +188,18 @@ pub enum Action {
     /// A day passes.
     DayPasses,
     Crash(Actor),
+    /// The cardholder disputes the captured charge.
+    Dispute,
+    /// The PSP starts answering 401.
+    KeyRejected,
+    /// The operator fixes the key.
+    KeyFixed,
+    /// A deploy changes the charge request.
+    Deploy,
+    /// The sweeper runs (one saga of the shard).
+    Sweep,
+    /// The breaker's open state ends.
+    BreakerCloses,
 }
 
 impl Action {
@@ -147,10 +212,18 @@ impl Action {
             | Action::CustomerCancelsSaga
             | Action::PspSettles
             | Action::ExpireLease
-            | Action::Tick => true,
-            Action::Relay | Action::CustomerActs | Action::CustomerCancels | Action::DayPasses | Action::Crash(_) => {
-                false
-            }
+            | Action::Tick
+            | Action::KeyFixed
+            | Action::Sweep
+            | Action::BreakerCloses => true,
+            Action::Relay
+            | Action::CustomerActs
+            | Action::CustomerCancels
+            | Action::DayPasses
+            | Action::Crash(_)
+            | Action::Dispute
+            | Action::KeyRejected
+            | Action::Deploy => false,
         }
     }
 }
@@ -303,6 +376,19 @@ impl ProtocolModel {
         if c.day_passes && !w.day_passed && w.clock == 2 {
             actions.push(Action::DayPasses);
         }
+        let r = &c.refusals;
+        for (on, action) in [
+            (r.dispute, Action::Dispute),
+            (r.key_rejected, Action::KeyRejected),
+            (r.key_rejected, Action::KeyFixed),
+            (r.charge_refused, Action::Deploy),
+            (c.bystander || c.sweeper == SweeperMode::Today, Action::Sweep),
+            (c.breaker != BreakerMode::Off, Action::BreakerCloses),
+        ] {
+            if on {
+                actions.push(action);
+            }
+        }
     }
 
     /// The state after `action`, `None` when it is not possible or changes nothing. Runners are
@@ -345,6 +431,12 @@ impl ProtocolModel {
                 Some(next)
             }
             Action::Crash(actor) => actors::crash(w, actor),
+            Action::Dispute => actors::dispute(w),
+            Action::KeyRejected => actors::key_rejected(w),
+            Action::KeyFixed => actors::key_fixed(w),
+            Action::Deploy => actors::deploy(w),
+            Action::Sweep => actors::sweep(w),
+            Action::BreakerCloses => actors::breaker_closes(w),
         }
     }
 }
@@ -357,6 +449,29 @@ pub const MONEY_ON_FAILED_REFUNDED: &str = "money on a failed payment refunded, 
 /// Our code never asks for a refund of more than is left on the charge (the PSP would refuse it).
 pub const NO_REFUND_BEYOND_LEFT: &str = "no refund asked for beyond what is left";
 
+/// A saga is escalated at most once (then it ends, or waits set aside for a person).
+pub const ESCALATED_ONCE: &str = "a saga is escalated at most once";
+
+/// PSP calls for one saga that move nothing are bounded (the set-aside schedule's looks, a few a day, are not
+/// modelled: each is one more such call, at most [`payments_core::saga::SET_ASIDE_MAX_RECHECK_MS`] apart).
+pub const CALLS_BOUNDED: &str = "no PSP call for one saga repeats without bound";
+
+/// Calls that moved nothing a saga may make in the model: a deferral (401) and an escalation, each once, and
+/// a lost answer's retry.
+pub const MAX_IDLE_CALLS: u8 = 3;
+
+/// Captured money always has the reference a refund needs.
+pub const REFUNDABLE: &str = "no captured money without a reference to refund it";
+
+/// The breaker opens on the PSP failing, never on one request's failures.
+pub const BREAKER_ON_THE_PSP: &str = "the breaker never opens on one request's failures";
+
+/// The example of a saga set aside after its one escalation.
+pub const SET_ASIDE: &str = "set aside after one escalation";
+
+/// The example of a compensation that ended without the refund the PSP refused for good.
+pub const REFUND_REFUSED_FOR_GOOD: &str = "compensated without a refund refused for good";
+
 /// The liveness property's name.
 pub const LIVENESS: &str = "a fair run from here ends the saga and settles the money";
 
@@ -366,7 +481,10 @@ pub const FAIR_RUN_LIMIT: usize = 200;
 /// Nothing is left to do: the saga ended, every webhook was delivered, no payment has money to give back,
 /// every actor idle.
 pub fn quiet(w: &World) -> bool {
-    w.saga.0.status.is_terminal()
+    (w.saga.0.status.is_terminal() || w.saga.0.set_aside.is_some())
+        && !w.bystander_waiting
+        && !w.psp.key_rejected
+        && !w.breaker.open
         && w.psp.webhooks.is_empty()
         && w.payments.iter().all(|p| p.0.refund_due().is_none())
         && w.runners.iter().all(|r| *r == RunnerPc::Idle)
@@ -392,17 +510,24 @@ pub fn fair_run(model: &ProtocolModel, w: &World) -> Option<World> {
 }
 
 /// The money and the stock at the end: a completed order kept exactly one capture and sold the stock; a
-/// compensated one gave every capture back and put the stock back.
+/// compensated one gave every capture back (but one whose refund was refused for good: a dispute, told to a
+/// person once) and put the stock back; a saga still open was set aside after exactly one escalation (a person
+/// acts on it).
 pub fn settled(w: &World) -> bool {
     let kept_one = w.psp.captures() == 1
         && w.psp.intents.iter().all(|i| !i.captured() || i.refunded == 0)
         && w.order == OrderStatus::Confirmed;
-    let gave_back =
-        w.psp.intents.iter().all(|i| !i.captured() || i.refunded == ids::AMOUNT) && w.available == ids::INITIAL_STOCK;
+    let impossible = w.saga.0.refund_impossible.is_some() && w.escalations == 1;
+    let gave_back = w
+        .psp
+        .intents
+        .iter()
+        .all(|i| !i.captured() || i.refunded == ids::AMOUNT || (impossible && i.disputed))
+        && w.available == ids::INITIAL_STOCK;
     match w.saga.0.status {
         SagaStatus::Completed => kept_one,
         SagaStatus::Compensated => gave_back,
-        _ => false,
+        _ => w.saga.0.set_aside.is_some() && w.escalations == 1,
     }
 }
 
@@ -418,7 +543,7 @@ pub fn held_stock(w: &World) -> u32 {
 }
 
 /// The saga's log: every compensation after the step it compensates, none twice, and in reverse order
-/// (the refund before the release, nothing after the release; a charge that took money is never compensated
+/// (the refund, or its refusal for good, before the release, nothing after the release; a charge that took money is never compensated
 /// as one that took none).
 pub fn compensations_in_order(w: &World) -> bool {
     let mut seen: Vec<SagaEventKind> = Vec::new();
@@ -439,7 +564,9 @@ pub fn compensations_in_order(w: &World) -> bool {
             SagaEventKind::StockReleased => {
                 before(SagaEventKind::StockReserved)
                     && !before(SagaEventKind::StockReleased)
-                    && (!before(SagaEventKind::PaymentCaptured) || before(SagaEventKind::PaymentRefunded))
+                    && (!before(SagaEventKind::PaymentCaptured)
+                        || before(SagaEventKind::PaymentRefunded)
+                        || before(SagaEventKind::RefundImpossible))
                     && !before(SagaEventKind::OrderConfirmed)
             }
             // Nothing moves forward once compensation started releasing, or after the order was confirmed.
@@ -461,7 +588,13 @@ impl Model for ProtocolModel {
         let c = &self.config;
         c.scenarios
             .iter()
-            .map(|s| World::new(*s, c.runners, c.crashes, c.losses, c.duplicates))
+            .map(|s| {
+                let mut w = World::new(*s, c.runners, c.crashes, c.losses, c.duplicates);
+                w.psp.charge_fails = c.refusals.saved_500;
+                w.psp.search_refused = c.refusals.search_refused;
+                w.bystander_waiting = c.bystander;
+                w
+            })
             .collect()
     }
 
@@ -509,12 +642,22 @@ impl Model for ProtocolModel {
             Property::always("every stored saga loads", |_: &ProtocolModel, w: &World| {
                 Loaded::from_record(w.saga.0.clone()).is_ok()
             }),
+            Property::always(ESCALATED_ONCE, |_: &ProtocolModel, w: &World| w.escalations <= 1),
+            Property::always(CALLS_BOUNDED, |_: &ProtocolModel, w: &World| {
+                w.idle_calls <= MAX_IDLE_CALLS
+            }),
+            Property::always(REFUNDABLE, |_: &ProtocolModel, w: &World| {
+                !w.saga.0.captured || w.saga.0.psp_reference.is_some()
+            }),
+            Property::always(BREAKER_ON_THE_PSP, |_: &ProtocolModel, w: &World| {
+                !w.breaker.opened_by_one_request
+            }),
             Property::always(
                 "a fair run from here ends the saga and settles the money",
-                |m: &ProtocolModel, w: &World| fair_run(m, w).is_some_and(|end| quiet(&end) && settled(&end)),
+                |m: &ProtocolModel, w: &World| m.fair_run_ends(w),
             ),
-            Property::eventually("every saga ends", |_: &ProtocolModel, w: &World| {
-                w.saga.0.status.is_terminal()
+            Property::eventually("every saga ends or is set aside", |_: &ProtocolModel, w: &World| {
+                w.saga.0.status.is_terminal() || w.saga.0.set_aside.is_some()
             }),
             Property::sometimes("completed", |_: &ProtocolModel, w: &World| {
                 w.saga.0.status == SagaStatus::Completed
@@ -541,6 +684,12 @@ impl Model for ProtocolModel {
                         .intents
                         .iter()
                         .any(|i| i.status == crate::psp::IntentStatus::Canceled)
+            }),
+            Property::sometimes(SET_ASIDE, |_: &ProtocolModel, w: &World| {
+                w.saga.0.set_aside.is_some() && w.escalations == 1
+            }),
+            Property::sometimes(REFUND_REFUSED_FOR_GOOD, |_: &ProtocolModel, w: &World| {
+                w.saga.0.status == SagaStatus::Compensated && w.saga.0.refund_impossible.is_some()
             }),
         ]
     }

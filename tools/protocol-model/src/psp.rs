@@ -74,6 +74,8 @@ pub struct Intent {
     pub status: IntentStatus,
     /// Cumulative refunded amount of its charge.
     pub refunded: u64,
+    /// The cardholder disputed the charge: Stripe refuses every refund of it (`charge_disputed`).
+    pub disputed: bool,
 }
 
 impl Intent {
@@ -161,16 +163,34 @@ pub enum Remembered {
     Charge(IntentView, PaymentId),
     /// A cancel: the answer (accepted or refused) with the PaymentIntent as it was.
     Cancel(Result<IntentView, IntentView>),
-    /// A refund: accepted or refused.
-    Refund(bool),
+    /// A refund: the answer.
+    Refund(RefundAnswer),
+    /// A charge whose first attempt failed with a 500: Stripe saves it for the key and replays it (with
+    /// `Idempotent-Replayed: true`) to every retry for 24 hours.
+    Failed,
+}
+
+/// The PSP's answer to a refund.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RefundAnswer {
+    Accepted,
+    /// Refused with Stripe's error `code` (`charge_already_refunded`: nothing left; `charge_disputed`).
+    Refused(&'static str),
 }
 
 /// Why a charge did not produce a PaymentIntent answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ChargeRefused {
-    /// The key was used for another payment (`idempotency_error`).
+    /// The key was used for another payment, or with other parameters (a deploy changed the charge's return
+    /// URL): `idempotency_error`, a refusal for good (`PspError::Refused`).
     KeyReused,
+    /// A 500 (`replayed`: the one Stripe saved for the key, answered again). Transient to the client.
+    ServerError { replayed: bool },
 }
+
+/// Why the search (`find_for_payment`) gave no answer: Stripe refused it for good (a 400).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SearchRefused;
 
 /// The PSP: its PaymentIntents, idempotency keys and webhooks in flight.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -187,6 +207,16 @@ pub struct Psp {
     pub refused_refunds: u8,
     /// PaymentIntents the search index holds: those created before the day passed.
     pub indexed: u8,
+    /// Every call is answered 401: the API key was rejected (a deployment fault) until someone fixes it.
+    pub key_rejected: bool,
+    /// Times the key was rejected (once at most).
+    pub key_rejections: u8,
+    /// A deploy changed the charge request (its return URL): a retry with the key of the first is refused.
+    pub request_changed: bool,
+    /// The first charge fails with a 500 that Stripe saves for the key.
+    pub charge_fails: bool,
+    /// The search is refused for good (a 400).
+    pub search_refused: bool,
 }
 
 impl Psp {
@@ -201,6 +231,11 @@ impl Psp {
             events: 0,
             refused_refunds: 0,
             indexed: 0,
+            key_rejected: false,
+            key_rejections: 0,
+            request_changed: false,
+            charge_fails: false,
+            search_refused: false,
         }
     }
 
@@ -236,12 +271,21 @@ impl Psp {
 
     /// Creates and confirms a PaymentIntent for `payment`, once per `key`.
     pub fn charge(&mut self, key: &str, payment: &PaymentId) -> Result<IntentView, ChargeRefused> {
-        if let Some(Remembered::Charge(view, for_payment)) = self.keys.get(key) {
-            return if for_payment == payment {
-                Ok(*view)
-            } else {
-                Err(ChargeRefused::KeyReused)
-            };
+        match self.keys.get(key) {
+            Some(Remembered::Charge(view, for_payment)) => {
+                return if for_payment == payment && !self.request_changed {
+                    Ok(*view)
+                } else {
+                    Err(ChargeRefused::KeyReused)
+                };
+            }
+            Some(Remembered::Failed) => return Err(ChargeRefused::ServerError { replayed: true }),
+            _ => {}
+        }
+        if self.charge_fails {
+            self.charge_fails = false;
+            self.keys.insert(key.to_owned(), Remembered::Failed);
+            return Err(ChargeRefused::ServerError { replayed: false });
         }
         let status = match self.scenario {
             Scenario::Succeeds => IntentStatus::Succeeded,
@@ -254,6 +298,7 @@ impl Psp {
             payment: payment.clone(),
             status,
             refunded: 0,
+            disputed: false,
         });
         self.changed(index);
         let view = self.retrieve(index).unwrap_or_else(|| unreachable!("just created"));
@@ -284,10 +329,11 @@ impl Psp {
     }
 
     /// Refunds `amount` (all that is left when `None`) of PaymentIntent `index`'s charge, once per `key`.
-    /// `false` when refused (no charge, or more than is left).
-    pub fn refund(&mut self, key: &str, index: u8, amount: Option<u64>) -> bool {
-        if let Some(Remembered::Refund(accepted)) = self.keys.get(key) {
-            return *accepted;
+    /// Refused when there is no charge or less is left (`charge_already_refunded`, counted in
+    /// [`Psp::refused_refunds`]), or when the charge is disputed (`charge_disputed`).
+    pub fn refund(&mut self, key: &str, index: u8, amount: Option<u64>) -> RefundAnswer {
+        if let Some(Remembered::Refund(answer)) = self.keys.get(key) {
+            return *answer;
         }
         let Some(intent) = self.intents.get_mut(usize::from(index)) else {
             unreachable!("refund of an unknown PaymentIntent");
@@ -298,15 +344,29 @@ impl Psp {
             0
         };
         let amount = amount.unwrap_or(left);
-        let accepted = amount > 0 && amount <= left;
-        if accepted {
+        let answer = if intent.disputed {
+            RefundAnswer::Refused("charge_disputed")
+        } else if amount > 0 && amount <= left {
             intent.refunded += amount;
             self.changed(index);
+            RefundAnswer::Accepted
         } else {
             self.refused_refunds = self.refused_refunds.saturating_add(1);
+            RefundAnswer::Refused("charge_already_refunded")
+        };
+        self.keys.insert(key.to_owned(), Remembered::Refund(answer));
+        answer
+    }
+
+    /// The cardholder disputes PaymentIntent `index`'s charge (captured, nothing refunded).
+    pub fn dispute(&mut self, index: u8) -> bool {
+        match self.intents.get_mut(usize::from(index)) {
+            Some(intent) if intent.captured() && intent.refunded == 0 && !intent.disputed => {
+                intent.disputed = true;
+                true
+            }
+            _ => false,
         }
-        self.keys.insert(key.to_owned(), Remembered::Refund(accepted));
-        accepted
     }
 
     /// The customer completes the 3-D Secure challenge of PaymentIntent `index`.
@@ -338,14 +398,17 @@ impl Psp {
     }
 
     /// `Psp::find_for_payment`: the oldest PaymentIntent whose `metadata[payment_id]` is `payment`, among
-    /// those the search index holds.
-    pub fn search(&self, payment: &PaymentId) -> Option<IntentView> {
+    /// those the search index holds; refused for good when [`Psp::search_refused`].
+    pub fn search(&self, payment: &PaymentId) -> Result<Option<IntentView>, SearchRefused> {
+        if self.search_refused {
+            return Err(SearchRefused);
+        }
         let index = self
             .intents
             .iter()
             .take(usize::from(self.indexed))
-            .position(|i| &i.payment == payment)?;
-        self.retrieve(u8::try_from(index).ok()?)
+            .position(|i| &i.payment == payment);
+        Ok(index.and_then(|i| self.retrieve(u8::try_from(i).ok()?)))
     }
 
     /// PaymentIntents that took money.

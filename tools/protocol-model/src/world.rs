@@ -38,6 +38,7 @@ impl Hash for StoredSaga {
         )
             .hash(h);
         (r.customer_action, r.recovery_requested, r.updated_at_ms).hash(h);
+        (&r.refund_impossible, r.set_aside.as_ref().map(|a| a.at_ms)).hash(h);
         r.failure.as_ref().map(|f| (f.step, f.reason.as_str())).hash(h);
     }
 }
@@ -89,6 +90,42 @@ pub enum Holder {
     Recovery,
 }
 
+/// How the sweeper's `open-items` index holds the saga, beside what the record says (a set-aside saga is
+/// marked on its record, [`payments_core::saga::after_resume`] reads it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum Due {
+    /// Resumed when a runner (the inbox consumer, or the sweeper on its back-off) loads it.
+    #[default]
+    Free,
+    /// Its last step was deferred (the breaker open, the API key rejected): looked at again once that ends
+    /// (the back-off between is not modelled: a deferred look changes nothing).
+    WaitsForPsp,
+    /// Today's sweeper: its last resume escalated; it stays due, the oldest of its shard, and the next sweep
+    /// resumes it again.
+    Escalated,
+}
+
+/// The PSP circuit breaker as one instance counts it, and whether it is open.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Breaker {
+    pub open: bool,
+    /// The rule ([`payments_core::breaker::Failures`]): failed attempts counted per request.
+    pub failures: payments_core::breaker::Failures,
+    /// Today's rule: every failure since the last success counts, whatever its request.
+    pub counted: u8,
+    /// It opened on the failures of one request alone.
+    pub opened_by_one_request: bool,
+}
+
+impl Hash for Breaker {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        (self.open, self.counted, self.opened_by_one_request).hash(h);
+        if !self.failures.is_empty() {
+            format!("{:?}", self.failures).hash(h);
+        }
+    }
+}
+
 /// Model time: 0 at the start, 1 past the payment timeout, 2 past the abandonment deadline.
 pub type Clock = u8;
 
@@ -117,6 +154,16 @@ pub struct World {
 
     // --- the PSP ---
     pub psp: Psp,
+
+    // --- escalations, the sweeper, the breaker ---
+    /// Escalations sent about the saga (saturating).
+    pub escalations: u8,
+    /// PSP calls runners made for the saga that moved nothing (refused, failed or deferred; saturating).
+    pub idle_calls: u8,
+    pub due: Due,
+    /// The other order of the saga's shard, waiting for the sweeper (limit one saga a run, oldest first).
+    pub bystander_waiting: bool,
+    pub breaker: Breaker,
 
     // --- actors' local state ---
     pub runners: Vec<RunnerPc>,
@@ -157,6 +204,11 @@ impl World {
             projection: None,
             late_successes_recorded: 0,
             psp: Psp::new(scenario),
+            escalations: 0,
+            idle_calls: 0,
+            due: Due::Free,
+            bystander_waiting: false,
+            breaker: Breaker::default(),
             runners: vec![RunnerPc::Idle; runners],
             recovery: RecoveryPc::Idle,
             customer: CustomerPc::default(),
@@ -205,6 +257,16 @@ impl World {
             return false;
         }
         self.saga = StoredSaga(saga.into_record());
+        self.saga_log.push((event.kind, event.step));
+        true
+    }
+
+    /// [`World::save_saga`] for a record moved without a change of its typed state (set aside).
+    pub fn save_record(&mut self, loaded_version: u64, record: SagaRecord, event: SagaEvent) -> bool {
+        if self.saga.0.version != loaded_version {
+            return false;
+        }
+        self.saga = StoredSaga(record);
         self.saga_log.push((event.kind, event.step));
         true
     }

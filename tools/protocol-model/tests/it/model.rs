@@ -6,7 +6,10 @@
 //! machine (the crate and stateright are optimised in debug builds); nextest runs the tests two at a time.
 
 use protocol_model::check::{check, Report};
-use protocol_model::model::{LIVENESS, MONEY_ON_FAILED_REFUNDED, NO_REFUND_BEYOND_LEFT};
+use protocol_model::model::{
+    BreakerMode, Refusals, SweeperMode, BREAKER_ON_THE_PSP, CALLS_BOUNDED, ESCALATED_ONCE, LIVENESS,
+    MONEY_ON_FAILED_REFUNDED, NO_REFUND_BEYOND_LEFT, REFUNDABLE, REFUND_REFUSED_FOR_GOOD, SET_ASIDE,
+};
 use protocol_model::psp::Scenario;
 use protocol_model::{CancelMode, Config};
 
@@ -15,8 +18,16 @@ const CHARGED_TWICE: &str = "never charged twice for one order";
 const ABANDONED_AND_CANCELED: &str = "abandoned and canceled at the PSP";
 
 /// Every `always`/`eventually` property holds, every `sometimes` example is reached but those in
-/// `out_of_reach` (which this configuration cannot reach, and must not).
+/// `out_of_reach` and the refusals' (a configuration without refusals cannot reach them, and must not).
 fn assert_all_hold(report: &Report, out_of_reach: &[&str]) {
+    let mut out_of_reach = out_of_reach.to_vec();
+    out_of_reach.extend([SET_ASIDE, REFUND_REFUSED_FOR_GOOD]);
+    assert_holds(report, &out_of_reach);
+}
+
+/// Every `always`/`eventually` property holds, every `sometimes` example is reached but exactly those in
+/// `out_of_reach`.
+fn assert_holds(report: &Report, out_of_reach: &[&str]) {
     println!("{}", report.summary());
     let traces: Vec<String> = report.failures().iter().map(|p| report.trace(p)).collect();
     assert!(traces.is_empty(), "counterexamples:\n{}", traces.join("\n"));
@@ -204,8 +215,9 @@ fn a_charge_retried_a_day_later_without_the_search_charges_twice() {
 /// The bug the model found on main (now fixed, `Runner::refund`), kept as a broken variant: the saga's refund
 /// step asks for all that is left under `<order>:refund`. If its answer was lost and the retry comes a day
 /// later, Stripe has forgotten the key, finds nothing left and refuses (`charge_already_refunded`); escalating
-/// that, every resume by the sweeper asks again and is refused again. The money is back, but the saga never
-/// leaves `refunding_payment` (the stock is never released, the order never compensated).
+/// that, every resume by today's sweeper asks again and is refused again. The money is back, but the saga
+/// never leaves `refunding_payment` (the stock is never released, the order never compensated). (With main's
+/// sweeper it would be set aside after that one escalation: a person would be asked about money that is back.)
 #[test]
 fn a_refund_retried_a_day_later_without_the_read_back_never_ends() {
     let config = Config {
@@ -214,6 +226,7 @@ fn a_refund_retried_a_day_later_without_the_read_back_never_ends() {
         duplicates: 0,
         day_passes: true,
         refused_refund_reads_back: false,
+        sweeper: SweeperMode::Today,
         ..Config::default()
     };
     let report = check(config, THREADS, true);
@@ -242,7 +255,12 @@ fn main_reads_a_refused_refund_back_and_ends_every_saga_a_day_later() {
     );
     assert_eq!(
         report.unreached_examples(),
-        vec![MONEY_ON_FAILED_REFUNDED, ABANDONED_AND_CANCELED]
+        vec![
+            MONEY_ON_FAILED_REFUNDED,
+            ABANDONED_AND_CANCELED,
+            SET_ASIDE,
+            REFUND_REFUSED_FOR_GOOD
+        ]
     );
 }
 
@@ -266,4 +284,163 @@ fn a_saga_that_never_abandons_waits_forever_for_a_customer_who_never_acts() {
         ..Config::default()
     });
     assert_fails(&check(config, THREADS, true), LIVENESS);
+}
+
+/// Refusals for good, one at a time, on main: no faults but the one the refusal needs, a second order in the
+/// saga's shard that only the sweeper resumes, the breaker counting per request.
+fn refusing(refusals: Refusals, scenarios: Vec<Scenario>) -> Config {
+    no_faults(Config {
+        scenarios,
+        refusals,
+        bystander: true,
+        breaker: BreakerMode::PerRequest,
+        ..Config::default()
+    })
+}
+
+const COMPLETED: &str = "completed";
+const AFTER_A_REFUND: &str = "compensated after a refund";
+const RACED: &str = "a success raced the cancel";
+
+/// A disputed charge (the customer cancels after the capture): the refund is refused for good, the
+/// compensation ends without it ("refund impossible: disputed") with one escalation. And a PSP that answers
+/// 401 for a while (a rejected key, a deployment fault): the saga waits, nothing escalates or fails.
+#[test]
+fn main_ends_a_disputed_refund_with_one_escalation_and_waits_out_a_rejected_key() {
+    let refusals = Refusals {
+        dispute: true,
+        key_rejected: true,
+        ..Refusals::default()
+    };
+    let report = check(refusing(refusals, vec![Scenario::Succeeds]), THREADS, false);
+    assert_holds(&report, &[MONEY_ON_FAILED_REFUNDED, ABANDONED_AND_CANCELED, SET_ASIDE]);
+}
+
+/// The charge's answer is lost, a deploy changes the charge request, and the retry is refused
+/// (`idempotency_error`) while the first PaymentIntent captures; the customer cancels. Main: the cancel step
+/// finds the capture, the saga copies the payment's PSP reference, and the refund gives the money back.
+#[test]
+fn main_keeps_the_reference_of_a_capture_after_a_refused_charge_and_refunds_it() {
+    let config = Config {
+        losses: 1,
+        ..refusing(
+            Refusals {
+                charge_refused: true,
+                ..Refusals::default()
+            },
+            vec![Scenario::Succeeds],
+        )
+    };
+    let report = check(config, THREADS, false);
+    assert_holds(&report, &[ABANDONED_AND_CANCELED, SET_ASIDE, REFUND_REFUSED_FOR_GOOD]);
+    assert!(
+        report.discoveries.contains_key(RACED),
+        "the refused charge's capture reached the cancel"
+    );
+}
+
+/// Broken on purpose: the saga before the fix kept only the charge answer's reference; after a refused
+/// charge whose PaymentIntent captured, it holds captured money with no reference to refund it (the refund
+/// then fails `Invalid`, escalates and loops).
+#[test]
+fn a_saga_that_does_not_copy_the_reference_holds_captured_money_it_cannot_refund() {
+    let config = Config {
+        losses: 1,
+        copies_reference: false,
+        ..refusing(
+            Refusals {
+                charge_refused: true,
+                ..Refusals::default()
+            },
+            vec![Scenario::Succeeds],
+        )
+    };
+    assert_fails(&check(config, THREADS, true), REFUNDABLE);
+}
+
+/// The first charge fails with a 500 that Stripe saves for its key and replays to every retry: main escalates
+/// once and sets the saga aside (the other order of the shard is swept), and the breaker, counting per request
+/// and not counting replays, stays closed. A search refused for good a day later: the same.
+#[test]
+fn main_sets_a_saga_aside_after_one_escalation_and_the_breaker_stays_closed_for_one_key() {
+    let saved_500 = refusing(
+        Refusals {
+            saved_500: true,
+            ..Refusals::default()
+        },
+        vec![Scenario::Succeeds, Scenario::ThreeDs],
+    );
+    let report = check(saved_500, THREADS, false);
+    assert_holds(
+        &report,
+        &[
+            COMPLETED,
+            AFTER_A_REFUND,
+            RACED,
+            MONEY_ON_FAILED_REFUNDED,
+            ABANDONED_AND_CANCELED,
+            REFUND_REFUSED_FOR_GOOD,
+        ],
+    );
+    let search_refused = Config {
+        day_passes: true,
+        losses: 1,
+        customer: false,
+        ..refusing(
+            Refusals {
+                search_refused: true,
+                ..Refusals::default()
+            },
+            vec![Scenario::Succeeds],
+        )
+    };
+    let report = check(search_refused, THREADS, false);
+    assert_holds(
+        &report,
+        &[
+            AFTER_A_REFUND,
+            RACED,
+            MONEY_ON_FAILED_REFUNDED,
+            ABANDONED_AND_CANCELED,
+            REFUND_REFUSED_FOR_GOOD,
+        ],
+    );
+}
+
+/// Broken on purpose: today's sweeper resumes an escalated saga at every run (it stays due, the oldest of its
+/// shard): it escalates again and again, calls the PSP each time, and the other order of the shard is never
+/// swept.
+#[test]
+fn todays_sweeper_escalates_a_saga_again_at_every_run_and_starves_its_shard() {
+    let config = Config {
+        sweeper: SweeperMode::Today,
+        ..refusing(
+            Refusals {
+                saved_500: true,
+                ..Refusals::default()
+            },
+            vec![Scenario::Succeeds],
+        )
+    };
+    let report = check(config, THREADS, false);
+    for property in [ESCALATED_ONCE, CALLS_BOUNDED, LIVENESS] {
+        assert_fails(&report, property);
+    }
+}
+
+/// Broken on purpose: today's breaker counts every failure: one saga's retries of one key, whose 500 Stripe
+/// replays, open it for everyone.
+#[test]
+fn todays_breaker_opens_on_one_keys_replayed_failures() {
+    let config = Config {
+        breaker: BreakerMode::Today,
+        ..refusing(
+            Refusals {
+                saved_500: true,
+                ..Refusals::default()
+            },
+            vec![Scenario::Succeeds],
+        )
+    };
+    assert_fails(&check(config, THREADS, true), BREAKER_ON_THE_PSP);
 }
