@@ -36,6 +36,11 @@ use webhook_intake::adyen::notification::HmacKey;
 pub const DEV_API_KEY: &str = "AQE_local_adyen_simulator_key";
 /// The simulated account's merchant account.
 pub const DEV_MERCHANT_ACCOUNT: &str = "LocalShopECOM";
+/// The local stack's Adyen notification settings (`DEV_ADYEN_*` in `scripts/lib.sh`, which the intake's
+/// local `WEBHOOK_SECRETS` holds): the HMAC key (hex) and the Basic auth credentials.
+pub const DEV_HMAC_KEY: &str = "6C6F63616C2D6465762D616479656E2D686D61632D6B65792D30303030303030";
+pub const DEV_WEBHOOK_USERNAME: &str = "adyen";
+pub const DEV_WEBHOOK_PASSWORD: &str = "local-dev-adyen-password";
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 

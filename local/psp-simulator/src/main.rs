@@ -9,8 +9,12 @@
 //! `sk_test_local_simulator`), `SLOW_SECONDS` (serve: how long the slow scenarios take, default 180),
 //! `STORM_RATE` (serve: share of requests answered 429/503, default 0), `WEBHOOK_LOSS_RATE` (serve: share
 //! of webhooks never sent, still listed by `GET /v1/events`, default 0), `TABLE_NAME` (demo: read consumer
-//! cursors).
+//! cursors). `ADYEN_SIMULATOR_PORT` (serve: also the Adyen side on that port, when set; its notifications go to
+//! `{API}/webhooks/adyen` signed with `ADYEN_HMAC_KEY` (hex) and Basic `ADYEN_WEBHOOK_USERNAME` /
+//! `ADYEN_WEBHOOK_PASSWORD`, by default the local stack's `DEV_ADYEN_*` of `scripts/lib.sh`; the account's key
+//! `ADYEN_API_KEY` and merchant account `ADYEN_MERCHANT_ACCOUNT` default to the simulator's dev ones).
 
+use psp_simulator::adyen::{self, ledger::AdyenLedger, notify::Endpoint, AdyenSimulator};
 use psp_simulator::delivery::DeliveryOptions;
 use psp_simulator::ledger::{Ledger, Timings};
 use psp_simulator::server::{Simulator, DEV_API_KEY};
@@ -18,6 +22,7 @@ use psp_simulator::{checkout_demo, client::HttpClient, demo};
 use shared::SigningSecret;
 use std::sync::Arc;
 use std::time::Duration;
+use webhook_intake::adyen::notification::{HmacKey, Mode};
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
@@ -34,6 +39,30 @@ fn delivery() -> DeliveryOptions {
         failure_rate: env_or("FAILURE_RATE", d.failure_rate),
         max_attempts: d.max_attempts,
     }
+}
+
+/// The Adyen side on `port`, notifying `{api}/webhooks/adyen` (settings in the module doc).
+async fn serve_adyen(api: String, port: u16) -> Result<(), Error> {
+    let text = |name: &str, default: &str| std::env::var(name).unwrap_or_else(|_| default.to_owned());
+    let hex = text("ADYEN_HMAC_KEY", adyen::DEV_HMAC_KEY);
+    let key = HmacKey::from_hex(Mode::Test, &hex).map_err(|why| format!("ADYEN_HMAC_KEY {why}"))?;
+    let endpoint = Endpoint {
+        url: format!("{api}/webhooks/adyen"),
+        username: text("ADYEN_WEBHOOK_USERNAME", adyen::DEV_WEBHOOK_USERNAME),
+        password: text("ADYEN_WEBHOOK_PASSWORD", adyen::DEV_WEBHOOK_PASSWORD),
+    };
+    let ledger = AdyenLedger::new(
+        text("ADYEN_API_KEY", adyen::DEV_API_KEY),
+        text("ADYEN_MERCHANT_ACCOUNT", adyen::DEV_MERCHANT_ACCOUNT),
+    );
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
+    println!(
+        "Adyen simulator on http://127.0.0.1:{port}/v71, notifications to {}",
+        endpoint.url
+    );
+    AdyenSimulator::new(ledger, key, Some(endpoint), delivery())
+        .serve(listener)
+        .await
 }
 
 #[tokio::main]
@@ -55,6 +84,14 @@ async fn main() -> Result<(), Error> {
             let timings = Timings {
                 slow: Duration::from_secs(env_or("SLOW_SECONDS", Timings::default().slow.as_secs())),
             };
+            if let Some(port) = std::env::var("ADYEN_SIMULATOR_PORT").ok().and_then(|p| p.parse().ok()) {
+                let api = api.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = serve_adyen(api, port).await {
+                        eprintln!("Adyen simulator stopped: {e}");
+                    }
+                });
+            }
             let ledger = Ledger::new(api_key, timings, default_scenario);
             ledger.lose_webhooks(env_or("WEBHOOK_LOSS_RATE", 0.0));
             let sim = Simulator {

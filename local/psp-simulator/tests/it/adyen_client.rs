@@ -72,8 +72,8 @@ struct Order {
 
 fn order(n: u32) -> Order {
     Order {
-        payment: PaymentId::parse(&format!("pay_adyen_{n}")).expect("payment id"),
-        order: OrderId::parse(&format!("order_adyen_{n}")).expect("order id"),
+        payment: PaymentId::parse(format!("pay_adyen_{n}")).expect("payment id"),
+        order: OrderId::parse(format!("order_adyen_{n}")).expect("order id"),
         money: Money::new(1130, Currency::parse("EUR").expect("currency")).expect("money"),
     }
 }
