@@ -462,6 +462,7 @@ REQUIRED_CUSTOM_ALARMS = {
     ("Payments/Recovery", "RecoveryLagSeconds"): "recovery not getting through (and a silent reconciler)",
     ("Payments/Checkout", "SweeperLagSeconds"): "the sweeper not getting through (and a silent sweeper)",
     ("Payments/Recovery", "OldestOpenPaymentAgeSeconds"): "a payment open too long",
+    ("Payments/Recovery", "Expired"): "payments expired with nothing to ask their PSP",
     ("Payments/Checkout", "OldestOpenSagaAgeSeconds"): "a checkout saga open too long",
     ("Payments/Checkout", "SagasCompensated"): "the saga failure rate",
     ("Payments/Psp", "PspRefusals"): "requests Stripe refuses (a setting it does not accept)",

@@ -1,6 +1,13 @@
 //! Recovery (reconciliation): payments that stayed open longer than a threshold are asked about at the PSP
 //! and the answer is applied through the same finalize as the sync and webhook paths.
 //!
+//! Only a payment's own PSP is asked (invariant 13): [`Recovery::psp`] speaks to one PSP
+//! ([`Psp::provider`]), and the core's [`recovery_step`] sends every other payment (a Standard Webhooks
+//! provider's, one without a PSP reference, one whose reference the PSP does not know) to a back-off and,
+//! past [`RecoverySettings::expire_after`], to an expiry recorded through the finalize (`PaymentFailed`,
+//! `expired: ...`; the `Expired` metric alarms). A reconcile that fails is backed off like one that
+//! learned nothing, so no payment is asked about every run forever.
+//!
 //! Open payments are found through the sparse `open-items` index (no Scan). Each one is worked on under
 //! the payment's lease, the same lease webhook intake takes, so recovery and intake never work on one payment
 //! at once: a payment whose lease is held is skipped this round ([`Reconciled::Busy`]) and found again on
@@ -41,6 +48,7 @@ use crate::{
     Claims, ConfigError, CorrelationId, Currency, Env, GiveBack, Observation, Outcome, Path, Payment, PaymentId,
     PspReference, RefundEntry, RefundReport, RefundStatus,
 };
+use payments_core::recovery::{expiry, recovery_step, unanswered, NothingToAsk, RecoveryStep, Unasked};
 use std::time::Duration;
 use thiserror::Error;
 use tracing::{info, warn};
@@ -62,8 +70,13 @@ pub enum Reconciled {
     Unchanged,
     /// Another worker (webhook intake) holds the payment's lease: skipped this round.
     Busy,
-    /// The payment has no PSP reference yet: nothing to ask the PSP about.
+    /// The payment has no PSP reference yet: nothing to ask the PSP about (backed off).
     NoReference,
+    /// The payment belongs to a PSP recovery holds no client of, or its PSP does not know its reference:
+    /// nothing to ask (backed off).
+    NoClient,
+    /// Nothing to ask past [`RecoverySettings::expire_after`]: recorded failed as expired.
+    Expired,
     /// Already terminal (the index is eventually consistent): nothing to do.
     NotOpen,
     /// The PSP's answer was not about this payment (another PaymentIntent, amount or currency): an anomaly
@@ -81,6 +94,10 @@ pub struct RecoveryReport {
     pub unchanged: u32,
     pub busy: u32,
     pub no_reference: u32,
+    /// Payments of a PSP recovery has no client of (or whose reference it does not know): not asked.
+    pub no_client: u32,
+    /// Payments with nothing to ask past the expiry age, recorded failed (`Expired`, alarmed).
+    pub expired: u32,
     pub refused: u32,
     pub deferred: u32,
     pub errors: u32,
@@ -115,11 +132,13 @@ impl RecoveryReport {
             Ok(Reconciled::Unchanged | Reconciled::NotOpen) => self.unchanged = self.unchanged.saturating_add(1),
             Ok(Reconciled::Busy) => self.busy = self.busy.saturating_add(1),
             Ok(Reconciled::NoReference) => self.no_reference = self.no_reference.saturating_add(1),
+            Ok(Reconciled::NoClient) => self.no_client = self.no_client.saturating_add(1),
+            Ok(Reconciled::Expired) => self.expired = self.expired.saturating_add(1),
             Ok(Reconciled::Refused) => self.refused = self.refused.saturating_add(1),
             Ok(Reconciled::Deferred) => self.deferred = self.deferred.saturating_add(1),
             Err(e) => {
                 self.errors = self.errors.saturating_add(1);
-                warn!(payment_id = %id, error = %ErrorChain(&e), "recovery of one payment failed; next run retries");
+                warn!(payment_id = %id, error = %ErrorChain(&e), "recovery of one payment failed; retried after its back-off");
             }
         }
     }
@@ -131,15 +150,20 @@ pub struct RecoverySettings {
     pub stale_after: Duration,
     /// At most this many payments per run.
     pub batch_limit: usize,
+    /// A payment recovery has nothing to ask about (see [`NothingToAsk`]) and open this long since its
+    /// creation is recorded failed as expired.
+    pub expire_after: Duration,
 }
 
 impl RecoverySettings {
-    /// `RECOVERY_STALE_AFTER_SECONDS` and `RECOVERY_BATCH_LIMIT`, else the defaults.
+    /// `RECOVERY_STALE_AFTER_SECONDS`, `RECOVERY_BATCH_LIMIT` and `RECOVERY_EXPIRE_AFTER_SECONDS`, else the
+    /// defaults.
     pub fn from(env: &Env) -> Result<Self, ConfigError> {
         let default = Self::default();
         Ok(Self {
             stale_after: env.seconds("RECOVERY_STALE_AFTER_SECONDS", default.stale_after)?,
             batch_limit: env.number("RECOVERY_BATCH_LIMIT", default.batch_limit)?,
+            expire_after: env.seconds("RECOVERY_EXPIRE_AFTER_SECONDS", default.expire_after)?,
         })
     }
 }
@@ -149,8 +173,18 @@ impl Default for RecoverySettings {
         Self {
             stale_after: Duration::from_secs(300),
             batch_limit: 200,
+            expire_after: DEFAULT_EXPIRE_AFTER,
         }
     }
+}
+
+/// `RECOVERY_EXPIRE_AFTER_SECONDS`' default, 7 days: longer than any asynchronous payment method keeps a
+/// payment open before its PSP reports the end (bank debits take days), short enough that an abandoned
+/// payment does not hold its order for weeks.
+pub const DEFAULT_EXPIRE_AFTER: Duration = Duration::from_secs(7 * 24 * 3600);
+
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
 pub struct Recovery<P> {
@@ -165,7 +199,7 @@ impl<P: Psp> Recovery<P> {
     /// `deadline` (the invocation's): a reconciliation is cut there wherever it is (safe as after a crash: the
     /// lease expires, nothing half-written stays), and the payments not reached are the next run's.
     pub async fn run(&self, deadline: tokio::time::Instant) -> Result<RecoveryReport, StoreError> {
-        let stale_ms = i64::try_from(self.settings.stale_after.as_millis()).unwrap_or(i64::MAX);
+        let stale_ms = millis(self.settings.stale_after);
         let now_ms = clock::now_ms();
         let due_before = now_ms.saturating_sub(stale_ms);
         let due = due_items(
@@ -199,6 +233,10 @@ impl<P: Psp> Recovery<P> {
             };
             // The PSP is down: asking about the rest now would only add load; the next run does.
             let stop = matches!(reconciled, Ok(Reconciled::Deferred));
+            // A failure (the PSP's, the store's) is not retried every run: due again after its back-off.
+            if let (Err(_), Some(created_at_ms)) = (&reconciled, open_since) {
+                self.back_off(&id, created_at_ms).await;
+            }
             report.count(&id, reconciled);
             if stop {
                 break;
@@ -226,7 +264,9 @@ impl<P: Psp> Recovery<P> {
             return Ok(Reconciled::Busy);
         };
         let held = self.leases.hold(lease);
-        let done = self.reconcile_leased(id, held.lease(), correlation, open_since).await;
+        // Boxed: the reconcile's future is deep (finalize, refunds, expiry), and every caller's async state
+        // machine nests it; on the heap it is one pointer in theirs (the sweeper's would pass rustc's limit).
+        let done = Box::pin(self.reconcile_leased(id, held.lease(), correlation, open_since)).await;
         // A finalize that wrote released the lease in its transaction; every other ending releases it here
         // (and a reconciliation cut at the run's deadline, when `held` is dropped).
         if matches!(done, Ok((_, true))) {
@@ -254,9 +294,12 @@ impl<P: Psp> Recovery<P> {
             return Ok((Reconciled::NotOpen, false));
         }
         *open_since = Some(current.created_at_ms);
-        let Some(reference) = current.psp_reference.clone() else {
-            self.back_off(&current).await;
-            return Ok((Reconciled::NoReference, false));
+        let now_ms = clock::now_ms();
+        let expire_after = millis(self.settings.expire_after);
+        let client = self.psp.provider();
+        let reference = match recovery_step(&current, Some(&client), now_ms, expire_after) {
+            RecoveryStep::Ask(reference) => reference,
+            RecoveryStep::Unasked(step) => return self.unasked(current, step, lease, correlation, open_since).await,
         };
         if let Some(anomaly) = current.refund_due() {
             match self.give_back(&current, &reference, anomaly).await {
@@ -279,6 +322,13 @@ impl<P: Psp> Recovery<P> {
         let intent = match self.psp.retrieve(&reference).await {
             Ok(intent) => intent,
             Err(e) if e.is_deferred() => return Ok((Reconciled::Deferred, false)),
+            // Its PSP does not know the reference (another account's, a caller's typo): asking again tells
+            // nothing, so it waits and expires like a payment with nothing to ask.
+            Err(e @ PspError::Refused { .. }) => {
+                warn!(payment_id = %id, error = %ErrorChain(&e), "the PSP does not know the payment's reference");
+                let step = unanswered(&current, NothingToAsk::UnknownToPsp, clock::now_ms(), expire_after);
+                return self.unasked(current, step, lease, correlation, open_since).await;
+            }
             Err(e) => return Err(e.into()),
         };
         let Some(mut observation) = intent
@@ -286,7 +336,7 @@ impl<P: Psp> Recovery<P> {
             .map_err(|e| PspError::BadAnswer(e.into()))?
         else {
             info!(payment_id = %id, psp_status = intent.status.as_str(), "PSP status changes nothing");
-            self.back_off(&current).await;
+            self.back_off(&current.id, current.created_at_ms).await;
             return Ok((Reconciled::Unchanged, false));
         };
         observation.occurred_at_ms = Some(clock::now_ms().div_euclid(1000).saturating_mul(1000));
@@ -296,11 +346,11 @@ impl<P: Psp> Recovery<P> {
         }
         if let Some(reason) = &outcome.refused {
             warn!(payment_id = %id, reason, "PSP answer is not about this payment: anomaly recorded, not applied");
-            self.back_off(&outcome.payment).await;
+            self.back_off(&outcome.payment.id, outcome.payment.created_at_ms).await;
             return Ok((Reconciled::Refused, outcome.lease_released));
         }
         if matches!(outcome.result, FinalizeResult::Ignored(_)) && outcome.payment.is_open() {
-            self.back_off(&outcome.payment).await;
+            self.back_off(&outcome.payment.id, outcome.payment.created_at_ms).await;
         }
         info!(payment_id = %id, result = ?outcome.result, psp_status = intent.status.as_str(), "payment reconciled");
         let reconciled = match outcome.result {
@@ -313,18 +363,48 @@ impl<P: Psp> Recovery<P> {
     /// The payment stays open and asking again soon would tell nothing new: it is due again later and later
     /// (see `open_index::next_due`), so it costs fewer reads and never crowds out the others. Best effort: if
     /// the write fails, the payment is simply looked at on the next run.
-    async fn back_off(&self, payment: &Payment) {
-        let millis = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+    async fn back_off(&self, id: &PaymentId, created_at_ms: i64) {
         let due = next_due(
-            payment.created_at_ms,
+            created_at_ms,
             clock::now_ms(),
             millis(self.settings.stale_after),
             millis(MAX_RECHECK_INTERVAL),
         );
-        let key = crate::keys::payment(&payment.id);
+        let key = crate::keys::payment(id);
         if let Err(e) = defer(self.store.client(), self.store.table(), key, due).await {
-            warn!(payment_id = %payment.id, error = %ErrorChain(&e), "could not defer the payment's next check");
+            warn!(payment_id = %id, error = %ErrorChain(&e), "could not defer the payment's next check");
         }
+    }
+
+    /// A payment recovery asks nobody about: backed off ([`Unasked::Wait`]), or recorded failed as expired
+    /// through the finalize, which releases the lease in its write ([`Unasked::Expire`]).
+    async fn unasked(
+        &self,
+        current: Payment,
+        step: Unasked,
+        lease: &Lease,
+        correlation: CorrelationId,
+        open_since: &mut Option<i64>,
+    ) -> Result<(Reconciled, bool), RecoveryError> {
+        let why = match step {
+            Unasked::Expire(why) => why,
+            Unasked::Wait(why) => {
+                self.back_off(&current.id, current.created_at_ms).await;
+                return Ok((nothing_to_ask(why), false));
+            }
+        };
+        let observation = expiry(&current, why, clock::now_ms(), correlation);
+        let outcome = self.store.finalize_from(current, &observation, Some(lease)).await?;
+        warn!(payment_id = %outcome.payment.id, result = ?outcome.result, provider = %outcome.payment.provider,
+              reason = ?outcome.payment.reason, "payment expired: nothing to ask its PSP");
+        if !outcome.payment.is_open() {
+            *open_since = None;
+        }
+        let reconciled = match outcome.result {
+            FinalizeResult::Applied(crate::EventKind::PaymentFailed) => Reconciled::Expired,
+            _ => reconciled(&outcome),
+        };
+        Ok((reconciled, outcome.lease_released))
     }
 
     /// Reads back, by id, each refund `current` last heard was pending (its webhooks may be lost): the first
@@ -388,7 +468,7 @@ impl<P: Psp> Recovery<P> {
             Err(e @ PspError::Refused { .. }) => {
                 warn!(payment_id = %current.id, failure = give_back.failure, error = %ErrorChain(&e),
                       "giving back a failed refund was refused; an operator decides");
-                self.back_off(&current).await;
+                self.back_off(&current.id, current.created_at_ms).await;
                 return Ok((Reconciled::Refused, false));
             }
             Err(e) => return Err(e.into()),
@@ -399,7 +479,7 @@ impl<P: Psp> Recovery<P> {
         warn!(payment_id = %outcome.payment.id, refund_id = %refund.id, status = %refund.status,
               failure = give_back.failure, result = ?outcome.result, "failed refund given back again");
         if outcome.payment.is_open() {
-            self.back_off(&outcome.payment).await;
+            self.back_off(&outcome.payment.id, outcome.payment.created_at_ms).await;
         } else {
             *open_since = None;
         }
@@ -424,6 +504,14 @@ impl<P: Psp> Recovery<P> {
             }
             Err(e) => Err(e),
         }
+    }
+}
+
+/// How a payment with nothing to ask (`why`) is counted.
+fn nothing_to_ask(why: NothingToAsk) -> Reconciled {
+    match why {
+        NothingToAsk::NoReference => Reconciled::NoReference,
+        NothingToAsk::NoClient | NothingToAsk::UnknownToPsp => Reconciled::NoClient,
     }
 }
 
@@ -487,6 +575,8 @@ pub fn emf(r: &RecoveryReport, now_ms: i64) -> serde_json::Value {
             ("Unchanged", "Count"),
             ("Busy", "Count"),
             ("NoReference", "Count"),
+            ("NoClient", "Count"),
+            ("Expired", "Count"),
             ("Refused", "Count"),
             ("Deferred", "Count"),
             ("Errors", "Count"),
@@ -495,7 +585,8 @@ pub fn emf(r: &RecoveryReport, now_ms: i64) -> serde_json::Value {
         ],
         serde_json::json!({
             "Found": r.found, "Applied": r.applied, "Unchanged": r.unchanged, "Busy": r.busy,
-            "NoReference": r.no_reference, "Refused": r.refused, "Deferred": r.deferred, "Errors": r.errors,
+            "NoReference": r.no_reference, "NoClient": r.no_client,
+            "Expired": r.expired, "Refused": r.refused, "Deferred": r.deferred, "Errors": r.errors,
             "Left": r.left, "RecoveryLagSeconds": r.lag_seconds,
             "OldestOpenPaymentAgeSeconds": r.oldest_open_age_seconds,
         }),

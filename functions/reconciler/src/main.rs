@@ -2,7 +2,8 @@
 //! checkout saga, which hands a payment to recovery when it does not resolve in time.
 //!
 //! Configuration: `TABLE_NAME`, the PSP's settings (`PSP_BASE_URL`, `PSP_API_KEY_ARN` or `PSP_API_KEY`, see
-//! README), `RECOVERY_STALE_AFTER_SECONDS` (default 300), `RECOVERY_BATCH_LIMIT` (default 200), lease
+//! README), `RECOVERY_STALE_AFTER_SECONDS` (default 300), `RECOVERY_BATCH_LIMIT` (default 200),
+//! `RECOVERY_EXPIRE_AFTER_SECONDS` (default 7 days: when a payment with nothing to ask its PSP expires), lease
 //! settings.
 
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};

@@ -23,7 +23,7 @@ use crate::psp_event::Expectations;
 use crate::signature::{standard_key, DEFAULT_TOLERANCE_SECS};
 use serde::Deserialize;
 use shared::telemetry::ErrorChain;
-use shared::{Env, SigningSecret};
+use shared::{Env, PspName, SigningSecret};
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
@@ -55,6 +55,18 @@ pub struct Provider {
     pub secrets: Vec<SigningSecret>,
     pub expect: Expectations,
     pub tolerance_secs: i64,
+}
+
+impl Provider {
+    /// The PSP whose payments this endpoint's events may change (invariant 13): its scheme's, or for a
+    /// Standard Webhooks endpoint the one its name records (checked when the providers load).
+    pub fn psp(&self) -> Result<PspName, shared::DomainError> {
+        match self.scheme {
+            Scheme::Stripe => Ok(PspName::Stripe),
+            Scheme::Adyen => Ok(PspName::Adyen),
+            Scheme::Standard => PspName::standard(&self.name),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default)]
@@ -111,6 +123,12 @@ impl ProviderSpec {
     /// Connect events alone, so an ordinary endpoint expecting one would refuse (park and alarm) every event.
     pub fn check(&self) -> Result<(), ProvidersError> {
         let bad = |why| Err(ProvidersError::BadSpec(self.name.clone(), why));
+        if self.scheme == Scheme::Standard && PspName::standard(&self.name).is_err() {
+            return bad(
+                "a Standard Webhooks provider's name is the PSP its payments record: 1 to 32 characters from \
+                 [a-z0-9_-], and not a well-known PSP's (stripe, adyen)",
+            );
+        }
         match (self.connect, &self.account) {
             (false, Some(_)) => bad(
                 "\"account\" is set on an endpoint that is not a Connect endpoint, whose events never name an \

@@ -16,7 +16,7 @@
 //! scanner's threshold, at most [`MAX_RECHECK_INTERVAL`] apart). So `opened_at_ms` reads "due (minus the
 //! threshold) at"; a write that changes the item puts it back to its opening time, so news is checked on
 //! the normal schedule. Items that cannot be resolved thus cost fewer and fewer reads and never crowd out the
-//! others (each shard also gets its share of every run).
+//! others (each shard also gets its share of every run, and what a shard leaves unused goes to the others).
 
 use super::StoreError;
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -100,7 +100,9 @@ pub fn age_seconds(since_ms: i64, now_ms: i64) -> u64 {
 ///
 /// Fair to every shard: each gets an equal share of `limit` (at least one), so items that cannot be resolved
 /// piling up in one shard never hide the other shards; when `limit` is smaller than the number of shards, the
-/// first shard asked rotates with the clock, so every shard is reached over a few runs.
+/// first shard asked rotates with the clock, so every shard is reached over a few runs. What a shard does
+/// not use of its share goes to the shards that had more, a share at a time in the same order, each
+/// continuing where it stopped: a run is never cut short by empty shards while another has a backlog.
 pub async fn due_items(
     client: &Client,
     table: &str,
@@ -112,37 +114,67 @@ pub async fn due_items(
     let share = limit.checked_div(shards).unwrap_or(limit).max(1);
     let first = usize::try_from(crate::clock::now_ms().rem_euclid(60_000) / 1000).unwrap_or(0);
     let mut found = DueItems::default();
+    // The shards that filled their share and have more, each with where its query stopped.
+    let mut more = Vec::new();
     for n in (0..shards).map(|i| first.saturating_add(i).checked_rem(shards).unwrap_or(0)) {
         let budget = share.min(limit.saturating_sub(found.keys.len()));
         if budget == 0 {
             break;
         }
         let shard = format!("{}#{n}", kind.prefix());
-        for (key, opened_at_ms) in shard_since(client, table, &shard, opened_before_ms, budget).await? {
-            found.oldest_ms = match (found.oldest_ms, opened_at_ms) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
-            found.keys.push(key);
+        let (items, rest) = shard_since(client, table, &shard, opened_before_ms, budget, None).await?;
+        found.add(items);
+        if let Some(rest) = rest {
+            more.push((shard, rest));
         }
+    }
+    // Rounds of one more share each, so a second crowded shard is not starved by the first.
+    while !more.is_empty() {
+        let mut still = Vec::new();
+        for (shard, rest) in more {
+            let budget = share.min(limit.saturating_sub(found.keys.len()));
+            if budget == 0 {
+                return Ok(found);
+            }
+            let (items, rest) = shard_since(client, table, &shard, opened_before_ms, budget, Some(rest)).await?;
+            found.add(items);
+            if let Some(rest) = rest {
+                still.push((shard, rest));
+            }
+        }
+        more = still;
     }
     Ok(found)
 }
 
-/// Up to `budget` open items of one shard, oldest first: each `pk` with its sort key.
+impl DueItems {
+    /// Adds one shard's items (each `pk` with its sort key), keeping the oldest sort key.
+    fn add(&mut self, items: Vec<(String, Option<i64>)>) {
+        for (key, opened_at_ms) in items {
+            self.oldest_ms = match (self.oldest_ms, opened_at_ms) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            self.keys.push(key);
+        }
+    }
+}
+
+/// Up to `budget` open items of one shard, oldest first (after `start`, where an earlier query stopped):
+/// each `pk` with its sort key, and where this query stopped if the shard may have more.
 async fn shard_since(
     client: &Client,
     table: &str,
     shard: &str,
     opened_before_ms: i64,
     budget: usize,
-) -> Result<Vec<(String, Option<i64>)>, StoreError> {
+    mut start: Option<super::item::Item>,
+) -> Result<(Vec<(String, Option<i64>)>, Option<super::item::Item>), StoreError> {
     let mut found = Vec::new();
-    let mut start = None;
     loop {
         let remaining = budget.saturating_sub(found.len());
         if remaining == 0 {
-            return Ok(found);
+            return Ok((found, start));
         }
         let out = client
             .query()
@@ -166,7 +198,7 @@ async fn shard_since(
         }));
         start = out.last_evaluated_key;
         if start.is_none() {
-            return Ok(found);
+            return Ok((found, None));
         }
     }
 }

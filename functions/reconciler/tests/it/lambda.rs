@@ -62,14 +62,14 @@ async fn runtime_api() -> (String, mpsc::UnboundedReceiver<Result<String, String
     (url, rx)
 }
 
-struct World {
-    ctx: TestContext,
-    sim: Arc<Simulator>,
+pub(crate) struct World {
+    pub(crate) ctx: TestContext,
+    pub(crate) sim: Arc<Simulator>,
     psp_url: String,
 }
 
 impl World {
-    async fn new() -> Self {
+    pub(crate) async fn new() -> Self {
         let sim = Arc::new(Simulator {
             // The slow scenarios stay where they are for the whole test.
             ledger: Ledger::new(
@@ -98,7 +98,7 @@ impl World {
         }
     }
 
-    fn psp(&self) -> StripeClient {
+    pub(crate) fn psp(&self) -> StripeClient {
         StripeClient::new(
             &PspSettings::local(&self.psp_url, KEY).expect("PSP settings"),
             shared::psp::ApiKey::parse(KEY).unwrap(),
@@ -107,7 +107,7 @@ impl World {
     }
 
     /// A PaymentIntent at the PSP, created the way the saga creates one, for `amount` (minor units of EUR).
-    async fn intent(&self, name: &str, scenario: &str, amount: u64) -> PaymentIntent {
+    pub(crate) async fn intent(&self, name: &str, scenario: &str, amount: u64) -> PaymentIntent {
         let (payment, order) = (
             PaymentId::parse(format!("pay_{scenario}")).unwrap(),
             OrderId::parse("o-1").unwrap(),
@@ -157,7 +157,7 @@ impl World {
         id
     }
 
-    async fn get(&self, id: &PaymentId) -> Payment {
+    pub(crate) async fn get(&self, id: &PaymentId) -> Payment {
         self.ctx.store.get(id).await.unwrap().unwrap()
     }
 }

@@ -13,3 +13,4 @@
 )]
 
 mod lambda;
+mod recovery;

@@ -43,14 +43,39 @@ pub(super) async fn leased(
     // A lease taken while the read failed is released as it drops.
     let (lease, current) = (lease?, current?);
     let Some(current) = current else {
-        if let Err(e) = lease.release().await {
-            warn!(error = %ErrorChain(&e), "lease release failed; it will expire");
-        }
+        release(lease).await;
         return unknown_payment(app, provider, event, body, metrics)
             .await
             .map(Next::Answer);
     };
+    if let Some(answer) = other_psp(provider, event, &current, metrics) {
+        release(lease).await;
+        return Ok(Next::Answer(answer));
+    }
     Ok(Next::Go((lease, current)))
+}
+
+/// Frees the payment's lease now rather than when it expires (best effort).
+async fn release(lease: HeldLease) {
+    if let Err(e) = lease.release().await {
+        warn!(error = %ErrorChain(&e), "lease release failed; it will expire");
+    }
+}
+
+/// An event from one PSP's endpoint about a payment of another PSP (invariant 13: a payment belongs to the
+/// PSP recorded at its creation): acknowledged and left alone, before anything is decided or written.
+fn other_psp(
+    provider: &Provider,
+    event: &PspEvent,
+    current: &Payment,
+    metrics: &mut RequestMetrics,
+) -> Option<&'static str> {
+    let why = match provider.psp() {
+        Ok(psp) if psp == current.provider => return None,
+        Ok(psp) => format!("payment {} belongs to {}, not {psp}", current.id, current.provider),
+        Err(e) => format!("the endpoint names no PSP: {e}"),
+    };
+    Some(not_ours(event, &why, metrics))
 }
 
 /// Step 3 of a redelivery: most are retries of events already applied, so the payment is read first and
@@ -82,6 +107,9 @@ pub(super) async fn read_first(
             .await
             .map(Next::Answer);
     };
+    if let Some(answer) = other_psp(provider, event, &current, metrics) {
+        return Ok(Next::Answer(answer));
+    }
     // The payment's record only moves forward: an event it holds, or has moved past, stays so.
     if let Decision::Ignore(reason) = decide(&current, observation, clock::now_ms()) {
         let result = FinalizeResult::Ignored(reason);

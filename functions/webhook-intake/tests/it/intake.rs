@@ -64,12 +64,14 @@ impl TestIntake {
     }
 
     async fn payment(&self, name: &str) -> PaymentId {
-        self.ctx
-            .store
-            .create(fixtures::new_payment(name, 1000))
-            .await
-            .unwrap()
-            .id
+        self.payment_of(name, "stripe").await
+    }
+
+    /// A payment of 10.00 EUR that belongs to `provider` (only its endpoint's events change it).
+    async fn payment_of(&self, name: &str, provider: &str) -> PaymentId {
+        let mut new = fixtures::new_payment(name, 1000);
+        new.provider = shared::PspName::parse(provider).unwrap();
+        self.ctx.store.create(new).await.unwrap().id
     }
 
     async fn send(&self, req: Request) -> Answer {
@@ -255,6 +257,7 @@ async fn the_200_answers() {
 async fn standard_webhooks_and_the_psp_reference_lookup() {
     let t = TestIntake::new().await;
     let mut new = fixtures::new_payment("pay_s1", 1000);
+    new.provider = shared::PspName::parse("acme").unwrap();
     new.psp_reference = Some(shared::PspReference::parse("psp_ref_1").unwrap());
     let id = t.ctx.store.create(new).await.unwrap().id;
     let event = |kind: &str, extra: Value| {
@@ -618,6 +621,7 @@ async fn sample_events_sign_and_run_through_the_handler() {
     sample.psp_reference = Some(shared::PspReference::parse("pi_3SampleIntent00001").unwrap());
     t.ctx.store.create(sample).await.unwrap();
     let mut sample = fixtures::new_payment("pay_sample_std", 1000);
+    sample.provider = shared::PspName::parse("standard").unwrap();
     sample.psp_reference = Some(shared::PspReference::parse("psp_sample_1").unwrap());
     t.ctx.store.create(sample).await.unwrap();
 

@@ -220,3 +220,29 @@ async fn only_a_connect_endpoint_checks_the_account() {
         "{err}"
     );
 }
+
+/// Invariant 13: a payment belongs to one PSP, and only that PSP's events change it. Another endpoint's
+/// event about it (a Standard Webhooks provider naming a Stripe payment's id, a Stripe event whose metadata
+/// names a Standard provider's payment) is acknowledged and left alone: counted, never applied or parked.
+#[tokio::test]
+async fn an_event_from_another_psp_is_acknowledged_and_left_alone() {
+    let t = TestIntake::new().await;
+    let stripes = t.payment("pay_psp_stripe").await;
+    let acmes = t.payment_of("pay_psp_acme", "acme").await;
+    let before = t.item_count().await;
+
+    let from_acme = json!({ "type": "payment.succeeded", "created": now(), "account": "acct_acme",
+        "data": { "payment_id": stripes.as_str(), "amount_minor": 1000, "currency": "EUR" } });
+    ignored_as_foreign(&t.send(standard("msg_psp1", &from_acme)).await);
+    let from_stripe = intent_event("evt_psp2", "payment_intent.succeeded", &acmes, now());
+    ignored_as_foreign(&t.send(stripe(&from_stripe, STRIPE_NEW)).await);
+    // A redelivery (read first) is left alone the same way.
+    let late = intent_event("evt_psp3", "payment_intent.succeeded", &acmes, now() - 120);
+    ignored_as_foreign(&t.send(stripe(&late, STRIPE_NEW)).await);
+
+    wrote_nothing(&t, before).await;
+    for id in [&stripes, &acmes] {
+        let p = t.ctx.store.get(id).await.unwrap().unwrap();
+        assert_eq!((p.status, p.version), (PaymentStatus::Pending, 1), "{id}");
+    }
+}

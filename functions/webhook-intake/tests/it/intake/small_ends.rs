@@ -27,7 +27,7 @@ fn acme_signed_at(id: &str, body: &Value, signed_at: i64) -> Request {
 #[tokio::test]
 async fn a_standard_event_without_created_is_refused_and_writes_nothing() {
     let t = TestIntake::new().await;
-    let id = t.payment("pay_sc1").await;
+    let id = t.payment_of("pay_sc1", "acme").await;
     let action = json!({ "redirect_url": "https://bank.example/3ds" });
     let old = now() - 600;
     let a = t

@@ -1,0 +1,241 @@
+//! Recovery asks only a payment's own PSP (invariant 13), and every loop it runs has an end (invariant 12):
+//! payments with no PSP to ask expire after the configured age, a failed reconcile is backed off, and a
+//! shard's unused share of a run goes to the others. Against DynamoDB Local and the Stripe simulator.
+
+use crate::lambda::World;
+use shared::psp::{IntentStatus, StripeClient};
+use shared::recovery::{Recovery, RecoverySettings};
+use shared::store::open_index::{due_items, shard_of, OpenKind, OPEN_SHARDS};
+use shared::{
+    CorrelationId, EventKind, Money, NewPayment, Observation, OrderId, Outcome, Path, PaymentId, PaymentStatus,
+    PspName, PspReference,
+};
+use std::time::Duration;
+
+const DAY_MS: i64 = 24 * 3600 * 1000;
+
+fn recovery(w: &World) -> Recovery<StripeClient> {
+    Recovery {
+        store: w.ctx.store_for("reconciler"),
+        leases: w.ctx.leases_for("reconciler"),
+        psp: w.psp(),
+        settings: RecoverySettings {
+            stale_after: Duration::ZERO,
+            ..RecoverySettings::default()
+        },
+    }
+}
+
+fn deadline() -> tokio::time::Instant {
+    tokio::time::Instant::now() + Duration::from_secs(30)
+}
+
+/// An open payment of 10.00 EUR for `provider`, created `age_ms` ago, bound to `reference` (then
+/// `processing`) or left `pending` without one.
+async fn open_payment(w: &World, name: &str, provider: &str, reference: Option<&str>, age_ms: i64) -> PaymentId {
+    let id = PaymentId::parse(format!("pay_{name}_{}", uuid::Uuid::new_v4().simple())).unwrap();
+    let new = NewPayment {
+        id: id.clone(),
+        order_id: OrderId::parse(format!("order-{name}")).unwrap(),
+        money: Money::new(1000, shared::Currency::parse("EUR").unwrap()).unwrap(),
+        provider: PspName::parse(provider).unwrap(),
+        psp_reference: reference.map(|r| PspReference::parse(r).unwrap()),
+        metadata: Default::default(),
+        correlation_id: CorrelationId::parse("corr-setup").unwrap(),
+        trace_context: None,
+        now_ms: shared::clock::now_ms() - age_ms,
+    };
+    w.ctx.store.create(new).await.expect("create");
+    if reference.is_some() {
+        let processing = Observation::new(Path::Sync, Outcome::Processing, CorrelationId::parse("c").unwrap());
+        w.ctx.store.finalize(&id, &processing, None).await.expect("setup");
+    }
+    id
+}
+
+/// The payment's sort key in the open-items index (when it is next due, minus the threshold), if open.
+async fn due_key(w: &World, id: &PaymentId) -> Option<i64> {
+    let item = w
+        .ctx
+        .client
+        .get_item()
+        .table_name(&w.ctx.table)
+        .set_key(Some(shared::keys::payment(id)))
+        .consistent_read(true)
+        .send()
+        .await
+        .unwrap()
+        .item
+        .unwrap();
+    item.get("opened_at_ms").map(|v| v.as_n().unwrap().parse().unwrap())
+}
+
+fn psp_calls(w: &World) -> u64 {
+    w.sim.ledger.auth_counts().0
+}
+
+#[tokio::test]
+async fn recovery_asks_only_the_payments_own_psp() {
+    let w = World::new().await;
+    let intent = w.intent("own_psp", "succeeded", 1000).await;
+    assert_eq!(intent.status, IntentStatus::Succeeded);
+    let stripe = open_payment(&w, "stripe", "stripe", Some(intent.id.as_str()), 0).await;
+    let standard = open_payment(&w, "standard", "standard", Some("psp_sample_1"), 0).await;
+    let opened = due_key(&w, &standard).await.unwrap();
+    let before = psp_calls(&w);
+
+    let report = recovery(&w).run(deadline()).await.unwrap();
+
+    assert_eq!(
+        psp_calls(&w) - before,
+        1,
+        "only the Stripe payment is asked about, at Stripe"
+    );
+    assert_eq!(
+        (report.errors, report.applied, report.no_client),
+        (0, 1, 1),
+        "{report:?}"
+    );
+    assert_eq!(w.get(&stripe).await.status, PaymentStatus::Captured);
+    let p = w.get(&standard).await;
+    assert_eq!(p.status, PaymentStatus::Processing, "nobody to ask: its webhooks tell");
+    assert!(
+        due_key(&w, &standard).await.unwrap() > opened,
+        "and it is looked at again later, not every run"
+    );
+}
+
+#[tokio::test]
+async fn payments_with_no_psp_to_ask_expire_after_the_configured_age() {
+    let w = World::new().await;
+    let abandoned = open_payment(&w, "abandoned", "stripe", None, 8 * DAY_MS).await;
+    let standard = open_payment(&w, "old_standard", "standard", Some("psp_sample_2"), 8 * DAY_MS).await;
+    let young = open_payment(&w, "young", "standard", Some("psp_sample_3"), 0).await;
+    // Stripe answers 404 about it: once, then it expires like the others.
+    let unknown = open_payment(&w, "old_unknown", "stripe", Some("pi_unknown_old"), 8 * DAY_MS).await;
+    let before = psp_calls(&w);
+
+    let report = recovery(&w).run(deadline()).await.unwrap();
+
+    assert_eq!(
+        (report.found, report.expired, report.no_client),
+        (4, 3, 1),
+        "{report:?}"
+    );
+    let record = shared::recovery::emf(&report, shared::clock::now_ms());
+    assert_eq!(record["Expired"].as_u64(), Some(3), "the alarmed metric: {record}");
+    for id in [&abandoned, &standard, &unknown] {
+        let p = w.get(id).await;
+        assert_eq!(p.status, PaymentStatus::Failed, "{id}");
+        assert!(
+            p.reason.as_deref().unwrap_or_default().starts_with("expired"),
+            "{:?}",
+            p.reason
+        );
+        let events = w.ctx.store.events(id).await.unwrap();
+        let last = events.last().unwrap();
+        assert_eq!((last.kind, last.path), (EventKind::PaymentFailed, Path::Recovery));
+        assert_eq!(due_key(&w, id).await, None, "out of the index");
+    }
+    assert_eq!(w.get(&young).await.status, PaymentStatus::Processing, "not old enough");
+    assert_eq!(
+        psp_calls(&w) - before,
+        1,
+        "only the Stripe payment with a reference was asked about"
+    );
+    let again = recovery(&w).run(deadline()).await.unwrap();
+    // The expired ones left the index; only the young one may be due again (its back-off is seconds here).
+    assert!(again.found <= 1 && again.expired == 0, "expired once: {again:?}");
+}
+
+#[tokio::test]
+async fn a_failed_reconcile_is_backed_off_not_retried_every_run() {
+    let w = World::new().await;
+    // A PaymentIntent id Stripe does not know (another account's, a typo): 404 on every ask.
+    let unknown = open_payment(&w, "unknown", "stripe", Some("pi_unknown_to_stripe"), 0).await;
+    let opened = due_key(&w, &unknown).await.unwrap();
+    let recovery = recovery(&w);
+    let before = psp_calls(&w);
+
+    let first = recovery.run(deadline()).await.unwrap();
+    assert_eq!((first.found, first.errors, first.no_client), (1, 0, 1), "{first:?}");
+    assert_eq!(psp_calls(&w) - before, 1);
+    assert!(due_key(&w, &unknown).await.unwrap() > opened, "backed off");
+    let again = recovery.run(deadline()).await.unwrap();
+    assert_eq!(again.found, 0, "{again:?}");
+    assert_eq!(psp_calls(&w) - before, 1, "not asked again on the next run");
+    assert_eq!(
+        w.get(&unknown).await.status,
+        PaymentStatus::Processing,
+        "young: not expired"
+    );
+}
+
+#[tokio::test]
+async fn a_reconcile_that_fails_is_backed_off_too() {
+    let w = World::new().await;
+    let intent = w.intent("down", "succeeded", 1000).await;
+    let id = open_payment(&w, "down", "stripe", Some(intent.id.as_str()), 0).await;
+    let opened = due_key(&w, &id).await.unwrap();
+    // The PSP unreachable (nothing listens on the port): the reconcile fails after the client's retries.
+    let mut down = recovery(&w);
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let settings = shared::psp::PspSettings::local(&url, "sk_test_down").unwrap();
+    down.psp = StripeClient::new(&settings, shared::psp::ApiKey::parse("sk_test_down").unwrap()).unwrap();
+
+    let report = down.run(deadline()).await.unwrap();
+    assert_eq!((report.found, report.errors), (1, 1), "{report:?}");
+    assert!(
+        due_key(&w, &id).await.unwrap() > opened,
+        "backed off, not retried every run"
+    );
+    assert_eq!(down.run(deadline()).await.unwrap().found, 0);
+    assert_eq!(w.get(&id).await.status, PaymentStatus::Processing);
+}
+
+/// `n` payment ids whose open-items shard is `shard`.
+fn ids_in_shard(shard: &str, n: usize) -> Vec<PaymentId> {
+    (0..)
+        .map(|i| format!("pay_shard_{i}"))
+        .filter(|id| shard_of(OpenKind::Payment, id) == shard)
+        .take(n)
+        .map(|id| PaymentId::parse(id).unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_shard_gives_its_unused_share_of_a_run_to_the_others() {
+    let w = World::new().await;
+    assert_eq!(OPEN_SHARDS, 8);
+    let crowded = ids_in_shard("PAYMENT#3", 12);
+    let quiet = ids_in_shard("PAYMENT#5", 2);
+    for id in crowded.iter().chain(&quiet) {
+        let mut new = shared::fixtures::new_payment(id.as_str(), 1000);
+        new.now_ms = shared::clock::now_ms() - 60_000;
+        w.ctx.store.create(new).await.unwrap();
+    }
+    let due = due_items(
+        &w.ctx.client,
+        &w.ctx.table,
+        OpenKind::Payment,
+        shared::clock::now_ms(),
+        8,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        due.keys.len(),
+        8,
+        "six shards have nothing: their share goes to the crowded one"
+    );
+    for id in &quiet {
+        assert!(
+            due.keys.contains(&shared::keys::payment_pk(id)),
+            "the quiet shard still gets its own"
+        );
+    }
+    let unique: std::collections::HashSet<_> = due.keys.iter().collect();
+    assert_eq!(unique.len(), 8, "no payment twice");
+}
