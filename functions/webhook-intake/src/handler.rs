@@ -183,9 +183,7 @@ async fn verified(
     body: &[u8],
     metrics: &mut RequestMetrics,
 ) -> Result<(Arc<Providers>, i64), ApiError> {
-    let mut providers = app.providers.current().await;
-    metrics.provider = providers.get(name).ok_or_else(|| unknown_provider(name))?.name.clone();
-    within_limits(&app.settings, body)?;
+    let mut providers = admitted(app, name, body, metrics).await?;
     let verify_span = telemetry::step_span("verify");
     let loaded = providers.get(name).ok_or_else(|| unknown_provider(name))?;
     let verified = match verify_span.in_scope(|| verify(loaded, req, body)) {
@@ -211,8 +209,22 @@ async fn verified(
     }
 }
 
+/// The providers as loaded now, once the request names one of them (404) and its body is one the intake
+/// takes at all (see [`within_limits`]); the request's metrics name the provider from here on.
+pub(crate) async fn admitted(
+    app: &App,
+    name: &str,
+    body: &[u8],
+    metrics: &mut RequestMetrics,
+) -> Result<Arc<Providers>, ApiError> {
+    let providers = app.providers.current().await;
+    metrics.provider = providers.get(name).ok_or_else(|| unknown_provider(name))?.name.clone();
+    within_limits(&app.settings, body)?;
+    Ok(providers)
+}
+
 /// A body the intake takes at all: not empty, within `WEBHOOK_MAX_BODY_BYTES` (413).
-pub(crate) fn within_limits(settings: &IntakeSettings, body: &[u8]) -> Result<(), ApiError> {
+fn within_limits(settings: &IntakeSettings, body: &[u8]) -> Result<(), ApiError> {
     if body.len() > settings.max_body_bytes {
         return Err(ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,

@@ -5,7 +5,7 @@ use super::config::AdyenSecrets;
 use super::fact::{self, Notification};
 use super::notification::{self, Item, Mode, Unsigned};
 use super::retry::{self, ParkedItem};
-use crate::handler::{locate, on_payment_with, unknown_provider, within_limits, App};
+use crate::handler::{admitted, locate, on_payment_with, unknown_provider, App};
 use crate::metrics::RequestMetrics;
 use crate::providers::{Provider, Providers};
 use crate::redact::redact;
@@ -67,9 +67,7 @@ async fn verified(
     body: &[u8],
     metrics: &mut RequestMetrics,
 ) -> Result<(Arc<Providers>, Vec<(Item, Mode)>), ApiError> {
-    let providers = app.providers.current().await;
-    metrics.provider = providers.get(name).ok_or_else(|| unknown_provider(name))?.name.clone();
-    within_limits(&app.settings, body)?;
+    let providers = admitted(app, name, body, metrics).await?;
     let authorization = http::header(req, "authorization");
     let checked = match check(&providers, name, authorization, body)? {
         Err(_) => match app.providers.refresh_after_failed_signature().await {

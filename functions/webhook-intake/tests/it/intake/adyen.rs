@@ -417,3 +417,17 @@ async fn a_notification_that_is_not_ours_is_acknowledged_and_left_alone() {
     assert_eq!(m.foreign_events, 1);
     assert!(parked(&ctx, ParkedKind::Retrying).await.is_empty());
 }
+
+/// Invariant 13: an Adyen notification naming a payment of another PSP (here our id of a Stripe payment as
+/// its merchantReference) is acknowledged and left alone: nothing applied, recorded or parked.
+#[tokio::test]
+async fn a_notification_about_another_psps_payment_is_left_alone() {
+    let t = TestIntake::with(TestContext::new().await);
+    let app = adyen_app(&t.ctx, "webhook-intake");
+    let stripes = t.payment("pay_adyen_s1").await;
+    let before = t.item_count().await;
+    let m = accepted(&app, &[item("AUTHORISATION", true, stripes.as_str(), PSP, None, 1000)]).await;
+    assert_eq!((m.foreign_events, m.anomalies, m.quarantines), (1, 0, 0));
+    assert_eq!(t.item_count().await, before, "nothing written");
+    assert_eq!(status(&t.ctx, &stripes).await, (PaymentStatus::Pending, 1));
+}
