@@ -323,3 +323,40 @@ async fn a_payment_is_cancelled_by_our_reference_and_the_key_is_never_shown() {
     let shown = format!("{c:?} {:?}", settings(&s.url, KEY, ACCOUNT));
     assert!(!shown.contains(KEY), "{shown}");
 }
+
+#[test]
+fn the_settings_refuse_to_start_without_what_adyen_needs() {
+    use shared::Env;
+    let full = || {
+        Env::from_lookup(|_| None)
+            .with("ADYEN_BASE_URL", "https://checkout-test.adyen.com/")
+            .with("ADYEN_API_KEY", " AQE_key \n")
+            .with("ADYEN_MERCHANT_ACCOUNT", ACCOUNT)
+            .with("ADYEN_RETURN_URL", "https://shop.example/back")
+    };
+    let settings = AdyenSettings::from(&full()).expect("settings");
+    assert_eq!(settings.base_url, "https://checkout-test.adyen.com");
+    assert_eq!(settings.key.expose(), "AQE_key");
+    for name in [
+        "ADYEN_BASE_URL",
+        "ADYEN_API_KEY",
+        "ADYEN_MERCHANT_ACCOUNT",
+        "ADYEN_RETURN_URL",
+    ] {
+        let missing = AdyenSettings::from(&Env::from_lookup(move |n| full_value(n).filter(|_| n != name)));
+        assert!(missing.is_err(), "{name} missing must fail the start");
+    }
+    assert!(AdyenSettings::from(&Env::from_lookup(full_value)).is_ok());
+    let plain = full().with("ADYEN_BASE_URL", "http://checkout-test.adyen.com");
+    assert!(AdyenSettings::from(&plain).is_err(), "http:// only to 127.0.0.1");
+}
+
+fn full_value(name: &str) -> Option<String> {
+    match name {
+        "ADYEN_BASE_URL" => Some("https://checkout-test.adyen.com".into()),
+        "ADYEN_API_KEY" => Some("AQE_key".into()),
+        "ADYEN_MERCHANT_ACCOUNT" => Some(ACCOUNT.into()),
+        "ADYEN_RETURN_URL" => Some("https://shop.example/back".into()),
+        _ => None,
+    }
+}
