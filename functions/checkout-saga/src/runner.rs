@@ -90,7 +90,7 @@ impl RunError {
 /// Stripe keeps an idempotency key for 24 hours. A charge first tried longer ago than this (with a margin)
 /// may have outlived its key, so before it is sent again the PSP is searched for the PaymentIntent of the
 /// first attempt.
-pub const PSP_KEY_TRUSTED_FOR: Duration = Duration::from_secs(23 * 3600);
+pub const PSP_KEY_TRUSTED_FOR: Duration = Duration::from_millis(shared::saga::PSP_KEY_TRUSTED_FOR_MS.unsigned_abs());
 
 /// Load-and-advance rounds of one resume.
 const MAX_ROUNDS: usize = 32;

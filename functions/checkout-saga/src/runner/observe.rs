@@ -4,7 +4,7 @@
 use super::{correlation, RunError, Runner};
 use shared::psp::stripe::Refund;
 use shared::psp::{PaymentIntent, Psp, PspError};
-use shared::saga::SagaRecord;
+use shared::saga::{AwaitDeadlines, SagaRecord};
 use shared::store::read_item;
 use shared::{Observation, OrderId, Outcome, Path, PaymentId, PaymentStatus, RefundStatus, RefundStep};
 
@@ -82,19 +82,20 @@ impl<P: Psp> Runner<P> {
 
     /// The payment's status as the order projection has applied it from the queue, if any event arrived.
     /// Past the payment's deadline (or the checkout's), a projection that shows no outcome is not trusted to be
-    /// complete (an event may have been lost on the way): the payment item itself is read.
+    /// complete (an event may have been lost on the way): the payment item itself is read
+    /// ([`AwaitDeadlines::read_item`]).
     pub(super) async fn payment_outcome(
         &self,
         order: &OrderId,
         payment: &PaymentId,
-        past_deadline: bool,
+        deadlines: AwaitDeadlines,
     ) -> Result<Option<PaymentStatus>, RunError> {
         let key = order_projection::key(order, payment);
         let item = read_item(self.sagas.client(), self.table(), key, "read order projection").await?;
         let projected = item
             .and_then(|i| i.get("payment_status").and_then(|v| v.as_s().ok()).cloned())
             .and_then(|s| PaymentStatus::parse(&s).ok());
-        if !past_deadline || projected.is_some_and(PaymentStatus::is_terminal) {
+        if !deadlines.read_item(projected) {
             return Ok(projected);
         }
         Ok(self.payments().get(payment).await?.map(|p| p.status).or(projected))

@@ -2,9 +2,9 @@
 //! call carries a key derived from (order, step), so a retry or a resume after a crash never moves money twice.
 
 use super::observe::in_checkout_trace;
-use super::{correlation, Advanced, RunError, Runner, PSP_KEY_TRUSTED_FOR};
+use super::{correlation, Advanced, RunError, Runner};
 use shared::psp::{ChargeRequest, IntentStatus, PaymentIntent, Psp, PspError};
-use shared::saga::{CancellingPayment, Charging, RefundImpossible, RefundingPayment, Saga};
+use shared::saga::{charge_call, CancellingPayment, ChargeCall, Charging, RefundImpossible, RefundingPayment, Saga};
 use shared::{OrderId, Outcome, Path, PaymentStatus, RefundStep};
 use tracing::{error, info, warn};
 
@@ -20,9 +20,10 @@ impl<P: Psp> Runner<P> {
             .get(saga.payment_id())
             .await?
             .ok_or_else(|| RunError::Invalid(format!("payment {} of saga {order} vanished", saga.payment_id())))?;
-        let answer = match payment.psp_reference.clone() {
-            Some(reference) => self.psp().retrieve(&reference).await,
-            None if self.key_may_be_forgotten(&payment, now) => match self.psp().find_for_payment(&payment.id).await? {
+        // Which call comes first is the core's decision (the protocol model runs the same one).
+        let answer = match charge_call(payment.psp_reference.as_ref(), payment.created_at_ms, now) {
+            ChargeCall::Retrieve(reference) => self.psp().retrieve(&reference).await,
+            ChargeCall::SearchFirst => match self.psp().find_for_payment(&payment.id).await? {
                 Some(first) => {
                     warn!(order_id = %order, payment_id = %payment.id, intent = %first.id,
                           "charge retried after the PSP's key expired: the first PaymentIntent is used");
@@ -30,7 +31,7 @@ impl<P: Psp> Runner<P> {
                 }
                 None => self.send_charge(&saga, &payment).await,
             },
-            None => self.send_charge(&saga, &payment).await,
+            ChargeCall::Charge => self.send_charge(&saga, &payment).await,
         };
         let intent = match answer {
             Ok(intent) => intent,
@@ -74,12 +75,6 @@ impl<P: Psp> Runner<P> {
         self.psp()
             .charge(&format!("{}:charge", saga.order_id()), &request)
             .await
-    }
-
-    /// Was the payment created so long ago that the PSP may have forgotten the charge's idempotency key?
-    fn key_may_be_forgotten(&self, payment: &shared::Payment, now: i64) -> bool {
-        let trusted = i64::try_from(PSP_KEY_TRUSTED_FOR.as_millis()).unwrap_or(i64::MAX);
-        now.saturating_sub(payment.created_at_ms) >= trusted
     }
 
     /// Refunds the captured payment: all that is left on the charge (all of it, unless someone refunded part

@@ -7,11 +7,11 @@ use crate::{inventory, orders};
 use shared::psp::Psp;
 use shared::recovery::Reconciled;
 use shared::saga::{
-    Loaded, Next, PaymentCaptured, PaymentPending, ReleasingStock, Saga, SagaRecord, SagaStoreError, Started,
-    StockReserved,
+    awaited, AwaitDeadlines, Awaited, Loaded, Next, PaymentCaptured, PaymentPending, ReleasingStock, Saga,
+    SagaStoreError, Started, StockReserved,
 };
 use shared::telemetry::ErrorChain;
-use shared::{Metadata, NewPayment, OrderId, PaymentId, PaymentStatus, PspName};
+use shared::{Metadata, NewPayment, OrderId, PaymentId, PspName};
 use tracing::{info, warn};
 
 impl<P: Psp> Runner<P> {
@@ -60,37 +60,32 @@ impl<P: Psp> Runner<P> {
     /// abandonment deadline gives up on a customer who has not acted.
     async fn await_payment(&self, saga: Saga<PaymentPending>, now: i64) -> Result<Advanced, RunError> {
         let payment_id = saga.payment_id().clone();
-        let past_deadline = now >= saga.record().payment_deadline_ms;
-        let abandoned = self.abandoned(saga.record(), now);
-        match self
-            .payment_outcome(saga.order_id(), &payment_id, past_deadline || abandoned)
-            .await?
-        {
-            Some(PaymentStatus::Captured) => {
+        let abandon_after = i64::try_from(self.settings.abandon_after.as_millis()).unwrap_or(i64::MAX);
+        let deadlines = AwaitDeadlines::of(saga.record(), now, abandon_after);
+        let outcome = self.payment_outcome(saga.order_id(), &payment_id, deadlines).await?;
+        // What the saga does with it is the core's decision (the protocol model runs the same one).
+        match awaited(saga.record(), deadlines, outcome) {
+            Awaited::Captured => {
                 let (next, event) = saga.payment_captured(now);
                 self.moved(next, event, vec![]).await
             }
-            Some(status @ (PaymentStatus::Failed | PaymentStatus::Refunded)) => {
+            Awaited::Failed(status) => {
                 let (next, event) = saga.payment_failed(format!("payment {status}"), now);
                 self.moved(next, event, vec![]).await
             }
             // Still the customer's turn long after the start: give up, cancel at the PSP, compensate.
-            Some(status @ (PaymentStatus::Pending | PaymentStatus::RequiresAction | PaymentStatus::AttemptFailed))
-                if abandoned =>
-            {
-                let reason = format!(
-                    "abandoned: payment still {status} after {:?}",
-                    self.settings.abandon_after
-                );
-                let (next, event) = saga.payment_failed(reason, now);
+            Awaited::Abandoned(status) => {
+                let after = self.settings.abandon_after;
+                let (next, event) =
+                    saga.payment_failed(format!("abandoned: payment still {status} after {after:?}"), now);
                 self.moved(next, event, vec![]).await
             }
-            _ if past_deadline && !saga.record().recovery_requested => {
+            Awaited::HandToRecovery => {
                 self.hand_to_recovery(saga.order_id(), &payment_id).await;
                 let (next, event) = saga.recovery_requested(now);
                 self.moved(next, event, vec![]).await
             }
-            _ => Ok(Advanced::Stopped),
+            Awaited::Wait => Ok(Advanced::Stopped),
         }
     }
 
@@ -130,12 +125,6 @@ impl<P: Psp> Runner<P> {
         ];
         let (next, event) = saga.stock_released(now);
         self.moved(next, event, writes).await
-    }
-
-    /// Past the abandonment deadline (counted from the start)?
-    fn abandoned(&self, record: &SagaRecord, now: i64) -> bool {
-        let after = i64::try_from(self.settings.abandon_after.as_millis()).unwrap_or(i64::MAX);
-        now >= record.started_at_ms.saturating_add(after)
     }
 }
 
