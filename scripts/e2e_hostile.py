@@ -116,18 +116,21 @@ def diff(before, after):
 
 
 # ---- setup: payments that are already terminal (nothing in the background touches them) -----------------
-def terminal_payment():
+def terminal_payment(provider="stripe"):
+    """A captured payment of `provider` (only its endpoint's webhooks change it), bound to a reference of its."""
     status, body = raw("POST", "/payments", {"order_id": f"order-hostile-{RUN}", "amount_minor": 1000,
-                                             "currency": "EUR"}, {"Idempotency-Key": uuid.uuid4().hex})
+                                             "currency": "EUR", "provider": provider},
+                       {"Idempotency-Key": uuid.uuid4().hex})
     check("setup: create", status == 201, (status, body))
     pid = body["payment_id"]
-    status, body = raw("POST", f"/payments/{pid}/sync-result", {"outcome": "succeeded", "psp_reference": f"pi_{pid}"})
+    reference = f"pi_{pid}" if provider == "stripe" else f"psp_{pid}"
+    status, body = raw("POST", f"/payments/{pid}/sync-result", {"outcome": "succeeded", "psp_reference": reference})
     check("setup: captured", status == 200 and body["status"] == "captured", (status, body))
     return pid
 
 
 pid = terminal_payment()
-pid_standard = terminal_payment()
+pid_standard = terminal_payment("standard")
 
 
 def stripe_body(kind="payment_intent.succeeded", obj=None, **top):
