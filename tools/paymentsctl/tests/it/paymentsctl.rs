@@ -341,7 +341,9 @@ async fn escalations_are_listed_without_being_consumed_and_a_dry_run_retry_says_
     let payment = ctx.store.create(fixtures::new_payment("pay_esc", 2500)).await.unwrap();
     let order = payment.order_id.clone();
     let now = clock::now_ms;
-    let s = waiting_saga(&ctx, &order, &payment.id, None).await;
+    // Captured money has the PSP reference its refund needs (a saga without one does not load).
+    let reference = shared::PspReference::parse("pi_esc").unwrap();
+    let s = waiting_saga(&ctx, &order, &payment.id, Some(reference)).await;
     let (s, e) = s.payment_captured(now());
     sagas.save(&s, &e, vec![]).await.unwrap();
     let (s, e) = s.confirmation_failed("order cancelled".into(), now());
