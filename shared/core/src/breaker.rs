@@ -236,6 +236,31 @@ mod tests {
         assert_eq!(f.len(), 2);
     }
 
+    proptest::proptest! {
+        /// However often one request fails, and whatever its attempts' times, it never opens the breaker alone.
+        #[test]
+        fn one_request_alone_never_opens_it(calls in proptest::collection::vec(proptest::collection::vec(0i64..200_000, 0..6), 0..40)) {
+            let mut f = Failures::default();
+            let mut now: i64 = 0;
+            for attempts in calls {
+                now = now.saturating_add(1_000);
+                let at: Vec<i64> = attempts.iter().map(|a| now.saturating_sub(*a.min(&now))).collect();
+                proptest::prop_assert_eq!(f.record(&RULE, Request::Keyed("k"), &at, now), None);
+                proptest::prop_assert!(f.len() <= PER_REQUEST_LIMIT);
+            }
+        }
+
+        /// An open state ends no later than ten cool-downs after a believable change, whatever its stored end.
+        #[test]
+        fn an_open_state_never_outlasts_the_cap(until in proptest::option::of(proptest::num::i64::ANY), changed in proptest::option::of(proptest::num::i64::ANY), now in 0i64..4_000_000_000_000) {
+            let end = open_end(&RULE, until, changed, now);
+            proptest::prop_assert!(end <= now.saturating_add(CLOCK_SKEW_MS).saturating_add(RULE.max_open_ms()));
+            if let Some(c) = changed.filter(|c| *c <= now.saturating_add(CLOCK_SKEW_MS)) {
+                proptest::prop_assert!(end <= c.saturating_add(RULE.max_open_ms()));
+            }
+        }
+    }
+
     #[test]
     fn an_open_state_always_ends_within_the_cap() {
         let now = 10_000_000;

@@ -267,3 +267,27 @@ async fn an_end_time_far_in_the_future_is_capped_but_a_fresh_open_state_holds() 
         other => panic!("open until the cap: {other:?}"),
     }
 }
+
+#[tokio::test]
+async fn a_probe_that_gets_only_a_replayed_answer_hands_the_probe_to_another_call() {
+    let w = world().await;
+    let reference = w.intent().await;
+    let breaker = w.breaker(settings());
+    w.sim.ledger.fail_saved(1);
+    assert!(charge(&breaker, "order-poisoned:charge", "pay_poisoned").await.is_err());
+    // Open, its cool-down over: the next call is the probe.
+    let cool_down = i64::try_from(settings().cool_down.as_millis()).unwrap();
+    let now = clock::now_ms();
+    w.put_breaker(&[
+        ("state", s("open")),
+        ("open_until_ms", n(now - cool_down)),
+        ("changed_at_ms", n(now - 2 * cool_down)),
+    ])
+    .await;
+    // The poisoned saga's retry is the probe: Stripe only replays the saved 500, which says nothing of Stripe now.
+    let replayed = charge(&breaker, "order-poisoned:charge", "pay_poisoned").await;
+    assert!(matches!(&replayed, Err(e) if e.is_transient()), "{replayed:?}");
+    // Not opened again for another cool-down: the next call probes, and Stripe answers it.
+    breaker.retrieve(&reference).await.expect("the next call is the probe");
+    assert_eq!(breaker.state().await.unwrap(), BreakerState::Closed);
+}
