@@ -4,7 +4,9 @@
 use super::observe::in_checkout_trace;
 use super::{correlation, Advanced, RunError, Runner};
 use shared::psp::{ChargeRequest, IntentStatus, PaymentIntent, Psp, PspError};
-use shared::saga::{charge_call, CancellingPayment, ChargeCall, Charging, RefundImpossible, RefundingPayment, Saga};
+use shared::saga::{
+    charge_call, CancellingPayment, ChargeCall, Charging, IntentState, RefundImpossible, RefundingPayment, Saga,
+};
 use shared::{OrderId, Outcome, Path, PaymentStatus, RefundStep};
 use tracing::{error, info, warn};
 
@@ -254,7 +256,7 @@ impl<P: Psp> Runner<P> {
             .observe_intent(saga.payment_id(), saga.record(), &intent)
             .await?
             .unwrap_or(status);
-        if matches!(intent.status, IntentStatus::Canceled | IntentStatus::Succeeded) {
+        if !intent_state(intent.status).may_still_take_money() {
             return Ok(Some(after));
         }
         info!(order_id = %saga.order_id(), psp_status = intent.status.as_str(),
@@ -281,10 +283,7 @@ impl<P: Psp> Runner<P> {
         reference: &shared::PspReference,
     ) -> Result<PaymentIntent, RunError> {
         let current = self.psp().retrieve(reference).await?;
-        if matches!(
-            current.status,
-            IntentStatus::Canceled | IntentStatus::Succeeded | IntentStatus::Processing
-        ) {
+        if !intent_state(current.status).to_cancel() {
             return Ok(current);
         }
         let key = format!("{order}:cancel:{}", current.status.as_str());
@@ -296,6 +295,21 @@ impl<P: Psp> Runner<P> {
                 None => Err(refused.into()),
             },
         }
+    }
+}
+
+/// A PaymentIntent as the cancel sees it, in the core's terms ([`IntentState`]; the protocol model decides
+/// with the same): waiting for the customer or for us (an unknown status too), it can still be canceled.
+fn intent_state(status: IntentStatus) -> IntentState {
+    match status {
+        IntentStatus::Processing => IntentState::Processing,
+        IntentStatus::Succeeded => IntentState::Succeeded,
+        IntentStatus::Canceled => IntentState::Canceled,
+        IntentStatus::RequiresPaymentMethod
+        | IntentStatus::RequiresConfirmation
+        | IntentStatus::RequiresAction
+        | IntentStatus::RequiresCapture
+        | IntentStatus::Unknown => IntentState::Open,
     }
 }
 
