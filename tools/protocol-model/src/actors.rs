@@ -7,7 +7,7 @@
 //! | the sweeper ([`sweep`]) | `functions/checkout-saga/src/sweeper.rs`: the shard's oldest due saga, one a run |
 //! | the PSP's faults ([`dispute`], [`key_rejected`], [`key_fixed`], [`deploy`], [`breaker_closes`]) | a cardholder's dispute, a rejected API key and its fix, a deploy that changes the charge request, the breaker's cool-down and probe |
 //! | webhook intake ([`intake`]) | `functions/webhook-intake/src/handler.rs`: `intake`'s steps `leased` (lease + read) and `applied` (finalize, releasing the lease) |
-//! | recovery ([`RecoveryPc`], [`recovery_ask`], [`recovery_finalize`]) | `shared/src/recovery.rs`: `Recovery::reconcile` / `reconcile_leased` (lease, read, `give_back` when a refund is due, PSP status query, finalize) |
+//! | recovery ([`RecoveryPc`], [`recovery_ask`], [`recovery_finalize`]) | `shared/src/recovery.rs`: `Recovery::reconcile` / `reconcile_leased` (lease, read, the core's `recovery_step` choosing what to ask, `give_back` when a refund is due, PSP status query, finalize) |
 //! | customer ([`CustomerPc`]) | completes the 3-D Secure challenge at the PSP with the secret our client view gave; `POST /checkouts/{order}/cancel` (`functions/checkout-saga/src/api.rs`: `orders::cancel`, then `Runner::cancel_by_customer`) |
 //! | order projection ([`relay`]) | the outbox relay and `functions/order-projection`: the projection catches up with the payment (best effort) |
 //!
@@ -29,11 +29,12 @@ use crate::model::{BreakerMode, CancelMode, Config, SweeperMode};
 use crate::psp::{ChargeRefused, IntentStatus, IntentView, Psp, RefundAnswer};
 use crate::world::{Due, Holder, OrderStatus, StoredSaga, World};
 use payments_core::breaker::{BreakerRule, Request};
+use payments_core::recovery::{recovery_step, RecoveryStep};
 use payments_core::saga::{
     after_resume, awaited, charge_call, AwaitDeadlines, Awaited, ChargeCall, IntentState, Loaded, NextStep,
     RefundImpossible, SagaRecord, SagaStatus, Sweep,
 };
-use payments_core::{decide, Decision, Observation, Outcome, Path, PaymentId, PaymentStatus};
+use payments_core::{decide, Decision, Observation, Outcome, Path, PaymentId, PaymentStatus, PspName};
 
 /// Where the runner is within the action of the saga it loaded.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -726,7 +727,13 @@ pub fn recovery_ask(w: &World, k: usize, lose: bool) -> Option<World> {
     if !payment.is_open() {
         return None;
     }
-    let index = payment.psp_reference.as_ref().and_then(Psp::index_of)?;
+    // The real choice of what to ask (`payments_core::recovery::recovery_step`, as `Recovery::reconcile` makes
+    // it): recovery holds Stripe's client, and every payment of the model is Stripe's. Expiry is past the
+    // model's time marks (days), so a payment with nothing to ask only waits.
+    let RecoveryStep::Ask(reference) = recovery_step(payment, Some(&PspName::Stripe), w.wall_ms(), i64::MAX) else {
+        return None;
+    };
+    let index = Psp::index_of(&reference)?;
     let refund_due = payment.refund_due();
     if lose && (refund_due.is_none() || w.losses_left == 0) {
         return None;
