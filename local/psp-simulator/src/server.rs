@@ -144,10 +144,9 @@ impl Simulator {
         });
         let mut answered = response(answer.status, &answer.body);
         if effects.replayed {
-            answered.headers_mut().insert(
-                "idempotent-replayed",
-                hyper::header::HeaderValue::from_static("true"),
-            );
+            answered
+                .headers_mut()
+                .insert("idempotent-replayed", hyper::header::HeaderValue::from_static("true"));
         }
         Ok(answered)
     }
