@@ -90,6 +90,22 @@ impl StoreError {
         }
     }
 
+    /// The answer of a conditional write: `true` when it was written, `false` when its condition failed (the
+    /// item was not as the caller required: an answer, not a fault), else the failure in our terms.
+    pub fn condition_held<T, E, R>(context: &'static str, result: Result<T, SdkError<E, R>>) -> Result<bool, Self>
+    where
+        E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+        R: std::fmt::Debug + Send + Sync + 'static,
+    {
+        match result {
+            Ok(_) => Ok(true),
+            Err(SdkError::ServiceError(service)) if service.err().code() == Some("ConditionalCheckFailedException") => {
+                Ok(false)
+            }
+            Err(e) => Err(StoreError::from_sdk(context, e)),
+        }
+    }
+
     /// True when retrying the same request later may succeed (answer 503 with Retry-After).
     pub fn is_transient(&self) -> bool {
         matches!(

@@ -246,16 +246,8 @@ pub async fn defer(client: &Client, table: &str, key: super::item::Item, opened_
         .expression_attribute_values(":due", AttributeValue::N(opened_at_ms.to_string()))
         .send()
         .await;
-    match result {
-        Ok(_) => Ok(()),
-        Err(e)
-            if e.as_service_error()
-                .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
-        {
-            Ok(())
-        }
-        Err(e) => Err(StoreError::from_sdk("defer open item", e)),
-    }
+    // An item no longer open (it closed meanwhile) has nothing to defer.
+    StoreError::condition_held("defer open item", result).map(|_| ())
 }
 
 #[cfg(test)]

@@ -77,16 +77,8 @@ impl PaymentStore {
             .expression_attribute_values(":now", AttributeValue::N(clock::ceil_secs(now).to_string()))
             .send()
             .await;
-        match result {
-            Ok(_) => Ok(()),
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
-            {
-                Ok(())
-            }
-            Err(e) => Err(StoreError::from_sdk("park webhook", e)),
-        }
+        // A body already parked under the key stays: the first one is kept.
+        StoreError::condition_held("park webhook", result).map(|_| ())
     }
 
     /// Removes a parked webhook (one retried and done with); removing one already gone is no error.

@@ -92,15 +92,6 @@ impl CursorStore {
             put.condition_expression("version = :read")
                 .expression_attribute_values(":read", AttributeValue::N(read_version.to_string()))
         };
-        match put.send().await {
-            Ok(_) => Ok(true),
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|se| se.is_conditional_check_failed_exception()) =>
-            {
-                Ok(false)
-            }
-            Err(e) => Err(StoreError::from_sdk("save catch-up cursor", e)),
-        }
+        StoreError::condition_held("save catch-up cursor", put.send().await)
     }
 }

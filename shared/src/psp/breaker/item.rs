@@ -141,16 +141,11 @@ impl Update {
         } else {
             self.builder.condition_expression(self.conditions.join(" AND "))
         };
-        match builder.send().await {
-            Ok(_) => Ok(Written::Done),
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|se| se.is_conditional_check_failed_exception()) =>
-            {
-                Ok(Written::Changed)
-            }
-            Err(e) => Err(StoreError::from_sdk(context, e)),
-        }
+        Ok(if StoreError::condition_held(context, builder.send().await)? {
+            Written::Done
+        } else {
+            Written::Changed
+        })
     }
 }
 
