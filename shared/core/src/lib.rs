@@ -33,7 +33,7 @@ pub use ids::{CorrelationId, DisputeId, IdempotencyKey, OrderId, PaymentId, PspE
 pub use metadata::Metadata;
 pub use money::{Currency, Money};
 pub use observation::{Claims, Observation, Outcome, Path, RefundReport};
-pub use payment::{CustomerAction, NewPayment, Payment, StrayCapture};
+pub use payment::{CustomerAction, NewPayment, Offered, Payment, StrayCapture};
 pub use provider::{KnownPsps, PspName, StandardPsp};
 pub use recovery::{recovery_step, NothingToAsk, RecoveryStep, Unasked};
 pub use refund::{refund_step, GiveBack, RefundEntry, RefundStatus, RefundStep, RefundTotals};

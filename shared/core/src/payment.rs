@@ -40,6 +40,27 @@ impl CustomerAction {
         })
     }
 
+    /// The action a PSP offered, as our [`RedirectPolicy`](crate::RedirectPolicy) lets it through: `url` is
+    /// the offered redirect URL already parsed under that policy. A refused URL is dropped and the client
+    /// secret alone is handed on, so the customer can still act (the whole action dropped made the PSP's
+    /// answer unreadable: the saga escalated it again and again); only an offer with nothing left is refused.
+    /// [`Offered::refused_url`] tells the shell to log the refusal (never the URL: it may carry a token).
+    pub fn offered(
+        client_secret: Option<ClientSecret>,
+        url: Option<Result<RedirectUrl, DomainError>>,
+    ) -> Result<Offered, DomainError> {
+        let (redirect_url, refused_url) = match url {
+            Some(Ok(url)) => (Some(url), None),
+            Some(Err(refused)) if client_secret.is_some() => (None, Some(refused)),
+            Some(Err(refused)) => return Err(refused),
+            None => (None, None),
+        };
+        Ok(Offered {
+            action: Self::new(client_secret, redirect_url)?,
+            refused_url,
+        })
+    }
+
     pub fn client_secret(&self) -> Option<&ClientSecret> {
         self.client_secret.as_ref()
     }
@@ -47,6 +68,14 @@ impl CustomerAction {
     pub fn redirect_url(&self) -> Option<&RedirectUrl> {
         self.redirect_url.as_ref()
     }
+}
+
+/// What [`CustomerAction::offered`] decided: the action to hand on, and why a redirect URL was dropped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Offered {
+    pub action: CustomerAction,
+    /// The offered redirect URL our policy refused (dropped from `action`).
+    pub refused_url: Option<DomainError>,
 }
 
 /// Money the PSP took after we had failed the payment ("success after failure"): recorded once as an anomaly
@@ -218,5 +247,30 @@ mod tests {
         assert_eq!(CustomerAction::new(None, None), Err(DomainError::EmptyAction));
         let url = RedirectUrl::parse("https://bank.example/3ds").unwrap();
         assert!(CustomerAction::new(None, Some(url)).is_ok());
+    }
+
+    #[test]
+    fn a_refused_redirect_url_is_dropped_and_the_secret_kept() {
+        let policy = crate::RedirectPolicy::from_values(false, Some("bank.example"));
+        let secret = ClientSecret::parse("pi_1_secret_abc").unwrap();
+        let refused = RedirectUrl::parse_with("https://evil.example/3ds", &policy);
+        assert_eq!(refused, Err(DomainError::RedirectHostNotAllowed));
+
+        let offered = CustomerAction::offered(Some(secret.clone()), Some(refused.clone())).unwrap();
+        assert_eq!(offered.action.client_secret(), Some(&secret));
+        assert_eq!(offered.action.redirect_url(), None);
+        assert_eq!(offered.refused_url, Some(DomainError::RedirectHostNotAllowed));
+
+        // Nothing left to hand on: refused, with the URL's reason.
+        assert_eq!(
+            CustomerAction::offered(None, Some(refused)),
+            Err(DomainError::RedirectHostNotAllowed)
+        );
+        assert_eq!(CustomerAction::offered(None, None), Err(DomainError::EmptyAction));
+
+        let allowed = RedirectUrl::parse_with("https://bank.example/3ds", &policy);
+        let offered = CustomerAction::offered(Some(secret), Some(allowed.clone())).unwrap();
+        assert_eq!(offered.action.redirect_url(), allowed.ok().as_ref());
+        assert_eq!(offered.refused_url, None);
     }
 }

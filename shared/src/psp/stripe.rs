@@ -181,7 +181,8 @@ pub fn customer_action(
 /// The secret, and the URL when the action is a redirect. A URL `policy` refuses (another host than
 /// `REDIRECT_HOSTS`, plain http, user info) is not handed on, but it drops only itself: the client secret
 /// alone serves the action (Stripe.js handles 3-D Secure with it), so the payment still waits for the
-/// customer instead of the answer being unusable. Only an action with neither is an error.
+/// customer instead of the answer being unusable. Only an action with neither is an error. The decision is
+/// the core's [`CustomerAction::offered`] (the protocol model takes it too); this logs the refusal.
 pub fn customer_action_with(
     client_secret: Option<&ClientSecret>,
     next_action: Option<&NextAction>,
@@ -195,17 +196,13 @@ pub fn customer_action_with(
     let raw = next_action
         .and_then(|a| a.redirect_to_url.as_ref())
         .and_then(|r| r.url.clone());
-    let url = match raw.map(|url| RedirectUrl::parse_with(url, policy)) {
-        Some(Ok(url)) => Some(url),
+    let url = raw.map(|url| RedirectUrl::parse_with(url, policy));
+    let offered = CustomerAction::offered(secret, url).map_err(|e| format!("next_action: {e}"))?;
+    if let Some(refused) = &offered.refused_url {
         // The URL itself is never logged: it may carry a one-time token.
-        Some(Err(refused)) if secret.is_some() => {
-            tracing::warn!(error = %refused, "redirect URL refused by our policy; the client secret alone is handed on");
-            None
-        }
-        Some(Err(refused)) => return Err(format!("next_action URL: {refused}")),
-        None => None,
-    };
-    CustomerAction::new(secret, url).map_err(|e| e.to_string())
+        tracing::warn!(error = %refused, "redirect URL refused by our policy; the client secret alone is handed on");
+    }
+    Ok(offered.action)
 }
 
 /// `latest_charge`: an id, or the expanded Charge.

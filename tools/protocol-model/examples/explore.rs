@@ -7,7 +7,8 @@
 //! step before it read a refused refund back), `MODEL_DAY=1` (a day may pass), `MODEL_NO_CUSTOMER=1`,
 //! `MODEL_WEBHOOKS_LOST=1` (a lost answer may be a webhook never delivered), `MODEL_RUNNERS`,
 //! `MODEL_CRASHES`, `MODEL_LOSSES`, `MODEL_DUPLICATES`, `MODEL_SCENARIOS` (e.g. `ThreeDs,Processing`),
-//! `MODEL_REFUSALS` (any of `dispute,key,charge,500,search`), `MODEL_SWEEPER=today` (the sweeper before the
+//! `MODEL_REFUSALS` (any of `dispute,key,charge,500,search,redirect`), `MODEL_REDIRECT_DROPS_ACTION=1` (the
+//! client before it kept the secret of a refused redirect), `MODEL_SWEEPER=today` (the sweeper before the
 //! fix), `MODEL_BREAKER=per-request|today`, `MODEL_NO_REFERENCE_COPY=1` (the saga before it copied the
 //! payment's reference), `MODEL_BYSTANDER=1` (a second order in the shard),
 //! `MODEL_TRACE=<property>` (print the path to its discovery, `all` for every one).
@@ -51,6 +52,7 @@ fn config() -> Config {
             charge_refused: on("charge"),
             saved_500: on("500"),
             search_refused: on("search"),
+            redirect_refused: on("redirect"),
         };
     }
     if var("MODEL_SWEEPER").as_deref() == Some("today") {
@@ -63,6 +65,7 @@ fn config() -> Config {
     }
     config.copies_reference = var("MODEL_NO_REFERENCE_COPY").is_none();
     config.bystander = var("MODEL_BYSTANDER").is_some();
+    config.redirect_drops_action = var("MODEL_REDIRECT_DROPS_ACTION").is_some();
     if let Some(names) = var("MODEL_SCENARIOS") {
         config.scenarios = Scenario::ALL
             .into_iter()

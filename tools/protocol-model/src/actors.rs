@@ -431,6 +431,13 @@ pub fn runner_step(cfg: &Config, w: &World, i: usize, lose: bool) -> Option<Worl
                 retry(&mut next);
             } else {
                 match answer {
+                    // A PaymentIntent our client cannot read (`PspError::BadAnswer`): the resume's attempts
+                    // get it again, and the step is escalated.
+                    Ok(view)
+                        if view.status == IntentStatus::RequiresAction && view.observation(Path::Sync).is_none() =>
+                    {
+                        escalate(cfg, &mut next, i, &saga, NextStep::Charge, true);
+                    }
                     Ok(view) => goto(&mut next, Sub::FinalizeCharge(id, view)),
                     Err(ChargeRefused::KeyReused) => goto(&mut next, Sub::SaveChargeFailed),
                     // A 500, replayed to every retry: the resume's attempts fail, the breaker counts them, and

@@ -1,7 +1,7 @@
 //! The one checkout the model runs: its order, SKU, amount and ids, built with the real parsers.
 
 use payments_core::saga::Checkout;
-use payments_core::{ClientSecret, Currency, CustomerAction, Money, OrderId, PaymentId, Sku};
+use payments_core::{ClientSecret, Currency, Money, OrderId, PaymentId, Sku};
 use std::fmt::Debug;
 
 /// The amount of the one order, in minor units.
@@ -52,8 +52,7 @@ pub fn checkout() -> Checkout {
     }
 }
 
-/// The 3-D Secure action of PaymentIntent `index`: its client secret.
-pub fn action(index: u8) -> CustomerAction {
-    let secret = valid(ClientSecret::parse(format!("pi_{}_secret_model", u32::from(index) + 1)));
-    valid(CustomerAction::new(Some(secret), None))
+/// The client secret of PaymentIntent `index`.
+pub fn secret(index: u8) -> ClientSecret {
+    valid(ClientSecret::parse(format!("pi_{}_secret_model", u32::from(index) + 1)))
 }

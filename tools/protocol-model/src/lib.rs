@@ -31,7 +31,9 @@
 //! and the PSP's retries restart the work); the payment and abandonment deadlines; optionally a day passing
 //! (Stripe prunes idempotency keys, its search index catches up, a charge retried then is past
 //! `PSP_KEY_TRUSTED_FOR_MS`). Optionally ([`model::Refusals`]): refusals for good (a disputed charge's refund,
-//! a retried charge refused after a deploy, a refused search, a saved 500 replayed for the charge's key), a
+//! a retried charge refused after a deploy, a refused search, a saved 500 replayed for the charge's key, a
+//! 3-D Secure redirect URL our redirect policy refuses: [`psp::Offer`], read by the core's
+//! `CustomerAction::offered` as the Stripe client reads it), a
 //! 401 until an operator fixes the key, the breaker ([`model::BreakerMode`]), escalation with the sweeper
 //! ([`model::SweeperMode`]) and a second order in the shard that only the sweeper resumes (one saga a run,
 //! oldest first).
@@ -48,12 +50,13 @@
 //!
 //! The broken variants ([`CancelMode::OldMain`], `search_after_a_day: false`, `refused_refund_reads_back:
 //! false`, `fresh_charge_key`, `never_abandon`, [`model::SweeperMode::Today`], [`model::BreakerMode::Today`],
-//! `copies_reference: false`) are the code before a fix, kept to show the checks are not vacuous. What the
+//! `copies_reference: false`, `redirect_drops_action`) are the code before a fix, kept to show the checks are not vacuous. What the
 //! model found, and which tests in `tests/it/model.rs` pin it, is listed in the README's "The protocol model".
 //!
 //! # What it cannot see
-//! - The shells: the AWS SDK and HTTP, the Stripe client's parsing and policies (the redirect policy, so a
-//!   refused redirect URL is not modelled), signatures, metrics and alarms. A retried call that keeps failing
+//! - The shells: the AWS SDK and HTTP, the Stripe client's parsing beyond the customer's action (a refused
+//!   redirect URL is modelled through the core's decision, with one fixed policy), signatures, metrics and
+//!   alarms. A retried call that keeps failing
 //!   is a lost answer, a crash, or a replayed 500; a resume cut at its invocation's deadline is a crash.
 //! - Several orders beyond the shard's other one (which only waits for a sweep), partial refunds by hand,
 //!   customer retries after a decline (the customer abandons), and expiry of payments with nothing to ask.

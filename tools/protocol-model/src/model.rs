@@ -13,7 +13,7 @@
 
 use crate::actors::{self, Actor, CancelPc, Delivery, RecoveryPc, RunnerPc};
 use crate::ids;
-use crate::psp::Scenario;
+use crate::psp::{Offer, Scenario};
 use crate::world::{OrderStatus, World};
 use payments_core::saga::{Loaded, SagaEventKind, SagaStatus};
 use payments_core::ClientView;
@@ -55,6 +55,9 @@ pub struct Refusals {
     pub saved_500: bool,
     /// The search a day later is refused for good (with `day_passes`).
     pub search_refused: bool,
+    /// A 3-D Secure PaymentIntent offers a redirect URL our `RedirectPolicy` refuses, for good (with the
+    /// client secret): [`crate::psp::Offer::RefusedUrl`].
+    pub redirect_refused: bool,
 }
 
 /// What happens to a saga whose step was escalated.
@@ -124,6 +127,9 @@ pub struct Config {
     /// A second order in the saga's shard that only the sweeper resumes (its limit: one saga a run, oldest
     /// first).
     pub bystander: bool,
+    /// Broken on purpose (with `refusals.redirect_refused`): the client before 60fbc53 dropped the whole
+    /// action with a refused redirect URL ([`crate::psp::Offer::RefusedUrlDropsAction`]).
+    pub redirect_drops_action: bool,
 }
 
 impl Default for Config {
@@ -148,6 +154,7 @@ impl Default for Config {
             breaker: BreakerMode::Off,
             copies_reference: true,
             bystander: false,
+            redirect_drops_action: false,
         }
     }
 }
@@ -592,6 +599,11 @@ impl Model for ProtocolModel {
                 let mut w = World::new(*s, c.runners, c.crashes, c.losses, c.duplicates);
                 w.psp.charge_fails = c.refusals.saved_500;
                 w.psp.search_refused = c.refusals.search_refused;
+                w.psp.offer = match (c.refusals.redirect_refused, c.redirect_drops_action) {
+                    (false, _) => Offer::Secret,
+                    (true, false) => Offer::RefusedUrl,
+                    (true, true) => Offer::RefusedUrlDropsAction,
+                };
                 w.bystander_waiting = c.bystander;
                 w
             })

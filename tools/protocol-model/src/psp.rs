@@ -21,7 +21,10 @@
 //! `PaymentIntent::observation` in `shared/src/psp/stripe.rs`.
 
 use crate::ids;
-use payments_core::{Claims, CorrelationId, Observation, Outcome, Path, PaymentId, PspEventId, PspReference};
+use payments_core::{
+    Claims, CorrelationId, CustomerAction, Observation, Outcome, Path, PaymentId, PspEventId, PspReference,
+    RedirectPolicy, RedirectUrl,
+};
 use std::collections::BTreeMap;
 
 /// What the customer's payment method does when charged (the simulator's `pm_<scenario>`).
@@ -40,6 +43,39 @@ pub enum Scenario {
 impl Scenario {
     /// Every scenario, one initial state each.
     pub const ALL: [Scenario; 4] = [Self::Succeeds, Self::ThreeDs, Self::Processing, Self::Declined];
+}
+
+/// What a 3-D Secure PaymentIntent's `next_action` offers the customer, and how our client reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Offer {
+    /// The client secret alone (Stripe.js handles the challenge).
+    #[default]
+    Secret,
+    /// The secret and a `redirect_to_url` our [`RedirectPolicy`] refuses (another host than
+    /// `REDIRECT_HOSTS`): main's decision, [`CustomerAction::offered`], drops the URL and keeps the secret.
+    RefusedUrl,
+    /// Broken on purpose: the same offer read by the client before 60fbc53, which dropped the whole action
+    /// with the URL: the answer is unreadable (`PspError::BadAnswer`), so is the webhook.
+    RefusedUrlDropsAction,
+}
+
+/// The redirect URL the PSP offers under [`Offer::RefusedUrl`], and the policy that refuses it.
+const OFFERED_URL: &str = "https://hooks.elsewhere.example/3ds?token=t";
+
+fn policy() -> RedirectPolicy {
+    RedirectPolicy::from_values(false, Some("bank.example"))
+}
+
+impl Offer {
+    /// The customer's action on PaymentIntent `index`, as our client reads the offer; `None`: unreadable.
+    pub fn action(self, index: u8) -> Option<CustomerAction> {
+        let secret = ids::secret(index);
+        let url = (self != Self::Secret).then(|| RedirectUrl::parse_with(OFFERED_URL, &policy()));
+        if self == Self::RefusedUrlDropsAction && url.as_ref().is_some_and(Result::is_err) {
+            return None;
+        }
+        CustomerAction::offered(Some(secret), url).ok().map(|o| o.action)
+    }
 }
 
 /// A PaymentIntent's `status`, as far as the model needs it.
@@ -91,6 +127,8 @@ pub struct IntentView {
     pub index: u8,
     pub status: IntentStatus,
     pub refunded: u64,
+    /// What its `next_action` offers, when it requires one.
+    pub offer: Offer,
 }
 
 impl IntentView {
@@ -100,14 +138,15 @@ impl IntentView {
     }
 
     /// What this snapshot tells our payment, on `path`: mirrors `PaymentIntent::observation` (outcome, the
-    /// PaymentIntent id as the PSP reference, amount and currency as claims). `None` when it tells nothing.
+    /// PaymentIntent id as the PSP reference, amount and currency as claims). `None` when it tells nothing,
+    /// or our client cannot read it (a `next_action` it refuses whole: [`Offer::RefusedUrlDropsAction`]).
     pub fn observation(&self, path: Path) -> Option<Observation> {
         let outcome = match self.status {
             IntentStatus::RequiresPaymentMethod => Outcome::AttemptFailed {
                 reason: "card_declined".into(),
                 retry_token: None,
             },
-            IntentStatus::RequiresAction => Outcome::RequiresAction(ids::action(self.index)),
+            IntentStatus::RequiresAction => Outcome::RequiresAction(self.offer.action(self.index)?),
             IntentStatus::Processing => Outcome::Processing,
             IntentStatus::Succeeded if self.refunded > 0 => Outcome::Refunded {
                 refunded_total_minor: self.refunded,
@@ -217,6 +256,8 @@ pub struct Psp {
     pub charge_fails: bool,
     /// The search is refused for good (a 400).
     pub search_refused: bool,
+    /// What a PaymentIntent's `next_action` offers the customer.
+    pub offer: Offer,
 }
 
 impl Psp {
@@ -236,6 +277,7 @@ impl Psp {
             request_changed: false,
             charge_fails: false,
             search_refused: false,
+            offer: Offer::default(),
         }
     }
 
@@ -245,6 +287,7 @@ impl Psp {
             index,
             status: i.status,
             refunded: i.refunded,
+            offer: self.offer,
         })
     }
 

@@ -444,3 +444,45 @@ fn todays_breaker_opens_on_one_keys_replayed_failures() {
     };
     assert_fails(&check(config, THREADS, true), BREAKER_ON_THE_PSP);
 }
+
+/// A 3-D Secure PaymentIntent offers, with its client secret, a redirect URL our `RedirectPolicy` refuses
+/// (a refusal for good). Main's client (`CustomerAction::offered`, the core's decision that the Stripe client
+/// takes) drops the URL and keeps the secret: the customer acts with it, nothing escalates, every saga ends.
+#[test]
+fn main_hands_on_the_secret_of_a_refused_redirect_and_the_customer_acts() {
+    let refusals = Refusals {
+        redirect_refused: true,
+        ..Refusals::default()
+    };
+    let report = check(refusing(refusals, vec![Scenario::ThreeDs]), THREADS, false);
+    assert_holds(&report, &[MONEY_ON_FAILED_REFUNDED, SET_ASIDE, REFUND_REFUSED_FOR_GOOD]);
+}
+
+/// Broken on purpose: the client before 60fbc53 dropped the whole action with the refused URL, so the
+/// charge's answer (and the webhook) is unreadable (`PspError::BadAnswer`): the step is escalated, the
+/// customer never gets the secret (no order completes) and the saga, set aside, never ends; today's sweeper
+/// escalates it again at every run.
+#[test]
+fn the_old_client_drops_the_action_of_a_refused_redirect_and_the_customer_cannot_act() {
+    let config = Config {
+        redirect_drops_action: true,
+        ..refusing(
+            Refusals {
+                redirect_refused: true,
+                ..Refusals::default()
+            },
+            vec![Scenario::ThreeDs],
+        )
+    };
+    let report = check(config.clone(), THREADS, false);
+    assert_fails(&report, LIVENESS);
+    let unreached = report.unreached_examples();
+    assert!(unreached.contains(&COMPLETED), "the customer acted: {unreached:?}");
+    assert!(!unreached.contains(&SET_ASIDE), "nothing escalated: {unreached:?}");
+
+    let today = Config {
+        sweeper: SweeperMode::Today,
+        ..config
+    };
+    assert_fails(&check(today, THREADS, false), ESCALATED_ONCE);
+}
