@@ -2,7 +2,8 @@
 //!
 //! What differs from Stripe, and how this client carries it:
 //! - **JSON bodies, `X-API-Key`**: the key is an [`ApiKey`] (redacted in `Debug`, never logged, nor are
-//!   request bodies). A key Adyen refuses (401, 403: a revoked key, a web service user without the role, a
+//!   request bodies), from Secrets Manager (`ADYEN_API_KEY_ARN`, read again after a 401/403 as Stripe's is:
+//!   [`CurrentKey`]) or the environment (`ADYEN_API_KEY`). A key Adyen refuses (401, 403: a revoked key, a web service user without the role, a
 //!   merchant account the key may not use) is [`PspError::AuthFailed`], a deployment fault the callers defer
 //!   on, never the customer's refusal.
 //! - **Idempotency keys of at most 64 characters**: a longer key of ours (the saga's keys name the order and
@@ -20,7 +21,8 @@
 //! - **Errors** (`{status, errorCode, message, errorType, pspReference}`): 401/403 are `AuthFailed`; 429 and
 //!   5xx (and no answer) are [`PspError::Unavailable`], retried like the Stripe client's (the same
 //!   [`crate::retry::Backoff`], timeouts per attempt), each failed attempt reported to the breaker the call
-//!   runs in ([`super::breaker::attempt_failed`]; Adyen marks no replayed answer, so every one counts); other
+//!   runs in (Adyen's own, `BREAKER#adyen`: [`super::GuardedAdyen`]; [`super::breaker::attempt_failed`]; Adyen
+//!   marks no replayed answer, so every one counts); other
 //!   4xx (`validation`: a field missing, an idempotency key reused for another request) are
 //!   [`PspError::Refused`]. Adyen's error is carried in Stripe's error shape ([`ApiError`]: `errorType` as
 //!   `type`, `errorCode` as `code`), which every caller already reads, and logged and counted by the Stripe
@@ -31,6 +33,8 @@
 
 use super::client::{report_refusal, STAGE_MARKER};
 use super::http::{self, AttemptFailure};
+use super::key::CurrentKey;
+use super::settings::KeySource;
 use super::stripe::{ApiError, ErrorType};
 use super::{ApiKey, ChargeRequest, PspError};
 use crate::config::{ConfigError, Env};
@@ -70,8 +74,9 @@ pub struct AdyenSettings {
     /// `ADYEN_BASE_URL`: `https://checkout-test.adyen.com` (test) or the live `https://<prefix>-checkout-live.adyenpayments.com/checkout`,
     /// the simulator locally. The client adds `/v71/...`.
     pub base_url: String,
-    /// `ADYEN_API_KEY`: the web service user's API key.
-    pub key: ApiKey,
+    /// `ADYEN_API_KEY_ARN` (a Secrets Manager secret: the key, or `{"api_key": "..."}`; read again after a
+    /// 401/403, as the Stripe key is) or `ADYEN_API_KEY`: the web service user's API key.
+    pub key: KeySource,
     /// `ADYEN_MERCHANT_ACCOUNT`: sent with every request; Adyen refuses one the key may not use (403).
     pub merchant_account: String,
     /// `ADYEN_RETURN_URL`: where a redirected shopper comes back (required by `/payments` in v71).
@@ -85,11 +90,15 @@ pub struct AdyenSettings {
 impl AdyenSettings {
     /// The settings above; anything missing fails the start, not the first call.
     pub fn from(env: &Env) -> Result<Self, ConfigError> {
-        let key = ApiKey::parse(&env.required("ADYEN_API_KEY")?).map_err(|_| ConfigError::Invalid {
-            name: "ADYEN_API_KEY",
-            expected: "non-empty Adyen API key",
-            value: String::new(),
-        })?;
+        let key = match (env.optional("ADYEN_API_KEY_ARN"), env.optional("ADYEN_API_KEY")) {
+            (Some(arn), _) => KeySource::SecretArn(arn),
+            (None, Some(key)) => KeySource::Value(ApiKey::parse(&key).map_err(|_| ConfigError::Invalid {
+                name: "ADYEN_API_KEY",
+                expected: "non-empty Adyen API key",
+                value: String::new(),
+            })?),
+            (None, None) => return Err(ConfigError::Missing("ADYEN_API_KEY_ARN or ADYEN_API_KEY")),
+        };
         let (connect_timeout, request_timeout, retries) = super::settings::transport(env)?;
         Ok(Self {
             base_url: super::settings::endpoint(env, "ADYEN_BASE_URL")?,
@@ -198,7 +207,7 @@ struct ServiceError {
 pub struct AdyenClient {
     http: reqwest::Client,
     base_url: String,
-    key: ApiKey,
+    key: CurrentKey,
     merchant_account: String,
     return_url: String,
     retries: Backoff,
@@ -308,13 +317,34 @@ fn classify(status: u16, body: &[u8]) -> AttemptFailure {
 }
 
 impl AdyenClient {
-    /// A client for the account of `settings`.
+    /// A client for the account of `settings` whose key is the environment's (`ADYEN_API_KEY`: local runs,
+    /// tests); a key in Secrets Manager is read by [`AdyenClient::from_settings`], and refused here.
     pub fn new(settings: &AdyenSettings) -> Result<Self, PspError> {
+        match &settings.key {
+            KeySource::Value(key) => Self::with_key(settings, CurrentKey::fixed(key.clone())),
+            KeySource::SecretArn(_) => Err(PspError::BadAnswer(
+                "ADYEN_API_KEY_ARN: the key is read by AdyenClient::from_settings".into(),
+            )),
+        }
+    }
+
+    /// Resolves the key ([`CurrentKey::resolve`]: Secrets Manager when `ADYEN_API_KEY_ARN` is set, read again
+    /// after a 401/403) and builds the client, once per cold start.
+    pub async fn from_settings(
+        settings: &AdyenSettings,
+        sdk: &aws_config::SdkConfig,
+    ) -> Result<Self, Box<dyn std::error::Error + Send + Sync>> {
+        let key = CurrentKey::resolve(&settings.key, sdk).await?;
+        Ok(Self::with_key(settings, key)?)
+    }
+
+    /// A client with `key`.
+    pub fn with_key(settings: &AdyenSettings, key: CurrentKey) -> Result<Self, PspError> {
         let http = http::client(settings.connect_timeout, settings.request_timeout)?;
         Ok(Self {
             http,
             base_url: settings.base_url.clone(),
-            key: settings.key.clone(),
+            key,
             merchant_account: settings.merchant_account.clone(),
             return_url: settings.return_url.clone(),
             retries: settings.retries,
@@ -329,11 +359,17 @@ impl AdyenClient {
         key: &str,
         body: &Value,
     ) -> Result<T, PspError> {
-        let key = idempotency_key(key);
-        let result = http::retried(&self.retries, step, path, |attempt| {
-            self.attempt(path, &key, body, attempt)
-        })
-        .await;
+        let key = &idempotency_key(key);
+        let operation = step.strip_prefix("psp.").unwrap_or(step);
+        let result = self
+            .key
+            .with_refresh(operation, |api_key| async move {
+                http::retried(&self.retries, step, path, |attempt| {
+                    self.attempt(&api_key, path, key, body, attempt)
+                })
+                .await
+            })
+            .await;
         if let Err(e) = &result {
             report_refusal(step, e);
         }
@@ -342,6 +378,7 @@ impl AdyenClient {
 
     async fn attempt<T: DeserializeOwned>(
         &self,
+        api_key: &ApiKey,
         path: &str,
         key: &str,
         body: &Value,
@@ -350,7 +387,7 @@ impl AdyenClient {
         let request = self
             .http
             .post(format!("{}/{API_VERSION}{path}", self.base_url))
-            .header("X-API-Key", self.key.expose())
+            .header("X-API-Key", api_key.expose())
             .header("Idempotency-Key", key)
             .header("Content-Type", "application/json")
             .body(body.to_string());

@@ -26,9 +26,10 @@
 
 pub mod item;
 
+use super::adyen::{AdyenPayment, Modification};
 use super::{ChargeRequest, PaymentIntent, Psp, PspError, Refund};
 use crate::telemetry::ErrorChain;
-use crate::{clock, PaymentId, PspReference};
+use crate::{clock, Money, PaymentId, PspReference};
 use aws_sdk_dynamodb::Client;
 use item::{BreakerItem, BreakerRecord, Written};
 use payments_core::breaker::{Attempt, BreakerRule, Failures, Opening, Request};
@@ -150,7 +151,7 @@ struct Shared {
     local: Mutex<Local>,
 }
 
-/// Wraps a [`Psp`]; every call passes the breaker.
+/// Wraps a PSP client (a [`Psp`], or Adyen's [`super::adyen::AdyenClient`]); every call passes the breaker.
 #[derive(Debug, Clone)]
 pub struct CircuitBreaker<P> {
     inner: P,
@@ -161,8 +162,9 @@ fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
-/// The `BreakerOpened` EMF record. No dimension but the stage: one breaker per deployment, and the alarm
-/// watches the stage's metric. The breaker's name rides along as a property for Logs Insights.
+/// The `BreakerOpened` EMF record. No dimension but the stage: the alarm watches the stage's metric, whichever
+/// PSP's breaker opened (one per PSP: `stripe`, `adyen`). The breaker's name rides along as a property for
+/// Logs Insights.
 pub fn emf(name: &str, now_ms: i64) -> serde_json::Value {
     crate::metrics::counts(
         "Payments/Psp",
@@ -183,7 +185,7 @@ fn log_write_failure(what: &str, result: Result<Written, crate::store::StoreErro
     }
 }
 
-impl<P: Psp> CircuitBreaker<P> {
+impl<P> CircuitBreaker<P> {
     /// A breaker named `name` (one per PSP account) over `inner`, its state in `table`.
     pub fn new(inner: P, client: Client, table: impl Into<String>, name: &str, settings: BreakerSettings) -> Self {
         Self {
@@ -360,5 +362,57 @@ impl CircuitBreaker<super::StripeClient> {
         query: &super::stripe::EventQuery<'_>,
     ) -> Result<super::stripe::EventList, PspError> {
         self.guarded(Request::Unkeyed, self.inner.list_events(query)).await
+    }
+}
+
+/// Adyen's Checkout API through its own breaker (`BREAKER#adyen`), by the same rule as Stripe's: Adyen failing
+/// stops only Adyen's calls. Only what Adyen has: no status read, no search, no refund read (there are none),
+/// so neither the saga nor recovery can ask Adyen for them.
+impl CircuitBreaker<super::adyen::AdyenClient> {
+    /// Always [`crate::PspName::Adyen`]: the payments this client may be asked about.
+    pub fn provider(&self) -> crate::PspName {
+        crate::PspName::Adyen
+    }
+
+    /// [`AdyenClient::authorise`](super::adyen::AdyenClient::authorise) through the breaker.
+    pub async fn authorise(&self, key: &str, request: &ChargeRequest<'_>) -> Result<AdyenPayment, PspError> {
+        self.guarded(Request::Keyed(key), self.inner.authorise(key, request))
+            .await
+    }
+
+    /// [`AdyenClient::details`](super::adyen::AdyenClient::details) through the breaker.
+    pub async fn details(&self, key: &str, redirect_result: &str) -> Result<AdyenPayment, PspError> {
+        self.guarded(Request::Keyed(key), self.inner.details(key, redirect_result))
+            .await
+    }
+
+    /// [`AdyenClient::capture`](super::adyen::AdyenClient::capture) through the breaker.
+    pub async fn capture(&self, key: &str, reference: &PspReference, money: &Money) -> Result<Modification, PspError> {
+        self.guarded(Request::Keyed(key), self.inner.capture(key, reference, money))
+            .await
+    }
+
+    /// [`AdyenClient::cancel`](super::adyen::AdyenClient::cancel) through the breaker.
+    pub async fn cancel(&self, key: &str, reference: &PspReference) -> Result<Modification, PspError> {
+        self.guarded(Request::Keyed(key), self.inner.cancel(key, reference))
+            .await
+    }
+
+    /// [`AdyenClient::refund`](super::adyen::AdyenClient::refund) through the breaker.
+    pub async fn refund(&self, key: &str, reference: &PspReference, money: &Money) -> Result<Modification, PspError> {
+        self.guarded(Request::Keyed(key), self.inner.refund(key, reference, money))
+            .await
+    }
+
+    /// [`AdyenClient::reverse`](super::adyen::AdyenClient::reverse) through the breaker.
+    pub async fn reverse(&self, key: &str, reference: &PspReference) -> Result<Modification, PspError> {
+        self.guarded(Request::Keyed(key), self.inner.reverse(key, reference))
+            .await
+    }
+
+    /// [`AdyenClient::cancel_by_reference`](super::adyen::AdyenClient::cancel_by_reference) through the breaker.
+    pub async fn cancel_by_reference(&self, key: &str, payment: &PaymentId) -> Result<Modification, PspError> {
+        self.guarded(Request::Keyed(key), self.inner.cancel_by_reference(key, payment))
+            .await
     }
 }

@@ -33,7 +33,7 @@ use payments_core::breaker::Attempt;
 use reqwest::header::HeaderMap;
 use serde::de::DeserializeOwned;
 use std::fmt;
-use tracing::{error, info, warn};
+use tracing::{error, warn};
 
 /// The Stripe API version every request is pinned to (the one the pinned official library speaks).
 pub const STRIPE_API_VERSION: &str = "2026-10-28.endive";
@@ -86,26 +86,12 @@ impl StripeClient {
     }
 
     /// Resolves the key (Secrets Manager when `PSP_API_KEY_ARN` is set, then read again from there after a
-    /// 401/403) and builds the client.
+    /// 401/403: [`CurrentKey::resolve`]) and builds the client.
     pub async fn from_settings(
         settings: &PspSettings,
         sdk: &aws_config::SdkConfig,
     ) -> Result<Self, Box<dyn std::error::Error + Send + Sync>> {
-        let key = match &settings.key {
-            KeySource::Value(key) => CurrentKey::fixed(key.clone()),
-            KeySource::SecretArn(arn) => {
-                let (client, arn) = (crate::aws::secrets_client(sdk), arn.clone());
-                let loader: super::key::KeyLoader = std::sync::Arc::new(move || {
-                    let (client, arn) = (client.clone(), arn.clone());
-                    Box::pin(async move {
-                        let secret = crate::aws::secret_string(&client, &arn).await?;
-                        Ok(ApiKey::from_secret_string(&secret)?)
-                    })
-                });
-                let first = loader().await?;
-                CurrentKey::refreshable(first, loader, std::sync::Arc::new(std::time::Instant::now))
-            }
-        };
+        let key = CurrentKey::resolve(&settings.key, sdk).await?;
         Ok(Self::with_key(settings, key)?)
     }
 
@@ -120,17 +106,13 @@ impl StripeClient {
         key: Option<&str>,
         form: &[(&str, String)],
     ) -> Result<T, PspError> {
-        let api_key = self.key.get();
-        let mut result = self.call_with(&api_key, step, method.clone(), path, key, form).await;
-        if matches!(result, Err(PspError::AuthFailed { .. })) {
-            if let Some(fresh) = self.key.refresh_after_rejection(&api_key).await {
-                info!(
-                    operation = operation(step),
-                    "PSP refused the key; calling again with the key read anew"
-                );
-                result = self.call_with(&fresh, step, method, path, key, form).await;
-            }
-        }
+        let method = &method;
+        let result = self
+            .key
+            .with_refresh(operation(step), |api_key| async move {
+                self.call_with(&api_key, step, method.clone(), path, key, form).await
+            })
+            .await;
         if let Err(e) = &result {
             report_refusal(step, e);
         }

@@ -7,7 +7,8 @@
 //! Secrets Manager call per interval, not one per request. A key from the environment cannot change and is
 //! never re-read. A failed re-read keeps the key loaded before.
 
-use super::settings::ApiKey;
+use super::settings::{ApiKey, KeySource};
+use super::PspError;
 use crate::telemetry::ErrorChain;
 use std::future::Future;
 use std::pin::Pin;
@@ -74,6 +75,50 @@ impl CurrentKey {
                 last_attempt: RwLock::new(now),
                 refreshing: tokio::sync::Mutex::new(()),
             }),
+        }
+    }
+
+    /// The key of `source`: the environment's, fixed; or Secrets Manager's (the secret read now, and read
+    /// again from there after a 401/403), the one way every PSP client resolves its key.
+    pub async fn resolve(
+        source: &KeySource,
+        sdk: &aws_config::SdkConfig,
+    ) -> Result<Self, Box<dyn std::error::Error + Send + Sync>> {
+        match source {
+            KeySource::Value(key) => Ok(Self::fixed(key.clone())),
+            KeySource::SecretArn(arn) => {
+                let (client, arn) = (crate::aws::secrets_client(sdk), arn.clone());
+                let loader: KeyLoader = Arc::new(move || {
+                    let (client, arn) = (client.clone(), arn.clone());
+                    Box::pin(async move {
+                        let secret = crate::aws::secret_string(&client, &arn).await?;
+                        Ok(ApiKey::from_secret_string(&secret)?)
+                    })
+                });
+                let first = loader().await?;
+                Ok(Self::refreshable(first, loader, Arc::new(Instant::now)))
+            }
+        }
+    }
+
+    /// Runs `call` with the key; when the PSP refuses it ([`PspError::AuthFailed`]) and a re-read finds
+    /// another, once more with that one (the same idempotency key: a call refused for its key did nothing).
+    pub async fn with_refresh<T, F, Fut>(&self, operation: &str, call: F) -> Result<T, PspError>
+    where
+        F: Fn(ApiKey) -> Fut,
+        Fut: Future<Output = Result<T, PspError>>,
+    {
+        let key = self.get();
+        let result = call(key.clone()).await;
+        if !matches!(result, Err(PspError::AuthFailed { .. })) {
+            return result;
+        }
+        match self.refresh_after_rejection(&key).await {
+            Some(fresh) => {
+                info!(operation, "PSP refused the key; calling again with the key read anew");
+                call(fresh).await
+            }
+            None => result,
         }
     }
 

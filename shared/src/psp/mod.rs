@@ -1,4 +1,6 @@
-//! The PSP as the checkout saga and recovery call it: Stripe's PaymentIntents API.
+//! The PSPs as the checkout saga and recovery call them: Stripe's PaymentIntents API and Adyen's Checkout API,
+//! each behind its own circuit breaker, held together in a [`PspSet`] that routes every call about a payment
+//! to the PSP recorded on it (invariant 13).
 //!
 //! | module | owns |
 //! |---|---|
@@ -8,7 +10,8 @@
 //! | [`client`] | [`StripeClient`]: form bodies, Bearer key, pinned `Stripe-Version`, an `Idempotency-Key` on every POST, timeouts, retries that honour `Stripe-Should-Retry`, Stripe's errors in our terms |
 //! | [`settings`] | [`PspSettings`] and [`ApiKey`]: the endpoint, the key (redacted, from Secrets Manager or the environment), redirects (a return URL or none), timeouts and retries, read once per cold start |
 //! | [`key`] | [`key::CurrentKey`]: the key in use, read again from Secrets Manager after a 401/403 (rate-limited) |
-//! | [`breaker`] | [`CircuitBreaker`]: stops calls for a cool-down when the PSP keeps failing; its state is one DynamoDB item shared by every instance |
+//! | [`breaker`] | [`CircuitBreaker`]: stops calls for a cool-down when the PSP keeps failing; its state is one DynamoDB item per PSP shared by every instance |
+//! | [`set`] | [`PspSet`]: one guarded client per configured PSP, built once per cold start, and [`Route`]: the payment's PSP's client, typed by what that PSP can be asked (Adyen: no read, no search) |
 //!
 //! Every call that moves money carries an idempotency key chosen by the caller (the saga derives it from
 //! (order, step)), so a retry after a timeout or a lost answer never charges, cancels or refunds twice; the
@@ -19,11 +22,13 @@ pub mod breaker;
 pub mod client;
 mod http;
 pub mod key;
+pub mod set;
 pub mod settings;
 pub mod stripe;
 
 pub use breaker::{BreakerSettings, CircuitBreaker};
 pub use client::{ApiKey, PspSettings, StripeClient};
+pub use set::{GuardedAdyen, PspSet, Route, ADYEN_BREAKER, STRIPE_BREAKER};
 pub use stripe::{IntentStatus, PaymentIntent, Refund};
 
 use crate::{Money, OrderId, PaymentId, PspName, PspReference};
@@ -31,11 +36,12 @@ use crate::{Money, OrderId, PaymentId, PspName, PspReference};
 /// The PSP every function calls: Stripe's API behind the shared circuit breaker.
 pub type GuardedStripe = CircuitBreaker<StripeClient>;
 
-/// The breaker's name (its item is `BREAKER#stripe`): one per PSP account.
-pub const BREAKER_NAME: &str = "stripe";
+/// The Stripe breaker's name (its item is `BREAKER#stripe`): [`STRIPE_BREAKER`], as the tools name it.
+pub const BREAKER_NAME: &str = STRIPE_BREAKER;
 
-/// Builds [`GuardedStripe`] from the environment ([`PspSettings`]; the key from Secrets Manager when
-/// `PSP_API_KEY_ARN` is set), once per cold start. A missing or malformed setting fails the start.
+/// Builds [`GuardedStripe`] alone from the environment ([`PspSettings`]; the key from Secrets Manager when
+/// `PSP_API_KEY_ARN` is set), once per cold start, for what speaks only to Stripe (the events catch-up). A
+/// missing or malformed setting fails the start. Every PSP configured: [`set::from_env`].
 pub async fn from_env(
     sdk: &aws_config::SdkConfig,
     dynamodb: aws_sdk_dynamodb::Client,
@@ -44,13 +50,7 @@ pub async fn from_env(
 ) -> Result<GuardedStripe, Box<dyn std::error::Error + Send + Sync>> {
     let settings = PspSettings::from(env)?;
     let client = StripeClient::from_settings(&settings, sdk).await?;
-    Ok(CircuitBreaker::new(
-        client,
-        dynamodb,
-        table,
-        BREAKER_NAME,
-        BreakerSettings::default(),
-    ))
+    Ok(set::guarded(client, dynamodb, table, STRIPE_BREAKER))
 }
 use std::future::Future;
 use thiserror::Error;
@@ -85,6 +85,11 @@ pub enum PspError {
     /// (no compensation, no decline) until the key is fixed; `PspAuthFailed` alarms.
     #[error("PSP refused our API key (HTTP {status}): {}", .error.summary())]
     AuthFailed { status: u16, error: Box<stripe::ApiError> },
+    /// The payment belongs to a PSP this deployment holds no client of ([`set::not_configured`]): a
+    /// deployment fault, deferred like a refused key until the PSP's settings are there; `PspNotConfigured`
+    /// alarms.
+    #[error("no client of PSP {0} in this deployment")]
+    NotConfigured(PspName),
 }
 
 impl PspError {
@@ -94,9 +99,13 @@ impl PspError {
     }
 
     /// Come back later instead of retrying now or giving up: the breaker stopped the call (after the
-    /// cool-down), or Stripe refused our key (once it is fixed). Neither says anything about the payment.
+    /// cool-down), the PSP refused our key, or no client of the payment's PSP is configured (once either is
+    /// fixed). None says anything about the payment.
     pub fn is_deferred(&self) -> bool {
-        matches!(self, PspError::CircuitOpen { .. } | PspError::AuthFailed { .. })
+        matches!(
+            self,
+            PspError::CircuitOpen { .. } | PspError::AuthFailed { .. } | PspError::NotConfigured(_)
+        )
     }
 
     /// The PaymentIntent an error answer carried, if any.
@@ -118,13 +127,15 @@ pub struct ChargeRequest<'a> {
     pub payment_method: &'a str,
 }
 
-/// The PSP operations the saga and recovery need. [`StripeClient`] speaks Stripe's API;
-/// [`CircuitBreaker`] wraps any implementation.
+/// A PSP whose payments can be read: Stripe's PaymentIntents API (charge, read, search by our payment id,
+/// cancel, refund, read a refund back). [`StripeClient`] speaks it; [`CircuitBreaker`] wraps any
+/// implementation. Adyen's Checkout API is not one (it has no read and no search): it is
+/// [`GuardedAdyen`], with its own operations, and a [`PspSet`] hands out one or the other by the payment's
+/// PSP ([`Route`]), so asking Adyen for a read does not compile.
 pub trait Psp: Send + Sync {
     /// The PSP this client speaks to: a payment the saga creates through it records it, and recovery asks
     /// it only about payments that belong to it (invariant 13). Every implementation of this trait speaks
-    /// Stripe's PaymentIntents (its answers are PaymentIntents), hence the default; another PSP's client
-    /// (Adyen's, issue 26) answers with its own name.
+    /// Stripe's PaymentIntents (its answers are PaymentIntents), hence the default.
     fn provider(&self) -> PspName {
         PspName::Stripe
     }

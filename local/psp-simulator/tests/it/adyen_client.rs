@@ -336,7 +336,10 @@ fn the_settings_refuse_to_start_without_what_adyen_needs() {
     };
     let settings = AdyenSettings::from(&full()).expect("settings");
     assert_eq!(settings.base_url, "https://checkout-test.adyen.com");
-    assert_eq!(settings.key.expose(), "AQE_key");
+    assert_eq!(
+        settings.key,
+        shared::psp::client::KeySource::Value(shared::psp::ApiKey::parse("AQE_key").expect("key"))
+    );
     for name in [
         "ADYEN_BASE_URL",
         "ADYEN_API_KEY",

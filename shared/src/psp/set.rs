@@ -1,0 +1,183 @@
+//! [`PspSet`]: one guarded client per PSP this deployment is configured for, and the one lookup that routes
+//! every call about a payment to the PSP recorded on it (invariant 13).
+//!
+//! Each PSP has its own circuit breaker (`BREAKER#stripe`, `BREAKER#adyen`), by the same rule
+//! ([`super::breaker`]): an Adyen outage stops Adyen's calls only. What each PSP can be asked differs, and the
+//! difference is in the types, not in a runtime refusal: [`Route::Stripe`] is a [`Psp`] (a PaymentIntent can
+//! be read, searched by our payment id, its refunds read back), [`Route::Adyen`] is [`GuardedAdyen`], which has
+//! no read and no search because Adyen's Checkout API has none (its modifications are answered `received`;
+//! what became of them arrives by notification, and a payment whose pspReference never reached us is
+//! cancelled by our own reference). A caller matching on [`Route`] cannot ask Adyen what it cannot answer.
+//!
+//! Built once per cold start ([`from_env`]); a payment whose PSP has no client here is [`Route::Missing`]: a
+//! Standard Webhooks provider's (nothing to call, by design) or a deployment fault, which a caller that must
+//! call turns into [`not_configured`] (deferred and alarmed, never a refusal of the customer's).
+
+use super::adyen::{AdyenClient, AdyenSettings};
+use super::breaker::{BreakerSettings, CircuitBreaker};
+use super::{GuardedStripe, Psp, PspError, PspSettings, StripeClient};
+use crate::{clock, ConfigError, Env, PspName};
+use tracing::error;
+
+/// Adyen's Checkout client behind its own breaker (`BREAKER#adyen`).
+pub type GuardedAdyen = CircuitBreaker<AdyenClient>;
+
+/// The Stripe breaker's name (its item is `BREAKER#stripe`).
+pub const STRIPE_BREAKER: &str = "stripe";
+/// The Adyen breaker's name (its item is `BREAKER#adyen`).
+pub const ADYEN_BREAKER: &str = "adyen";
+
+/// One guarded client per configured PSP. `P` is the Stripe-speaking client ([`GuardedStripe`] in the
+/// functions; tests put a simulator's client or a misbehaving one there).
+#[derive(Debug, Clone)]
+pub struct PspSet<P = GuardedStripe> {
+    stripe: Option<P>,
+    adyen: Option<GuardedAdyen>,
+}
+
+/// The client a payment's calls go to, by the PSP recorded on it.
+#[derive(Debug)]
+pub enum Route<'a, P> {
+    /// Stripe: PaymentIntents, which can be read, searched and refunded, their refunds read back.
+    Stripe(&'a P),
+    /// Adyen: authorise, details and modifications only; no read, no search.
+    Adyen(&'a GuardedAdyen),
+    /// No client of this PSP here: a Standard Webhooks provider (webhooks only), or a PSP this deployment
+    /// is not configured for.
+    Missing(PspName),
+}
+
+impl<P: Psp> PspSet<P> {
+    /// The set of these clients (at least one, for a set that can call anyone).
+    pub fn new(stripe: Option<P>, adyen: Option<GuardedAdyen>) -> Self {
+        Self { stripe, adyen }
+    }
+
+    /// Stripe only (the tests of Stripe's paths, the functions before Adyen).
+    pub fn stripe_only(stripe: P) -> Self {
+        Self::new(Some(stripe), None)
+    }
+
+    /// This set with `adyen` as its Adyen client.
+    pub fn with_adyen(mut self, adyen: GuardedAdyen) -> Self {
+        self.adyen = Some(adyen);
+        self
+    }
+
+    /// The Stripe client, if configured.
+    pub fn stripe(&self) -> Option<&P> {
+        self.stripe.as_ref()
+    }
+
+    /// The Adyen client, if configured.
+    pub fn adyen(&self) -> Option<&GuardedAdyen> {
+        self.adyen.as_ref()
+    }
+
+    /// The client of `provider`, the PSP a payment recorded when it was created.
+    pub fn route(&self, provider: &PspName) -> Route<'_, P> {
+        match (provider, &self.stripe, &self.adyen) {
+            (PspName::Stripe, Some(stripe), _) => Route::Stripe(stripe),
+            (PspName::Adyen, _, Some(adyen)) => Route::Adyen(adyen),
+            (other, _, _) => Route::Missing(other.clone()),
+        }
+    }
+
+    /// The PSPs this set has a client of.
+    pub fn providers(&self) -> Vec<PspName> {
+        let stripe = self.stripe.as_ref().map(|_| PspName::Stripe);
+        let adyen = self.adyen.as_ref().map(|_| PspName::Adyen);
+        stripe.into_iter().chain(adyen).collect()
+    }
+}
+
+/// A call about a payment of `provider`, which this deployment holds no client of: a deployment fault (the
+/// PSP's settings missing where its payments are handled). Logged and counted (`PspNotConfigured`, alarmed);
+/// the error defers the caller ([`PspError::is_deferred`]) until the settings are fixed.
+pub fn not_configured(provider: &PspName, operation: &str) -> PspError {
+    error!(provider = %provider, operation, "no client of the payment's PSP in this deployment: deferred");
+    crate::metrics::emit(&crate::metrics::counts(
+        super::client::NAMESPACE,
+        &[&[]],
+        &["PspNotConfigured"],
+        serde_json::json!({ "Provider": provider.to_string(), "Operation": operation, "PspNotConfigured": 1 }),
+        clock::now_ms(),
+    ));
+    PspError::NotConfigured(provider.clone())
+}
+
+/// The set the environment configures, once per cold start: Stripe when `PSP_BASE_URL` is set (its
+/// [`PspSettings`]), Adyen when `ADYEN_BASE_URL` is set ([`AdyenSettings`]: `ADYEN_API_KEY_ARN` or
+/// `ADYEN_API_KEY`, `ADYEN_MERCHANT_ACCOUNT`, `ADYEN_RETURN_URL`), each behind its own breaker in `table`.
+/// Neither, or a malformed setting, fails the start.
+pub async fn from_env(
+    sdk: &aws_config::SdkConfig,
+    dynamodb: aws_sdk_dynamodb::Client,
+    table: &str,
+    env: &Env,
+) -> Result<PspSet<GuardedStripe>, Box<dyn std::error::Error + Send + Sync>> {
+    let stripe = match env.optional("PSP_BASE_URL") {
+        Some(_) => {
+            let client = StripeClient::from_settings(&PspSettings::from(env)?, sdk).await?;
+            Some(guarded(client, dynamodb.clone(), table, STRIPE_BREAKER))
+        }
+        None => None,
+    };
+    let adyen = match env.optional("ADYEN_BASE_URL") {
+        Some(_) => {
+            let client = AdyenClient::from_settings(&AdyenSettings::from(env)?, sdk).await?;
+            Some(guarded(client, dynamodb, table, ADYEN_BREAKER))
+        }
+        None => None,
+    };
+    if stripe.is_none() && adyen.is_none() {
+        return Err(ConfigError::Missing("PSP_BASE_URL (Stripe) or ADYEN_BASE_URL (Adyen): no PSP configured").into());
+    }
+    Ok(PspSet::new(stripe, adyen))
+}
+
+/// `client` behind the breaker `name` with the default rule.
+pub fn guarded<C>(client: C, dynamodb: aws_sdk_dynamodb::Client, table: &str, name: &str) -> CircuitBreaker<C> {
+    CircuitBreaker::new(client, dynamodb, table, name, BreakerSettings::default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn adyen() -> GuardedAdyen {
+        let settings = AdyenSettings::local("http://127.0.0.1:9", "AQE_key", "Shop").expect("settings");
+        let client = AdyenClient::new(&settings).expect("client");
+        let sdk = aws_config::SdkConfig::builder()
+            .behavior_version(aws_config::BehaviorVersion::latest())
+            .build();
+        guarded(client, aws_sdk_dynamodb::Client::new(&sdk), "t", ADYEN_BREAKER)
+    }
+
+    fn stripe() -> StripeClient {
+        let settings = PspSettings::local("http://127.0.0.1:9", "sk_test_x").expect("settings");
+        StripeClient::new(&settings, super::super::ApiKey::parse("sk_test_x").expect("key")).expect("client")
+    }
+
+    #[test]
+    fn each_payment_goes_to_its_own_psp_and_to_no_other() {
+        let both = PspSet::stripe_only(stripe()).with_adyen(adyen());
+        assert!(matches!(both.route(&PspName::Stripe), Route::Stripe(_)));
+        assert!(matches!(both.route(&PspName::Adyen), Route::Adyen(a) if a.provider() == PspName::Adyen));
+        let standard = PspName::standard("acme").expect("name");
+        assert!(matches!(both.route(&standard), Route::Missing(p) if p == standard));
+        assert_eq!(both.providers(), vec![PspName::Stripe, PspName::Adyen]);
+        // A Stripe-only deployment never hands an Adyen payment to Stripe, nor the other way round.
+        let stripe_only = PspSet::stripe_only(stripe());
+        assert!(matches!(
+            stripe_only.route(&PspName::Adyen),
+            Route::Missing(PspName::Adyen)
+        ));
+        let adyen_only = PspSet::<StripeClient>::new(None, Some(adyen()));
+        assert!(matches!(
+            adyen_only.route(&PspName::Stripe),
+            Route::Missing(PspName::Stripe)
+        ));
+        assert!(not_configured(&PspName::Adyen, "charge").is_deferred());
+    }
+}
