@@ -28,7 +28,7 @@ pub mod stripe;
 
 pub use breaker::{BreakerSettings, CircuitBreaker};
 pub use client::{ApiKey, PspSettings, StripeClient};
-pub use set::{GuardedAdyen, PspSet, Route, ADYEN_BREAKER, STRIPE_BREAKER};
+pub use set::{GuardedAdyen, PspSet, Psps, Route, ADYEN_BREAKER, STRIPE_BREAKER};
 pub use stripe::{IntentStatus, PaymentIntent, Refund};
 
 use crate::{Money, OrderId, PaymentId, PspName, PspReference};

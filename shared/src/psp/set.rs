@@ -47,6 +47,59 @@ pub enum Route<'a, P> {
     Missing(PspName),
 }
 
+/// The PSP clients a caller holds, routed by a payment's provider: a [`PspSet`], or one Stripe-speaking
+/// client alone (a set of one, as the tests and tools hold it), so the saga and recovery take either.
+pub trait Psps: Send + Sync {
+    /// The Stripe-speaking client.
+    type Stripe: Psp;
+
+    /// The client of `provider`, the PSP a payment recorded when it was created.
+    fn route(&self, provider: &PspName) -> Route<'_, Self::Stripe>;
+
+    /// The Stripe client, if configured.
+    fn stripe(&self) -> Option<&Self::Stripe>;
+
+    /// The Adyen client, if configured.
+    fn adyen(&self) -> Option<&GuardedAdyen>;
+}
+
+/// One client alone answers for its own PSP only.
+impl<P: Psp> Psps for P {
+    type Stripe = P;
+
+    fn route(&self, provider: &PspName) -> Route<'_, P> {
+        if *provider == self.provider() {
+            Route::Stripe(self)
+        } else {
+            Route::Missing(provider.clone())
+        }
+    }
+
+    fn stripe(&self) -> Option<&P> {
+        Some(self)
+    }
+
+    fn adyen(&self) -> Option<&GuardedAdyen> {
+        None
+    }
+}
+
+impl<P: Psp> Psps for PspSet<P> {
+    type Stripe = P;
+
+    fn route(&self, provider: &PspName) -> Route<'_, P> {
+        PspSet::route(self, provider)
+    }
+
+    fn stripe(&self) -> Option<&P> {
+        PspSet::stripe(self)
+    }
+
+    fn adyen(&self) -> Option<&GuardedAdyen> {
+        PspSet::adyen(self)
+    }
+}
+
 impl<P: Psp> PspSet<P> {
     /// The set of these clients (at least one, for a set that can call anyone).
     pub fn new(stripe: Option<P>, adyen: Option<GuardedAdyen>) -> Self {
