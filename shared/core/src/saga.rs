@@ -16,15 +16,19 @@
 //! stored saga runs a step out of order (property-tested in `saga/tests.rs`).
 //!
 //! The stored form is in `record`, the check of a stored saga in `consistency`, the transitions of the
-//! compensating states in `compensation`, and what a loaded saga does next (the one table the runner,
+//! compensating states in `compensation` (and what they decide from the PSP's answers in `answers`), and what a loaded saga does next (the one table the runner,
 //! `paymentsctl` and the protocol model use) in `next`.
 
+mod answers;
 mod compensation;
 mod consistency;
 mod deadline;
 mod next;
 mod record;
 
+pub use answers::{
+    after_refund, after_search, cancel_start, read_back, AfterRefund, CancelStart, ReadBack, RefundCalled,
+};
 pub use compensation::RefundImpossible;
 pub use consistency::{check, InconsistentSaga};
 pub use deadline::{

@@ -15,8 +15,8 @@
 //! record with [`Loaded::from_record`] (the real consistency check) and moves it with the real transition
 //! method, which the model saves with [`World::save_saga`]. What each step decides is the core's too: the
 //! step a loaded saga runs ([`Loaded::next_step`]), the waiting saga's choice ([`awaited`]), the charge's
-//! first call ([`charge_call`]), the cancel's read ([`IntentState`]), a refund refused for good
-//! ([`RefundImpossible::from_psp_code`]), the sweeper's ([`after_resume`]) and the breaker's
+//! first call ([`charge_call`]), where the cancel starts and its search ([`cancel_start`], [`after_search`]),
+//! the cancel's read ([`IntentState`]), a refund's answer and its read-back ([`after_refund`], [`read_back`]), the sweeper's ([`after_resume`]) and the breaker's
 //! ([`payments_core::breaker::Failures::record`]).
 //!
 //! Three cancel steps are modelled ([`CancelMode`]): main's (`Runner::cancel_payment` + `cancel_intent`: the
@@ -26,15 +26,16 @@
 
 use crate::ids;
 use crate::model::{BreakerMode, CancelMode, Config, SweeperMode};
-use crate::psp::{ChargeRefused, IntentStatus, IntentView, Psp, RefundAnswer};
+use crate::psp::{ChargeRefused, IntentStatus, IntentView, Psp, RefundAnswer, SearchRefused};
 use crate::world::{Due, Holder, OrderStatus, StoredSaga, World};
 use payments_core::breaker::{BreakerRule, Request};
 use payments_core::recovery::{recovery_step, RecoveryStep};
 use payments_core::saga::{
-    after_resume, awaited, charge_call, AwaitDeadlines, Awaited, ChargeCall, IntentState, Loaded, NextStep,
+    after_refund, after_resume, after_search, awaited, cancel_start, charge_call, read_back, AfterRefund,
+    AwaitDeadlines, Awaited, CancelStart, ChargeCall, IntentState, Loaded, NextStep, ReadBack, RefundCalled,
     RefundImpossible, SagaRecord, SagaStatus, Sweep,
 };
-use payments_core::{decide, Decision, Observation, Outcome, Path, PaymentId, PaymentStatus, PspName};
+use payments_core::{decide, Decision, Observation, Outcome, Path, PaymentId, PaymentStatus, PspName, RefundStep};
 
 /// Where the runner is within the action of the saga it loaded.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -170,35 +171,53 @@ fn intent_state(status: IntentStatus) -> IntentState {
     }
 }
 
-/// `Runner::cancel_payment`'s reads: our payment, and (main) `cancel_intent`'s read of its PaymentIntent. What
-/// comes next; `None` when main's cancel would only wait (`Advanced::Stopped`: the PaymentIntent is processing
-/// and our payment already says so), which is no step at all. The two reads are one step: a PaymentIntent
-/// change commutes with the payment's read and a payment write with the PaymentIntent's read.
-fn cancel_reads(cfg: &Config, w: &World, saga: &SagaRecord) -> Option<Sub> {
-    let id = saga.payment_id.clone()?;
-    let payment = w.payment(&id)?;
-    let status = payment.status;
-    if status.is_terminal() {
-        return Some(Sub::CancelSave(status));
+/// `Runner::cancel_payment`'s reads: our payment, where the core starts the cancel from ([`cancel_start`]: the
+/// payment's PaymentIntent, or after a failed charge a search for one it may have made, [`after_search`]), and
+/// (main) `cancel_intent`'s read of the PaymentIntent. What comes next; `Ok(None)` when main's cancel would only
+/// wait (`Advanced::Stopped`: the PaymentIntent is processing and our payment already says so), which is no
+/// step at all; `Err` when the search is refused for good (the step fails: escalated). The reads are one step:
+/// a PaymentIntent change commutes with the payment's read and a payment write with the PSP's reads.
+fn cancel_reads(cfg: &Config, w: &World, saga: &SagaRecord) -> Result<Option<Sub>, SearchRefused> {
+    let Some(id) = saga.payment_id.clone() else {
+        return Ok(None);
+    };
+    let Some(payment) = w.payment(&id) else {
+        return Ok(None);
+    };
+    let mut start = cancel_start(saga, payment);
+    if start == CancelStart::Search {
+        start = after_search(w.psp.search(&id)?.map(|found| found.reference()));
     }
-    let Some(index) = payment.psp_reference.as_ref().and_then(Psp::index_of) else {
-        return Some(Sub::CancelFail(id, status));
+    let status = payment.status;
+    let index = match start {
+        CancelStart::Ended(status) => return Ok(Some(Sub::CancelSave(status))),
+        CancelStart::Search | CancelStart::Fail => return Ok(Some(Sub::CancelFail(id, status))),
+        CancelStart::Cancel(reference) => Psp::index_of(&reference),
+    };
+    let Some(index) = index else {
+        return Ok(None);
     };
     if cfg.cancel != CancelMode::ReadsFirst {
-        return Some(Sub::CancelCall(id, index, None));
+        return Ok(Some(Sub::CancelCall(id, index, None)));
     }
-    let view = w.psp.retrieve(index)?;
+    let Some(view) = w.psp.retrieve(index) else {
+        return Ok(None);
+    };
     let state = intent_state(view.status);
     if state.to_cancel() {
-        return Some(Sub::CancelCall(id, index, Some(view.status)));
+        return Ok(Some(Sub::CancelCall(id, index, Some(view.status))));
     }
     if state.may_still_take_money() {
         // Main waits for a processing PaymentIntent: a step only when its read tells our payment something.
-        let observation = view.observation(Path::Sync)?;
-        return matches!(decide(payment, &observation, World::STAMP_MS), Decision::Apply(_))
-            .then_some(Sub::CancelObserve(id, view));
+        let Some(observation) = view.observation(Path::Sync) else {
+            return Ok(None);
+        };
+        return Ok(
+            matches!(decide(payment, &observation, World::STAMP_MS), Decision::Apply(_))
+                .then_some(Sub::CancelObserve(id, view)),
+        );
     }
-    Some(Sub::CancelObserve(id, view))
+    Ok(Some(Sub::CancelObserve(id, view)))
 }
 
 /// The breaker's rule at the shared settings' defaults (`BreakerSettings::default().rule()`).
@@ -327,7 +346,14 @@ pub fn runner_step(cfg: &Config, w: &World, i: usize, lose: bool) -> Option<Worl
                     deferred(&mut next, i, called);
                     return Some(next);
                 }
-                Some(cancel_reads(cfg, w, record)?)
+                match cancel_reads(cfg, w, record) {
+                    Ok(step) => Some(step?),
+                    // `find_for_payment` refused for good (`PspError::Refused`): the step fails, escalated.
+                    Err(SearchRefused) => {
+                        escalate(cfg, &mut next, i, &w.saga, NextStep::CancelPayment, true);
+                        return Some(next);
+                    }
+                }
             }
             _ => first_sub(record),
         };
@@ -516,15 +542,20 @@ pub fn runner_step(cfg: &Config, w: &World, i: usize, lose: bool) -> Option<Worl
             if lose {
                 retry(&mut next);
             } else {
-                match answer {
-                    RefundAnswer::Accepted => goto(&mut next, Sub::ObserveRefund { refused: false }),
-                    RefundAnswer::Refused(code) => match RefundImpossible::from_psp_code(Some(code)) {
-                        Some(why) => refund_impossible(&mut next, i, version, s, why),
-                        None if cfg.refused_refund_reads_back => goto(&mut next, Sub::ObserveRefund { refused: true }),
-                        // The old main: refused (`charge_already_refunded`), retried, then escalated; the
-                        // sweeper resumes it and asks again.
-                        None => escalate(cfg, &mut next, i, &saga, NextStep::RefundPayment, true),
-                    },
+                let called = match answer {
+                    RefundAnswer::Accepted => RefundCalled::Made(RefundStep::Done),
+                    RefundAnswer::Refused(code) => RefundCalled::Refused { code: Some(code) },
+                };
+                match after_refund(called) {
+                    AfterRefund::Impossible(why) => refund_impossible(&mut next, i, version, s, why),
+                    AfterRefund::ReadBack { refused } if !refused || cfg.refused_refund_reads_back => {
+                        goto(&mut next, Sub::ObserveRefund { refused });
+                    }
+                    // The old main: refused (`charge_already_refunded`), retried, then escalated; the sweeper
+                    // resumes it and asks again. (A pending or failed refund is not modelled.)
+                    AfterRefund::ReadBack { .. } | AfterRefund::Wait | AfterRefund::Undone => {
+                        escalate(cfg, &mut next, i, &saga, NextStep::RefundPayment, true);
+                    }
                 }
             }
         }
@@ -537,11 +568,10 @@ pub fn runner_step(cfg: &Config, w: &World, i: usize, lose: bool) -> Option<Worl
                 if let Some(observation) = view.observation(Path::Sync) {
                     next.finalize(s.payment_id(), &observation, None)?;
                 }
-                if refused && view.refunded < ids::AMOUNT {
-                    // Refused for good and the charge does not show the money back.
-                    refund_impossible(&mut next, i, version, s, RefundImpossible::Refused);
-                } else {
-                    goto(&mut next, Sub::SaveRefunded);
+                // Recorded above whatever the core decides from it.
+                match read_back(s.record(), refused, Some(view.refunded)) {
+                    ReadBack::Impossible(why) => refund_impossible(&mut next, i, version, s, why),
+                    ReadBack::Refunded => goto(&mut next, Sub::SaveRefunded),
                 }
             }
         }
@@ -551,9 +581,10 @@ pub fn runner_step(cfg: &Config, w: &World, i: usize, lose: bool) -> Option<Worl
             moved(&mut next, saved);
         }
         (Sub::CancelRead, Loaded::CancellingPayment(s)) => match cancel_reads(cfg, &next, s.record()) {
-            Some(step) => goto(&mut next, step),
+            Ok(Some(step)) => goto(&mut next, step),
             // Main: the PaymentIntent is processing; the saga waits (the sweeper resumes it).
-            None => next.runners[i] = RunnerPc::Idle,
+            Ok(None) => next.runners[i] = RunnerPc::Idle,
+            Err(SearchRefused) => escalate(cfg, &mut next, i, &saga, NextStep::CancelPayment, true),
         },
         (Sub::CancelCall(id, index, read), Loaded::CancellingPayment(_)) => {
             let key = match read {

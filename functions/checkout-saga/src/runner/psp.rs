@@ -5,9 +5,10 @@ use super::observe::in_checkout_trace;
 use super::{correlation, Advanced, RunError, Runner};
 use shared::psp::{ChargeRequest, IntentStatus, PaymentIntent, Psp, PspError};
 use shared::saga::{
-    charge_call, CancellingPayment, ChargeCall, Charging, IntentState, RefundImpossible, RefundingPayment, Saga,
+    after_refund, after_search, cancel_start, charge_call, read_back, AfterRefund, CancelStart, CancellingPayment,
+    ChargeCall, Charging, IntentState, ReadBack, RefundCalled, RefundImpossible, RefundingPayment, Saga,
 };
-use shared::{OrderId, Outcome, Path, PaymentStatus, RefundStep};
+use shared::{OrderId, Outcome, Path, PaymentStatus};
 use tracing::{error, info, warn};
 
 impl<P: Psp> Runner<P> {
@@ -83,7 +84,8 @@ impl<P: Psp> Runner<P> {
     /// at the PSP already), key `<order>:refund`, then reads the PaymentIntent back, whose charge has the
     /// refunded total (the refund object has none). A refund the PSP refuses (nothing left: our earlier
     /// attempt, whose answer was lost, after the PSP forgot its key; or a refund made at the PSP) is read
-    /// back too: the money is back if the charge says so, and then the saga goes on; if it is not, the refusal
+    /// back too (and what the read-back says recorded on the payment): the money is back if the charge says so,
+    /// and then the saga goes on; if it is not, the refusal
     /// (which no retry turns) ends the compensation as "refund impossible", as a disputed charge does at once,
     /// with one escalation. The refund
     /// the PSP answers is recorded on the payment and counts only once `succeeded`: a pending one stops the
@@ -98,6 +100,8 @@ impl<P: Psp> Runner<P> {
             .psp_reference
             .clone()
             .ok_or_else(|| RunError::Invalid("captured payment without a PSP reference".into()))?;
+        // What each answer leads to is the core's decision (`after_refund`, `read_back`); the protocol model
+        // takes the same.
         let refused = match self
             .psp()
             .refund(&format!("{}:refund", saga.order_id()), &reference, None)
@@ -106,39 +110,43 @@ impl<P: Psp> Runner<P> {
             // Done only when the PSP says `succeeded` (issue 23): a pending refund is waited for (its webhook
             // records the outcome; the sweeper resumes the saga), a failed one is given back by recovery, whose
             // succeeded give-back ends the step.
-            Ok(refund) => match self.observe_refund(&payment_id, saga.record(), &refund).await? {
-                (_, RefundStep::Done) => None,
-                (status, RefundStep::Waiting) => {
-                    info!(order_id = %saga.order_id(), refund_id = %refund.id, %status,
-                          "refund not done yet; waiting for the PSP's outcome");
-                    return Ok(Advanced::Stopped);
+            Ok(refund) => {
+                let (status, step) = self.observe_refund(&payment_id, saga.record(), &refund).await?;
+                match after_refund(RefundCalled::Made(step)) {
+                    AfterRefund::ReadBack { .. } | AfterRefund::Impossible(_) => None,
+                    AfterRefund::Wait => {
+                        info!(order_id = %saga.order_id(), refund_id = %refund.id, %status,
+                              "refund not done yet; waiting for the PSP's outcome");
+                        return Ok(Advanced::Stopped);
+                    }
+                    AfterRefund::Undone => {
+                        return Err(RunError::Invalid(format!(
+                            "refund {} ended {status} (recovery gives the money back again)",
+                            refund.id
+                        )))
+                    }
                 }
-                (status, RefundStep::Undone) => {
-                    return Err(RunError::Invalid(format!(
-                        "refund {} ended {status} (recovery gives the money back again)",
-                        refund.id
-                    )))
-                }
-            },
-            Err(refused @ PspError::Refused { .. }) => match impossible(&refused) {
-                Some(why) => return self.refund_impossible(saga, why, &refused, now).await,
-                None => Some(refused),
+            }
+            Err(refused @ PspError::Refused { .. }) => match after_refund(refused_call(&refused)) {
+                AfterRefund::Impossible(why) => return self.refund_impossible(saga, why, &refused, now).await,
+                AfterRefund::ReadBack { .. } | AfterRefund::Wait | AfterRefund::Undone => Some(refused),
             },
             Err(e) => return Err(e.into()),
         };
         let intent = self.psp().retrieve(&reference).await?;
-        if let Some(refused) = refused {
-            let back = intent.amount_refunded().unwrap_or(0);
-            if back < amount {
-                // Refused for good and the money is not back: no retry turns it (invariant 12).
-                warn!(order_id = %saga.order_id(), back, amount, "refund refused and the charge not refunded");
-                return self
-                    .refund_impossible(saga, RefundImpossible::Refused, &refused, now)
-                    .await;
-            }
+        // Recorded whatever the saga decides: the payment keeps the PSP's truth (a part refunded at the PSP
+        // too) for the person an impossible refund is escalated to.
+        self.observe_intent(&payment_id, saga.record(), &intent).await?;
+        let decision = read_back(saga.record(), refused.is_some(), intent.amount_refunded());
+        if let (ReadBack::Impossible(why), Some(refused)) = (decision, &refused) {
+            // Refused for good and the money is not back: no retry turns it (invariant 12).
+            warn!(order_id = %saga.order_id(), back = intent.amount_refunded().unwrap_or(0), amount,
+                  "refund refused and the charge not refunded");
+            return self.refund_impossible(saga, why, refused, now).await;
+        }
+        if refused.is_some() {
             warn!(order_id = %saga.order_id(), "refund refused: the charge is refunded already; going on");
         }
-        self.observe_intent(&payment_id, saga.record(), &intent).await?;
         let (next, event) = saga.refunded(amount, now);
         self.moved(next, event, vec![]).await
     }
@@ -184,18 +192,21 @@ impl<P: Psp> Runner<P> {
             .await?
             .ok_or_else(|| RunError::Invalid(format!("payment {payment_id} of saga {order} vanished")))?;
         let mut status = payment.status;
-        let mut reference = payment.psp_reference.clone();
-        if !status.is_terminal() {
-            if reference.is_none() {
-                reference = self.made_by_the_charge(&saga, &payment_id).await?;
-            }
-            if let Some(reference) = &reference {
-                match self.cancel_at_psp(&saga, reference, status).await? {
+        // Where the cancel starts is the core's decision (the protocol model takes the same).
+        let mut start = cancel_start(saga.record(), &payment);
+        if start == CancelStart::Search {
+            start = after_search(self.made_by_the_charge(&saga, &payment_id).await?);
+        }
+        let reference = match start {
+            CancelStart::Cancel(reference) => {
+                match self.cancel_at_psp(&saga, &reference, status).await? {
                     Some(after) => status = after,
                     None => return Ok(Advanced::Stopped),
                 }
+                Some(reference)
             }
-        }
+            CancelStart::Ended(_) | CancelStart::Search | CancelStart::Fail => payment.psp_reference.clone(),
+        };
         if !status.is_terminal() {
             let reason = saga
                 .record()
@@ -224,15 +235,12 @@ impl<P: Psp> Runner<P> {
 
     /// The PaymentIntent a charge may have made although the payment never heard of it (the charge's answer
     /// was a refusal or never came, and no webhook bound it yet): found by the payment's id at the PSP, so
-    /// the cancel reaches it and a charge given up is never taken later. Only after a failed charge step.
+    /// the cancel reaches it and a charge given up is never taken later ([`CancelStart::Search`]).
     async fn made_by_the_charge(
         &self,
         saga: &Saga<CancellingPayment>,
         payment_id: &shared::PaymentId,
     ) -> Result<Option<shared::PspReference>, RunError> {
-        if saga.record().failure.as_ref().map(|f| f.step) != Some(shared::saga::Step::Charge) {
-            return Ok(None);
-        }
         let Some(found) = self.psp().find_for_payment(payment_id).await? else {
             return Ok(None);
         };
@@ -313,11 +321,12 @@ fn intent_state(status: IntentStatus) -> IntentState {
     }
 }
 
-/// What a refused refund's error makes impossible for good, by the saga's table
-/// ([`RefundImpossible::from_psp_code`]); `None` for a refusal to read back.
-fn impossible(refused: &PspError) -> Option<RefundImpossible> {
+/// A refused refund call in the core's terms (its PSP error code), for [`after_refund`].
+fn refused_call(refused: &PspError) -> RefundCalled<'_> {
     match refused {
-        PspError::Refused { error, .. } => RefundImpossible::from_psp_code(error.code.as_deref()),
-        _ => None,
+        PspError::Refused { error, .. } => RefundCalled::Refused {
+            code: error.code.as_deref(),
+        },
+        _ => RefundCalled::Refused { code: None },
     }
 }

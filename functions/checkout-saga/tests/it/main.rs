@@ -24,6 +24,8 @@ mod liveness;
 mod loops;
 /// The age of the oldest open payment and saga that each scheduled run publishes.
 mod oldest;
+/// The refund step's read-back recorded whatever it decides (the core's rule the protocol model runs too).
+mod read_back;
 /// Failed refunds given back again by recovery.
 mod refund_failures;
 /// The saga's steps and compensations, crashes, faults and recovery.

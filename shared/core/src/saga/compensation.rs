@@ -9,7 +9,7 @@ use crate::ids::{PaymentId, PspReference};
 /// Why a refund of a capture can never be made, so the compensation must end without it: a refusal of the
 /// PSP that no retry and no later attempt can turn (any other refusal is read back: the charge may be
 /// refunded already).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RefundImpossible {
     /// The charge is disputed (a chargeback): Stripe refuses every refund of it (`charge_disputed`); the money
     /// goes back to the cardholder through the dispute, if at all.
