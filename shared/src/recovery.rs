@@ -5,8 +5,12 @@
 //! ([`Psp::provider`]), and the core's [`recovery_step`] sends every other payment (a Standard Webhooks
 //! provider's, one without a PSP reference, one whose reference the PSP does not know) to a back-off and,
 //! past [`RecoverySettings::expire_after`], to an expiry recorded through the finalize (`PaymentFailed`,
-//! `expired: ...`; the `Expired` metric alarms). A reconcile that fails is backed off like one that
-//! learned nothing, so no payment is asked about every run forever.
+//! `expired: ...`; the `Expired` metric alarms). A payment whose PaymentIntent is still open at Stripe past
+//! that age (waiting for the customer's action, or for another card after a decline) is canceled there
+//! first, key `<payment>:expire` (the core's [`after_read`]), and the canceled PaymentIntent is recorded (a
+//! cancel refused because it succeeded meanwhile records the success); a `processing` one is left for Stripe
+//! to settle. A reconcile that fails is backed off like one that learned nothing, also when it failed before
+//! the payment was read, so no payment is asked about every run forever.
 //!
 //! Open payments are found through the sparse `open-items` index (no Scan). Each one is worked on under
 //! the payment's lease, the same lease webhook intake takes, so recovery and intake never work on one payment
@@ -48,7 +52,9 @@ use crate::{
     Claims, ConfigError, CorrelationId, Currency, Env, GiveBack, Observation, Outcome, Path, Payment, PaymentId,
     PspReference, RefundEntry, RefundReport, RefundStatus,
 };
-use payments_core::recovery::{expiry, recovery_step, unanswered, NothingToAsk, RecoveryStep, Unasked};
+use payments_core::recovery::{
+    after_read, canceled_expiry, expiry, recovery_step, unanswered, AfterRead, NothingToAsk, RecoveryStep, Unasked,
+};
 use std::time::Duration;
 use thiserror::Error;
 use tracing::{info, warn};
@@ -199,9 +205,7 @@ impl<P: Psp> Recovery<P> {
     /// `deadline` (the invocation's): a reconciliation is cut there wherever it is (safe as after a crash: the
     /// lease expires, nothing half-written stays), and the payments not reached are the next run's.
     pub async fn run(&self, deadline: tokio::time::Instant) -> Result<RecoveryReport, StoreError> {
-        let stale_ms = millis(self.settings.stale_after);
-        let now_ms = clock::now_ms();
-        let due_before = now_ms.saturating_sub(stale_ms);
+        let due_before = clock::now_ms().saturating_sub(millis(self.settings.stale_after));
         let due = due_items(
             self.store.client(),
             self.store.table(),
@@ -214,35 +218,46 @@ impl<P: Psp> Recovery<P> {
             lag_seconds: due.lag_seconds(due_before),
             ..RecoveryReport::default()
         };
-        for key in due.keys {
-            let Some(id) = key
-                .strip_prefix(crate::keys::PAYMENT_PK_PREFIX)
+        let ids = due.keys.iter().filter_map(|key| {
+            key.strip_prefix(crate::keys::PAYMENT_PK_PREFIX)
                 .and_then(|id| PaymentId::parse(id).ok())
-            else {
-                continue;
-            };
+        });
+        for id in ids {
             report.found = report.found.saturating_add(1);
-            let correlation = CorrelationId::derived("recovery", &uuid::Uuid::new_v4().to_string());
-            let mut open_since = None;
-            let reconciled =
-                tokio::time::timeout_at(deadline, self.reconcile_seen(&id, correlation, &mut open_since)).await;
-            report.saw_open(open_since, clock::now_ms());
-            let Ok(reconciled) = reconciled else {
-                report.left = report.left.saturating_add(1);
-                break;
-            };
-            // The PSP is down: asking about the rest now would only add load; the next run does.
-            let stop = matches!(reconciled, Ok(Reconciled::Deferred));
-            // A failure (the PSP's, the store's) is not retried every run: due again after its back-off.
-            if let (Err(_), Some(created_at_ms)) = (&reconciled, open_since) {
-                self.back_off(&id, created_at_ms).await;
-            }
-            report.count(&id, reconciled);
-            if stop {
-                break;
+            match self.reconcile_due(&id, deadline, &mut report).await {
+                Turn::Next => {}
+                Turn::Stop => break,
             }
         }
         Ok(report)
+    }
+
+    /// One due payment of [`Recovery::run`], counted in `report`: whether the run goes on.
+    async fn reconcile_due(&self, id: &PaymentId, deadline: tokio::time::Instant, report: &mut RecoveryReport) -> Turn {
+        let correlation = CorrelationId::derived("recovery", &uuid::Uuid::new_v4().to_string());
+        let mut open_since = None;
+        let reconciled = tokio::time::timeout_at(deadline, self.reconcile_seen(id, correlation, &mut open_since)).await;
+        report.saw_open(open_since, clock::now_ms());
+        let Ok(reconciled) = reconciled else {
+            report.left = report.left.saturating_add(1);
+            return Turn::Stop;
+        };
+        // The PSP is down: asking about the rest now would only add load; the next run does.
+        let turn = match reconciled {
+            Ok(Reconciled::Deferred) => Turn::Stop,
+            _ => Turn::Next,
+        };
+        // A failure (the PSP's, the store's) is not retried every run: due again after its back-off, also
+        // when it failed before the payment was read (an item no release can read would else be the first of
+        // its shard on every run).
+        if reconciled.is_err() {
+            match open_since {
+                Some(created_at_ms) => self.back_off(id, created_at_ms).await,
+                None => self.back_off_unread(id).await,
+            }
+        }
+        report.count(id, reconciled);
+        turn
     }
 
     /// Asks the PSP about one payment and applies the answer, under the payment's lease. A failed payment
@@ -294,43 +309,148 @@ impl<P: Psp> Recovery<P> {
             return Ok((Reconciled::NotOpen, false));
         }
         *open_since = Some(current.created_at_ms);
-        let now_ms = clock::now_ms();
-        let expire_after = millis(self.settings.expire_after);
         let client = self.psp.provider();
-        let reference = match recovery_step(&current, Some(&client), now_ms, expire_after) {
+        let reference = match recovery_step(&current, Some(&client), clock::now_ms(), self.expire_after()) {
             RecoveryStep::Ask(reference) => reference,
             RecoveryStep::Unasked(step) => return self.unasked(current, step, lease, correlation, open_since).await,
+            // Only a PSP without a status read (Adyen) is ended by reference; recovery's client is Stripe's.
+            RecoveryStep::EndAtPsp(_) => {
+                let step = unanswered(&current, NothingToAsk::NoClient, clock::now_ms(), self.expire_after());
+                return self.unasked(current, step, lease, correlation, open_since).await;
+            }
         };
+        let asked = Asked {
+            current,
+            reference,
+            lease,
+            correlation,
+        };
+        if let Some(done) = self.settle_money(&asked, open_since).await? {
+            return Ok(done);
+        }
+        self.ask(asked, open_since).await
+    }
+
+    /// `RECOVERY_EXPIRE_AFTER_SECONDS` in milliseconds.
+    fn expire_after(&self) -> i64 {
+        millis(self.settings.expire_after)
+    }
+
+    /// The money questions of a payment asked about, before its status: money taken after it failed is given
+    /// back, a refund last heard `pending` is read back, what failed refunds left is given back again. `Some`
+    /// when one of them ended this look.
+    async fn settle_money(
+        &self,
+        asked: &Asked<'_>,
+        open_since: &mut Option<i64>,
+    ) -> Result<Option<(Reconciled, bool)>, RecoveryError> {
+        let (current, reference, lease) = (&asked.current, &asked.reference, asked.lease);
         if let Some(anomaly) = current.refund_due() {
-            match self.give_back(&current, &reference, anomaly).await {
+            match self.give_back(current, reference, anomaly).await {
                 Ok(()) => {}
-                Err(e) if e.is_deferred() => return Ok((Reconciled::Deferred, false)),
+                Err(e) if e.is_deferred() => return Ok(Some((Reconciled::Deferred, false))),
                 Err(e) => return Err(e.into()),
             }
         }
         if let Some(done) = self
-            .read_back_pending_refund(&current, lease, correlation.clone(), open_since)
+            .read_back_pending_refund(current, lease, asked.correlation.clone(), open_since)
             .await?
         {
-            return Ok(done);
+            return Ok(Some(done));
         }
-        if let Some(give_back) = current.give_back {
-            return self
-                .give_back_failed_refund(current, &reference, give_back, lease, correlation, open_since)
-                .await;
+        match current.give_back {
+            Some(give_back) => self
+                .give_back_failed_refund(
+                    current.clone(),
+                    reference,
+                    give_back,
+                    lease,
+                    asked.correlation.clone(),
+                    open_since,
+                )
+                .await
+                .map(Some),
+            None => Ok(None),
         }
+    }
+
+    /// Reads the payment's PaymentIntent and records what it says; past the age, one still open at the PSP is
+    /// canceled there first ([`after_read`]).
+    async fn ask(&self, asked: Asked<'_>, open_since: &mut Option<i64>) -> Result<(Reconciled, bool), RecoveryError> {
+        let Asked {
+            current,
+            reference,
+            lease,
+            correlation,
+        } = asked;
         let intent = match self.psp.retrieve(&reference).await {
             Ok(intent) => intent,
             Err(e) if e.is_deferred() => return Ok((Reconciled::Deferred, false)),
             // Its PSP does not know the reference (another account's, a caller's typo): asking again tells
             // nothing, so it waits and expires like a payment with nothing to ask.
             Err(e @ PspError::Refused { .. }) => {
-                warn!(payment_id = %id, error = %ErrorChain(&e), "the PSP does not know the payment's reference");
-                let step = unanswered(&current, NothingToAsk::UnknownToPsp, clock::now_ms(), expire_after);
+                warn!(payment_id = %current.id, error = %ErrorChain(&e), "the PSP does not know the payment's reference");
+                let step = unanswered(
+                    &current,
+                    NothingToAsk::UnknownToPsp,
+                    clock::now_ms(),
+                    self.expire_after(),
+                );
                 return self.unasked(current, step, lease, correlation, open_since).await;
             }
             Err(e) => return Err(e.into()),
         };
+        match after_read(&current, intent.status.state(), clock::now_ms(), self.expire_after()) {
+            AfterRead::Apply => {
+                self.record(current, &intent, Read::Asked, lease, correlation, open_since)
+                    .await
+            }
+            AfterRead::CancelExpired => {
+                let Some(canceled) = self.cancel_expired(&current, &reference).await? else {
+                    return Ok((Reconciled::Deferred, false));
+                };
+                self.record(current, &canceled, Read::Canceled, lease, correlation, open_since)
+                    .await
+            }
+        }
+    }
+
+    /// Cancels at the PSP a PaymentIntent still open past the age (key `<payment>:expire`), and answers it as
+    /// it then stands: canceled, or as the refusal carries it when it moved meanwhile (a success is then
+    /// recorded, not an expiry). `None` when the call was deferred (breaker open, key refused).
+    async fn cancel_expired(
+        &self,
+        current: &Payment,
+        reference: &PspReference,
+    ) -> Result<Option<crate::psp::PaymentIntent>, RecoveryError> {
+        let key = format!("{}:expire", current.id);
+        match self.psp.cancel(&key, reference).await {
+            Ok(intent) => Ok(Some(intent)),
+            Err(e) if e.is_deferred() => Ok(None),
+            Err(refused) => match refused.payment_intent().cloned() {
+                Some(intent) => {
+                    info!(payment_id = %current.id, psp_status = intent.status.as_str(),
+                          "expiring cancel refused: the PaymentIntent moved meanwhile");
+                    Ok(Some(intent))
+                }
+                None => Err(refused.into()),
+            },
+        }
+    }
+
+    /// Records `intent` (as read, or as the expiring cancel left it) through the finalize: nothing new is
+    /// backed off, an answer about another PaymentIntent is an anomaly, a cancel that failed the payment is
+    /// counted as expired.
+    async fn record(
+        &self,
+        current: Payment,
+        intent: &crate::psp::PaymentIntent,
+        read: Read,
+        lease: &Lease,
+        correlation: CorrelationId,
+        open_since: &mut Option<i64>,
+    ) -> Result<(Reconciled, bool), RecoveryError> {
+        let id = current.id.clone();
         let Some(mut observation) = intent
             .observation(Path::Recovery, correlation)
             .map_err(|e| PspError::BadAnswer(e.into()))?
@@ -339,7 +459,11 @@ impl<P: Psp> Recovery<P> {
             self.back_off(&current.id, current.created_at_ms).await;
             return Ok((Reconciled::Unchanged, false));
         };
-        observation.occurred_at_ms = Some(clock::now_ms().div_euclid(1000).saturating_mul(1000));
+        let now_ms = clock::now_ms();
+        if read == Read::Canceled {
+            observation = canceled_expiry(&current, observation, now_ms);
+        }
+        observation.occurred_at_ms = Some(now_ms.div_euclid(1000).saturating_mul(1000));
         let outcome = self.store.finalize_from(current, &observation, Some(lease)).await?;
         if !outcome.payment.is_open() {
             *open_since = None;
@@ -353,9 +477,10 @@ impl<P: Psp> Recovery<P> {
             self.back_off(&outcome.payment.id, outcome.payment.created_at_ms).await;
         }
         info!(payment_id = %id, result = ?outcome.result, psp_status = intent.status.as_str(), "payment reconciled");
-        let reconciled = match outcome.result {
-            FinalizeResult::Applied(kind) => Reconciled::Applied(kind),
-            FinalizeResult::Ignored(_) | FinalizeResult::Deferred(_) => Reconciled::Unchanged,
+        let reconciled = match (read, outcome.result) {
+            (Read::Canceled, FinalizeResult::Applied(crate::EventKind::PaymentFailed)) => Reconciled::Expired,
+            (_, FinalizeResult::Applied(kind)) => Reconciled::Applied(kind),
+            (_, FinalizeResult::Ignored(_) | FinalizeResult::Deferred(_)) => Reconciled::Unchanged,
         };
         Ok((reconciled, outcome.lease_released))
     }
@@ -373,6 +498,26 @@ impl<P: Psp> Recovery<P> {
         let key = crate::keys::payment(id);
         if let Err(e) = defer(self.store.client(), self.store.table(), key, due).await {
             warn!(payment_id = %id, error = %ErrorChain(&e), "could not defer the payment's next check");
+        }
+    }
+
+    /// [`Recovery::back_off`] for a payment whose reconcile failed before it was read: the schedule is counted
+    /// from the item's `created_at_ms` as stored (read alone, so a payment that cannot be read whole is still
+    /// backed off); if even that cannot be read, it is due again after the longest interval.
+    async fn back_off_unread(&self, id: &PaymentId) {
+        match created_at(self.store.client(), self.store.table(), id).await {
+            Ok(Some(created_at_ms)) => self.back_off(id, created_at_ms).await,
+            unread => {
+                if let Err(e) = &unread {
+                    warn!(payment_id = %id, error = %ErrorChain(e), "could not read the payment's creation time");
+                }
+                let due = clock::now_ms()
+                    .saturating_add(millis(MAX_RECHECK_INTERVAL))
+                    .saturating_sub(millis(self.settings.stale_after));
+                if let Err(e) = defer(self.store.client(), self.store.table(), crate::keys::payment(id), due).await {
+                    warn!(payment_id = %id, error = %ErrorChain(&e), "could not defer the payment's next check");
+                }
+            }
         }
     }
 
@@ -507,11 +652,54 @@ impl<P: Psp> Recovery<P> {
     }
 }
 
+/// The payment item's `created_at_ms` alone (`None` when it has none or it is not a number).
+async fn created_at(client: &aws_sdk_dynamodb::Client, table: &str, id: &PaymentId) -> Result<Option<i64>, StoreError> {
+    let item = client
+        .get_item()
+        .table_name(table)
+        .set_key(Some(crate::keys::payment(id)))
+        .projection_expression("created_at_ms")
+        .send()
+        .await
+        .map_err(|e| StoreError::from_sdk("read payment creation time", e))?;
+    Ok(item.item.and_then(|i| {
+        i.get("created_at_ms")
+            .and_then(|v| v.as_n().ok())
+            .and_then(|n| n.parse().ok())
+    }))
+}
+
+/// A payment recovery asks its PSP about, with what the look needs.
+struct Asked<'a> {
+    current: Payment,
+    reference: PspReference,
+    lease: &'a Lease,
+    correlation: CorrelationId,
+}
+
+/// Where the PaymentIntent recorded came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Read {
+    /// Read as it stands.
+    Asked,
+    /// Answered by recovery's cancel of an expired payment.
+    Canceled,
+}
+
+/// Whether a run goes on after a payment.
+enum Turn {
+    Next,
+    Stop,
+}
+
 /// How a payment with nothing to ask (`why`) is counted.
 fn nothing_to_ask(why: NothingToAsk) -> Reconciled {
     match why {
         NothingToAsk::NoReference => Reconciled::NoReference,
-        NothingToAsk::NoClient | NothingToAsk::UnknownToPsp => Reconciled::NoClient,
+        NothingToAsk::NoClient
+        | NothingToAsk::UnknownToPsp
+        | NothingToAsk::NoStatusRead
+        | NothingToAsk::EndUnanswered => Reconciled::NoClient,
     }
 }
 

@@ -3,19 +3,56 @@
 //! (`shared::recovery`) and the protocol model make the same choice.
 //!
 //! Invariant 13: a payment is asked about only at its own PSP, through the client recovery holds for it. A
-//! payment of a PSP recovery has no client for (a Standard Webhooks provider only sends webhooks; Adyen until
-//! its client exists), one without a PSP reference (created through `POST /payments` and abandoned), and one
-//! whose reference its PSP does not know, have nothing to ask: asking Stripe about them answered 404 on
-//! every run, forever. Invariant 12: such a wait has an end. Past the configured age the payment is recorded
-//! failed with an `expired: ...` reason, through the one finalize (a `PaymentFailed` event, counted and
-//! alarmed); late news that money moved after all is then the finalize's stray-capture anomaly, as for any
-//! failed payment. A payment whose status is already terminal (it is open for a refund question) never
-//! expires: that money question waits for an operator, and the oldest-open-payment alarm shows it.
+//! payment of a PSP recovery has no client for (a Standard Webhooks provider only sends webhooks), one without
+//! a PSP reference (created through `POST /payments` and abandoned), and one whose reference its PSP does not
+//! know, have nothing to ask: asking Stripe about them answered 404 on every run, forever. Invariant 12: such a
+//! wait has an end. Past the configured age the payment is recorded failed with an `expired: ...` reason,
+//! through the one finalize (a `PaymentFailed` event, counted and alarmed); late news that money moved after
+//! all is then the finalize's stray-capture anomaly, as for any failed payment. A payment whose status is
+//! already terminal (it is open for a refund question) never expires: that money question waits for an
+//! operator, and the oldest-open-payment alarm shows it.
+//!
+//! A payment its PSP still holds open ends there first, so that the PSP cannot take money for a payment we
+//! call failed: past the age, a Stripe PaymentIntent still waiting for the customer ([`IntentState::Open`]:
+//! an action, a new card after a decline) is canceled ([`after_read`]), and the canceled PaymentIntent is what
+//! is recorded. One that is `processing` waits on: Stripe cannot cancel it and settles it itself (a bank debit
+//! takes days, and ends `succeeded` or back in `requires_payment_method`, which then expires). A PSP without a
+//! status read (Adyen, [`PspReach`]) is not asked at all: past the age the payment is canceled or reversed by
+//! reference ([`RecoveryStep::EndAtPsp`]), whose outcome arrives as a notification; if none has ended it
+//! [`END_ANSWER_WAIT_MS`] later, it expires here as well.
 
 use crate::ids::{CorrelationId, PspReference};
 use crate::observation::{Observation, Outcome, Path};
 use crate::payment::Payment;
 use crate::provider::PspName;
+use crate::saga::IntentState;
+
+/// How long after the age an end requested at a PSP without a status read (its cancel or reversal) is given
+/// for the PSP's notification, before the payment expires here: a day. Adyen notifies within seconds; a day
+/// covers an intake outage of hours, and the cancel is sent again (same key, backed off) meanwhile.
+pub const END_ANSWER_WAIT_MS: i64 = 24 * 3600 * 1000;
+
+/// What recovery can do at a PSP about one of its payments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PspReach {
+    /// Read its status by reference (Stripe's PaymentIntent), and cancel it.
+    Read,
+    /// No status read (Adyen): only end it by reference, the outcome coming as a notification.
+    EndOnly,
+    /// Nothing (a Standard Webhooks provider only sends webhooks).
+    Nothing,
+}
+
+impl PspReach {
+    /// What recovery can do at `psp`.
+    pub fn of(psp: &PspName) -> Self {
+        match psp {
+            PspName::Stripe => Self::Read,
+            PspName::Adyen => Self::EndOnly,
+            PspName::Standard(_) => Self::Nothing,
+        }
+    }
+}
 
 /// Why recovery has nothing to ask a payment's PSP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,6 +63,10 @@ pub enum NothingToAsk {
     NoClient,
     /// The PSP refused the question for good (it does not know the reference).
     UnknownToPsp,
+    /// The PSP has no status to read (Adyen): its notifications tell.
+    NoStatusRead,
+    /// The end requested at a PSP without a status read was never notified.
+    EndUnanswered,
 }
 
 impl NothingToAsk {
@@ -34,6 +75,8 @@ impl NothingToAsk {
             NothingToAsk::NoReference => "no PSP reference",
             NothingToAsk::NoClient => "no client of its PSP to ask",
             NothingToAsk::UnknownToPsp => "its PSP does not know its reference",
+            NothingToAsk::NoStatusRead => "no status to read at its PSP",
+            NothingToAsk::EndUnanswered => "no notification of the cancel requested at its PSP",
         }
     }
 }
@@ -43,6 +86,12 @@ impl NothingToAsk {
 pub enum RecoveryStep {
     /// Ask the payment's PSP (through `client`, which is the payment's) about `reference`.
     Ask(PspReference),
+    /// Past the age at a PSP without a status read: end the payment there under the key `<payment>:expire`,
+    /// by reversing `Some(reference)` (cancel, or refund what was captured), or for `None` by canceling the
+    /// payment known by our id. The PSP's notification records the end; until it comes the payment stays
+    /// open, and the request is sent again (same key, backed off) until [`END_ANSWER_WAIT_MS`] later it
+    /// expires here ([`NothingToAsk::EndUnanswered`]).
+    EndAtPsp(Option<PspReference>),
     /// Nothing to ask.
     Unasked(Unasked),
 }
@@ -62,21 +111,81 @@ pub fn recovery_step(payment: &Payment, client: Option<&PspName>, now_ms: i64, e
     if client != Some(&payment.provider) {
         return RecoveryStep::Unasked(unanswered(payment, NothingToAsk::NoClient, now_ms, expire_after_ms));
     }
-    match &payment.psp_reference {
-        Some(reference) => RecoveryStep::Ask(reference.clone()),
-        None => RecoveryStep::Unasked(unanswered(payment, NothingToAsk::NoReference, now_ms, expire_after_ms)),
+    match (PspReach::of(&payment.provider), &payment.psp_reference) {
+        (PspReach::Read, Some(reference)) => RecoveryStep::Ask(reference.clone()),
+        (PspReach::Read, None) => {
+            RecoveryStep::Unasked(unanswered(payment, NothingToAsk::NoReference, now_ms, expire_after_ms))
+        }
+        (PspReach::EndOnly, reference) => end_at_psp(payment, reference.as_ref(), now_ms, expire_after_ms),
+        (PspReach::Nothing, _) => {
+            RecoveryStep::Unasked(unanswered(payment, NothingToAsk::NoClient, now_ms, expire_after_ms))
+        }
     }
+}
+
+/// A payment of a PSP without a status read: it waits for its notifications until the age, is then ended at
+/// the PSP (by `reference`, else by our id) for [`END_ANSWER_WAIT_MS`], and expires here after that.
+fn end_at_psp(payment: &Payment, reference: Option<&PspReference>, now_ms: i64, expire_after_ms: i64) -> RecoveryStep {
+    let answer_by = expire_after_ms.saturating_add(END_ANSWER_WAIT_MS);
+    if !expires(payment, now_ms, expire_after_ms) {
+        RecoveryStep::Unasked(Unasked::Wait(NothingToAsk::NoStatusRead))
+    } else if !expires(payment, now_ms, answer_by) {
+        RecoveryStep::EndAtPsp(reference.cloned())
+    } else {
+        RecoveryStep::Unasked(Unasked::Expire(NothingToAsk::EndUnanswered))
+    }
+}
+
+/// What recovery does with the PaymentIntent it read for `payment`, in `state`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AfterRead {
+    /// Record what it says (or back off when it says nothing new).
+    Apply,
+    /// Past the age and still open at the PSP: cancel it there (key `<payment>:expire`) and record the
+    /// canceled PaymentIntent (or, if the cancel is refused because it moved meanwhile, the one the refusal
+    /// carries), counted as expired.
+    CancelExpired,
+}
+
+/// The step after reading `payment`'s PaymentIntent in `state` at `now_ms`. Only an open one past the age is
+/// canceled: a processing one is Stripe's to settle, an ended one is recorded, and a payment whose status is
+/// terminal (open for a refund question) never expires.
+pub fn after_read(payment: &Payment, state: IntentState, now_ms: i64, expire_after_ms: i64) -> AfterRead {
+    if state == IntentState::Open && expires(payment, now_ms, expire_after_ms) {
+        AfterRead::CancelExpired
+    } else {
+        AfterRead::Apply
+    }
+}
+
+/// `observation` (of the PaymentIntent recovery canceled for `payment` at `now_ms`) with its failure's reason
+/// saying the payment expired, so operators and the `PaymentFailed` event tell an expiry from a customer's
+/// cancel. Any other outcome (the cancel lost a race to a success) is left as the PSP said.
+pub fn canceled_expiry(payment: &Payment, mut observation: Observation, now_ms: i64) -> Observation {
+    if let Outcome::Failed { reason } = &mut observation.outcome {
+        let hours = now_ms.saturating_sub(payment.created_at_ms) / 3_600_000;
+        let said = format!(
+            "expired: open at its PSP ({}) after {hours} h; {reason}",
+            payment.provider
+        );
+        *reason = crate::text::sanitized(&said, crate::text::MAX_REASON_CHARS);
+    }
+    observation
 }
 
 /// What becomes of a payment recovery cannot ask about (`why`): expired once it is older than
 /// `expire_after_ms` and its status is not terminal, else it waits.
 pub fn unanswered(payment: &Payment, why: NothingToAsk, now_ms: i64, expire_after_ms: i64) -> Unasked {
-    let age = now_ms.saturating_sub(payment.created_at_ms);
-    if age >= expire_after_ms && !payment.status.is_terminal() {
+    if expires(payment, now_ms, expire_after_ms) {
         Unasked::Expire(why)
     } else {
         Unasked::Wait(why)
     }
+}
+
+/// Whether `payment` is at least `expire_after_ms` old at `now_ms` and its status is not terminal.
+fn expires(payment: &Payment, now_ms: i64, expire_after_ms: i64) -> bool {
+    now_ms.saturating_sub(payment.created_at_ms) >= expire_after_ms && !payment.status.is_terminal()
 }
 
 /// The observation that records the expiry of `payment` (`why` it had nothing to ask), at `now_ms`:
@@ -152,6 +261,101 @@ mod tests {
             unanswered(&asked, NothingToAsk::UnknownToPsp, now, WEEK),
             Unasked::Expire(NothingToAsk::UnknownToPsp)
         );
+    }
+
+    #[test]
+    fn an_open_payment_intent_past_the_age_is_canceled_a_processing_one_waits() {
+        let (p, now) = payment(PspName::Stripe, Some("pi_1"), WEEK);
+        assert_eq!(after_read(&p, IntentState::Open, now, WEEK), AfterRead::CancelExpired);
+        assert_eq!(
+            after_read(&p, IntentState::Open, now.saturating_sub(1), WEEK),
+            AfterRead::Apply,
+            "not old enough"
+        );
+        for state in [IntentState::Processing, IntentState::Succeeded, IntentState::Canceled] {
+            assert_eq!(after_read(&p, state, now, WEEK), AfterRead::Apply, "{state:?}");
+        }
+        let (mut captured, now) = payment(PspName::Stripe, Some("pi_1"), 2 * WEEK);
+        captured.status = PaymentStatus::Captured;
+        assert_eq!(
+            after_read(&captured, IntentState::Open, now, WEEK),
+            AfterRead::Apply,
+            "a refund question never expires"
+        );
+    }
+
+    #[test]
+    fn a_psp_without_a_status_read_is_never_asked_ended_there_past_the_age_then_expired() {
+        assert_eq!(
+            (
+                PspReach::of(&PspName::Stripe),
+                PspReach::of(&PspName::Adyen),
+                PspReach::of(&standard())
+            ),
+            (PspReach::Read, PspReach::EndOnly, PspReach::Nothing)
+        );
+        let adyen = Some(&PspName::Adyen);
+        let reference = PspReference::parse("7914073381342284").unwrap();
+        let (p, young) = payment(PspName::Adyen, Some("7914073381342284"), WEEK.saturating_sub(1));
+        assert_eq!(
+            recovery_step(&p, adyen, young, WEEK),
+            RecoveryStep::Unasked(Unasked::Wait(NothingToAsk::NoStatusRead)),
+            "its notifications tell"
+        );
+        let aged = young.saturating_add(1);
+        assert_eq!(
+            recovery_step(&p, adyen, aged, WEEK),
+            RecoveryStep::EndAtPsp(Some(reference))
+        );
+        let (unbound, _) = payment(PspName::Adyen, None, 0);
+        assert_eq!(
+            recovery_step(&unbound, adyen, aged, WEEK),
+            RecoveryStep::EndAtPsp(None),
+            "by our id"
+        );
+        let last = aged.saturating_add(END_ANSWER_WAIT_MS).saturating_sub(1);
+        assert!(matches!(
+            recovery_step(&p, adyen, last, WEEK),
+            RecoveryStep::EndAtPsp(_)
+        ));
+        assert_eq!(
+            recovery_step(&p, adyen, last.saturating_add(1), WEEK),
+            RecoveryStep::Unasked(Unasked::Expire(NothingToAsk::EndUnanswered)),
+            "no notification a day after the cancel: the wait ends here"
+        );
+        let mut captured = p.clone();
+        captured.status = PaymentStatus::Captured;
+        assert_eq!(
+            recovery_step(&captured, adyen, aged, WEEK),
+            RecoveryStep::Unasked(Unasked::Wait(NothingToAsk::NoStatusRead)),
+            "a refund question is never canceled"
+        );
+        assert_eq!(
+            recovery_step(&p, Some(&PspName::Stripe), aged, WEEK),
+            RecoveryStep::Unasked(Unasked::Expire(NothingToAsk::NoClient)),
+            "without Adyen's client: nothing to ask, as before"
+        );
+    }
+
+    #[test]
+    fn a_canceled_expiry_says_so_a_raced_success_is_left_as_said() {
+        let (p, now) = payment(PspName::Stripe, Some("pi_1"), WEEK);
+        let canceled = Observation::new(
+            Path::Recovery,
+            Outcome::Failed {
+                reason: "canceled at the PSP: abandoned".into(),
+            },
+            fixtures::correlation(),
+        );
+        let said = canceled_expiry(&p, canceled, now);
+        assert_eq!(
+            said.outcome,
+            Outcome::Failed {
+                reason: "expired: open at its PSP (stripe) after 168 h; canceled at the PSP: abandoned".into()
+            }
+        );
+        let succeeded = Observation::new(Path::Recovery, Outcome::Succeeded, fixtures::correlation());
+        assert_eq!(canceled_expiry(&p, succeeded, now).outcome, Outcome::Succeeded);
     }
 
     #[test]

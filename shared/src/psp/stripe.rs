@@ -18,6 +18,7 @@
 use crate::{
     Claims, ClientSecret, Currency, CustomerAction, Observation, Outcome, PspReference, RedirectPolicy, RedirectUrl,
 };
+use payments_core::saga::IntentState;
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::fmt;
@@ -58,6 +59,22 @@ impl IntentStatus {
             Self::Succeeded => "succeeded",
             Self::Canceled => "canceled",
             Self::Unknown => "unknown",
+        }
+    }
+
+    /// The PaymentIntent in the core's terms ([`IntentState`]), which the saga's cancel, recovery's expiry
+    /// and the protocol model decide on: waiting for the customer or for us (an unknown status too) it can
+    /// still be canceled; `processing` is Stripe's to settle.
+    pub fn state(self) -> IntentState {
+        match self {
+            Self::Processing => IntentState::Processing,
+            Self::Succeeded => IntentState::Succeeded,
+            Self::Canceled => IntentState::Canceled,
+            Self::RequiresPaymentMethod
+            | Self::RequiresConfirmation
+            | Self::RequiresAction
+            | Self::RequiresCapture
+            | Self::Unknown => IntentState::Open,
         }
     }
 }

@@ -70,15 +70,14 @@ pub(crate) struct World {
 
 impl World {
     pub(crate) async fn new() -> Self {
+        // The slow scenarios stay where they are for the whole test.
+        Self::with_slow(Duration::from_secs(3600)).await
+    }
+
+    /// A world whose slow scenarios (`slow_action`, `slow_processing`, ...) take their next step after `slow`.
+    pub(crate) async fn with_slow(slow: Duration) -> Self {
         let sim = Arc::new(Simulator {
-            // The slow scenarios stay where they are for the whole test.
-            ledger: Ledger::new(
-                KEY,
-                Timings {
-                    slow: Duration::from_secs(3600),
-                },
-                None,
-            ),
+            ledger: Ledger::new(KEY, Timings { slow }, None),
             webhook_url: "http://127.0.0.1:9/webhooks/stripe".into(),
             secret: SigningSecret::parse("whsec_test").unwrap(),
             delivery: DeliveryOptions {

@@ -3,7 +3,7 @@
 //! shard's unused share of a run goes to the others. Against DynamoDB Local and the Stripe simulator.
 
 use crate::lambda::World;
-use shared::psp::{IntentStatus, StripeClient};
+use shared::psp::{IntentStatus, PaymentIntent, Psp, StripeClient};
 use shared::recovery::{Recovery, RecoverySettings};
 use shared::store::open_index::{due_items, shard_of, OpenKind, OPEN_SHARDS};
 use shared::{
@@ -50,6 +50,19 @@ async fn open_payment(w: &World, name: &str, provider: &str, reference: Option<&
         let processing = Observation::new(Path::Sync, Outcome::Processing, CorrelationId::parse("c").unwrap());
         w.ctx.store.finalize(&id, &processing, None).await.expect("setup");
     }
+    id
+}
+
+/// A payment of 10.00 EUR created `age_ms` ago through `POST /payments` and bound to `intent`, as the sync
+/// answer left it (waiting for the customer's action, or after a decline for another card).
+async fn bound_payment(w: &World, name: &str, intent: &PaymentIntent, age_ms: i64) -> PaymentId {
+    let id = open_payment(w, name, "stripe", None, age_ms).await;
+    let mut bound = intent
+        .observation(Path::Sync, CorrelationId::parse("c").unwrap())
+        .unwrap()
+        .unwrap_or_else(|| Observation::new(Path::Sync, Outcome::Processing, CorrelationId::parse("c").unwrap()));
+    bound.occurred_at_ms = Some(shared::clock::now_ms() - age_ms);
+    w.ctx.store.finalize(&id, &bound, None).await.expect("bound");
     id
 }
 
@@ -125,17 +138,7 @@ async fn payments_with_no_psp_to_ask_expire_after_the_configured_age() {
     let record = shared::recovery::emf(&report, shared::clock::now_ms());
     assert_eq!(record["Expired"].as_u64(), Some(3), "the alarmed metric: {record}");
     for id in [&abandoned, &standard, &unknown] {
-        let p = w.get(id).await;
-        assert_eq!(p.status, PaymentStatus::Failed, "{id}");
-        assert!(
-            p.reason.as_deref().unwrap_or_default().starts_with("expired"),
-            "{:?}",
-            p.reason
-        );
-        let events = w.ctx.store.events(id).await.unwrap();
-        let last = events.last().unwrap();
-        assert_eq!((last.kind, last.path), (EventKind::PaymentFailed, Path::Recovery));
-        assert_eq!(due_key(&w, id).await, None, "out of the index");
+        assert_expired(&w, id).await;
     }
     assert_eq!(w.get(&young).await.status, PaymentStatus::Processing, "not old enough");
     assert_eq!(
@@ -238,4 +241,184 @@ async fn a_shard_gives_its_unused_share_of_a_run_to_the_others() {
     }
     let unique: std::collections::HashSet<_> = due.keys.iter().collect();
     assert_eq!(unique.len(), 8, "no payment twice");
+}
+
+/// The expired payment's end: failed as expired, by recovery, out of the index.
+async fn assert_expired(w: &World, id: &PaymentId) {
+    let p = w.get(id).await;
+    assert_eq!(p.status, PaymentStatus::Failed, "{id}");
+    assert!(
+        p.reason.as_deref().unwrap_or_default().starts_with("expired"),
+        "{id}: {:?}",
+        p.reason
+    );
+    let events = w.ctx.store.events(id).await.unwrap();
+    let last = events.last().unwrap();
+    assert_eq!(
+        (last.kind, last.path),
+        (EventKind::PaymentFailed, Path::Recovery),
+        "{id}"
+    );
+    assert_eq!(due_key(w, id).await, None, "{id} is out of the index");
+}
+
+async fn intent_status(w: &World, intent: &PaymentIntent) -> IntentStatus {
+    let reference = PspReference::parse(intent.id.as_str()).unwrap();
+    w.psp().retrieve(&reference).await.unwrap().status
+}
+
+#[tokio::test]
+async fn an_abandoned_payment_whose_intent_still_waits_for_the_customer_is_canceled_at_the_psp_and_expires() {
+    let w = World::new().await;
+    let challenge = w.intent("abandoned_challenge", "abandoned_action", 1000).await;
+    assert_eq!(challenge.status, IntentStatus::RequiresAction);
+    // Declined, and the customer never comes back with another card (within the test's hour).
+    let declined = w.intent("abandoned_decline", "decline_then_retry", 1000).await;
+    assert_eq!(declined.status, IntentStatus::RequiresPaymentMethod);
+    let processing = w.intent("old_processing", "slow_processing", 1000).await;
+    let young_challenge = w.intent("young_challenge", "abandoned_action", 1000).await;
+    let in_challenge = bound_payment(&w, "in_challenge", &challenge, 8 * DAY_MS).await;
+    assert_eq!(w.get(&in_challenge).await.status, PaymentStatus::RequiresAction);
+    let after_decline = bound_payment(&w, "after_decline", &declined, 8 * DAY_MS).await;
+    assert_eq!(w.get(&after_decline).await.status, PaymentStatus::AttemptFailed);
+    let still_processing = bound_payment(&w, "still_processing", &processing, 8 * DAY_MS).await;
+    let young = bound_payment(&w, "young", &young_challenge, DAY_MS).await;
+    let opened = due_key(&w, &still_processing).await.unwrap();
+
+    let report = recovery(&w).run(deadline()).await.unwrap();
+
+    assert_eq!((report.found, report.errors, report.expired), (4, 0, 2), "{report:?}");
+    let record = shared::recovery::emf(&report, shared::clock::now_ms());
+    assert_eq!(record["Expired"].as_u64(), Some(2), "the alarmed metric: {record}");
+    for (id, intent) in [(&in_challenge, &challenge), (&after_decline, &declined)] {
+        assert_expired(&w, id).await;
+        assert_eq!(
+            intent_status(&w, intent).await,
+            IntentStatus::Canceled,
+            "{id}: canceled at Stripe"
+        );
+        // Stripe replays a key's first answer: the same key gets the cancel back, so it was `<payment>:expire`.
+        let reference = PspReference::parse(intent.id.as_str()).unwrap();
+        let replayed = w.psp().cancel(&format!("{id}:expire"), &reference).await;
+        assert!(replayed.is_ok(), "{id}: canceled under <payment>:expire: {replayed:?}");
+    }
+    // Stripe settles a processing PaymentIntent itself (a bank debit takes days): it is waited for.
+    assert_eq!(w.get(&still_processing).await.status, PaymentStatus::Processing);
+    assert_eq!(intent_status(&w, &processing).await, IntentStatus::Processing);
+    assert!(due_key(&w, &still_processing).await.unwrap() > opened, "backed off");
+    assert_eq!(
+        w.get(&young).await.status,
+        PaymentStatus::RequiresAction,
+        "not old enough"
+    );
+    assert_eq!(intent_status(&w, &young_challenge).await, IntentStatus::RequiresAction);
+
+    let again = recovery(&w).run(deadline()).await.unwrap();
+    assert_eq!(again.expired, 0, "expired once: {again:?}");
+}
+
+#[tokio::test]
+async fn an_expiring_cancel_refused_because_the_payment_succeeded_meanwhile_records_the_capture() {
+    let slow = Duration::from_secs(6);
+    let w = World::with_slow(slow).await;
+    let created = tokio::time::Instant::now();
+    let intent = w.intent("late_success", "slow_action", 1000).await;
+    assert_eq!(intent.status, IntentStatus::RequiresAction);
+    let id = bound_payment(&w, "late_success", &intent, 8 * DAY_MS).await;
+    // Each PSP request is held 2.5 s: the read (answered before the customer completes the challenge, 6 s
+    // after the create) finds it open, the cancel (answered after) finds it succeeded.
+    tokio::time::sleep_until(created + Duration::from_millis(1500)).await;
+    w.sim.ledger.hang(Duration::from_millis(2500), 2);
+    let before = w.sim.ledger.requests().len();
+
+    let report = recovery(&w).run(deadline()).await.unwrap();
+
+    let requests: Vec<_> = w.sim.ledger.requests()[before..]
+        .iter()
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    assert_eq!(
+        requests,
+        [
+            format!("GET /v1/payment_intents/{}", intent.id),
+            format!("POST /v1/payment_intents/{}/cancel", intent.id)
+        ],
+        "read open, then the cancel"
+    );
+    let p = w.get(&id).await;
+    assert_eq!(
+        p.status,
+        PaymentStatus::Captured,
+        "the refusal's PaymentIntent is recorded"
+    );
+    assert_eq!((report.applied, report.expired, report.errors), (1, 0, 0), "{report:?}");
+}
+
+#[tokio::test]
+async fn a_reference_its_psp_does_not_know_backs_off_then_expires() {
+    let w = World::new().await;
+    // The simulator answers 404 `resource_missing` about it, as Stripe does.
+    let unknown = open_payment(&w, "unknown_ref", "stripe", Some("pi_unknown_ref"), 3_600_000).await;
+    let opened = due_key(&w, &unknown).await.unwrap();
+    let before = psp_calls(&w);
+
+    let first = recovery(&w).run(deadline()).await.unwrap();
+    assert_eq!(
+        (first.found, first.errors, first.no_client, first.expired),
+        (1, 0, 1, 0),
+        "{first:?}"
+    );
+    assert_eq!(
+        w.get(&unknown).await.status,
+        PaymentStatus::Processing,
+        "younger than the age"
+    );
+    assert!(due_key(&w, &unknown).await.unwrap() > opened, "backed off");
+    assert_eq!(
+        recovery(&w).run(deadline()).await.unwrap().found,
+        0,
+        "not asked every run"
+    );
+
+    // Its back-off over, and past a (shorter) expiry age: asked once more, then expired.
+    shared::store::open_index::defer(&w.ctx.client, &w.ctx.table, shared::keys::payment(&unknown), 0)
+        .await
+        .unwrap();
+    let mut short = recovery(&w);
+    short.settings.expire_after = Duration::from_secs(1800);
+    let last = short.run(deadline()).await.unwrap();
+    assert_eq!((last.found, last.expired), (1, 1), "{last:?}");
+    assert_expired(&w, &unknown).await;
+    let reason = w.get(&unknown).await.reason.unwrap();
+    assert!(reason.contains("its PSP does not know its reference"), "{reason}");
+    assert_eq!(psp_calls(&w) - before, 2, "one question a look");
+}
+
+#[tokio::test]
+async fn a_reconcile_that_fails_before_the_payment_is_read_is_backed_off() {
+    let w = World::new().await;
+    let id = open_payment(&w, "unreadable", "stripe", Some("pi_unreadable"), 3_600_000).await;
+    // A payment item no release can read (its status lost to a hand edit): every read of it fails.
+    w.ctx
+        .client
+        .update_item()
+        .table_name(&w.ctx.table)
+        .set_key(Some(shared::keys::payment(&id)))
+        .update_expression("REMOVE #s")
+        .expression_attribute_names("#s", "status")
+        .send()
+        .await
+        .unwrap();
+    assert!(w.ctx.store.get(&id).await.is_err(), "the item cannot be read");
+    let opened = due_key(&w, &id).await.unwrap();
+    let before = psp_calls(&w);
+
+    let first = recovery(&w).run(deadline()).await.unwrap();
+    assert_eq!((first.found, first.errors), (1, 1), "{first:?}");
+    assert!(
+        due_key(&w, &id).await.unwrap() > opened,
+        "backed off, not read every run"
+    );
+    assert_eq!(recovery(&w).run(deadline()).await.unwrap().found, 0);
+    assert_eq!(psp_calls(&w), before, "nothing asked about a payment not read");
 }
