@@ -38,20 +38,31 @@ local_env() {
 }
 
 # Builds and starts the PSP simulator on 127.0.0.1:$1 (webhooks to the local API on $2) in the background,
-# its output to $3 (default: this terminal); sets psp_pid and exports PSP_BASE_URL, PSP_API_KEY (the
-# simulated account's dev key) and the charge's redirect choice (PSP_REDIRECTS=never unless PSP_RETURN_URL
-# is set: the simulator's methods need no redirect) for the local API.
+# its output to $3 (default: this terminal), with its Adyen side on ADYEN_PSP_PORT (default: a free port;
+# notifications to the local API's /webhooks/adyen, signed with DEV_ADYEN_HMAC_KEY, Basic DEV_ADYEN_USER);
+# sets psp_pid and exports, for the local API, PSP_BASE_URL, PSP_API_KEY (the simulated account's dev key)
+# and the charge's redirect choice (PSP_REDIRECTS=never unless PSP_RETURN_URL is set: the simulator's
+# methods need no redirect), and the Adyen client's ADYEN_BASE_URL, ADYEN_API_KEY, ADYEN_MERCHANT_ACCOUNT
+# (the simulator's dev account) and ADYEN_RETURN_URL.
 start_psp() {
   local port="$1" api_port="$2" log="${3:-/dev/stdout}"
+  local adyen_port="${ADYEN_PSP_PORT:-$(free_port)}"
   cargo build --quiet -p psp-simulator
   local bin="${CARGO_TARGET_DIR:-$root/target}/debug/psp-simulator"
   export PSP_API_KEY="${PSP_API_KEY:-sk_test_local_simulator}"
   [ -n "${PSP_RETURN_URL:-}" ] || export PSP_REDIRECTS="${PSP_REDIRECTS:-never}"
+  export ADYEN_API_KEY="${ADYEN_API_KEY:-AQE_local_adyen_simulator_key}"
+  export ADYEN_MERCHANT_ACCOUNT="${ADYEN_MERCHANT_ACCOUNT:-LocalShopECOM}"
   SIMULATOR_PORT="$port" API="http://127.0.0.1:$api_port" WEBHOOK_SECRET="$DEV_STRIPE_SECRET" \
+    ADYEN_SIMULATOR_PORT="$adyen_port" ADYEN_HMAC_KEY="$DEV_ADYEN_HMAC_KEY" \
+    ADYEN_WEBHOOK_USERNAME="$DEV_ADYEN_USER" ADYEN_WEBHOOK_PASSWORD="$DEV_ADYEN_PASSWORD" \
     "$bin" serve >>"$log" 2>&1 &
   psp_pid=$!
   wait_for_port "$port" "the PSP simulator"
+  wait_for_port "$adyen_port" "the PSP simulator's Adyen side"
   export PSP_BASE_URL="http://127.0.0.1:$port"
+  export ADYEN_BASE_URL="http://127.0.0.1:$adyen_port"
+  export ADYEN_RETURN_URL="${ADYEN_RETURN_URL:-http://127.0.0.1:$api_port/checkout/return}"
 }
 
 # Builds and starts the local API on 127.0.0.1:$1 in the background, its output to $2 (default: this

@@ -23,6 +23,10 @@
 //! yet (`crate::adyen::retry`): Adyen has no events API to catch up from, so what its webhooks bring is kept
 //! until applied or, after its deadline, quarantined.
 //!
+//! **Without Stripe.** A deployment whose `WEBHOOK_PROVIDERS` names no Stripe provider (only Adyen, or only
+//! Standard Webhooks endpoints) runs the job all the same, with no PSP setting: it reads no events list
+//! ([`CatchUp::stripe`] is `None`) and only retries the parked Adyen items, if there is an Adyen provider.
+//!
 //! **What it cannot see.** Stripe keeps events for 30 days: a cursor older than that starts at the oldest
 //! event Stripe still lists, and what was older is gone (recovery still asks about open payments).
 
@@ -126,55 +130,76 @@ pub struct CatchUpReport {
     pub adyen_retry: Option<crate::adyen::retry::RetryReport>,
 }
 
-/// The job: the intake's app (store, leases, settings), Stripe's provider as the intake knows it (its
-/// endpoint checks), the PSP behind the breaker, the cursor.
+/// Stripe's part of the job: its provider as the intake knows it (its endpoint checks), the PSP behind the
+/// breaker, the cursor.
 #[derive(Debug, Clone)]
-pub struct CatchUp {
-    pub app: App,
+pub struct StripeEvents {
     pub provider: Provider,
     pub psp: GuardedStripe,
     pub cursor: CursorStore,
+}
+
+/// The job: the intake's app (store, leases, settings), Stripe's events when a Stripe provider is
+/// configured, and the Adyen provider whose parked items it retries.
+#[derive(Debug, Clone)]
+pub struct CatchUp {
+    pub app: App,
+    /// The catch-up of Stripe's Events API; `None` in a deployment without a Stripe provider.
+    pub stripe: Option<StripeEvents>,
     pub settings: CatchUpSettings,
     /// The Adyen provider whose parked items each run retries (`crate::adyen::retry`), if one is configured.
     pub adyen: Option<Provider>,
 }
 
 impl CatchUp {
-    /// Built from the environment once per cold start: `TABLE_NAME`, the PSP's settings (`PSP_*`), the Stripe
-    /// provider of `WEBHOOK_PROVIDERS` (no secret needed), the intake's and the catch-up's settings.
+    /// Built from the environment once per cold start: `TABLE_NAME`, the providers of `WEBHOOK_PROVIDERS` (no
+    /// secret needed), with a Stripe provider the PSP's settings (`PSP_*`), the intake's and the catch-up's
+    /// settings.
     pub async fn from_env(
         sdk: &aws_config::SdkConfig,
         client: shared::aws::DynamoDbClient,
         config: &shared::Config,
         env: &Env,
     ) -> Result<Self, Box<dyn std::error::Error + Send + Sync>> {
-        let spec = ProviderSpec::from_env(env)?
+        let stripe = ProviderSpec::from_env(env)?
             .into_iter()
-            .find(|spec| spec.scheme == Scheme::Stripe)
-            .ok_or("WEBHOOK_PROVIDERS names no Stripe provider: nothing to catch up")?;
+            .find(|spec| spec.scheme == Scheme::Stripe);
         let table = &config.table_name;
+        let stripe = match stripe {
+            Some(spec) => Some(StripeEvents {
+                provider: spec.unsigned(),
+                psp: shared::psp::from_env(sdk, client.clone(), table, env).await?,
+                cursor: CursorStore {
+                    client: client.clone(),
+                    table: table.clone(),
+                },
+            }),
+            None => {
+                info!("WEBHOOK_PROVIDERS names no Stripe provider: no events list to catch up");
+                None
+            }
+        };
         Ok(Self {
             app: App::new(
-                client.clone(),
+                client,
                 config,
                 crate::providers::Providers::default().into(),
                 IntakeSettings::from(env)?,
             ),
-            provider: spec.unsigned(),
-            psp: shared::psp::from_env(sdk, client.clone(), table, env).await?,
-            cursor: CursorStore {
-                client,
-                table: table.clone(),
-            },
+            stripe,
             settings: CatchUpSettings::from(env)?,
             adyen: crate::adyen::retry::configured(env)?,
         })
     }
 
-    /// One run: the catch-up of Stripe's events ([`CatchUp::catch_up`]), then the retry of the Adyen items the
-    /// intake parked, within what the deadline leaves; the retry runs even when the catch-up failed.
+    /// One run: the catch-up of Stripe's events ([`CatchUp::catch_up`], when a Stripe provider is configured),
+    /// then the retry of the Adyen items the intake parked, within what the deadline leaves; the retry runs
+    /// even when the catch-up failed.
     pub async fn run(&self, deadline: Instant) -> Result<CatchUpReport, CatchUpError> {
-        let caught_up = self.catch_up(deadline).await;
+        let caught_up = match &self.stripe {
+            Some(stripe) => self.catch_up(stripe, deadline).await,
+            None => Ok(CatchUpReport::default()),
+        };
         let retried = match &self.adyen {
             Some(adyen) => {
                 let wait = self.app.settings.adyen_retry_deadline;
@@ -189,9 +214,9 @@ impl CatchUp {
 
     /// The catch-up: resume the pass in progress or start one, read its pages (newest first) up to the run's
     /// bound, apply what was read oldest first, and save the cursor if every event read was handled.
-    pub async fn catch_up(&self, deadline: Instant) -> Result<CatchUpReport, CatchUpError> {
+    pub async fn catch_up(&self, stripe: &StripeEvents, deadline: Instant) -> Result<CatchUpReport, CatchUpError> {
         let now = clock::now_ms() / 1000;
-        let saved = self.cursor.load().await?;
+        let saved = stripe.cursor.load().await?;
         let read_version = saved.as_ref().map_or(0, |c| c.version);
         let oldest = now.saturating_sub(secs(RETENTION));
         let start = saved.unwrap_or_else(|| Cursor {
@@ -214,10 +239,10 @@ impl CatchUp {
             None => (now.saturating_sub(secs(self.settings.settle)), None),
         };
         let mut report = CatchUpReport::default();
-        let read = self.read(lower, upper, resume, deadline, &mut report).await?;
+        let read = self.read(stripe, lower, upper, resume, deadline, &mut report).await?;
         // Oldest first, as the webhooks were sent.
         for event in read.events.iter().rev() {
-            if left(deadline) < MIN_EVENT_TIME || !self.apply(event, &mut report).await? {
+            if left(deadline) < MIN_EVENT_TIME || !self.apply(&stripe.provider, event, &mut report).await? {
                 // Not all handled: the cursor stays, and the next run reads this part again (what was
                 // applied now is a duplicate then).
                 return Ok(report);
@@ -236,7 +261,7 @@ impl CatchUp {
             version: read_version,
         };
         if next.created_gte != start.created_gte || next.pass != start.pass || read_version == 0 {
-            report.cursor_lost = !self.cursor.save(&next, read_version).await?;
+            report.cursor_lost = !stripe.cursor.save(&next, read_version).await?;
         }
         Ok(report)
     }
@@ -244,6 +269,7 @@ impl CatchUp {
     /// Reads the pass's pages from `after` (newest first) down to `lower`, within the run's bound.
     async fn read(
         &self,
+        stripe: &StripeEvents,
         lower: i64,
         upper: i64,
         mut after: Option<String>,
@@ -259,7 +285,7 @@ impl CatchUp {
                 starting_after: after.as_deref(),
                 limit: self.settings.page_size,
             };
-            let page = match self.psp.list_events(&query).await {
+            let page = match stripe.psp.list_events(&query).await {
                 Ok(page) => page,
                 Err(e) if e.is_transient() || e.is_deferred() => {
                     warn!(error = %ErrorChain(&e), "catch-up: the PSP is unavailable; the next run goes on");
@@ -282,7 +308,12 @@ impl CatchUp {
 
     /// One event through the intake's steps; `false` when the run must stop at it (the intake would answer
     /// 503: a later run retries it).
-    async fn apply(&self, event: &serde_json::Value, report: &mut CatchUpReport) -> Result<bool, CatchUpError> {
+    async fn apply(
+        &self,
+        provider: &Provider,
+        event: &serde_json::Value,
+        report: &mut CatchUpReport,
+    ) -> Result<bool, CatchUpError> {
         let id = event.get("id").and_then(|v| v.as_str()).unwrap_or_default().to_owned();
         let body = serde_json::to_vec(event).map_err(|e| CatchUpError::Event {
             event: id.clone(),
@@ -290,7 +321,7 @@ impl CatchUp {
         })?;
         let mut metrics = RequestMetrics::default();
         report.events = report.events.saturating_add(1);
-        match apply_fetched(&self.app, &self.provider, &body, &mut metrics).await {
+        match apply_fetched(&self.app, provider, &body, &mut metrics).await {
             Ok(answer) => {
                 if answer == "applied" {
                     report.applied = report.applied.saturating_add(1);

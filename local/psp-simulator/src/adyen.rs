@@ -23,9 +23,6 @@ use crate::delivery::DeliveryOptions;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 use ledger::{AdyenLedger, Handled, Notice};
 use notify::{Endpoint, Outbox};
 use std::sync::Arc;
@@ -71,22 +68,18 @@ impl AdyenSimulator {
 
     /// Serves the API on `listener` and sends the notifications, until the process ends.
     pub async fn serve(self: Arc<Self>, listener: TcpListener) -> Result<(), Error> {
+        self.clone().notify_in_background();
+        crate::server::accept(listener, move |req| self.clone().route(req)).await
+    }
+
+    /// Sends the queued notifications to the endpoint (if one is configured) in a task of their own, for as
+    /// long as the process runs.
+    pub fn notify_in_background(self: Arc<Self>) {
         if self.endpoint.is_some() {
-            let sim = self.clone();
             tokio::spawn(async move {
-                if let Some(endpoint) = &sim.endpoint {
-                    sim.outbox.run(&sim.client, endpoint, &sim.delivery).await;
+                if let Some(endpoint) = &self.endpoint {
+                    self.outbox.run(&self.client, endpoint, &self.delivery).await;
                 }
-            });
-        }
-        loop {
-            let (stream, _) = listener.accept().await?;
-            let sim = self.clone();
-            tokio::spawn(async move {
-                let service = service_fn(move |req| sim.clone().route(req));
-                let _ = http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
             });
         }
     }

@@ -26,6 +26,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use shared::SigningSecret;
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
@@ -64,18 +65,29 @@ fn form(bytes: &[u8]) -> Result<BTreeMap<String, String>, serde_urlencoded::de::
     serde_urlencoded::from_bytes::<Vec<(String, String)>>(bytes).map(|pairs| pairs.into_iter().collect())
 }
 
+/// Serves `listener`'s connections (HTTP/1, one task each) until the process ends, each request answered by
+/// `route`: the one accept loop of both the Stripe side and the Adyen side ([`crate::adyen`]).
+pub async fn accept<F, Fut>(listener: TcpListener, route: F) -> Result<(), Error>
+where
+    F: Fn(hyper::Request<Incoming>) -> Fut + Clone + Send + 'static,
+    Fut: Future<Output = Result<hyper::Response<Full<Bytes>>, Error>> + Send + 'static,
+{
+    loop {
+        let (stream, _) = listener.accept().await?;
+        let route = route.clone();
+        tokio::spawn(async move {
+            // A connection that fails (the peer hung up) concerns that connection alone.
+            let _ = http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service_fn(route))
+                .await;
+        });
+    }
+}
+
 impl Simulator {
+    /// Serves the API on `listener` until the process ends.
     pub async fn serve(self: Arc<Self>, listener: TcpListener) -> Result<(), Error> {
-        loop {
-            let (stream, _) = listener.accept().await?;
-            let sim = self.clone();
-            tokio::spawn(async move {
-                let service = service_fn(move |req| sim.clone().route(req));
-                let _ = http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
-            });
-        }
+        accept(listener, move |req| self.clone().route(req)).await
     }
 
     /// Sends `events` in the background, with the delivery's faults.

@@ -1,8 +1,9 @@
 //! Lambda entry point of the webhook catch-up (EventBridge schedule): Stripe's Events API read from the
 //! cursor and each event applied through the intake's own steps (`webhook_intake::catchup`).
 //!
-//! Configuration: `TABLE_NAME`, the PSP's settings (`PSP_BASE_URL`, `PSP_API_KEY_ARN` or `PSP_API_KEY`, see
-//! README), `WEBHOOK_PROVIDERS` (its Stripe provider's endpoint checks), `CATCHUP_OVERLAP_SECONDS`,
+//! Configuration: `TABLE_NAME`, `WEBHOOK_PROVIDERS` (its Stripe provider's endpoint checks; without a Stripe
+//! provider only the parked Adyen items are retried), with a Stripe provider the PSP's settings
+//! (`PSP_BASE_URL`, `PSP_API_KEY_ARN` or `PSP_API_KEY`, see README), `CATCHUP_OVERLAP_SECONDS`,
 //! `CATCHUP_SETTLE_SECONDS`, `CATCHUP_MAX_PAGES`, `CATCHUP_FIRST_LOOK_BACK_SECONDS`, lease settings.
 
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};

@@ -19,7 +19,7 @@ use shared::{
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
-use webhook_intake::catchup::{CatchUp, CatchUpSettings, CursorStore};
+use webhook_intake::catchup::{CatchUp, CatchUpSettings, CursorStore, StripeEvents};
 use webhook_intake::providers::{ProviderSpec, Providers};
 use webhook_intake::{App, IntakeSettings};
 
@@ -70,19 +70,21 @@ impl World {
                 providers: Providers::default().into(),
                 settings: IntakeSettings::default(),
             },
-            provider: spec.into_iter().find(|s| s.name == "stripe").unwrap().unsigned(),
+            stripe: Some(StripeEvents {
+                provider: spec.into_iter().find(|s| s.name == "stripe").unwrap().unsigned(),
+                psp: CircuitBreaker::new(
+                    self.psp.clone(),
+                    client.clone(),
+                    &self.ctx.table,
+                    shared::psp::BREAKER_NAME,
+                    BreakerSettings::default(),
+                ),
+                cursor: CursorStore {
+                    client,
+                    table: self.ctx.table.clone(),
+                },
+            }),
             adyen: None,
-            psp: CircuitBreaker::new(
-                self.psp.clone(),
-                client.clone(),
-                &self.ctx.table,
-                shared::psp::BREAKER_NAME,
-                BreakerSettings::default(),
-            ),
-            cursor: CursorStore {
-                client,
-                table: self.ctx.table.clone(),
-            },
             // The events are seconds old: none is left to its webhook.
             settings: CatchUpSettings {
                 settle: Duration::ZERO,
@@ -125,6 +127,11 @@ impl World {
     }
 }
 
+/// The Stripe part of a job built with one.
+fn stripe(job: &CatchUp) -> &StripeEvents {
+    job.stripe.as_ref().unwrap()
+}
+
 fn deadline() -> tokio::time::Instant {
     tokio::time::Instant::now() + Duration::from_secs(60)
 }
@@ -163,7 +170,7 @@ async fn a_success_and_a_refund_whose_webhooks_were_lost_are_caught_up_once() {
         ],
         "applied oldest first, as their webhooks would have been"
     );
-    let cursor = job.cursor.load().await.unwrap().expect("the cursor is saved");
+    let cursor = stripe(&job).cursor.load().await.unwrap().expect("the cursor is saved");
     assert!(cursor.pass.is_none(), "{cursor:?}");
     assert!(cursor.created_gte > shared::clock::now_ms() / 1000 - 60, "{cursor:?}");
 
@@ -176,7 +183,7 @@ async fn a_success_and_a_refund_whose_webhooks_were_lost_are_caught_up_once() {
     );
     assert_eq!(second.unchanged, 2, "{second:?}");
     assert_eq!(w.ctx.store.events(&id).await.unwrap().len(), 3, "nothing applied twice");
-    let moved = job.cursor.load().await.unwrap().unwrap();
+    let moved = stripe(&job).cursor.load().await.unwrap().unwrap();
     assert!(
         moved.version > cursor.version && moved.created_gte > cursor.created_gte,
         "{moved:?}"
@@ -203,7 +210,7 @@ async fn a_backlog_over_the_bound_is_read_over_several_bounded_runs() {
         (2, 2, false),
         "{first:?}"
     );
-    let cut = job.cursor.load().await.unwrap().unwrap();
+    let cut = stripe(&job).cursor.load().await.unwrap().unwrap();
     assert!(cut.pass.is_some(), "the cut pass says where it stopped: {cut:?}");
     assert_eq!(w.status(&payments[2]).await, PaymentStatus::Captured, "newest first");
     assert_eq!(
@@ -217,7 +224,7 @@ async fn a_backlog_over_the_bound_is_read_over_several_bounded_runs() {
     for id in &payments {
         assert_eq!(w.status(id).await, PaymentStatus::Captured);
     }
-    let done = job.cursor.load().await.unwrap().unwrap();
+    let done = stripe(&job).cursor.load().await.unwrap().unwrap();
     assert!(done.pass.is_none() && done.created_gte > cut.created_gte, "{done:?}");
 }
 
@@ -274,16 +281,100 @@ async fn a_psp_outage_ends_runs_quietly_opens_the_breaker_and_keeps_the_cursor()
     }
     assert!(
         matches!(
-            job.psp.state().await.unwrap(),
+            stripe(&job).psp.state().await.unwrap(),
             shared::psp::breaker::BreakerState::Open { .. }
         ),
         "five failed runs open the breaker"
     );
-    let cursor = job.cursor.load().await.unwrap().unwrap();
+    let cursor = stripe(&job).cursor.load().await.unwrap().unwrap();
     let day_ago = shared::clock::now_ms() / 1000 - 86_400;
     assert!(
         cursor.pass.is_none() && cursor.created_gte < day_ago,
         "nothing read: the cursor stays at the first look-back, {cursor:?}"
     );
     assert_eq!(w.status(&id).await, PaymentStatus::Pending);
+}
+
+/// The job's environment in a deployment whose webhook providers are `providers`: the test's table and no
+/// PSP settings at all (no `PSP_BASE_URL`, no Stripe key).
+fn env_without_stripe(ctx: &TestContext, providers: &'static str) -> shared::Env {
+    let table = ctx.table.clone();
+    shared::Env::from_lookup(move |name| match name {
+        "TABLE_NAME" => Some(table.clone()),
+        "WEBHOOK_PROVIDERS" => Some(providers.to_owned()),
+        _ => None,
+    })
+}
+
+async fn job_from_env(ctx: &TestContext, env: &shared::Env) -> CatchUp {
+    let config = shared::Config::from(env).unwrap();
+    let sdk = shared::aws::sdk_config().await;
+    CatchUp::from_env(&sdk, ctx.client_for(FUNCTION), &config, env)
+        .await
+        .unwrap_or_else(|e| panic!("the job starts without a Stripe provider: {e}"))
+}
+
+/// An Adyen-only deployment (Adyen has no events list): the job starts without any Stripe setting and
+/// retries the Adyen items the intake parked, reading no Stripe page.
+#[tokio::test]
+async fn without_a_stripe_provider_the_job_starts_and_retries_parked_adyen_items() {
+    use webhook_intake::adyen::notification::{Amount, AmountValue, Item, Mode};
+    use webhook_intake::adyen::retry::ParkedItem;
+    let ctx = TestContext::new().await;
+    let env = env_without_stripe(&ctx, r#"[{"name":"adyen","scheme":"adyen","livemode":false}]"#);
+    let job = job_from_env(&ctx, &env).await;
+    let id = PaymentId::parse(format!("pay_adyenonly_{}", uuid::Uuid::new_v4().simple())).unwrap();
+    let reference = "7914073381342284";
+    let new = NewPayment {
+        id: id.clone(),
+        order_id: OrderId::parse("order-adyen-only").unwrap(),
+        money: Money::new(1130, Currency::parse("EUR").unwrap()).unwrap(),
+        provider: shared::PspName::Adyen,
+        psp_reference: Some(PspReference::parse(reference).unwrap()),
+        metadata: Default::default(),
+        correlation_id: CorrelationId::parse("corr-setup").unwrap(),
+        trace_context: None,
+        now_ms: shared::clock::now_ms(),
+    };
+    ctx.uncounted_store().create(new).await.unwrap();
+    // Its AUTHORISATION, parked by the intake (say its lease was held when it came).
+    let item = Item {
+        psp_reference: Some(reference.into()),
+        merchant_account_code: Some("TestMerchant".into()),
+        merchant_reference: Some(id.as_str().into()),
+        amount: Some(Amount {
+            value: Some(AmountValue::Number(1130)),
+            currency: Some("EUR".into()),
+        }),
+        event_code: Some("AUTHORISATION".into()),
+        success: Some("true".into()),
+        ..Item::default()
+    };
+    let parked = ParkedItem::new(item, Mode::Test, shared::clock::now_ms() / 1000);
+    let body = String::from_utf8(parked.to_body()).unwrap();
+    ctx.store
+        .park(ParkedKind::Retrying, "adyen", &parked.key(), "lease held", &body)
+        .await
+        .unwrap();
+
+    let run = job.run(deadline()).await.unwrap();
+    assert_eq!((run.pages, run.events), (0, 0), "no Stripe to read: {run:?}");
+    let retried = run.adyen_retry.expect("the Adyen retry ran");
+    assert_eq!((retried.retried, retried.done), (1, 1), "{retried:?}");
+    assert_eq!(
+        ctx.store.get(&id).await.unwrap().unwrap().status,
+        PaymentStatus::Processing
+    );
+    assert!(ctx.store.parked(ParkedKind::Retrying).await.unwrap().is_empty());
+}
+
+/// A deployment with only Standard Webhooks providers starts the job too; a run reads nothing and retries
+/// nothing.
+#[tokio::test]
+async fn a_standard_only_deployment_starts_the_job_with_nothing_to_do() {
+    let ctx = TestContext::new().await;
+    let env = env_without_stripe(&ctx, r#"[{"name":"acme","scheme":"standard"}]"#);
+    let job = job_from_env(&ctx, &env).await;
+    let run = job.run(deadline()).await.unwrap();
+    assert_eq!((run.pages, run.events, &run.adyen_retry), (0, 0, &None), "{run:?}");
 }

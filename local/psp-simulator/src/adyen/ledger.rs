@@ -90,8 +90,9 @@ pub fn psp_reference() -> String {
     uuid::Uuid::new_v4().simple().to_string()[..16].to_ascii_uppercase()
 }
 
+/// Where a payment stands at Adyen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Status {
+pub enum Status {
     /// `RedirectShopper`: waiting for the shopper's 3-D Secure challenge (`/payments/details`).
     AwaitingShopper,
     Authorised,
@@ -109,6 +110,15 @@ struct Payment {
     status: Status,
     captured: u64,
     refunded: u64,
+}
+
+/// A payment as Adyen holds it (no API reads it back, as Adyen has none: for the demo's final check).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PaymentView {
+    pub status: Status,
+    /// Minor units captured and refunded (a capture or refund that failed after it was received is not).
+    pub captured: u64,
+    pub refunded: u64,
 }
 
 /// The first request and answer seen with an idempotency key.
@@ -177,6 +187,15 @@ impl AdyenLedger {
     /// The merchant account notifications name (`merchantAccountCode`).
     pub fn merchant_account(&self) -> &str {
         &self.merchant_account
+    }
+
+    /// The payment whose pspReference is `psp_reference`, as it stands.
+    pub fn view(&self, psp_reference: &str) -> Option<PaymentView> {
+        self.lock().payments.get(psp_reference).map(|p| PaymentView {
+            status: p.status,
+            captured: p.captured,
+            refunded: p.refunded,
+        })
     }
 
     /// The next `count` requests (with a valid key) are answered `status` without any work.

@@ -3,11 +3,16 @@
 //! by the intake's own signer ([`HmacKey::sign`] over [`Item::signing_string`]), so the simulator and the
 //! verifier cannot drift apart on which eight fields are signed, and a `Basic` `Authorization` header.
 //!
-//! Delivery is Adyen's: one queue per endpoint, sent in order, a few items per notification (a batch may mix
-//! payments), each notification retried until the endpoint answers 2xx (`[accepted]`) before the next one
-//! goes: an endpoint that keeps failing holds up everything behind it, as at Adyen. The faults of
+//! Delivery is Adyen's: one queue per endpoint, sent in order, each notification retried until the endpoint
+//! answers 2xx (`[accepted]`) before the next one goes: an endpoint that keeps failing holds up everything
+//! behind it, as at Adyen ("if we successfully deliver it to your server, we retry sending the next webhook
+//! in the queue", retry queues "separate for each endpoint": Adyen's webhook troubleshooting page). A
+//! notification carries 1 to [`MAX_BATCH`] items, which may mix payments: harsher than Adyen's JSON webhooks,
+//! which its docs say carry one item (SOAP ones up to six), so that the intake's reading of the array is
+//! exercised whatever its length. The faults of
 //! [`DeliveryOptions`]: a delay before each notification, items sent again in a later notification
-//! (duplicates), a batch's items reversed, attempts lost on the way.
+//! (duplicates), a batch's items reversed, attempts lost on the way. [`Outbox::delivery`] counts what
+//! happened (the demo prints it), [`Outbox::idle`] says when everything queued was sent.
 
 use super::ledger::Notice;
 use crate::client::HttpClient;
@@ -24,6 +29,7 @@ use webhook_intake::adyen::notification::{Amount, AmountValue, HmacKey, Item};
 pub const MAX_BATCH: usize = 3;
 
 /// Where notifications go: the endpoint's URL and its Basic auth credentials.
+#[derive(Clone)]
 pub struct Endpoint {
     pub url: String,
     pub username: String,
@@ -101,12 +107,37 @@ struct Queued {
     copy: bool,
 }
 
+/// The items waiting, and whether a notification is on its way (then the queue is not idle though empty).
+#[derive(Default)]
+struct Queue {
+    items: VecDeque<Queued>,
+    sending: bool,
+}
+
+/// What the endpoint's queue did so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Delivery {
+    /// Notifications the endpoint accepted (2xx), and the items they carried.
+    pub notifications: usize,
+    pub items: usize,
+    /// Accepted notifications carrying more than one item.
+    pub batches: usize,
+    /// Items queued again as duplicates.
+    pub duplicates: usize,
+    /// Attempts that failed (lost on the way, or answered other than 2xx) and were retried while
+    /// everything behind them waited.
+    pub retries: usize,
+    /// Notifications given up after `max_attempts`.
+    pub undelivered: usize,
+}
+
 /// The endpoint's queue, and every item put in it (what tests and the demo read back).
 #[derive(Default)]
 pub struct Outbox {
-    queue: Mutex<VecDeque<Queued>>,
+    queue: Mutex<Queue>,
     wake: tokio::sync::Notify,
     sent: Mutex<Vec<Value>>,
+    delivery: Mutex<Delivery>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -117,7 +148,9 @@ impl Outbox {
     /// Queues signed items, in order.
     pub fn push(&self, items: Vec<Value>) {
         lock(&self.sent).extend(items.iter().cloned());
-        lock(&self.queue).extend(items.into_iter().map(|item| Queued { item, copy: false }));
+        lock(&self.queue)
+            .items
+            .extend(items.into_iter().map(|item| Queued { item, copy: false }));
         self.wake.notify_one();
     }
 
@@ -126,19 +159,35 @@ impl Outbox {
         lock(&self.sent).clone()
     }
 
-    /// The next notification's items (1 to [`MAX_BATCH`]), each possibly queued again as a duplicate.
+    /// What the queue did so far.
+    pub fn delivery(&self) -> Delivery {
+        *lock(&self.delivery)
+    }
+
+    /// Nothing queued and nothing on its way: every item pushed so far was sent (or given up).
+    pub fn idle(&self) -> bool {
+        let queue = lock(&self.queue);
+        queue.items.is_empty() && !queue.sending
+    }
+
+    /// The next notification's items (1 to [`MAX_BATCH`]), each possibly queued again as a duplicate; the
+    /// queue is `sending` until [`Outbox::sent_one`].
     fn next_batch(&self, options: &DeliveryOptions) -> Vec<Value> {
         let mut queue = lock(&self.queue);
         let mut rng = rand::rng();
-        let size = rng.random_range(1..=MAX_BATCH).min(queue.len());
+        let size = rng.random_range(1..=MAX_BATCH).min(queue.items.len());
         let mut batch = Vec::with_capacity(size);
-        for queued in queue.drain(..size).collect::<Vec<_>>() {
+        let mut duplicates = 0;
+        for queued in queue.items.drain(..size).collect::<Vec<_>>() {
             if !queued.copy && rng.random_bool(options.duplicate_rate) {
                 let item = queued.item.clone();
-                queue.push_back(Queued { item, copy: true });
+                queue.items.push_back(Queued { item, copy: true });
+                duplicates += 1;
             }
             batch.push(queued.item);
         }
+        queue.sending = !batch.is_empty();
+        lock(&self.delivery).duplicates += duplicates;
         if rng.random_bool(options.reorder_rate) {
             batch.reverse();
         }
@@ -155,29 +204,49 @@ impl Outbox {
             }
             let delay = rand::rng().random_range(Duration::ZERO..=options.max_delay);
             tokio::time::sleep(delay).await;
-            send(client, endpoint, &notification(&batch), options).await;
+            let (accepted, retries) = send(client, endpoint, &notification(&batch), options).await;
+            self.sent_one(batch.len(), accepted, retries);
         }
+    }
+
+    /// Counts a notification of `items` items, accepted or given up after `retries` failed attempts, and
+    /// ends its `sending`.
+    fn sent_one(&self, items: usize, accepted: bool, retries: usize) {
+        {
+            let mut delivery = lock(&self.delivery);
+            delivery.retries += retries;
+            if accepted {
+                delivery.notifications += 1;
+                delivery.items += items;
+                delivery.batches += usize::from(items > 1);
+            } else {
+                delivery.undelivered += 1;
+            }
+        }
+        lock(&self.queue).sending = false;
     }
 }
 
-/// One notification, attempted until a 2xx or `max_attempts` (then dropped, as Adyen gives up in the end).
-async fn send(client: &HttpClient, endpoint: &Endpoint, body: &Value, options: &DeliveryOptions) -> bool {
+/// One notification, attempted until a 2xx or `max_attempts` (then dropped, as Adyen gives up in the end):
+/// whether it was accepted, and how many attempts failed before.
+async fn send(client: &HttpClient, endpoint: &Endpoint, body: &Value, options: &DeliveryOptions) -> (bool, usize) {
     let bytes = serde_json::to_vec(body).unwrap_or_default();
     let headers = [("authorization", endpoint.authorization())];
+    let mut failed = 0;
     for attempt in 0..options.max_attempts {
         if attempt > 0 {
             tokio::time::sleep(Duration::from_millis(100 * 2u64.pow(attempt.min(5)))).await;
         }
-        if rand::rng().random_bool(options.failure_rate) {
-            continue; // lost on the way
-        }
-        if let Ok((status, _)) = client.send("POST", &endpoint.url, &headers, bytes.clone()).await {
-            if (200..300).contains(&status) {
-                return true;
+        if !rand::rng().random_bool(options.failure_rate) {
+            let answer = client.send("POST", &endpoint.url, &headers, bytes.clone()).await;
+            if matches!(answer, Ok((status, _)) if (200..300).contains(&status)) {
+                return (true, failed);
             }
         }
+        // Lost on the way, or refused: the same notification again, everything behind it waiting.
+        failed += 1;
     }
-    false
+    (false, failed)
 }
 
 #[cfg(test)]

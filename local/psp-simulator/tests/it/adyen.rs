@@ -475,6 +475,16 @@ async fn endpoint(fail_first: usize) -> (String, Received) {
     (url, received)
 }
 
+/// A simulator notifying `url` (Basic `adyen:a long password`) with `delivery`'s faults.
+fn notifying(url: String, delivery: DeliveryOptions) -> Arc<AdyenSimulator> {
+    let endpoint = Endpoint {
+        url,
+        username: "adyen".into(),
+        password: "a long password".into(),
+    };
+    AdyenSimulator::new(ledger(), key(), Some(endpoint), delivery)
+}
+
 #[tokio::test]
 async fn notifications_are_signed_batched_duplicated_retried_and_sent_with_basic_auth() {
     let (url, received) = endpoint(1).await;
@@ -485,12 +495,7 @@ async fn notifications_are_signed_batched_duplicated_retried_and_sent_with_basic
         failure_rate: 0.0,
         max_attempts: 4,
     };
-    let endpoint = Endpoint {
-        url,
-        username: "adyen".into(),
-        password: "a long password".into(),
-    };
-    let sim = AdyenSimulator::new(ledger(), key(), Some(endpoint), delivery);
+    let sim = notifying(url, delivery);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let api = format!("http://{}", listener.local_addr().expect("addr"));
     tokio::spawn(sim.clone().serve(listener));
@@ -562,4 +567,50 @@ async fn notifications_are_signed_batched_duplicated_retried_and_sent_with_basic
     assert!(sent
         .iter()
         .all(|i| i["eventDate"].is_string() && i["merchantAccountCode"] == ACCOUNT));
+}
+
+/// Adyen's queue: one endpoint's notifications go in the order they were queued, and a notification the
+/// endpoint refuses is sent again before anything behind it; the delivery counts what happened.
+#[tokio::test]
+async fn a_refused_notification_holds_up_the_queue_which_goes_in_order() {
+    let (url, received) = endpoint(2).await;
+    let delivery = DeliveryOptions {
+        max_delay: Duration::from_millis(1),
+        duplicate_rate: 0.0,
+        reorder_rate: 0.0,
+        failure_rate: 0.0,
+        max_attempts: 5,
+    };
+    let sim = notifying(url, delivery);
+    let l = &sim.ledger;
+    for n in 0..6 {
+        let h = post(l, "/v71/payments", None, &payment(&format!("order-{n}")));
+        sim.notify(&h.notices);
+    }
+    assert!(!sim.outbox.idle(), "queued, not sent");
+    sim.clone().notify_in_background();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !sim.outbox.idle() {
+        assert!(tokio::time::Instant::now() < deadline, "{:?}", sim.outbox.delivery());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let received = received.lock().expect("log").clone();
+    let references: Vec<Vec<String>> = received
+        .iter()
+        .map(|(_, body)| {
+            let items = items(body.to_string().as_bytes()).expect("items");
+            items.into_iter().filter_map(|i| i.merchant_reference).collect()
+        })
+        .collect();
+    assert_eq!(references[0], references[1], "the refused notification again");
+    assert_eq!(references[1], references[2], "and again, until accepted");
+    let order: Vec<String> = references[2..].concat();
+    let queued: Vec<String> = (0..6).map(|n| format!("order-{n}")).collect();
+    assert_eq!(order, queued, "nothing overtakes it, and the queue keeps its order");
+    let d = sim.outbox.delivery();
+    assert_eq!(
+        (d.retries, d.items, d.notifications, d.undelivered, d.duplicates),
+        (2, 6, received.len() - 2, 0, 0),
+        "{d:?}"
+    );
 }
