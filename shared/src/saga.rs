@@ -169,13 +169,13 @@ impl SagaStore {
                 .into()
             }))
             .build()
-            .map_err(|e| StoreError::corrupt("saga put", e))?;
+            .map_err(|e| StoreError::request("build saga put", e))?;
         let log = Put::builder()
             .table_name(&self.table)
             .set_item(Some(event_to_item(event)?))
             .condition_expression("attribute_not_exists(pk)")
             .build()
-            .map_err(|e| StoreError::corrupt("saga event put", e))?;
+            .map_err(|e| StoreError::request("build saga event put", e))?;
         let mut items = vec![
             TransactWriteItem::builder().put(state).build(),
             TransactWriteItem::builder().put(log).build(),

@@ -8,7 +8,7 @@
 //! the payment's later events behind it: the relay sends it made sendable (its reason cleaned and cut,
 //! [`shared::outbox::made_sendable`]), parks a notice naming the event in the relay-failures queue (alarmed
 //! while not empty) and counts `UnsendableEvents`. The original stays in the table; `paymentsctl replay
-//! --payment <id>` publishes the payment's events again.
+//! payment <id>` publishes the payment's events again.
 //!
 //! Also here: replaying event items to the queue (by payment or time range) and redriving the DLQ, both
 //! safe to repeat because consumers apply each event once. The operator runs them through `paymentsctl

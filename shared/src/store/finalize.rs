@@ -173,7 +173,7 @@ impl PaymentStore {
         }
         match transact_write(&self.client, items, "finalize write", true).await {
             Ok(()) => Ok(()),
-            Err(TransactError::Cancelled(c)) => Err(classify_cancellation(c, lease.is_some())),
+            Err(TransactError::Cancelled(c)) => Err(classify_cancellation(c, &t.payment.id, lease.is_some())),
             Err(TransactError::InProgress) => Err(WriteFailure::Transient("TransactionInProgress".into())),
             Err(TransactError::Store(e)) => Err(WriteFailure::Failed(e)),
         }
@@ -243,13 +243,14 @@ fn count_version_conflict(current: &Payment, winner: &Payment, conflicts: u32) -
     Ok(conflicts)
 }
 
-/// Reads the cancellation reasons: item 0 is the payment, 1 the event, 2 the lease release (if any).
-fn classify_cancellation(cancelled: Cancelled, with_lease: bool) -> WriteFailure {
+/// Reads the cancellation reasons: item 0 is the payment, 1 the event, 2 the lease release (if any). A failed
+/// payment condition without the item means the payment `id` was deleted since it was read: not found.
+fn classify_cancellation(cancelled: Cancelled, id: &PaymentId, with_lease: bool) -> WriteFailure {
     if cancelled.condition_failed(0) {
         return match cancelled.item(0).cloned().map(payment_from_item) {
             Some(Ok(winner)) => WriteFailure::VersionConflict(Box::new(winner)),
             Some(Err(e)) => WriteFailure::Failed(e),
-            None => WriteFailure::Failed(StoreError::NotFound("payment vanished during finalize".into())),
+            None => WriteFailure::Failed(StoreError::NotFound(id.to_string())),
         };
     }
     if with_lease && cancelled.condition_failed(2) {

@@ -1,5 +1,6 @@
 //! The payment store against DynamoDB Local: create, read, events, the versioned write and PSP event dedup.
 
+use aws_sdk_dynamodb::types::AttributeValue;
 use integration_tests::TestContext;
 use payments_core::fixtures::{self, contains_fixture_secret};
 use payments_core::{EventKind, IgnoreReason, Outcome, Path, PaymentId, PaymentStatus};
@@ -33,6 +34,34 @@ async fn a_payment_is_created_once_and_reads_back_with_its_first_event_and_a_mis
         )
         .await;
     assert!(matches!(missing, Err(StoreError::NotFound(_))));
+}
+
+/// A payment deleted between finalize's read and its write is reported as that payment not found, in the same
+/// words as one that never existed.
+#[tokio::test]
+async fn a_payment_that_vanishes_during_finalize_is_reported_not_found_by_its_id() {
+    let ctx = TestContext::new().await;
+    let created = ctx.store.create(fixtures::new_payment("pay_gone", 1999)).await.unwrap();
+    let hook = integration_tests::hook::BeforeCall::new();
+    let (client, table) = (ctx.client.clone(), ctx.table.clone());
+    hook.before_next("TransactWriteItems", move || async move {
+        client
+            .delete_item()
+            .table_name(table)
+            .key("pk", AttributeValue::S("PAYMENT#pay_gone".into()))
+            .key("sk", AttributeValue::S("PAYMENT".into()))
+            .send()
+            .await
+            .unwrap();
+    });
+    let result = ctx
+        .store_with_hook(hook.clone())
+        .finalize(&created.id, &fixtures::observe(Path::Sync, Outcome::Processing), None)
+        .await;
+    assert!(hook.done(), "the payment was deleted between the read and the write");
+    let err = result.unwrap_err();
+    assert!(matches!(&err, StoreError::NotFound(id) if id == "pay_gone"), "{err:?}");
+    assert_eq!(err.to_string(), "payment pay_gone not found");
 }
 
 #[tokio::test]
