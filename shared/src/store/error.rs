@@ -117,11 +117,14 @@ impl StoreError {
 
 /// An SDK error as a source: the service's code and message when DynamoDB answered (the SDK's own `Display`
 /// says only "service error"), else the SDK's error itself (timeout, dispatch, response), whose sources follow.
-/// Used for every AWS service's errors (Secrets Manager's too), since they share the SDK's error types.
+/// Used for every AWS service's errors (Secrets Manager's, and `paymentsctl`'s SQS, Logs and CloudFormation
+/// calls too), since they share the SDK's error types.
 #[derive(Debug, Error)]
-pub(crate) enum SdkFailure {
+pub enum SdkFailure {
+    /// The service answered with an error: its code (`ResourceNotFoundException`) and message.
     #[error("{code}: {message}")]
     Service { code: String, message: String },
+    /// No answer from the service (timeout, dispatch, construction): the SDK's cause.
     #[error(transparent)]
     Other(Cause),
 }

@@ -14,7 +14,7 @@ pub mod open_index;
 mod parked;
 pub mod transact;
 
-pub(crate) use error::SdkFailure;
+pub use error::SdkFailure;
 pub use error::{Cause, StoreError};
 pub use finalize::{FinalizeOutcome, FinalizeResult, MAX_TRANSIENT_RETRIES, MAX_VERSION_CONFLICTS};
 pub use idempotency::{Created, KEY_RETENTION};

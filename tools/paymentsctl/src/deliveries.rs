@@ -58,13 +58,13 @@ pub enum LogsError {
     Start {
         group: String,
         #[source]
-        source: Box<aws_sdk_cloudwatchlogs::Error>,
+        source: shared::store::SdkFailure,
     },
     #[error("GetQueryResults of query {id}")]
     Results {
         id: String,
         #[source]
-        source: Box<aws_sdk_cloudwatchlogs::Error>,
+        source: shared::store::SdkFailure,
     },
     #[error("query {id} ended {status}")]
     Ended { id: String, status: String },
@@ -130,7 +130,7 @@ pub async fn from_insights(
         .await
         .map_err(|e| LogsError::Start {
             group: group.to_owned(),
-            source: Box::new(e.into()),
+            source: e.into(),
         })?;
     let id = started.query_id().unwrap_or_default().to_owned();
     let rows = wait_for_rows(client, &id, deadline).await?;
@@ -153,7 +153,7 @@ async fn wait_for_rows(
             .await
             .map_err(|e| LogsError::Results {
                 id: id.to_owned(),
-                source: Box::new(e.into()),
+                source: e.into(),
             })?;
         match out.status() {
             Some(QueryStatus::Complete) => return Ok(out.results().to_vec()),

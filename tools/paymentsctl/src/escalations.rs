@@ -83,7 +83,7 @@ async fn receive_all(
             .message_system_attribute_names(MessageSystemAttributeName::ApproximateReceiveCount)
             .send()
             .await
-            .map_err(|e| format!("receiving from the escalation queue: {e}"))?;
+            .map_err(|e| crate::aws_error("receiving from the escalation queue (ReceiveMessage)", e))?;
         if out.messages().is_empty() {
             return Ok(());
         }
@@ -169,7 +169,7 @@ pub enum RetryError {
     Delete {
         message_id: String,
         #[source]
-        source: aws_sdk_sqs::Error,
+        source: shared::store::SdkFailure,
     },
 }
 

@@ -324,7 +324,7 @@ async fn finish(ctx: &Ctx, item: &ParkedItem, mut report: ReplayReport) -> Resul
         .expression_attribute_values(":r", AttributeValue::S(report.result.clone()))
         .send()
         .await
-        .map_err(|e| format!("marking the parked item: {e}"))?;
+        .map_err(|e| crate::aws_error("marking the parked item (UpdateItem)", e))?;
     report.wrote = true;
     Ok(report)
 }

@@ -60,7 +60,8 @@ impl ReplayReport {
     }
 }
 
-async fn publish(
+/// Publishes `events` to the events queue (`queue`, else its setting), or with `dry_run` only counts them.
+pub async fn publish(
     ctx: &Ctx,
     events: Vec<PaymentEvent>,
     queue: Option<&str>,
@@ -103,10 +104,21 @@ pub async fn range(
     dry_run: bool,
     progress: bool,
 ) -> Result<ReplayReport, crate::Error> {
+    let events = range_events(ctx, from_ms, to_ms, progress).await?;
+    publish(ctx, events, queue, dry_run).await
+}
+
+/// Every event recorded in `[from_ms, to_ms)`, per payment in version order (a table scan, with a spinner).
+pub async fn range_events(
+    ctx: &Ctx,
+    from_ms: i64,
+    to_ms: i64,
+    progress: bool,
+) -> Result<Vec<PaymentEvent>, crate::Error> {
     let bar = spinner(progress, "scanning the table for event items");
     let events = outbox_relay::events_between(&ctx.store(), from_ms, to_ms, |n| bar.inc(n)).await;
     bar.finish_and_clear();
-    publish(ctx, events?, queue, dry_run).await
+    Ok(events?)
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -152,7 +164,7 @@ pub async fn redrive(
         .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
         .send()
         .await
-        .map_err(|e| format!("reading the DLQ: {e}"))?;
+        .map_err(|e| crate::aws_error("reading the DLQ (GetQueueAttributes)", e))?;
     let count = |name: QueueAttributeName| {
         attrs
             .attributes()

@@ -1,6 +1,7 @@
 //! Where the command reads and writes: the functions' own settings. `TABLE_NAME` through
 //! `shared::Config` (the one strict reader), `QUEUE_URL`, `DLQ_URL` and `ESCALATION_QUEUE_URL` as the
-//! functions get them from the template. Against the local stack (`AWS_ENDPOINT_URL_SQS` set) a URL that is
+//! functions get them from the template, or from the stack's outputs (`--stack`, [`crate::stack`]) under the
+//! environment. Against the local stack (`AWS_ENDPOINT_URL_SQS` set) a URL that is
 //! not given is looked up by the name the local stack creates (`<table>-events.fifo`,
 //! `<table>-events-dlq.fifo`, `<table>-saga-escalations`), so `scripts/run-local`'s environment is enough.
 
@@ -48,12 +49,43 @@ pub struct Ctx {
     pub logs: aws_sdk_cloudwatchlogs::Client,
 }
 
+/// Where a run connects: `--stack`, `--region`, `--profile` (each unset: the environment's and the SDK's own).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Connection {
+    /// The CloudFormation stack whose outputs give the settings the environment does not set.
+    pub stack: Option<String>,
+    pub region: Option<String>,
+    pub profile: Option<String>,
+}
+
+impl Connection {
+    /// The SDK's configuration: its own chain (variables, profile files, instance role), with the region and
+    /// profile given here first.
+    pub async fn sdk_config(&self) -> aws_config::SdkConfig {
+        if self.region.is_none() && self.profile.is_none() {
+            return aws::sdk_config().await;
+        }
+        let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest());
+        if let Some(region) = &self.region {
+            loader = loader.region(aws_config::Region::new(region.clone()));
+        }
+        if let Some(profile) = &self.profile {
+            loader = loader.profile_name(profile);
+        }
+        loader.load().await
+    }
+}
+
 impl Ctx {
-    /// The clients and settings the functions use, from the environment.
-    pub async fn from_env() -> Result<Self, crate::Error> {
-        let env = Env::process();
+    /// The clients and settings the functions use: the environment, over the stack's outputs with `--stack`.
+    pub async fn connect(connection: &Connection) -> Result<Self, crate::Error> {
+        let sdk = connection.sdk_config().await;
+        let mut env = Env::process();
+        if let Some(stack) = &connection.stack {
+            let cloudformation = aws_sdk_cloudformation::Client::new(&sdk);
+            env = crate::stack::read(&cloudformation, stack, &env).await?.under(env);
+        }
         let config = Config::from(&env)?;
-        let sdk = aws::sdk_config().await;
         Ok(Self {
             env,
             dynamodb: aws::dynamodb_client(&sdk),
@@ -95,13 +127,20 @@ impl Ctx {
             return Ok(url);
         }
         if self.env.optional("AWS_ENDPOINT_URL_SQS").is_none() {
-            return Err(format!("{} is not set (the stack's outputs name the queue)", role.variable()).into());
+            return Err(format!(
+                "{} is not set (pass --stack NAME: the stack's outputs name the queue)",
+                role.variable()
+            )
+            .into());
         }
         let name = role.local_name(self.table());
         let out = self.sqs.get_queue_url().queue_name(&name).send().await.map_err(|e| {
-            format!(
-                "{} is not set and the local queue {name} was not found: {e}",
-                role.variable()
+            crate::aws_error(
+                format!(
+                    "{} is not set and the local queue {name} was not found",
+                    role.variable()
+                ),
+                e,
             )
         })?;
         out.queue_url()

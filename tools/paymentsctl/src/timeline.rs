@@ -253,6 +253,15 @@ pub struct Timeline {
 }
 
 impl Timeline {
+    /// Whether a finding needs a person: a gap or an anomaly (the command then exits 3, [`crate::Exit::Findings`]).
+    pub fn needs_attention(&self) -> bool {
+        self.findings
+            .iter()
+            .any(|f| matches!(f.level, Level::Gap | Level::Anomaly))
+    }
+}
+
+impl Timeline {
     fn new(query: &str, resolved_as: &str) -> Self {
         Self {
             query: query.to_owned(),

@@ -16,7 +16,7 @@ pub(super) async fn get(ctx: &Ctx, key: Item) -> Result<Option<Item>, crate::Err
         .consistent_read(true)
         .send()
         .await
-        .map_err(|e| format!("GetItem: {e}"))?;
+        .map_err(|e| crate::aws_error("GetItem", e))?;
     Ok(out.item)
 }
 
@@ -38,7 +38,7 @@ pub(super) async fn query(ctx: &Ctx, pk: String, sk_prefix: Option<&str>) -> Res
         .send()
         .collect::<Result<Vec<_>, _>>()
         .await
-        .map_err(|e| format!("Query: {e}").into())
+        .map_err(|e| crate::aws_error("Query", e))
 }
 
 pub(super) fn text(item: &Item, name: &str) -> Option<String> {

@@ -93,7 +93,7 @@ async fn scan_for_psp_event(ctx: &Ctx, id: &str, progress: bool) -> Result<Optio
         .into_paginator()
         .send();
     while let Some(page) = pages.next().await {
-        let page = page.map_err(|e| format!("Scan: {e}"))?;
+        let page = page.map_err(|e| crate::aws_error("Scan", e))?;
         bar.inc(u64::try_from(page.scanned_count()).unwrap_or(0));
         if let Some(pid) = page
             .items()

@@ -1,0 +1,285 @@
+//! The command as operators run it: the built binary (`CARGO_BIN_EXE_paymentsctl`) against DynamoDB Local and
+//! moto (SQS, and CloudFormation for `--stack`), its exit codes, its refusal of bulk changes without a terminal
+//! or `--yes`, the service's error code in its errors, its completions; and the parsing of what operators type.
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use clap::Parser;
+use integration_tests::{fresh_queues, sqs_client, TestContext};
+use payments_core::fixtures;
+use paymentsctl::cli::{is_yes, Cli, Command};
+use paymentsctl::settings::Connection;
+use shared::{Outcome, Path};
+use std::process::{Output, Stdio};
+
+/// Runs the binary with `args` on `table` (the test's environment gives the endpoints), stdin not a terminal.
+fn paymentsctl(table: Option<&str>, args: &[&str]) -> Output {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_paymentsctl"));
+    command.args(args).stdin(Stdio::null());
+    // Only what the test names: a stray QUEUE_URL or INTAKE_LOG_GROUP of the caller's shell must not leak in.
+    for variable in [
+        "TABLE_NAME",
+        "QUEUE_URL",
+        "DLQ_URL",
+        "ESCALATION_QUEUE_URL",
+        "INTAKE_LOG_GROUP",
+    ] {
+        command.env_remove(variable);
+    }
+    if let Some(table) = table {
+        command.env("TABLE_NAME", table);
+    }
+    // moto serves CloudFormation (for `--stack`) on the same port as SQS.
+    command.env("AWS_ENDPOINT_URL_CLOUDFORMATION", local_dev::service::SQS.endpoint());
+    command.output().expect("the binary runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A captured payment with its three events, `damaged`: version 2's event item deleted (a gap).
+async fn payment(ctx: &TestContext, id: &str, damaged: bool) {
+    let p = ctx.store.create(fixtures::new_payment(id, 1000)).await.unwrap();
+    for outcome in [Outcome::Processing, Outcome::Succeeded] {
+        ctx.store
+            .finalize(&p.id, &fixtures::observe(Path::Sync, outcome), None)
+            .await
+            .unwrap();
+    }
+    if damaged {
+        ctx.client
+            .delete_item()
+            .table_name(&ctx.table)
+            .key("pk", AttributeValue::S(format!("PAYMENT#{id}")))
+            .key("sk", AttributeValue::S("EVENT#0000000002".into()))
+            .send()
+            .await
+            .unwrap();
+    }
+}
+
+async fn messages(sqs: &aws_sdk_sqs::Client, url: &str) -> usize {
+    let out = sqs
+        .receive_message()
+        .queue_url(url)
+        .max_number_of_messages(10)
+        .send()
+        .await
+        .unwrap();
+    out.messages().len()
+}
+
+#[tokio::test]
+async fn timeline_exits_3_on_a_gap_and_0_on_a_clean_payment() {
+    let ctx = TestContext::new().await;
+    payment(&ctx, "pay_exit_gap", true).await;
+    payment(&ctx, "pay_exit_clean", false).await;
+
+    let gap = paymentsctl(Some(&ctx.table), &["timeline", "pay_exit_gap"]);
+    assert_eq!(gap.status.code(), Some(3), "{}{}", text(&gap.stdout), text(&gap.stderr));
+    assert!(text(&gap.stdout).contains("GAP"), "{}", text(&gap.stdout));
+    let clean = paymentsctl(Some(&ctx.table), &["timeline", "pay_exit_clean"]);
+    assert_eq!(
+        clean.status.code(),
+        Some(0),
+        "{}{}",
+        text(&clean.stdout),
+        text(&clean.stderr)
+    );
+}
+
+#[tokio::test]
+async fn a_range_replay_without_a_terminal_needs_yes_and_publishes_nothing_until_given() {
+    let ctx = TestContext::new().await;
+    let sqs = sqs_client(None);
+    let queues = fresh_queues(&sqs).await;
+    payment(&ctx, "pay_bulk", false).await;
+    let range = ["replay", "range", "--last", "1h", "--queue", queues.queue_url.as_str()];
+
+    let refused = paymentsctl(Some(&ctx.table), &range);
+    assert_eq!(refused.status.code(), Some(2), "{}", text(&refused.stderr));
+    let stderr = text(&refused.stderr);
+    assert!(
+        stderr.contains("would publish 2 event(s)") && stderr.contains("--yes"),
+        "{stderr}"
+    );
+    assert_eq!(
+        messages(&sqs, &queues.queue_url).await,
+        0,
+        "nothing published without --yes"
+    );
+
+    let dry = paymentsctl(Some(&ctx.table), &[&range[..], &["--dry-run"]].concat());
+    assert_eq!(
+        dry.status.code(),
+        Some(0),
+        "a dry run asks nothing: {}",
+        text(&dry.stderr)
+    );
+
+    let done = paymentsctl(Some(&ctx.table), &[&range[..], &["--yes"]].concat());
+    assert_eq!(done.status.code(), Some(0), "{}", text(&done.stderr));
+    assert!(
+        text(&done.stdout).contains("published 2 event(s)"),
+        "{}",
+        text(&done.stdout)
+    );
+    assert!(messages(&sqs, &queues.queue_url).await > 0);
+}
+
+#[tokio::test]
+async fn a_dlq_redrive_without_a_terminal_needs_yes() {
+    let ctx = TestContext::new().await;
+    let queues = fresh_queues(&sqs_client(None)).await;
+    let (dlq, queue) = (queues.dlq_url.as_str(), queues.queue_url.as_str());
+    let refused = paymentsctl(Some(&ctx.table), &["redrive-dlq", "--dlq", dlq, "--queue", queue]);
+    assert_eq!(refused.status.code(), Some(2), "{}", text(&refused.stderr));
+    assert!(
+        text(&refused.stderr).contains("pass --yes"),
+        "{}",
+        text(&refused.stderr)
+    );
+    let done = paymentsctl(
+        Some(&ctx.table),
+        &["redrive-dlq", "--dlq", dlq, "--queue", queue, "--yes"],
+    );
+    assert_eq!(done.status.code(), Some(0), "{}", text(&done.stderr));
+}
+
+#[tokio::test]
+async fn aws_errors_show_the_service_code_and_message_not_service_error() {
+    let ctx = TestContext::new().await;
+    let missing = paymentsctl(Some("no-such-table"), &["timeline", "pay_x"]);
+    assert_eq!(missing.status.code(), Some(1));
+    let stderr = text(&missing.stderr);
+    assert!(stderr.contains("ResourceNotFoundException"), "{stderr}");
+
+    let queue = format!("{}/123456789012/no-such-queue", local_dev::service::SQS.endpoint());
+    let listed = paymentsctl(Some(&ctx.table), &["escalations", "list", "--queue", &queue]);
+    assert_eq!(listed.status.code(), Some(1));
+    let stderr = text(&listed.stderr);
+    assert!(!stderr.contains("service error"), "{stderr}");
+    assert!(
+        stderr.contains("NonExistentQueue") || stderr.contains("QueueDoesNotExist"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_wrong_command_line_exits_2() {
+    let out = paymentsctl(None, &["timeline"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let out = paymentsctl(None, &["replay", "payment", "pay_1", "--yes"]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "one payment's replay is not a bulk change: no --yes"
+    );
+}
+
+#[test]
+fn completions_are_printed_for_each_shell_without_aws() {
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let out = paymentsctl(None, &["completions", shell]);
+        assert_eq!(out.status.code(), Some(0), "{shell}: {}", text(&out.stderr));
+        let script = text(&out.stdout);
+        assert!(
+            script.contains("redrive-dlq") && script.contains("stack"),
+            "{shell}: {script}"
+        );
+    }
+}
+
+#[test]
+fn the_stack_region_and_profile_are_global_flags() {
+    let cli = Cli::try_parse_from([
+        "paymentsctl",
+        "--stack",
+        "payments-prod",
+        "timeline",
+        "pay_1",
+        "--region",
+        "eu-west-1",
+        "--profile",
+        "oncall",
+    ])
+    .unwrap();
+    assert_eq!(
+        cli.connection(),
+        Connection {
+            stack: Some("payments-prod".into()),
+            region: Some("eu-west-1".into()),
+            profile: Some("oncall".into()),
+        }
+    );
+    assert!(matches!(cli.command, Command::Timeline(_)));
+    let plain = Cli::try_parse_from(["paymentsctl", "breaker", "show"]).unwrap();
+    assert_eq!(plain.connection(), Connection::default());
+    let wrong = Cli::try_parse_from(["paymentsctl", "--stack"]).unwrap_err();
+    assert_eq!(wrong.exit_code(), 2);
+}
+
+#[test]
+fn only_y_or_yes_confirms() {
+    for answer in ["y\n", "YES\n", " yes "] {
+        assert!(is_yes(answer), "{answer:?}");
+    }
+    for answer in ["\n", "n\n", "yep\n", "ja\n", ""] {
+        assert!(!is_yes(answer), "{answer:?}");
+    }
+}
+
+/// A stack in moto's CloudFormation whose outputs name this test's table and queues.
+async fn stack(table: &str, queues: &local_dev::queues::Queues) -> String {
+    let endpoint = local_dev::service::SQS.endpoint();
+    let sdk = integration_tests::local_sdk_config(&endpoint);
+    let cloudformation = aws_sdk_cloudformation::Client::new(&sdk);
+    let name = format!("payments-{}", uuid::Uuid::new_v4().simple());
+    let template = serde_json::json!({
+        "Resources": { "Placeholder": { "Type": "AWS::SQS::Queue" } },
+        "Outputs": {
+            "PaymentsTableName": { "Value": table },
+            "EventsQueueUrl": { "Value": queues.queue_url },
+            "EventsDlqUrl": { "Value": queues.dlq_url },
+            "SagaEscalationQueueUrl": { "Value": queues.escalation_url },
+            "IntakeLogGroupName": { "Value": "/aws/lambda/payments-test-webhook-intake" },
+        }
+    });
+    cloudformation
+        .create_stack()
+        .stack_name(&name)
+        .template_body(template.to_string())
+        .send()
+        .await
+        .unwrap();
+    name
+}
+
+#[tokio::test]
+async fn stack_reads_the_table_and_the_queues_from_the_stack_outputs() {
+    let ctx = TestContext::new().await;
+    let sqs = sqs_client(None);
+    let queues = fresh_queues(&sqs).await;
+    payment(&ctx, "pay_stack", true).await;
+    let name = stack(&ctx.table, &queues).await;
+
+    let timeline = paymentsctl(None, &["--stack", &name, "timeline", "pay_stack", "--json"]);
+    assert_eq!(timeline.status.code(), Some(3), "{}", text(&timeline.stderr));
+    assert!(text(&timeline.stdout).contains("pay_stack"));
+
+    let dry = paymentsctl(
+        None,
+        &["--stack", &name, "replay", "range", "--last", "1h", "--dry-run"],
+    );
+    assert_eq!(dry.status.code(), Some(0), "{}", text(&dry.stderr));
+    assert!(text(&dry.stdout).contains(&queues.queue_url), "{}", text(&dry.stdout));
+    assert_eq!(messages(&sqs, &queues.queue_url).await, 0);
+
+    let unknown = paymentsctl(None, &["--stack", "no-such-stack", "breaker", "show"]);
+    assert_eq!(unknown.status.code(), Some(1));
+    assert!(
+        text(&unknown.stderr).contains("stack no-such-stack not found"),
+        "{}",
+        text(&unknown.stderr)
+    );
+}
