@@ -9,6 +9,7 @@
 //! | `POST /v71/payments/{pspReference}/captures`, `/refunds` | `amount`, `merchantAccount`: 201 `received`; `CAPTURE` (and `CAPTURE_FAILED`), `REFUND` (and `REFUND_FAILED`) notified |
 //! | `POST /v71/payments/{pspReference}/cancels`, `/reversals` | `merchantAccount`: 201 `received`; `CANCELLATION`, `CANCEL_OR_REFUND` notified |
 //! | `POST /v71/cancels` | `merchantAccount`, `paymentReference` (our own reference): 201 `received`; `TECHNICAL_CANCEL` notified |
+//! | `GET /_sim/references/{reference}` | admin, no key (Adyen has no such read): the latest payment with that merchant reference, `{status, captured, refunded}`, or 404; how the demos check a payment ends where Adyen says |
 //!
 //! Every request needs `X-API-Key` (401 otherwise); an `Idempotency-Key` is optional, as at Adyen, and
 //! bounded to 64 characters ([`ledger`] holds the rules). Notifications go to the configured endpoint with
@@ -88,6 +89,14 @@ impl AdyenSimulator {
     /// notifications signed and queued.
     pub async fn route(self: Arc<Self>, req: hyper::Request<Incoming>) -> Result<hyper::Response<Full<Bytes>>, Error> {
         let (method, path) = (req.method().as_str().to_owned(), req.uri().path().to_owned());
+        if let (Some(reference), "GET") = (path.strip_prefix("/_sim/references/"), method.as_str()) {
+            let view = self.ledger.view_by_reference(reference);
+            let answer = match view.and_then(|v| serde_json::to_value(v).ok()) {
+                Some(body) => crate::ledger::Answer { status: 200, body },
+                None => ledger::error(404, "000", "No payment with this reference", "validation"),
+            };
+            return Ok(response(&Handled::answer(answer), None));
+        }
         let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
         let (api_key, key) = (header("x-api-key"), header("idempotency-key"));
         let body = req.into_body().collect().await?.to_bytes();

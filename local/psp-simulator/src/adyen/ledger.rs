@@ -58,7 +58,8 @@ pub struct Handled {
 }
 
 impl Handled {
-    fn answer(answer: Answer) -> Self {
+    /// An answer that notifies nothing.
+    pub fn answer(answer: Answer) -> Self {
         Self {
             answer,
             replayed: false,
@@ -91,7 +92,8 @@ pub fn psp_reference() -> String {
 }
 
 /// Where a payment stands at Adyen.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Status {
     /// `RedirectShopper`: waiting for the shopper's 3-D Secure challenge (`/payments/details`).
     AwaitingShopper,
@@ -112,8 +114,9 @@ struct Payment {
     refunded: u64,
 }
 
-/// A payment as Adyen holds it (no API reads it back, as Adyen has none: for the demo's final check).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A payment as Adyen holds it (no API reads it back, as Adyen has none: for the demos' final checks, and
+/// the simulator's admin route `GET /_sim/references/{reference}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct PaymentView {
     pub status: Status,
     /// Minor units captured and refunded (a capture or refund that failed after it was received is not).
@@ -196,6 +199,12 @@ impl AdyenLedger {
             captured: p.captured,
             refunded: p.refunded,
         })
+    }
+
+    /// The latest payment whose merchant `reference` (ours: the payment id) is `reference`, as it stands.
+    pub fn view_by_reference(&self, reference: &str) -> Option<PaymentView> {
+        let psp = self.lock().by_reference.get(reference).cloned()?;
+        self.view(&psp)
     }
 
     /// The next `count` requests (with a valid key) are answered `status` without any work.

@@ -614,3 +614,27 @@ async fn a_refused_notification_holds_up_the_queue_which_goes_in_order() {
         "{d:?}"
     );
 }
+
+/// The admin read the demos check against (Adyen has no read): where a payment stands, by our reference.
+#[tokio::test]
+async fn the_admin_route_shows_where_a_payment_stands_by_our_reference() {
+    let sim = AdyenSimulator::new(ledger(), key(), None, DeliveryOptions::default());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let api = format!("http://{}", listener.local_addr().expect("addr"));
+    tokio::spawn(sim.clone().serve(listener));
+    let psp = authorised(&sim.ledger, "pay_admin_1", None);
+    let capture = json!({ "amount": { "value": 1130, "currency": "EUR" }, "merchantAccount": ACCOUNT });
+    post(&sim.ledger, &format!("/v71/payments/{psp}/captures"), None, &capture);
+    let client = psp_simulator::client::HttpClient::default();
+    let get = |path: String| {
+        let client = client.clone();
+        async move { client.json("GET", &path, &[], &Value::Null).await.expect("get") }
+    };
+    let (status, view) = get(format!("{api}/_sim/references/pay_admin_1")).await;
+    assert_eq!(
+        (status, view),
+        (200, json!({ "status": "authorised", "captured": 1130, "refunded": 0 }))
+    );
+    let (status, _) = get(format!("{api}/_sim/references/pay_unknown")).await;
+    assert_eq!(status, 404);
+}
