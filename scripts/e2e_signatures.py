@@ -1,7 +1,7 @@
 """End-to-end check against the running local API (scripts/test runs it; API=http://127.0.0.1:PORT).
 
-Webhooks signed by the official Stripe and Standard Webhooks libraries are accepted; every tampered variant
-is refused with 401 and changes nothing. The seed's race (T=0..T=3) is replayed through the API: no answer
+Webhooks signed by the official Stripe, Standard Webhooks and Adyen libraries are accepted; every tampered
+variant is refused with 401 and changes nothing. The seed's race (T=0..T=3) is replayed through the API: no answer
 about a terminal payment carries a secret or redirect URL.
 """
 
@@ -14,12 +14,17 @@ import urllib.error
 import urllib.request
 import uuid
 
+import base64
+
 import stripe
+from Adyen.util import generate_notification_sig, is_valid_hmac_notification
 from standardwebhooks.webhooks import Webhook
 
 API = os.environ["API"]
 STRIPE_SECRET = os.environ["DEV_STRIPE_SECRET"]
 STANDARD_SECRET = os.environ["DEV_STANDARD_SECRET"]
+ADYEN_HMAC_KEY = os.environ["DEV_ADYEN_HMAC_KEY"]
+ADYEN_BASIC = base64.b64encode(f'{os.environ["DEV_ADYEN_USER"]}:{os.environ["DEV_ADYEN_PASSWORD"]}'.encode()).decode()
 SECRET_FIELDS = ("client_secret", "redirect_url", "retry_token")
 checks = {"passed": 0}
 
@@ -110,6 +115,51 @@ for name, b, h in [
 check("standard: refusals wrote nothing", version(pid2) == before)
 status, answer = call("POST", "/webhooks/standard", body.encode(), headers)
 check("standard: official signature accepted", (status, answer.get("result")) == (200, "applied"), (status, answer))
+
+# ---- Adyen, each item signed by Adyen's Python library (Adyen.util) ---------------------------------------------
+def adyen_item(code, pid, psp, original=None, amount=1000, key=ADYEN_HMAC_KEY):
+    item = {"pspReference": psp, "merchantAccountCode": "LocalShopECOM", "merchantReference": pid,
+            "amount": {"value": amount, "currency": "EUR"}, "eventCode": code, "success": "true",
+            "eventDate": "2026-12-02T12:00:00+01:00", "reason": "", "paymentMethod": "visa"}
+    if original:
+        item["originalReference"] = original
+    item["additionalData"] = {"hmacSignature": generate_notification_sig(item, key).decode()}
+    return item
+
+
+def adyen_post(items, basic=ADYEN_BASIC):
+    body = json.dumps({"live": "false", "notificationItems": [{"NotificationRequestItem": i} for i in items]})
+    req = urllib.request.Request(API + "/webhooks/adyen", data=body.encode(), method="POST", headers={
+        "Content-Type": "application/json", "Authorization": "Basic " + basic})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+
+
+pid5 = create_payment("adyen")
+psp5, capture5 = "E2E" + uuid.uuid4().hex[:13].upper(), "E2C" + uuid.uuid4().hex[:13].upper()
+authorised = adyen_item("AUTHORISATION", pid5, psp5)
+check("adyen: the library verifies its own item", is_valid_hmac_notification(authorised, ADYEN_HMAC_KEY))
+before = version(pid5)
+for name, items, basic in [
+    ("adyen: tampered amount", [{**authorised, "amount": {"value": 1001, "currency": "EUR"}}], ADYEN_BASIC),
+    ("adyen: tampered success", [{**authorised, "success": "false"}], ADYEN_BASIC),
+    ("adyen: wrong key", [adyen_item("AUTHORISATION", pid5, psp5, key="00" * 32)], ADYEN_BASIC),
+    ("adyen: one forged item of a batch", [authorised, {**adyen_item("CAPTURE", pid5, capture5, psp5),
+                                                        "merchantReference": pid5 + "x"}], ADYEN_BASIC),
+    ("adyen: wrong Basic auth", [authorised], base64.b64encode(b"adyen:wrong").decode()),
+]:
+    status, answer = adyen_post(items, basic)
+    check(name + " -> 401", status == 401, (status, answer))
+check("adyen: refusals wrote nothing", version(pid5) == before)
+status, answer = adyen_post([authorised, adyen_item("CAPTURE", pid5, capture5, psp5)])
+check("adyen: a batch signed by the library is accepted", (status, answer) == (200, "[accepted]"), (status, answer))
+check("adyen: and applied item by item", call("GET", f"/payments/{pid5}")[1].get("status") == "captured")
+after = version(pid5)
+check("adyen: its redelivery is accepted and changes nothing",
+      adyen_post([authorised]) == (200, "[accepted]") and version(pid5) == after)
 
 # ---- The seed's rows and race, through the running API ------------------------------------------------------
 pid3 = create_payment()
