@@ -1,15 +1,19 @@
 //! Recovery (reconciliation): payments that stayed open longer than a threshold are asked about at the PSP
 //! and the answer is applied through the same finalize as the sync and webhook paths.
 //!
-//! Only a payment's own PSP is asked (invariant 13): [`Recovery::psp`] speaks to one PSP
-//! ([`Psp::provider`]), and the core's [`recovery_step`] sends every other payment (a Standard Webhooks
-//! provider's, one without a PSP reference, one whose reference the PSP does not know) to a back-off and,
+//! Only a payment's own PSP is asked (invariant 13): [`Recovery::psp`] holds a client per configured PSP
+//! ([`Psps`]), a payment's calls go to the one its recorded provider routes to, and the core's
+//! [`recovery_step`] sends every other payment (a Standard Webhooks provider's, a PSP not configured here,
+//! one without a PSP reference, one whose reference the PSP does not know) to a back-off and,
 //! past [`RecoverySettings::expire_after`], to an expiry recorded through the finalize (`PaymentFailed`,
 //! `expired: ...`; the `Expired` metric alarms). A payment whose PaymentIntent is still open at Stripe past
 //! that age (waiting for the customer's action, or for another card after a decline) is canceled there
 //! first, key `<payment>:expire` (the core's [`after_read`]), and the canceled PaymentIntent is recorded (a
 //! cancel refused because it succeeded meanwhile records the success); a `processing` one is left for Stripe
-//! to settle. A reconcile that fails is backed off like one that learned nothing, also when it failed before
+//! to settle. Adyen has no status read: its payments wait for their notifications, and past the age are
+//! ended there by reference (a reversal, or a cancel by our id; [`RecoveryStep::EndAtPsp`], counted
+//! `EndRequested`) whose notification records the end; one never notified expires here a day later. A
+//! reconcile that fails is backed off like one that learned nothing, also when it failed before
 //! the payment was read, so no payment is asked about every run forever.
 //!
 //! Open payments are found through the sparse `open-items` index (no Scan). Each one is worked on under
@@ -44,7 +48,7 @@
 use crate::clock;
 use crate::lease::{Lease, Leases};
 use crate::psp::stripe::Refund;
-use crate::psp::{Psp, PspError};
+use crate::psp::{GuardedAdyen, Psp, PspError, Psps, Route};
 use crate::store::open_index::{age_seconds, defer, due_items, next_due, OpenKind, MAX_RECHECK_INTERVAL};
 use crate::store::{FinalizeOutcome, FinalizeResult, PaymentStore, StoreError};
 use crate::telemetry::ErrorChain;
@@ -90,6 +94,9 @@ pub enum Reconciled {
     Refused,
     /// The PSP circuit breaker is open: not asked this round.
     Deferred,
+    /// Past the age at a PSP without a status read (Adyen): its end (a cancel or reversal) was requested; the
+    /// PSP's notification records it (backed off meanwhile).
+    EndRequested,
 }
 
 /// Counts of one recovery run (also an EMF record).
@@ -106,6 +113,9 @@ pub struct RecoveryReport {
     pub expired: u32,
     pub refused: u32,
     pub deferred: u32,
+    /// Expired payments whose end was requested at a PSP without a status read (Adyen), awaiting its
+    /// notification.
+    pub end_requested: u32,
     pub errors: u32,
     /// Cut by the run's deadline (it and the payments not reached are the next run's).
     pub left: u32,
@@ -142,6 +152,7 @@ impl RecoveryReport {
             Ok(Reconciled::Expired) => self.expired = self.expired.saturating_add(1),
             Ok(Reconciled::Refused) => self.refused = self.refused.saturating_add(1),
             Ok(Reconciled::Deferred) => self.deferred = self.deferred.saturating_add(1),
+            Ok(Reconciled::EndRequested) => self.end_requested = self.end_requested.saturating_add(1),
             Err(e) => {
                 self.errors = self.errors.saturating_add(1);
                 warn!(payment_id = %id, error = %ErrorChain(&e), "recovery of one payment failed; retried after its back-off");
@@ -196,11 +207,12 @@ fn millis(d: Duration) -> i64 {
 pub struct Recovery<P> {
     pub store: PaymentStore,
     pub leases: Leases,
+    /// The PSPs' clients ([`Psps`]: a `PspSet`, or one Stripe client alone).
     pub psp: P,
     pub settings: RecoverySettings,
 }
 
-impl<P: Psp> Recovery<P> {
+impl<P: Psps> Recovery<P> {
     /// One scheduled run: every payment open for longer than `stale_after`, reconciled one by one until
     /// `deadline` (the invocation's): a reconciliation is cut there wherever it is (safe as after a crash: the
     /// lease expires, nothing half-written stays), and the payments not reached are the next run's.
@@ -309,17 +321,30 @@ impl<P: Psp> Recovery<P> {
             return Ok((Reconciled::NotOpen, false));
         }
         *open_since = Some(current.created_at_ms);
-        let client = self.psp.provider();
-        let reference = match recovery_step(&current, Some(&client), clock::now_ms(), self.expire_after()) {
-            RecoveryStep::Ask(reference) => reference,
-            RecoveryStep::Unasked(step) => return self.unasked(current, step, lease, correlation, open_since).await,
-            // Only a PSP without a status read (Adyen) is ended by reference; recovery's client is Stripe's.
-            RecoveryStep::EndAtPsp(_) => {
+        // Only the payment's own PSP, through the client recovery holds of it (invariant 13).
+        let route = self.psp.route(&current.provider);
+        let client = match route {
+            Route::Missing(_) => None,
+            Route::Stripe(_) | Route::Adyen(_) => Some(current.provider.clone()),
+        };
+        let step = recovery_step(&current, client.as_ref(), clock::now_ms(), self.expire_after());
+        let (psp, reference) = match (step, route) {
+            (RecoveryStep::Ask(reference), Route::Stripe(psp)) => (psp, reference),
+            (RecoveryStep::EndAtPsp(reference), Route::Adyen(adyen)) => {
+                return self.end_at_psp(&current, reference, adyen).await;
+            }
+            (RecoveryStep::Unasked(step), _) => {
+                return self.unasked(current, step, lease, correlation, open_since).await
+            }
+            // The core asks a Stripe client and ends at an Adyen one only: a client speaking another PSP's API
+            // than its name says has nothing to ask.
+            (RecoveryStep::Ask(_) | RecoveryStep::EndAtPsp(_), _) => {
                 let step = unanswered(&current, NothingToAsk::NoClient, clock::now_ms(), self.expire_after());
                 return self.unasked(current, step, lease, correlation, open_since).await;
             }
         };
         let asked = Asked {
+            psp,
             current,
             reference,
             lease,
@@ -341,33 +366,26 @@ impl<P: Psp> Recovery<P> {
     /// when one of them ended this look.
     async fn settle_money(
         &self,
-        asked: &Asked<'_>,
+        asked: &Asked<'_, P::Stripe>,
         open_since: &mut Option<i64>,
     ) -> Result<Option<(Reconciled, bool)>, RecoveryError> {
-        let (current, reference, lease) = (&asked.current, &asked.reference, asked.lease);
+        let (psp, current, reference, lease) = (asked.psp, &asked.current, &asked.reference, asked.lease);
         if let Some(anomaly) = current.refund_due() {
-            match self.give_back(current, reference, anomaly).await {
+            match give_back(psp, current, reference, anomaly).await {
                 Ok(()) => {}
                 Err(e) if e.is_deferred() => return Ok(Some((Reconciled::Deferred, false))),
                 Err(e) => return Err(e.into()),
             }
         }
         if let Some(done) = self
-            .read_back_pending_refund(current, lease, asked.correlation.clone(), open_since)
+            .read_back_pending_refund(psp, current, lease, asked.correlation.clone(), open_since)
             .await?
         {
             return Ok(Some(done));
         }
         match current.give_back {
             Some(give_back) => self
-                .give_back_failed_refund(
-                    current.clone(),
-                    reference,
-                    give_back,
-                    lease,
-                    asked.correlation.clone(),
-                    open_since,
-                )
+                .give_back_failed_refund(asked, give_back, open_since)
                 .await
                 .map(Some),
             None => Ok(None),
@@ -376,14 +394,19 @@ impl<P: Psp> Recovery<P> {
 
     /// Reads the payment's PaymentIntent and records what it says; past the age, one still open at the PSP is
     /// canceled there first ([`after_read`]).
-    async fn ask(&self, asked: Asked<'_>, open_since: &mut Option<i64>) -> Result<(Reconciled, bool), RecoveryError> {
+    async fn ask(
+        &self,
+        asked: Asked<'_, P::Stripe>,
+        open_since: &mut Option<i64>,
+    ) -> Result<(Reconciled, bool), RecoveryError> {
         let Asked {
+            psp,
             current,
             reference,
             lease,
             correlation,
         } = asked;
-        let intent = match self.psp.retrieve(&reference).await {
+        let intent = match psp.retrieve(&reference).await {
             Ok(intent) => intent,
             Err(e) if e.is_deferred() => return Ok((Reconciled::Deferred, false)),
             // Its PSP does not know the reference (another account's, a caller's typo): asking again tells
@@ -406,7 +429,7 @@ impl<P: Psp> Recovery<P> {
                     .await
             }
             AfterRead::CancelExpired => {
-                let Some(canceled) = self.cancel_expired(&current, &reference).await? else {
+                let Some(canceled) = cancel_expired(psp, &current, &reference).await? else {
                     return Ok((Reconciled::Deferred, false));
                 };
                 self.record(current, &canceled, Read::Canceled, lease, correlation, open_since)
@@ -415,27 +438,40 @@ impl<P: Psp> Recovery<P> {
         }
     }
 
-    /// Cancels at the PSP a PaymentIntent still open past the age (key `<payment>:expire`), and answers it as
-    /// it then stands: canceled, or as the refusal carries it when it moved meanwhile (a success is then
-    /// recorded, not an expiry). `None` when the call was deferred (breaker open, key refused).
-    async fn cancel_expired(
+    /// Ends at Adyen, which has no status to read, a payment past the age (key `<payment>:expire`): a
+    /// reversal of its pspReference (cancel, or refund what was captured), or a cancel by our own reference
+    /// when its pspReference never reached us. Adyen answers `received`; the notification
+    /// (`CANCELLATION`, `CANCEL_OR_REFUND`, `TECHNICAL_CANCEL`) records the end through the intake. Until it
+    /// comes the payment stays open and backed off, and the request is sent again under the same key (Adyen
+    /// replays its answer), until the core expires it ([`NothingToAsk::EndUnanswered`]): the loop ends.
+    async fn end_at_psp(
         &self,
         current: &Payment,
-        reference: &PspReference,
-    ) -> Result<Option<crate::psp::PaymentIntent>, RecoveryError> {
+        reference: Option<PspReference>,
+        adyen: &GuardedAdyen,
+    ) -> Result<(Reconciled, bool), RecoveryError> {
         let key = format!("{}:expire", current.id);
-        match self.psp.cancel(&key, reference).await {
-            Ok(intent) => Ok(Some(intent)),
-            Err(e) if e.is_deferred() => Ok(None),
-            Err(refused) => match refused.payment_intent().cloned() {
-                Some(intent) => {
-                    info!(payment_id = %current.id, psp_status = intent.status.as_str(),
-                          "expiring cancel refused: the PaymentIntent moved meanwhile");
-                    Ok(Some(intent))
-                }
-                None => Err(refused.into()),
-            },
-        }
+        let sent = match &reference {
+            Some(reference) => adyen.reverse(&key, reference).await,
+            None => adyen.cancel_by_reference(&key, &current.id).await,
+        };
+        let reconciled = match sent {
+            Ok(modification) => {
+                info!(payment_id = %current.id, modification = %modification.psp_reference,
+                      "expired payment's end requested at Adyen; its notification records it");
+                Reconciled::EndRequested
+            }
+            Err(e) if e.is_deferred() => return Ok((Reconciled::Deferred, false)),
+            // Refused for good (no such payment, a validation error): sending it again tells nothing new, and
+            // the payment expires here when the wait for a notification is over.
+            Err(e @ PspError::Refused { .. }) => {
+                warn!(payment_id = %current.id, error = %ErrorChain(&e), "Adyen refused to end the expired payment");
+                Reconciled::Refused
+            }
+            Err(e) => return Err(e.into()),
+        };
+        self.back_off(&current.id, current.created_at_ms).await;
+        Ok((reconciled, false))
     }
 
     /// Records `intent` (as read, or as the expiring cancel left it) through the finalize: nothing new is
@@ -557,13 +593,14 @@ impl<P: Psp> Recovery<P> {
     /// `None` when every one is still pending (the look goes on).
     async fn read_back_pending_refund(
         &self,
+        psp: &P::Stripe,
         current: &Payment,
         lease: &Lease,
         correlation: CorrelationId,
         open_since: &mut Option<i64>,
     ) -> Result<Option<(Reconciled, bool)>, RecoveryError> {
         for entry in current.pending_refunds() {
-            let refund = match self.psp.retrieve_refund(&entry.refund_id).await {
+            let refund = match psp.retrieve_refund(&entry.refund_id).await {
                 Ok(refund) => refund,
                 Err(e) if e.is_deferred() => return Ok(Some((Reconciled::Deferred, false))),
                 // Stripe does not know it (not this account's): asking again tells nothing; the rest goes on.
@@ -599,15 +636,13 @@ impl<P: Psp> Recovery<P> {
     /// and its age alarms, for an operator.
     async fn give_back_failed_refund(
         &self,
-        current: Payment,
-        reference: &PspReference,
+        asked: &Asked<'_, P::Stripe>,
         give_back: GiveBack,
-        lease: &Lease,
-        correlation: CorrelationId,
         open_since: &mut Option<i64>,
     ) -> Result<(Reconciled, bool), RecoveryError> {
+        let (psp, current, reference) = (asked.psp, &asked.current, &asked.reference);
         let key = format!("{}:refund-failure-{}", current.id, give_back.failure);
-        let refund = match self.psp.refund(&key, reference, Some(give_back.amount_minor)).await {
+        let refund = match psp.refund(&key, reference, Some(give_back.amount_minor)).await {
             Ok(refund) => refund,
             Err(e) if e.is_deferred() => return Ok((Reconciled::Deferred, false)),
             Err(e @ PspError::Refused { .. }) => {
@@ -618,9 +653,17 @@ impl<P: Psp> Recovery<P> {
             }
             Err(e) => return Err(e.into()),
         };
-        let observation = refund_observation(&refund, Path::Recovery, Some(give_back.failure), correlation)
-            .map_err(|e| PspError::BadAnswer(e.into()))?;
-        let outcome = self.store.finalize_from(current, &observation, Some(lease)).await?;
+        let observation = refund_observation(
+            &refund,
+            Path::Recovery,
+            Some(give_back.failure),
+            asked.correlation.clone(),
+        )
+        .map_err(|e| PspError::BadAnswer(e.into()))?;
+        let outcome = self
+            .store
+            .finalize_from(current.clone(), &observation, Some(asked.lease))
+            .await?;
         warn!(payment_id = %outcome.payment.id, refund_id = %refund.id, status = %refund.status,
               failure = give_back.failure, result = ?outcome.result, "failed refund given back again");
         if outcome.payment.is_open() {
@@ -629,26 +672,6 @@ impl<P: Psp> Recovery<P> {
             *open_since = None;
         }
         Ok((reconciled(&outcome), outcome.lease_released))
-    }
-
-    /// Refunds money the PSP took on a payment we had failed: all that is left on the charge, with the key
-    /// `<payment>:anomaly-<n>:refund`, the same on every run, so a retry never refunds twice. The caller then
-    /// reads the PaymentIntent back, whose charge's refunded total records the refund on the payment.
-    async fn give_back(&self, payment: &Payment, reference: &PspReference, anomaly: u32) -> Result<(), PspError> {
-        let key = format!("{}:anomaly-{anomaly}:refund", payment.id);
-        match self.psp.refund(&key, reference, None).await {
-            Ok(refund) => {
-                warn!(payment_id = %payment.id, refund_id = %refund.id, status = %refund.status, anomaly,
-                      "money taken after the payment failed: refunded");
-                Ok(())
-            }
-            // Nothing left to refund (the charge was refunded meanwhile): the read-back records what happened.
-            Err(PspError::Refused { .. }) => {
-                warn!(payment_id = %payment.id, anomaly, "refund of money taken after failure refused; reading back");
-                Ok(())
-            }
-            Err(e) => Err(e),
-        }
     }
 }
 
@@ -669,8 +692,53 @@ async fn created_at(client: &aws_sdk_dynamodb::Client, table: &str, id: &Payment
     }))
 }
 
+/// Cancels at the PSP a PaymentIntent still open past the age (key `<payment>:expire`), and answers it as
+/// it then stands: canceled, or as the refusal carries it when it moved meanwhile (a success is then
+/// recorded, not an expiry). `None` when the call was deferred (breaker open, key refused).
+async fn cancel_expired(
+    psp: &impl Psp,
+    current: &Payment,
+    reference: &PspReference,
+) -> Result<Option<crate::psp::PaymentIntent>, RecoveryError> {
+    let key = format!("{}:expire", current.id);
+    match psp.cancel(&key, reference).await {
+        Ok(intent) => Ok(Some(intent)),
+        Err(e) if e.is_deferred() => Ok(None),
+        Err(refused) => match refused.payment_intent().cloned() {
+            Some(intent) => {
+                info!(payment_id = %current.id, psp_status = intent.status.as_str(),
+                      "expiring cancel refused: the PaymentIntent moved meanwhile");
+                Ok(Some(intent))
+            }
+            None => Err(refused.into()),
+        },
+    }
+}
+
+/// Refunds money the PSP took on a payment we had failed: all that is left on the charge, with the key
+/// `<payment>:anomaly-<n>:refund`, the same on every run, so a retry never refunds twice. The caller then
+/// reads the PaymentIntent back, whose charge's refunded total records the refund on the payment.
+async fn give_back(psp: &impl Psp, payment: &Payment, reference: &PspReference, anomaly: u32) -> Result<(), PspError> {
+    let key = format!("{}:anomaly-{anomaly}:refund", payment.id);
+    match psp.refund(&key, reference, None).await {
+        Ok(refund) => {
+            warn!(payment_id = %payment.id, refund_id = %refund.id, status = %refund.status, anomaly,
+                  "money taken after the payment failed: refunded");
+            Ok(())
+        }
+        // Nothing left to refund (the charge was refunded meanwhile): the read-back records what happened.
+        Err(PspError::Refused { .. }) => {
+            warn!(payment_id = %payment.id, anomaly, "refund of money taken after failure refused; reading back");
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// A payment recovery asks its PSP about, with what the look needs.
-struct Asked<'a> {
+struct Asked<'a, S> {
+    /// The payment's PSP's client (Stripe's).
+    psp: &'a S,
     current: Payment,
     reference: PspReference,
     lease: &'a Lease,
@@ -767,6 +835,7 @@ pub fn emf(r: &RecoveryReport, now_ms: i64) -> serde_json::Value {
             ("Expired", "Count"),
             ("Refused", "Count"),
             ("Deferred", "Count"),
+            ("EndRequested", "Count"),
             ("Errors", "Count"),
             ("RecoveryLagSeconds", "Seconds"),
             ("OldestOpenPaymentAgeSeconds", "Seconds"),
@@ -774,7 +843,8 @@ pub fn emf(r: &RecoveryReport, now_ms: i64) -> serde_json::Value {
         serde_json::json!({
             "Found": r.found, "Applied": r.applied, "Unchanged": r.unchanged, "Busy": r.busy,
             "NoReference": r.no_reference, "NoClient": r.no_client,
-            "Expired": r.expired, "Refused": r.refused, "Deferred": r.deferred, "Errors": r.errors,
+            "Expired": r.expired, "Refused": r.refused, "Deferred": r.deferred, "EndRequested": r.end_requested,
+            "Errors": r.errors,
             "Left": r.left, "RecoveryLagSeconds": r.lag_seconds,
             "OldestOpenPaymentAgeSeconds": r.oldest_open_age_seconds,
         }),

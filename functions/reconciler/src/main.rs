@@ -1,10 +1,11 @@
 //! Lambda entry point of recovery (EventBridge schedule). The logic is `shared::recovery`, shared with the
 //! checkout saga, which hands a payment to recovery when it does not resolve in time.
 //!
-//! Configuration: `TABLE_NAME`, the PSP's settings (`PSP_BASE_URL`, `PSP_API_KEY_ARN` or `PSP_API_KEY`, see
-//! README), `RECOVERY_STALE_AFTER_SECONDS` (default 300), `RECOVERY_BATCH_LIMIT` (default 200),
-//! `RECOVERY_EXPIRE_AFTER_SECONDS` (default 7 days: when a payment with nothing to ask its PSP expires), lease
-//! settings.
+//! Configuration: `TABLE_NAME`, each configured PSP's settings (Stripe: `PSP_BASE_URL`, `PSP_API_KEY_ARN` or
+//! `PSP_API_KEY`; Adyen: `ADYEN_BASE_URL`, `ADYEN_API_KEY_ARN` or `ADYEN_API_KEY`, ...; see README; each
+//! payment is asked about, or Adyen's ended, at its own PSP only), `RECOVERY_STALE_AFTER_SECONDS` (default
+//! 300), `RECOVERY_BATCH_LIMIT` (default 200), `RECOVERY_EXPIRE_AFTER_SECONDS` (default 7 days: when a
+//! payment with nothing to ask its PSP expires, or one still open at its PSP is ended there), lease settings.
 
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
 use serde_json::Value;
@@ -22,7 +23,7 @@ async fn main() -> Result<(), Error> {
     let recovery = Recovery {
         store: PaymentStore::new(client.clone(), &start.config.table_name),
         leases: Leases::new(client.clone(), &start.config.table_name, start.config.lease),
-        psp: shared::psp::from_env(&start.sdk, client, &start.config.table_name, &start.env).await?,
+        psp: shared::psp::set::from_env(&start.sdk, client, &start.config.table_name, &start.env).await?,
         settings: RecoverySettings::from(&start.env)?,
     };
     run(service_fn(|event: LambdaEvent<Value>| {
