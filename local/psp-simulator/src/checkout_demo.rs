@@ -10,6 +10,12 @@
 //! - a completed saga's payment is captured; a compensated one's is failed, or refunded in full when money
 //!   had been taken;
 //! - each compensation is in the saga's log, in reverse order of the steps (refund before stock release).
+//!
+//! With `SAGA_PSP=adyen` (the stack's setting: one PSP per deployment for new checkouts) the payment methods
+//! are Adyen's `paymentMethod` objects ([`ADYEN_METHODS`]) and each saga's payment is also checked where Adyen
+//! holds it (the simulator's admin read `GET {ADYEN_BASE_URL}/_sim/references/{payment id}`): a completed
+//! saga's captured in full and not refunded, a compensated one's refunded in full when captured, else never
+//! captured and not left authorised (money held).
 
 use crate::client::{BoxError, HttpClient};
 use rand::seq::IndexedRandom;
@@ -30,6 +36,9 @@ pub struct CheckoutDemoConfig {
     pub timeout: Duration,
     /// Also the slow scenarios: lasting and abandoned challenges, declines retried later.
     pub slow: bool,
+    /// The Adyen side's base URL when the stack's sagas charge through Adyen (`SAGA_PSP=adyen`,
+    /// `ADYEN_BASE_URL`); `None`: Stripe.
+    pub adyen: Option<String>,
 }
 
 #[derive(Debug, Default)]
@@ -95,6 +104,39 @@ const SLOW_METHODS: [&str; 4] = [
     "pm_slow_processing",
 ];
 
+/// Adyen's payment methods for a saga (name, `paymentMethod`): a plain test card, a refusal by the issuer, a
+/// 3-D Secure card whose challenge nobody finishes (abandoned, then cancelled).
+pub const ADYEN_METHODS: [(&str, &str); 3] = [
+    (
+        "adyen_card",
+        r#"{"type":"scheme","encryptedCardNumber":"test_4111111111111111","holderName":"J. Smith"}"#,
+    ),
+    (
+        "adyen_declined",
+        r#"{"type":"scheme","encryptedCardNumber":"test_4111111111111111","holderName":"DECLINED"}"#,
+    ),
+    (
+        "adyen_3ds_abandoned",
+        r#"{"type":"scheme","encryptedCardNumber":"test_4917610000000000","holderName":"J. Smith"}"#,
+    ),
+];
+
+/// The payment method of a new checkout: its name (for the summary) and what the saga is given.
+fn pick_method(config: &CheckoutDemoConfig) -> (String, String) {
+    let mut rng = rand::rng();
+    if config.adyen.is_some() {
+        let (name, method) = *ADYEN_METHODS.choose(&mut rng).unwrap_or(&ADYEN_METHODS[0]);
+        return (name.to_owned(), method.to_owned());
+    }
+    let methods: Vec<&str> = if config.slow {
+        METHODS.iter().chain(SLOW_METHODS.iter()).copied().collect()
+    } else {
+        METHODS.to_vec()
+    };
+    let method = methods.choose(&mut rng).copied().unwrap_or("pm_succeeded");
+    (method.to_owned(), method.to_owned())
+}
+
 struct Started {
     order: String,
     method: String,
@@ -115,12 +157,7 @@ async fn start(
     sku: &str,
     n: usize,
 ) -> Result<(Started, bool), BoxError> {
-    let methods: Vec<&str> = if config.slow {
-        METHODS.iter().chain(SLOW_METHODS.iter()).copied().collect()
-    } else {
-        METHODS.to_vec()
-    };
-    let method = methods.choose(&mut rand::rng()).copied().unwrap_or("pm_succeeded");
+    let (name, method) = pick_method(config);
     let quantity = rand::rng().random_range(1..=3u64);
     let order = format!("order-{sku}-{n}");
     let body = json!({ "order_id": order, "sku": sku, "quantity": quantity,
@@ -142,7 +179,7 @@ async fn start(
     Ok((
         Started {
             order,
-            method: method.to_owned(),
+            method: name,
             quantity,
         },
         cancelled,
@@ -211,6 +248,33 @@ async fn check(client: &HttpClient, api: &str, saga: &Value) -> Result<Vec<Strin
         other => expect(false, &format!("not ended: {other:?}")),
     }
     Ok(wrong)
+}
+
+/// Checks one ended saga's payment where Adyen holds it (module doc); returns what is wrong.
+async fn adyen_says(client: &HttpClient, adyen: &str, saga: &Value) -> Result<Vec<String>, BoxError> {
+    let order = saga["order_id"].as_str().unwrap_or_default();
+    let Some(payment_id) = saga["payment_id"].as_str() else {
+        return Ok(Vec::new());
+    };
+    let url = format!("{adyen}/_sim/references/{payment_id}");
+    let (status, view) = client.json("GET", &url, &[], &Value::Null).await?;
+    let (captured, refunded) = (view["captured"].as_u64(), view["refunded"].as_u64());
+    let amount = saga["amount_minor"].as_u64();
+    let held = view["status"] == "authorised" && captured == Some(0);
+    let fine = match (saga["status"].as_str(), saga["captured"] == true) {
+        (Some("completed"), _) => captured == amount && refunded == Some(0),
+        (Some("compensated"), true) => captured.is_some_and(|c| c > 0) && refunded == captured,
+        (Some("compensated"), false) => status == 404 || (captured == Some(0) && !held),
+        _ => true,
+    };
+    Ok(if fine {
+        Vec::new()
+    } else {
+        vec![format!(
+            "{order}: Adyen holds its payment as {view} (HTTP {status}), the saga {}",
+            saga["status"]
+        )]
+    })
 }
 
 /// Runs the demo and returns its summary.
@@ -288,6 +352,9 @@ pub async fn run(config: CheckoutDemoConfig) -> Result<CheckoutSummary, BoxError
         }
         *summary.outcomes.entry((s.method.clone(), outcome)).or_default() += 1;
         summary.inconsistencies.extend(check(&client, &config.api, saga).await?);
+        if let Some(adyen) = &config.adyen {
+            summary.inconsistencies.extend(adyen_says(&client, adyen, saga).await?);
+        }
     }
     let stock = expect_ok(&client, "GET", &format!("{}/inventory/{sku}", config.api), &Value::Null).await?;
     summary.stock_left = stock["available"].as_u64().unwrap_or_default();

@@ -2,7 +2,8 @@
 //! the local stack, with Stripe and with Adyen (`ADYEN_SHARE` of them, default 0.5), and prints a summary; `psp-simulator checkouts` runs checkout sagas through the local
 //! stack (which calls `serve`), cancels some orders on purpose and checks stock and payments at the end
 //! (`CANCEL_RATE`, default 0.2; `TIMEOUT_SECONDS`, default 120; `SLOW_SCENARIOS`, default false: also lasting
-//! and abandoned challenges and declines retried later). Settings come from the environment (see README):
+//! and abandoned challenges and declines retried later; `SAGA_PSP=adyen`, the stack's own setting: Adyen's
+//! payment methods, each payment also checked at the simulator's Adyen side, `ADYEN_BASE_URL`). Settings come from the environment (see README):
 //! `SIMULATOR_PORT` (4000), `API` (http://127.0.0.1:3000), `WEBHOOK_SECRET` (the dev Stripe secret),
 //! `CHECKOUTS` (50), `CONCURRENCY` (8), `DUPLICATE_RATE`, `REORDER_RATE`, `FAILURE_RATE`, `MAX_DELAY_MS`,
 //! `SCENARIO` (serve: fixed scenario), `PSP_API_KEY` (serve: the account's secret key, default
@@ -142,6 +143,13 @@ async fn main() -> Result<(), Error> {
                 cancel_rate: env_or("CANCEL_RATE", 0.2),
                 timeout: Duration::from_secs(env_or("TIMEOUT_SECONDS", 120)),
                 slow: env_or("SLOW_SCENARIOS", false),
+                adyen: match std::env::var("SAGA_PSP").as_deref() {
+                    Ok("adyen") => Some(
+                        std::env::var("ADYEN_BASE_URL")
+                            .map_err(|_| "SAGA_PSP=adyen: set ADYEN_BASE_URL (the simulator's Adyen side) too")?,
+                    ),
+                    _ => None,
+                },
             };
             let summary = checkout_demo::run(config).await?;
             print!("{summary}");
