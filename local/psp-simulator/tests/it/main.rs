@@ -4,6 +4,7 @@
 
 mod adyen;
 mod adyen_client;
+mod demo;
 mod fixtures;
 mod openapi;
 mod rules;
