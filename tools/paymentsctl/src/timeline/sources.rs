@@ -11,6 +11,7 @@ use crate::when::format_ms;
 use shared::keys::{self, payment_pk};
 use shared::saga::{Loaded, SagaEvent, SagaEventKind, SagaRecord, SagaStore};
 use shared::store::item::event_from_item;
+use shared::telemetry::ErrorChain;
 use shared::{EventKind, OrderId, Payment, PaymentEvent, PaymentId};
 
 /// The intake's log lines about `p`'s deliveries: the local log with `--log`, else the Logs Insights query
@@ -77,7 +78,10 @@ pub(super) async fn payment_events(
         let sk = text(&item, "sk").unwrap_or_default();
         match event_from_item(item) {
             Ok(e) => events.push(e),
-            Err(e) => t.find(Level::Anomaly, format!("event item {sk} is unreadable: {e}")),
+            Err(e) => t.find(
+                Level::Anomaly,
+                format!("event item {sk} is unreadable: {}", ErrorChain(&e)),
+            ),
         }
     }
     for e in &events {
@@ -340,6 +344,10 @@ pub(super) async fn escalations(ctx: &Ctx, t: &mut Timeline, order: &OrderId, op
                 t.escalations.push(m);
             }
         }
-        Err(e) => t.find(Level::Note, format!("escalations not checked: {e}")),
+        // The whole chain: the queue's error code is in the cause, not in the outer text.
+        Err(e) => t.find(
+            Level::Note,
+            format!("escalations not checked: {}", ErrorChain(e.as_ref())),
+        ),
     }
 }

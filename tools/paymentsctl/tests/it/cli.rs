@@ -163,6 +163,16 @@ async fn aws_errors_show_the_service_code_and_message_not_service_error() {
         stderr.contains("NonExistentQueue") || stderr.contains("QueueDoesNotExist"),
         "{stderr}"
     );
+
+    // A source the timeline could not read is a note that carries the code too.
+    payment(&ctx, "pay_err", false).await;
+    let noted = paymentsctl(Some(&ctx.table), &["timeline", "pay_err", "--escalation-queue", &queue]);
+    let stdout = text(&noted.stdout);
+    assert!(stdout.contains("escalations not checked"), "{stdout}");
+    assert!(
+        stdout.contains("NonExistentQueue") || stdout.contains("QueueDoesNotExist"),
+        "{stdout}"
+    );
 }
 
 #[test]
