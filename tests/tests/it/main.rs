@@ -3,6 +3,7 @@
 //!
 //! One integration-test binary (`tests/tests/it/main.rs`): a module per area, a test per scenario.
 
+mod adyen_recovery;
 mod breaker;
 mod concurrency;
 mod faults;

@@ -1,0 +1,237 @@
+//! Recovery of Adyen payments (issue 26 item 4): Adyen has no status read, so recovery never asks it; an
+//! Adyen payment waits for its notifications, past the expiry age is ended at Adyen by reference (a
+//! reversal of its pspReference, or a cancel by our payment id when the pspReference never reached us), key
+//! `<payment>:expire`, and stays open for the notification; if none comes within a day it expires here.
+//! Against DynamoDB Local and the simulator's Adyen side, through the multi-PSP set.
+
+use integration_tests::TestContext;
+use psp_simulator::adyen::ledger::AdyenLedger;
+use psp_simulator::adyen::AdyenSimulator;
+use psp_simulator::delivery::DeliveryOptions;
+use serde_json::{json, Value};
+use shared::psp::adyen::{AdyenClient, AdyenSettings};
+use shared::psp::set::{guarded, ADYEN_BREAKER};
+use shared::psp::{ChargeRequest, GuardedAdyen, PspSet, StripeClient};
+use shared::recovery::{Recovery, RecoverySettings};
+use shared::{
+    CorrelationId, Currency, EventKind, Money, NewPayment, Observation, OrderId, Outcome, Path, PaymentId,
+    PaymentStatus, PspName, PspReference,
+};
+use std::sync::Arc;
+use std::time::Duration;
+use webhook_intake::adyen::notification::{HmacKey, Mode};
+
+const KEY: &str = "AQE_recovery_test_key";
+const ACCOUNT: &str = "RecoveryTestECOM";
+const HMAC: &str = "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056";
+const DAY_MS: i64 = 24 * 3600 * 1000;
+
+struct World {
+    ctx: TestContext,
+    sim: Arc<AdyenSimulator>,
+    url: String,
+}
+
+impl World {
+    async fn new() -> Self {
+        let key = HmacKey::from_hex(Mode::Test, HMAC).unwrap();
+        let sim = AdyenSimulator::new(AdyenLedger::new(KEY, ACCOUNT), key, None, DeliveryOptions::default());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(sim.clone().serve(listener));
+        Self {
+            ctx: TestContext::new().await,
+            sim,
+            url,
+        }
+    }
+
+    fn adyen(&self) -> GuardedAdyen {
+        let client = AdyenClient::new(&AdyenSettings::local(&self.url, KEY, ACCOUNT).unwrap()).unwrap();
+        guarded(client, self.ctx.client.clone(), &self.ctx.table, ADYEN_BREAKER)
+    }
+
+    /// Recovery with Adyen's client only (no Stripe in this deployment), expiring after `expire_after_days`.
+    fn recovery(&self, expire_after_days: u64) -> Recovery<PspSet<StripeClient>> {
+        Recovery {
+            store: self.ctx.store_for("reconciler"),
+            leases: self.ctx.leases_for("reconciler"),
+            psp: PspSet::new(None, Some(self.adyen())),
+            settings: RecoverySettings {
+                stale_after: Duration::ZERO,
+                expire_after: Duration::from_secs(expire_after_days * 24 * 3600),
+                ..RecoverySettings::default()
+            },
+        }
+    }
+
+    /// A payment of 11.30 EUR authorised at Adyen under our id `pay_<name>_...`: its pspReference.
+    async fn authorised(&self, id: &PaymentId) -> PspReference {
+        let (order, money) = (OrderId::parse("order-adyen").unwrap(), money());
+        let method =
+            json!({ "type": "scheme", "encryptedCardNumber": "test_4111111111111111", "holderName": "J. Smith" })
+                .to_string();
+        let request = ChargeRequest {
+            payment_id: id,
+            order_id: &order,
+            money: &money,
+            payment_method: &method,
+        };
+        self.adyen()
+            .authorise(&format!("{id}:charge"), &request)
+            .await
+            .unwrap()
+            .psp_reference
+            .unwrap()
+    }
+
+    /// Our Adyen payment created `age_ms` ago, bound to `reference` (then `processing`) or not.
+    async fn payment(&self, id: &PaymentId, reference: Option<&PspReference>, age_ms: i64) {
+        let new = NewPayment {
+            id: id.clone(),
+            order_id: OrderId::parse("order-adyen").unwrap(),
+            money: money(),
+            provider: PspName::Adyen,
+            psp_reference: reference.cloned(),
+            metadata: Default::default(),
+            correlation_id: CorrelationId::parse("corr-setup").unwrap(),
+            trace_context: None,
+            now_ms: shared::clock::now_ms() - age_ms,
+        };
+        self.ctx.store.create(new).await.unwrap();
+        if reference.is_some() {
+            let processing = Observation::new(Path::Sync, Outcome::Processing, CorrelationId::parse("c").unwrap());
+            self.ctx.store.finalize(id, &processing, None).await.unwrap();
+        }
+    }
+
+    /// The notifications the simulator sent: (eventCode, originalReference or our reference).
+    fn notified(&self) -> Vec<(String, String)> {
+        let text = |v: &Value, f: &str| v[f].as_str().unwrap_or_default().to_owned();
+        self.sim
+            .outbox
+            .sent()
+            .iter()
+            .map(|i| (text(i, "eventCode"), text(i, "originalReference")))
+            .collect()
+    }
+
+    async fn due_key(&self, id: &PaymentId) -> Option<i64> {
+        let item = self
+            .ctx
+            .client
+            .get_item()
+            .table_name(&self.ctx.table)
+            .set_key(Some(shared::keys::payment(id)))
+            .consistent_read(true)
+            .send()
+            .await
+            .unwrap()
+            .item
+            .unwrap();
+        item.get("opened_at_ms").map(|v| v.as_n().unwrap().parse().unwrap())
+    }
+
+    /// Makes `id` due now (its back-off over).
+    async fn due_now(&self, id: &PaymentId) {
+        shared::store::open_index::defer(&self.ctx.client, &self.ctx.table, shared::keys::payment(id), 0)
+            .await
+            .unwrap();
+    }
+}
+
+fn money() -> Money {
+    Money::new(1130, Currency::parse("EUR").unwrap()).unwrap()
+}
+
+fn id(name: &str) -> PaymentId {
+    PaymentId::parse(format!("pay_{name}_{}", uuid::Uuid::new_v4().simple())).unwrap()
+}
+
+fn deadline() -> tokio::time::Instant {
+    tokio::time::Instant::now() + Duration::from_secs(30)
+}
+
+#[tokio::test]
+async fn an_adyen_payment_without_a_notification_is_ended_at_adyen_by_reference_after_its_deadline() {
+    let w = World::new().await;
+    let (bound, unbound, young) = (id("bound"), id("unbound"), id("young"));
+    let reference = w.authorised(&bound).await;
+    // Authorised at Adyen, but its pspReference never reached us (the answer lost).
+    let unbound_reference = w.authorised(&unbound).await;
+    let young_reference = w.authorised(&young).await;
+    w.payment(&bound, Some(&reference), 7 * DAY_MS + 3_600_000).await;
+    w.payment(&unbound, None, 7 * DAY_MS + 3_600_000).await;
+    w.payment(&young, Some(&young_reference), DAY_MS).await;
+    let opened = w.due_key(&bound).await.unwrap();
+    let authorisations = w.notified().len();
+
+    let report = w.recovery(7).run(deadline()).await.unwrap();
+
+    assert_eq!(
+        (report.found, report.end_requested, report.expired, report.errors),
+        (3, 2, 0, 0),
+        "{report:?}"
+    );
+    let mut ends = w.notified()[authorisations..].to_vec();
+    ends.sort();
+    assert_eq!(
+        ends,
+        [
+            ("CANCEL_OR_REFUND".to_owned(), reference.as_str().to_owned()),
+            ("TECHNICAL_CANCEL".to_owned(), unbound_reference.as_str().to_owned()),
+        ],
+        "a reversal of the bound one, a cancel by our id of the other; nothing about the young one"
+    );
+    for id in [&bound, &unbound, &young] {
+        assert!(
+            w.ctx.store.get(id).await.unwrap().unwrap().is_open(),
+            "{id}: its notification tells"
+        );
+    }
+    assert!(w.due_key(&bound).await.unwrap() > opened, "backed off meanwhile");
+
+    // No notification came (the intake was down): sent again under the same key, which Adyen answers by
+    // replay, so nothing is cancelled twice.
+    w.due_now(&bound).await;
+    let again = w.recovery(7).run(deadline()).await.unwrap();
+    assert_eq!((again.found, again.end_requested), (1, 1), "{again:?}");
+    assert_eq!(
+        w.notified().len(),
+        authorisations + 2,
+        "the same key: replayed, not done again"
+    );
+}
+
+#[tokio::test]
+async fn an_adyen_payment_whose_end_is_never_notified_expires_here_a_day_later() {
+    let w = World::new().await;
+    let silent = id("silent");
+    let reference = w.authorised(&silent).await;
+    w.payment(&silent, Some(&reference), 8 * DAY_MS + 3_600_000).await;
+    let authorisations = w.notified().len();
+
+    let report = w.recovery(7).run(deadline()).await.unwrap();
+
+    assert_eq!(
+        (report.found, report.expired, report.end_requested),
+        (1, 1, 0),
+        "{report:?}"
+    );
+    let p = w.ctx.store.get(&silent).await.unwrap().unwrap();
+    assert_eq!(p.status, PaymentStatus::Failed);
+    let reason = p.reason.unwrap_or_default();
+    assert!(
+        reason.starts_with("expired: no notification of the cancel requested at its PSP (adyen)"),
+        "{reason}"
+    );
+    let events = w.ctx.store.events(&silent).await.unwrap();
+    let last = events.last().unwrap();
+    assert_eq!((last.kind, last.path), (EventKind::PaymentFailed, Path::Recovery));
+    assert_eq!(w.due_key(&silent).await, None, "out of the index: the loop has ended");
+    assert_eq!(
+        w.notified().len(),
+        authorisations,
+        "Adyen is not called once the wait is over"
+    );
+}
