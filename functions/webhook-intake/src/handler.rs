@@ -251,15 +251,17 @@ async fn parsed(
     let webhook_id = http::header(req, "webhook-id");
     let (parsed, signed_id) = match provider.scheme {
         Scheme::Stripe => (stripe::parse(body), body_event_id(body)),
-        Scheme::Standard => match standard::parse(body, webhook_id.unwrap_or_default(), signed_at) {
-            Ok(parsed) => (Ok(parsed), None),
-            Err(standard::Refused::Created(why)) => {
-                // A 400 writes nothing: this line is its only record (the sender's integration must change).
-                warn!(provider = %provider.name, reason = %why, "Standard Webhooks event refused: no usable created");
-                return Err(ApiError::bad_request(why));
+        Scheme::Standard => {
+            match standard::parse(body, webhook_id.unwrap_or_default(), signed_at, provider.tolerance_secs) {
+                Ok(parsed) => (Ok(parsed), None),
+                Err(standard::Refused::Created(why)) => {
+                    // A 400 writes nothing: this line is its only record (the sender's integration must change).
+                    warn!(provider = %provider.name, reason = %why, "Standard Webhooks event refused: no usable created");
+                    return Err(ApiError::bad_request(why));
+                }
+                Err(standard::Refused::Unparseable(e)) => (Err(e), webhook_id.map(str::to_owned)),
             }
-            Err(standard::Refused::Unparseable(e)) => (Err(e), webhook_id.map(str::to_owned)),
-        },
+        }
         Scheme::Adyen => (
             Err(crate::psp_event::Unparseable(
                 "an Adyen notification is read item by item".into(),

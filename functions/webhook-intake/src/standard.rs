@@ -8,7 +8,8 @@
 //! `payment.succeeded`, `payment.attempt_failed` (`decline_code`, optional `retry_token`), `payment.failed`
 //! (`reason`), `payment.refunded` (`refunded_total_minor`, `captured`). The event id is the `webhook-id` header.
 //!
-//! `created` is required, and not after the signing time (beyond the clock tolerance): a PSP re-signs every
+//! `created` is required, and not after the signing time beyond the endpoint's clock tolerance (its
+//! `tolerance_secs`, the same that bounds the signing time): a PSP re-signs every
 //! delivery attempt, so `webhook-timestamp` says when this attempt was sent, not when the event happened.
 //! Taken as the event's time, a late retry of an old `processing` looked newer than the customer's action and
 //! took it away, and an unknown payment's wait window restarted with every retry. An event without it is
@@ -19,7 +20,6 @@
 //! one naming only a `psp_reference` that no payment of ours holds is not, and is acknowledged as ignored.
 
 use crate::psp_event::{self, Facts, Parsed, PaymentRef, PspEvent, Unparseable};
-use crate::signature::DEFAULT_TOLERANCE_SECS;
 use serde::Deserialize;
 use shared::{
     ClientSecret, Currency, CustomerAction, Outcome, PaymentId, PspEventId, PspReference, RedirectUrl, RetryToken,
@@ -101,14 +101,14 @@ impl From<Refused> for Unparseable {
 }
 
 /// The event in our terms; `webhook_id` and `webhook_timestamp` (the attempt's signing time) come from the
-/// verified headers.
-pub fn parse(body: &[u8], webhook_id: &str, webhook_timestamp: i64) -> Result<Parsed, Refused> {
+/// verified headers, `tolerance_secs` is the endpoint's clock tolerance (`Provider::tolerance_secs`).
+pub fn parse(body: &[u8], webhook_id: &str, webhook_timestamp: i64, tolerance_secs: i64) -> Result<Parsed, Refused> {
     let event: Event = serde_json::from_slice(body).map_err(Bad::because)?;
     psp_event::event_type(&event.kind)?;
     if !KNOWN.contains(&event.kind.as_str()) {
         return Ok(Parsed::Ignored { event_type: event.kind });
     }
-    let created_secs = created(event.created, webhook_timestamp)?;
+    let created_secs = created(event.created, webhook_timestamp, tolerance_secs)?;
     let data = event.data.ok_or_else(|| Unparseable("data is missing".into()))?;
     let outcome = outcome(&event.kind, &data)?;
     let target = PaymentRef {
@@ -142,14 +142,14 @@ pub fn parse(body: &[u8], webhook_id: &str, webhook_timestamp: i64) -> Result<Pa
 }
 
 /// When the event was created (epoch seconds): required, positive, and not after its signing beyond the
-/// clock tolerance (see the module doc).
-fn created(created: Option<i64>, signed_at: i64) -> Result<i64, Refused> {
+/// endpoint's clock tolerance (see the module doc).
+fn created(created: Option<i64>, signed_at: i64, tolerance_secs: i64) -> Result<i64, Refused> {
     let Some(created) = created else {
         return Err(Refused::Created(
             "created is missing: the event's own creation time (epoch seconds) is required".into(),
         ));
     };
-    if created <= 0 || created > signed_at.saturating_add(DEFAULT_TOLERANCE_SECS) {
+    if created <= 0 || created > signed_at.saturating_add(tolerance_secs) {
         return Err(Refused::Created(format!(
             "created {created} is not a time before the delivery was signed ({signed_at})"
         )));
@@ -205,7 +205,13 @@ fn outcome(kind: &str, data: &Data) -> Result<Outcome, Unparseable> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::signature::DEFAULT_TOLERANCE_SECS;
     use serde_json::json;
+
+    /// [`super::parse`] for an endpoint with the default tolerance.
+    fn parse(body: &[u8], webhook_id: &str, signed_at: i64) -> Result<Parsed, Refused> {
+        super::parse(body, webhook_id, signed_at, DEFAULT_TOLERANCE_SECS)
+    }
 
     #[test]
     fn our_schema_parses() {
@@ -297,6 +303,10 @@ mod tests {
         ] {
             assert!(created(&body(bad.clone())).is_err(), "{bad}");
         }
+        // The endpoint's own tolerance bounds it, not the default.
+        let created_with = |b: &[u8], tolerance: i64| super::parse(b, "msg_1", signed_at, tolerance).is_ok();
+        assert!(!created_with(&body(json!(signed_at + 61)), 60));
+        assert!(created_with(&body(json!(signed_at + 900)), 900));
         // A type we do not handle needs no time: acknowledged as before.
         assert!(matches!(
             parse(br#"{"type":"payment.disputed"}"#, "m", signed_at),

@@ -156,7 +156,9 @@ pub fn standard_signature(data: &[u8]) {
             now.abs_diff(ts) <= DEFAULT_TOLERANCE_SECS.unsigned_abs(),
             "accepted outside the tolerance"
         );
-        if let Ok(parsed) = webhook_intake::standard::parse(body, id.as_deref().unwrap_or_default(), ts) {
+        if let Ok(parsed) =
+            webhook_intake::standard::parse(body, id.as_deref().unwrap_or_default(), ts, DEFAULT_TOLERANCE_SECS)
+        {
             after_parse(parsed);
         }
     }
@@ -190,7 +192,12 @@ pub fn stripe_event(data: &[u8]) {
 pub fn standard_event(data: &[u8]) {
     let ([id, timestamp], body) = split_lines::<2>(data);
     let timestamp = now_from(timestamp.as_ref());
-    if let Ok(parsed) = webhook_intake::standard::parse(body, id.as_deref().unwrap_or_default(), timestamp) {
+    if let Ok(parsed) = webhook_intake::standard::parse(
+        body,
+        id.as_deref().unwrap_or_default(),
+        timestamp,
+        DEFAULT_TOLERANCE_SECS,
+    ) {
         after_parse(parsed);
     }
 }

@@ -4,15 +4,21 @@
 
 use super::ParkedItem;
 use shared::Env;
-use webhook_intake::providers::{ProviderSpec, Scheme};
+use webhook_intake::providers::{Provider, ProviderSpec, Scheme};
 use webhook_intake::psp_event::{Expectations, Parsed, PaymentRef};
 
 pub(super) fn provider(env: &Env, name: &str) -> Result<(Scheme, Expectations), crate::Error> {
+    let endpoint = endpoint(env, name)?;
+    Ok((endpoint.scheme, endpoint.expect))
+}
+
+/// The provider `name` as the intake reads its events (scheme, expectations, clock tolerance), without secrets.
+fn endpoint(env: &Env, name: &str) -> Result<Provider, crate::Error> {
     let spec = ProviderSpec::from_env(env)?
         .into_iter()
         .find(|s| s.name == name)
         .ok_or_else(|| format!("provider {name} is not configured (WEBHOOK_PROVIDERS)"))?;
-    Ok((spec.scheme, spec.expectations()))
+    Ok(spec.unsigned())
 }
 
 /// What a parked webhook's body names (payment id, PSP reference), read by the intake's parser; `None` when
@@ -28,15 +34,17 @@ pub(super) type ParseResult = Result<Parsed, webhook_intake::psp_event::Unparsea
 
 /// The intake's parser over the parked body with its redacted values removed; also whether there were any.
 pub(super) fn parse(env: &Env, item: &ParkedItem) -> Result<(ParseResult, bool), crate::Error> {
-    let (scheme, _) = provider(env, &item.provider)?;
+    let endpoint = endpoint(env, &item.provider)?;
     let (stripped, redacted) = strip_redacted(&item.body);
     let body = stripped.as_bytes();
-    let parsed = match scheme {
+    let parsed = match endpoint.scheme {
         Scheme::Stripe => webhook_intake::stripe::parse(body),
         // The webhook-timestamp header is not kept: the parking time bounds `created` (a body parked before
         // `created` was required, and lacking it, cannot be replayed: its event time is unknown).
         Scheme::Standard => {
-            webhook_intake::standard::parse(body, &item.event_key, item.recorded_at_ms / 1000).map_err(Into::into)
+            let parked_at = item.recorded_at_ms / 1000;
+            webhook_intake::standard::parse(body, &item.event_key, parked_at, endpoint.tolerance_secs)
+                .map_err(Into::into)
         }
         // An Adyen item is parked as its signed fields (`webhook_intake::adyen::retry::ParkedItem`).
         Scheme::Adyen => webhook_intake::adyen::retry::parse_parked(body),

@@ -139,3 +139,29 @@ async fn a_refused_event_is_one_anomaly_however_often_it_is_delivered() {
     assert_eq!((p.status, p.anomalies, p.version), (PaymentStatus::Pending, 1, 2));
     assert_eq!(t.ctx.store.parked(ParkedKind::Quarantined).await.unwrap().len(), 1);
 }
+
+/// An endpoint's own clock tolerance (`tolerance_secs` in `WEBHOOK_PROVIDERS`) bounds `created` as it bounds
+/// the signing time: a tight one refuses an event created 100 s after its signing, a wide one takes one
+/// created 600 s after it (the default, 300 s, would have decided both the other way).
+#[tokio::test]
+async fn created_is_checked_against_the_endpoints_own_tolerance() {
+    let secrets = json!({ "acme": [STANDARD] }).to_string();
+    let endpoint = |tolerance: i64| {
+        let spec = json!([{ "name": "acme", "scheme": "standard", "connect": true, "account": "acct_acme",
+                            "tolerance_secs": tolerance }]);
+        Providers::from_json(&spec.to_string(), &secrets).unwrap()
+    };
+    let mut t = TestIntake::new().await;
+    let id = t.payment_of("pay_sc_tol", "acme").await;
+
+    t.app.providers = endpoint(60).into();
+    let ahead = acme_event("payment.processing", &id, Some(now() + 100), json!({}));
+    let a = t.send(acme_signed_at("msg_tight", &ahead, now())).await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST, "{}", a.body);
+    assert!(a.body["message"].as_str().unwrap().contains("created"), "{}", a.body);
+
+    t.app.providers = endpoint(900).into();
+    let skewed = acme_event("payment.processing", &id, Some(now() + 600), json!({}));
+    let a = t.send(acme_signed_at("msg_wide", &skewed, now())).await;
+    assert_eq!(result(&a), "applied", "{}", a.body);
+}
