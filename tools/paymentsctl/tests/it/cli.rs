@@ -293,3 +293,37 @@ async fn stack_reads_the_table_and_the_queues_from_the_stack_outputs() {
         text(&unknown.stderr)
     );
 }
+
+#[tokio::test]
+async fn a_breaker_reset_without_a_terminal_needs_yes_and_leaves_the_breaker_open_until_given() {
+    let ctx = TestContext::new().await;
+    let now = shared::clock::now_ms();
+    let opening = payments_core::breaker::Opening {
+        failures: 5,
+        requests: 3,
+    };
+    shared::psp::breaker::item::BreakerItem::new(ctx.client.clone(), ctx.table.clone(), shared::psp::BREAKER_NAME)
+        .open(Some(opening), now, now + 60_000)
+        .await
+        .unwrap();
+    let state = |out: Output| serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["state"].clone();
+
+    let refused = paymentsctl(Some(&ctx.table), &["breaker", "reset"]);
+    assert_eq!(refused.status.code(), Some(2), "{}", text(&refused.stderr));
+    assert!(
+        text(&refused.stderr).contains("pass --yes"),
+        "{}",
+        text(&refused.stderr)
+    );
+    assert_eq!(
+        state(paymentsctl(Some(&ctx.table), &["breaker", "show", "--json"])),
+        "open"
+    );
+
+    let done = paymentsctl(Some(&ctx.table), &["breaker", "reset", "--yes"]);
+    assert_eq!(done.status.code(), Some(0), "{}", text(&done.stderr));
+    assert_eq!(
+        state(paymentsctl(Some(&ctx.table), &["breaker", "show", "--json"])),
+        "closed"
+    );
+}
