@@ -17,12 +17,12 @@
 
 use crate::inventory;
 use crate::orders::{self, Cancel};
-use crate::runner::{RunError, Runner};
+use crate::runner::{CheckoutPsp, RunError, Runner};
 use lambda_http::http::{Method, StatusCode};
 use lambda_http::{Body, Request, RequestExt, Response};
 use serde::{Deserialize, Serialize};
 use shared::http::{self, ApiError};
-use shared::psp::Psp;
+use shared::psp::Psps;
 use shared::router::{RouteTableError, Router};
 use shared::saga::{Checkout, SagaEvent, SagaRecord};
 use shared::telemetry::ErrorChain;
@@ -44,13 +44,24 @@ pub struct StartCheckout {
     pub payment_method: String,
 }
 
+/// The longest Adyen `paymentMethod` a checkout takes: its client-side encrypted card fields are about a
+/// kilobyte each (Stripe's `pm_...` ids: [`text::MAX_PAYMENT_METHOD_CHARS`]).
+pub const MAX_ADYEN_PAYMENT_METHOD_CHARS: usize = 8192;
+
 impl StartCheckout {
+    /// The request for a Stripe checkout ([`StartCheckout::parse_for`]).
     pub fn parse(self) -> Result<(OrderId, Checkout), ApiError> {
+        self.parse_for(CheckoutPsp::Stripe)
+    }
+
+    /// The order and checkout, the payment method checked as `psp` takes it: a `pm_...` id for Stripe, Adyen's
+    /// `paymentMethod` object (JSON with a `type`) for Adyen.
+    pub fn parse_for(self, psp: CheckoutPsp) -> Result<(OrderId, Checkout), ApiError> {
         let bad = |e: shared::DomainError| ApiError::bad_request(e.to_string());
         if self.quantity == 0 || self.quantity > 1000 {
             return Err(ApiError::bad_request("quantity must be between 1 and 1000"));
         }
-        text::check("payment_method", &self.payment_method, text::MAX_PAYMENT_METHOD_CHARS).map_err(bad)?;
+        payment_method(&self.payment_method, psp)?;
         let money = Money::new(self.amount_minor, Currency::parse(&self.currency).map_err(bad)?).map_err(bad)?;
         Ok((
             OrderId::parse(self.order_id).map_err(bad)?,
@@ -61,6 +72,26 @@ impl StartCheckout {
                 payment_method: self.payment_method,
             },
         ))
+    }
+}
+
+/// The payment method as `psp` takes it.
+fn payment_method(value: &str, psp: CheckoutPsp) -> Result<(), ApiError> {
+    let bad = |e: shared::DomainError| ApiError::bad_request(e.to_string());
+    match psp {
+        CheckoutPsp::Stripe => text::check("payment_method", value, text::MAX_PAYMENT_METHOD_CHARS).map_err(bad),
+        CheckoutPsp::Adyen => {
+            text::check("payment_method", value, MAX_ADYEN_PAYMENT_METHOD_CHARS).map_err(bad)?;
+            let typed = serde_json::from_str::<serde_json::Value>(value)
+                .ok()
+                .is_some_and(|m| m.get("type").is_some_and(serde_json::Value::is_string));
+            if !typed {
+                return Err(ApiError::bad_request(
+                    "payment_method: Adyen's paymentMethod object (JSON with a type)",
+                ));
+            }
+            Ok(())
+        }
     }
 }
 
@@ -204,7 +235,7 @@ fn route(method: &Method, path: &str) -> Result<Route, ApiError> {
 }
 
 /// Handles one API request. Never fails: every error is an answer with a JSON body.
-pub async fn handle<P: Psp>(runner: &Runner<P>, req: Request) -> Result<Response<Body>, lambda_http::Error> {
+pub async fn handle<P: Psps>(runner: &Runner<P>, req: Request) -> Result<Response<Body>, lambda_http::Error> {
     let correlation_id = http::correlation_id(&req);
     // The request span carries the order (the saga's id) on every line, as payment requests carry the payment;
     // in Lambda it starts under the invocation's segment (which continues the caller's trace).
@@ -233,13 +264,13 @@ pub async fn handle<P: Psp>(runner: &Runner<P>, req: Request) -> Result<Response
     .unwrap_or_else(ApiError::into_response))
 }
 
-async fn get<P: Psp>(runner: &Runner<P>, id: &OrderId) -> Result<Response<Body>, ApiError> {
+async fn get<P: Psps>(runner: &Runner<P>, id: &OrderId) -> Result<Response<Body>, ApiError> {
     let saga = runner.sagas.load(id).await.map_err(internal)?;
     let saga = saga.ok_or_else(|| ApiError::not_found(format!("no checkout for order {id}")))?;
     Ok(http::json(StatusCode::OK, &SagaView::from(saga.record())))
 }
 
-async fn events<P: Psp>(runner: &Runner<P>, id: &OrderId) -> Result<Response<Body>, ApiError> {
+async fn events<P: Psps>(runner: &Runner<P>, id: &OrderId) -> Result<Response<Body>, ApiError> {
     let events = runner.sagas.events(id).await?;
     if events.is_empty() {
         return Err(ApiError::not_found(format!("no checkout for order {id}")));
@@ -248,7 +279,7 @@ async fn events<P: Psp>(runner: &Runner<P>, id: &OrderId) -> Result<Response<Bod
     Ok(http::json(StatusCode::OK, &views))
 }
 
-async fn cancel<P: Psp>(runner: &Runner<P>, id: &OrderId, deadline: Instant) -> Result<Response<Body>, ApiError> {
+async fn cancel<P: Psps>(runner: &Runner<P>, id: &OrderId, deadline: Instant) -> Result<Response<Body>, ApiError> {
     match orders::cancel(runner.sagas.client(), runner.sagas.table(), id).await? {
         Cancel::Cancelled => {
             // Before the capture the PaymentIntent is canceled; after it, the payment is refunded. The order is
@@ -269,7 +300,7 @@ async fn cancel<P: Psp>(runner: &Runner<P>, id: &OrderId, deadline: Instant) -> 
     }
 }
 
-async fn put_stock<P: Psp>(runner: &Runner<P>, req: &Request, sku: &Sku) -> Result<Response<Body>, ApiError> {
+async fn put_stock<P: Psps>(runner: &Runner<P>, req: &Request, sku: &Sku) -> Result<Response<Body>, ApiError> {
     let body: SetStock = http::parse_json(http::body_bytes(req))?;
     inventory::put_stock(runner.sagas.client(), runner.sagas.table(), sku, body.available).await?;
     Ok(http::json(
@@ -278,7 +309,7 @@ async fn put_stock<P: Psp>(runner: &Runner<P>, req: &Request, sku: &Sku) -> Resu
     ))
 }
 
-async fn get_stock<P: Psp>(runner: &Runner<P>, sku: &Sku) -> Result<Response<Body>, ApiError> {
+async fn get_stock<P: Psps>(runner: &Runner<P>, sku: &Sku) -> Result<Response<Body>, ApiError> {
     let available = inventory::available(runner.sagas.client(), runner.sagas.table(), sku)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("no stock item for {sku}")))?;
@@ -288,9 +319,9 @@ async fn get_stock<P: Psp>(runner: &Runner<P>, sku: &Sku) -> Result<Response<Bod
     ))
 }
 
-async fn start<P: Psp>(runner: &Runner<P>, req: &Request) -> Result<Response<Body>, ApiError> {
+async fn start<P: Psps>(runner: &Runner<P>, req: &Request) -> Result<Response<Body>, ApiError> {
     let request: StartCheckout = http::parse_json(http::body_bytes(req))?;
-    let (order_id, checkout) = request.parse()?;
+    let (order_id, checkout) = request.parse_for(runner.settings.new_checkouts)?;
     tracing::Span::current().record("order_id", order_id.as_str());
     let run = tokio::time::timeout_at(run_deadline(req), runner.start(order_id.clone(), checkout))
         .await
@@ -337,6 +368,33 @@ fn internal(e: shared::saga::SagaStoreError) -> ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_payment_method_is_checked_as_the_checkouts_psp_takes_it() {
+        let request = |method: &str| StartCheckout {
+            order_id: "order-1".into(),
+            sku: "sku-1".into(),
+            quantity: 1,
+            amount_minor: 2500,
+            currency: "EUR".into(),
+            payment_method: method.into(),
+        };
+        let adyen = r#"{"type":"scheme","encryptedCardNumber":"adyenjs_0_1_25$ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"}"#;
+        assert!(request(adyen).parse_for(CheckoutPsp::Adyen).is_ok());
+        assert!(
+            request(adyen).parse_for(CheckoutPsp::Stripe).is_err(),
+            "longer than a pm_ id"
+        );
+        assert!(request("pm_card_visa").parse_for(CheckoutPsp::Stripe).is_ok());
+        for refused in ["pm_card_visa", r#"{"encryptedCardNumber":"x"}"#, "[]"] {
+            assert!(request(refused).parse_for(CheckoutPsp::Adyen).is_err(), "{refused}");
+        }
+        let huge = format!(
+            r#"{{"type":"scheme","x":"{}"}}"#,
+            "a".repeat(MAX_ADYEN_PAYMENT_METHOD_CHARS)
+        );
+        assert!(request(&huge).parse_for(CheckoutPsp::Adyen).is_err());
+    }
 
     #[test]
     fn the_route_table_builds() {

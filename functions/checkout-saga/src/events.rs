@@ -7,23 +7,24 @@ use crate::runner::Runner;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use order_projection::OrderProjection;
 use shared::consumer::{self, Consumer};
-use shared::psp::Psp;
+use shared::psp::Psps;
 use shared::telemetry::ErrorChain;
 use shared::{clock, outbox, PaymentStatus};
 use std::collections::HashSet;
 use tokio::time::Instant;
 use tracing::warn;
 
-/// Statuses that can move a waiting saga.
+/// Statuses that can move a waiting saga. `processing` too: an Adyen payment authorised by notification after
+/// the customer's 3-D Secure challenge is captured by its waiting saga (a Stripe one's resume just waits on).
 fn may_move_a_saga(status: PaymentStatus) -> bool {
     matches!(
         status,
-        PaymentStatus::Captured | PaymentStatus::Failed | PaymentStatus::Refunded
+        PaymentStatus::Processing | PaymentStatus::Captured | PaymentStatus::Failed | PaymentStatus::Refunded
     )
 }
 
 /// Applies the batch, then resumes the sagas its events may move, until `deadline`.
-pub async fn handle<P: Psp>(
+pub async fn handle<P: Psps>(
     consumer: &Consumer<OrderProjection>,
     runner: &Runner<P>,
     batch: SqsEvent,

@@ -25,10 +25,17 @@
 //! customer's refusal), a step that needs the PSP is neither retried nor escalated: the saga waits as it is and
 //! the sweeper resumes it later (after the cool-down, or once the key is fixed; `PspAuthFailed` alarms).
 //!
+//! A checkout's PSP is chosen when its payment is created (`SAGA_PSP`, [`Settings::new_checkouts`]) and
+//! recorded on the payment; every later step about it goes to that PSP (invariant 13). The table above is
+//! Stripe's; an Adyen payment takes the same states, deadlines and compensations through `adyen`
+//! (authorise and capture, refund, cancel, or cancel by our reference; no status read, its outcomes by
+//! notification).
+//!
 //! This module holds the loop, its retries and escalation; each state's step is in `steps` (stock, payment
-//! item, order) or `psp` (charge, refund, cancel at the PSP), what the saga learns goes through `observe`, and
-//! what is done at a deadline or the first escalation is in `deadline`.
+//! item, order), `psp` (charge, refund, cancel at Stripe) or `adyen` (the same at Adyen), what the saga learns
+//! goes through `observe`, and what is done at a deadline or the first escalation is in `deadline`.
 
+mod adyen;
 mod deadline;
 mod observe;
 mod psp;
@@ -37,7 +44,7 @@ mod steps;
 use crate::metrics;
 use crate::orders;
 use shared::clock::Clock;
-use shared::psp::{Psp, PspError};
+use shared::psp::{set, PspError, Psps};
 use shared::recovery::Recovery;
 use shared::retry::Backoff;
 use shared::saga::{
@@ -45,7 +52,7 @@ use shared::saga::{
 };
 use shared::store::{PaymentStore, StoreError};
 use shared::telemetry::ErrorChain;
-use shared::{CorrelationId, OrderId};
+use shared::{CorrelationId, OrderId, PspName};
 use std::time::Duration;
 use thiserror::Error;
 use tracing::{error, info, warn, Instrument};
@@ -112,6 +119,41 @@ pub struct Settings {
     pub charge_deadline: Duration,
     /// How long a refund or a cancel at the PSP may wait or fail before a person is told (once).
     pub compensation_deadline: Duration,
+    /// `SAGA_PSP`: the PSP a new checkout's payment is created for and charged through.
+    pub new_checkouts: CheckoutPsp,
+}
+
+/// The PSP new checkouts go to (`SAGA_PSP`). One per deployment rather than per request: a checkout's
+/// payment method is one PSP's (a Stripe `pm_...` id, Adyen's `paymentMethod` object) and the customer's page
+/// that made it is built for that PSP's components, so the page and the saga are configured together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CheckoutPsp {
+    #[default]
+    Stripe,
+    Adyen,
+}
+
+impl CheckoutPsp {
+    /// `SAGA_PSP`: `stripe` (default) or `adyen`.
+    pub fn from(env: &shared::Env) -> Result<Self, shared::ConfigError> {
+        match env.optional("SAGA_PSP").as_deref().map(str::trim) {
+            None | Some("stripe") => Ok(Self::Stripe),
+            Some("adyen") => Ok(Self::Adyen),
+            Some(other) => Err(shared::ConfigError::Invalid {
+                name: "SAGA_PSP",
+                expected: "stripe or adyen",
+                value: other.to_owned(),
+            }),
+        }
+    }
+
+    /// The name the payment records.
+    pub fn name(self) -> PspName {
+        match self {
+            Self::Stripe => PspName::Stripe,
+            Self::Adyen => PspName::Adyen,
+        }
+    }
 }
 
 impl Settings {
@@ -140,6 +182,7 @@ impl Default for Settings {
             step_deadline: from_ms(Deadlines::DEFAULT.step_ms),
             charge_deadline: from_ms(Deadlines::DEFAULT.charge_ms),
             compensation_deadline: from_ms(Deadlines::DEFAULT.compensation_ms),
+            new_checkouts: CheckoutPsp::Stripe,
         }
     }
 }
@@ -151,7 +194,8 @@ fn from_ms(ms: i64) -> Duration {
 /// Everything a saga step touches, built once per cold start.
 pub struct Runner<P> {
     pub sagas: SagaStore,
-    /// Recovery: the payment store, the payment leases and the PSP client the saga's steps use too.
+    /// Recovery: the payment store, the payment leases and the PSP clients the saga's steps use too (a
+    /// [`shared::psp::PspSet`], or one Stripe client alone).
     pub recovery: Recovery<P>,
     pub escalation: Escalation,
     pub settings: Settings,
@@ -171,13 +215,21 @@ fn correlation(order: &OrderId) -> CorrelationId {
     CorrelationId::derived("checkout", order.as_str())
 }
 
-impl<P: Psp> Runner<P> {
+impl<P: Psps> Runner<P> {
     fn table(&self) -> &str {
         self.sagas.table()
     }
 
-    fn psp(&self) -> &P {
+    /// Every PSP client, routed by a payment's provider.
+    fn psps(&self) -> &P {
         &self.recovery.psp
+    }
+
+    /// The Stripe client, for a payment of Stripe's; without one here a deployment fault, deferred.
+    fn psp(&self) -> Result<&P::Stripe, PspError> {
+        self.psps()
+            .stripe()
+            .ok_or_else(|| set::not_configured(&PspName::Stripe, "stripe"))
     }
 
     fn payments(&self) -> &PaymentStore {

@@ -9,7 +9,7 @@
 //! (12 such sagas would otherwise take a shard's whole share of every run).
 
 use crate::runner::{RunError, Runner};
-use shared::psp::Psp;
+use shared::psp::Psps;
 use shared::saga::{after_resume, saga_key, SagaRecord, Sweep};
 use shared::store::open_index::{age_seconds, defer as defer_item, due_items, next_due, OpenKind};
 use shared::store::StoreError;
@@ -53,7 +53,7 @@ pub struct SweepReport {
 
 /// Resumes every saga open for longer than `stuck_after` (at most `limit`), until `deadline`: what is left
 /// is found by the next run.
-pub async fn sweep<P: Psp>(
+pub async fn sweep<P: Psps>(
     runner: &Runner<P>,
     stuck_after: Duration,
     limit: usize,
@@ -124,7 +124,7 @@ pub async fn sweep<P: Psp>(
 /// Moves a saga that is still open to its next look (best effort: on failure it is looked at next run): the
 /// core's decision ([`after_resume`]): a saga set aside after its escalation on its own schedule, any other
 /// on the capped back-off.
-async fn defer<P: Psp>(runner: &Runner<P>, record: &SagaRecord, stuck_ms: i64) {
+async fn defer<P: Psps>(runner: &Runner<P>, record: &SagaRecord, stuck_ms: i64) {
     let max = i64::try_from(MAX_SAGA_RECHECK.as_millis()).unwrap_or(i64::MAX);
     let now = runner.settings.clock.now_ms();
     let due = match after_resume(record, now) {

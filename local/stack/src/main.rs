@@ -29,7 +29,7 @@ use hyper_util::rt::TokioIo;
 use lambda_http::Body;
 use shared::http::ApiError;
 use shared::lease::Leases;
-use shared::psp::GuardedStripe;
+use shared::psp::{GuardedStripe, PspSet};
 use shared::recovery::{Recovery, RecoverySettings};
 use shared::router::{RouteTableError, Router};
 use shared::saga::Escalation;
@@ -47,7 +47,7 @@ struct Apps {
     routes: Router<Function>,
     sync: sync_finalize::App,
     intake: webhook_intake::App,
-    checkout: Option<Arc<Runner<GuardedStripe>>>,
+    checkout: Option<Arc<Runner<PspSet>>>,
 }
 
 /// The function API Gateway sends a path to; each function then routes by method and path itself.
@@ -142,9 +142,9 @@ async fn main() -> Result<(), Error> {
 /// The checkout saga's three functions and the reconciler, each built as its binary builds it, on its own
 /// clients.
 struct CheckoutFunctions {
-    api: Arc<Runner<GuardedStripe>>,
-    events: Arc<Runner<GuardedStripe>>,
-    sweeper: Arc<Runner<GuardedStripe>>,
+    api: Arc<Runner<PspSet>>,
+    events: Arc<Runner<PspSet>>,
+    sweeper: Arc<Runner<PspSet>>,
     reconciler: Recovery<GuardedStripe>,
     catchup: webhook_intake::catchup::CatchUp,
 }

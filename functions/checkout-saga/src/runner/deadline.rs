@@ -5,12 +5,12 @@
 
 use super::{Advanced, RunError, Runner};
 use crate::metrics;
-use shared::psp::Psp;
+use shared::psp::Psps;
 use shared::saga::{passed, Loaded, OnDeadline, SagaRecord, SagaStoreError};
 use shared::telemetry::ErrorChain;
 use tracing::{error, info, warn};
 
-impl<P: Psp> Runner<P> {
+impl<P: Psps> Runner<P> {
     /// The saga's next step, unless its state's deadline passed and gives the step up: a payment not created
     /// (the stock goes back) or a charge not answered (what it made at the PSP is canceled) in time.
     pub(super) async fn step_or_deadline(&self, loaded: Loaded) -> Result<Advanced, RunError> {

@@ -3,7 +3,7 @@
 
 use super::{correlation, RunError, Runner};
 use shared::psp::stripe::Refund;
-use shared::psp::{PaymentIntent, Psp, PspError};
+use shared::psp::{PaymentIntent, PspError, Psps};
 use shared::saga::{AwaitDeadlines, SagaRecord};
 use shared::store::read_item;
 use shared::{Observation, OrderId, Outcome, Path, PaymentId, PaymentStatus, RefundStatus, RefundStep};
@@ -14,7 +14,7 @@ pub(super) fn in_checkout_trace(mut observation: Observation, saga: &SagaRecord)
     observation
 }
 
-impl<P: Psp> Runner<P> {
+impl<P: Psps> Runner<P> {
     /// Applies a PaymentIntent the saga read from the PSP through the one finalize.
     /// The payment's status afterwards, when there was something to apply.
     pub(super) async fn observe_intent(
@@ -48,14 +48,31 @@ impl<P: Psp> Runner<P> {
     ) -> Result<(RefundStatus, RefundStep), RunError> {
         let observation = shared::recovery::refund_observation(refund, Path::Sync, None, correlation(&saga.order_id))
             .map_err(|e| RunError::Psp(PspError::BadAnswer(e.into())))?;
-        let answered = RefundStatus::parse(&refund.status);
+        self.refund_recorded(payment_id, saga, observation, RefundStatus::parse(&refund.status))
+            .await
+    }
+
+    /// Applies a refund report the saga got from its PSP (`observation`, an `Outcome::Refund`) through the one
+    /// finalize, and says where the saga's refund step stands as the payment now knows that refund: its
+    /// recorded status (a webhook's or notification's, which only moves forward), else `answered`.
+    pub(super) async fn refund_recorded(
+        &self,
+        payment_id: &PaymentId,
+        saga: &SagaRecord,
+        observation: Observation,
+        answered: Option<RefundStatus>,
+    ) -> Result<(RefundStatus, RefundStep), RunError> {
+        let Outcome::Refund(report) = &observation.outcome else {
+            return Err(RunError::Invalid("a refund step observed no refund".into()));
+        };
+        let refund_id = report.refund.refund_id.clone();
         let observation = in_checkout_trace(observation, saga);
         let payment = self.payments().finalize(payment_id, &observation, None).await?.payment;
-        let known = payment.refunds.iter().find(|r| r.refund_id == refund.id);
+        let known = payment.refunds.iter().find(|r| r.refund_id == refund_id);
         let own = known
             .map(|r| r.status)
             .or(answered)
-            .ok_or_else(|| RunError::Invalid(format!("refund {} has an unknown status", refund.id)))?;
+            .ok_or_else(|| RunError::Invalid(format!("refund {refund_id} has an unknown status")))?;
         let owed = saga.checkout.money.amount_minor();
         Ok((own, shared::refund_step(own, &payment.refunds, owed)))
     }

@@ -3,7 +3,7 @@
 
 use super::observe::in_checkout_trace;
 use super::{correlation, Advanced, RunError, Runner};
-use shared::psp::{ChargeRequest, IntentStatus, PaymentIntent, Psp, PspError};
+use shared::psp::{ChargeRequest, IntentStatus, PaymentIntent, Psp, PspError, Psps};
 use shared::saga::{
     after_refund, after_search, cancel_start, charge_call, read_back, AfterRefund, CancelStart, CancellingPayment,
     ChargeCall, Charging, IntentState, ReadBack, RefundCalled, RefundImpossible, RefundingPayment, Saga,
@@ -11,7 +11,7 @@ use shared::saga::{
 use shared::{OrderId, Outcome, Path, PaymentStatus};
 use tracing::{error, info, warn};
 
-impl<P: Psp> Runner<P> {
+impl<P: Psps> Runner<P> {
     /// Charges the payment the saga saved: at the PSP with the key `<order>:charge` (the same on every retry,
     /// however late), finalizes the PSP's synchronous answer and records the request. A payment the PSP already
     /// answered for (its PaymentIntent bound by a webhook) is read, never charged again: that holds even after
@@ -25,8 +25,8 @@ impl<P: Psp> Runner<P> {
             .ok_or_else(|| RunError::Invalid(format!("payment {} of saga {order} vanished", saga.payment_id())))?;
         // Which call comes first is the core's decision (the protocol model runs the same one).
         let answer = match charge_call(payment.psp_reference.as_ref(), payment.created_at_ms, now) {
-            ChargeCall::Retrieve(reference) => self.psp().retrieve(&reference).await,
-            ChargeCall::SearchFirst => match self.psp().find_for_payment(&payment.id).await? {
+            ChargeCall::Retrieve(reference) => self.psp()?.retrieve(&reference).await,
+            ChargeCall::SearchFirst => match self.psp()?.find_for_payment(&payment.id).await? {
                 Some(first) => {
                     warn!(order_id = %order, payment_id = %payment.id, intent = %first.id,
                           "charge retried after the PSP's key expired: the first PaymentIntent is used");
@@ -75,7 +75,7 @@ impl<P: Psp> Runner<P> {
             money: &checkout.money,
             payment_method: &checkout.payment_method,
         };
-        self.psp()
+        self.psp()?
             .charge(&format!("{}:charge", saga.order_id()), &request)
             .await
     }
@@ -103,7 +103,7 @@ impl<P: Psp> Runner<P> {
         // What each answer leads to is the core's decision (`after_refund`, `read_back`); the protocol model
         // takes the same.
         let refused = match self
-            .psp()
+            .psp()?
             .refund(&format!("{}:refund", saga.order_id()), &reference, None)
             .await
         {
@@ -133,7 +133,7 @@ impl<P: Psp> Runner<P> {
             },
             Err(e) => return Err(e.into()),
         };
-        let intent = self.psp().retrieve(&reference).await?;
+        let intent = self.psp()?.retrieve(&reference).await?;
         // Recorded whatever the saga decides: the payment keeps the PSP's truth (a part refunded at the PSP
         // too) for the person an impossible refund is escalated to.
         self.observe_intent(&payment_id, saga.record(), &intent).await?;
@@ -156,7 +156,7 @@ impl<P: Psp> Runner<P> {
     /// and the saga no longer refunds after it, so no retry, resume or sweep refunds or escalates it again (a
     /// crash between the save and the send loses that one message; the saga keeps the reason, and the dispute
     /// itself reaches the payment and alarms through the webhooks).
-    async fn refund_impossible(
+    pub(super) async fn refund_impossible(
         &self,
         saga: Saga<RefundingPayment>,
         why: RefundImpossible,
@@ -241,7 +241,7 @@ impl<P: Psp> Runner<P> {
         saga: &Saga<CancellingPayment>,
         payment_id: &shared::PaymentId,
     ) -> Result<Option<shared::PspReference>, RunError> {
-        let Some(found) = self.psp().find_for_payment(payment_id).await? else {
+        let Some(found) = self.psp()?.find_for_payment(payment_id).await? else {
             return Ok(None);
         };
         warn!(order_id = %saga.order_id(), intent = %found.id, "the failed charge made a PaymentIntent; cancelling it");
@@ -273,7 +273,10 @@ impl<P: Psp> Runner<P> {
     }
 
     /// The PSP reference a captured payment recorded (every capture carries one: the PaymentIntent's id).
-    async fn captured_reference(&self, payment_id: &shared::PaymentId) -> Result<shared::PspReference, RunError> {
+    pub(super) async fn captured_reference(
+        &self,
+        payment_id: &shared::PaymentId,
+    ) -> Result<shared::PspReference, RunError> {
         self.payments()
             .get(payment_id)
             .await?
@@ -290,12 +293,12 @@ impl<P: Psp> Runner<P> {
         order: &OrderId,
         reference: &shared::PspReference,
     ) -> Result<PaymentIntent, RunError> {
-        let current = self.psp().retrieve(reference).await?;
+        let current = self.psp()?.retrieve(reference).await?;
         if !intent_state(current.status).to_cancel() {
             return Ok(current);
         }
         let key = format!("{order}:cancel:{}", current.status.as_str());
-        match self.psp().cancel(&key, reference).await {
+        match self.psp()?.cancel(&key, reference).await {
             Ok(intent) => Ok(intent),
             // Refused with the PaymentIntent: it moved between the read and the cancel.
             Err(refused) => match refused.payment_intent().cloned() {
@@ -322,7 +325,7 @@ fn intent_state(status: IntentStatus) -> IntentState {
 }
 
 /// A refused refund call in the core's terms (its PSP error code), for [`after_refund`].
-fn refused_call(refused: &PspError) -> RefundCalled<'_> {
+pub(super) fn refused_call(refused: &PspError) -> RefundCalled<'_> {
     match refused {
         PspError::Refused { error, .. } => RefundCalled::Refused {
             code: error.code.as_deref(),

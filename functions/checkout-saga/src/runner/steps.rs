@@ -1,20 +1,28 @@
 //! The steps of the saga's states that touch only our own items: reserve and release the stock, create the
 //! payment, wait for its outcome, confirm the order. `Runner::advance` picks the state's step; the steps
-//! that call the PSP are in `psp`.
+//! that call the PSP are in `psp` (Stripe) and `adyen`, chosen by the PSP the payment recorded when it was
+//! created (invariant 13): a saga's charge, refund and cancel read the payment's provider first (one
+//! `GetItem`), so a checkout started under one `SAGA_PSP` ends at that PSP whatever the setting says later.
 
 use super::{correlation, Advanced, RunError, Runner};
 use crate::{inventory, orders};
-use shared::psp::Psp;
+use shared::psp::{set, Psps};
 use shared::recovery::Reconciled;
 use shared::saga::{
-    awaited, AwaitDeadlines, Awaited, Loaded, Next, PaymentCaptured, PaymentPending, ReleasingStock, Saga,
+    awaited, AwaitDeadlines, Awaited, Loaded, Next, PaymentCaptured, PaymentPending, ReleasingStock, Saga, SagaRecord,
     SagaStoreError, Started, StockReserved,
 };
 use shared::telemetry::ErrorChain;
-use shared::{Metadata, NewPayment, OrderId, PaymentId, PspName};
+use shared::{Metadata, NewPayment, OrderId, Payment, PaymentId, PaymentStatus, PspName};
 use tracing::{info, warn};
 
-impl<P: Psp> Runner<P> {
+/// The PSP whose steps a saga's payment takes.
+enum Via {
+    Stripe,
+    Adyen,
+}
+
+impl<P: Psps> Runner<P> {
     /// One step of the saga: the core decides which ([`Loaded::next`], the table `action_name`, `paymentsctl`
     /// and the protocol model use too), each step is its own method.
     pub(super) async fn advance(&self, loaded: Loaded) -> Result<Advanced, RunError> {
@@ -22,13 +30,45 @@ impl<P: Psp> Runner<P> {
         match loaded.next() {
             Next::ReserveStock(saga) => self.reserve_stock(saga, now).await,
             Next::CreatePayment(saga) => self.create_payment(saga, now).await,
-            Next::Charge(saga) => self.charge(saga, now).await,
+            Next::Charge(saga) => match self.via(saga.record(), "charge").await? {
+                Via::Stripe => self.charge(saga, now).await,
+                Via::Adyen => self.adyen_charge(saga, now).await,
+            },
             Next::AwaitPayment(saga) => self.await_payment(saga, now).await,
             Next::ConfirmOrder(saga) => self.confirm_order(saga, now).await,
-            Next::RefundPayment(saga) => self.refund(saga, now).await,
-            Next::CancelPayment(saga) => self.cancel_payment(saga, now).await,
+            Next::RefundPayment(saga) => match self.via(saga.record(), "refund").await? {
+                Via::Stripe => self.refund(saga, now).await,
+                Via::Adyen => self.adyen_refund(saga, now).await,
+            },
+            Next::CancelPayment(saga) => match self.via(saga.record(), "cancel").await? {
+                Via::Stripe => self.cancel_payment(saga, now).await,
+                Via::Adyen => self.adyen_cancel(saga, now).await,
+            },
             Next::ReleaseStock(saga) => self.release_stock(saga, now).await,
             Next::Done(_) => Ok(Advanced::Stopped),
+        }
+    }
+
+    /// The saga's payment as stored.
+    pub(super) async fn saga_payment(&self, saga: &SagaRecord) -> Result<Payment, RunError> {
+        let order = &saga.order_id;
+        let id = saga
+            .payment_id
+            .as_ref()
+            .ok_or_else(|| RunError::Invalid(format!("saga {order} has no payment")))?;
+        self.payments()
+            .get(id)
+            .await?
+            .ok_or_else(|| RunError::Invalid(format!("payment {id} of saga {order} vanished")))
+    }
+
+    /// Which PSP's steps the saga's payment takes: the provider it recorded. A Standard Webhooks provider's
+    /// payment is never the saga's; one would be a deployment fault, deferred and alarmed.
+    async fn via(&self, saga: &SagaRecord, operation: &str) -> Result<Via, RunError> {
+        match self.saga_payment(saga).await?.provider {
+            PspName::Stripe => Ok(Via::Stripe),
+            PspName::Adyen => Ok(Via::Adyen),
+            other => Err(RunError::Psp(set::not_configured(&other, operation))),
         }
     }
 
@@ -48,9 +88,10 @@ impl<P: Psp> Runner<P> {
         }
     }
 
-    /// Creates the payment in the transaction that saves its id, so every later charge uses that payment.
+    /// Creates the payment in the transaction that saves its id, so every later charge uses that payment, with
+    /// the PSP new checkouts go to (`SAGA_PSP`), recorded on it for good.
     async fn create_payment(&self, saga: Saga<StockReserved>, now: i64) -> Result<Advanced, RunError> {
-        let new = new_payment(&saga, self.psp().provider(), now)?;
+        let new = new_payment(&saga, self.settings.new_checkouts.name(), now)?;
         let (payment, writes) = self.payments().create_writes(new)?;
         let (next, event) = saga.payment_created(payment.id, now);
         self.moved(next, event, writes).await
@@ -63,6 +104,10 @@ impl<P: Psp> Runner<P> {
         let abandon_after = i64::try_from(self.settings.abandon_after.as_millis()).unwrap_or(i64::MAX);
         let deadlines = AwaitDeadlines::of(saga.record(), now, abandon_after);
         let outcome = self.payment_outcome(saga.order_id(), &payment_id, deadlines).await?;
+        if outcome == Some(PaymentStatus::Processing) && saga.record().customer_action {
+            // Authorised after the customer's challenge, by a notification: Adyen's payments are captured here.
+            self.capture_authorised(saga.record()).await?;
+        }
         // What the saga does with it is the core's decision (the protocol model runs the same one).
         match awaited(saga.record(), deadlines, outcome) {
             Awaited::Captured => {
@@ -129,7 +174,7 @@ impl<P: Psp> Runner<P> {
 }
 
 /// The checkout's payment: a fresh id, the checkout's money, the order in its metadata, and the PSP the
-/// saga charges through (`provider`, its client's).
+/// saga charges it through (`provider`).
 fn new_payment(saga: &Saga<StockReserved>, provider: PspName, now: i64) -> Result<NewPayment, RunError> {
     let order = saga.order_id();
     let metadata = Metadata::parse([("checkout".to_owned(), order.to_string())].into())

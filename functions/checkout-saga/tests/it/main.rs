@@ -14,6 +14,8 @@
     clippy::arithmetic_side_effects
 )]
 
+/// Checkouts charged through Adyen: authorise, capture, refusal, refund, a charge replayed by its key.
+mod adyen;
 /// The checkout API over its HTTP handler.
 mod api;
 /// Checkouts with the longest ids, inside Stripe's limits (metadata, idempotency keys).

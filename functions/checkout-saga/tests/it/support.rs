@@ -16,8 +16,8 @@ use shared::consumer::Consumer;
 use shared::lease::Leases;
 use shared::psp::stripe::{ApiError, ErrorType, NextAction, RedirectToUrl};
 use shared::psp::{
-    BreakerSettings, ChargeRequest, CircuitBreaker, GuardedStripe, PaymentIntent, Psp, PspError, PspSettings, Refund,
-    StripeClient, BREAKER_NAME,
+    BreakerSettings, ChargeRequest, CircuitBreaker, GuardedStripe, PaymentIntent, Psp, PspError, PspSettings, Psps,
+    Refund, StripeClient, BREAKER_NAME,
 };
 use shared::recovery::{Recovery, RecoverySettings};
 use shared::retry::Backoff;
@@ -112,7 +112,7 @@ pub fn settings() -> Settings {
 }
 
 impl World {
-    pub fn runner_with<P: Psp>(&self, client: aws_sdk_dynamodb::Client, psp: P, settings: Settings) -> Runner<P> {
+    pub fn runner_with<P: Psps>(&self, client: aws_sdk_dynamodb::Client, psp: P, settings: Settings) -> Runner<P> {
         Runner {
             sagas: SagaStore::new(client.clone(), &self.ctx.table),
             recovery: Recovery {
@@ -169,7 +169,7 @@ impl World {
 
     /// A runner with `settings` over `psp` (e.g. [`World::guarded_for`]) whose DynamoDB and SQS calls are
     /// recorded as `function`'s.
-    pub fn runner_as<P: Psp>(&self, function: &str, psp: P, settings: Settings) -> Runner<P> {
+    pub fn runner_as<P: Psps>(&self, function: &str, psp: P, settings: Settings) -> Runner<P> {
         let mut runner = self.runner_with(self.ctx.client_for(function), psp, settings);
         runner.escalation = Escalation::new(
             integration_tests::function_sqs_client(function, None),
@@ -206,17 +206,17 @@ impl World {
 
     /// Hands the payment's events to the saga's inbox as SQS delivers them: consumer (on the tests' own
     /// client), then resume (on `runner`'s).
-    pub async fn deliver<P: Psp>(&self, runner: &Runner<P>, record: &SagaRecord) {
+    pub async fn deliver<P: Psps>(&self, runner: &Runner<P>, record: &SagaRecord) {
         self.deliver_with(self.ctx.client.clone(), runner, record).await
     }
 
     /// As [`World::deliver`], with the consumer on `runner`'s client: the inbox as `checkout-events` runs it,
     /// consumer and resume in one function (a runner of [`World::runner_for`]`("checkout-events")`).
-    pub async fn inbox_deliver<P: Psp>(&self, runner: &Runner<P>, record: &SagaRecord) {
+    pub async fn inbox_deliver<P: Psps>(&self, runner: &Runner<P>, record: &SagaRecord) {
         self.deliver_with(runner.sagas.client().clone(), runner, record).await
     }
 
-    async fn deliver_with<P: Psp>(&self, client: aws_sdk_dynamodb::Client, runner: &Runner<P>, record: &SagaRecord) {
+    async fn deliver_with<P: Psps>(&self, client: aws_sdk_dynamodb::Client, runner: &Runner<P>, record: &SagaRecord) {
         let Some(payment) = &record.payment_id else { return };
         let consumer = Consumer::new(client, &self.ctx.table, OrderProjection);
         let records: Vec<SqsMessage> = self

@@ -1,0 +1,396 @@
+//! The checkout saga against Adyen (issue 26 item 4), end to end: the simulator's Adyen side answers the
+//! Checkout API, its signed notifications go through the intake's `/webhooks/adyen` into DynamoDB Local, and
+//! the payment's events reach the saga's inbox as SQS delivers them. Adyen has no status read, so what the
+//! saga learns after a modification comes only this way.
+
+use super::support::*;
+use checkout_saga::orders;
+use checkout_saga::runner::{CheckoutPsp, Runner, Settings};
+use psp_simulator::adyen::ledger::AdyenLedger;
+use psp_simulator::adyen::notify::{self, Endpoint};
+use psp_simulator::adyen::{self as sim_adyen, AdyenSimulator};
+use psp_simulator::delivery::DeliveryOptions;
+use serde_json::{json, Value};
+use shared::psp::adyen::{AdyenClient, AdyenSettings};
+use shared::psp::set::{guarded, ADYEN_BREAKER};
+use shared::psp::{ChargeRequest, GuardedAdyen, PspSet, StripeClient};
+use shared::retry::Backoff;
+use shared::saga::SagaStatus;
+use shared::{PaymentStatus, PspName};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use webhook_intake::adyen::notification::{HmacKey, Mode};
+use webhook_intake::providers::Providers;
+use webhook_intake::{App, IntakeSettings};
+
+/// A plain test card: authorised.
+const CARD: &str = r#"{"type":"scheme","encryptedCardNumber":"test_4111111111111111"}"#;
+/// A 3-D Secure 2 test card: Adyen asks for a challenge (`RedirectShopper` with an `action`).
+const CHALLENGE: &str = r#"{"type":"scheme","encryptedCardNumber":"test_4917610000000000"}"#;
+/// Refused by the issuer (Adyen's test holder name `DECLINED`).
+const DECLINED: &str = r#"{"type":"scheme","encryptedCardNumber":"test_4111111111111111","holderName":"DECLINED"}"#;
+
+struct AdyenWorld {
+    w: World,
+    sim: Arc<AdyenSimulator>,
+    url: String,
+    intake: App,
+    /// How many of the simulator's notifications went to the intake already.
+    delivered: Mutex<usize>,
+}
+
+async fn adyen_world() -> AdyenWorld {
+    let w = world().await;
+    let key = HmacKey::from_hex(Mode::Test, sim_adyen::DEV_HMAC_KEY).expect("hmac key");
+    let ledger = AdyenLedger::new(sim_adyen::DEV_API_KEY, sim_adyen::DEV_MERCHANT_ACCOUNT);
+    // No endpoint: the notifications are kept, and handed to the intake by `notify`.
+    let sim = AdyenSimulator::new(ledger, key, None, DeliveryOptions::default());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    tokio::spawn(sim.clone().serve(listener));
+    let spec = r#"[{"name":"adyen","scheme":"adyen","livemode":false}]"#;
+    let secrets = json!({ "adyen": [
+        format!("hmac:test:{}", sim_adyen::DEV_HMAC_KEY),
+        format!("basic:{}:{}", sim_adyen::DEV_WEBHOOK_USERNAME, sim_adyen::DEV_WEBHOOK_PASSWORD),
+    ] });
+    let intake = App {
+        store: w.ctx.store_for("webhook-intake"),
+        leases: w.ctx.leases_for("webhook-intake"),
+        providers: Providers::from_json(spec, &secrets.to_string())
+            .expect("providers")
+            .into(),
+        settings: IntakeSettings::default(),
+    };
+    AdyenWorld {
+        w,
+        sim,
+        url,
+        intake,
+        delivered: Mutex::new(0),
+    }
+}
+
+impl AdyenWorld {
+    /// The Adyen client behind its own breaker (`BREAKER#adyen`), as `checkout-api` builds it.
+    fn adyen(&self) -> GuardedAdyen {
+        let mut settings =
+            AdyenSettings::local(&self.url, sim_adyen::DEV_API_KEY, sim_adyen::DEV_MERCHANT_ACCOUNT).expect("settings");
+        settings.retries = Backoff::new(3, Duration::from_millis(1), Duration::from_millis(5));
+        let client = AdyenClient::new(&settings).expect("client");
+        guarded(
+            client,
+            self.w.ctx.client_for("checkout-api"),
+            &self.w.ctx.table,
+            ADYEN_BREAKER,
+        )
+    }
+
+    /// A runner whose new checkouts go to Adyen (`SAGA_PSP=adyen`), holding both PSPs.
+    fn runner_with(&self, settings: Settings) -> Runner<PspSet<StripeClient>> {
+        let psps = PspSet::stripe_only(self.w.psp()).with_adyen(self.adyen());
+        let settings = Settings {
+            new_checkouts: CheckoutPsp::Adyen,
+            ..settings
+        };
+        self.w.runner_with(self.w.ctx.client.clone(), psps, settings)
+    }
+
+    fn runner(&self) -> Runner<PspSet<StripeClient>> {
+        self.runner_with(settings())
+    }
+
+    /// Posts every notification the simulator sent since the last call to the intake's `/webhooks/adyen`,
+    /// signed and authenticated as Adyen sends them; the intake must accept them all.
+    async fn notify(&self) -> Vec<Value> {
+        let sent = self.sim.outbox.sent();
+        let from = std::mem::replace(&mut *self.delivered.lock().expect("lock"), sent.len());
+        let items = sent.get(from..).unwrap_or_default().to_vec();
+        if items.is_empty() {
+            return items;
+        }
+        let endpoint = Endpoint {
+            url: String::new(),
+            username: sim_adyen::DEV_WEBHOOK_USERNAME.into(),
+            password: sim_adyen::DEV_WEBHOOK_PASSWORD.into(),
+        };
+        let headers = json!({ "content-type": "application/json", "authorization": endpoint.authorization() });
+        let body = notify::notification(&items).to_string();
+        let event = webhook_intake::samples::apigw_event(
+            "/webhooks/adyen",
+            headers.as_object().expect("headers"),
+            body.as_bytes(),
+            false,
+        );
+        let request = lambda_http::request::from_str(&event.to_string()).expect("request");
+        let (response, metrics) = webhook_intake::process(&self.intake, request).await;
+        assert_eq!(response.status(), 200, "{metrics:?}");
+        items
+    }
+
+    /// The notifications of `code` the simulator sent about our payment `payment` (its merchant reference)
+    /// or a modification of it.
+    fn notified(&self, code: &str, reference: &str) -> usize {
+        self.sim
+            .outbox
+            .sent()
+            .iter()
+            .filter(|i| i["eventCode"] == code)
+            .filter(|i| i["merchantReference"] == reference || i["originalReference"] == reference)
+            .count()
+    }
+
+    /// The `redirectResult` the shopper brings back from the challenge of `record`'s payment, read from the
+    /// action the customer's page was handed: Adyen's `action` whole (its `url` leads to the return page).
+    async fn challenge(&self, record: &shared::saga::SagaRecord) -> String {
+        let payment = self.payment(record).await;
+        assert_eq!(payment.status, PaymentStatus::RequiresAction, "{payment:?}");
+        let kept = payment
+            .action
+            .as_ref()
+            .and_then(|a| a.client_secret())
+            .expect("the action, kept");
+        let action: Value = serde_json::from_str(kept.expose()).expect("Adyen's action object");
+        assert_eq!(action["type"], "redirect", "{action}");
+        let url = action["url"].as_str().expect("url");
+        url.split("redirectResult=").nth(1).expect("redirectResult").to_owned()
+    }
+
+    async fn payment(&self, record: &shared::saga::SagaRecord) -> shared::Payment {
+        let id = record.payment_id.as_ref().expect("payment");
+        self.w.ctx.store.get(id).await.expect("read").expect("payment")
+    }
+}
+
+#[tokio::test]
+async fn an_adyen_checkout_is_authorised_captured_and_completed() {
+    let a = adyen_world().await;
+    let runner = a.runner();
+    let order = order();
+    let pending = runner.start(order.clone(), a.w.checkout(CARD, 2)).await.expect("start");
+    assert_eq!(pending.status, SagaStatus::PaymentPending, "{pending:?}");
+    let payment = a.payment(&pending).await;
+    assert_eq!(payment.provider, PspName::Adyen, "the payment records its PSP");
+    let reference = payment.psp_reference.clone().expect("Adyen's pspReference");
+    assert_eq!(pending.psp_reference.as_ref(), Some(&reference));
+    // Authorised, not captured yet: only Adyen's CAPTURE notification says the money is taken.
+    assert_eq!(payment.status, PaymentStatus::Processing);
+    assert!(
+        a.w.sim.ledger.intents_for(payment.id.as_str()).is_empty(),
+        "nothing at Stripe"
+    );
+    a.notify().await;
+    assert_eq!(a.w.payment_status(&pending).await, PaymentStatus::Captured);
+    a.w.deliver(&runner, &pending).await;
+    let done = a.w.saga(&order).await;
+    assert_eq!(done.status, SagaStatus::Completed, "{done:?}");
+    assert_eq!(a.w.log(&order).await, HAPPY.to_vec());
+    assert_eq!(a.w.stock().await, STOCK - 2);
+    assert_eq!(
+        (
+            a.notified("AUTHORISATION", payment.id.as_str()),
+            a.notified("CAPTURE", reference.as_str())
+        ),
+        (1, 1),
+        "authorised once, captured once"
+    );
+}
+
+#[tokio::test]
+async fn a_refused_adyen_checkout_fails_its_payment_and_is_compensated() {
+    let a = adyen_world().await;
+    let runner = a.runner();
+    let order = order();
+    let done = runner
+        .start(order.clone(), a.w.checkout(DECLINED, 3))
+        .await
+        .expect("start");
+    assert_eq!(done.status, SagaStatus::Compensated, "{done:?}");
+    let payment = a.payment(&done).await;
+    assert_eq!(
+        (payment.provider, payment.status),
+        (PspName::Adyen, PaymentStatus::Failed)
+    );
+    assert_eq!(a.w.stock().await, STOCK, "the reservation released");
+    // Adyen's own AUTHORISATION `success: false` changes nothing more.
+    a.notify().await;
+    assert_eq!(a.payment(&done).await.status, PaymentStatus::Failed);
+    let sent = a.sim.outbox.sent();
+    assert!(
+        sent.iter().all(|i| i["eventCode"] == "AUTHORISATION"),
+        "nothing captured or cancelled at Adyen: {sent:?}"
+    );
+}
+
+#[tokio::test]
+async fn an_adyen_checkout_cancelled_by_the_customer_after_the_capture_is_refunded() {
+    let a = adyen_world().await;
+    let runner = a.runner();
+    let order = order();
+    let pending = runner.start(order.clone(), a.w.checkout(CARD, 1)).await.expect("start");
+    a.notify().await;
+    orders::cancel(&a.w.ctx.client, &a.w.ctx.table, &order)
+        .await
+        .expect("cancel the order");
+    a.w.deliver(&runner, &pending).await;
+    let refunding = a.w.saga(&order).await;
+    assert_eq!(
+        refunding.status,
+        SagaStatus::RefundingPayment,
+        "waits for Adyen's REFUND: {refunding:?}"
+    );
+    let reference = refunding.psp_reference.clone().expect("reference");
+    assert_eq!(a.notified("REFUND", reference.as_str()), 1);
+    // The refund's outcome arrives by notification; the next resume finds it succeeded.
+    a.notify().await;
+    let done = runner.resume(&order).await.expect("resume").expect("saga");
+    assert_eq!(done.status, SagaStatus::Compensated, "{done:?}");
+    assert_eq!(a.w.log(&order).await, FAILED_AFTER_CAPTURE.to_vec());
+    assert_eq!(a.w.stock().await, STOCK);
+    let payment = a.payment(&done).await;
+    assert_eq!(payment.refunds.len(), 1, "{:?}", payment.refunds);
+    assert_eq!(payment.refunds[0].status, shared::RefundStatus::Succeeded);
+    assert_eq!(a.notified("REFUND", reference.as_str()), 1, "refunded once at Adyen");
+}
+
+#[tokio::test]
+async fn a_charge_answered_5xx_is_sent_again_with_its_key_and_replayed_by_adyen() {
+    let a = adyen_world().await;
+    // One try of the step: the storm outlasts the client's three attempts, and the saga waits for its sweeper.
+    let once = Settings {
+        backoff: Backoff::new(1, Duration::ZERO, Duration::ZERO),
+        ..settings()
+    };
+    let runner = a.runner_with(once);
+    let order = order();
+    a.sim.ledger.storm(500, 3);
+    let failed = runner.start(order.clone(), a.w.checkout(CARD, 1)).await;
+    assert!(failed.is_err(), "{failed:?}");
+    let charging = a.w.saga(&order).await;
+    assert_eq!(charging.status, SagaStatus::Charging, "{charging:?}");
+    // Meanwhile the same request with the same key reached Adyen (the answer to it was lost): Adyen did the work.
+    let payment = a.payment(&charging).await;
+    let request = ChargeRequest {
+        payment_id: &payment.id,
+        order_id: &order,
+        money: &charging.checkout.money,
+        payment_method: CARD,
+    };
+    let first = a
+        .adyen()
+        .authorise(&format!("{order}:charge"), &request)
+        .await
+        .expect("authorised");
+    // The sweeper's resume sends it again with its key: Adyen replays the first answer, one payment there.
+    let pending = runner.resume(&order).await.expect("resume").expect("saga");
+    assert_eq!(pending.status, SagaStatus::PaymentPending, "{pending:?}");
+    assert_eq!(
+        pending.psp_reference, first.psp_reference,
+        "the first authorisation, replayed"
+    );
+    assert_eq!(
+        a.notified("AUTHORISATION", payment.id.as_str()),
+        1,
+        "authorised once at Adyen"
+    );
+    a.notify().await;
+    a.w.deliver(&runner, &pending).await;
+    assert_eq!(a.w.saga(&order).await.status, SagaStatus::Completed);
+}
+
+#[tokio::test]
+async fn a_3ds_challenge_keeps_adyens_action_for_the_customer_and_its_details_finish_the_checkout() {
+    let a = adyen_world().await;
+    let runner = a.runner();
+    let order = order();
+    let pending = runner
+        .start(order.clone(), a.w.checkout(CHALLENGE, 1))
+        .await
+        .expect("start");
+    assert_eq!(pending.status, SagaStatus::PaymentPending, "{pending:?}");
+    assert!(pending.customer_action, "the customer's turn");
+    let redirect_result = a.challenge(&pending).await;
+    let after = runner
+        .complete_challenge(&order, &redirect_result)
+        .await
+        .expect("details")
+        .expect("saga");
+    assert_eq!(
+        after.status,
+        SagaStatus::PaymentPending,
+        "captured only when Adyen says so: {after:?}"
+    );
+    assert_eq!(
+        a.payment(&pending).await.status,
+        PaymentStatus::Processing,
+        "authorised"
+    );
+    a.notify().await;
+    a.w.deliver(&runner, &pending).await;
+    assert_eq!(a.w.saga(&order).await.status, SagaStatus::Completed);
+    let reference = a.payment(&pending).await.psp_reference.expect("reference");
+    assert_eq!(a.notified("CAPTURE", reference.as_str()), 1, "captured once");
+}
+
+#[tokio::test]
+async fn a_challenge_authorised_by_notification_is_captured_by_the_waiting_saga() {
+    let a = adyen_world().await;
+    let runner = a.runner();
+    let order = order();
+    let pending = runner
+        .start(order.clone(), a.w.checkout(CHALLENGE, 1))
+        .await
+        .expect("start");
+    let redirect_result = a.challenge(&pending).await;
+    // The shop finished the challenge itself: the saga learns it only from Adyen's AUTHORISATION.
+    a.adyen()
+        .details("the-shops-own-call", &redirect_result)
+        .await
+        .expect("authorised");
+    a.notify().await;
+    assert_eq!(a.w.payment_status(&pending).await, PaymentStatus::Processing);
+    a.w.deliver(&runner, &pending).await;
+    let reference = a.payment(&pending).await.psp_reference.expect("reference");
+    assert_eq!(
+        a.notified("CAPTURE", reference.as_str()),
+        1,
+        "the waiting saga captured it"
+    );
+    a.notify().await;
+    a.w.deliver(&runner, &pending).await;
+    assert_eq!(a.w.saga(&order).await.status, SagaStatus::Completed);
+    // Resumed again (a sweep, a duplicate event): Adyen's replay for the key, no second capture.
+    runner.resume(&order).await.expect("resume");
+    assert_eq!(a.notified("CAPTURE", reference.as_str()), 1);
+}
+
+#[tokio::test]
+async fn adyen_failing_opens_adyens_own_breaker_and_its_checkouts_wait_without_escalation() {
+    use shared::psp::breaker::BreakerState;
+    use shared::psp::{BreakerSettings, PspError};
+    let a = adyen_world().await;
+    let adyen = a.adyen();
+    // Three requests (other keys) that Adyen keeps failing: each counts twice, five open the breaker.
+    a.sim.ledger.storm(500, 9);
+    let unknown = shared::PspReference::parse("ABCDEFGHIJKLMNOP").expect("reference");
+    for n in 0..3 {
+        let failed = adyen.cancel(&format!("failing-{n}"), &unknown).await;
+        assert!(matches!(failed, Err(PspError::Unavailable(_))), "{failed:?}");
+    }
+    assert!(matches!(adyen.state().await.expect("state"), BreakerState::Open { .. }));
+    let stripe = a.w.guarded_for("checkout-api", a.w.psp(), BreakerSettings::default());
+    assert_eq!(
+        stripe.state().await.expect("state"),
+        BreakerState::Closed,
+        "Stripe's calls go on"
+    );
+    // A checkout for Adyen now waits where it is, for its sweeper, with no escalation and no call.
+    let order = order();
+    let waiting = a
+        .runner()
+        .start(order.clone(), a.w.checkout(CARD, 1))
+        .await
+        .expect("start");
+    assert_eq!(waiting.status, SagaStatus::Charging, "{waiting:?}");
+    assert!(a.w.escalations().await.is_empty());
+    assert!(a.sim.outbox.sent().is_empty(), "Adyen was not called");
+}
