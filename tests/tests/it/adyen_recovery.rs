@@ -6,7 +6,8 @@
 
 use integration_tests::TestContext;
 use psp_simulator::adyen::ledger::AdyenLedger;
-use psp_simulator::adyen::AdyenSimulator;
+use psp_simulator::adyen::notify::{self, Endpoint};
+use psp_simulator::adyen::{self as sim_adyen, AdyenSimulator};
 use psp_simulator::delivery::DeliveryOptions;
 use serde_json::{json, Value};
 use shared::psp::adyen::{AdyenClient, AdyenSettings};
@@ -20,10 +21,12 @@ use shared::{
 use std::sync::Arc;
 use std::time::Duration;
 use webhook_intake::adyen::notification::{HmacKey, Mode};
+use webhook_intake::providers::Providers;
+use webhook_intake::{App, IntakeSettings};
 
-const KEY: &str = "AQE_recovery_test_key";
-const ACCOUNT: &str = "RecoveryTestECOM";
-const HMAC: &str = "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056";
+const KEY: &str = sim_adyen::DEV_API_KEY;
+const ACCOUNT: &str = sim_adyen::DEV_MERCHANT_ACCOUNT;
+const HMAC: &str = sim_adyen::DEV_HMAC_KEY;
 const DAY_MS: i64 = 24 * 3600 * 1000;
 
 struct World {
@@ -132,6 +135,38 @@ impl World {
         item.get("opened_at_ms").map(|v| v.as_n().unwrap().parse().unwrap())
     }
 
+    /// Hands the notifications the simulator sent from the `from`th on to the intake's `/webhooks/adyen`,
+    /// signed and authenticated as Adyen sends them; the intake must accept them.
+    async fn deliver(&self, from: usize) {
+        let spec = r#"[{"name":"adyen","scheme":"adyen","livemode":false}]"#;
+        let secrets = json!({ "adyen": [
+            format!("hmac:test:{HMAC}"),
+            format!("basic:{}:{}", sim_adyen::DEV_WEBHOOK_USERNAME, sim_adyen::DEV_WEBHOOK_PASSWORD),
+        ] });
+        let intake = App {
+            store: self.ctx.store_for("webhook-intake"),
+            leases: self.ctx.leases_for("webhook-intake"),
+            providers: Providers::from_json(spec, &secrets.to_string()).unwrap().into(),
+            settings: IntakeSettings::default(),
+        };
+        let endpoint = Endpoint {
+            url: String::new(),
+            username: sim_adyen::DEV_WEBHOOK_USERNAME.into(),
+            password: sim_adyen::DEV_WEBHOOK_PASSWORD.into(),
+        };
+        let headers = json!({ "content-type": "application/json", "authorization": endpoint.authorization() });
+        let body = notify::notification(&self.sim.outbox.sent()[from..]).to_string();
+        let event = webhook_intake::samples::apigw_event(
+            "/webhooks/adyen",
+            headers.as_object().unwrap(),
+            body.as_bytes(),
+            false,
+        );
+        let request = lambda_http::request::from_str(&event.to_string()).unwrap();
+        let (response, metrics) = webhook_intake::process(&intake, request).await;
+        assert_eq!(response.status(), 200, "{metrics:?}");
+    }
+
     /// Makes `id` due now (its back-off over).
     async fn due_now(&self, id: &PaymentId) {
         shared::store::open_index::defer(&self.ctx.client, &self.ctx.table, shared::keys::payment(id), 0)
@@ -201,6 +236,16 @@ async fn an_adyen_payment_without_a_notification_is_ended_at_adyen_by_reference_
         authorisations + 2,
         "the same key: replayed, not done again"
     );
+
+    // The notifications arrive: the intake records each end, and the payments leave recovery's index.
+    w.deliver(authorisations).await;
+    for id in [&bound, &unbound] {
+        let p = w.ctx.store.get(id).await.unwrap().unwrap();
+        assert_eq!(p.status, PaymentStatus::Failed, "{id}: {:?}", p.reason);
+        assert_eq!(w.due_key(id).await, None, "{id}: the loop has ended");
+    }
+    let last = w.recovery(7).run(deadline()).await.unwrap();
+    assert_eq!(last.end_requested, 0, "{last:?}");
 }
 
 #[tokio::test]
