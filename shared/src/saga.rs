@@ -50,7 +50,7 @@ pub use crate::keys::{saga as saga_key, saga_pk};
 
 fn record_to_item(r: &SagaRecord) -> Result<Item, StoreError> {
     let pk = saga_pk(&r.order_id);
-    let mut item: Item = serde_dynamo::to_item(r).map_err(|e| StoreError::corrupt(&pk, e))?;
+    let mut item: Item = serde_dynamo::to_item(r).map_err(|e| StoreError::request("encode saga item", e))?;
     item.insert("pk".into(), AttributeValue::S(pk));
     item.insert("sk".into(), AttributeValue::S(crate::keys::SAGA_SK.into()));
     item.insert("entity".into(), AttributeValue::S("saga".into()));
@@ -76,7 +76,7 @@ fn index_time(r: &SagaRecord) -> i64 {
 
 fn event_to_item(e: &SagaEvent) -> Result<Item, StoreError> {
     let pk = saga_pk(&e.order_id);
-    let mut item: Item = serde_dynamo::to_item(e).map_err(|err| StoreError::corrupt(&pk, err))?;
+    let mut item: Item = serde_dynamo::to_item(e).map_err(|err| StoreError::request("encode saga event item", err))?;
     item.insert("pk".into(), AttributeValue::S(pk));
     item.insert("sk".into(), AttributeValue::S(crate::keys::event_sk(e.version)));
     item.insert("entity".into(), AttributeValue::S("saga_event".into()));

@@ -31,9 +31,9 @@ pub enum StoreError {
         #[source]
         source: Cause,
     },
-    /// A stored item does not parse into the domain (or an item to store cannot be built): never silently
-    /// dropped. The cause (serde's error, a domain check, a builder's error) is the `source()`; the text names
-    /// the item's key only, never its values.
+    /// A stored item does not parse into the domain: never silently dropped. The cause (serde's error, a
+    /// domain check) is the `source()`; the text names the item's key only, never its values. (An item to
+    /// store that cannot be built or encoded is a bug of ours: `Request`.)
     #[error("stored item {key} is corrupt")]
     Corrupt {
         key: String,
@@ -59,7 +59,7 @@ impl StoreError {
         }
     }
 
-    /// The item under `key` does not parse into the domain (or cannot be built), because of `source`.
+    /// The item under `key` does not parse into the domain, because of `source`.
     pub fn corrupt(key: impl Into<String>, source: impl Into<Cause>) -> Self {
         StoreError::Corrupt {
             key: key.into(),

@@ -102,14 +102,15 @@ struct EventItem {
     dispute: Option<Dispute>,
 }
 
-fn encode<T: Serialize>(key: &str, value: &T) -> Result<Item, StoreError> {
-    serde_dynamo::to_item(value).map_err(|e| StoreError::corrupt(key, e))
+/// An item to write, as DynamoDB attributes. Failing here is a bug of ours in the value's shape, not a stored
+/// item that is corrupt: a `Request` error naming what was being encoded.
+fn encode<T: Serialize>(what: &'static str, value: &T) -> Result<Item, StoreError> {
+    serde_dynamo::to_item(value).map_err(|e| StoreError::request(what, e))
 }
 
 pub fn payment_to_item(p: &Payment) -> Result<Item, StoreError> {
-    let pk = payment_pk(&p.id);
     let item = PaymentItem {
-        pk: pk.clone(),
+        pk: payment_pk(&p.id),
         sk: PAYMENT_SK.to_owned(),
         entity: "payment".to_owned(),
         payment_id: p.id.clone(),
@@ -140,7 +141,7 @@ pub fn payment_to_item(p: &Payment) -> Result<Item, StoreError> {
         open_shard: p.is_open().then(|| shard_of(OpenKind::Payment, p.id.as_str())),
         opened_at_ms: p.is_open().then_some(p.created_at_ms),
     };
-    encode(&pk, &item)
+    encode("encode payment item", &item)
 }
 
 pub fn payment_from_item(item: Item) -> Result<Payment, StoreError> {
@@ -179,9 +180,8 @@ pub fn payment_from_item(item: Item) -> Result<Payment, StoreError> {
 }
 
 pub fn event_to_item(e: &PaymentEvent) -> Result<Item, StoreError> {
-    let pk = payment_pk(&e.payment_id);
     let item = EventItem {
-        pk: pk.clone(),
+        pk: payment_pk(&e.payment_id),
         sk: event_sk(e.version),
         entity: "event".to_owned(),
         event_id: e.event_id(),
@@ -203,7 +203,7 @@ pub fn event_to_item(e: &PaymentEvent) -> Result<Item, StoreError> {
         recorded_at_ms: e.recorded_at_ms,
         dispute: e.dispute.clone(),
     };
-    encode(&pk, &item)
+    encode("encode event item", &item)
 }
 
 /// Reads an event item, from the SDK or from a stream image (`serde_dynamo::Item`).
