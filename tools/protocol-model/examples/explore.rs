@@ -10,8 +10,8 @@
 //! `MODEL_REFUSALS` (any of `dispute,key,charge,500,search,redirect`), `MODEL_REDIRECT_DROPS_ACTION=1` (the
 //! client before it kept the secret of a refused redirect), `MODEL_SWEEPER=today` (the sweeper before the
 //! fix), `MODEL_BREAKER=per-request|today`, `MODEL_NO_REFERENCE_COPY=1` (the saga before it copied the
-//! payment's reference), `MODEL_BYSTANDER=1` (a second order in the shard),
-//! `MODEL_TRACE=<property>` (print the path to its discovery, `all` for every one).
+//! payment's reference), `MODEL_BYSTANDER=1` (a second order in the shard), `MODEL_DEADLINES=1` (time may
+//! pass each state's deadline, `saga::deadline`), `MODEL_TRACE=<property>` (print the path to its discovery, `all` for every one).
 
 use protocol_model::check::check;
 use protocol_model::model::{BreakerMode, Refusals, SweeperMode};
@@ -65,6 +65,7 @@ fn config() -> Config {
     }
     config.copies_reference = var("MODEL_NO_REFERENCE_COPY").is_none();
     config.bystander = var("MODEL_BYSTANDER").is_some();
+    config.deadlines = var("MODEL_DEADLINES").is_some();
     config.redirect_drops_action = var("MODEL_REDIRECT_DROPS_ACTION").is_some();
     if let Some(names) = var("MODEL_SCENARIOS") {
         config.scenarios = Scenario::ALL

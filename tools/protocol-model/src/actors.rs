@@ -4,7 +4,8 @@
 //! | actor | steps mirror |
 //! |---|---|
 //! | saga runner ([`RunnerPc`]) | `functions/checkout-saga/src/runner.rs`: `Runner::drive` (a deferred call waits, a failing step escalates: `escalate`, `deferred`), `Runner::advance` and its steps (`reserve_stock`, `create_payment`, `await_payment`, `confirm_order`, `refund` with `refund_impossible`, `release_stock`), `Runner::charge` (with `send_charge`), `Runner::cancel_payment` with `cancel_intent`, `Runner::payment_outcome` |
-//! | the sweeper ([`sweep`]) | `functions/checkout-saga/src/sweeper.rs`: the shard's oldest due saga, one a run |
+//! | the sweeper ([`sweep`], [`look`]) | `functions/checkout-saga/src/sweeper.rs`: the shard's oldest due saga, one a run; a set-aside saga on its schedule (`after_resume`, `set_aside_due`) |
+//! | time ([`late`]) | a state's deadline passes (`saga::deadline`): `Runner::step_or_deadline` gives a charge or a payment creation up, `Runner::waiting` escalates a wait once |
 //! | the PSP's faults ([`dispute`], [`key_rejected`], [`key_fixed`], [`deploy`], [`breaker_closes`]) | a cardholder's dispute, a rejected API key and its fix, a deploy that changes the charge request, the breaker's cool-down and probe |
 //! | webhook intake ([`intake`]) | `functions/webhook-intake/src/handler.rs`: `intake`'s steps `leased` (lease + read) and `applied` (finalize, releasing the lease) |
 //! | recovery ([`RecoveryPc`], [`recovery_ask`], [`recovery_finalize`]) | `shared/src/recovery.rs`: `Recovery::reconcile` / `reconcile_leased` (lease, read, the core's `recovery_step` choosing what to ask, `give_back` when a refund is due, PSP status query, finalize) |
@@ -31,9 +32,9 @@ use crate::world::{Due, Holder, OrderStatus, StoredSaga, World};
 use payments_core::breaker::{BreakerRule, Request};
 use payments_core::recovery::{recovery_step, RecoveryStep};
 use payments_core::saga::{
-    after_refund, after_resume, after_search, awaited, cancel_start, charge_call, read_back, AfterRefund,
-    AwaitDeadlines, Awaited, CancelStart, ChargeCall, IntentState, Loaded, NextStep, ReadBack, RefundCalled,
-    RefundImpossible, SagaRecord, SagaStatus, Sweep,
+    after_refund, after_resume, after_search, awaited, cancel_start, charge_call, deadline, passed, read_back,
+    set_aside_due, AfterRefund, AwaitDeadlines, Awaited, CancelStart, ChargeCall, Deadlines, IntentState, Loaded,
+    NextStep, OnDeadline, ReadBack, RefundCalled, RefundImpossible, SagaRecord, SagaStatus, Sweep,
 };
 use payments_core::{decide, Decision, Observation, Outcome, Path, PaymentId, PaymentStatus, PspName, RefundStep};
 
@@ -79,6 +80,9 @@ pub enum Sub {
     CancelSave(PaymentStatus),
     /// `releasing_stock`: put the stock back and save `compensated`.
     Release,
+    /// Past its state's deadline (`Runner::step_or_deadline`): `stock_reserved` saves `payment_not_created`,
+    /// `charging` saves `charge_failed` (then the cancel reaches what the charge made).
+    PastDeadline,
 }
 
 /// A saga runner (an inbox consumer or the sweeper resuming a saga).
@@ -116,10 +120,15 @@ pub struct CustomerPc {
     pub cancel: CancelPc,
 }
 
-/// The sub-step a runner starts a loaded saga's step with: the core's table ([`Loaded::next_step`]), which
-/// `Runner::advance` dispatches on. `None` for a saga that waits (decided at its load) or has ended.
-fn first_sub(saga: &SagaRecord) -> Option<Sub> {
+/// The sub-step a runner starts a loaded saga's step with (`Runner::step_or_deadline`): past its state's
+/// deadline the core's [`passed`] may give the step up ([`Sub::PastDeadline`]); otherwise the core's table
+/// ([`Loaded::next_step`]), which `Runner::advance` dispatches on. `late`: the state's deadline has passed
+/// ([`World::late`]). `None` for a saga that waits (decided at its load) or has ended.
+fn first_sub(late: bool, saga: &SagaRecord) -> Option<Sub> {
     let loaded = Loaded::from_record(saga.clone()).ok()?;
+    if past_deadline(late, saga) == Some(OnDeadline::Compensate) {
+        return Some(Sub::PastDeadline);
+    }
     Some(match loaded.next_step() {
         NextStep::ReserveStock => Sub::Reserve,
         NextStep::CreatePayment => Sub::CreatePayment,
@@ -132,8 +141,19 @@ fn first_sub(saga: &SagaRecord) -> Option<Sub> {
     })
 }
 
-fn at(saga: &StoredSaga) -> RunnerPc {
-    match first_sub(&saga.0) {
+/// What the core's [`passed`] says of `saga` at the time the model's clock stands for: its state's deadline
+/// ([`deadline`] at the runner's defaults, [`Deadlines::DEFAULT`]) once `late`, else the moment it entered
+/// the state. (`payment_pending`'s deadlines are the model's [`World::clock`], read by [`AwaitDeadlines`].)
+fn past_deadline(late: bool, saga: &SagaRecord) -> Option<OnDeadline> {
+    let now = match deadline(saga, &Deadlines::DEFAULT) {
+        Some(d) if late => d.at_ms,
+        _ => saga.updated_at_ms,
+    };
+    passed(saga, &Deadlines::DEFAULT, now)
+}
+
+fn at(late: bool, saga: &StoredSaga) -> RunnerPc {
+    match first_sub(late, &saga.0) {
         Some(step) => RunnerPc::At {
             saga: Box::new(saga.clone()),
             step,
@@ -227,9 +247,18 @@ const BREAKER_RULE: BreakerRule = BreakerRule {
     cool_down_ms: 30_000,
 };
 
-/// Escalations and idle calls are counted up to this (past the properties' bounds), so a loop that repeats
-/// them is a cycle of finitely many states.
+/// Escalations are counted up to this (past the property's bound), so a loop that repeats them is a cycle of
+/// finitely many states.
 const COUNT_CAP: u8 = crate::model::MAX_IDLE_CALLS + 1;
+
+/// A runner's PSP call for the saga moved nothing: counted up to one past the property's bound
+/// ([`crate::model::MAX_IDLE_CALLS`] and one a look of the sweeper's).
+fn called_idle(next: &mut World) {
+    let cap = crate::model::MAX_IDLE_CALLS
+        .saturating_add(next.looks)
+        .saturating_add(1);
+    next.idle_calls = next.idle_calls.saturating_add(1).min(cap);
+}
 
 /// Attempts one resume makes at a step whose call keeps failing transiently (`Settings::default`'s backoff).
 const ATTEMPTS: u8 = 5;
@@ -252,7 +281,7 @@ fn deferred(next: &mut World, i: usize, called: bool) {
     next.runners[i] = RunnerPc::Idle;
     next.due = Due::WaitsForPsp;
     if called {
-        next.idle_calls = next.idle_calls.saturating_add(1).min(COUNT_CAP);
+        called_idle(next);
     }
 }
 
@@ -262,7 +291,7 @@ fn deferred(next: &mut World, i: usize, called: bool) {
 fn escalate(cfg: &Config, next: &mut World, i: usize, saga: &StoredSaga, action: NextStep, called: bool) {
     next.runners[i] = RunnerPc::Idle;
     if called {
-        next.idle_calls = next.idle_calls.saturating_add(1).min(COUNT_CAP);
+        called_idle(next);
     }
     match cfg.sweeper {
         SweeperMode::Today => {
@@ -308,12 +337,28 @@ fn count_failures(cfg: &Config, next: &mut World, key: &str, replayed: bool) {
 }
 
 /// May a runner load the saga now? Not while it waits for the PSP or for today's sweeper, nor (fixed) while
-/// the sweeper's decision ([`after_resume`]) keeps it set aside.
+/// the sweeper's decision ([`after_resume`]) keeps it set aside, but for the sweeper's look on its schedule
+/// ([`look`]).
 fn loadable(cfg: &Config, w: &World) -> bool {
     let record = &w.saga.0;
     w.due == Due::Free
-        && !(cfg.sweeper == SweeperMode::SetsAside
-            && matches!(after_resume(record, w.now_ms()), Sweep::SetAside { .. }))
+        && (w.look_pending
+            || !(cfg.sweeper == SweeperMode::SetsAside
+                && matches!(after_resume(record, w.now_ms()), Sweep::SetAside { .. })))
+}
+
+/// `Runner::waiting`: a saga whose step stops (waits for the PSP's outcome) past its state's deadline is
+/// escalated once and set aside (the core's [`passed`] says [`OnDeadline::Escalate`]); otherwise it waits.
+/// `called`: the step made a PSP call (a read) that moved nothing and counts.
+fn waiting(cfg: &Config, next: &mut World, i: usize, saga: &StoredSaga, action: NextStep, called: bool) {
+    if saga.0.set_aside.is_none() && past_deadline(next.late, &saga.0) == Some(OnDeadline::Escalate) {
+        escalate(cfg, next, i, saga, action, called);
+    } else {
+        next.runners[i] = RunnerPc::Idle;
+        if called {
+            called_idle(next);
+        }
+    }
 }
 
 /// One step of runner `i`. `lose`: the PSP's answer to this step's call is lost (the call happened); `None`
@@ -339,6 +384,8 @@ pub fn runner_step(cfg: &Config, w: &World, i: usize, lose: bool) -> Option<Worl
             return None;
         }
         let mut next = w.clone();
+        // The sweeper's look at a set-aside saga is this load.
+        let looking = std::mem::take(&mut next.look_pending);
         let step = match record.status {
             SagaStatus::PaymentPending => Some(Sub::Await(await_decision(cfg, w, record)?)),
             SagaStatus::CancellingPayment if cfg.cancel == CancelMode::ReadsFirst => {
@@ -347,7 +394,14 @@ pub fn runner_step(cfg: &Config, w: &World, i: usize, lose: bool) -> Option<Worl
                     return Some(next);
                 }
                 match cancel_reads(cfg, w, record) {
-                    Ok(step) => Some(step?),
+                    Ok(Some(step)) => Some(step),
+                    // Main waits for a processing PaymentIntent: a step only past the state's deadline (escalated
+                    // once) or on the sweeper's look (one read that moves nothing).
+                    Ok(None) if past_deadline(w.late, record) == Some(OnDeadline::Escalate) || looking => {
+                        waiting(cfg, &mut next, i, &w.saga, NextStep::CancelPayment, true);
+                        return Some(next);
+                    }
+                    Ok(None) => return None,
                     // `find_for_payment` refused for good (`PspError::Refused`): the step fails, escalated.
                     Err(SearchRefused) => {
                         escalate(cfg, &mut next, i, &w.saga, NextStep::CancelPayment, true);
@@ -355,7 +409,7 @@ pub fn runner_step(cfg: &Config, w: &World, i: usize, lose: bool) -> Option<Worl
                     }
                 }
             }
-            _ => first_sub(record),
+            _ => first_sub(w.late, record),
         };
         next.runners[i] = match step {
             Some(step) => RunnerPc::At {
@@ -382,12 +436,16 @@ pub fn runner_step(cfg: &Config, w: &World, i: usize, lose: bool) -> Option<Worl
     let order = ids::order();
     // After a save: go on from the new state without a re-read (`Advanced::Moved`); after a conflict: reload.
     let moved = |next: &mut World, saved: bool| {
-        next.runners[i] = if saved { at(&next.saga) } else { RunnerPc::Idle };
+        next.runners[i] = if saved {
+            at(next.late, &next.saga)
+        } else {
+            RunnerPc::Idle
+        };
     };
     // A lost answer: the backoff retries the same action from the same loaded saga.
     let retry = |next: &mut World| {
         next.losses_left -= 1;
-        next.runners[i] = at(&saga);
+        next.runners[i] = at(next.late, &saga);
     };
     let goto = |next: &mut World, step: Sub| {
         next.runners[i] = RunnerPc::At {
@@ -583,7 +641,7 @@ pub fn runner_step(cfg: &Config, w: &World, i: usize, lose: bool) -> Option<Worl
         (Sub::CancelRead, Loaded::CancellingPayment(s)) => match cancel_reads(cfg, &next, s.record()) {
             Ok(Some(step)) => goto(&mut next, step),
             // Main: the PaymentIntent is processing; the saga waits (the sweeper resumes it).
-            Ok(None) => next.runners[i] = RunnerPc::Idle,
+            Ok(None) => waiting(cfg, &mut next, i, &saga, NextStep::CancelPayment, false),
             Err(SearchRefused) => escalate(cfg, &mut next, i, &saga, NextStep::CancelPayment, true),
         },
         (Sub::CancelCall(id, index, read), Loaded::CancellingPayment(_)) => {
@@ -608,7 +666,7 @@ pub fn runner_step(cfg: &Config, w: &World, i: usize, lose: bool) -> Option<Worl
             let may_still_take_money = !matches!(view.status, IntentStatus::Canceled | IntentStatus::Succeeded);
             if cfg.cancel == CancelMode::ReadsFirst && may_still_take_money {
                 // Main: saying "no money taken" now would keep it; the saga waits for the outcome.
-                next.runners[i] = RunnerPc::Idle;
+                waiting(cfg, &mut next, i, &saga, NextStep::CancelPayment, false);
             } else {
                 goto(&mut next, after_status(id, status));
             }
@@ -648,6 +706,16 @@ pub fn runner_step(cfg: &Config, w: &World, i: usize, lose: bool) -> Option<Worl
             };
             moved(&mut next, saved);
         }
+        (Sub::PastDeadline, Loaded::StockReserved(s)) => {
+            let (n, e) = s.payment_not_created("no payment created within the step's deadline".into(), now);
+            let saved = next.save_saga(version, n, e);
+            moved(&mut next, saved);
+        }
+        (Sub::PastDeadline, Loaded::Charging(s)) => {
+            let (n, e) = s.charge_failed("no answer to the charge within its deadline".into(), now);
+            let saved = next.save_saga(version, n, e);
+            moved(&mut next, saved);
+        }
         (Sub::Release, Loaded::ReleasingStock(s)) => {
             let (n, e) = s.stock_released(now);
             let saved = next.save_saga(version, n, e);
@@ -676,7 +744,11 @@ fn refund_impossible(
     if saved {
         next.escalations = next.escalations.saturating_add(1).min(COUNT_CAP);
     }
-    next.runners[i] = if saved { at(&next.saga) } else { RunnerPc::Idle };
+    next.runners[i] = if saved {
+        at(next.late, &next.saga)
+    } else {
+        RunnerPc::Idle
+    };
 }
 
 fn after_status(id: PaymentId, status: PaymentStatus) -> Sub {
@@ -1012,5 +1084,47 @@ pub fn sweep(w: &World) -> Option<World> {
     } else {
         return None;
     }
+    Some(next)
+}
+
+/// The sweeper's looks at a set-aside saga in the day after its escalation, by the core's schedule
+/// ([`set_aside_due`]: 5, 10, 20 minutes, ... after it).
+pub fn looks_a_day() -> u8 {
+    let mut looks = 0u8;
+    let mut at = set_aside_due(0, 0);
+    while at < ids::DAY_MS && looks < u8::MAX {
+        looks += 1;
+        at = set_aside_due(0, at);
+    }
+    looks
+}
+
+/// The sweeper looks at the set-aside saga on its schedule (the core's [`after_resume`] keeps it set aside
+/// until then): a runner may load it once ([`World::look_pending`]). The looks of the day after the escalation
+/// ([`looks_a_day`]), each one PSP call at most.
+pub fn look(w: &World) -> Option<World> {
+    let record = &w.saga.0;
+    if w.look_pending || w.looks >= looks_a_day() {
+        return None;
+    }
+    if !matches!(after_resume(record, w.now_ms()), Sweep::SetAside { .. }) {
+        return None;
+    }
+    let mut next = w.clone();
+    next.looks += 1;
+    next.look_pending = true;
+    Some(next)
+}
+
+/// Time passes the deadline of the saga's state (the core's [`deadline`], at the runner's defaults); not
+/// `payment_pending`'s, which the model's clock ticks through.
+pub fn late(w: &World) -> Option<World> {
+    let record = &w.saga.0;
+    if w.late || record.status == SagaStatus::PaymentPending {
+        return None;
+    }
+    deadline(record, &Deadlines::DEFAULT)?;
+    let mut next = w.clone();
+    next.late = true;
     Some(next)
 }

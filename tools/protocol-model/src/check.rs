@@ -132,8 +132,10 @@ pub fn describe(w: &World) -> String {
         })
         .collect();
     format!(
-        "saga {} (captured {}, refunded {}); log {:?}; payments [{}]; PSP [{}]; order {:?}; stock {}; clock {}",
+        "saga {}{} (captured {}, refunded {}); log {:?}; payments [{}]; PSP [{}]; order {:?}; stock {}; clock {}; \
+         escalations {}, idle calls {}, looks {}",
         w.saga.0.status,
+        if w.saga.0.set_aside.is_some() { " set aside" } else { "" },
         w.saga.0.captured,
         w.saga.0.refunded_minor,
         w.saga_log.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(),
@@ -141,7 +143,10 @@ pub fn describe(w: &World) -> String {
         intents.join("; "),
         w.order,
         w.available,
-        w.clock
+        w.clock,
+        w.escalations,
+        w.idle_calls,
+        w.looks
     )
 }
 

@@ -62,10 +62,12 @@
 //!   customer retries after a decline (the customer abandons), and expiry of payments with nothing to ask.
 //! - The outbox relay's ordering and the consumers' dedup: the projection is a best-effort copy of the
 //!   payment's status, and the liveness check does not use it at all.
-//! - Time beyond three marks (start, payment timeout, abandonment) and a day later: the state deadlines of
-//!   `saga::deadline`, the open index's back-off and the set-aside schedule's later looks (a deferred saga waits
-//!   until the breaker closes or the key is fixed; a set-aside saga is not looked at again); a lease is never
-//!   lost by a live holder (its TTL exceeds the function timeout), only by one that crashed.
+//! - Time beyond three marks (start, payment timeout, abandonment), each state's deadline (the core's
+//!   `saga::deadline`, passed or not: [`model::Config::deadlines`]), the set-aside schedule's looks in the day
+//!   after an escalation (the core's `set_aside_due`) and a day later: the open index's back-off (a deferred
+//!   saga waits until the breaker closes or the key is fixed), news resuming a set-aside saga (only the
+//!   sweeper's looks do); a lease is never lost by a live holder (its TTL exceeds the function timeout), only
+//!   by one that crashed.
 //! - Reads that follow each other with no write between are merged into one step where that saves states
 //!   without hiding a write (loading a waiting saga with its payment's outcome; the cancel's reads of our
 //!   payment and its PaymentIntent, with the load; the charge's read of the payment with its PSP call;

@@ -130,6 +130,11 @@ pub struct Config {
     /// Broken on purpose (with `refusals.redirect_refused`): the client before 60fbc53 dropped the whole
     /// action with a refused redirect URL ([`crate::psp::Offer::RefusedUrlDropsAction`]).
     pub redirect_drops_action: bool,
+    /// Time may pass the deadline of the saga's state (the core's `saga::deadline`; `payment_pending`'s are
+    /// the clock's): a charge or a payment creation is given up, a cancel waiting for the PSP is escalated.
+    /// Off by default: it multiplies the states by eight with every fault on (8.6 million), so the
+    /// configurations that turn it on are cut to what a deadline changes.
+    pub deadlines: bool,
 }
 
 impl Default for Config {
@@ -155,6 +160,7 @@ impl Default for Config {
             copies_reference: true,
             bystander: false,
             redirect_drops_action: false,
+            deadlines: false,
         }
     }
 }
@@ -205,6 +211,10 @@ pub enum Action {
     Deploy,
     /// The sweeper runs (one saga of the shard).
     Sweep,
+    /// The sweeper looks at the set-aside saga on its schedule.
+    Look,
+    /// Time passes the deadline of the saga's state.
+    Late,
     /// The breaker's open state ends.
     BreakerCloses,
 }
@@ -222,6 +232,8 @@ impl Action {
             | Action::Tick
             | Action::KeyFixed
             | Action::Sweep
+            | Action::Look
+            | Action::Late
             | Action::BreakerCloses => true,
             Action::Relay
             | Action::CustomerActs
@@ -391,6 +403,8 @@ impl ProtocolModel {
             (r.charge_refused, Action::Deploy),
             (c.bystander || c.sweeper == SweeperMode::Today, Action::Sweep),
             (c.breaker != BreakerMode::Off, Action::BreakerCloses),
+            (c.sweeper == SweeperMode::SetsAside, Action::Look),
+            (c.deadlines, Action::Late),
         ] {
             if on {
                 actions.push(action);
@@ -444,6 +458,8 @@ impl ProtocolModel {
             Action::Deploy => actors::deploy(w),
             Action::Sweep => actors::sweep(w),
             Action::BreakerCloses => actors::breaker_closes(w),
+            Action::Look => actors::look(w),
+            Action::Late => actors::late(w),
         }
     }
 }
@@ -459,8 +475,8 @@ pub const NO_REFUND_BEYOND_LEFT: &str = "no refund asked for beyond what is left
 /// A saga is escalated at most once (then it ends, or waits set aside for a person).
 pub const ESCALATED_ONCE: &str = "a saga is escalated at most once";
 
-/// PSP calls for one saga that move nothing are bounded (the set-aside schedule's looks, a few a day, are not
-/// modelled: each is one more such call, at most [`payments_core::saga::SET_ASIDE_MAX_RECHECK_MS`] apart).
+/// PSP calls for one saga that move nothing are bounded: a few, and one a look of the sweeper's at a set-aside
+/// saga (at most [`crate::actors::looks_a_day`] in the day after its escalation, by the core's schedule).
 pub const CALLS_BOUNDED: &str = "no PSP call for one saga repeats without bound";
 
 /// Calls that moved nothing a saga may make in the model: a deferral (401) and an escalation, each once, and
@@ -478,6 +494,10 @@ pub const SET_ASIDE: &str = "set aside after one escalation";
 
 /// The example of a compensation that ended without the refund the PSP refused for good.
 pub const REFUND_REFUSED_FOR_GOOD: &str = "compensated without a refund refused for good";
+
+/// The example of a set-aside saga the sweeper looked at all day on the core's schedule, each look one PSP
+/// call at most, escalated once.
+pub const LOOKED_ALL_DAY: &str = "a set-aside saga looked at on its schedule all day, escalated once";
 
 /// The liveness property's name.
 pub const LIVENESS: &str = "a fair run from here ends the saga and settles the money";
@@ -656,7 +676,7 @@ impl Model for ProtocolModel {
             }),
             Property::always(ESCALATED_ONCE, |_: &ProtocolModel, w: &World| w.escalations <= 1),
             Property::always(CALLS_BOUNDED, |_: &ProtocolModel, w: &World| {
-                w.idle_calls <= MAX_IDLE_CALLS
+                w.idle_calls <= MAX_IDLE_CALLS.saturating_add(w.looks)
             }),
             Property::always(REFUNDABLE, |_: &ProtocolModel, w: &World| {
                 !w.saga.0.captured || w.saga.0.psp_reference.is_some()
@@ -702,6 +722,9 @@ impl Model for ProtocolModel {
             }),
             Property::sometimes(REFUND_REFUSED_FOR_GOOD, |_: &ProtocolModel, w: &World| {
                 w.saga.0.status == SagaStatus::Compensated && w.saga.0.refund_impossible.is_some()
+            }),
+            Property::sometimes(LOOKED_ALL_DAY, |_: &ProtocolModel, w: &World| {
+                w.saga.0.set_aside.is_some() && w.looks == actors::looks_a_day() && w.escalations == 1
             }),
         ]
     }

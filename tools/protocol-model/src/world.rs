@@ -161,6 +161,12 @@ pub struct World {
     /// PSP calls runners made for the saga that moved nothing (refused, failed or deferred; saturating).
     pub idle_calls: u8,
     pub due: Due,
+    /// Time passed the deadline of the saga's state (reset by its next transition; being set aside keeps it).
+    pub late: bool,
+    /// The sweeper's looks at the saga while set aside, so far ([`crate::actors::look`]).
+    pub looks: u8,
+    /// A look is due: a runner may load the set-aside saga once.
+    pub look_pending: bool,
     /// The other order of the saga's shard, waiting for the sweeper (limit one saga a run, oldest first).
     pub bystander_waiting: bool,
     pub breaker: Breaker,
@@ -207,6 +213,9 @@ impl World {
             escalations: 0,
             idle_calls: 0,
             due: Due::Free,
+            late: false,
+            looks: 0,
+            look_pending: false,
             bystander_waiting: false,
             breaker: Breaker::default(),
             runners: vec![RunnerPc::Idle; runners],
@@ -258,6 +267,9 @@ impl World {
         }
         self.saga = StoredSaga(saga.into_record());
         self.saga_log.push((event.kind, event.step));
+        // A new state: its deadline is counted from now; a move ends the set-aside and its looks.
+        self.late = false;
+        self.look_pending = false;
         true
     }
 
