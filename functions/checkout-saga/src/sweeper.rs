@@ -7,10 +7,15 @@
 //! doubling schedule from its escalation (5, 10, 20 minutes, ... at most a day apart), never escalated again
 //! until it moves, so it calls the PSP a bounded number of times a day and never sits first in its shard
 //! (12 such sagas would otherwise take a shard's whole share of every run).
+//!
+//! A saga past its state's deadline is acted on before it is deferred (`Runner::act_on_deadline`:
+//! compensated, or escalated once and set aside), also when its resume could not act (cut at the
+//! invocation's deadline by a PSP call that hangs, or a PSP call deferred by the breaker or a refused key):
+//! deferring it would retry the same call on every look, past the deadline, without end.
 
 use crate::runner::{RunError, Runner};
 use shared::psp::Psps;
-use shared::saga::{after_resume, saga_key, SagaRecord, Sweep};
+use shared::saga::{after_resume, saga_key, Loaded, SagaRecord, Sweep};
 use shared::store::open_index::{age_seconds, defer as defer_item, due_items, next_due, OpenKind};
 use shared::store::StoreError;
 use shared::telemetry::ErrorChain;
@@ -90,7 +95,11 @@ pub async fn sweep<P: Psps>(
                 report.resumed = report.resumed.saturating_add(1);
                 let age = age_seconds(record.started_at_ms, runner.settings.clock.now_ms());
                 report.oldest_open_age_seconds = report.oldest_open_age_seconds.max(age);
-                defer(runner, &record, stuck_ms).await;
+                match Loaded::from_record(record.clone()) {
+                    Ok(loaded) => settle(runner, loaded, stuck_ms, deadline).await,
+                    // It loaded a moment ago; deferred as it is, looked at again.
+                    Err(_) => defer(runner, &record, stuck_ms).await,
+                }
             }
             Ok(_) => report.resumed = report.resumed.saturating_add(1),
             // A moment's failure, the deadline, or a step that kept failing (escalated once and set aside):
@@ -99,7 +108,7 @@ pub async fn sweep<P: Psps>(
                 report.errors = report.errors.saturating_add(1);
                 warn!(order_id = %order, error = %ErrorChain(&e), "sweeper could not resume the saga");
                 match runner.sagas.load(&order).await {
-                    Ok(Some(loaded)) => defer(runner, loaded.record(), stuck_ms).await,
+                    Ok(Some(loaded)) => settle(runner, loaded, stuck_ms, deadline).await,
                     Ok(None) => {}
                     Err(e) => warn!(order_id = %order, error = %ErrorChain(&e), "could not read the saga to defer it"),
                 }
@@ -119,6 +128,21 @@ pub async fn sweep<P: Psps>(
         }
     }
     Ok(report)
+}
+
+/// A saga still open after its resume: its deadline acted on if it passed ([`Runner::act_on_deadline`]),
+/// then deferred to its next look as it then stands.
+async fn settle<P: Psps>(runner: &Runner<P>, loaded: Loaded, stuck_ms: i64, deadline: Instant) {
+    let order = loaded.record().order_id.clone();
+    let fallback = loaded.record().clone();
+    let record = match runner.act_on_deadline(loaded, deadline).await {
+        Ok(record) => record,
+        Err(e) => {
+            warn!(order_id = %order, error = %ErrorChain(&e), "could not act on the saga's deadline; next look");
+            fallback
+        }
+    };
+    defer(runner, &record, stuck_ms).await;
 }
 
 /// Moves a saga that is still open to its next look (best effort: on failure it is looked at next run): the

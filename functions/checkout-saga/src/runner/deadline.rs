@@ -1,37 +1,145 @@
 //! What the runner does at a saga's deadline and at its escalation (the decisions are the core's
 //! `payments_core::saga::deadline`): a charge or a payment creation past its deadline is given up and
 //! compensated; a wait past its deadline, or a step that kept failing, is escalated once and the saga set
-//! aside, so no step is retried into the same failure (and no PSP call repeated) every sweep.
+//! aside, so no step is retried into the same failure (and no PSP call repeated) every sweep. The sweeper
+//! acts on a deadline that passed also when the resume could not (it was cut, or the PSP call deferred):
+//! a saga past its deadline is never simply deferred again.
+//!
+//! A charge given up while the PSP cannot be called for a fault of ours (it refuses our API key, or its
+//! breaker is open) is recorded as that fault, never as the customer's decline (invariant 12), and escalated
+//! once: the customer was told "failed" because of us. Nothing is charged by giving it up: its cancel still
+//! searches the PSP for what the charge made before the payment is failed.
 
-use super::{Advanced, RunError, Runner};
+use super::{action_name, Advanced, RunError, Runner};
 use crate::metrics;
-use shared::psp::Psps;
-use shared::saga::{passed, Loaded, OnDeadline, SagaRecord, SagaStoreError};
+use shared::psp::{Psp, PspError, Psps, Route};
+use shared::saga::{passed, Charging, Loaded, OnDeadline, Saga, SagaRecord, SagaStoreError};
 use shared::telemetry::ErrorChain;
+use shared::PaymentId;
+use std::time::Duration;
+use tokio::time::Instant;
 use tracing::{error, info, warn};
+
+/// How long the look at the PSP of a charge given up waits (the PSP's own timeouts are longer): it only
+/// names the cause, the cancel asks again.
+const CAUSE_LOOK: Duration = Duration::from_secs(5);
+
+/// The action recorded on a charge given up for a fault of ours.
+const CHARGE: &str = "charge";
+
+/// A saga's deadline, acted on or not.
+enum AtDeadline {
+    /// The deadline gave the step up: the saga moved.
+    Acted(Advanced),
+    /// No compensation is due: the saga as it was.
+    NotDue(Box<Loaded>),
+}
 
 impl<P: Psps> Runner<P> {
     /// The saga's next step, unless its state's deadline passed and gives the step up: a payment not created
     /// (the stock goes back) or a charge not answered (what it made at the PSP is canceled) in time.
     pub(super) async fn step_or_deadline(&self, loaded: Loaded) -> Result<Advanced, RunError> {
+        match self.compensated_at_deadline(loaded).await? {
+            AtDeadline::Acted(moved) => Ok(moved),
+            AtDeadline::NotDue(loaded) => self.advance(*loaded).await,
+        }
+    }
+
+    /// Compensates a saga whose state's deadline says so (`stock_reserved`, `charging`).
+    async fn compensated_at_deadline(&self, loaded: Loaded) -> Result<AtDeadline, RunError> {
         let now = self.settings.clock.now_ms();
         let limits = self.settings.deadlines();
         if passed(loaded.record(), &limits, now) != Some(OnDeadline::Compensate) {
-            return self.advance(loaded).await;
+            return Ok(AtDeadline::NotDue(Box::new(loaded)));
         }
-        match loaded {
+        let moved = match loaded {
             Loaded::StockReserved(saga) => {
                 let reason = format!("no payment created within {} s", limits.step_ms / 1000);
                 let (next, event) = saga.payment_not_created(reason, now);
-                self.moved(next, event, vec![]).await
+                self.moved(next, event, vec![]).await?
             }
-            Loaded::Charging(saga) => {
-                warn!(order_id = %saga.order_id(), "no answer to the charge before its deadline; compensating");
-                let reason = format!("no answer to the charge within {} s", limits.charge_ms / 1000);
-                let (next, event) = saga.charge_failed(reason, now);
-                self.moved(next, event, vec![]).await
+            // Boxed: inlined into every resume's future, it passes rustc's query depth limit.
+            Loaded::Charging(saga) => Box::pin(self.charge_given_up(saga, limits.charge_ms, now)).await?,
+            other => return Ok(AtDeadline::NotDue(Box::new(other))),
+        };
+        Ok(AtDeadline::Acted(moved))
+    }
+
+    /// The charge unanswered past its deadline: compensated, with the reason. A fault of ours that kept the
+    /// PSP from answering is named as such and escalated once (unless the saga was escalated already).
+    async fn charge_given_up(&self, saga: Saga<Charging>, charge_ms: i64, now: i64) -> Result<Advanced, RunError> {
+        let unanswered = format!("no answer to the charge within {} s", charge_ms / 1000);
+        let fault = self.fault_of_ours(saga.payment_id()).await;
+        let escalated_before = saga.record().set_aside.is_some();
+        warn!(order_id = %saga.order_id(), fault = fault.as_deref().unwrap_or("none"),
+              "no answer to the charge before its deadline; compensating");
+        let reason = match &fault {
+            Some(fault) => format!("{unanswered}: {fault}, not the customer's decline"),
+            None => unanswered,
+        };
+        let (next, event) = saga.charge_failed(reason.clone(), now);
+        let moved = self.moved(next, event, vec![]).await?;
+        let Advanced::Moved(next) = moved else {
+            return Ok(moved);
+        };
+        if fault.is_none() || escalated_before {
+            return Ok(Advanced::Moved(next));
+        }
+        error!(order_id = %next.record().order_id, reason, "checkout given up for a fault of ours; escalated");
+        metrics::escalated(next.record(), CHARGE);
+        let aside = self.set_aside_and_tell(*next, CHARGE, 1, reason).await;
+        let aside = Loaded::from_record(aside).map_err(|e| RunError::Invalid(e.to_string()))?;
+        Ok(Advanced::Moved(Box::new(aside)))
+    }
+
+    /// Why the PSP did not answer, when the fault is ours: a deployment fault (the PSP refuses our API key, or
+    /// this deployment holds no client of the payment's PSP) or the PSP's circuit breaker open. Asked with the
+    /// search the cancel makes next (by the payment's id, of the payment's own PSP), whose answer only names
+    /// the cause here; anything else, or no answer soon, names none (Adyen has no read to ask with). No key
+    /// or message of the PSP's is kept: the text is stored and escalated.
+    async fn fault_of_ours(&self, payment: &PaymentId) -> Option<String> {
+        let provider = self.payments().get(payment).await.ok().flatten()?.provider;
+        let answer = match self.psps().route(&provider) {
+            Route::Stripe(psp) => tokio::time::timeout(CAUSE_LOOK, psp.find_for_payment(payment))
+                .await
+                .ok()?,
+            Route::Missing(provider) => Err(PspError::NotConfigured(provider)),
+            Route::Adyen(_) => return None,
+        };
+        match answer.err()? {
+            PspError::AuthFailed { status, .. } => {
+                Some(format!("deployment fault: the PSP refused our API key (HTTP {status})"))
             }
-            other => self.advance(other).await,
+            PspError::NotConfigured(provider) => Some(format!(
+                "deployment fault: no client of PSP {provider} in this deployment"
+            )),
+            PspError::CircuitOpen { .. } => {
+                Some("PSP calls paused by its circuit breaker (the PSP failing, or a deployment fault)".into())
+            }
+            _ => None,
+        }
+    }
+
+    /// For the sweeper, a saga its resume left open (or that a cut or failed resume left as it was): past
+    /// its state's deadline it is acted on now, never only deferred to its next look: compensated (while
+    /// time is left before `deadline`; else the next resume does it first) or escalated once and set aside.
+    /// The saga as it then stands.
+    pub async fn act_on_deadline(&self, loaded: Loaded, deadline: Instant) -> Result<SagaRecord, RunError> {
+        let before = loaded.record().clone();
+        match passed(&before, &self.settings.deadlines(), self.settings.clock.now_ms()) {
+            Some(OnDeadline::Compensate) if Instant::now() < deadline => {
+                let acted = tokio::time::timeout_at(deadline, self.compensated_at_deadline(loaded)).await;
+                Ok(match acted.map_err(|_| RunError::OutOfTime)?? {
+                    AtDeadline::Acted(Advanced::Moved(next)) => next.record().clone(),
+                    AtDeadline::Acted(Advanced::Stopped) => before,
+                    AtDeadline::NotDue(loaded) => loaded.record().clone(),
+                })
+            }
+            Some(OnDeadline::Escalate) if before.set_aside.is_none() => {
+                let action = action_name(&loaded);
+                Ok(self.escalate_past_deadline(loaded, action).await)
+            }
+            _ => Ok(before),
         }
     }
 
@@ -43,10 +151,16 @@ impl<P: Psps> Runner<P> {
         if record.set_aside.is_some() || passed(record, &self.settings.deadlines(), now) != Some(OnDeadline::Escalate) {
             return Ok(Some(loaded.record().clone()));
         }
+        Ok(Some(self.escalate_past_deadline(loaded, action).await))
+    }
+
+    /// A saga still in its state past the state's deadline, not escalated yet: escalated once and set aside.
+    async fn escalate_past_deadline(&self, loaded: Loaded, action: &'static str) -> SagaRecord {
+        let record = loaded.record();
         let reason = format!("still {} past its deadline", record.status);
-        error!(order_id = %record.order_id, status = %record.status, action, "saga waits past its deadline; escalated");
+        error!(order_id = %record.order_id, status = %record.status, action, "saga past its deadline; escalated");
         metrics::escalated(record, action);
-        Ok(Some(self.set_aside_and_tell(loaded, action, 1, reason).await))
+        self.set_aside_and_tell(loaded, action, 1, reason).await
     }
 
     /// The first escalation of a saga: recorded on it (set aside, see `sweeper`), then sent to the escalation

@@ -3,6 +3,8 @@
 //! before its invocation ends; a refund refused for good, a refused redirect URL and a capture that came by
 //! another path end the saga instead of looping.
 
+mod deadlines;
+
 use crate::support::*;
 use checkout_saga::api::handle;
 use checkout_saga::runner::{RunError, Runner, Settings};

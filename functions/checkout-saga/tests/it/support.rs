@@ -25,6 +25,7 @@ use shared::saga::{Checkout, Escalation, SagaEventKind, SagaRecord, SagaStore, S
 use shared::{Money, OrderId, PaymentId, PaymentStatus, PaymentStore, PspReference, SigningSecret, Sku};
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
@@ -150,6 +151,15 @@ impl World {
                 ..settings()
             },
         )
+    }
+
+    /// The simulator's Stripe client with a key it refuses (401, as Stripe answers a rolled or revoked key):
+    /// a deployment fault.
+    pub fn psp_with_rolled_key(&self) -> StripeClient {
+        const ROLLED: &str = "sk_test_rolled";
+        let mut settings = PspSettings::local(&self.psp_url, ROLLED).expect("PSP settings");
+        settings.retries = fast_backoff();
+        StripeClient::new(&settings, shared::psp::ApiKey::parse(ROLLED).unwrap()).expect("psp client")
     }
 
     pub fn runner(&self) -> Runner<StripeClient> {
@@ -367,7 +377,17 @@ pub enum Quirk {
     /// Charges are made, this runs with the payment and the PaymentIntent (a webhook arriving, the customer
     /// cancelling), then the answer is a refusal (`idempotency_error`, as after a deploy changed the request).
     ChargeRefusedAfter(AfterCharge),
+    /// Charges are made, then their answer never comes (the connection hangs until the invocation is cut).
+    ChargeAnswersHang,
+    /// Refunds hang: no answer before the invocation is cut.
+    RefundsHang,
+    /// The search by the payment's id is refused for good (HTTP 400 `invalid_request_error`, as Stripe
+    /// refuses search where it does not offer it); each call is counted.
+    SearchRefused(Arc<AtomicUsize>),
 }
+
+/// How long a hanging call of [`Quirk`] hangs: longer than any invocation of the tests.
+const HANG: Duration = Duration::from_secs(600);
 
 /// What [`Quirk::ChargeRefusedAfter`] runs between the charge and its refused answer.
 pub type AfterCharge = Box<dyn Fn(PaymentId, PaymentIntent) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
@@ -418,6 +438,11 @@ impl Psp for Quirky {
                 });
                 Ok(intent)
             }
+            Quirk::ChargeAnswersHang => {
+                let _done_at_the_psp = self.0.charge(key, request).await;
+                tokio::time::sleep(HANG).await;
+                Err(answer_lost())
+            }
             Quirk::ChargeRefusedAfter(after) => {
                 let intent = self.0.charge(key, request).await?;
                 after(request.payment_id.clone(), intent).await;
@@ -438,6 +463,10 @@ impl Psp for Quirky {
     async fn refund(&self, key: &str, reference: &PspReference, amount: Option<u64>) -> Result<Refund, PspError> {
         match &self.1 {
             Quirk::RefundsDown => Err(PspError::Unavailable("HTTP 503".into())),
+            Quirk::RefundsHang => {
+                tokio::time::sleep(HANG).await;
+                Err(answer_lost())
+            }
             Quirk::RefundsRefused(code) => Err(refusal(400, ErrorType::InvalidRequestError, code)),
             Quirk::RefundAnswersLost => {
                 let _done_at_the_psp = self.0.refund(key, reference, amount).await;
@@ -454,6 +483,10 @@ impl Psp for Quirky {
         self.0.retrieve_refund(refund).await
     }
     async fn find_for_payment(&self, payment: &PaymentId) -> Result<Option<PaymentIntent>, PspError> {
+        if let Quirk::SearchRefused(calls) = &self.1 {
+            calls.fetch_add(1, Ordering::SeqCst);
+            return Err(refusal(400, ErrorType::InvalidRequestError, "search_not_available"));
+        }
         self.0.find_for_payment(payment).await
     }
 }
