@@ -46,9 +46,13 @@ impl<P: Psps> Runner<P> {
     /// retention, gets the first answer), finalizes the answer and captures an `Authorised` one. A refusal
     /// (the issuer's, or of the request) fails the payment: for Adyen a refused pspReference is final, a new
     /// attempt would be a new payment.
-    pub(super) async fn adyen_charge(&self, saga: Saga<Charging>, now: i64) -> Result<Advanced, RunError> {
+    pub(super) async fn adyen_charge(
+        &self,
+        saga: Saga<Charging>,
+        payment: Payment,
+        now: i64,
+    ) -> Result<Advanced, RunError> {
         let adyen = self.adyen("authorise")?;
-        let payment = self.saga_payment(saga.record()).await?;
         let checkout = &saga.record().checkout;
         let request = ChargeRequest {
             payment_id: &payment.id,
@@ -232,8 +236,12 @@ impl<P: Psps> Runner<P> {
     /// came first, each resume asking again with the key; its deadline is the compensation's. One without a
     /// pspReference is cancelled by our reference and failed here at once: the saga captures only what it
     /// holds a pspReference of, so no money can be taken on it.
-    pub(super) async fn adyen_cancel(&self, saga: Saga<CancellingPayment>, now: i64) -> Result<Advanced, RunError> {
-        let payment = self.saga_payment(saga.record()).await?;
+    pub(super) async fn adyen_cancel(
+        &self,
+        saga: Saga<CancellingPayment>,
+        payment: Payment,
+        now: i64,
+    ) -> Result<Advanced, RunError> {
         let key = format!("{}:cancel", saga.order_id());
         let status = match (payment.status, &payment.psp_reference) {
             (status, _) if status.is_terminal() => status,

@@ -15,14 +15,15 @@ impl<P: Psps> Runner<P> {
     /// Charges the payment the saga saved: at the PSP with the key `<order>:charge` (the same on every retry,
     /// however late), finalizes the PSP's synchronous answer and records the request. A payment the PSP already
     /// answered for (its PaymentIntent bound by a webhook) is read, never charged again: that holds even after
-    /// the PSP has forgotten the idempotency key (Stripe keeps them 24 hours).
-    pub(super) async fn charge(&self, saga: Saga<Charging>, now: i64) -> Result<Advanced, RunError> {
+    /// the PSP has forgotten the idempotency key (Stripe keeps them 24 hours). `payment` is the saga's, as read
+    /// to route the step.
+    pub(super) async fn charge(
+        &self,
+        saga: Saga<Charging>,
+        payment: shared::Payment,
+        now: i64,
+    ) -> Result<Advanced, RunError> {
         let order = saga.order_id().clone();
-        let payment = self
-            .payments()
-            .get(saga.payment_id())
-            .await?
-            .ok_or_else(|| RunError::Invalid(format!("payment {} of saga {order} vanished", saga.payment_id())))?;
         // Which call comes first is the core's decision (the protocol model runs the same one).
         let answer = match charge_call(payment.psp_reference.as_ref(), payment.created_at_ms, now) {
             ChargeCall::Retrieve(reference) => self.psp()?.retrieve(&reference).await,
@@ -182,15 +183,15 @@ impl<P: Psps> Runner<P> {
     /// Compensates a charge that must take no money: a payment still open is canceled at the PSP (key
     /// `<order>:cancel:<status>`) and failed here. If the PSP refuses because the payment succeeded meanwhile, the
     /// saga continues from the capture (confirm the order; a cancelled order is then refunded) with the payment's
-    /// PSP reference, whichever path captured it.
-    pub(super) async fn cancel_payment(&self, saga: Saga<CancellingPayment>, now: i64) -> Result<Advanced, RunError> {
+    /// PSP reference, whichever path captured it. `payment` is the saga's, as read to route the step.
+    pub(super) async fn cancel_payment(
+        &self,
+        saga: Saga<CancellingPayment>,
+        payment: shared::Payment,
+        now: i64,
+    ) -> Result<Advanced, RunError> {
         let payment_id = saga.payment_id().clone();
         let order = saga.order_id().clone();
-        let payment = self
-            .payments()
-            .get(&payment_id)
-            .await?
-            .ok_or_else(|| RunError::Invalid(format!("payment {payment_id} of saga {order} vanished")))?;
         let mut status = payment.status;
         // Where the cancel starts is the core's decision (the protocol model takes the same).
         let mut start = cancel_start(saga.record(), &payment);

@@ -31,18 +31,18 @@ impl<P: Psps> Runner<P> {
             Next::ReserveStock(saga) => self.reserve_stock(saga, now).await,
             Next::CreatePayment(saga) => self.create_payment(saga, now).await,
             Next::Charge(saga) => match self.via(saga.record(), "charge").await? {
-                Via::Stripe => self.charge(saga, now).await,
-                Via::Adyen => self.adyen_charge(saga, now).await,
+                (Via::Stripe, payment) => self.charge(saga, payment, now).await,
+                (Via::Adyen, payment) => self.adyen_charge(saga, payment, now).await,
             },
             Next::AwaitPayment(saga) => self.await_payment(saga, now).await,
             Next::ConfirmOrder(saga) => self.confirm_order(saga, now).await,
             Next::RefundPayment(saga) => match self.via(saga.record(), "refund").await? {
-                Via::Stripe => self.refund(saga, now).await,
-                Via::Adyen => self.adyen_refund(saga, now).await,
+                (Via::Stripe, _) => self.refund(saga, now).await,
+                (Via::Adyen, _) => self.adyen_refund(saga, now).await,
             },
             Next::CancelPayment(saga) => match self.via(saga.record(), "cancel").await? {
-                Via::Stripe => self.cancel_payment(saga, now).await,
-                Via::Adyen => self.adyen_cancel(saga, now).await,
+                (Via::Stripe, payment) => self.cancel_payment(saga, payment, now).await,
+                (Via::Adyen, payment) => self.adyen_cancel(saga, payment, now).await,
             },
             Next::ReleaseStock(saga) => self.release_stock(saga, now).await,
             Next::Done(_) => Ok(Advanced::Stopped),
@@ -62,13 +62,15 @@ impl<P: Psps> Runner<P> {
             .ok_or_else(|| RunError::Invalid(format!("payment {id} of saga {order} vanished")))
     }
 
-    /// Which PSP's steps the saga's payment takes: the provider it recorded. A Standard Webhooks provider's
-    /// payment is never the saga's; one would be a deployment fault, deferred and alarmed.
-    async fn via(&self, saga: &SagaRecord, operation: &str) -> Result<Via, RunError> {
-        match self.saga_payment(saga).await?.provider {
-            PspName::Stripe => Ok(Via::Stripe),
-            PspName::Adyen => Ok(Via::Adyen),
-            other => Err(RunError::Psp(set::not_configured(&other, operation))),
+    /// Which PSP's steps the saga's payment takes, the provider it recorded, and the payment as read (the
+    /// step's own, not read twice). A Standard Webhooks provider's payment is never the saga's; one would be a
+    /// deployment fault, deferred and alarmed.
+    async fn via(&self, saga: &SagaRecord, operation: &str) -> Result<(Via, Payment), RunError> {
+        let payment = self.saga_payment(saga).await?;
+        match &payment.provider {
+            PspName::Stripe => Ok((Via::Stripe, payment)),
+            PspName::Adyen => Ok((Via::Adyen, payment)),
+            other => Err(RunError::Psp(set::not_configured(other, operation))),
         }
     }
 
