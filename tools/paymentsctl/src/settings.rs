@@ -148,3 +148,52 @@ impl Ctx {
             .ok_or_else(|| format!("no URL for the local queue {name}").into())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Connection;
+    use aws_sdk_dynamodb::config::ProvideCredentials;
+
+    /// `--profile` picks the profile's region and keys from the SDK's files; `--region` wins over the profile's.
+    /// (Changes this process's environment: the crate's unit tests read none of these variables.)
+    #[tokio::test]
+    async fn the_profile_and_the_region_given_are_the_ones_used() {
+        let dir = std::env::temp_dir().join(format!("paymentsctl-profile-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let config = dir.join("config");
+        std::fs::write(
+            &config,
+            "[profile oncall]\nregion = ap-southeast-2\naws_access_key_id = AKIDONCALL\naws_secret_access_key = s\n",
+        )
+        .unwrap();
+        std::env::set_var("AWS_CONFIG_FILE", &config);
+        std::env::set_var("AWS_SHARED_CREDENTIALS_FILE", dir.join("none"));
+        for variable in [
+            "AWS_REGION",
+            "AWS_DEFAULT_REGION",
+            "AWS_ACCESS_KEY_ID",
+            "AWS_SECRET_ACCESS_KEY",
+            "AWS_PROFILE",
+        ] {
+            std::env::remove_var(variable);
+        }
+        let oncall = Connection {
+            profile: Some("oncall".into()),
+            ..Connection::default()
+        };
+        let sdk = oncall.sdk_config().await;
+        assert_eq!(sdk.region().map(|r| r.as_ref()), Some("ap-southeast-2"));
+        let credentials = sdk.credentials_provider().unwrap().provide_credentials().await.unwrap();
+        assert_eq!(credentials.access_key_id(), "AKIDONCALL");
+
+        let elsewhere = Connection {
+            region: Some("eu-west-1".into()),
+            ..oncall
+        };
+        assert_eq!(
+            elsewhere.sdk_config().await.region().map(|r| r.as_ref()),
+            Some("eu-west-1")
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
