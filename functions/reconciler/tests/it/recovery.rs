@@ -319,16 +319,17 @@ async fn an_abandoned_payment_whose_intent_still_waits_for_the_customer_is_cance
 
 #[tokio::test]
 async fn an_expiring_cancel_refused_because_the_payment_succeeded_meanwhile_records_the_capture() {
-    let slow = Duration::from_secs(6);
+    let slow = Duration::from_secs(8);
     let w = World::with_slow(slow).await;
     let created = tokio::time::Instant::now();
     let intent = w.intent("late_success", "slow_action", 1000).await;
     assert_eq!(intent.status, IntentStatus::RequiresAction);
     let id = bound_payment(&w, "late_success", &intent, 8 * DAY_MS).await;
-    // Each PSP request is held 2.5 s: the read (answered before the customer completes the challenge, 6 s
-    // after the create) finds it open, the cancel (answered after) finds it succeeded.
-    tokio::time::sleep_until(created + Duration::from_millis(1500)).await;
-    w.sim.ledger.hang(Duration::from_millis(2500), 2);
+    // Each PSP request is held 4 s: the read (answered about 5 s after the create, before the customer
+    // completes the challenge at 8 s) finds it open, the cancel (answered after 9 s) finds it succeeded. The
+    // run's own store calls before the read may take up to 3 s.
+    tokio::time::sleep_until(created + Duration::from_secs(1)).await;
+    w.sim.ledger.hang(Duration::from_secs(4), 2);
     let before = w.sim.ledger.requests().len();
 
     let report = recovery(&w).run(deadline()).await.unwrap();
