@@ -394,3 +394,41 @@ async fn adyen_failing_opens_adyens_own_breaker_and_its_checkouts_wait_without_e
     assert!(a.w.escalations().await.is_empty());
     assert!(a.sim.outbox.sent().is_empty(), "Adyen was not called");
 }
+
+#[tokio::test]
+async fn a_key_adyen_refuses_is_a_deployment_fault_and_a_rolled_one_is_read_again_from_its_secret() {
+    use shared::psp::key::{CurrentKey, KeyClock, KeyLoader};
+    use shared::psp::{ApiKey, PspError};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let a = adyen_world().await;
+    let settings = AdyenSettings::local(&a.url, "AQE_revoked", sim_adyen::DEV_MERCHANT_ACCOUNT).expect("settings");
+    let unknown = shared::PspReference::parse("ABCDEFGHIJKLMNOP").expect("reference");
+    // A key from the environment that Adyen refuses: AuthFailed (deferred, never the customer's refusal).
+    let fixed = AdyenClient::new(&settings).expect("client");
+    let refused = fixed.cancel("k-1", &unknown).await;
+    assert!(
+        matches!(&refused, Err(e @ PspError::AuthFailed { status: 401, .. }) if e.is_deferred()),
+        "{refused:?}"
+    );
+    // The secret now holds the rolled key: read again after the 401 (past the minimum interval), and the call
+    // made once more with it reaches Adyen (which refuses the unknown payment as a request, not our key).
+    let reads = Arc::new(AtomicU64::new(0));
+    let loader: KeyLoader = {
+        let reads = reads.clone();
+        Arc::new(move || {
+            reads.fetch_add(1, Ordering::SeqCst);
+            Box::pin(async { Ok(ApiKey::parse(sim_adyen::DEV_API_KEY)?) })
+        })
+    };
+    let start = std::time::Instant::now();
+    let ticks = Arc::new(AtomicU64::new(0));
+    let clock: KeyClock = Arc::new(move || start + Duration::from_secs(60 * ticks.fetch_add(1, Ordering::SeqCst)));
+    let key = CurrentKey::refreshable(ApiKey::parse("AQE_revoked").expect("key"), loader, clock);
+    let rolled = AdyenClient::with_key(&settings, key).expect("client");
+    let answer = rolled.cancel("k-2", &unknown).await;
+    assert!(
+        matches!(answer, Err(PspError::Refused { status: 422, .. })),
+        "{answer:?}"
+    );
+    assert_eq!(reads.load(Ordering::SeqCst), 1, "one read of the secret");
+}
