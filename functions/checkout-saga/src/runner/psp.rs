@@ -6,7 +6,7 @@ use super::{correlation, Advanced, RunError, Runner};
 use shared::psp::{ChargeRequest, IntentStatus, PaymentIntent, Psp, PspError, Psps};
 use shared::saga::{
     after_refund, after_search, cancel_start, charge_call, read_back, AfterRefund, CancelStart, CancellingPayment,
-    ChargeCall, Charging, IntentState, ReadBack, RefundCalled, RefundImpossible, RefundingPayment, Saga,
+    ChargeCall, Charging, ReadBack, RefundCalled, RefundImpossible, RefundingPayment, Saga,
 };
 use shared::{OrderId, Outcome, Path, PaymentStatus};
 use tracing::{error, info, warn};
@@ -265,7 +265,7 @@ impl<P: Psps> Runner<P> {
             .observe_intent(saga.payment_id(), saga.record(), &intent)
             .await?
             .unwrap_or(status);
-        if !intent_state(intent.status).may_still_take_money() {
+        if !intent.status.state().may_still_take_money() {
             return Ok(Some(after));
         }
         info!(order_id = %saga.order_id(), psp_status = intent.status.as_str(),
@@ -295,7 +295,7 @@ impl<P: Psps> Runner<P> {
         reference: &shared::PspReference,
     ) -> Result<PaymentIntent, RunError> {
         let current = self.psp()?.retrieve(reference).await?;
-        if !intent_state(current.status).to_cancel() {
+        if !current.status.state().to_cancel() {
             return Ok(current);
         }
         let key = format!("{order}:cancel:{}", current.status.as_str());
@@ -307,21 +307,6 @@ impl<P: Psps> Runner<P> {
                 None => Err(refused.into()),
             },
         }
-    }
-}
-
-/// A PaymentIntent as the cancel sees it, in the core's terms ([`IntentState`]; the protocol model decides
-/// with the same): waiting for the customer or for us (an unknown status too), it can still be canceled.
-fn intent_state(status: IntentStatus) -> IntentState {
-    match status {
-        IntentStatus::Processing => IntentState::Processing,
-        IntentStatus::Succeeded => IntentState::Succeeded,
-        IntentStatus::Canceled => IntentState::Canceled,
-        IntentStatus::RequiresPaymentMethod
-        | IntentStatus::RequiresConfirmation
-        | IntentStatus::RequiresAction
-        | IntentStatus::RequiresCapture
-        | IntentStatus::Unknown => IntentState::Open,
     }
 }
 
