@@ -36,9 +36,17 @@ pub struct CheckoutDemoConfig {
     pub timeout: Duration,
     /// Also the slow scenarios: lasting and abandoned challenges, declines retried later.
     pub slow: bool,
-    /// The Adyen side's base URL when the stack's sagas charge through Adyen (`SAGA_PSP=adyen`,
-    /// `ADYEN_BASE_URL`); `None`: Stripe.
-    pub adyen: Option<String>,
+    /// The simulator's Adyen side when the stack's sagas charge through Adyen (`SAGA_PSP=adyen`); `None`:
+    /// Stripe.
+    pub adyen: Option<AdyenSide>,
+}
+
+/// The simulator's Adyen side, as the shop's own server reaches it.
+pub struct AdyenSide {
+    /// `ADYEN_BASE_URL`.
+    pub base_url: String,
+    /// `ADYEN_API_KEY`: the shop's key, for the `/payments/details` a challenged shopper's return makes.
+    pub api_key: String,
 }
 
 #[derive(Debug, Default)]
@@ -105,8 +113,10 @@ const SLOW_METHODS: [&str; 4] = [
 ];
 
 /// Adyen's payment methods for a saga (name, `paymentMethod`): a plain test card, a refusal by the issuer, a
-/// 3-D Secure card whose challenge nobody finishes (abandoned, then cancelled).
-pub const ADYEN_METHODS: [(&str, &str); 3] = [
+/// 3-D Secure card whose challenge nobody finishes (abandoned, then cancelled), and one the shopper finishes
+/// on the shop's page, outside the saga ([`finish_challenge`]: the saga learns it from Adyen's
+/// `AUTHORISATION` notification and captures).
+pub const ADYEN_METHODS: [(&str, &str); 4] = [
     (
         "adyen_card",
         r#"{"type":"scheme","encryptedCardNumber":"test_4111111111111111","holderName":"J. Smith"}"#,
@@ -119,7 +129,47 @@ pub const ADYEN_METHODS: [(&str, &str); 3] = [
         "adyen_3ds_abandoned",
         r#"{"type":"scheme","encryptedCardNumber":"test_4917610000000000","holderName":"J. Smith"}"#,
     ),
+    (
+        "adyen_3ds_notified",
+        r#"{"type":"scheme","encryptedCardNumber":"test_4917610000000000","holderName":"J. Smith"}"#,
+    ),
 ];
+
+/// The shopper finishes the challenge of `order`'s payment on the shop's page: its redirect URL (the payment's
+/// action, once the saga has charged) brings back the `redirectResult` the shop's server hands to Adyen's
+/// `/payments/details`. `false` when no action appeared within a few seconds (the charge went otherwise).
+async fn finish_challenge(client: &HttpClient, config: &CheckoutDemoConfig, order: &str) -> Result<bool, BoxError> {
+    let Some(adyen) = &config.adyen else {
+        return Ok(false);
+    };
+    let until = Instant::now() + Duration::from_secs(10);
+    let saga_url = format!("{}/checkouts/{order}", config.api);
+    while Instant::now() < until {
+        let saga = expect_ok(client, "GET", &saga_url, &Value::Null).await?;
+        if let Some(payment) = saga["payment_id"].as_str() {
+            let view = expect_ok(
+                client,
+                "GET",
+                &format!("{}/payments/{payment}", config.api),
+                &Value::Null,
+            )
+            .await?;
+            let url = view["redirect_url"].as_str().unwrap_or_default();
+            if let Some((_, result)) = url.split_once("redirectResult=") {
+                let details = json!({ "details": { "redirectResult": result } });
+                let headers = [("x-api-key", adyen.api_key.clone())];
+                let url = format!("{}/v71/payments/details", adyen.base_url);
+                let (status, answer) = client.json("POST", &url, &headers, &details).await?;
+                return match status {
+                    200 => Ok(true),
+                    _ => Err(format!("/payments/details answered {status}: {answer}").into()),
+                };
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Ok(false)
+}
 
 /// The payment method of a new checkout: its name (for the summary) and what the saga is given.
 fn pick_method(config: &CheckoutDemoConfig) -> (String, String) {
@@ -176,6 +226,9 @@ async fn start(
     } else {
         false
     };
+    if name == "adyen_3ds_notified" && !cancelled && !finish_challenge(client, config, &order).await? {
+        return Err(format!("{order}: no 3-D Secure action to finish").into());
+    }
     Ok((
         Started {
             order,
@@ -251,12 +304,12 @@ async fn check(client: &HttpClient, api: &str, saga: &Value) -> Result<Vec<Strin
 }
 
 /// Checks one ended saga's payment where Adyen holds it (module doc); returns what is wrong.
-async fn adyen_says(client: &HttpClient, adyen: &str, saga: &Value) -> Result<Vec<String>, BoxError> {
+async fn adyen_says(client: &HttpClient, adyen: &AdyenSide, saga: &Value) -> Result<Vec<String>, BoxError> {
     let order = saga["order_id"].as_str().unwrap_or_default();
     let Some(payment_id) = saga["payment_id"].as_str() else {
         return Ok(Vec::new());
     };
-    let url = format!("{adyen}/_sim/references/{payment_id}");
+    let url = format!("{}/_sim/references/{payment_id}", adyen.base_url);
     let (status, view) = client.json("GET", &url, &[], &Value::Null).await?;
     let (captured, refunded) = (view["captured"].as_u64(), view["refunded"].as_u64());
     let amount = saga["amount_minor"].as_u64();

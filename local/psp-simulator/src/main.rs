@@ -144,10 +144,11 @@ async fn main() -> Result<(), Error> {
                 timeout: Duration::from_secs(env_or("TIMEOUT_SECONDS", 120)),
                 slow: env_or("SLOW_SCENARIOS", false),
                 adyen: match std::env::var("SAGA_PSP").as_deref() {
-                    Ok("adyen") => Some(
-                        std::env::var("ADYEN_BASE_URL")
+                    Ok("adyen") => Some(checkout_demo::AdyenSide {
+                        base_url: std::env::var("ADYEN_BASE_URL")
                             .map_err(|_| "SAGA_PSP=adyen: set ADYEN_BASE_URL (the simulator's Adyen side) too")?,
-                    ),
+                        api_key: text("ADYEN_API_KEY", adyen::DEV_API_KEY),
+                    }),
                     _ => None,
                 },
             };
