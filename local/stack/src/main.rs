@@ -29,7 +29,7 @@ use hyper_util::rt::TokioIo;
 use lambda_http::Body;
 use shared::http::ApiError;
 use shared::lease::Leases;
-use shared::psp::{GuardedStripe, PspSet};
+use shared::psp::PspSet;
 use shared::recovery::{Recovery, RecoverySettings};
 use shared::router::{RouteTableError, Router};
 use shared::saga::Escalation;
@@ -145,7 +145,7 @@ struct CheckoutFunctions {
     api: Arc<Runner<PspSet>>,
     events: Arc<Runner<PspSet>>,
     sweeper: Arc<Runner<PspSet>>,
-    reconciler: Recovery<GuardedStripe>,
+    reconciler: Recovery<PspSet>,
     catchup: webhook_intake::catchup::CatchUp,
 }
 
@@ -166,7 +166,7 @@ async fn checkout_functions(
     let reconciler = Recovery {
         store: PaymentStore::new(dynamodb.clone(), &config.table_name),
         leases: Leases::new(dynamodb.clone(), &config.table_name, config.lease),
-        psp: shared::psp::from_env(sdk, dynamodb, &config.table_name, env).await?,
+        psp: shared::psp::set::from_env(sdk, dynamodb, &config.table_name, env).await?,
         settings: RecoverySettings::from(env)?,
     };
     // As functions/webhook-intake/src/bin/webhook-catchup.rs builds it.

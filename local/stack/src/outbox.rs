@@ -12,7 +12,7 @@ use local_dev::stream_pump::StreamPump;
 use order_projection::OrderProjection;
 use outbox_relay::{relay, Publisher};
 use shared::consumer::Consumer;
-use shared::psp::{GuardedStripe, PspSet};
+use shared::psp::PspSet;
 use shared::recovery::{self, Recovery};
 use shared::telemetry::ErrorChain;
 use std::sync::Arc;
@@ -85,7 +85,7 @@ pub async fn run(
 
 /// The sweeper (every 5 s, sagas open for 10 s), the reconciler (every 5 s, with the local recovery
 /// settings) and the webhook catch-up (every 5 s): the local stand-ins for their EventBridge schedules.
-pub async fn schedules(sweeper: Arc<Runner<PspSet>>, reconciler: Recovery<GuardedStripe>, catchup: CatchUp) {
+pub async fn schedules(sweeper: Arc<Runner<PspSet>>, reconciler: Recovery<PspSet>, catchup: CatchUp) {
     loop {
         tokio::time::sleep(Duration::from_secs(5)).await;
         match checkout_saga::sweeper::sweep(
