@@ -5,7 +5,7 @@
 //! |---|---|
 //! | saga runner ([`RunnerPc`]) | `functions/checkout-saga/src/runner.rs`: `Runner::drive` (a deferred call waits, a failing step escalates: `escalate`, `deferred`), `Runner::advance` and its steps (`reserve_stock`, `create_payment`, `await_payment`, `confirm_order`, `refund` with `refund_impossible`, `release_stock`), `Runner::charge` (with `send_charge`), `Runner::cancel_payment` with `cancel_intent`, `Runner::payment_outcome` |
 //! | the sweeper ([`sweep`], [`look`]) | `functions/checkout-saga/src/sweeper.rs`: the shard's oldest due saga, one a run; a set-aside saga on its schedule (`after_resume`, `set_aside_due`) |
-//! | time ([`late`]) | a state's deadline passes (`saga::deadline`): `Runner::step_or_deadline` gives a charge or a payment creation up, `Runner::waiting` escalates a wait once |
+//! | time ([`late`], [`act_on_deadline`]) | a state's deadline passes (`saga::deadline`): `Runner::step_or_deadline` gives a charge or a payment creation up, `Runner::waiting` escalates a wait once, and the sweeper's `Runner::act_on_deadline` does either for a saga deferred by the PSP |
 //! | the PSP's faults ([`dispute`], [`key_rejected`], [`key_fixed`], [`deploy`], [`breaker_closes`]) | a cardholder's dispute, a rejected API key and its fix, a deploy that changes the charge request, the breaker's cool-down and probe |
 //! | webhook intake ([`intake`]) | `functions/webhook-intake/src/handler.rs`: `intake`'s steps `leased` (lease + read) and `applied` (finalize, releasing the lease) |
 //! | recovery ([`RecoveryPc`], [`recovery_ask`], [`recovery_finalize`]) | `shared/src/recovery.rs`: `Recovery::reconcile` / `reconcile_leased` (lease, read, the core's `recovery_step` choosing what to ask, `give_back` when a refund is due, PSP status query, finalize) |
@@ -293,6 +293,12 @@ fn escalate(cfg: &Config, next: &mut World, i: usize, saga: &StoredSaga, action:
     if called {
         called_idle(next);
     }
+    escalate_once(cfg, next, saga, action);
+}
+
+/// The escalation itself ([`escalate`] without the runner): today's sweeper escalates every time, main's
+/// only a saga not yet set aside, and sets it aside.
+fn escalate_once(cfg: &Config, next: &mut World, saga: &StoredSaga, action: NextStep) {
     match cfg.sweeper {
         SweeperMode::Today => {
             next.escalations = next.escalations.saturating_add(1).min(COUNT_CAP);
@@ -1126,5 +1132,46 @@ pub fn late(w: &World) -> Option<World> {
     deadline(record, &Deadlines::DEFAULT)?;
     let mut next = w.clone();
     next.late = true;
+    Some(next)
+}
+
+/// The sweeper's act on a passed deadline (`Runner::act_on_deadline`, after a resume that left the saga
+/// open): a saga waiting for the PSP (the breaker open, the key refused) is not deferred past its state's
+/// deadline. By the core's [`passed`]: a charge or a payment creation is given up (the charge's reason names
+/// the deployment fault), a wait is escalated once and set aside.
+pub fn act_on_deadline(cfg: &Config, w: &World) -> Option<World> {
+    if w.due != Due::WaitsForPsp {
+        return None;
+    }
+    let record = &w.saga.0;
+    let loaded = Loaded::from_record(record.clone()).ok()?;
+    let mut next = w.clone();
+    match past_deadline(w.late, record)? {
+        OnDeadline::Compensate => {
+            let version = record.version;
+            let saved = match loaded {
+                Loaded::StockReserved(s) => {
+                    let (n, e) =
+                        s.payment_not_created("no payment created within the step's deadline".into(), World::STAMP_MS);
+                    next.save_saga(version, n, e)
+                }
+                Loaded::Charging(s) => {
+                    let reason = "deployment fault past the charge's deadline (key refused or breaker open)";
+                    let (n, e) = s.charge_failed(reason.into(), World::STAMP_MS);
+                    next.save_saga(version, n, e)
+                }
+                _ => return None,
+            };
+            if !saved {
+                return None;
+            }
+            // Moved: resumed at the next sweep (and deferred again while the fault lasts).
+            next.due = Due::Free;
+        }
+        OnDeadline::Escalate if record.set_aside.is_none() => {
+            escalate_once(cfg, &mut next, &w.saga, loaded.next_step());
+        }
+        _ => return None,
+    }
     Some(next)
 }

@@ -215,6 +215,8 @@ pub enum Action {
     Look,
     /// Time passes the deadline of the saga's state.
     Late,
+    /// The sweeper acts on the passed deadline of a saga that waits for the PSP.
+    ActOnDeadline,
     /// The breaker's open state ends.
     BreakerCloses,
 }
@@ -234,6 +236,7 @@ impl Action {
             | Action::Sweep
             | Action::Look
             | Action::Late
+            | Action::ActOnDeadline
             | Action::BreakerCloses => true,
             Action::Relay
             | Action::CustomerActs
@@ -405,6 +408,7 @@ impl ProtocolModel {
             (c.breaker != BreakerMode::Off, Action::BreakerCloses),
             (c.sweeper == SweeperMode::SetsAside, Action::Look),
             (c.deadlines, Action::Late),
+            (c.deadlines, Action::ActOnDeadline),
         ] {
             if on {
                 actions.push(action);
@@ -460,6 +464,7 @@ impl ProtocolModel {
             Action::BreakerCloses => actors::breaker_closes(w),
             Action::Look => actors::look(w),
             Action::Late => actors::late(w),
+            Action::ActOnDeadline => actors::act_on_deadline(c, w),
         }
     }
 }

@@ -565,3 +565,34 @@ fn a_refused_search_is_escalated_again_once_the_charge_is_given_up_at_its_deadli
         assert_fails(&report, property);
     }
 }
+
+/// A PSP that answers 401 until the key is fixed (a deployment fault), with each state's deadline: the saga
+/// waits for the fix, but not past its state's deadline (the sweeper's `Runner::act_on_deadline`): a charge
+/// is given up (compensated, its reason naming the fault) and a cancel still waiting is escalated once and
+/// set aside; nothing is taken for the customer's refusal, every property holds.
+#[test]
+fn main_acts_on_the_deadline_of_a_saga_waiting_for_a_fixed_key() {
+    let config = Config {
+        customer: false,
+        deadlines: true,
+        ..refusing(
+            Refusals {
+                key_rejected: true,
+                ..Refusals::default()
+            },
+            vec![Scenario::Succeeds, Scenario::Processing],
+        )
+    };
+    // The sweeper does not look at a set-aside saga that waits for the key (its loads are deferred).
+    assert_holds(
+        &check(config, THREADS, false),
+        &[
+            AFTER_A_REFUND,
+            RACED,
+            MONEY_ON_FAILED_REFUNDED,
+            ABANDONED_AND_CANCELED,
+            REFUND_REFUSED_FOR_GOOD,
+            LOOKED_ALL_DAY,
+        ],
+    );
+}
