@@ -6,6 +6,7 @@
 //! | `GET /checkouts/{order}` | the saga's state |
 //! | `GET /checkouts/{order}/events` | the saga's log, oldest first (steps, failures, compensations) |
 //! | `POST /checkouts/{order}/cancel` | the customer cancels a pending order (200; 409 once confirmed) |
+//! | `POST /checkouts/{order}/details` | the shopper's return from Adyen's 3-D Secure redirect (`{"redirect_result": "..."}`): Adyen's `/payments/details`, an authorised payment captured (200, the saga) |
 //! | `PUT /inventory/{sku}` | sets the available stock (`{"available": n}`, operations and seeding) |
 //! | `GET /inventory/{sku}` | the available stock |
 //!
@@ -175,6 +176,7 @@ enum Route {
     Get(OrderId),
     Events(OrderId),
     Cancel(OrderId),
+    Details(OrderId),
     PutStock(Sku),
     GetStock(Sku),
 }
@@ -186,6 +188,7 @@ enum Kind {
     Get,
     Events,
     Cancel,
+    Details,
     PutStock,
     GetStock,
 }
@@ -203,6 +206,7 @@ fn table() -> Result<Router<Kind>, RouteTableError> {
         .route(Method::GET, "/checkouts/{id}", Kind::Get)
         .route(Method::GET, "/checkouts/{id}/events", Kind::Events)
         .route(Method::POST, "/checkouts/{id}/cancel", Kind::Cancel)
+        .route(Method::POST, "/checkouts/{id}/details", Kind::Details)
         .route(Method::PUT, "/inventory/{sku}", Kind::PutStock)
         .route(Method::GET, "/inventory/{sku}", Kind::GetStock)
         .build()
@@ -229,6 +233,7 @@ fn route(method: &Method, path: &str) -> Result<Route, ApiError> {
         Kind::Get => Route::Get(id()?),
         Kind::Events => Route::Events(id()?),
         Kind::Cancel => Route::Cancel(id()?),
+        Kind::Details => Route::Details(id()?),
         Kind::PutStock => Route::PutStock(sku()?),
         Kind::GetStock => Route::GetStock(sku()?),
     })
@@ -255,6 +260,7 @@ pub async fn handle<P: Psps>(runner: &Runner<P>, req: Request) -> Result<Respons
             Route::Get(id) => get(runner, &id).await,
             Route::Events(id) => events(runner, &id).await,
             Route::Cancel(id) => cancel(runner, &id, run_deadline(&req)).await,
+            Route::Details(id) => details(runner, &req, &id).await,
             Route::PutStock(sku) => put_stock(runner, &req, &sku).await,
             Route::GetStock(sku) => get_stock(runner, &sku).await,
         }
@@ -297,6 +303,39 @@ async fn cancel<P: Psps>(runner: &Runner<P>, id: &OrderId, deadline: Instant) ->
         }
         Cancel::TooLate => Err(ApiError::conflict("the order is no longer pending")),
         Cancel::NotFound => Err(ApiError::not_found(format!("no order {id}"))),
+    }
+}
+
+/// `POST /checkouts/{order}/details`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ChallengeDetails {
+    /// What Adyen's redirect brought back to the shop's return page (`redirectResult`).
+    redirect_result: String,
+}
+
+/// The longest `redirectResult` taken (Adyen's are a few hundred characters).
+const MAX_REDIRECT_RESULT_CHARS: usize = 4096;
+
+/// The shopper is back from the 3-D Secure challenge: the saga finishes it at Adyen, until the invocation's
+/// deadline (past it the saga is as the last completed step left it; Adyen's notification finishes it too).
+async fn details<P: Psps>(runner: &Runner<P>, req: &Request, id: &OrderId) -> Result<Response<Body>, ApiError> {
+    let body: ChallengeDetails = http::parse_json(http::body_bytes(req))?;
+    text::check("redirect_result", &body.redirect_result, MAX_REDIRECT_RESULT_CHARS)
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let run = tokio::time::timeout_at(run_deadline(req), runner.complete_challenge(id, &body.redirect_result))
+        .await
+        .unwrap_or(Err(RunError::OutOfTime));
+    match run {
+        Ok(Some(record)) => Ok(http::json(StatusCode::OK, &SagaView::from(&record))),
+        Ok(None) => Err(ApiError::not_found(format!("no checkout for order {id}"))),
+        Err(e) => {
+            warn!(order_id = %id, error = %ErrorChain(&e), "challenge details not applied now");
+            Err(match e {
+                RunError::Store(s) | RunError::Saga(shared::saga::SagaStoreError::Store(s)) => s.into(),
+                e => ApiError::unavailable(e.to_string(), 1),
+            })
+        }
     }
 }
 

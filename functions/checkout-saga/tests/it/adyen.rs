@@ -298,32 +298,40 @@ async fn a_charge_answered_5xx_is_sent_again_with_its_key_and_replayed_by_adyen(
 }
 
 #[tokio::test]
-async fn a_3ds_challenge_keeps_adyens_action_for_the_customer_and_its_details_finish_the_checkout() {
+async fn a_3ds_challenge_keeps_adyens_action_for_the_customer_and_the_shoppers_return_finishes_the_checkout() {
+    use lambda_http::http::{Method, StatusCode};
     let a = adyen_world().await;
     let runner = a.runner();
     let order = order();
-    let pending = runner
-        .start(order.clone(), a.w.checkout(CHALLENGE, 1))
-        .await
-        .expect("start");
+    // Through the checkout API, as the shop calls it: Adyen's paymentMethod object is the payment method.
+    let start = json!({ "order_id": order.as_str(), "sku": a.w.sku.as_str(), "quantity": 1, "amount_minor": 2500,
+                        "currency": "EUR", "payment_method": CHALLENGE });
+    let (status, body) = super::api::call(&runner, Method::POST, "/checkouts", Some(start)).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let pending = a.w.saga(&order).await;
     assert_eq!(pending.status, SagaStatus::PaymentPending, "{pending:?}");
     assert!(pending.customer_action, "the customer's turn");
     let redirect_result = a.challenge(&pending).await;
-    let after = runner
-        .complete_challenge(&order, &redirect_result)
-        .await
-        .expect("details")
-        .expect("saga");
+    let path = format!("/checkouts/{order}/details");
+    let (status, body) = super::api::call(
+        &runner,
+        Method::POST,
+        &path,
+        Some(json!({ "redirect_result": redirect_result })),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(
-        after.status,
-        SagaStatus::PaymentPending,
-        "captured only when Adyen says so: {after:?}"
+        body["status"], "payment_pending",
+        "captured only when Adyen says so: {body}"
     );
     assert_eq!(
         a.payment(&pending).await.status,
         PaymentStatus::Processing,
         "authorised"
     );
+    let (status, _) = super::api::call(&runner, Method::POST, &path, Some(json!({ "redirect_result": "" }))).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
     a.notify().await;
     a.w.deliver(&runner, &pending).await;
     assert_eq!(a.w.saga(&order).await.status, SagaStatus::Completed);

@@ -8,10 +8,16 @@ use checkout_saga::{inventory, orders};
 use lambda_http::http::{Method, StatusCode};
 use lambda_http::{Body, Request};
 use serde_json::{json, Value};
-use shared::psp::Psp;
+use shared::psp::Psps;
 use shared::{OrderId, Sku};
 
-async fn call<P: Psp>(runner: &Runner<P>, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+/// One request through the API's handler: the answer's status and JSON body.
+pub(super) async fn call<P: Psps>(
+    runner: &Runner<P>,
+    method: Method,
+    path: &str,
+    body: Option<Value>,
+) -> (StatusCode, Value) {
     let body = body.map(|b| Body::from(b.to_string())).unwrap_or(Body::Empty);
     let req: Request = lambda_http::http::Request::builder()
         .method(method)
