@@ -3,6 +3,7 @@
 
 pub use payments_core::*;
 
+pub mod apply;
 pub mod aws;
 pub mod clock;
 pub mod config;

@@ -81,6 +81,18 @@ impl Unparseable {
 }
 
 impl PaymentRef {
+    /// The payment this names: its payment id, else the payment its PSP reference is bound to (the intake's
+    /// lookup, and `paymentsctl parked replay`'s).
+    pub async fn locate(&self, store: &shared::PaymentStore) -> Result<Option<PaymentId>, shared::StoreError> {
+        if let Some(id) = &self.payment_id {
+            return Ok(Some(id.clone()));
+        }
+        match &self.psp_reference {
+            Some(reference) => store.find_by_psp_reference(reference).await,
+            None => Ok(None),
+        }
+    }
+
     /// This reference, if it names the payment at all (our id or the PSP's); else unparseable, saying
     /// `neither` (where the provider's events carry them).
     pub fn named(self, neither: &str) -> Result<Self, Unparseable> {

@@ -28,8 +28,12 @@ use crate::when::format_ms;
 use aws_sdk_dynamodb::types::AttributeValue;
 use body::{parse, provider};
 use serde::Serialize;
+use shared::apply::{apply_under_lease, LeaseWait};
 use shared::store::ParkedKind;
-use shared::{clock, decide, CorrelationId, Decision, Leases, Outcome, PaymentId};
+use shared::{
+    clock, decide, CorrelationId, Decision, FinalizeResult, Leases, Observation, Outcome, PaymentId, PaymentStore,
+    StoreError,
+};
 use std::time::Duration;
 use webhook_intake::psp_event::{Parsed, PspEvent};
 
@@ -95,7 +99,8 @@ pub struct ReplayReport {
     pub dry_run: bool,
     pub payment_id: Option<String>,
     /// `would_apply`/`applied`, `duplicate`, `stale`, `no_op`, `deferred`, `refused`, `unparseable`,
-    /// `ignored`, `unknown_payment`, `redacted`, `busy`.
+    /// `ignored`, `unknown_payment`, `redacted`, `unchanged`. A lease another worker still holds after
+    /// [`LEASE_WAIT`] is an error, not a result.
     pub result: String,
     pub detail: String,
     pub wrote: bool,
@@ -113,6 +118,41 @@ async fn find(ctx: &Ctx, key: &str, kind: Option<ParkedKind>) -> Result<ParkedIt
         }
     }
     Err(format!("no parked webhook with key {key:?} (`paymentsctl parked list` shows the keys)").into())
+}
+
+/// How long a replay waits for the payment's lease while another worker (the intake, recovery) holds it;
+/// still held then, the replay fails saying so and writes nothing.
+pub const LEASE_WAIT: LeaseWait = LeaseWait {
+    attempts: u32::MAX,
+    deadline: Duration::from_secs(3),
+    max_pause: Duration::from_millis(200),
+};
+
+/// Where a replay ended: its result and detail, and whether the parked item is marked with it.
+struct Ended {
+    result: &'static str,
+    detail: String,
+    mark: bool,
+}
+
+impl Ended {
+    /// Ended without touching anything: the parked item is left as it was.
+    fn unmarked(result: &'static str, detail: String) -> Self {
+        Self {
+            result,
+            detail,
+            mark: false,
+        }
+    }
+
+    /// Ended by running: the parked item records the result (not in a dry run).
+    fn marked(result: &'static str, detail: String) -> Self {
+        Self {
+            result,
+            detail,
+            mark: true,
+        }
+    }
 }
 
 /// `parked replay <key> [--kind K] [--dry-run]`.
@@ -133,82 +173,32 @@ pub async fn replay(
         wrote: false,
         limits: LIMITS,
     };
-    let done = |mut r: ReplayReport, result: &str, detail: String| {
-        r.result = result.to_owned();
-        r.detail = detail;
-        r
-    };
-    let (_, expect) = provider(&ctx.env, &item.provider)?;
-    let (parsed, redacted) = parse(&ctx.env, &item)?;
-    let event: PspEvent = match parsed {
-        Ok(Parsed::Event(event)) => *event,
-        Ok(Parsed::Ignored { event_type }) => {
-            let r = done(
-                report,
-                "ignored",
-                format!("event type {event_type} is not acted on; nothing to replay"),
-            );
-            return finish(ctx, &item, r).await;
-        }
-        Err(e) if item.body.starts_with('[') => {
-            return Ok(done(
-                report,
-                "unparseable",
-                format!("the body was not stored ({}): {e}", item.body),
-            ));
-        }
-        Err(e) if redacted => {
-            return Ok(done(
-                report,
-                "redacted",
-                format!(
-                    "without its redacted values the intake's parser refuses the body ({e}): it needs what was \
-                     redacted; nothing written. Recovery (the reconciler) asks the PSP for the payment's state"
-                ),
-            ))
-        }
-        Err(e) => {
-            return Ok(done(
-                report,
-                "unparseable",
-                format!("the intake's parser still refuses the (redacted) body: {e}; nothing written"),
-            ))
-        }
-    };
-    match &event.outcome {
-        Outcome::RequiresAction(_)
-        | Outcome::AttemptFailed {
-            retry_token: Some(_), ..
-        } => {
-            return Ok(done(
-                report,
-                "redacted",
-                "the event carries a customer action or retry token, redacted when it was parked; replaying it \
-                 would store [redacted] for the customer. Nothing written: recovery (the reconciler) asks the PSP \
-                 and records the real action"
-                    .to_owned(),
-            ));
-        }
-        _ => {}
+    let ended = run(ctx, &item, &mut report).await?;
+    report.result = ended.result.to_owned();
+    report.detail = ended.detail;
+    if ended.mark && !dry_run {
+        mark(ctx, &item, &report.result).await?;
+        report.wrote = true;
     }
-    let store = ctx.store();
-    let payment_id: Option<PaymentId> = match &event.target.payment_id {
-        Some(id) => Some(id.clone()),
-        None => match &event.target.psp_reference {
-            Some(reference) => store.find_by_psp_reference(reference).await?,
-            None => None,
-        },
+    Ok(report)
+}
+
+/// The replay itself: the intake's parse and endpoint check, its lookup, the pure decision, and (not in a
+/// dry run) the one apply under the payment's lease.
+async fn run(ctx: &Ctx, item: &ParkedItem, report: &mut ReplayReport) -> Result<Ended, crate::Error> {
+    let (_, expect) = provider(&ctx.env, &item.provider)?;
+    let event = match event_of(ctx, item)? {
+        Ok(event) => event,
+        Err(ended) => return Ok(ended),
     };
-    let current = match &payment_id {
-        Some(id) => store.get(id).await?,
+    let store = ctx.store();
+    let current = match event.target.locate(&store).await? {
+        Some(id) => store.get(&id).await?,
         None => None,
     };
     let Some(current) = current else {
-        return Ok(done(
-            report,
-            "unknown_payment",
-            format!("still no payment for {:?}; nothing written", event.target),
-        ));
+        let detail = format!("still no payment for {:?}; nothing written", event.target);
+        return Ok(Ended::unmarked("unknown_payment", detail));
     };
     report.payment_id = Some(current.id.to_string());
     let correlation = CorrelationId::parse(format!("replay-{}", item.event_key))
@@ -217,51 +207,73 @@ pub async fn replay(
     let observation = event.observation(event.check(&expect).err(), correlation);
     let decision = decide(&current, &observation, clock::now_ms());
     let (result, detail) = describe(&decision, &current);
-    if dry_run || !matches!(&decision, Decision::Apply(t) if t.refused.is_none()) {
-        let mut r = done(report, result, detail);
-        if dry_run {
-            r.detail.push_str("; dry run: nothing written");
-            return Ok(r);
-        }
-        if r.result == "refused" {
-            r.detail.push_str("; nothing written (the cause is not fixed)");
-            return Ok(r);
-        }
-        return finish(ctx, &item, r).await;
+    match &decision {
+        _ if report.dry_run => Ok(Ended::unmarked(result, format!("{detail}; dry run: nothing written"))),
+        Decision::Apply(t) if t.refused.is_some() => Ok(Ended::unmarked(
+            result,
+            format!("{detail}; nothing written (the cause is not fixed)"),
+        )),
+        Decision::Apply(_) => applied(ctx, &store, &current.id, &observation, report).await,
+        Decision::Ignore(_) | Decision::Defer(_) => Ok(Ended::marked(result, detail)),
     }
-    // The intake's own sequence: the payment's lease, then the one finalize (which decides again on the item
-    // it writes against and releases the lease in its transaction).
-    let leases = Leases::new(ctx.dynamodb.clone(), ctx.table(), ctx.config.lease);
-    let Some(lease) = leases
-        .acquire_waiting(&current.id, 4, Duration::from_millis(200))
-        .await?
-    else {
-        return Ok(done(
-            report,
-            "busy",
-            "another worker holds the payment's lease; try again in a moment".into(),
-        ));
-    };
-    let fresh = match store.get(&current.id).await {
-        Ok(Some(p)) => p,
-        other => {
-            let _ = leases.release(&lease).await;
-            other?;
-            return Err("the payment vanished".into());
+}
+
+/// The parked body as an event to apply, or where the replay ends without one (an acknowledged type, a body
+/// the parser still refuses, one that needs what was redacted).
+fn event_of(ctx: &Ctx, item: &ParkedItem) -> Result<Result<PspEvent, Ended>, crate::Error> {
+    let (parsed, redacted) = parse(&ctx.env, item)?;
+    let event = match parsed {
+        Ok(Parsed::Event(event)) => *event,
+        Ok(Parsed::Ignored { event_type }) => {
+            let detail = format!("event type {event_type} is not acted on; nothing to replay");
+            return Ok(Err(Ended::marked("ignored", detail)));
         }
-    };
-    let outcome = match store.finalize_from(fresh, &observation, Some(&lease)).await {
-        Ok(o) => o,
+        Err(e) if item.body.starts_with('[') => {
+            let detail = format!("the body was not stored ({}): {e}", item.body);
+            return Ok(Err(Ended::unmarked("unparseable", detail)));
+        }
+        Err(e) if redacted => {
+            let detail = format!(
+                "without its redacted values the intake's parser refuses the body ({e}): it needs what was \
+                 redacted; nothing written. Recovery (the reconciler) asks the PSP for the payment's state"
+            );
+            return Ok(Err(Ended::unmarked("redacted", detail)));
+        }
         Err(e) => {
-            let _ = leases.release(&lease).await;
-            return Err(e.into());
+            let detail = format!("the intake's parser still refuses the (redacted) body: {e}; nothing written");
+            return Ok(Err(Ended::unmarked("unparseable", detail)));
         }
     };
-    report.wrote = matches!(outcome.result, shared::FinalizeResult::Applied(_));
-    let r = match (&outcome.result, &outcome.refused) {
-        (_, Some(reason)) => done(report, "refused", format!("anomaly recorded again: {reason}")),
-        (shared::FinalizeResult::Applied(kind), None) => done(
-            report,
+    if let Outcome::RequiresAction(_)
+    | Outcome::AttemptFailed {
+        retry_token: Some(_), ..
+    } = &event.outcome
+    {
+        let detail = "the event carries a customer action or retry token, redacted when it was parked; replaying \
+                      it would store [redacted] for the customer. Nothing written: recovery (the reconciler) asks \
+                      the PSP and records the real action";
+        return Ok(Err(Ended::unmarked("redacted", detail.to_owned())));
+    }
+    Ok(Ok(event))
+}
+
+/// The intake's own write: the payment's lease (waited for up to [`LEASE_WAIT`]), a fresh read, the one
+/// finalize (which decides again on the item it writes against and releases the lease in its transaction).
+async fn applied(
+    ctx: &Ctx,
+    store: &PaymentStore,
+    id: &PaymentId,
+    observation: &Observation,
+    report: &mut ReplayReport,
+) -> Result<Ended, crate::Error> {
+    let leases = Leases::new(ctx.dynamodb.clone(), ctx.table(), ctx.config.lease);
+    let outcome = apply_under_lease(store, &leases, id, observation, LEASE_WAIT)
+        .await?
+        .ok_or_else(|| StoreError::NotFound(id.to_string()))?;
+    report.wrote = matches!(outcome.result, FinalizeResult::Applied(_));
+    Ok(match (&outcome.result, &outcome.refused) {
+        (_, Some(reason)) => Ended::marked("refused", format!("anomaly recorded again: {reason}")),
+        (FinalizeResult::Applied(kind), None) => Ended::marked(
             "applied",
             format!(
                 "{} -> {} at v{}",
@@ -270,9 +282,8 @@ pub async fn replay(
                 outcome.payment.version
             ),
         ),
-        (other, None) => done(report, "unchanged", format!("{other:?}")),
-    };
-    finish(ctx, &item, r).await
+        (other, None) => Ended::marked("unchanged", format!("{other:?}")),
+    })
 }
 
 fn describe(decision: &Decision, current: &shared::Payment) -> (&'static str, String) {
@@ -309,11 +320,8 @@ fn describe(decision: &Decision, current: &shared::Payment) -> (&'static str, St
     }
 }
 
-/// Marks the parked item with the replay's result (not in a dry run).
-async fn finish(ctx: &Ctx, item: &ParkedItem, mut report: ReplayReport) -> Result<ReplayReport, crate::Error> {
-    if report.dry_run {
-        return Ok(report);
-    }
+/// Marks the parked item with the replay's result.
+async fn mark(ctx: &Ctx, item: &ParkedItem, result: &str) -> Result<(), crate::Error> {
     ctx.dynamodb
         .update_item()
         .table_name(ctx.table())
@@ -321,12 +329,11 @@ async fn finish(ctx: &Ctx, item: &ParkedItem, mut report: ReplayReport) -> Resul
         .update_expression("SET replayed_at_ms = :at, replay_result = :r")
         .condition_expression("attribute_exists(pk)")
         .expression_attribute_values(":at", AttributeValue::N(clock::now_ms().to_string()))
-        .expression_attribute_values(":r", AttributeValue::S(report.result.clone()))
+        .expression_attribute_values(":r", AttributeValue::S(result.to_owned()))
         .send()
         .await
         .map_err(|e| crate::aws_error("marking the parked item (UpdateItem)", e))?;
-    report.wrote = true;
-    Ok(report)
+    Ok(())
 }
 
 pub fn render_replay(r: &ReplayReport) -> String {

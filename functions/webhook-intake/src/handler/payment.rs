@@ -247,13 +247,7 @@ fn answer(result: FinalizeResult) -> Result<&'static str, ApiError> {
 
 /// The payment an event names: its payment id, else the payment its PSP reference is bound to.
 pub(crate) async fn locate(app: &App, event: &PspEvent) -> Result<Option<PaymentId>, StoreError> {
-    if let Some(id) = &event.target.payment_id {
-        return Ok(Some(id.clone()));
-    }
-    match &event.target.psp_reference {
-        Some(reference) => app.store.find_by_psp_reference(reference).await,
-        None => Ok(None),
-    }
+    event.target.locate(&app.store).await
 }
 
 /// An event about another stage's object (its marker says so): acknowledged and ignored before any read or

@@ -294,6 +294,70 @@ async fn a_parked_webhook_replays_through_finalize_once_its_payment_exists_and_a
     assert_eq!(ctx.store.get(&id).await.unwrap().unwrap().version, 2);
 }
 
+/// A parked replay that meets the payment's lease held by another worker (the intake or recovery at work)
+/// waits for it within its deadline: it applies once the lease is freed, and when it is not freed in time it
+/// fails saying so, writing nothing (never a quiet "busy" that exits 0).
+#[tokio::test]
+async fn a_parked_replay_waits_for_a_held_lease_within_its_deadline_and_then_says_so() {
+    let ctx = TestContext::new().await;
+    let ctl = ctl(&ctx);
+    let leases = shared::Leases::new(ctx.client.clone(), ctx.table.clone(), ctl.config.lease);
+    let deadline = parked::LEASE_WAIT.deadline;
+
+    // Held for longer than the deadline: an error after waiting it out, naming the lease; nothing written.
+    let key = park(
+        &ctx,
+        ParkedKind::UnknownPayment,
+        &stripe_body("payment_intent.succeeded", "pay_held", 1000),
+    )
+    .await;
+    let payment = ctx.store.create(fixtures::new_payment("pay_held", 1000)).await.unwrap();
+    let held = leases.acquire(&payment.id).await.unwrap().unwrap();
+    let started = std::time::Instant::now();
+    let err = parked::replay(&ctl, &key, None, false).await.map(|r| format!("{r:?}"));
+    let waited = started.elapsed();
+    let err = err
+        .expect_err("a lease held past the deadline is an error, not a report")
+        .to_string();
+    assert!(err.contains("lease") && err.contains("pay_held"), "{err}");
+    assert!(
+        waited >= deadline && waited < deadline + std::time::Duration::from_secs(2),
+        "{waited:?}"
+    );
+    assert_eq!(
+        ctx.store.get(&payment.id).await.unwrap().unwrap().version,
+        1,
+        "nothing written"
+    );
+    leases.release(&held).await.unwrap();
+
+    // Freed a second into the wait: the replay takes the lease and applies.
+    let key = park(
+        &ctx,
+        ParkedKind::UnknownPayment,
+        &stripe_body("payment_intent.succeeded", "pay_freed", 1000),
+    )
+    .await;
+    let payment = ctx
+        .store
+        .create(fixtures::new_payment("pay_freed", 1000))
+        .await
+        .unwrap();
+    let held = leases.acquire(&payment.id).await.unwrap().unwrap();
+    let freeing = leases.clone();
+    let freed = tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        freeing.release(&held).await.unwrap()
+    });
+    let r = parked::replay(&ctl, &key, None, false).await.unwrap();
+    assert!(freed.await.unwrap(), "the test's lease was still held when freed");
+    assert_eq!(r.result, "applied", "{r:?}");
+    assert_eq!(
+        ctx.store.get(&payment.id).await.unwrap().unwrap().status,
+        PaymentStatus::Captured
+    );
+}
+
 #[tokio::test]
 async fn a_parked_webhook_that_is_still_wrong_or_lost_its_secrets_to_redaction_is_not_applied() {
     let ctx = TestContext::new().await;

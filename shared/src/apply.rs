@@ -1,0 +1,189 @@
+//! Applying an observation under the payment's lease: the one sequence every writer outside a saga step
+//! follows (the webhook intake, `paymentsctl parked replay`): take the payment's lease, waiting a bounded
+//! time for another worker to finish, read the payment, finalize through the one decision and versioned
+//! write, and release the lease on every way out.
+//!
+//! It lives here, beside the store and the leases, so that the operator CLI runs the intake's own sequence
+//! without depending on a Lambda crate, and so that a failed release is handled once: it travels with the
+//! error it followed ([`ApplyError::Store`]) or is logged when the write itself succeeded, never dropped.
+//! The intake takes the lease side by side with its read ([`Leases::hold_waiting`] and
+//! [`finalize_leased`] separately); a caller without that need takes the whole of [`apply_under_lease`].
+
+use crate::lease::{HeldLease, Leases};
+use crate::store::{FinalizeOutcome, PaymentStore, StoreError};
+use crate::telemetry::ErrorChain;
+use crate::{clock, Observation, Payment, PaymentId};
+use std::fmt;
+use std::time::{Duration, Instant};
+use tracing::warn;
+
+/// How long a writer waits for a payment's lease that another worker holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseWait {
+    /// Tries at most this many times (a request path: the PSP retries the 503 that follows).
+    pub attempts: u32,
+    /// Stops trying once this much time has passed since the first try (an operator waiting at a prompt).
+    pub deadline: Duration,
+    /// The longest pause between two tries (each a random time up to it, never past the deadline).
+    pub max_pause: Duration,
+}
+
+impl LeaseWait {
+    /// A few tries, pauses up to `max_pause`: bounded by the count (at most `attempts - 1` pauses).
+    pub fn attempts(attempts: u32, max_pause: Duration) -> Self {
+        Self {
+            attempts,
+            deadline: Duration::MAX,
+            max_pause,
+        }
+    }
+
+    /// Tries until `deadline` has passed, pausing up to `max_pause` between tries.
+    pub fn within(deadline: Duration, max_pause: Duration) -> Self {
+        Self {
+            attempts: u32::MAX,
+            deadline,
+            max_pause,
+        }
+    }
+}
+
+impl Leases {
+    /// The payment's lease, held (see [`HeldLease`]), tried as `wait` says; `Ok(None)` when another worker
+    /// still holds it at the end of the wait.
+    pub async fn hold_waiting(&self, id: &PaymentId, wait: LeaseWait) -> Result<Option<HeldLease>, StoreError> {
+        let started = Instant::now();
+        for attempt in 1..=wait.attempts.max(1) {
+            if let Some(lease) = self.acquire(id).await? {
+                return Ok(Some(self.hold(lease)));
+            }
+            let left = wait.deadline.saturating_sub(started.elapsed());
+            if attempt == wait.attempts || left.is_zero() {
+                break;
+            }
+            tokio::time::sleep(clock::full_jitter(wait.max_pause).min(left)).await;
+        }
+        Ok(None)
+    }
+}
+
+/// Why an observation was not applied under the payment's lease.
+#[derive(Debug)]
+pub enum ApplyError {
+    /// Another worker (the intake, recovery) still held the payment's lease when the wait ended: nothing was
+    /// written; the same call later may succeed.
+    LeaseHeld { payment: PaymentId, waited: Duration },
+    /// A store call failed (the cause); the lease was released, or `release` says why it could not be (it
+    /// then expires by itself).
+    Store {
+        source: StoreError,
+        release: Option<StoreError>,
+    },
+}
+
+impl ApplyError {
+    /// True when the same call later may succeed (a 503 with Retry-After for the intake).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            ApplyError::LeaseHeld { .. } => true,
+            ApplyError::Store { source, .. } => source.is_transient(),
+        }
+    }
+}
+
+impl fmt::Display for ApplyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ApplyError::LeaseHeld { payment, waited } => write!(
+                f,
+                "payment {payment}'s lease is still held by another worker (the intake or recovery at work) after \
+                 waiting {} ms; nothing written, try again",
+                waited.as_millis()
+            ),
+            ApplyError::Store { source, release: None } => write!(f, "{source}"),
+            ApplyError::Store {
+                source,
+                release: Some(release),
+            } => write!(
+                f,
+                "{source}; releasing the payment's lease failed too ({}), it expires by itself",
+                ErrorChain(release)
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ApplyError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ApplyError::LeaseHeld { .. } => None,
+            ApplyError::Store { source, .. } => Some(source),
+        }
+    }
+}
+
+impl From<StoreError> for ApplyError {
+    fn from(source: StoreError) -> Self {
+        ApplyError::Store { source, release: None }
+    }
+}
+
+/// Releases `lease` after `source` failed the step, keeping a failed release with the failure.
+async fn released_after(lease: HeldLease, source: StoreError) -> ApplyError {
+    ApplyError::Store {
+        source,
+        release: lease.release().await.err(),
+    }
+}
+
+/// The one finalize of `observation` against `current` under `lease`, which the finalize's transaction
+/// releases; a lease the write did not release (taken over, or its release failed) is released once more
+/// here, and on a failure it is released before the error is returned (see [`ApplyError::Store`]).
+pub async fn finalize_leased(
+    store: &PaymentStore,
+    lease: HeldLease,
+    current: Payment,
+    observation: &Observation,
+) -> Result<FinalizeOutcome, ApplyError> {
+    match store.finalize_from(current, observation, Some(lease.lease())).await {
+        Ok(outcome) if outcome.lease_released => {
+            lease.released_by_write();
+            Ok(outcome)
+        }
+        Ok(outcome) => {
+            // The write stands; a lease we cannot free expires by itself, so this is reported, not returned.
+            if let Err(e) = lease.release().await {
+                warn!(payment_id = %outcome.payment.id, error = %ErrorChain(&e), "lease release after finalize failed; it will expire");
+            }
+            Ok(outcome)
+        }
+        Err(source) => Err(released_after(lease, source).await),
+    }
+}
+
+/// Applies `observation` to payment `id` under its lease: the lease (waited for as `wait` says), a fresh read,
+/// the one finalize. `Ok(None)`: no such payment (the lease was released).
+pub async fn apply_under_lease(
+    store: &PaymentStore,
+    leases: &Leases,
+    id: &PaymentId,
+    observation: &Observation,
+    wait: LeaseWait,
+) -> Result<Option<FinalizeOutcome>, ApplyError> {
+    let started = Instant::now();
+    let Some(lease) = leases.hold_waiting(id, wait).await? else {
+        return Err(ApplyError::LeaseHeld {
+            payment: id.clone(),
+            waited: started.elapsed(),
+        });
+    };
+    let current = match store.get(id).await {
+        Ok(Some(current)) => current,
+        Ok(None) => {
+            lease.release().await?;
+            return Ok(None);
+        }
+        Err(source) => return Err(released_after(lease, source).await),
+    };
+    finalize_leased(store, lease, current, observation).await.map(Some)
+}
