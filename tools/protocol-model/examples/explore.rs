@@ -67,6 +67,7 @@ fn config() -> Config {
     config.bystander = var("MODEL_BYSTANDER").is_some();
     config.deadlines = var("MODEL_DEADLINES").is_some();
     config.redirect_drops_action = var("MODEL_REDIRECT_DROPS_ACTION").is_some();
+    config.deadline_clears_set_aside = var("MODEL_DEADLINE_CLEARS_ASIDE").is_some();
     if let Some(names) = var("MODEL_SCENARIOS") {
         config.scenarios = Scenario::ALL
             .into_iter()

@@ -296,6 +296,15 @@ fn escalate(cfg: &Config, next: &mut World, i: usize, saga: &StoredSaga, action:
     escalate_once(cfg, next, saga, action);
 }
 
+/// After a move its state's deadline made (the core's `Saga::charge_given_up`, `Saga::payment_not_created`):
+/// the saga stays set aside. Broken on purpose ([`Config::deadline_clears_set_aside`]): the code before the
+/// fix ended the set-aside with that move, as with any other.
+fn given_up_at_deadline(cfg: &Config, next: &mut World, saved: bool) {
+    if saved && cfg.deadline_clears_set_aside {
+        next.saga.0.set_aside = None;
+    }
+}
+
 /// The escalation itself ([`escalate`] without the runner): today's sweeper escalates every time, main's
 /// only a saga not yet set aside, and sets it aside.
 fn escalate_once(cfg: &Config, next: &mut World, saga: &StoredSaga, action: NextStep) {
@@ -715,11 +724,13 @@ pub fn runner_step(cfg: &Config, w: &World, i: usize, lose: bool) -> Option<Worl
         (Sub::PastDeadline, Loaded::StockReserved(s)) => {
             let (n, e) = s.payment_not_created("no payment created within the step's deadline".into(), now);
             let saved = next.save_saga(version, n, e);
+            given_up_at_deadline(cfg, &mut next, saved);
             moved(&mut next, saved);
         }
         (Sub::PastDeadline, Loaded::Charging(s)) => {
-            let (n, e) = s.charge_failed("no answer to the charge within its deadline".into(), now);
+            let (n, e) = s.charge_given_up("no answer to the charge within its deadline".into(), now);
             let saved = next.save_saga(version, n, e);
+            given_up_at_deadline(cfg, &mut next, saved);
             moved(&mut next, saved);
         }
         (Sub::Release, Loaded::ReleasingStock(s)) => {
@@ -1157,7 +1168,7 @@ pub fn act_on_deadline(cfg: &Config, w: &World) -> Option<World> {
                 }
                 Loaded::Charging(s) => {
                     let reason = "deployment fault past the charge's deadline (key refused or breaker open)";
-                    let (n, e) = s.charge_failed(reason.into(), World::STAMP_MS);
+                    let (n, e) = s.charge_given_up(reason.into(), World::STAMP_MS);
                     next.save_saga(version, n, e)
                 }
                 _ => return None,
@@ -1165,6 +1176,7 @@ pub fn act_on_deadline(cfg: &Config, w: &World) -> Option<World> {
             if !saved {
                 return None;
             }
+            given_up_at_deadline(cfg, &mut next, saved);
             // Moved: resumed at the next sweep (and deferred again while the fault lasts).
             next.due = Due::Free;
         }

@@ -50,7 +50,7 @@
 //!
 //! The broken variants ([`CancelMode::OldMain`], `search_after_a_day: false`, `refused_refund_reads_back:
 //! false`, `fresh_charge_key`, `never_abandon`, [`model::SweeperMode::Today`], [`model::BreakerMode::Today`],
-//! `copies_reference: false`, `redirect_drops_action`) are the code before a fix, kept to show the checks are not vacuous. What the
+//! `copies_reference: false`, `redirect_drops_action`, `deadline_clears_set_aside`) are the code before a fix, kept to show the checks are not vacuous. What the
 //! model found, and which tests in `tests/it/model.rs` pin it, is listed in the README's "The protocol model".
 //!
 //! # What it cannot see

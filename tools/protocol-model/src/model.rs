@@ -135,6 +135,9 @@ pub struct Config {
     /// Off by default: it multiplies the states by eight with every fault on (8.6 million), so the
     /// configurations that turn it on are cut to what a deadline changes.
     pub deadlines: bool,
+    /// Broken on purpose (with `deadlines`): the code before the fix ended the set-aside when a deadline gave
+    /// the charge up, so the cancel's failure (a search refused again) escalated the saga a second time.
+    pub deadline_clears_set_aside: bool,
 }
 
 impl Default for Config {
@@ -161,6 +164,7 @@ impl Default for Config {
             bystander: false,
             redirect_drops_action: false,
             deadlines: false,
+            deadline_clears_set_aside: false,
         }
     }
 }

@@ -267,7 +267,8 @@ impl World {
         }
         self.saga = StoredSaga(saga.into_record());
         self.saga_log.push((event.kind, event.step));
-        // A new state: its deadline is counted from now; a move ends the set-aside and its looks.
+        // A new state: its deadline is counted from now; a move ends the set-aside and its looks (but for a
+        // deadline's move, which keeps them: `actors::given_up_at_deadline`).
         self.late = false;
         self.look_pending = false;
         true

@@ -18,9 +18,15 @@
 //! `SagaSetAside`): later failures of the same step escalate no more, and the sweeper looks at it only on a
 //! doubling schedule from the escalation ([`set_aside_due`]: 5, 10, 20 minutes, ... at most a day apart), so it
 //! calls the PSP a bounded number of times a day and never crowds out the other sagas of its shard. News
-//! (a payment event) and an operator's retry still resume it; its next move ends the set-aside.
+//! (a payment event) and an operator's retry still resume it; its next move ends the set-aside, except a
+//! move a deadline made (a charge or a payment creation given up, [`Saga::charge_given_up`]): a deadline is
+//! no news that healed anything, so the saga stays set aside and the compensation's failures (the cancel's
+//! search refused as the charge's was) escalate no more: a saga is escalated once until someone acts.
 
-use super::{Loaded, ReleasingStock, Saga, SagaEvent, SagaEventKind, SagaRecord, SagaStatus, Step, StockReserved};
+use super::{
+    CancellingPayment, Charging, Loaded, ReleasingStock, Saga, SagaEvent, SagaEventKind, SagaRecord, SagaStatus, Step,
+    StockReserved,
+};
 use serde::{Deserialize, Serialize};
 
 /// How long a saga may stay in each state (milliseconds); see the module's table.
@@ -212,11 +218,31 @@ impl Loaded {
     }
 }
 
+impl<S> Saga<S> {
+    /// A move its state's deadline made: a set-aside saga stays set aside (its escalation stands for what the
+    /// move leads to), where any other move ends the set-aside.
+    fn at_deadline<T>(self, moved: impl FnOnce(Self) -> (Saga<T>, SagaEvent)) -> (Saga<T>, SagaEvent) {
+        let aside = self.record.set_aside.clone();
+        let (mut saga, event) = moved(self);
+        saga.record.set_aside = aside;
+        (saga, event)
+    }
+}
+
 impl Saga<StockReserved> {
     /// The payment could not be created before the step's deadline: nothing was charged, so the only
-    /// compensation is the stock.
+    /// compensation is the stock. A set-aside saga stays set aside.
     pub fn payment_not_created(self, reason: String, now_ms: i64) -> (Saga<ReleasingStock>, SagaEvent) {
-        self.fail(SagaStatus::ReleasingStock, Step::Charge, reason, now_ms)
+        self.at_deadline(|s| s.fail(SagaStatus::ReleasingStock, Step::Charge, reason, now_ms))
+    }
+}
+
+impl Saga<Charging> {
+    /// The charge unanswered before its deadline: given up and compensated as a refused charge is
+    /// ([`Saga::charge_failed`]), but a set-aside saga stays set aside: the cancel that follows asks the PSP
+    /// what already failed for good (a refused search), and that was escalated.
+    pub fn charge_given_up(self, reason: String, now_ms: i64) -> (Saga<CancellingPayment>, SagaEvent) {
+        self.at_deadline(|s| s.charge_failed(reason, now_ms))
     }
 }
 
@@ -309,9 +335,51 @@ mod tests {
                 due_ms: T0 + 50 + SET_ASIDE_FIRST_LOOK_MS
             }
         );
-        let (s, _) = s.charge_failed("no answer before the deadline".into(), T0 + l.charge_ms);
+        let (s, _) = s.charge_failed("charge refused".into(), T0 + l.charge_ms);
         assert_eq!(s.record().set_aside, None, "the move ends it");
         assert_eq!(after_resume(s.record(), T0), Sweep::Defer);
+    }
+
+    /// The protocol model's finding: a charge set aside after its search was refused, then given up at its
+    /// deadline, was escalated again when the cancel's search was refused too. Giving up at a deadline keeps
+    /// the set-aside (and its schedule), so later failures escalate no more.
+    #[test]
+    fn giving_up_at_a_deadline_keeps_the_set_aside() {
+        let l = Deadlines::DEFAULT;
+        let (s, _) = started().stock_reserved(T0 + 1);
+        let (aside, _) = s.clone().set_aside("reserve_stock", "table refused".into(), T0 + 10);
+        let (released, event) = aside.payment_not_created("no payment".into(), T0 + l.step_ms);
+        assert_eq!(event.kind, SagaEventKind::StepFailed);
+        assert_eq!(released.record().status, SagaStatus::ReleasingStock);
+        assert!(released.record().set_aside.is_some(), "{:?}", released.record());
+        assert!(check(released.record()).is_ok());
+        let (charging, _) = s.payment_created(pay(), T0 + 2);
+        let (aside, _) = charging.set_aside("charge", "search refused".into(), T0 + 50);
+        let kept = aside.record().set_aside.clone();
+        let (given_up, event) = aside.charge_given_up("no answer".into(), T0 + 2 + l.charge_ms);
+        assert_eq!(
+            (event.kind, event.status),
+            (SagaEventKind::StepFailed, SagaStatus::CancellingPayment)
+        );
+        assert_eq!(
+            given_up.record().set_aside,
+            kept,
+            "the same escalation, on its schedule"
+        );
+        assert!(check(given_up.record()).is_ok());
+        assert_eq!(
+            after_resume(given_up.record(), T0 + 60),
+            Sweep::SetAside {
+                due_ms: T0 + 50 + SET_ASIDE_FIRST_LOOK_MS
+            }
+        );
+        assert_eq!(
+            given_up.record().updated_at_ms,
+            T0 + 2 + l.charge_ms,
+            "the cancel's deadline counts from now"
+        );
+        let (cancelled, _) = given_up.payment_cancelled(T0 + 3 + l.charge_ms);
+        assert_eq!(cancelled.record().set_aside, None, "news ends it");
     }
 
     #[test]

@@ -541,12 +541,9 @@ fn main_gives_up_a_charge_past_its_deadline_and_cancels_or_gives_back_what_it_ma
     println!("{}", report.trace(MONEY_ON_FAILED_REFUNDED));
 }
 
-/// A finding against main: a charge whose search Stripe refuses for good (a day later) is escalated and set
-/// aside; past the charge's deadline the sweeper's look gives the charge up (`charge_failed`, a move, which
-/// ends the set-aside), and the cancel's search is refused again: a second escalation of the same saga.
-#[test]
-fn a_refused_search_is_escalated_again_once_the_charge_is_given_up_at_its_deadline() {
-    let config = Config {
+/// The config of a charge whose search Stripe refuses for good, with each state's deadline.
+fn search_refused_past_the_charge_deadline() -> Config {
+    Config {
         day_passes: true,
         losses: 1,
         customer: false,
@@ -558,9 +555,38 @@ fn a_refused_search_is_escalated_again_once_the_charge_is_given_up_at_its_deadli
             },
             vec![Scenario::Succeeds],
         )
+    }
+}
+
+/// A charge whose search Stripe refuses for good (a day later) is escalated and set aside; past the charge's
+/// deadline the sweeper's look gives the charge up (`Saga::charge_given_up`) and the cancel's search is
+/// refused again. Giving up at a deadline is no news: the saga stays set aside, escalated once.
+#[test]
+fn a_refused_search_is_escalated_once_though_the_charge_is_given_up_at_its_deadline() {
+    let report = check(search_refused_past_the_charge_deadline(), THREADS, false);
+    // No capture to refund or give back, and no customer to abandon or cancel: the looks at the set-aside
+    // saga all day are reached.
+    assert_holds(
+        &report,
+        &[
+            AFTER_A_REFUND,
+            MONEY_ON_FAILED_REFUNDED,
+            ABANDONED_AND_CANCELED,
+            REFUND_REFUSED_FOR_GOOD,
+        ],
+    );
+}
+
+/// A finding against main before the fix (`deadline_clears_set_aside`, broken on purpose): giving the charge
+/// up at its deadline (`charge_failed`, a move) ended the set-aside, so the cancel's refused search was a
+/// second escalation of the same saga; the fair run ends set aside after two escalations.
+#[test]
+fn before_the_fix_a_refused_search_is_escalated_again_once_the_charge_is_given_up() {
+    let config = Config {
+        deadline_clears_set_aside: true,
+        ..search_refused_past_the_charge_deadline()
     };
     let report = check(config, THREADS, false);
-    // The fair run then ends set aside after two escalations.
     for property in [ESCALATED_ONCE, LIVENESS] {
         assert_fails(&report, property);
     }
