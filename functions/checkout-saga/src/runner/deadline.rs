@@ -66,7 +66,8 @@ impl<P: Psps> Runner<P> {
     }
 
     /// The charge unanswered past its deadline: compensated, with the reason. A fault of ours that kept the
-    /// PSP from answering is named as such and escalated once (unless the saga was escalated already).
+    /// PSP from answering is named as such and escalated once (unless the saga was escalated already: it stays
+    /// set aside, `Saga::charge_given_up`, so the cancel's failures escalate no more).
     async fn charge_given_up(&self, saga: Saga<Charging>, charge_ms: i64, now: i64) -> Result<Advanced, RunError> {
         let unanswered = format!("no answer to the charge within {} s", charge_ms / 1000);
         let fault = self.fault_of_ours(saga.payment_id()).await;
@@ -77,7 +78,7 @@ impl<P: Psps> Runner<P> {
             Some(fault) => format!("{unanswered}: {fault}, not the customer's decline"),
             None => unanswered,
         };
-        let (next, event) = saga.charge_failed(reason.clone(), now);
+        let (next, event) = saga.charge_given_up(reason.clone(), now);
         let moved = self.moved(next, event, vec![]).await?;
         let Advanced::Moved(next) = moved else {
             return Ok(moved);

@@ -108,8 +108,8 @@ async fn cancelling_payment_past_its_deadline_is_escalated_once_and_set_aside() 
 /// A charge whose answer never came (the PaymentIntent was made), then a day of silence: Stripe has forgotten
 /// the charge's key, and its search for the first PaymentIntent is refused for good. An hour of sweeps a
 /// minute apart: the refusal is escalated once and the saga set aside, searched again only on the set-aside
-/// schedule (5, 10, 20, 40 minutes after), never on every sweep.
-async fn a_search_refused_a_day_later(charge_deadline: Duration) {
+/// schedule (5, 10, 20, 40 minutes after), never on every sweep. The world and the order, for more sweeps.
+async fn a_search_refused_a_day_later(charge_deadline: Duration) -> (World, OrderId) {
     let w = world().await;
     let id = order();
     let hang = w.runner_over(Quirky(w.psp(), Quirk::ChargeAnswersHang));
@@ -132,16 +132,7 @@ async fn a_search_refused_a_day_later(charge_deadline: Duration) {
 
     let searches = Arc::new(AtomicUsize::new(0));
     for minute in 0..=60 {
-        let refusing = Quirky(w.psp(), Quirk::SearchRefused(searches.clone()));
-        let settings = Settings {
-            clock: Clock::ahead(day + minute * MINUTE),
-            charge_deadline,
-            ..settings()
-        };
-        let runner = w.runner_with(w.ctx.client.clone(), refusing, settings);
-        sweeper::sweep(&runner, Duration::ZERO, 100, later())
-            .await
-            .expect("sweep");
+        sweep_refusing_search(&w, day + minute * MINUTE, charge_deadline, &searches).await;
     }
     assert_eq!(escalations_of(&w, &id).await, 1, "the refusal is escalated once");
     let aside = w.saga(&id).await;
@@ -151,6 +142,21 @@ async fn a_search_refused_a_day_later(charge_deadline: Duration) {
         (1..=8).contains(&calls),
         "{calls} searches in an hour: the set-aside schedule's, not one a sweep"
     );
+    (w, id)
+}
+
+/// One sweep `after` from now by a runner whose every search is refused for good (counted in `searches`).
+async fn sweep_refusing_search(w: &World, after: Duration, charge_deadline: Duration, searches: &Arc<AtomicUsize>) {
+    let refusing = Quirky(w.psp(), Quirk::SearchRefused(searches.clone()));
+    let settings = Settings {
+        clock: Clock::ahead(after),
+        charge_deadline,
+        ..settings()
+    };
+    let runner = w.runner_with(w.ctx.client.clone(), refusing, settings);
+    sweeper::sweep(&runner, Duration::ZERO, 100, later())
+        .await
+        .expect("sweep");
 }
 
 /// The charge given up at its deadline (10 minutes): the cancel's search for what it made is refused.
@@ -163,6 +169,35 @@ async fn a_search_refused_a_day_later_by_the_cancel_is_escalated_once_then_set_a
 #[tokio::test]
 async fn a_search_refused_a_day_later_by_the_charge_is_escalated_once_then_set_aside() {
     a_search_refused_a_day_later(48 * HOUR).await;
+}
+
+/// The charge's own search refused for good (escalated once, set aside), then the charge's deadline passes
+/// on a later look: the charge is given up and the cancel's search is refused again. Giving up at a deadline
+/// is no news that healed anything, so the saga stays set aside: one escalation in all, not one per step
+/// (the protocol model's finding, `a_refused_search_is_escalated_once_...`).
+#[tokio::test]
+async fn a_refused_search_then_the_charge_deadline_is_escalated_once() {
+    let charge_deadline = 48 * HOUR;
+    let (w, id) = a_search_refused_a_day_later(charge_deadline).await;
+    let past_the_charge = 25 * HOUR + charge_deadline;
+    let searches = Arc::new(AtomicUsize::new(0));
+    for hours in [1, 2, 4, 8, 30] {
+        sweep_refusing_search(&w, past_the_charge + hours * HOUR, charge_deadline, &searches).await;
+    }
+    let aside = w.saga(&id).await;
+    assert_eq!(aside.status, SagaStatus::CancellingPayment, "given up: {aside:?}");
+    let failure = aside.failure.clone().expect("the reason is kept");
+    assert!(failure.reason.contains("no answer to the charge"), "{failure:?}");
+    assert!(searches.load(Ordering::SeqCst) >= 1, "the cancel searched");
+    assert_eq!(escalations_of(&w, &id).await, 0, "no escalation after the first");
+    assert!(aside.set_aside.is_some(), "still set aside: {aside:?}");
+    let set_aside = w
+        .log(&id)
+        .await
+        .iter()
+        .filter(|(kind, _)| *kind == K::SagaSetAside)
+        .count();
+    assert_eq!(set_aside, 1, "set aside once");
 }
 
 /// Sweeps 25, 26 and 30 hours later (past a day's compensation deadline, then on), each by the runner
