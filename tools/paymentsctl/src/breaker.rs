@@ -1,5 +1,5 @@
-//! The PSP circuit breaker's shared item (`BREAKER#stripe`): `breaker show` says what it holds and what it
-//! means now; `breaker reset` closes it.
+//! The PSP circuit breakers' shared items, one per PSP (`BREAKER#stripe`, `BREAKER#adyen`): `breaker show`
+//! says what each holds and what it means now; `breaker reset --psp NAME` closes one.
 //!
 //! The state is read and judged exactly as the functions read it (`shared::psp::breaker::item` and the core's
 //! end-time rule, with the functions' default settings), so "ends at" is when the functions will probe. A
@@ -12,7 +12,19 @@ use crate::when::format_ms;
 use serde::Serialize;
 use shared::psp::breaker::item::{BreakerItem, BreakerRecord, Written};
 use shared::psp::breaker::BreakerState;
-use shared::psp::{BreakerSettings, BREAKER_NAME};
+use shared::psp::set::{ADYEN_BREAKER, STRIPE_BREAKER};
+use shared::psp::BreakerSettings;
+
+/// Every PSP's breaker, in the order `breaker show` lists them.
+pub const BREAKERS: [&str; 2] = [STRIPE_BREAKER, ADYEN_BREAKER];
+
+/// `--psp`: one of [`BREAKERS`].
+pub fn parse_psp(text: &str) -> Result<&'static str, String> {
+    BREAKERS
+        .into_iter()
+        .find(|name| *name == text)
+        .ok_or_else(|| format!("{text:?}: the PSPs with a breaker are {}", BREAKERS.join(" and ")))
+}
 
 /// The breaker as `show` prints it.
 #[derive(Debug, Clone, Serialize)]
@@ -37,12 +49,12 @@ pub struct BreakerView {
     record: BreakerRecord,
 }
 
-fn item(ctx: &Ctx) -> BreakerItem {
-    BreakerItem::new(ctx.dynamodb.clone(), ctx.config.table_name.clone(), BREAKER_NAME)
+fn item(ctx: &Ctx, name: &str) -> BreakerItem {
+    BreakerItem::new(ctx.dynamodb.clone(), ctx.config.table_name.clone(), name)
 }
 
 impl BreakerView {
-    fn of(record: BreakerRecord, now_ms: i64) -> Self {
+    fn of(name: &str, record: BreakerRecord, now_ms: i64) -> Self {
         let (state, ends_at_ms) = match record.state {
             BreakerState::Closed => ("closed", None),
             BreakerState::Open { until_ms } if now_ms < until_ms => ("open", Some(until_ms)),
@@ -53,7 +65,7 @@ impl BreakerView {
             .clone()
             .filter(|s| !matches!(s.as_str(), "open" | "closed"));
         Self {
-            name: BREAKER_NAME.to_owned(),
+            name: name.to_owned(),
             state: state.to_owned(),
             stored_state,
             failures: record.failures,
@@ -107,11 +119,11 @@ impl BreakerView {
     }
 }
 
-/// `breaker show`: the item as the functions read it now.
-pub async fn show(ctx: &Ctx) -> Result<BreakerView, crate::Error> {
+/// `breaker show --psp NAME`: the PSP's item as the functions read it now.
+pub async fn show(ctx: &Ctx, name: &str) -> Result<BreakerView, crate::Error> {
     let now = shared::clock::now_ms();
-    let record = item(ctx).load(&BreakerSettings::default().rule(), now).await?;
-    Ok(BreakerView::of(record, now))
+    let record = item(ctx, name).load(&BreakerSettings::default().rule(), now).await?;
+    Ok(BreakerView::of(name, record, now))
 }
 
 /// What `breaker reset` did.
@@ -129,12 +141,15 @@ pub enum ResetOutcome {
 #[error("the breaker changed since it was shown (a function opened, probed or closed it); nothing was reset: run `paymentsctl breaker show` again")]
 pub struct ChangedMeanwhile;
 
-/// `breaker reset`: closes the breaker if it is still as `shown`.
+/// `breaker reset --psp NAME`: closes the breaker `shown` if it is still as shown.
 pub async fn reset(ctx: &Ctx, shown: &BreakerView) -> Result<ResetOutcome, crate::Error> {
     if !shown.resettable() {
         return Ok(ResetOutcome::AlreadyClosed);
     }
-    match item(ctx).reset(&shown.record, shared::clock::now_ms()).await? {
+    match item(ctx, &shown.name)
+        .reset(&shown.record, shared::clock::now_ms())
+        .await?
+    {
         Written::Done => Ok(ResetOutcome::Reset),
         Written::Changed => Err(ChangedMeanwhile.into()),
     }

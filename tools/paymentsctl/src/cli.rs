@@ -82,12 +82,19 @@ pub enum Command {
 #[derive(Subcommand, Debug)]
 pub enum BreakerCommand {
     /// Its state, what opened it (failed attempts and requests), when it changed and when an open state ends.
-    Show,
-    /// Close it now (after the PSP's outage is over): asks first, unless --yes.
+    Show {
+        /// stripe or adyen (default: both; with --json an array).
+        #[arg(long, value_parser = breaker::parse_psp)]
+        psp: Option<&'static str>,
+    },
+    /// Close one PSP's breaker now (after its outage is over): asks first, unless --yes.
     ///
     /// Written only if the breaker is still as shown; if a function changed it meanwhile, nothing is written
     /// and the command fails (exit 1). Without a terminal and without --yes it refuses (exit 2).
     Reset {
+        /// stripe or adyen: the breaker to close.
+        #[arg(long, value_parser = breaker::parse_psp)]
+        psp: &'static str,
         /// Do not ask (scripts; needed when stdin is not a terminal).
         #[arg(long)]
         yes: bool,
@@ -349,15 +356,31 @@ async fn redrive_command(ctx: &Ctx, args: RedriveArgs, json: bool) -> Result<(),
 }
 
 async fn breaker_command(ctx: &Ctx, command: BreakerCommand, json: bool) -> Result<(), crate::Error> {
-    let view = breaker::show(ctx).await?;
     match command {
-        BreakerCommand::Show => print(json, &view, breaker::BreakerView::render),
-        BreakerCommand::Reset { yes } => {
+        BreakerCommand::Show { psp: Some(name) } => {
+            print(json, &breaker::show(ctx, name).await?, breaker::BreakerView::render)
+        }
+        BreakerCommand::Show { psp: None } => {
+            let mut views = Vec::new();
+            for name in breaker::BREAKERS {
+                views.push(breaker::show(ctx, name).await?);
+            }
+            print(json, &views, |views| {
+                views
+                    .iter()
+                    .map(breaker::BreakerView::render)
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })
+        }
+        BreakerCommand::Reset { psp, yes } => {
+            let view = breaker::show(ctx, psp).await?;
             if !json {
                 print!("{}", view.render());
             }
             if view.resettable() {
-                confirm(yes, "Reset the PSP breaker (close it now)?", "reset the breaker")?;
+                let question = format!("Reset the {psp} breaker (close it now)?");
+                confirm(yes, &question, "reset the breaker")?;
             }
             let outcome = breaker::reset(ctx, &view).await?;
             print(json, &outcome, breaker::ResetOutcome::render)

@@ -294,21 +294,26 @@ async fn stack_reads_the_table_and_the_queues_from_the_stack_outputs() {
     );
 }
 
-#[tokio::test]
-async fn a_breaker_reset_without_a_terminal_needs_yes_and_leaves_the_breaker_open_until_given() {
-    let ctx = TestContext::new().await;
+/// Opens the breaker `name` for a minute, through the functions' own writer.
+async fn open_breaker(ctx: &TestContext, name: &str) {
     let now = shared::clock::now_ms();
     let opening = payments_core::breaker::Opening {
         failures: 5,
         requests: 3,
     };
-    shared::psp::breaker::item::BreakerItem::new(ctx.client.clone(), ctx.table.clone(), shared::psp::BREAKER_NAME)
+    shared::psp::breaker::item::BreakerItem::new(ctx.client.clone(), ctx.table.clone(), name)
         .open(Some(opening), now, now + 60_000)
         .await
         .unwrap();
+}
+
+#[tokio::test]
+async fn a_breaker_reset_without_a_terminal_needs_yes_and_leaves_the_breaker_open_until_given() {
+    let ctx = TestContext::new().await;
+    open_breaker(&ctx, shared::psp::BREAKER_NAME).await;
     let state = |out: Output| serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["state"].clone();
 
-    let refused = paymentsctl(Some(&ctx.table), &["breaker", "reset"]);
+    let refused = paymentsctl(Some(&ctx.table), &["breaker", "reset", "--psp", "stripe"]);
     assert_eq!(refused.status.code(), Some(2), "{}", text(&refused.stderr));
     assert!(
         text(&refused.stderr).contains("pass --yes"),
@@ -316,14 +321,68 @@ async fn a_breaker_reset_without_a_terminal_needs_yes_and_leaves_the_breaker_ope
         text(&refused.stderr)
     );
     assert_eq!(
-        state(paymentsctl(Some(&ctx.table), &["breaker", "show", "--json"])),
+        state(paymentsctl(
+            Some(&ctx.table),
+            &["breaker", "show", "--psp", "stripe", "--json"]
+        )),
         "open"
     );
 
-    let done = paymentsctl(Some(&ctx.table), &["breaker", "reset", "--yes"]);
+    let done = paymentsctl(Some(&ctx.table), &["breaker", "reset", "--psp", "stripe", "--yes"]);
     assert_eq!(done.status.code(), Some(0), "{}", text(&done.stderr));
     assert_eq!(
-        state(paymentsctl(Some(&ctx.table), &["breaker", "show", "--json"])),
+        state(paymentsctl(
+            Some(&ctx.table),
+            &["breaker", "show", "--psp", "stripe", "--json"]
+        )),
         "closed"
     );
+}
+
+/// Each PSP has its own breaker (`BREAKER#stripe`, `BREAKER#adyen`): `show` shows both unless `--psp` names
+/// one, and `reset` needs the name and closes that one only.
+#[tokio::test]
+async fn breaker_show_and_reset_take_the_psp_and_leave_the_other_breaker_alone() {
+    let ctx = TestContext::new().await;
+    open_breaker(&ctx, shared::psp::set::ADYEN_BREAKER).await;
+    let json = |out: Output| {
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let state = |psp: &str| {
+        json(paymentsctl(
+            Some(&ctx.table),
+            &["breaker", "show", "--psp", psp, "--json"],
+        ))["state"]
+            .clone()
+    };
+
+    let both = json(paymentsctl(Some(&ctx.table), &["breaker", "show", "--json"]));
+    let shown: Vec<(&str, &str)> = both
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| (b["name"].as_str().unwrap(), b["state"].as_str().unwrap()))
+        .collect();
+    assert_eq!(shown, [("stripe", "closed"), ("adyen", "open")]);
+    let text_both = text(&paymentsctl(Some(&ctx.table), &["breaker", "show"]).stdout);
+    assert!(
+        text_both.contains("breaker stripe") && text_both.contains("breaker adyen"),
+        "{text_both}"
+    );
+    assert_eq!((state("adyen"), state("stripe")), ("open".into(), "closed".into()));
+
+    let unnamed = paymentsctl(Some(&ctx.table), &["breaker", "reset", "--yes"]);
+    assert_eq!(unnamed.status.code(), Some(2), "{}", text(&unnamed.stderr));
+    assert!(text(&unnamed.stderr).contains("--psp"), "{}", text(&unnamed.stderr));
+    let unknown = paymentsctl(Some(&ctx.table), &["breaker", "show", "--psp", "paypal"]);
+    assert_eq!(unknown.status.code(), Some(2), "{}", text(&unknown.stderr));
+    assert_eq!(state("adyen"), "open", "a reset refused changes nothing");
+
+    let stripe = paymentsctl(Some(&ctx.table), &["breaker", "reset", "--psp", "stripe", "--yes"]);
+    assert_eq!(stripe.status.code(), Some(0), "{}", text(&stripe.stderr));
+    assert_eq!(state("adyen"), "open", "Stripe's reset leaves Adyen's breaker open");
+    let adyen = paymentsctl(Some(&ctx.table), &["breaker", "reset", "--psp", "adyen", "--yes"]);
+    assert_eq!(adyen.status.code(), Some(0), "{}", text(&adyen.stderr));
+    assert_eq!(state("adyen"), "closed");
 }

@@ -771,7 +771,7 @@ mod breaker {
     #[tokio::test]
     async fn show_says_closed_without_an_item_and_reset_has_nothing_to_do() {
         let ctx = TestContext::new().await;
-        let view = breaker::show(&ctl(&ctx)).await.unwrap();
+        let view = breaker::show(&ctl(&ctx), BREAKER_NAME).await.unwrap();
         assert_eq!((view.state.as_str(), view.ends_at_ms), ("closed", None));
         assert!(!view.resettable());
         assert_eq!(
@@ -786,7 +786,7 @@ mod breaker {
         let ctx = TestContext::new().await;
         let now = clock::now_ms();
         open(&ctx, now).await;
-        let view = breaker::show(&ctl(&ctx)).await.unwrap();
+        let view = breaker::show(&ctl(&ctx), BREAKER_NAME).await.unwrap();
         assert_eq!(view.state, "open");
         assert_eq!((view.failures, view.failed_requests), (Some(5), Some(3)));
         assert_eq!(
@@ -797,7 +797,7 @@ mod breaker {
         assert!(text.contains("5 attempts over 3 requests"), "{text}");
 
         assert_eq!(breaker::reset(&ctl(&ctx), &view).await.unwrap(), ResetOutcome::Reset);
-        let after = breaker::show(&ctl(&ctx)).await.unwrap();
+        let after = breaker::show(&ctl(&ctx), BREAKER_NAME).await.unwrap();
         assert_eq!((after.state.as_str(), after.failures), ("closed", None));
         assert_eq!(
             breaker::reset(&ctl(&ctx), &after).await.unwrap(),
@@ -810,13 +810,13 @@ mod breaker {
         let ctx = TestContext::new().await;
         let now = clock::now_ms();
         open(&ctx, now - 2 * COOL_DOWN_MS).await;
-        let shown = breaker::show(&ctl(&ctx)).await.unwrap();
+        let shown = breaker::show(&ctl(&ctx), BREAKER_NAME).await.unwrap();
         assert_eq!(shown.state, "probing", "its cool-down is over");
         // A function's probe failed meanwhile: opened again, for another cool-down.
         item(&ctx).open(None, now, now + COOL_DOWN_MS).await.unwrap();
         let refused = breaker::reset(&ctl(&ctx), &shown).await.unwrap_err();
         assert!(refused.to_string().contains("changed since it was shown"), "{refused}");
-        let still = breaker::show(&ctl(&ctx)).await.unwrap();
+        let still = breaker::show(&ctl(&ctx), BREAKER_NAME).await.unwrap();
         assert_eq!(
             (still.state.as_str(), still.ends_at_ms),
             ("open", Some(now + COOL_DOWN_MS))
@@ -847,7 +847,7 @@ mod breaker {
         ])
         .await
         .unwrap();
-        let view = breaker::show(&ctl(&ctx)).await.unwrap();
+        let view = breaker::show(&ctl(&ctx), BREAKER_NAME).await.unwrap();
         assert_eq!(
             (view.state.as_str(), view.ends_at_ms),
             ("open", Some(changed + COOL_DOWN_MS))
@@ -861,18 +861,18 @@ mod breaker {
         ])
         .await
         .unwrap();
-        let view = breaker::show(&ctl(&ctx)).await.unwrap();
+        let view = breaker::show(&ctl(&ctx), BREAKER_NAME).await.unwrap();
         assert_eq!(view.ends_at_ms, Some(changed + 10 * COOL_DOWN_MS), "capped");
         assert_eq!(view.stored_end_ms, Some(next_year));
 
         put(vec![("state", AttributeValue::S("open".into()))]).await.unwrap();
-        let view = breaker::show(&ctl(&ctx)).await.unwrap();
+        let view = breaker::show(&ctl(&ctx), BREAKER_NAME).await.unwrap();
         assert_eq!(
             (view.state.as_str(), view.ends_at_ms),
             ("probing", None),
             "no change time: ended"
         );
         assert_eq!(breaker::reset(&ctl(&ctx), &view).await.unwrap(), ResetOutcome::Reset);
-        assert_eq!(breaker::show(&ctl(&ctx)).await.unwrap().state, "closed");
+        assert_eq!(breaker::show(&ctl(&ctx), BREAKER_NAME).await.unwrap().state, "closed");
     }
 }
