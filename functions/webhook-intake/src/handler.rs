@@ -15,7 +15,7 @@ mod payment;
 pub use app::{App, IntakeSettings};
 pub use fetched::apply_fetched;
 pub(crate) use payment::locate;
-use payment::{applied, leased, read_first};
+use payment::{applied, leased, read_first, Delivery};
 
 use crate::metrics::RequestMetrics;
 use crate::providers::{Provider, Providers, Scheme};
@@ -146,16 +146,23 @@ pub(crate) async fn on_payment_with(
     body: &[u8],
     metrics: &mut RequestMetrics,
 ) -> Result<&'static str, ApiError> {
+    let mut delivery = Delivery {
+        app,
+        provider,
+        event,
+        body,
+        metrics,
+    };
     let step = if redelivery {
-        read_first(app, provider, event, &observation, body, metrics).await?
+        read_first(&mut delivery, &observation).await?
     } else {
-        leased(app, provider, event, body, metrics).await?
+        leased(&mut delivery).await?
     };
     let (lease, current) = match step {
         Next::Go(held) => held,
         Next::Answer(answer) => return Ok(answer),
     };
-    applied(app, provider, event, lease, current, observation, body, metrics).await
+    applied(&mut delivery, lease, current, observation).await
 }
 
 /// Signed well after the event was created: the PSP's retry of an earlier delivery, or a resend.

@@ -1,5 +1,9 @@
 //! Steps 3 and 4 of a webhook, the ones on the payment: find it, take its lease with a read (or, for a
 //! redelivery, read first and often stop there), and apply the event through the one finalize.
+//!
+//! Every step reads the same delivery (the intake, the endpoint, the event, its body) and counts into the
+//! same metrics: they travel together as one [`Delivery`]. The lease and the finalize under it are
+//! `shared::apply`'s, the sequence `paymentsctl parked replay` runs too.
 
 use super::{retry_later, Next};
 use crate::metrics::RequestMetrics;
@@ -7,6 +11,7 @@ use crate::providers::Provider;
 use crate::psp_event::{Ownership, PspEvent};
 use crate::redact::redact;
 use crate::App;
+use shared::apply::{finalize_leased, ApplyError, LeaseWait};
 use shared::http::ApiError;
 use shared::lease::HeldLease;
 use shared::store::ParkedKind;
@@ -15,40 +20,44 @@ use shared::{
     clock, decide, telemetry, Decision, FinalizeOutcome, FinalizeResult, IgnoreReason, Observation, Payment, PaymentId,
     StoreError,
 };
+
+/// One delivery on its way through the steps on the payment: what each step reads, and the request's
+/// metrics each counts into.
+pub(crate) struct Delivery<'a> {
+    pub app: &'a App,
+    pub provider: &'a Provider,
+    pub event: &'a PspEvent,
+    /// The body as delivered: parked (redacted) when the event is quarantined or its payment unknown.
+    pub body: &'a [u8],
+    pub metrics: &'a mut RequestMetrics,
+}
 use std::time::Duration;
 use tracing::{info, warn, Instrument};
 
 /// Step 3: find the payment, then take its lease and read it at once (two calls side by side); the lease
 /// is held from here, released on every way out, the failed read's included.
-pub(super) async fn leased(
-    app: &App,
-    provider: &Provider,
-    event: &PspEvent,
-    body: &[u8],
-    metrics: &mut RequestMetrics,
-) -> Result<Next<(HeldLease, Payment)>, ApiError> {
-    if let Some(answer) = other_stage(event, metrics) {
+pub(super) async fn leased(d: &mut Delivery<'_>) -> Result<Next<(HeldLease, Payment)>, ApiError> {
+    if let Some(answer) = other_stage(d) {
         return Ok(Next::Answer(answer));
     }
-    let Some(payment_id) = locate(app, event).await? else {
-        return unknown_payment(app, provider, event, body, metrics)
-            .await
-            .map(Next::Answer);
+    let Some(payment_id) = locate(d.app, d.event).await? else {
+        return unknown_payment(d).await.map(Next::Answer);
     };
     telemetry::record_payment(&tracing::Span::current(), payment_id.as_str());
     let (lease, current) = tokio::join!(
-        take_lease(app, event, &payment_id, metrics),
-        app.store.get(&payment_id).instrument(telemetry::step_span("read")),
+        take_lease(d, &payment_id),
+        d.app.store.get(&payment_id).instrument(telemetry::step_span("read")),
     );
+    let Some(lease) = lease? else {
+        return Err(lease_held(d));
+    };
     // A lease taken while the read failed is released as it drops.
-    let (lease, current) = (lease?, current?);
+    let current = current?;
     let Some(current) = current else {
         release(lease).await;
-        return unknown_payment(app, provider, event, body, metrics)
-            .await
-            .map(Next::Answer);
+        return unknown_payment(d).await.map(Next::Answer);
     };
-    if let Some(answer) = other_psp(provider, event, &current, metrics) {
+    if let Some(answer) = other_psp(d, &current) {
         release(lease).await;
         return Ok(Next::Answer(answer));
     }
@@ -64,38 +73,30 @@ async fn release(lease: HeldLease) {
 
 /// An event from one PSP's endpoint about a payment of another PSP (invariant 13: a payment belongs to the
 /// PSP recorded at its creation): acknowledged and left alone, before anything is decided or written.
-fn other_psp(
-    provider: &Provider,
-    event: &PspEvent,
-    current: &Payment,
-    metrics: &mut RequestMetrics,
-) -> Option<&'static str> {
-    let why = match provider.psp() {
+fn other_psp(d: &mut Delivery<'_>, current: &Payment) -> Option<&'static str> {
+    let why = match d.provider.psp() {
         Ok(psp) if psp == current.provider => return None,
         Ok(psp) => format!("payment {} belongs to {}, not {psp}", current.id, current.provider),
         Err(e) => format!("the endpoint names no PSP: {e}"),
     };
-    Some(not_ours(event, &why, metrics))
+    Some(not_ours(d, &why))
 }
 
 /// Step 3 of a redelivery: most are retries of events already applied, so the payment is read first and
 /// such an event (or one the payment has moved past) is answered from that read alone: one call, no lease.
 /// Otherwise the lease is taken and the read reused; the versioned write catches a change in between.
 pub(super) async fn read_first(
-    app: &App,
-    provider: &Provider,
-    event: &PspEvent,
+    d: &mut Delivery<'_>,
     observation: &Observation,
-    body: &[u8],
-    metrics: &mut RequestMetrics,
 ) -> Result<Next<(HeldLease, Payment)>, ApiError> {
-    if let Some(answer) = other_stage(event, metrics) {
+    if let Some(answer) = other_stage(d) {
         return Ok(Next::Answer(answer));
     }
-    let found = match locate(app, event).await? {
+    let found = match locate(d.app, d.event).await? {
         Some(payment_id) => {
             telemetry::record_payment(&tracing::Span::current(), payment_id.as_str());
-            app.store
+            d.app
+                .store
                 .get(&payment_id)
                 .instrument(telemetry::step_span("read"))
                 .await?
@@ -103,73 +104,64 @@ pub(super) async fn read_first(
         None => None,
     };
     let Some(current) = found else {
-        return unknown_payment(app, provider, event, body, metrics)
-            .await
-            .map(Next::Answer);
+        return unknown_payment(d).await.map(Next::Answer);
     };
-    if let Some(answer) = other_psp(provider, event, &current, metrics) {
+    if let Some(answer) = other_psp(d, &current) {
         return Ok(Next::Answer(answer));
     }
     // The payment's record only moves forward: an event it holds, or has moved past, stays so.
     if let Decision::Ignore(reason) = decide(&current, observation, clock::now_ms()) {
         let result = FinalizeResult::Ignored(reason);
-        info!(result = ?result, conflicts = 0, psp_event_id = %event.id, redelivery = true, "webhook finalized");
+        info!(result = ?result, conflicts = 0, psp_event_id = %d.event.id, redelivery = true, "webhook finalized");
         return answer(result).map(Next::Answer);
     }
-    let lease = take_lease(app, event, &current.id, metrics).await?;
+    let Some(lease) = take_lease(d, &current.id).await? else {
+        return Err(lease_held(d));
+    };
     Ok(Next::Go((lease, current)))
 }
 
-/// The payment's lease, waited for a little; still held by another worker, a 503 the PSP retries.
-async fn take_lease(
-    app: &App,
-    event: &PspEvent,
-    payment_id: &PaymentId,
-    metrics: &mut RequestMetrics,
-) -> Result<HeldLease, ApiError> {
-    let acquired = app
+/// The payment's lease, waited for a little (`None`: still held by another worker, see [`lease_held`]).
+async fn take_lease(d: &Delivery<'_>, payment_id: &PaymentId) -> Result<Option<HeldLease>, ApiError> {
+    let settings = &d.app.settings;
+    let wait = LeaseWait::attempts(settings.lease_attempts, settings.lease_max_wait);
+    Ok(d.app
         .leases
-        .acquire_waiting(payment_id, app.settings.lease_attempts, app.settings.lease_max_wait)
+        .hold_waiting(payment_id, wait)
         .instrument(telemetry::step_span("lease"))
-        .await?;
-    match acquired {
-        Some(lease) => Ok(app.leases.hold(lease)),
-        None => {
-            metrics.lease_deferrals = 1;
-            // A 503 writes no item: this line is its only record (`paymentsctl timeline` reads it).
-            info!(result = "Deferred(LeaseHeld)", psp_event_id = %event.id, "webhook deferred: the payment's lease is held");
-            Err(retry_later("another worker is processing this payment; retry"))
-        }
-    }
+        .await?)
+}
+
+/// The lease another worker still holds after the wait: a 503 the PSP retries.
+fn lease_held(d: &mut Delivery<'_>) -> ApiError {
+    d.metrics.lease_deferrals = 1;
+    // A 503 writes no item: this line is its only record (`paymentsctl timeline` reads it).
+    info!(result = "Deferred(LeaseHeld)", psp_event_id = %d.event.id, "webhook deferred: the payment's lease is held");
+    retry_later("another worker is processing this payment; retry")
 }
 
 /// Step 4: check the event against the endpoint, then the one finalize, which checks it against the payment
 /// and releases the lease in its transaction; an event the payment refuses is recorded and quarantined.
-#[allow(clippy::too_many_arguments)] // the request's parts, each step's result: one call site, above
 pub(super) async fn applied(
-    app: &App,
-    provider: &Provider,
-    event: &PspEvent,
+    d: &mut Delivery<'_>,
     lease: HeldLease,
     current: Payment,
     observation: Observation,
-    body: &[u8],
-    metrics: &mut RequestMetrics,
 ) -> Result<&'static str, ApiError> {
-    let outcome = finalize(app, lease, current, observation).await?;
-    metrics.version_conflicts = outcome.version_conflicts;
+    let outcome = finalize(d.app, lease, current, observation).await?;
+    d.metrics.version_conflicts = outcome.version_conflicts;
     if let Some(reason) = &outcome.refused {
-        return quarantine(app, provider, event, reason, body, metrics).await;
+        return quarantine(d, reason).await;
     }
-    info!(result = ?outcome.result, conflicts = outcome.version_conflicts, psp_event_id = %event.id, "webhook finalized");
+    info!(result = ?outcome.result, conflicts = outcome.version_conflicts, psp_event_id = %d.event.id, "webhook finalized");
     if outcome.result == FinalizeResult::Applied(shared::EventKind::AnomalyRecorded) {
-        metrics.anomalies = 1;
+        d.metrics.anomalies = 1;
     }
     answer(outcome.result)
 }
 
-/// The one finalize under the payment's lease, which its transaction releases; on a failure the lease is
-/// released here, and a transient one is a 503 the PSP retries.
+/// The one finalize under the payment's lease (`shared::apply`'s: the write's transaction releases it, a
+/// failure releases it before it is returned); a transient failure is a 503 the PSP retries.
 async fn finalize(
     app: &App,
     lease: HeldLease,
@@ -179,53 +171,37 @@ async fn finalize(
     let finalize_span = telemetry::step_span("finalize");
     // The event item carries the finalize step's context: the relay and the consumer continue this trace.
     observation.trace_context = telemetry::traceparent_of(&finalize_span);
-    match app
-        .store
-        .finalize_from(current, &observation, Some(lease.lease()))
+    finalize_leased(&app.store, lease, current, &observation)
         .instrument(finalize_span)
         .await
-    {
-        Ok(outcome) => {
-            if outcome.lease_released {
-                lease.released_by_write();
+        .map_err(|e| match e {
+            ApplyError::Store { source, release } => {
+                if let Some(release) = release {
+                    warn!(error = %ErrorChain(&release), "lease release after a failed finalize failed; it will expire");
+                }
+                if source.is_transient() {
+                    retry_later("storage is temporarily unavailable; retry")
+                } else {
+                    source.into()
+                }
             }
-            // Otherwise (the lease was taken over meanwhile) `lease` tries once more when dropped.
-            Ok(outcome)
-        }
-        Err(e) => {
-            // Free the payment for the PSP's retry now rather than when the lease expires (best effort:
-            // if DynamoDB is down, the lease expires by itself).
-            if let Err(release) = lease.release().await {
-                warn!(error = %ErrorChain(&release), "lease release after a failed finalize failed; it will expire");
-            }
-            Err(if e.is_transient() {
-                retry_later("storage is temporarily unavailable; retry")
-            } else {
-                e.into()
-            })
-        }
-    }
+            held @ ApplyError::LeaseHeld { .. } => retry_later(&held.to_string()),
+        })
 }
 
 /// The event is not about the payment (the finalize recorded an anomaly and applied nothing): its redacted
 /// body is parked for an operator, and the PSP is answered `quarantined`.
-async fn quarantine(
-    app: &App,
-    provider: &Provider,
-    event: &PspEvent,
-    reason: &str,
-    body: &[u8],
-    metrics: &mut RequestMetrics,
-) -> Result<&'static str, ApiError> {
-    metrics.anomalies = 1;
-    metrics.quarantines = 1;
-    app.store
+async fn quarantine(d: &mut Delivery<'_>, reason: &str) -> Result<&'static str, ApiError> {
+    d.metrics.anomalies = 1;
+    d.metrics.quarantines = 1;
+    d.app
+        .store
         .park(
             ParkedKind::Quarantined,
-            &provider.name,
-            event.id.as_str(),
+            &d.provider.name,
+            d.event.id.as_str(),
             reason,
-            &redact(body),
+            &redact(d.body),
         )
         .await?;
     warn!(
@@ -252,18 +228,18 @@ pub(crate) async fn locate(app: &App, event: &PspEvent) -> Result<Option<Payment
 
 /// An event about another stage's object (its marker says so): acknowledged and ignored before any read or
 /// lease, so it writes nothing; counted, never parked or alarmed.
-fn other_stage(event: &PspEvent, metrics: &mut RequestMetrics) -> Option<&'static str> {
-    match event.target.ownership(shared::metrics::stage()) {
-        Ownership::OtherStage(stage) => Some(not_ours(event, &format!("marked for stage {stage}"), metrics)),
+fn other_stage(d: &mut Delivery<'_>) -> Option<&'static str> {
+    match d.event.target.ownership(shared::metrics::stage()) {
+        Ownership::OtherStage(stage) => Some(not_ours(d, &format!("marked for stage {stage}"))),
         Ownership::Claimed | Ownership::Unmarked => None,
     }
 }
 
 /// The answer to an event that is not this deployment's: `ignored`, a `ForeignEvents` count and a line
 /// saying why (the PSP stops retrying; nothing to park, no one to page).
-fn not_ours(event: &PspEvent, why: &str, metrics: &mut RequestMetrics) -> &'static str {
-    metrics.foreign_events = 1;
-    info!(result = "Ignored(NotOurs)", psp_event_id = %event.id, target = ?event.target, why, "webhook not ours; acknowledged");
+fn not_ours(d: &mut Delivery<'_>, why: &str) -> &'static str {
+    d.metrics.foreign_events = 1;
+    info!(result = "Ignored(NotOurs)", psp_event_id = %d.event.id, target = ?d.event.target, why, "webhook not ours; acknowledged");
     "ignored"
 }
 
@@ -271,18 +247,12 @@ fn not_ours(event: &PspEvent, why: &str, metrics: &mut RequestMetrics) -> &'stat
 /// system's PaymentIntent in the same PSP account): ignored at once. Claimed by our marker or payment id,
 /// the webhook outran the payment's creation: 503 while the event is young (the PSP retries), then parked
 /// and acknowledged, because PSPs disable endpoints that keep failing.
-async fn unknown_payment(
-    app: &App,
-    provider: &Provider,
-    event: &PspEvent,
-    body: &[u8],
-    metrics: &mut RequestMetrics,
-) -> Result<&'static str, ApiError> {
+async fn unknown_payment(d: &mut Delivery<'_>) -> Result<&'static str, ApiError> {
+    let (app, event) = (d.app, d.event);
     if event.target.ownership(shared::metrics::stage()) != Ownership::Claimed {
         return Ok(not_ours(
-            event,
+            d,
             "no marker, no payment id, and no payment holds its reference",
-            metrics,
         ));
     }
     let age_secs = (clock::now_ms() / 1000).saturating_sub(event.created_secs);
@@ -292,15 +262,15 @@ async fn unknown_payment(
         info!(result = "Deferred(UnknownPayment)", psp_event_id = %event.id, target = ?event.target, "webhook deferred: payment not known yet");
         return Err(retry_later("payment not known yet; retry"));
     }
-    metrics.unknown_payments = 1;
+    d.metrics.unknown_payments = 1;
     let reason = format!("no payment for {:?} after {} s", event.target, age.as_secs());
     app.store
         .park(
             ParkedKind::UnknownPayment,
-            &provider.name,
+            &d.provider.name,
             event.id.as_str(),
             &reason,
-            &redact(body),
+            &redact(d.body),
         )
         .await?;
     warn!(reason, "webhook for an unknown payment parked");
