@@ -30,7 +30,7 @@ pub struct LeaseWait {
 
 impl LeaseWait {
     /// A few tries, pauses up to `max_pause`: bounded by the count (at most `attempts - 1` pauses).
-    pub fn attempts(attempts: u32, max_pause: Duration) -> Self {
+    pub const fn attempts(attempts: u32, max_pause: Duration) -> Self {
         Self {
             attempts,
             deadline: Duration::MAX,
@@ -39,7 +39,7 @@ impl LeaseWait {
     }
 
     /// Tries until `deadline` has passed, pausing up to `max_pause` between tries.
-    pub fn within(deadline: Duration, max_pause: Duration) -> Self {
+    pub const fn within(deadline: Duration, max_pause: Duration) -> Self {
         Self {
             attempts: u32::MAX,
             deadline,
@@ -186,4 +186,45 @@ pub async fn apply_under_lease(
         Err(source) => return Err(released_after(lease, source).await),
     };
     finalize_leased(store, lease, current, observation).await.map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_release_is_told_with_the_failure_it_followed_and_the_cause_kept() {
+        let failed = ApplyError::Store {
+            source: StoreError::ConflictsExhausted("pay_1".into(), 32),
+            release: Some(StoreError::Unavailable {
+                context: "release lease",
+                source: "connection reset".into(),
+            }),
+        };
+        let text = failed.to_string();
+        assert!(text.starts_with("payment pay_1 kept changing under us"), "{text}");
+        assert!(
+            text.contains("releasing the payment's lease failed too") && text.contains("connection reset"),
+            "{text}"
+        );
+        let source = std::error::Error::source(&failed).map(ToString::to_string);
+        assert_eq!(
+            source.as_deref(),
+            Some("payment pay_1 kept changing under us; gave up after 32 version conflicts")
+        );
+        assert!(failed.is_transient());
+        let held = ApplyError::LeaseHeld {
+            payment: PaymentId::parse("pay_1").unwrap(),
+            waited: Duration::from_millis(3000),
+        };
+        assert!(held.to_string().contains("pay_1's lease is still held") && held.to_string().contains("3000 ms"));
+    }
+
+    #[test]
+    fn a_wait_by_attempts_has_no_deadline_of_its_own_and_one_by_deadline_no_count() {
+        let by_count = LeaseWait::attempts(4, Duration::from_millis(100));
+        assert_eq!((by_count.attempts, by_count.deadline), (4, Duration::MAX));
+        let by_time = LeaseWait::within(Duration::from_secs(3), Duration::from_millis(200));
+        assert_eq!((by_time.attempts, by_time.deadline), (u32::MAX, Duration::from_secs(3)));
+    }
 }

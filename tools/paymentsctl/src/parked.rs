@@ -122,11 +122,7 @@ async fn find(ctx: &Ctx, key: &str, kind: Option<ParkedKind>) -> Result<ParkedIt
 
 /// How long a replay waits for the payment's lease while another worker (the intake, recovery) holds it;
 /// still held then, the replay fails saying so and writes nothing.
-pub const LEASE_WAIT: LeaseWait = LeaseWait {
-    attempts: u32::MAX,
-    deadline: Duration::from_secs(3),
-    max_pause: Duration::from_millis(200),
-};
+pub const LEASE_WAIT: LeaseWait = LeaseWait::within(Duration::from_secs(3), Duration::from_millis(200));
 
 /// Where a replay ended: its result and detail, and whether the parked item is marked with it.
 struct Ended {
