@@ -177,17 +177,10 @@ impl<P: Psps> Runner<P> {
     pub(super) async fn adyen_refund(&self, saga: Saga<RefundingPayment>, now: i64) -> Result<Advanced, RunError> {
         let adyen = self.adyen("refund")?;
         let money = saga.record().checkout.money;
-        let reference = saga
-            .record()
-            .psp_reference
-            .clone()
-            .ok_or_else(|| RunError::Invalid("captured payment without a PSP reference".into()))?;
+        let (reference, key) = super::steps::refund_of(&saga)?;
         // What each answer leads to is the core's decision (`after_refund`), as for Stripe; Adyen has nothing to
         // read back, so a refusal not impossible by its code is impossible too, and a done refund is done.
-        let received = match adyen
-            .refund(&format!("{}:refund", saga.order_id()), &reference, &money)
-            .await
-        {
+        let received = match adyen.refund(&key, &reference, &money).await {
             Ok(received) => received,
             Err(refused @ PspError::Refused { .. }) => {
                 let why = match after_refund(super::psp::refused_call(&refused)) {

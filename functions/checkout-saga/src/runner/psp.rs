@@ -96,18 +96,10 @@ impl<P: Psps> Runner<P> {
     pub(super) async fn refund(&self, saga: Saga<RefundingPayment>, now: i64) -> Result<Advanced, RunError> {
         let payment_id = saga.payment_id().clone();
         let amount = saga.record().checkout.money.amount_minor();
-        let reference = saga
-            .record()
-            .psp_reference
-            .clone()
-            .ok_or_else(|| RunError::Invalid("captured payment without a PSP reference".into()))?;
+        let (reference, key) = super::steps::refund_of(&saga)?;
         // What each answer leads to is the core's decision (`after_refund`, `read_back`); the protocol model
         // takes the same.
-        let refused = match self
-            .psp()?
-            .refund(&format!("{}:refund", saga.order_id()), &reference, None)
-            .await
-        {
+        let refused = match self.psp()?.refund(&key, &reference, None).await {
             // Done only when the PSP says `succeeded` (issue 23): a pending refund is waited for (its webhook
             // records the outcome; the sweeper resumes the saga), a failed one is given back by recovery, whose
             // succeeded give-back ends the step.

@@ -9,11 +9,11 @@ use crate::{inventory, orders};
 use shared::psp::{set, Psps};
 use shared::recovery::Reconciled;
 use shared::saga::{
-    awaited, AwaitDeadlines, Awaited, Loaded, Next, PaymentCaptured, PaymentPending, ReleasingStock, Saga, SagaRecord,
-    SagaStoreError, Started, StockReserved,
+    awaited, AwaitDeadlines, Awaited, Loaded, Next, PaymentCaptured, PaymentPending, RefundingPayment, ReleasingStock,
+    Saga, SagaRecord, SagaStoreError, Started, StockReserved,
 };
 use shared::telemetry::ErrorChain;
-use shared::{Metadata, NewPayment, OrderId, Payment, PaymentId, PaymentStatus, PspName};
+use shared::{Metadata, NewPayment, OrderId, Payment, PaymentId, PaymentStatus, PspName, PspReference};
 use tracing::{info, warn};
 
 /// The PSP whose steps a saga's payment takes.
@@ -173,6 +173,17 @@ impl<P: Psps> Runner<P> {
         let (next, event) = saga.stock_released(now);
         self.moved(next, event, writes).await
     }
+}
+
+/// The refund step's PSP reference (every capture records one) and its key, `<order>:refund`: the same at
+/// every PSP, on every retry and resume.
+pub(super) fn refund_of(saga: &Saga<RefundingPayment>) -> Result<(PspReference, String), RunError> {
+    let reference = saga
+        .record()
+        .psp_reference
+        .clone()
+        .ok_or_else(|| RunError::Invalid("captured payment without a PSP reference".into()))?;
+    Ok((reference, format!("{}:refund", saga.order_id())))
 }
 
 /// The checkout's payment: a fresh id, the checkout's money, the order in its metadata, and the PSP the
