@@ -23,7 +23,7 @@
 use super::observe::in_checkout_trace;
 use super::{correlation, Advanced, RunError, Runner};
 use shared::psp::adyen::{AdyenPayment, ResultCode};
-use shared::psp::{set, ChargeRequest, GuardedAdyen, PspError, Psps};
+use shared::psp::{set, GuardedAdyen, PspError, Psps};
 use shared::saga::{
     after_refund, AfterRefund, CancellingPayment, Charging, Loaded, RefundCalled, RefundImpossible, RefundingPayment,
     Saga, SagaRecord,
@@ -53,13 +53,7 @@ impl<P: Psps> Runner<P> {
         now: i64,
     ) -> Result<Advanced, RunError> {
         let adyen = self.adyen("authorise")?;
-        let checkout = &saga.record().checkout;
-        let request = ChargeRequest {
-            payment_id: &payment.id,
-            order_id: saga.order_id(),
-            money: &checkout.money,
-            payment_method: &checkout.payment_method,
-        };
+        let request = super::psp::charge_request(&saga, &payment);
         let answer = match adyen.authorise(&format!("{}:charge", saga.order_id()), &request).await {
             Ok(answer) => answer,
             Err(refused @ (PspError::Declined(_) | PspError::Refused { .. })) => {

@@ -69,15 +69,8 @@ impl<P: Psps> Runner<P> {
 
     /// Creates and confirms the PaymentIntent for `payment`, with the key `<order>:charge`.
     async fn send_charge(&self, saga: &Saga<Charging>, payment: &shared::Payment) -> Result<PaymentIntent, PspError> {
-        let checkout = &saga.record().checkout;
-        let request = ChargeRequest {
-            payment_id: &payment.id,
-            order_id: saga.order_id(),
-            money: &checkout.money,
-            payment_method: &checkout.payment_method,
-        };
         self.psp()?
-            .charge(&format!("{}:charge", saga.order_id()), &request)
+            .charge(&format!("{}:charge", saga.order_id()), &charge_request(saga, payment))
             .await
     }
 
@@ -309,5 +302,16 @@ pub(super) fn refused_call(refused: &PspError) -> RefundCalled<'_> {
             code: error.code.as_deref(),
         },
         _ => RefundCalled::Refused { code: None },
+    }
+}
+
+/// The charge of `payment` for the saga's checkout, whichever PSP it goes to (Stripe's and Adyen's steps).
+pub(super) fn charge_request<'a>(saga: &'a Saga<Charging>, payment: &'a shared::Payment) -> ChargeRequest<'a> {
+    let checkout = &saga.record().checkout;
+    ChargeRequest {
+        payment_id: &payment.id,
+        order_id: saga.order_id(),
+        money: &checkout.money,
+        payment_method: &checkout.payment_method,
     }
 }
