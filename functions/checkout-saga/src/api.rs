@@ -23,6 +23,7 @@ use lambda_http::http::{Method, StatusCode};
 use lambda_http::{Body, Request, RequestExt, Response};
 use serde::{Deserialize, Serialize};
 use shared::http::{self, ApiError};
+use shared::psp::set::Route as PspRoute;
 use shared::psp::Psps;
 use shared::router::{RouteTableError, Router};
 use shared::saga::{Checkout, SagaEvent, SagaRecord};
@@ -43,6 +44,10 @@ pub struct StartCheckout {
     pub amount_minor: u64,
     pub currency: String,
     pub payment_method: String,
+    /// The PSP the checkout is charged through (`stripe` or `adyen`); without it the deployment's
+    /// (`SAGA_PSP`).
+    #[serde(default)]
+    pub psp: Option<String>,
 }
 
 /// The longest Adyen `paymentMethod` a checkout takes: its client-side encrypted card fields are about a
@@ -50,15 +55,20 @@ pub struct StartCheckout {
 pub const MAX_ADYEN_PAYMENT_METHOD_CHARS: usize = 8192;
 
 impl StartCheckout {
-    /// The request for a Stripe checkout ([`StartCheckout::parse_for`]).
+    /// The request for a checkout that goes to Stripe unless it names its PSP ([`StartCheckout::parse_for`]).
     pub fn parse(self) -> Result<(OrderId, Checkout), ApiError> {
         self.parse_for(CheckoutPsp::Stripe)
     }
 
-    /// The order and checkout, the payment method checked as `psp` takes it: a `pm_...` id for Stripe, Adyen's
-    /// `paymentMethod` object (JSON with a `type`) for Adyen.
-    pub fn parse_for(self, psp: CheckoutPsp) -> Result<(OrderId, Checkout), ApiError> {
+    /// The order and checkout, charged through the request's PSP or else `default` (the deployment's), the
+    /// payment method checked as that PSP takes it: a `pm_...` id for Stripe, Adyen's `paymentMethod` object
+    /// (JSON with a `type`) for Adyen.
+    pub fn parse_for(self, default: CheckoutPsp) -> Result<(OrderId, Checkout), ApiError> {
         let bad = |e: shared::DomainError| ApiError::bad_request(e.to_string());
+        let psp = match self.psp.as_deref() {
+            None => default,
+            Some(name) => CheckoutPsp::parse(name).ok_or_else(|| ApiError::bad_request("psp: stripe or adyen"))?,
+        };
         if self.quantity == 0 || self.quantity > 1000 {
             return Err(ApiError::bad_request("quantity must be between 1 and 1000"));
         }
@@ -71,6 +81,7 @@ impl StartCheckout {
                 quantity: self.quantity,
                 money,
                 payment_method: self.payment_method,
+                psp: Some(psp),
             },
         ))
     }
@@ -361,6 +372,13 @@ async fn get_stock<P: Psps>(runner: &Runner<P>, sku: &Sku) -> Result<Response<Bo
 async fn start<P: Psps>(runner: &Runner<P>, req: &Request) -> Result<Response<Body>, ApiError> {
     let request: StartCheckout = http::parse_json(http::body_bytes(req))?;
     let (order_id, checkout) = request.parse_for(runner.settings.new_checkouts)?;
+    let psp = checkout.psp.unwrap_or(runner.settings.new_checkouts);
+    if let PspRoute::Missing(_) = runner.recovery.psp.route(&psp.name()) {
+        return Err(ApiError::bad_request(format!(
+            "psp: this deployment does not charge through {}",
+            psp.name()
+        )));
+    }
     tracing::Span::current().record("order_id", order_id.as_str());
     let run = tokio::time::timeout_at(run_deadline(req), runner.start(order_id.clone(), checkout))
         .await
@@ -417,6 +435,7 @@ mod tests {
             amount_minor: 2500,
             currency: "EUR".into(),
             payment_method: method.into(),
+            psp: None,
         };
         let adyen = r#"{"type":"scheme","encryptedCardNumber":"adyenjs_0_1_25$ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"}"#;
         assert!(request(adyen).parse_for(CheckoutPsp::Adyen).is_ok());

@@ -13,7 +13,7 @@ pub mod orders;
 pub mod runner;
 pub mod sweeper;
 
-use runner::{CheckoutPsp, Runner, Settings};
+use runner::{default_checkout_psp, Runner, Settings};
 use shared::lease::Leases;
 use shared::psp::PspSet;
 use shared::recovery::{Recovery, RecoverySettings};
@@ -33,10 +33,13 @@ pub async fn runner_from_env(
 ) -> Result<Runner<PspSet>, Box<dyn std::error::Error + Send + Sync>> {
     let defaults = Settings::default();
     let psps = shared::psp::set::from_env(sdk, dynamodb.clone(), &config.table_name, env).await?;
-    let new_checkouts = CheckoutPsp::from(env)?;
+    let new_checkouts = default_checkout_psp(env)?;
     // New checkouts go to a PSP this deployment can call: refused at the start, not at the first checkout.
     if !psps.providers().contains(&new_checkouts.name()) {
-        return Err(ConfigError::Missing("the settings of SAGA_PSP's PSP (PSP_BASE_URL for stripe, ADYEN_BASE_URL for adyen)").into());
+        return Err(ConfigError::Missing(
+            "the settings of SAGA_PSP's PSP (PSP_BASE_URL for stripe, ADYEN_BASE_URL for adyen)",
+        )
+        .into());
     }
     Ok(Runner {
         sagas: SagaStore::new(dynamodb.clone(), &config.table_name),

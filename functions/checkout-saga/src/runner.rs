@@ -25,8 +25,8 @@
 //! customer's refusal), a step that needs the PSP is neither retried nor escalated: the saga waits as it is and
 //! the sweeper resumes it later (after the cool-down, or once the key is fixed; `PspAuthFailed` alarms).
 //!
-//! A checkout's PSP is chosen when its payment is created (`SAGA_PSP`, [`Settings::new_checkouts`]) and
-//! recorded on the payment; every later step about it goes to that PSP (invariant 13). The table above is
+//! A checkout's PSP is chosen by its request (`psp`, stored on the saga's checkout; without one `SAGA_PSP`,
+//! [`Settings::new_checkouts`]) and recorded on the payment when it is created; every later step about it goes to that PSP (invariant 13). The table above is
 //! Stripe's; an Adyen payment takes the same states, deadlines and compensations through `adyen`
 //! (authorise and capture, refund, cancel, or cancel by our reference; no status read, its outcomes by
 //! notification).
@@ -47,6 +47,7 @@ use shared::clock::Clock;
 use shared::psp::{set, PspError, Psps};
 use shared::recovery::Recovery;
 use shared::retry::Backoff;
+pub use shared::saga::CheckoutPsp;
 use shared::saga::{
     Checkout, Deadlines, Escalation, Loaded, Saga, SagaEvent, SagaRecord, SagaStore, SagaStoreError, Started,
 };
@@ -119,40 +120,20 @@ pub struct Settings {
     pub charge_deadline: Duration,
     /// How long a refund or a cancel at the PSP may wait or fail before a person is told (once).
     pub compensation_deadline: Duration,
-    /// `SAGA_PSP`: the PSP a new checkout's payment is created for and charged through.
+    /// `SAGA_PSP`: the PSP a new checkout's payment is created for and charged through when its request names
+    /// none (`POST /checkouts`' `psp`), and the one of sagas started before checkouts named theirs.
     pub new_checkouts: CheckoutPsp,
 }
 
-/// The PSP new checkouts go to (`SAGA_PSP`). One per deployment rather than per request: a checkout's
-/// payment method is one PSP's (a Stripe `pm_...` id, Adyen's `paymentMethod` object) and the customer's page
-/// that made it is built for that PSP's components, so the page and the saga are configured together.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum CheckoutPsp {
-    #[default]
-    Stripe,
-    Adyen,
-}
-
-impl CheckoutPsp {
-    /// `SAGA_PSP`: `stripe` (default) or `adyen`.
-    pub fn from(env: &shared::Env) -> Result<Self, shared::ConfigError> {
-        match env.optional("SAGA_PSP").as_deref().map(str::trim) {
-            None | Some("stripe") => Ok(Self::Stripe),
-            Some("adyen") => Ok(Self::Adyen),
-            Some(other) => Err(shared::ConfigError::Invalid {
-                name: "SAGA_PSP",
-                expected: "stripe or adyen",
-                value: other.to_owned(),
-            }),
-        }
-    }
-
-    /// The name the payment records.
-    pub fn name(self) -> PspName {
-        match self {
-            Self::Stripe => PspName::Stripe,
-            Self::Adyen => PspName::Adyen,
-        }
+/// `SAGA_PSP`: the PSP a checkout goes to when its request names none, `stripe` (default) or `adyen`.
+pub fn default_checkout_psp(env: &shared::Env) -> Result<CheckoutPsp, shared::ConfigError> {
+    match env.optional("SAGA_PSP").as_deref().map(str::trim) {
+        None => Ok(CheckoutPsp::Stripe),
+        Some(name) => CheckoutPsp::parse(name).ok_or_else(|| shared::ConfigError::Invalid {
+            name: "SAGA_PSP",
+            expected: "stripe or adyen",
+            value: name.to_owned(),
+        }),
     }
 }
 

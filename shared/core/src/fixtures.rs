@@ -101,6 +101,7 @@ pub fn checkout() -> crate::saga::Checkout {
         quantity: 2,
         money: Money::new(2500, Currency::parse("EUR").expect("EUR")).expect("valid amount"),
         payment_method: "pm_succeeded".into(),
+        psp: None,
     }
 }
 

@@ -38,7 +38,7 @@ pub use deadline::{
 pub use next::{
     awaited, charge_call, AwaitDeadlines, Awaited, ChargeCall, IntentState, Next, NextStep, PSP_KEY_TRUSTED_FOR_MS,
 };
-pub use record::{Checkout, Failure, SagaEvent, SagaEventKind, SagaRecord, Step};
+pub use record::{Checkout, CheckoutPsp, Failure, SagaEvent, SagaEventKind, SagaRecord, Step};
 
 use crate::ids::{OrderId, PaymentId, PspReference};
 use serde::{Deserialize, Serialize};

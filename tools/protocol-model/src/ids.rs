@@ -49,6 +49,7 @@ pub fn checkout() -> Checkout {
         quantity: QUANTITY,
         money: valid(Money::new(AMOUNT, currency())),
         payment_method: "pm_model".into(),
+        psp: None,
     }
 }
 

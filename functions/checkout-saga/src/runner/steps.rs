@@ -2,7 +2,7 @@
 //! payment, wait for its outcome, confirm the order. `Runner::advance` picks the state's step; the steps
 //! that call the PSP are in `psp` (Stripe) and `adyen`, chosen by the PSP the payment recorded when it was
 //! created (invariant 13): a saga's charge, refund and cancel read the payment's provider first (one
-//! `GetItem`), so a checkout started under one `SAGA_PSP` ends at that PSP whatever the setting says later.
+//! `GetItem`), so a checkout ends at the PSP it started with whatever `SAGA_PSP` says later.
 
 use super::{correlation, Advanced, RunError, Runner};
 use crate::{inventory, orders};
@@ -91,9 +91,10 @@ impl<P: Psps> Runner<P> {
     }
 
     /// Creates the payment in the transaction that saves its id, so every later charge uses that payment, with
-    /// the PSP new checkouts go to (`SAGA_PSP`), recorded on it for good.
+    /// the checkout's PSP (its request's, else `SAGA_PSP`), recorded on it for good.
     async fn create_payment(&self, saga: Saga<StockReserved>, now: i64) -> Result<Advanced, RunError> {
-        let new = new_payment(&saga, self.settings.new_checkouts.name(), now)?;
+        let psp = saga.record().checkout.psp.unwrap_or(self.settings.new_checkouts);
+        let new = new_payment(&saga, psp.name(), now)?;
         let (payment, writes) = self.payments().create_writes(new)?;
         let (next, event) = saga.payment_created(payment.id, now);
         self.moved(next, event, writes).await

@@ -3,9 +3,11 @@
 //! the payment's events reach the saga's inbox as SQS delivers them. Adyen has no status read, so what the
 //! saga learns after a modification comes only this way.
 
+use super::api::call;
 use super::support::*;
 use checkout_saga::orders;
 use checkout_saga::runner::{CheckoutPsp, Runner, Settings};
+use lambda_http::http::{Method, StatusCode};
 use psp_simulator::adyen::ledger::AdyenLedger;
 use psp_simulator::adyen::notify::{self, Endpoint};
 use psp_simulator::adyen::{self as sim_adyen, AdyenSimulator};
@@ -16,7 +18,7 @@ use shared::psp::set::{guarded, ADYEN_BREAKER};
 use shared::psp::{ChargeRequest, GuardedAdyen, PspSet, StripeClient};
 use shared::retry::Backoff;
 use shared::saga::SagaStatus;
-use shared::{PaymentStatus, PspName};
+use shared::{OrderId, PaymentStatus, PspName};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use webhook_intake::adyen::notification::{HmacKey, Mode};
@@ -193,6 +195,74 @@ async fn an_adyen_checkout_is_authorised_captured_and_completed() {
         (1, 1),
         "authorised once, captured once"
     );
+}
+
+/// `POST /checkouts` with its `psp` in a deployment holding both PSPs (new checkouts to Stripe by default):
+/// each checkout is charged where its request says, its payment records that PSP, and both complete; a
+/// payment method the chosen PSP does not take is refused before anything is written.
+#[tokio::test]
+async fn one_deployment_charges_each_checkout_through_the_psp_its_request_names() {
+    let a = adyen_world().await;
+    let psps = PspSet::stripe_only(a.w.psp()).with_adyen(a.adyen());
+    let runner = a.w.runner_with(a.w.ctx.client.clone(), psps, settings());
+    assert_eq!(runner.settings.new_checkouts, CheckoutPsp::Stripe);
+    let body = |order: &str, psp: Option<&str>, method: &str| {
+        let mut body = json!({ "order_id": order, "sku": a.w.sku.as_str(), "quantity": 1, "amount_minor": 2500,
+                               "currency": "EUR", "payment_method": method });
+        if let Some(psp) = psp {
+            body["psp"] = json!(psp);
+        }
+        body
+    };
+    let (status, answer) = call(
+        &runner,
+        Method::POST,
+        "/checkouts",
+        Some(body("order-mixed-0", Some("adyen"), "pm_succeeded")),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
+    assert!(
+        answer["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("payment_method"),
+        "{answer}"
+    );
+    assert!(
+        runner
+            .sagas
+            .load(&OrderId::parse("order-mixed-0").unwrap())
+            .await
+            .unwrap()
+            .is_none(),
+        "nothing written"
+    );
+    for (order, psp, method, provider) in [
+        ("order-mixed-1", Some("adyen"), CARD, PspName::Adyen),
+        ("order-mixed-2", Some("stripe"), "pm_succeeded", PspName::Stripe),
+        ("order-mixed-3", None, "pm_succeeded", PspName::Stripe),
+    ] {
+        let (status, answer) = call(&runner, Method::POST, "/checkouts", Some(body(order, psp, method))).await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{answer}");
+        let pending = a.w.saga(&OrderId::parse(order).unwrap()).await;
+        assert_eq!(
+            pending.checkout.psp.map(CheckoutPsp::name),
+            Some(provider.clone()),
+            "stored with the checkout"
+        );
+        let payment = a.payment(&pending).await;
+        assert_eq!(payment.provider, provider, "{order}: the payment records its PSP");
+        let at_stripe = a.w.sim.ledger.intents_for(payment.id.as_str()).len();
+        let at_adyen = a.notified("AUTHORISATION", payment.id.as_str());
+        let expected = if provider == PspName::Stripe { (1, 0) } else { (0, 1) };
+        assert_eq!((at_stripe, at_adyen), expected, "{order}: charged at its PSP only");
+        a.notify().await;
+        a.w.deliver(&runner, &pending).await;
+        let done = a.w.saga(&pending.order_id).await;
+        assert_eq!(done.status, SagaStatus::Completed, "{done:?}");
+    }
+    assert_eq!(a.w.stock().await, STOCK - 3);
 }
 
 #[tokio::test]

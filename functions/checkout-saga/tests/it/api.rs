@@ -69,12 +69,20 @@ async fn bad_requests_get_a_json_error_and_write_nothing() {
     unknown_field["coupon"] = json!("FREE");
     let mut bad_currency = start_body("order-bad-2", 1);
     bad_currency["currency"] = json!("euro");
+    let mut unknown_psp = start_body("order-bad-4", 1);
+    unknown_psp["psp"] = json!("paypal");
+    // A PSP this deployment holds no client of (this runner has Stripe's only).
+    let mut psp_not_here = start_body("order-bad-5", 1);
+    psp_not_here["psp"] = json!("adyen");
+    psp_not_here["payment_method"] = json!(r#"{"type":"scheme","encryptedCardNumber":"test_4111111111111111"}"#);
     for (body, field) in [
         (start_body("order-bad-0", 0), "quantity"),
         (unknown_field, "coupon"),
         (bad_currency, "currency"),
         (start_body("order bad", 1), "order_id"),
         (json!({ "order_id": "order-bad-3" }), "sku"),
+        (unknown_psp, "psp"),
+        (psp_not_here, "psp: this deployment does not charge through adyen"),
     ] {
         let (status, answer) = call(&runner, Method::POST, "/checkouts", Some(body)).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
@@ -85,7 +93,14 @@ async fn bad_requests_get_a_json_error_and_write_nothing() {
         );
     }
     assert_eq!(w.stock().await, STOCK, "nothing reserved");
-    for order in ["order-bad-0", "order-bad-1", "order-bad-2", "order-bad-3"] {
+    for order in [
+        "order-bad-0",
+        "order-bad-1",
+        "order-bad-2",
+        "order-bad-3",
+        "order-bad-4",
+        "order-bad-5",
+    ] {
         let id = OrderId::parse(order).unwrap();
         assert!(runner.sagas.load(&id).await.unwrap().is_none(), "no saga for {order}");
         assert!(orders::status(&w.ctx.client, &w.ctx.table, &id)

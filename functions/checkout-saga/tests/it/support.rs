@@ -211,6 +211,7 @@ impl World {
             quantity,
             money: fixture_money(),
             payment_method: method.into(),
+            psp: None,
         }
     }
 

@@ -124,6 +124,7 @@ mod tests {
             quantity: 1,
             money: Money::new(2500, Currency::parse("EUR").unwrap()).unwrap(),
             payment_method: "pm_x".into(),
+            psp: None,
         };
         Saga::begin(OrderId::parse("order-1").unwrap(), checkout, 0, 120_000).0
     }

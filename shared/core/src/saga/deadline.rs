@@ -262,6 +262,7 @@ mod tests {
             quantity: 1,
             money: Money::new(2500, Currency::parse("EUR").unwrap()).unwrap(),
             payment_method: "pm_succeeded".into(),
+            psp: None,
         };
         Saga::begin(OrderId::parse("order-1").unwrap(), checkout, T0, 120_000).0
     }

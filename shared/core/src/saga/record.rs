@@ -4,6 +4,7 @@
 use super::{SagaStatus, SetAside};
 use crate::ids::{OrderId, PaymentId, PspReference, Sku};
 use crate::money::Money;
+use crate::provider::PspName;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -65,6 +66,39 @@ pub struct Checkout {
     pub money: Money,
     /// The customer's payment method as the PSP knows it (the simulator reads its scenario from it).
     pub payment_method: String,
+    /// The PSP the checkout's payment is created for (`POST /checkouts`' `psp`); absent on sagas started
+    /// before the field existed, whose payment goes to the deployment's `SAGA_PSP` as it did then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub psp: Option<CheckoutPsp>,
+}
+
+/// A PSP a checkout can be charged through: the saga has steps for these two only (a Standard Webhooks
+/// provider only sends webhooks), so no other can be chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CheckoutPsp {
+    #[default]
+    Stripe,
+    Adyen,
+}
+
+impl CheckoutPsp {
+    /// `stripe` or `adyen` (the names `SAGA_PSP` and a checkout's `psp` take).
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "stripe" => Some(Self::Stripe),
+            "adyen" => Some(Self::Adyen),
+            _ => None,
+        }
+    }
+
+    /// The name the payment records.
+    pub fn name(self) -> PspName {
+        match self {
+            Self::Stripe => PspName::Stripe,
+            Self::Adyen => PspName::Adyen,
+        }
+    }
 }
 
 /// Why a step failed, kept on the saga while it compensates.
