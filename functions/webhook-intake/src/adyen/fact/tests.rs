@@ -214,10 +214,16 @@ fn a_decision_uses_only_signed_fields() {
                 std::mem::discriminant(&with_reason.event.outcome),
                 std::mem::discriminant(&expected.event.outcome)
             );
+            // Another code Adyen could have signed: an authorisation read as a capture, a modification as
+            // an authorisation.
+            let other_code = HANDLED_CODES.iter().find(|c| **c != code).unwrap();
             for (pointer, value) in [
                 ("/pspReference", json!("9935511210681017")),
+                ("/originalReference", json!("7914073381342299")),
+                ("/merchantReference", json!("pay_fedcba9876543210")),
                 ("/amount/value", json!(1)),
                 ("/amount/currency", json!("USD")),
+                ("/eventCode", json!(other_code)),
                 ("/success", json!(if success == "true" { "false" } else { "true" })),
             ] {
                 let mut changed = base.clone();
