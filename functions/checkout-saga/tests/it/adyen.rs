@@ -510,3 +510,115 @@ async fn a_key_adyen_refuses_is_a_deployment_fault_and_a_rolled_one_is_read_agai
     );
     assert_eq!(reads.load(Ordering::SeqCst), 1, "one read of the secret");
 }
+
+/// A customer cancels a checkout waiting on its 3-D Secure challenge: Adyen knows the payment by its
+/// pspReference, so it is cancelled by it, once (`<order>:cancel`, replayed on every later resume), and the
+/// saga waits for Adyen's `CANCELLATION`; once the intake has it the payment is failed, the stock released,
+/// and nothing was captured.
+#[tokio::test]
+async fn a_checkout_cancelled_during_its_challenge_is_cancelled_by_its_psp_reference_and_takes_nothing() {
+    let a = adyen_world().await;
+    let runner = a.runner();
+    let order = order();
+    let pending = runner
+        .start(order.clone(), a.w.checkout(CHALLENGE, 2))
+        .await
+        .expect("start");
+    assert!(pending.customer_action, "the customer's turn: {pending:?}");
+    let payment = a.payment(&pending).await;
+    let reference = payment
+        .psp_reference
+        .clone()
+        .expect("the challenged payment's pspReference");
+    let waiting = runner.cancel_by_customer(&order).await.expect("cancel").expect("saga");
+    assert_eq!(
+        waiting.status,
+        SagaStatus::CancellingPayment,
+        "waits for Adyen's CANCELLATION: {waiting:?}"
+    );
+    assert_eq!(
+        (
+            a.notified("CANCELLATION", reference.as_str()),
+            a.notified("TECHNICAL_CANCEL", payment.id.as_str())
+        ),
+        (1, 0),
+        "one cancel, by the pspReference"
+    );
+    a.notify().await;
+    assert_eq!(a.w.payment_status(&pending).await, PaymentStatus::Failed);
+    a.w.deliver(&runner, &pending).await;
+    let done = a.w.saga(&order).await;
+    assert_eq!(done.status, SagaStatus::Compensated, "{done:?}");
+    assert_eq!(a.w.stock().await, STOCK, "the reservation released");
+    runner.resume(&order).await.expect("resume");
+    assert_eq!(a.notified("CANCELLATION", reference.as_str()), 1, "cancelled once");
+    assert_eq!(a.notified("CAPTURE", reference.as_str()), 0, "nothing captured");
+    a.cancelled_at_adyen(&reference);
+}
+
+/// A charge whose answer never comes: the request reached Adyen, which authorised it, but the saga never
+/// learnt its pspReference. Past the charge's deadline the saga gives up and cancels by our own reference
+/// (`POST /cancels` with `paymentReference`, notified `TECHNICAL_CANCEL`): the payment failed, the stock
+/// released, nothing captured.
+#[tokio::test]
+async fn a_charge_unanswered_past_its_deadline_is_cancelled_by_our_reference_and_takes_nothing() {
+    let a = adyen_world().await;
+    // One try of the step, and Adyen failing the client's three attempts: the saga is left charging.
+    let once = Settings {
+        backoff: Backoff::new(1, Duration::ZERO, Duration::ZERO),
+        ..settings()
+    };
+    let order = order();
+    a.sim.ledger.storm(500, 3);
+    let failed = a.runner_with(once).start(order.clone(), a.w.checkout(CARD, 2)).await;
+    assert!(failed.is_err(), "{failed:?}");
+    let charging = a.w.saga(&order).await;
+    assert_eq!(charging.status, SagaStatus::Charging, "{charging:?}");
+    let payment = a.payment(&charging).await;
+    // The charge reached Adyen all the same, and its answer was lost: Adyen holds an authorised payment.
+    let request = ChargeRequest {
+        payment_id: &payment.id,
+        order_id: &order,
+        money: &charging.checkout.money,
+        payment_method: CARD,
+    };
+    let made = a
+        .adyen()
+        .authorise(&format!("{order}:charge"), &request)
+        .await
+        .expect("authorised");
+    let reference = made.psp_reference.expect("Adyen's pspReference");
+    let later = a.runner_with(Settings {
+        clock: shared::clock::Clock::ahead(Duration::from_secs(3600)),
+        ..settings()
+    });
+    let done = later.resume(&order).await.expect("resume").expect("saga");
+    assert_eq!(done.status, SagaStatus::Compensated, "{done:?}");
+    assert_eq!(a.w.payment_status(&done).await, PaymentStatus::Failed);
+    assert_eq!(a.w.stock().await, STOCK, "the reservation released");
+    assert_eq!(
+        (
+            a.notified("TECHNICAL_CANCEL", payment.id.as_str()),
+            a.notified("CANCELLATION", reference.as_str()),
+            a.notified("CAPTURE", reference.as_str())
+        ),
+        (1, 0, 0),
+        "one cancel by our reference, nothing captured"
+    );
+    a.cancelled_at_adyen(&reference);
+    // Adyen's notifications (the authorisation, the cancel) change nothing more.
+    a.notify().await;
+    assert_eq!(a.w.payment_status(&done).await, PaymentStatus::Failed);
+}
+
+impl AdyenWorld {
+    /// Adyen holds the payment of `reference` cancelled, with nothing captured.
+    fn cancelled_at_adyen(&self, reference: &shared::PspReference) {
+        let view = self.sim.ledger.view(reference.as_str()).expect("at Adyen");
+        assert_eq!(
+            (view.status, view.captured),
+            (psp_simulator::adyen::ledger::Status::Cancelled, 0),
+            "{view:?}"
+        );
+    }
+}
