@@ -11,9 +11,10 @@
 //!   had been taken;
 //! - each compensation is in the saga's log, in reverse order of the steps (refund before stock release).
 //!
-//! With `SAGA_PSP=adyen` (the stack's setting: one PSP per deployment for new checkouts) the payment methods
-//! are Adyen's `paymentMethod` objects ([`ADYEN_METHODS`]) and each saga's payment is also checked where Adyen
-//! holds it (the simulator's admin read `GET {ADYEN_BASE_URL}/_sim/references/{payment id}`): a completed
+//! With the simulator's Adyen side (`ADYEN_BASE_URL`) an `ADYEN_SHARE` of the checkouts name `"psp": "adyen"`
+//! and Adyen's `paymentMethod` objects ([`ADYEN_METHODS`]), the rest `"psp": "stripe"`, in one run on one
+//! stack (each checkout chooses its PSP, whatever the stack's `SAGA_PSP`); each Adyen saga's payment is also
+//! checked where Adyen holds it (the simulator's admin read `GET {ADYEN_BASE_URL}/_sim/references/{payment id}`): a completed
 //! saga's captured in full and not refunded, a compensated one's refunded in full when captured, else never
 //! captured and not left authorised (money held).
 
@@ -36,9 +37,10 @@ pub struct CheckoutDemoConfig {
     pub timeout: Duration,
     /// Also the slow scenarios: lasting and abandoned challenges, declines retried later.
     pub slow: bool,
-    /// The simulator's Adyen side when the stack's sagas charge through Adyen (`SAGA_PSP=adyen`); `None`:
-    /// Stripe.
+    /// The simulator's Adyen side, for the checkouts charged through Adyen; `None`: every checkout Stripe's.
     pub adyen: Option<AdyenSide>,
+    /// The share of checkouts charged through Adyen when `adyen` is set (`ADYEN_SHARE`).
+    pub adyen_share: f64,
 }
 
 /// The simulator's Adyen side, as the shop's own server reaches it.
@@ -171,12 +173,13 @@ async fn finish_challenge(client: &HttpClient, config: &CheckoutDemoConfig, orde
     Ok(false)
 }
 
-/// The payment method of a new checkout: its name (for the summary) and what the saga is given.
-fn pick_method(config: &CheckoutDemoConfig) -> (String, String) {
+/// The PSP and payment method of a new checkout: the PSP (`stripe` or `adyen`, as the request names it), the
+/// method's name (for the summary) and what the saga is given.
+fn pick_method(config: &CheckoutDemoConfig) -> (&'static str, String, String) {
     let mut rng = rand::rng();
-    if config.adyen.is_some() {
+    if config.adyen.is_some() && rng.random_bool(config.adyen_share.clamp(0.0, 1.0)) {
         let (name, method) = *ADYEN_METHODS.choose(&mut rng).unwrap_or(&ADYEN_METHODS[0]);
-        return (name.to_owned(), method.to_owned());
+        return ("adyen", name.to_owned(), method.to_owned());
     }
     let methods: Vec<&str> = if config.slow {
         METHODS.iter().chain(SLOW_METHODS.iter()).copied().collect()
@@ -184,13 +187,15 @@ fn pick_method(config: &CheckoutDemoConfig) -> (String, String) {
         METHODS.to_vec()
     };
     let method = methods.choose(&mut rng).copied().unwrap_or("pm_succeeded");
-    (method.to_owned(), method.to_owned())
+    ("stripe", method.to_owned(), method.to_owned())
 }
 
 struct Started {
     order: String,
     method: String,
     quantity: u64,
+    /// Charged through Adyen (its payment is also checked there).
+    adyen: bool,
 }
 
 async fn expect_ok(client: &HttpClient, method: &str, url: &str, body: &Value) -> Result<Value, BoxError> {
@@ -207,11 +212,11 @@ async fn start(
     sku: &str,
     n: usize,
 ) -> Result<(Started, bool), BoxError> {
-    let (name, method) = pick_method(config);
+    let (psp, name, method) = pick_method(config);
     let quantity = rand::rng().random_range(1..=3u64);
     let order = format!("order-{sku}-{n}");
     let body = json!({ "order_id": order, "sku": sku, "quantity": quantity,
-        "amount_minor": rand::rng().random_range(500..50_000u64), "currency": "EUR", "payment_method": method });
+        "amount_minor": rand::rng().random_range(500..50_000u64), "currency": "EUR", "payment_method": method, "psp": psp });
     expect_ok(client, "POST", &format!("{}/checkouts", config.api), &body).await?;
     let cancelled = if rand::rng().random_bool(config.cancel_rate) {
         let (status, _) = client
@@ -234,6 +239,7 @@ async fn start(
             order,
             method: name,
             quantity,
+            adyen: psp == "adyen",
         },
         cancelled,
     ))
@@ -405,7 +411,7 @@ pub async fn run(config: CheckoutDemoConfig) -> Result<CheckoutSummary, BoxError
         }
         *summary.outcomes.entry((s.method.clone(), outcome)).or_default() += 1;
         summary.inconsistencies.extend(check(&client, &config.api, saga).await?);
-        if let Some(adyen) = &config.adyen {
+        if let (Some(adyen), true) = (&config.adyen, s.adyen) {
             summary.inconsistencies.extend(adyen_says(&client, adyen, saga).await?);
         }
     }

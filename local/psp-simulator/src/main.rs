@@ -2,8 +2,9 @@
 //! the local stack, with Stripe and with Adyen (`ADYEN_SHARE` of them, default 0.5), and prints a summary; `psp-simulator checkouts` runs checkout sagas through the local
 //! stack (which calls `serve`), cancels some orders on purpose and checks stock and payments at the end
 //! (`CANCEL_RATE`, default 0.2; `TIMEOUT_SECONDS`, default 120; `SLOW_SCENARIOS`, default false: also lasting
-//! and abandoned challenges and declines retried later; `SAGA_PSP=adyen`, the stack's own setting: Adyen's
-//! payment methods, each payment also checked at the simulator's Adyen side, `ADYEN_BASE_URL`). Settings come from the environment (see README):
+//! and abandoned challenges and declines retried later; with the simulator's Adyen side, `ADYEN_BASE_URL`,
+//! `ADYEN_SHARE` of the checkouts, default 0.5, name Adyen and its payment methods, each payment also checked
+//! there, the rest Stripe). Settings come from the environment (see README):
 //! `SIMULATOR_PORT` (4000), `API` (http://127.0.0.1:3000), `WEBHOOK_SECRET` (the dev Stripe secret),
 //! `CHECKOUTS` (50), `CONCURRENCY` (8), `DUPLICATE_RATE`, `REORDER_RATE`, `FAILURE_RATE`, `MAX_DELAY_MS`,
 //! `SCENARIO` (serve: fixed scenario), `PSP_API_KEY` (serve: the account's secret key, default
@@ -143,14 +144,13 @@ async fn main() -> Result<(), Error> {
                 cancel_rate: env_or("CANCEL_RATE", 0.2),
                 timeout: Duration::from_secs(env_or("TIMEOUT_SECONDS", 120)),
                 slow: env_or("SLOW_SCENARIOS", false),
-                adyen: match std::env::var("SAGA_PSP").as_deref() {
-                    Ok("adyen") => Some(checkout_demo::AdyenSide {
-                        base_url: std::env::var("ADYEN_BASE_URL")
-                            .map_err(|_| "SAGA_PSP=adyen: set ADYEN_BASE_URL (the simulator's Adyen side) too")?,
+                adyen: std::env::var("ADYEN_BASE_URL")
+                    .ok()
+                    .map(|base_url| checkout_demo::AdyenSide {
+                        base_url,
                         api_key: text("ADYEN_API_KEY", adyen::DEV_API_KEY),
                     }),
-                    _ => None,
-                },
+                adyen_share: env_or("ADYEN_SHARE", 0.5),
             };
             let summary = checkout_demo::run(config).await?;
             print!("{summary}");
