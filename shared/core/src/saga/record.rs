@@ -211,3 +211,25 @@ pub struct SagaEvent {
     pub detail: Option<String>,
     pub at_ms: i64,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_checkout_stored_before_it_named_its_psp_reads_without_one_and_a_named_one_round_trips() {
+        let old =
+            r#"{"sku":"sku-1","quantity":1,"money":{"amount_minor":2500,"currency":"EUR"},"payment_method":"pm_x"}"#;
+        let checkout: Checkout = serde_json::from_str(old).expect("an old checkout");
+        assert_eq!(checkout.psp, None, "the deployment's SAGA_PSP decides, as before");
+        let named = Checkout {
+            psp: Some(CheckoutPsp::Adyen),
+            ..checkout
+        };
+        let text = serde_json::to_string(&named).expect("encode");
+        assert!(text.contains(r#""psp":"adyen""#), "{text}");
+        assert_eq!(serde_json::from_str::<Checkout>(&text).expect("decode"), named);
+        assert_eq!(CheckoutPsp::parse("adyen").map(CheckoutPsp::name), Some(PspName::Adyen));
+        assert_eq!(CheckoutPsp::parse("paypal"), None);
+    }
+}
