@@ -13,7 +13,7 @@ use psp_simulator::adyen::notify::{self, Endpoint};
 use psp_simulator::adyen::{self as sim_adyen, AdyenSimulator};
 use psp_simulator::delivery::DeliveryOptions;
 use serde_json::{json, Value};
-use shared::psp::adyen::{AdyenClient, AdyenSettings};
+use shared::psp::adyen::{AdyenClient, AdyenPayment, AdyenSettings};
 use shared::psp::set::{guarded, ADYEN_BREAKER};
 use shared::psp::{ChargeRequest, GuardedAdyen, PspSet, StripeClient};
 use shared::retry::Backoff;
@@ -325,31 +325,9 @@ async fn an_adyen_checkout_cancelled_by_the_customer_after_the_capture_is_refund
 #[tokio::test]
 async fn a_charge_answered_5xx_is_sent_again_with_its_key_and_replayed_by_adyen() {
     let a = adyen_world().await;
-    // One try of the step: the storm outlasts the client's three attempts, and the saga waits for its sweeper.
-    let once = Settings {
-        backoff: Backoff::new(1, Duration::ZERO, Duration::ZERO),
-        ..settings()
-    };
-    let runner = a.runner_with(once);
+    let runner = a.runner_with(AdyenWorld::one_try());
     let order = order();
-    a.sim.ledger.storm(500, 3);
-    let failed = runner.start(order.clone(), a.w.checkout(CARD, 1)).await;
-    assert!(failed.is_err(), "{failed:?}");
-    let charging = a.w.saga(&order).await;
-    assert_eq!(charging.status, SagaStatus::Charging, "{charging:?}");
-    // Meanwhile the same request with the same key reached Adyen (the answer to it was lost): Adyen did the work.
-    let payment = a.payment(&charging).await;
-    let request = ChargeRequest {
-        payment_id: &payment.id,
-        order_id: &order,
-        money: &charging.checkout.money,
-        payment_method: CARD,
-    };
-    let first = a
-        .adyen()
-        .authorise(&format!("{order}:charge"), &request)
-        .await
-        .expect("authorised");
+    let (payment, first) = a.charge_answer_lost(&runner, &order, 1).await;
     // The sweeper's resume sends it again with its key: Adyen replays the first answer, one payment there.
     let pending = runner.resume(&order).await.expect("resume").expect("saga");
     assert_eq!(pending.status, SagaStatus::PaymentPending, "{pending:?}");
@@ -563,30 +541,10 @@ async fn a_checkout_cancelled_during_its_challenge_is_cancelled_by_its_psp_refer
 #[tokio::test]
 async fn a_charge_unanswered_past_its_deadline_is_cancelled_by_our_reference_and_takes_nothing() {
     let a = adyen_world().await;
-    // One try of the step, and Adyen failing the client's three attempts: the saga is left charging.
-    let once = Settings {
-        backoff: Backoff::new(1, Duration::ZERO, Duration::ZERO),
-        ..settings()
-    };
     let order = order();
-    a.sim.ledger.storm(500, 3);
-    let failed = a.runner_with(once).start(order.clone(), a.w.checkout(CARD, 2)).await;
-    assert!(failed.is_err(), "{failed:?}");
-    let charging = a.w.saga(&order).await;
-    assert_eq!(charging.status, SagaStatus::Charging, "{charging:?}");
-    let payment = a.payment(&charging).await;
-    // The charge reached Adyen all the same, and its answer was lost: Adyen holds an authorised payment.
-    let request = ChargeRequest {
-        payment_id: &payment.id,
-        order_id: &order,
-        money: &charging.checkout.money,
-        payment_method: CARD,
-    };
-    let made = a
-        .adyen()
-        .authorise(&format!("{order}:charge"), &request)
-        .await
-        .expect("authorised");
+    let (payment, made) = a
+        .charge_answer_lost(&a.runner_with(AdyenWorld::one_try()), &order, 2)
+        .await;
     let reference = made.psp_reference.expect("Adyen's pspReference");
     let later = a.runner_with(Settings {
         clock: shared::clock::Clock::ahead(Duration::from_secs(3600)),
@@ -612,6 +570,43 @@ async fn a_charge_unanswered_past_its_deadline_is_cancelled_by_our_reference_and
 }
 
 impl AdyenWorld {
+    /// One try of a step: a storm outlasting the client's three attempts leaves the saga to its sweeper.
+    fn one_try() -> Settings {
+        Settings {
+            backoff: Backoff::new(1, Duration::ZERO, Duration::ZERO),
+            ..settings()
+        }
+    }
+
+    /// Starts a checkout of `quantity` whose charge fails every attempt (5xx), so the saga is left charging;
+    /// then the same request with the same key reaches Adyen, which authorises it: a charge whose answer was
+    /// lost. Returns the saga's payment and Adyen's answer.
+    async fn charge_answer_lost(
+        &self,
+        runner: &Runner<PspSet<StripeClient>>,
+        order: &OrderId,
+        quantity: u32,
+    ) -> (shared::Payment, AdyenPayment) {
+        self.sim.ledger.storm(500, 3);
+        let failed = runner.start(order.clone(), self.w.checkout(CARD, quantity)).await;
+        assert!(failed.is_err(), "{failed:?}");
+        let charging = self.w.saga(order).await;
+        assert_eq!(charging.status, SagaStatus::Charging, "{charging:?}");
+        let payment = self.payment(&charging).await;
+        let request = ChargeRequest {
+            payment_id: &payment.id,
+            order_id: order,
+            money: &charging.checkout.money,
+            payment_method: CARD,
+        };
+        let made = self
+            .adyen()
+            .authorise(&format!("{order}:charge"), &request)
+            .await
+            .expect("authorised");
+        (payment, made)
+    }
+
     /// Adyen holds the payment of `reference` cancelled, with nothing captured.
     fn cancelled_at_adyen(&self, reference: &shared::PspReference) {
         let view = self.sim.ledger.view(reference.as_str()).expect("at Adyen");
