@@ -694,7 +694,7 @@ def check_psp_redirects(doc):
 # ---- safe rollouts (issue 24) ------------------------------------------------------------------------------------
 # The money-path functions a canary can judge: each is invoked many times within the canary's minutes. Not
 # the reconciler: it runs once every 5 minutes, so its canary would see at most one run (template comment).
-MONEY_PATH = ("SyncFinalizeFunction", "WebhookIntakeFunction", "CheckoutApiFunction", "CheckoutEventsFunction",
+MONEY_PATH = ("PaymentsApiFunction", "WebhookIntakeFunction", "CheckoutApiFunction", "CheckoutEventsFunction",
               "OutboxRelayFunction")
 GRADUAL = ("Canary", "Linear")
 
@@ -816,7 +816,7 @@ MUTATIONS = [
      "reserved concurrency"),
     ("no IAM default", lambda d: d["Resources"]["HttpApi"]["Properties"]["Auth"].pop("DefaultAuthorizer"),
      "default authorizer"),
-    ("a second public route", lambda d: d["Resources"]["SyncFinalizeFunction"]["Properties"]["Events"]["GetPayment"]
+    ("a second public route", lambda d: d["Resources"]["PaymentsApiFunction"]["Properties"]["Events"]["GetPayment"]
      ["Properties"].update(Auth={"Authorizer": "NONE"}), "only route"),
     ("no tracing in Globals", lambda d: d["Globals"]["Function"].pop("Tracing"), "Tracing: Active"),
     ("one function opts out of tracing",
@@ -925,15 +925,15 @@ MUTATIONS += [
         {"Ref": "ApiServerErrorRateAlarm"}), "rolls back on ApiServerErrorRateAlarm"),
     ("a rollback on a backlog", lambda d: _deployment(d, "CheckoutEventsFunction")["Alarms"].append(
         {"Ref": "EventsDlqNotEmptyAlarm"}), "rolls back on EventsDlqNotEmptyAlarm"),
-    ("a rollback on the old version's errors", lambda d: _deployment(d, "SyncFinalizeFunction")["Alarms"].append(
-        {"Ref": "SyncFinalizeErrorsAlarm"}), "rolls back on SyncFinalizeErrorsAlarm"),
+    ("a rollback on the old version's errors", lambda d: _deployment(d, "PaymentsApiFunction")["Alarms"].append(
+        {"Ref": "PaymentsApiErrorsAlarm"}), "rolls back on PaymentsApiErrorsAlarm"),
     ("a rollback alarm on every version", lambda d: _alarm(d, "WebhookIntakeNewVersionErrorsAlarm")["Dimensions"].pop(),
      "rolls back on WebhookIntakeNewVersionErrorsAlarm"),
     ("a CodeDeploy role on a stage's name prefix", lambda d: d["Resources"]["CodeDeployRole"]["Properties"]["Policies"]
      [0]["PolicyDocument"]["Statement"][0].update(Resource={"Fn::Sub": "arn:${AWS::Partition}:lambda:${AWS::Region}:"
                                                                       "${AWS::AccountId}:function:payments-${Stage}-*"}),
      "by a name prefix"),
-    ("a rollout with SAM's managed role", lambda d: _deployment(d, "SyncFinalizeFunction").pop("Role"),
+    ("a rollout with SAM's managed role", lambda d: _deployment(d, "PaymentsApiFunction").pop("Role"),
      "AWSCodeDeployRoleForLambda"),
     ("a PSP function without a redirect choice", lambda d: [
         d["Resources"]["ReconcilerFunction"]["Properties"]["Environment"]["Variables"].pop(v)

@@ -204,7 +204,7 @@ pub fn standard_event(data: &[u8]) {
 
 /// A body of `POST /payments` and of `POST /payments/{id}/sync-result`, parsed and validated.
 pub fn payments_request(data: &[u8]) {
-    use sync_finalize::requests::{CreatePayment, SyncResult};
+    use payments_api::requests::{CreatePayment, SyncResult};
     if let Ok(create) = shared::http::parse_json::<CreatePayment>(data) {
         let _ = create.fingerprint();
         let _ = create.into_new_payment(&shared::KnownPsps::default(), correlation(), None, SAMPLE_NOW);

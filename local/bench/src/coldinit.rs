@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 pub const FUNCTIONS: [&str; 7] = [
-    "sync-finalize",
+    "payments-api",
     "webhook-intake",
     "outbox-relay",
     "checkout-api",

@@ -2,7 +2,7 @@
 //! process that calls the same handlers the Lambda functions run, against DynamoDB Local.
 //!
 //! Why one process rather than `cargo lambda watch`: API Gateway's path routing (`/payments/...` to
-//! sync-finalize, `/webhooks/{provider}` to webhook-intake) is reproduced here on one port, it starts in a
+//! payments-api, `/webhooks/{provider}` to webhook-intake) is reproduced here on one port, it starts in a
 //! second with no per-function emulator, and the handlers are exactly the library code the binaries wrap.
 //!
 //! With `AWS_ENDPOINT_URL_SQS` set it also runs the outbox: the stream pump (the local stand-in for the
@@ -45,7 +45,7 @@ mod outbox;
 
 struct Apps {
     routes: Router<Function>,
-    sync: sync_finalize::App,
+    sync: payments_api::App,
     intake: webhook_intake::App,
     checkout: Option<Arc<Runner<PspSet>>>,
 }
@@ -53,7 +53,7 @@ struct Apps {
 /// The function API Gateway sends a path to; each function then routes by method and path itself.
 #[derive(Debug, Clone, Copy)]
 enum Function {
-    SyncFinalize,
+    PaymentsApi,
     WebhookIntake,
     CheckoutApi,
 }
@@ -61,8 +61,8 @@ enum Function {
 /// API Gateway's path routing (`infra/template.yaml`), on the functions' own router.
 fn routes() -> Result<Router<Function>, RouteTableError> {
     Router::builder()
-        .any("/payments", Function::SyncFinalize)
-        .any("/payments/{*rest}", Function::SyncFinalize)
+        .any("/payments", Function::PaymentsApi)
+        .any("/payments/{*rest}", Function::PaymentsApi)
         .any("/webhooks/{*rest}", Function::WebhookIntake)
         .any("/checkouts", Function::CheckoutApi)
         .any("/checkouts/{*rest}", Function::CheckoutApi)
@@ -111,8 +111,8 @@ async fn main() -> Result<(), Error> {
     }
     let apps = Arc::new(Apps {
         routes: routes()?,
-        sync: sync_finalize::App::from_env(
-            PaymentStore::new(clients.dynamodb("sync-finalize"), &config.table_name),
+        sync: payments_api::App::from_env(
+            PaymentStore::new(clients.dynamodb("payments-api"), &config.table_name),
             &env,
         )?,
         intake: webhook_intake::App::from_env(&sdk, clients.dynamodb("webhook-intake"), &config, &env).await?,
@@ -201,7 +201,7 @@ async fn serve(apps: Arc<Apps>, req: hyper::Request<Incoming>) -> Result<hyper::
             Some(runner) => checkout_saga::api::handle(runner, request).await,
             None => Ok(ApiError::not_found("checkouts need PSP_BASE_URL and SQS").into_response()),
         },
-        Function::SyncFinalize => sync_finalize::handle(&apps.sync, request).await,
+        Function::PaymentsApi => payments_api::handle(&apps.sync, request).await,
     }
     .map_err(|e| -> Error { e.to_string().into() })?;
     Ok(hyper_response(response))

@@ -38,7 +38,7 @@ fn template() -> Value {
 
 /// What the functions' route tables serve.
 fn served() -> BTreeSet<Operation> {
-    sync_finalize::route_table()
+    payments_api::route_table()
         .iter()
         .chain(webhook_intake::route_table())
         .chain(checkout_saga::api::route_table())

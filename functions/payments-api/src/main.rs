@@ -4,7 +4,7 @@ use lambda_http::Error;
 use shared::http::CallerGuard;
 use shared::lambda::{serve_guarded, ColdStart};
 use shared::PaymentStore;
-use sync_finalize::{handle, App};
+use payments_api::{handle, App};
 
 // One thread: Lambda gives a process one invocation at a time (why: `shared::lambda`).
 #[tokio::main(flavor = "current_thread")]

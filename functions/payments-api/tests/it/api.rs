@@ -8,7 +8,7 @@ use rand::Rng;
 use serde_json::{json, Value};
 use shared::{Outcome, PaymentId, PaymentStatus, PspName};
 use std::time::Duration;
-use sync_finalize::{handle, App};
+use payments_api::{handle, App};
 
 /// A typed client for the handler, on a fresh table.
 struct TestApi {
@@ -44,7 +44,7 @@ impl TestApi {
     async fn new() -> Self {
         let ctx = TestContext::new().await;
         let app = App {
-            store: ctx.store_for("sync-finalize"),
+            store: ctx.store_for("payments-api"),
             providers: shared::KnownPsps::default(),
         };
         Self { ctx, app }
