@@ -107,7 +107,7 @@ mod tests {
             &payment,
             None,
             crate::EventKind::PaymentFailed,
-            crate::Path::Sync,
+            crate::Channel::Sync,
             None,
             &crate::CorrelationId::parse("c").expect("id"),
             None,

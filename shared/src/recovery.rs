@@ -53,7 +53,7 @@ use crate::store::open_index::{age_seconds, defer, due_items, next_due, OpenKind
 use crate::store::{FinalizeOutcome, FinalizeResult, PaymentStore, StoreError};
 use crate::telemetry::ErrorChain;
 use crate::{
-    Claims, ConfigError, CorrelationId, Currency, Env, GiveBack, Observation, Outcome, Path, Payment, PaymentId,
+    Channel, Claims, ConfigError, CorrelationId, Currency, Env, GiveBack, Observation, Outcome, Payment, PaymentId,
     PspReference, RefundEntry, RefundReport, RefundStatus,
 };
 use payments_core::recovery::{
@@ -488,7 +488,7 @@ impl<P: Psps> Recovery<P> {
     ) -> Result<(Reconciled, bool), RecoveryError> {
         let id = current.id.clone();
         let Some(mut observation) = intent
-            .observation(Path::Recovery, correlation)
+            .observation(Channel::Recovery, correlation)
             .map_err(|e| PspError::BadAnswer(e.into()))?
         else {
             info!(payment_id = %id, psp_status = intent.status.as_str(), "PSP status changes nothing");
@@ -614,7 +614,7 @@ impl<P: Psps> Recovery<P> {
             if refund.status == entry.status.as_str() {
                 continue;
             }
-            let observation = refund_observation(&refund, Path::Recovery, None, correlation)
+            let observation = refund_observation(&refund, Channel::Recovery, None, correlation)
                 .map_err(|e| PspError::BadAnswer(e.into()))?;
             let outcome = self
                 .store
@@ -655,7 +655,7 @@ impl<P: Psps> Recovery<P> {
         };
         let observation = refund_observation(
             &refund,
-            Path::Recovery,
+            Channel::Recovery,
             Some(give_back.failure),
             asked.correlation.clone(),
         )
@@ -786,7 +786,7 @@ fn reconciled(outcome: &FinalizeOutcome) -> Reconciled {
 /// its currency and PaymentIntent are checked.
 pub fn refund_observation(
     refund: &Refund,
-    path: Path,
+    path: Channel,
     answers_give_back: Option<u32>,
     correlation: CorrelationId,
 ) -> Result<Observation, String> {

@@ -68,7 +68,7 @@ pub fn order_mark(dispute: &Dispute) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use shared::{CorrelationId, DisputeId, EventKind, Money, Path, PaymentStatus};
+    use shared::{Channel, CorrelationId, DisputeId, EventKind, Money, PaymentStatus};
 
     fn event(dispute: Option<Dispute>) -> PaymentEvent {
         PaymentEvent {
@@ -76,7 +76,7 @@ mod tests {
             order_id: OrderId::parse("o_1").unwrap(),
             version: 3,
             kind: EventKind::DisputeOpened,
-            path: Path::Webhook,
+            path: Channel::Webhook,
             status: PaymentStatus::Captured,
             previous_status: Some(PaymentStatus::Captured),
             money: Money::new(1000, shared::Currency::parse("EUR").unwrap()).unwrap(),

@@ -147,7 +147,7 @@ struct EventView<'a> {
     kind: &'static str,
     status: shared::PaymentStatus,
     previous_status: Option<shared::PaymentStatus>,
-    path: shared::Path,
+    path: shared::Channel,
     recorded_at: String,
     correlation_id: &'a str,
     psp_event_id: Option<&'a str>,

@@ -5,8 +5,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use shared::http::ApiError;
 use shared::{
-    text, ClientSecret, CorrelationId, Currency, CustomerAction, KnownPsps, Metadata, Money, NewPayment, Observation,
-    OrderId, Outcome, Path, PaymentId, PspName, PspReference, RedirectUrl, RetryToken,
+    text, Channel, ClientSecret, CorrelationId, Currency, CustomerAction, KnownPsps, Metadata, Money, NewPayment,
+    Observation, OrderId, Outcome, PaymentId, PspName, PspReference, RedirectUrl, RetryToken,
 };
 use std::collections::BTreeMap;
 
@@ -152,7 +152,7 @@ impl SyncResult {
                 reason: text::bounded("reason", &reason, text::MAX_REASON_CHARS).map_err(invalid)?,
             },
         };
-        let mut observation = Observation::new(Path::Sync, outcome, correlation_id);
+        let mut observation = Observation::new(Channel::Sync, outcome, correlation_id);
         observation.psp_reference = psp_reference;
         observation.trace_context = trace_context;
         Ok(observation)

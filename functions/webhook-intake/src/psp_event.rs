@@ -1,7 +1,7 @@
 //! A PSP event after parsing, in our terms: which payment, what happened, and the facts to check against
 //! the payment before anything is applied.
 
-use shared::{text, Claims, Currency, Observation, Outcome, Path, PaymentId, PspEventId, PspReference};
+use shared::{text, Channel, Claims, Currency, Observation, Outcome, PaymentId, PspEventId, PspReference};
 use thiserror::Error;
 
 /// How to find the payment an event is about, and whose the event's object says it is.
@@ -184,7 +184,7 @@ impl PspEvent {
             Some(reason) => Outcome::Anomaly { reason },
             None => self.outcome.clone(),
         };
-        let mut obs = Observation::new(Path::Webhook, outcome, correlation_id)
+        let mut obs = Observation::new(Channel::Webhook, outcome, correlation_id)
             .with_event(self.id.clone(), self.created_secs.saturating_mul(1000));
         obs.psp_reference = self.target.psp_reference.clone();
         obs.claims = Claims {

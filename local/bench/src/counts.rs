@@ -6,7 +6,7 @@ use lambda_http::Request;
 use payments_core::fixtures;
 use serde_json::json;
 use shared::store::item::{event_to_item, item_size_bytes, payment_to_item, Item};
-use shared::{decide, Decision, Outcome, Path, SigningSecret};
+use shared::{decide, Channel, Decision, Outcome, SigningSecret};
 use std::fmt::Write;
 use webhook_intake::providers::{Providers, DEFAULT_PROVIDERS};
 use webhook_intake::samples::stripe_event;
@@ -122,7 +122,7 @@ pub async fn run(out: &mut String) {
     let (store, target) = (ctx.uncounted_store(), id2.clone());
     hook.before_next("TransactWriteItems", move || async move {
         store
-            .finalize(&target, &fixtures::observe(Path::Sync, Outcome::Processing), None)
+            .finalize(&target, &fixtures::observe(Channel::Sync, Outcome::Processing), None)
             .await
             .expect("sync write");
     });
@@ -160,8 +160,11 @@ pub async fn run(out: &mut String) {
 
     // Capacity units of the happy path, from the serialized items.
     let payment = fixtures::payment("pay_0123456789abcdef0123456789abcdef");
-    let Decision::Apply(action) = decide(&payment, &fixtures::observe(Path::Sync, fixtures::requires_action()), 1)
-    else {
+    let Decision::Apply(action) = decide(
+        &payment,
+        &fixtures::observe(Channel::Sync, fixtures::requires_action()),
+        1,
+    ) else {
         unreachable!()
     };
     let Decision::Apply(captured) = decide(

@@ -5,7 +5,7 @@
 use crate::dispute::Dispute;
 use crate::ids::{CorrelationId, OrderId, PaymentId, PspEventId};
 use crate::money::Money;
-use crate::observation::Path;
+use crate::observation::Channel;
 use crate::payment::Payment;
 use crate::refund::RefundEntry;
 use crate::status::PaymentStatus;
@@ -80,7 +80,7 @@ pub struct PaymentEvent {
     pub order_id: OrderId,
     pub version: u64,
     pub kind: EventKind,
-    pub path: Path,
+    pub path: Channel,
     pub status: PaymentStatus,
     pub previous_status: Option<PaymentStatus>,
     pub money: Money,
@@ -107,7 +107,7 @@ impl PaymentEvent {
         payment: &Payment,
         previous: Option<PaymentStatus>,
         kind: EventKind,
-        path: Path,
+        path: Channel,
         psp_event_id: Option<PspEventId>,
         correlation_id: &CorrelationId,
         trace_context: Option<String>,

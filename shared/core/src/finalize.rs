@@ -16,7 +16,7 @@
 //! retry the customer may still need.
 
 use crate::event::{EventKind, PaymentEvent};
-use crate::observation::{Observation, Outcome, Path};
+use crate::observation::{Channel, Observation, Outcome};
 use crate::payment::{CustomerAction, Payment, StrayCapture};
 use crate::secret::RetryToken;
 use crate::status::PaymentStatus::{self, *};
@@ -211,20 +211,20 @@ fn on_failed(status: PaymentStatus) -> Result<Change, Decision> {
 }
 
 /// The PSP is processing the payment (on a non-terminal payment, not older than its news).
-fn on_processing(status: PaymentStatus, path: Path) -> Result<Change, Decision> {
+fn on_processing(status: PaymentStatus, path: Channel) -> Result<Change, Decision> {
     match status {
         Processing => ignore(IgnoreReason::NoOp),
         // The PSP's snapshot says nothing about the action or retry the customer holds: keep them.
-        RequiresAction | AttemptFailed if path == Path::Recovery => ignore(IgnoreReason::NoOp),
+        RequiresAction | AttemptFailed if path == Channel::Recovery => ignore(IgnoreReason::NoOp),
         _ => Ok(Change::To(Processing, EventKind::ProcessingStarted)),
     }
 }
 
 /// The customer must act (on a non-terminal payment, not older than its news). Only recovery's snapshot
 /// takes a `processing` payment back to an action; a webhook saying so is older news.
-fn on_requires_action(current: &Payment, action: &CustomerAction, path: Path) -> Result<Change, Decision> {
+fn on_requires_action(current: &Payment, action: &CustomerAction, path: Channel) -> Result<Change, Decision> {
     match current.status {
-        Processing if path != Path::Recovery => ignore(IgnoreReason::Stale),
+        Processing if path != Channel::Recovery => ignore(IgnoreReason::Stale),
         RequiresAction if current.action.as_ref() == Some(action) => ignore(IgnoreReason::NoOp),
         _ => Ok(Change::To(RequiresAction, EventKind::ActionRequired)),
     }

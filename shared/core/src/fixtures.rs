@@ -5,7 +5,7 @@
 
 use crate::ids::{CorrelationId, OrderId, PaymentId, PspEventId};
 use crate::money::{Currency, Money};
-use crate::observation::{Observation, Outcome, Path};
+use crate::observation::{Channel, Observation, Outcome};
 use crate::payment::{CustomerAction, NewPayment, Payment};
 use crate::secret::{ClientSecret, RedirectUrl, RetryToken};
 
@@ -81,12 +81,12 @@ pub fn refund(id: &str, amount: u64, status: crate::refund::RefundStatus) -> Out
     })
 }
 
-pub fn observe(path: Path, outcome: Outcome) -> Observation {
+pub fn observe(path: Channel, outcome: Outcome) -> Observation {
     Observation::new(path, outcome, correlation())
 }
 
 pub fn webhook(event_id: &str, at_ms: i64, outcome: Outcome) -> Observation {
-    observe(Path::Webhook, outcome).with_event(PspEventId::parse(event_id).expect("valid id"), at_ms)
+    observe(Channel::Webhook, outcome).with_event(PspEventId::parse(event_id).expect("valid id"), at_ms)
 }
 
 /// True when `text` contains any of the fixture secrets.

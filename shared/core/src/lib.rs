@@ -32,7 +32,7 @@ pub use finalize::{decide, Decision, DeferReason, IgnoreReason, Transition};
 pub use ids::{CorrelationId, DisputeId, IdempotencyKey, OrderId, PaymentId, PspEventId, PspReference, Sku};
 pub use metadata::Metadata;
 pub use money::{Currency, Money};
-pub use observation::{Claims, Observation, Outcome, Path, RefundReport};
+pub use observation::{Channel, Claims, Observation, Outcome, RefundReport};
 pub use payment::{CustomerAction, NewPayment, Offered, Payment, StrayCapture};
 pub use provider::{KnownPsps, PspName, StandardPsp};
 pub use recovery::{recovery_step, NothingToAsk, RecoveryStep, Unasked};

@@ -9,10 +9,11 @@ use crate::secret::RetryToken;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-/// Which path wrote a change. All three call the same decision and the same write.
+/// The channel a change came through (the "path" of an observation or event: the field keeps that name, and
+/// the stored value is `sync`, `webhook` or `recovery`). All three call the same decision and the same write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Path {
+pub enum Channel {
     /// The PSP's synchronous answer, posted by the checkout orchestrator.
     Sync,
     /// A PSP webhook.
@@ -22,17 +23,18 @@ pub enum Path {
     Recovery,
 }
 
-impl Path {
+impl Channel {
+    /// The stored and logged name (`sync`, `webhook`, `recovery`): the same as the serde form.
     pub fn as_str(self) -> &'static str {
         match self {
-            Path::Sync => "sync",
-            Path::Webhook => "webhook",
-            Path::Recovery => "recovery",
+            Channel::Sync => "sync",
+            Channel::Webhook => "webhook",
+            Channel::Recovery => "recovery",
         }
     }
 }
 
-impl fmt::Display for Path {
+impl fmt::Display for Channel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
@@ -95,7 +97,7 @@ pub struct Claims {
 /// One observation from one path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Observation {
-    pub path: Path,
+    pub path: Channel,
     pub outcome: Outcome,
     /// The PSP's event id, when the observation came from an event (the dedup key).
     pub psp_event_id: Option<PspEventId>,
@@ -113,7 +115,7 @@ pub struct Observation {
 
 impl Observation {
     /// An observation with no event id, time, reference or trace: the usual start for tests and sync answers.
-    pub fn new(path: Path, outcome: Outcome, correlation_id: CorrelationId) -> Self {
+    pub fn new(path: Channel, outcome: Outcome, correlation_id: CorrelationId) -> Self {
         Self {
             path,
             outcome,
@@ -165,5 +167,24 @@ impl Observation {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Channel;
+
+    /// Stored events and outbox messages carry `"path":"sync"` etc.: the type's name is not part of the form.
+    #[test]
+    fn channel_is_stored_as_the_paths_old_names() {
+        for (channel, stored) in [
+            (Channel::Sync, "\"sync\""),
+            (Channel::Webhook, "\"webhook\""),
+            (Channel::Recovery, "\"recovery\""),
+        ] {
+            assert_eq!(serde_json::to_string(&channel).unwrap(), stored);
+            assert_eq!(serde_json::from_str::<Channel>(stored).unwrap(), channel);
+            assert_eq!(format!("\"{channel}\""), stored);
+        }
     }
 }

@@ -6,7 +6,7 @@ use crate::event::{EventKind, PaymentEvent};
 use crate::ids::{CorrelationId, OrderId, PaymentId, PspEventId, PspReference};
 use crate::metadata::Metadata;
 use crate::money::Money;
-use crate::observation::Path;
+use crate::observation::Channel;
 use crate::provider::PspName;
 use crate::refund::{GiveBack, RefundEntry};
 use crate::secret::{ClientSecret, RedirectUrl, RetryToken};
@@ -228,7 +228,7 @@ impl NewPayment {
             &payment,
             None,
             EventKind::PaymentCreated,
-            Path::Sync,
+            Channel::Sync,
             None,
             &self.correlation_id,
             self.trace_context,

@@ -278,9 +278,9 @@ mod tests {
     #[test]
     fn an_observation_naming_another_psps_reference_is_not_about_the_payment() {
         use crate::fixtures;
-        use crate::observation::Path;
+        use crate::observation::Channel;
         let stripe = fixtures::payment("pay_ns");
-        let mut from_standard = fixtures::observe(Path::Webhook, crate::Outcome::Succeeded);
+        let mut from_standard = fixtures::observe(Channel::Webhook, crate::Outcome::Succeeded);
         from_standard.psp_reference = Some(reference("psp_sample_1"));
         assert_eq!(
             from_standard.check(&stripe),

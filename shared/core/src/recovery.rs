@@ -22,7 +22,7 @@
 //! [`END_ANSWER_WAIT_MS`] later, it expires here as well.
 
 use crate::ids::{CorrelationId, PspReference};
-use crate::observation::{Observation, Outcome, Path};
+use crate::observation::{Channel, Observation, Outcome};
 use crate::payment::Payment;
 use crate::provider::PspName;
 use crate::saga::IntentState;
@@ -193,7 +193,7 @@ fn expires(payment: &Payment, now_ms: i64, expire_after_ms: i64) -> bool {
 pub fn expiry(payment: &Payment, why: NothingToAsk, now_ms: i64, correlation: CorrelationId) -> Observation {
     let hours = now_ms.saturating_sub(payment.created_at_ms) / 3_600_000;
     let reason = format!("expired: {} ({}) after {hours} h open", why.says(), payment.provider);
-    let mut observation = Observation::new(Path::Recovery, Outcome::Failed { reason }, correlation);
+    let mut observation = Observation::new(Channel::Recovery, Outcome::Failed { reason }, correlation);
     observation.occurred_at_ms = Some(now_ms);
     observation
 }
@@ -341,7 +341,7 @@ mod tests {
     fn a_canceled_expiry_says_so_a_raced_success_is_left_as_said() {
         let (p, now) = payment(PspName::Stripe, Some("pi_1"), WEEK);
         let canceled = Observation::new(
-            Path::Recovery,
+            Channel::Recovery,
             Outcome::Failed {
                 reason: "canceled at the PSP: abandoned".into(),
             },
@@ -354,7 +354,7 @@ mod tests {
                 reason: "expired: open at its PSP (stripe) after 168 h; canceled at the PSP: abandoned".into()
             }
         );
-        let succeeded = Observation::new(Path::Recovery, Outcome::Succeeded, fixtures::correlation());
+        let succeeded = Observation::new(Channel::Recovery, Outcome::Succeeded, fixtures::correlation());
         assert_eq!(canceled_expiry(&p, succeeded, now).outcome, Outcome::Succeeded);
     }
 
@@ -369,7 +369,7 @@ mod tests {
             (t.payment.status, t.event.kind),
             (PaymentStatus::Failed, EventKind::PaymentFailed)
         );
-        assert_eq!(t.event.path, Path::Recovery);
+        assert_eq!(t.event.path, Channel::Recovery);
         assert_eq!(
             t.payment.reason.as_deref(),
             Some("expired: no client of its PSP to ask (standard) after 192 h open")

@@ -379,7 +379,7 @@ impl PaymentIntent {
     /// reference, and its amount and currency as claims, which the decision checks against the payment.
     pub fn observation(
         &self,
-        path: crate::Path,
+        path: crate::Channel,
         correlation: crate::CorrelationId,
     ) -> Result<Option<Observation>, String> {
         let Some(outcome) = self.outcome()? else {

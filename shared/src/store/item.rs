@@ -8,8 +8,9 @@
 use super::open_index::{shard_of, OpenKind};
 use super::StoreError;
 use crate::{
-    ClientSecret, CorrelationId, Currency, CustomerAction, Dispute, EventKind, Metadata, Money, OrderId, Path, Payment,
-    PaymentEvent, PaymentId, PaymentStatus, PspEventId, PspName, PspReference, RedirectUrl, RetryToken, StrayCapture,
+    Channel, ClientSecret, CorrelationId, Currency, CustomerAction, Dispute, EventKind, Metadata, Money, OrderId,
+    Payment, PaymentEvent, PaymentId, PaymentStatus, PspEventId, PspName, PspReference, RedirectUrl, RetryToken,
+    StrayCapture,
 };
 use crate::{GiveBack, RefundEntry};
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -81,7 +82,7 @@ struct EventItem {
     order_id: OrderId,
     version: u64,
     kind: EventKind,
-    path: Path,
+    path: Channel,
     status: PaymentStatus,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     previous_status: Option<PaymentStatus>,
@@ -268,12 +269,12 @@ pub fn item_size_bytes(item: &Item) -> usize {
 mod tests {
     use super::*;
     use payments_core::fixtures;
-    use payments_core::{decide, Decision, Path};
+    use payments_core::{decide, Channel, Decision};
 
     #[test]
     fn payment_round_trips_and_secrets_disappear_when_terminal() {
         let p = fixtures::payment("pay_item");
-        let Decision::Apply(t) = decide(&p, &fixtures::observe(Path::Sync, fixtures::requires_action()), 1) else {
+        let Decision::Apply(t) = decide(&p, &fixtures::observe(Channel::Sync, fixtures::requires_action()), 1) else {
             panic!()
         };
         let item = payment_to_item(&t.payment).unwrap();

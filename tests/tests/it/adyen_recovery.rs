@@ -15,7 +15,7 @@ use shared::psp::set::{guarded, ADYEN_BREAKER};
 use shared::psp::{ChargeRequest, GuardedAdyen, PspSet, StripeClient};
 use shared::recovery::{Recovery, RecoverySettings};
 use shared::{
-    CorrelationId, Currency, EventKind, Money, NewPayment, Observation, OrderId, Outcome, Path, PaymentId,
+    Channel, CorrelationId, Currency, EventKind, Money, NewPayment, Observation, OrderId, Outcome, PaymentId,
     PaymentStatus, PspName, PspReference,
 };
 use std::sync::Arc;
@@ -103,7 +103,7 @@ impl World {
         };
         self.ctx.store.create(new).await.unwrap();
         if reference.is_some() {
-            let processing = Observation::new(Path::Sync, Outcome::Processing, CorrelationId::parse("c").unwrap());
+            let processing = Observation::new(Channel::Sync, Outcome::Processing, CorrelationId::parse("c").unwrap());
             self.ctx.store.finalize(id, &processing, None).await.unwrap();
         }
     }
@@ -272,7 +272,7 @@ async fn an_adyen_payment_whose_end_is_never_notified_expires_here_a_day_later()
     );
     let events = w.ctx.store.events(&silent).await.unwrap();
     let last = events.last().unwrap();
-    assert_eq!((last.kind, last.path), (EventKind::PaymentFailed, Path::Recovery));
+    assert_eq!((last.kind, last.path), (EventKind::PaymentFailed, Channel::Recovery));
     assert_eq!(w.due_key(&silent).await, None, "out of the index: the loop has ended");
     assert_eq!(
         w.notified().len(),

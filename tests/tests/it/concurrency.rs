@@ -3,7 +3,7 @@
 
 use integration_tests::TestContext;
 use payments_core::fixtures::{self, contains_fixture_secret};
-use payments_core::{ClientView, IgnoreReason, Observation, Outcome, Path, PaymentStatus};
+use payments_core::{Channel, ClientView, IgnoreReason, Observation, Outcome, PaymentStatus};
 use shared::{FinalizeOutcome, FinalizeResult};
 
 #[tokio::test]
@@ -30,7 +30,11 @@ async fn the_seeds_race_sync_reads_v1_webhook_captures_sync_answers_captured_wit
     // from the item that won, and answers `captured`.
     let sync = ctx
         .store
-        .finalize_from(stale, &fixtures::observe(Path::Sync, fixtures::requires_action()), None)
+        .finalize_from(
+            stale,
+            &fixtures::observe(Channel::Sync, fixtures::requires_action()),
+            None,
+        )
         .await
         .unwrap();
     assert_eq!(sync.version_conflicts, 1);
@@ -56,9 +60,9 @@ fn writer(i: usize) -> Observation {
     };
     if i.is_multiple_of(2) {
         let path = if i.is_multiple_of(4) {
-            Path::Sync
+            Channel::Sync
         } else {
-            Path::Recovery
+            Channel::Recovery
         };
         fixtures::observe(path, outcome)
     } else {
@@ -78,7 +82,11 @@ async fn thirty_two_concurrent_writers_one_terminal_transition_no_lost_update_no
         .id;
     // The payment starts with a secret on it: the thing that must never leak once it is terminal.
     ctx.store
-        .finalize(&id, &fixtures::observe(Path::Sync, fixtures::requires_action()), None)
+        .finalize(
+            &id,
+            &fixtures::observe(Channel::Sync, fixtures::requires_action()),
+            None,
+        )
         .await
         .unwrap();
 

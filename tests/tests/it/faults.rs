@@ -103,7 +103,7 @@ async fn a_response_lost_after_commit_is_not_applied_twice() {
         .store
         .finalize(
             &id,
-            &fixtures::observe(payments_core::Path::Sync, Outcome::Succeeded),
+            &fixtures::observe(payments_core::Channel::Sync, Outcome::Succeeded),
             None,
         )
         .await

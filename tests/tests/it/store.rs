@@ -3,7 +3,7 @@
 use aws_sdk_dynamodb::types::AttributeValue;
 use integration_tests::TestContext;
 use payments_core::fixtures::{self, contains_fixture_secret};
-use payments_core::{EventKind, IgnoreReason, Outcome, Path, PaymentId, PaymentStatus};
+use payments_core::{Channel, EventKind, IgnoreReason, Outcome, PaymentId, PaymentStatus};
 use shared::store::item::item_size_bytes;
 use shared::{FinalizeResult, StoreError};
 
@@ -29,7 +29,7 @@ async fn a_payment_is_created_once_and_reads_back_with_its_first_event_and_a_mis
         .store
         .finalize(
             &PaymentId::parse("pay_none").unwrap(),
-            &fixtures::observe(Path::Sync, Outcome::Processing),
+            &fixtures::observe(Channel::Sync, Outcome::Processing),
             None,
         )
         .await;
@@ -56,7 +56,11 @@ async fn a_payment_that_vanishes_during_finalize_is_reported_not_found_by_its_id
     });
     let result = ctx
         .store_with_hook(hook.clone())
-        .finalize(&created.id, &fixtures::observe(Path::Sync, Outcome::Processing), None)
+        .finalize(
+            &created.id,
+            &fixtures::observe(Channel::Sync, Outcome::Processing),
+            None,
+        )
         .await;
     assert!(hook.done(), "the payment was deleted between the read and the write");
     let err = result.unwrap_err();
@@ -74,7 +78,7 @@ async fn transitions_are_versioned_logged_in_order_and_terminal_items_hold_no_se
         .unwrap()
         .id;
     let steps = [
-        fixtures::observe(Path::Sync, fixtures::requires_action()),
+        fixtures::observe(Channel::Sync, fixtures::requires_action()),
         fixtures::webhook("evt_a", 1_000, Outcome::Processing),
         fixtures::webhook("evt_b", 2_000, Outcome::Succeeded),
         fixtures::webhook("evt_c", 3_000, fixtures::refunded(400, false)),
@@ -105,7 +109,7 @@ async fn transitions_are_versioned_logged_in_order_and_terminal_items_hold_no_se
             PaymentRefunded
         ]
     );
-    assert_eq!(events[2].path, Path::Webhook);
+    assert_eq!(events[2].path, Channel::Webhook);
 
     // The raw stored items: the payment holds no secret once terminal, no event ever does.
     let raw = ctx.client.scan().table_name(&ctx.table).send().await.unwrap();

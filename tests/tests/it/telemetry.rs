@@ -4,7 +4,7 @@
 
 use integration_tests::{LogCapture, TestContext};
 use payments_core::fixtures::{self, contains_fixture_secret};
-use payments_core::{ClientView, Outcome, Path, SigningSecret};
+use payments_core::{Channel, ClientView, Outcome, SigningSecret};
 use tracing::Instrument;
 use tracing_subscriber::layer::SubscriberExt;
 
@@ -50,7 +50,7 @@ async fn request_logs_carry_ids_and_never_secrets() {
             tracing::debug!(?obs, ?view, "answering");
             let done = ctx
                 .store
-                .finalize(&id, &fixtures::observe(Path::Sync, Outcome::Processing), None)
+                .finalize(&id, &fixtures::observe(Channel::Sync, Outcome::Processing), None)
                 .await
                 .unwrap();
             tracing::info!(status = %done.payment.status, "done");

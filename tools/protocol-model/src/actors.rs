@@ -36,7 +36,7 @@ use payments_core::saga::{
     set_aside_due, AfterRefund, AwaitDeadlines, Awaited, CancelStart, ChargeCall, Deadlines, IntentState, Loaded,
     NextStep, OnDeadline, ReadBack, RefundCalled, RefundImpossible, SagaRecord, SagaStatus, Sweep,
 };
-use payments_core::{decide, Decision, Observation, Outcome, Path, PaymentId, PaymentStatus, PspName, RefundStep};
+use payments_core::{decide, Channel, Decision, Observation, Outcome, PaymentId, PaymentStatus, PspName, RefundStep};
 
 /// Where the runner is within the action of the saga it loaded.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -229,7 +229,7 @@ fn cancel_reads(cfg: &Config, w: &World, saga: &SagaRecord) -> Result<Option<Sub
     }
     if state.may_still_take_money() {
         // Main waits for a processing PaymentIntent: a step only when its read tells our payment something.
-        let Some(observation) = view.observation(Path::Sync) else {
+        let Some(observation) = view.observation(Channel::Sync) else {
             return Ok(None);
         };
         return Ok(
@@ -533,7 +533,7 @@ pub fn runner_step(cfg: &Config, w: &World, i: usize, lose: bool) -> Option<Worl
                     // A PaymentIntent our client cannot read (`PspError::BadAnswer`): the resume's attempts
                     // get it again, and the step is escalated.
                     Ok(view)
-                        if view.status == IntentStatus::RequiresAction && view.observation(Path::Sync).is_none() =>
+                        if view.status == IntentStatus::RequiresAction && view.observation(Channel::Sync).is_none() =>
                     {
                         escalate(cfg, &mut next, i, &saga, NextStep::Charge, true);
                     }
@@ -549,7 +549,7 @@ pub fn runner_step(cfg: &Config, w: &World, i: usize, lose: bool) -> Option<Worl
             }
         }
         (Sub::FinalizeCharge(id, view), Loaded::Charging(_)) => {
-            if let Some(observation) = view.observation(Path::Sync) {
+            if let Some(observation) = view.observation(Channel::Sync) {
                 next.finalize(&id, &observation, None)?;
             }
             goto(&mut next, Sub::SaveRequested(view));
@@ -638,7 +638,7 @@ pub fn runner_step(cfg: &Config, w: &World, i: usize, lose: bool) -> Option<Worl
                 retry(&mut next);
             } else {
                 let view = next.psp.retrieve(index)?;
-                if let Some(observation) = view.observation(Path::Sync) {
+                if let Some(observation) = view.observation(Channel::Sync) {
                     next.finalize(s.payment_id(), &observation, None)?;
                 }
                 // Recorded above whatever the core decides from it.
@@ -674,7 +674,7 @@ pub fn runner_step(cfg: &Config, w: &World, i: usize, lose: bool) -> Option<Worl
             }
         }
         (Sub::CancelObserve(id, view), Loaded::CancellingPayment(_)) => {
-            let status = match view.observation(Path::Sync) {
+            let status = match view.observation(Channel::Sync) {
                 Some(observation) => next.finalize(&id, &observation, None)?.status,
                 None => next.payment(&id)?.status,
             };
@@ -693,7 +693,7 @@ pub fn runner_step(cfg: &Config, w: &World, i: usize, lose: bool) -> Option<Worl
                 .as_ref()
                 .map(|f| format!("checkout cancelled: {}", f.reason))
                 .unwrap_or_default();
-            let observation = Observation::new(Path::Sync, Outcome::Failed { reason }, psp_correlation());
+            let observation = Observation::new(Channel::Sync, Outcome::Failed { reason }, psp_correlation());
             let after = next.finalize(&id, &observation, None)?.status;
             // Main goes on with the status this finalize leaves (a capture that won continues from the capture);
             // main before the fix went on with the status read before it.
@@ -886,7 +886,7 @@ pub fn recovery_ask(w: &World, k: usize, lose: bool) -> Option<World> {
 }
 
 fn recovery_observation(view: &IntentView, at: u8) -> Option<Observation> {
-    let mut observation = view.observation(Path::Recovery)?;
+    let mut observation = view.observation(Channel::Recovery)?;
     // Stamped with the query's time: no event the PSP sent before it is newer.
     observation.occurred_at_ms = Some(i64::from(at) * 1000);
     Some(observation)

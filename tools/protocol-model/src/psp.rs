@@ -22,7 +22,7 @@
 
 use crate::ids;
 use payments_core::{
-    Claims, CorrelationId, CustomerAction, Observation, Outcome, Path, PaymentId, PspEventId, PspReference,
+    Channel, Claims, CorrelationId, CustomerAction, Observation, Outcome, PaymentId, PspEventId, PspReference,
     RedirectPolicy, RedirectUrl,
 };
 use std::collections::BTreeMap;
@@ -140,7 +140,7 @@ impl IntentView {
     /// What this snapshot tells our payment, on `path`: mirrors `PaymentIntent::observation` (outcome, the
     /// PaymentIntent id as the PSP reference, amount and currency as claims). `None` when it tells nothing,
     /// or our client cannot read it (a `next_action` it refuses whole: [`Offer::RefusedUrlDropsAction`]).
-    pub fn observation(&self, path: Path) -> Option<Observation> {
+    pub fn observation(&self, path: Channel) -> Option<Observation> {
         let outcome = match self.status {
             IntentStatus::RequiresPaymentMethod => Outcome::AttemptFailed {
                 reason: "card_declined".into(),
@@ -190,7 +190,7 @@ impl Webhook {
     pub fn observation(&self) -> Option<Observation> {
         let id = ids::valid(PspEventId::parse(format!("evt_{}", self.event)));
         self.intent
-            .observation(Path::Webhook)
+            .observation(Channel::Webhook)
             .map(|o| o.with_event(id, i64::from(self.at) * 1000))
     }
 }

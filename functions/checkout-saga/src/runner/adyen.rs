@@ -29,8 +29,8 @@ use shared::saga::{
     Saga, SagaRecord,
 };
 use shared::{
-    ClientSecret, CustomerAction, Observation, OrderId, Outcome, Path, Payment, PaymentStatus, PspName, PspReference,
-    RedirectPolicy, RedirectUrl, RefundEntry, RefundReport, RefundStatus,
+    Channel, ClientSecret, CustomerAction, Observation, OrderId, Outcome, Payment, PaymentStatus, PspName,
+    PspReference, RedirectPolicy, RedirectUrl, RefundEntry, RefundReport, RefundStatus,
 };
 use tracing::{info, warn};
 
@@ -91,7 +91,7 @@ impl<P: Psps> Runner<P> {
             // notification. What is left (a refusal, an error) was turned into an error by the client.
             _ => Outcome::Processing,
         };
-        let mut observation = Observation::new(Path::Sync, outcome, correlation(&saga.order_id));
+        let mut observation = Observation::new(Channel::Sync, outcome, correlation(&saga.order_id));
         observation.psp_reference = answer.psp_reference.clone();
         let observation = in_checkout_trace(observation, saga);
         self.payments().finalize_from(payment, &observation, None).await?;
@@ -194,7 +194,7 @@ impl<P: Psps> Runner<P> {
             failure_reason: None,
             answers_give_back: None,
         };
-        let mut observation = Observation::new(Path::Sync, Outcome::Refund(report), correlation(saga.order_id()));
+        let mut observation = Observation::new(Channel::Sync, Outcome::Refund(report), correlation(saga.order_id()));
         observation.psp_reference = Some(reference);
         let payment_id = saga.payment_id().clone();
         let (status, step) = self

@@ -6,7 +6,7 @@ use shared::psp::stripe::Refund;
 use shared::psp::{PaymentIntent, PspError, Psps};
 use shared::saga::{AwaitDeadlines, SagaRecord};
 use shared::store::read_item;
-use shared::{Observation, OrderId, Outcome, Path, PaymentId, PaymentStatus, RefundStatus, RefundStep};
+use shared::{Channel, Observation, OrderId, Outcome, PaymentId, PaymentStatus, RefundStatus, RefundStep};
 
 /// What the saga observed, in the checkout's trace: the payment's events it writes continue that trace.
 pub(super) fn in_checkout_trace(mut observation: Observation, saga: &SagaRecord) -> Observation {
@@ -24,7 +24,7 @@ impl<P: Psps> Runner<P> {
         intent: &PaymentIntent,
     ) -> Result<Option<PaymentStatus>, RunError> {
         let Some(observation) = intent
-            .observation(Path::Sync, correlation(&saga.order_id))
+            .observation(Channel::Sync, correlation(&saga.order_id))
             .map_err(|e| RunError::Psp(PspError::BadAnswer(e.into())))?
         else {
             return Ok(None);
@@ -46,8 +46,9 @@ impl<P: Psps> Runner<P> {
         saga: &SagaRecord,
         refund: &Refund,
     ) -> Result<(RefundStatus, RefundStep), RunError> {
-        let observation = shared::recovery::refund_observation(refund, Path::Sync, None, correlation(&saga.order_id))
-            .map_err(|e| RunError::Psp(PspError::BadAnswer(e.into())))?;
+        let observation =
+            shared::recovery::refund_observation(refund, Channel::Sync, None, correlation(&saga.order_id))
+                .map_err(|e| RunError::Psp(PspError::BadAnswer(e.into())))?;
         self.refund_recorded(payment_id, saga, observation, RefundStatus::parse(&refund.status))
             .await
     }
@@ -86,7 +87,7 @@ impl<P: Psps> Runner<P> {
         outcome: Outcome,
         reference: Option<shared::PspReference>,
     ) -> Result<PaymentStatus, RunError> {
-        let observation = Observation::new(Path::Sync, outcome, correlation(&saga.order_id));
+        let observation = Observation::new(Channel::Sync, outcome, correlation(&saga.order_id));
         let mut observation = in_checkout_trace(observation, saga);
         observation.psp_reference = reference;
         Ok(self

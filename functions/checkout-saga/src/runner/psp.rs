@@ -8,7 +8,7 @@ use shared::saga::{
     after_refund, after_search, cancel_start, charge_call, read_back, AfterRefund, CancelStart, CancellingPayment,
     ChargeCall, Charging, ReadBack, RefundCalled, RefundImpossible, RefundingPayment, Saga,
 };
-use shared::{OrderId, Outcome, Path, PaymentStatus};
+use shared::{Channel, OrderId, Outcome, PaymentStatus};
 use tracing::{error, info, warn};
 
 impl<P: Psps> Runner<P> {
@@ -54,7 +54,7 @@ impl<P: Psps> Runner<P> {
         let reference = shared::PspReference::parse(intent.id.as_str())
             .map_err(|e| RunError::Psp(PspError::BadAnswer(format!("PaymentIntent id: {e}").into())))?;
         let customer_action = intent.status == IntentStatus::RequiresAction;
-        match intent.observation(Path::Sync, correlation(&order)) {
+        match intent.observation(Channel::Sync, correlation(&order)) {
             // From the payment just read: no second read.
             Ok(Some(observation)) => {
                 let observation = in_checkout_trace(observation, saga.record());

@@ -16,7 +16,7 @@ use shared::clock::Clock;
 use shared::psp::Psp;
 use shared::saga::{SagaRecord, SagaStatus};
 use shared::store::open_index::{shard_of, OpenKind};
-use shared::{CorrelationId, OrderId, Path, PaymentStatus, PspEventId};
+use shared::{Channel, CorrelationId, OrderId, PaymentStatus, PspEventId};
 use std::time::Duration;
 
 /// A new order id whose saga lands in `shard` of the open-items index.
@@ -251,7 +251,7 @@ async fn a_capture_by_webhook_after_a_refused_charge_is_refunded_with_its_refere
         Box::pin(async move {
             let correlation = CorrelationId::parse("corr-webhook").unwrap();
             let observation = intent
-                .observation(Path::Webhook, correlation)
+                .observation(Channel::Webhook, correlation)
                 .unwrap()
                 .unwrap()
                 .with_event(PspEventId::parse("evt_capture_1").unwrap(), shared::clock::now_ms());

@@ -10,7 +10,7 @@ use shared::psp::Psp;
 use shared::recovery::Reconciled;
 use shared::saga::{SagaRecord, SagaStatus};
 use shared::{
-    CorrelationId, EventKind, GiveBack, Observation, Outcome, Path, PaymentStatus, RefundEntry, RefundReport,
+    Channel, CorrelationId, EventKind, GiveBack, Observation, Outcome, PaymentStatus, RefundEntry, RefundReport,
     RefundStatus,
 };
 use std::time::Duration;
@@ -27,7 +27,7 @@ fn failed_refund(refund_id: &str, amount_minor: u64, event: &str) -> Observation
         answers_give_back: None,
     };
     let correlation = CorrelationId::parse("corr-refund-failed").unwrap();
-    Observation::new(Path::Webhook, Outcome::Refund(report), correlation)
+    Observation::new(Channel::Webhook, Outcome::Refund(report), correlation)
         .with_event(shared::PspEventId::parse(event).unwrap(), shared::clock::now_ms())
 }
 
@@ -101,7 +101,7 @@ async fn a_failed_refund_is_given_back_once_under_its_failures_key_even_after_a_
     );
     let events = w.ctx.store.events(&id).await.expect("events");
     let last = events.last().expect("events");
-    assert_eq!((last.kind, last.path), (EventKind::PaymentRefunded, Path::Recovery));
+    assert_eq!((last.kind, last.path), (EventKind::PaymentRefunded, Channel::Recovery));
     assert_eq!(last.refund.as_ref().map(|r| r.amount_minor), Some(amount));
 }
 

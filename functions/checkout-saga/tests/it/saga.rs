@@ -12,7 +12,7 @@ use shared::recovery::Reconciled;
 use shared::retry::Backoff;
 use shared::saga::SagaStatus;
 use shared::{
-    CorrelationId, DisputeFact, DisputeId, DisputeReport, DisputeStatus, Observation, OrderId, Outcome, Path,
+    Channel, CorrelationId, DisputeFact, DisputeId, DisputeReport, DisputeStatus, Observation, OrderId, Outcome,
     PaymentId, PaymentStatus, PspEventId, PspReference,
 };
 use std::sync::Arc;
@@ -280,7 +280,7 @@ async fn recovery_resolves_a_payment_whose_webhook_never_came() {
     let payment_id = waiting.payment_id.clone().expect("payment");
     let events = w.ctx.store.events(&payment_id).await.unwrap();
     let last = events.last().expect("events");
-    assert_eq!((last.path, last.status), (Path::Recovery, PaymentStatus::Captured));
+    assert_eq!((last.path, last.status), (Channel::Recovery, PaymentStatus::Captured));
     // Terminal now: no longer in the index, so the next run finds nothing.
     assert_eq!(runner.recovery.run(later()).await.unwrap().found, 0);
     w.deliver(&runner, &waiting).await;
@@ -452,7 +452,7 @@ async fn record_dispute(w: &World, payment: &PaymentId, webhooks: &[WebhookEvent
             fact,
         };
         let mut observation = Observation::new(
-            Path::Webhook,
+            Channel::Webhook,
             Outcome::Dispute(report),
             CorrelationId::parse("corr-dispute").unwrap(),
         )

@@ -11,7 +11,7 @@ use shared::psp::{BreakerSettings, CircuitBreaker, IntentStatus};
 use shared::psp::{ChargeRequest, Psp, PspError};
 use shared::recovery::Reconciled;
 use shared::saga::{SagaRecord, SagaStatus};
-use shared::{CorrelationId, Path, PaymentStatus, PspReference};
+use shared::{Channel, CorrelationId, PaymentStatus, PspReference};
 use shared::{EventKind, Observation, Payment};
 use std::time::Duration;
 
@@ -106,7 +106,7 @@ async fn a_processing_payment_gets_back_the_action_stripe_asks_for() {
     // Our side heard `processing` since (a webhook); Stripe says the customer must act.
     let id = waiting.payment_id.clone().unwrap();
     let heard = Observation::new(
-        Path::Webhook,
+        Channel::Webhook,
         shared::Outcome::Processing,
         CorrelationId::parse("c").unwrap(),
     );
@@ -413,7 +413,7 @@ async fn money_taken_on_a_failed_payment_is_one_anomaly_and_refunded_once() {
         .expect("charge");
     assert_eq!(intent.status, IntentStatus::Succeeded);
     let failed = Observation::new(
-        Path::Sync,
+        Channel::Sync,
         shared::Outcome::Failed {
             reason: "reported failed by the client".into(),
         },
@@ -421,18 +421,18 @@ async fn money_taken_on_a_failed_payment_is_one_anomaly_and_refunded_once() {
     );
     w.ctx.store.finalize(&id, &failed, None).await.expect("fail it");
 
-    let success = |path: Path| {
+    let success = |path: Channel| {
         intent
             .observation(path, CorrelationId::parse("corr-success").unwrap())
             .expect("readable")
             .expect("an outcome")
     };
-    let mut first = success(Path::Webhook);
+    let mut first = success(Channel::Webhook);
     first.psp_event_id = Some(shared::PspEventId::parse("evt_stray_1").unwrap());
-    let mut second = success(Path::Webhook);
+    let mut second = success(Channel::Webhook);
     second.psp_event_id = Some(shared::PspEventId::parse("evt_stray_2").unwrap());
     let mut anomalies = 0;
-    for observation in [first, second, success(Path::Sync)] {
+    for observation in [first, second, success(Channel::Sync)] {
         let outcome = w.ctx.store.finalize(&id, &observation, None).await.expect("finalize");
         if outcome.result == shared::FinalizeResult::Applied(EventKind::AnomalyRecorded) {
             anomalies += 1;
@@ -485,7 +485,7 @@ async fn money_taken_on_a_failed_payment_is_one_anomaly_and_refunded_once() {
     let late = w
         .ctx
         .store
-        .finalize(&id, &success(Path::Recovery), None)
+        .finalize(&id, &success(Channel::Recovery), None)
         .await
         .expect("late");
     assert!(matches!(late.result, shared::FinalizeResult::Ignored(_)));

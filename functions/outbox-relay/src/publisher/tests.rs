@@ -1,5 +1,5 @@
 use super::*;
-use shared::{CorrelationId, EventKind, Money, OrderId, Path, PaymentStatus};
+use shared::{Channel, CorrelationId, EventKind, Money, OrderId, PaymentStatus};
 
 /// The message carries the `publish` span's context, in the event item's trace, both as `traceparent`
 /// and as SQS's `AWSTraceHeader`, so the consumer's `consume` span continues the webhook's trace.
@@ -50,7 +50,7 @@ fn event(payment: &str, version: u64) -> PaymentEvent {
         order_id: OrderId::parse("o").unwrap(),
         version,
         kind: EventKind::ProcessingStarted,
-        path: Path::Sync,
+        path: Channel::Sync,
         status: PaymentStatus::Processing,
         previous_status: None,
         money: Money::new(1, shared::Currency::parse("EUR").unwrap()).unwrap(),

@@ -15,7 +15,7 @@ use outbox_relay::{relay, replay_payment, Publisher};
 use payments_core::fixtures;
 use serde_json::json;
 use shared::consumer::{BatchReport, Consumer, ConsumerError, Projection};
-use shared::{Outcome, Path, PaymentEvent, PaymentId};
+use shared::{Channel, Outcome, PaymentEvent, PaymentId};
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -142,7 +142,7 @@ async fn burst(ctx: &TestContext, payments: usize) -> Vec<PaymentId> {
         ctx.store
             .finalize(
                 &id,
-                &fixtures::observe(Path::Sync, fixtures::requires_action()),
+                &fixtures::observe(Channel::Sync, fixtures::requires_action()),
                 lease.as_ref(),
             )
             .await
@@ -154,7 +154,7 @@ async fn burst(ctx: &TestContext, payments: usize) -> Vec<PaymentId> {
             Outcome::Succeeded
         };
         let tasks: Vec<_> = [
-            fixtures::observe(Path::Sync, outcome.clone()),
+            fixtures::observe(Channel::Sync, outcome.clone()),
             fixtures::webhook(&format!("evt_{p}"), 10, outcome.clone()),
             fixtures::webhook(&format!("evt_{p}"), 10, outcome),
             fixtures::webhook(&format!("evt_{p}_late"), 5, Outcome::Processing),
@@ -417,11 +417,11 @@ async fn a_gap_is_held_back_never_skipped_and_alarmed_when_it_persists() {
         .unwrap()
         .id;
     ctx.store
-        .finalize(&id, &fixtures::observe(Path::Sync, Outcome::Processing), None)
+        .finalize(&id, &fixtures::observe(Channel::Sync, Outcome::Processing), None)
         .await
         .unwrap();
     ctx.store
-        .finalize(&id, &fixtures::observe(Path::Sync, Outcome::Succeeded), None)
+        .finalize(&id, &fixtures::observe(Channel::Sync, Outcome::Succeeded), None)
         .await
         .unwrap();
     let events = ctx.store.events(&id).await.unwrap();
@@ -505,7 +505,7 @@ async fn a_poison_event_is_parked_and_the_payments_later_events_still_flow() {
         retry_token: None,
     };
     ctx.store
-        .finalize(&id, &fixtures::observe(Path::Sync, poison), None)
+        .finalize(&id, &fixtures::observe(Channel::Sync, poison), None)
         .await
         .unwrap();
     ctx.store
@@ -609,7 +609,7 @@ async fn a_poison_event_in_a_retried_batch_is_noticed_once() {
         retry_token: None,
     };
     ctx.store
-        .finalize(&id, &fixtures::observe(Path::Sync, poison), None)
+        .finalize(&id, &fixtures::observe(Channel::Sync, poison), None)
         .await
         .unwrap();
     let mut pump = StreamPump::for_table(&ctx.client, function_streams_client("outbox-relay"), &ctx.table)

@@ -575,12 +575,12 @@ async fn webhook_and_sync_race_without_stale_secrets_or_lost_updates() {
         {
             leaks += 1;
         }
-        if at.path == shared::Path::Webhook {
+        if at.path == shared::Channel::Webhook {
             answered_from_webhook += 1;
         }
         match events.get(1).map(|e| e.path) {
-            Some(shared::Path::Sync) => sync_first += 1,
-            Some(shared::Path::Webhook) => webhook_first += 1,
+            Some(shared::Channel::Sync) => sync_first += 1,
+            Some(shared::Channel::Webhook) => webhook_first += 1,
             _ => {}
         }
     }

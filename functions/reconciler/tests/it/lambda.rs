@@ -12,7 +12,7 @@ use psp_simulator::ledger::{Ledger, Timings};
 use psp_simulator::server::Simulator;
 use shared::psp::{IntentStatus, PaymentIntent, Psp, PspSettings, StripeClient};
 use shared::{
-    ClientView, CorrelationId, EventKind, Money, NewPayment, OrderId, Path, Payment, PaymentId, PaymentStatus,
+    Channel, ClientView, CorrelationId, EventKind, Money, NewPayment, OrderId, Payment, PaymentId, PaymentStatus,
     PspReference, SigningSecret,
 };
 use std::process::Stdio;
@@ -150,7 +150,7 @@ impl World {
             other => panic!("setup for {other} not needed"),
         };
         if let Some(outcome) = outcome {
-            let observation = shared::Observation::new(Path::Sync, outcome, CorrelationId::parse("c").unwrap());
+            let observation = shared::Observation::new(Channel::Sync, outcome, CorrelationId::parse("c").unwrap());
             self.ctx.store.finalize(&id, &observation, None).await.expect("setup");
         }
         id
@@ -271,7 +271,7 @@ async fn the_reconciler_binary_leaves_each_payment_where_stripe_says_it_is() {
     assert_eq!(p.status, PaymentStatus::Pending, "another amount captures nothing");
     let events = w.ctx.store.events(&mismatch).await.unwrap();
     let last = events.last().unwrap();
-    assert_eq!((last.kind, last.path), (EventKind::AnomalyRecorded, Path::Recovery));
+    assert_eq!((last.kind, last.path), (EventKind::AnomalyRecorded, Channel::Recovery));
     assert!(
         last.reason.as_deref().unwrap_or_default().contains("amount 1200"),
         "{:?}",

@@ -7,7 +7,7 @@ use shared::psp::{IntentStatus, PaymentIntent, Psp, StripeClient};
 use shared::recovery::{Recovery, RecoverySettings};
 use shared::store::open_index::{due_items, shard_of, OpenKind, OPEN_SHARDS};
 use shared::{
-    CorrelationId, EventKind, Money, NewPayment, Observation, OrderId, Outcome, Path, PaymentId, PaymentStatus,
+    Channel, CorrelationId, EventKind, Money, NewPayment, Observation, OrderId, Outcome, PaymentId, PaymentStatus,
     PspName, PspReference,
 };
 use std::time::Duration;
@@ -47,7 +47,7 @@ async fn open_payment(w: &World, name: &str, provider: &str, reference: Option<&
     };
     w.ctx.store.create(new).await.expect("create");
     if reference.is_some() {
-        let processing = Observation::new(Path::Sync, Outcome::Processing, CorrelationId::parse("c").unwrap());
+        let processing = Observation::new(Channel::Sync, Outcome::Processing, CorrelationId::parse("c").unwrap());
         w.ctx.store.finalize(&id, &processing, None).await.expect("setup");
     }
     id
@@ -58,9 +58,9 @@ async fn open_payment(w: &World, name: &str, provider: &str, reference: Option<&
 async fn bound_payment(w: &World, name: &str, intent: &PaymentIntent, age_ms: i64) -> PaymentId {
     let id = open_payment(w, name, "stripe", None, age_ms).await;
     let mut bound = intent
-        .observation(Path::Sync, CorrelationId::parse("c").unwrap())
+        .observation(Channel::Sync, CorrelationId::parse("c").unwrap())
         .unwrap()
-        .unwrap_or_else(|| Observation::new(Path::Sync, Outcome::Processing, CorrelationId::parse("c").unwrap()));
+        .unwrap_or_else(|| Observation::new(Channel::Sync, Outcome::Processing, CorrelationId::parse("c").unwrap()));
     bound.occurred_at_ms = Some(shared::clock::now_ms() - age_ms);
     w.ctx.store.finalize(&id, &bound, None).await.expect("bound");
     id
@@ -256,7 +256,7 @@ async fn assert_expired(w: &World, id: &PaymentId) {
     let last = events.last().unwrap();
     assert_eq!(
         (last.kind, last.path),
-        (EventKind::PaymentFailed, Path::Recovery),
+        (EventKind::PaymentFailed, Channel::Recovery),
         "{id}"
     );
     assert_eq!(due_key(w, id).await, None, "{id} is out of the index");

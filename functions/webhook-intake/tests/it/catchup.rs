@@ -13,7 +13,7 @@ use psp_simulator::server::Simulator;
 use shared::psp::{ApiKey, BreakerSettings, ChargeRequest, CircuitBreaker, Psp, PspSettings, StripeClient};
 use shared::store::ParkedKind;
 use shared::{
-    CorrelationId, Currency, EventKind, Money, NewPayment, OrderId, Path, PaymentId, PaymentStatus, PspReference,
+    Channel, CorrelationId, Currency, EventKind, Money, NewPayment, OrderId, PaymentId, PaymentStatus, PspReference,
     SigningSecret,
 };
 use std::sync::Arc;
@@ -152,7 +152,7 @@ async fn a_success_and_a_refund_whose_webhooks_were_lost_are_caught_up_once() {
     );
     let p = w.ctx.store.get(&id).await.unwrap().unwrap();
     assert_eq!((p.status, p.refunded_minor), (PaymentStatus::Refunded, 1000));
-    let log: Vec<(EventKind, Path)> = w
+    let log: Vec<(EventKind, Channel)> = w
         .ctx
         .store
         .events(&id)
@@ -164,9 +164,9 @@ async fn a_success_and_a_refund_whose_webhooks_were_lost_are_caught_up_once() {
     assert_eq!(
         log,
         [
-            (EventKind::PaymentCreated, Path::Sync),
-            (EventKind::PaymentCaptured, Path::Webhook),
-            (EventKind::PaymentRefunded, Path::Webhook)
+            (EventKind::PaymentCreated, Channel::Sync),
+            (EventKind::PaymentCaptured, Channel::Webhook),
+            (EventKind::PaymentRefunded, Channel::Webhook)
         ],
         "applied oldest first, as their webhooks would have been"
     );

@@ -7,7 +7,7 @@ use lambda_http::{Body, Request};
 use payments_core::fixtures;
 use serde_json::{json, Value};
 use shared::store::ParkedKind;
-use shared::{clock, EventKind, Outcome, Path, PaymentId, PaymentStatus, SigningSecret};
+use shared::{clock, Channel, EventKind, Outcome, PaymentId, PaymentStatus, SigningSecret};
 use std::time::Duration;
 use webhook_intake::metrics::RequestMetrics;
 use webhook_intake::providers::Providers;
@@ -547,7 +547,11 @@ async fn sixteen_concurrent_deliveries_keep_the_invariants() {
     let id = t.payment("pay_16").await;
     t.ctx
         .store
-        .finalize(&id, &fixtures::observe(Path::Sync, fixtures::requires_action()), None)
+        .finalize(
+            &id,
+            &fixtures::observe(Channel::Sync, fixtures::requires_action()),
+            None,
+        )
         .await
         .unwrap();
     let kinds = [
@@ -746,7 +750,7 @@ async fn a_write_between_a_redeliverys_read_and_its_write_is_caught_by_the_versi
     let (store, target) = (t.ctx.store.clone(), id.clone());
     hook.before_next("TransactWriteItems", move || async move {
         store
-            .finalize(&target, &fixtures::observe(Path::Sync, Outcome::Processing), None)
+            .finalize(&target, &fixtures::observe(Channel::Sync, Outcome::Processing), None)
             .await
             .expect("sync write");
     });

@@ -134,7 +134,7 @@ mod tests {
     use crate::event::EventKind::{self, *};
     use crate::finalize::{decide, Decision, DeferReason, IgnoreReason};
     use crate::fixtures::*;
-    use crate::observation::{Outcome, Path};
+    use crate::observation::{Channel, Outcome};
     use crate::payment::Payment;
     use crate::refund::{GiveBack, RefundStatus::*, MAX_GIVE_BACKS};
     use crate::status::PaymentStatus::{self, Captured, Refunded};
@@ -143,7 +143,7 @@ mod tests {
     const NOW: i64 = 1_700_000_100_000;
 
     fn apply(p: &Payment, outcome: Outcome) -> (Payment, EventKind, crate::PaymentEvent) {
-        match decide(p, &observe(Path::Webhook, outcome), NOW) {
+        match decide(p, &observe(Channel::Webhook, outcome), NOW) {
             Decision::Apply(t) => {
                 assert_eq!(
                     t.payment.version,
@@ -193,11 +193,11 @@ mod tests {
         assert_eq!((kind, state(&done)), (PaymentRefunded, (Refunded, 1000, false)));
         assert_eq!(event.refunded_minor, 1000);
         assert_eq!(
-            decide(&done, &observe(Path::Webhook, refund("re_1", 1000, Succeeded)), NOW),
+            decide(&done, &observe(Channel::Webhook, refund("re_1", 1000, Succeeded)), NOW),
             Decision::Ignore(IgnoreReason::NoOp)
         );
         assert_eq!(
-            decide(&done, &observe(Path::Webhook, refund("re_1", 1000, Pending)), NOW),
+            decide(&done, &observe(Channel::Webhook, refund("re_1", 1000, Pending)), NOW),
             Decision::Ignore(IgnoreReason::Stale),
             "a late pending never undoes a success"
         );
@@ -241,7 +241,11 @@ mod tests {
         let view = serde_json::to_value(ClientView::from(&failed)).unwrap();
         assert_eq!(view["refunds_failed"].as_u64(), Some(1));
         assert_eq!(
-            decide(&failed, &observe(Path::Webhook, refund("re_1", 1000, Succeeded)), NOW),
+            decide(
+                &failed,
+                &observe(Channel::Webhook, refund("re_1", 1000, Succeeded)),
+                NOW
+            ),
             Decision::Ignore(IgnoreReason::Stale),
             "failed is final"
         );
@@ -266,7 +270,7 @@ mod tests {
             if let Outcome::Refund(r) = &mut answer {
                 r.answers_give_back = due.map(|g| g.failure);
             }
-            let (answered, kind, _) = match decide(&p, &observe(Path::Recovery, answer), NOW) {
+            let (answered, kind, _) = match decide(&p, &observe(Channel::Recovery, answer), NOW) {
                 Decision::Apply(t) => (t.payment, t.event.kind, ()),
                 other => panic!("{other:?}"),
             };
@@ -323,7 +327,7 @@ mod tests {
         assert_eq!(
             decide(
                 &payment("pay_r"),
-                &observe(Path::Webhook, refund("re_1", 10, Pending)),
+                &observe(Channel::Webhook, refund("re_1", 10, Pending)),
                 NOW
             ),
             Decision::Defer(DeferReason::RefundBeforeCapture)
@@ -336,7 +340,7 @@ mod tests {
     fn once_refunds_are_reported_one_by_one_a_cumulative_total_decides_nothing() {
         let (pending, _, _) = apply(&captured(), refund("re_1", 1000, Pending));
         assert_eq!(
-            decide(&pending, &observe(Path::Webhook, refunded(1000, true)), NOW),
+            decide(&pending, &observe(Channel::Webhook, refunded(1000, true)), NOW),
             Decision::Ignore(IgnoreReason::NoOp),
             "charge.refunded's total counts the pending refund too"
         );

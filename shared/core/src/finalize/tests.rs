@@ -4,7 +4,7 @@
 use super::*;
 use crate::client_view::ClientView;
 use crate::fixtures::*;
-use crate::observation::{Observation, Outcome, Path};
+use crate::observation::{Channel, Observation, Outcome};
 use crate::payment::Payment;
 use crate::status::PaymentStatus;
 use proptest::prelude::*;
@@ -23,12 +23,12 @@ fn payment_in(status: PaymentStatus) -> Payment {
         PaymentStatus::Failed => vec![requires_action(), failed()],
         PaymentStatus::Refunded => vec![Outcome::Succeeded, refunded(1000, true)],
     };
-    let p = steps
-        .into_iter()
-        .fold(p, |p, outcome| match decide(&p, &observe(Path::Sync, outcome), NOW) {
+    let p = steps.into_iter().fold(p, |p, outcome| {
+        match decide(&p, &observe(Channel::Sync, outcome), NOW) {
             Decision::Apply(t) => t.payment,
             other => panic!("setup step not applied: {other:?}"),
-        });
+        }
+    });
     assert_eq!(p.status, status);
     p
 }
@@ -45,7 +45,7 @@ use PaymentStatus as S;
 
 fn run(status: PaymentStatus, outcome: Outcome) -> Expect {
     let current = payment_in(status);
-    match decide(&current, &observe(Path::Webhook, outcome), NOW) {
+    match decide(&current, &observe(Channel::Webhook, outcome), NOW) {
         Decision::Apply(t) => {
             assert_eq!(t.payment.version, current.version + 1);
             assert_eq!(t.event.version, t.payment.version);
@@ -243,16 +243,16 @@ fn transition_table() {
 #[test]
 fn partial_refunds_accumulate_and_reach_refunded_at_the_full_amount() {
     let p = payment_in(S::Captured);
-    let Decision::Apply(t) = decide(&p, &observe(Path::Webhook, refunded(300, false)), NOW) else {
+    let Decision::Apply(t) = decide(&p, &observe(Channel::Webhook, refunded(300, false)), NOW) else {
         panic!()
     };
     assert_eq!((t.payment.status, t.payment.refunded_minor), (S::Captured, 300));
     // an older, smaller total arriving late is stale
     assert_eq!(
-        decide(&t.payment, &observe(Path::Webhook, refunded(200, false)), NOW),
+        decide(&t.payment, &observe(Channel::Webhook, refunded(200, false)), NOW),
         Decision::Ignore(Stale)
     );
-    let Decision::Apply(t) = decide(&t.payment, &observe(Path::Webhook, refunded(1000, false)), NOW) else {
+    let Decision::Apply(t) = decide(&t.payment, &observe(Channel::Webhook, refunded(1000, false)), NOW) else {
         panic!()
     };
     assert_eq!((t.payment.status, t.payment.refunded_minor), (S::Refunded, 1000));
@@ -274,13 +274,13 @@ fn money_taken_on_a_failed_payment_is_one_anomaly_whatever_reports_it_and_its_re
     // The same fact again, from any path (another event id, the sync answer, recovery): recorded once.
     for again in [
         webhook("evt_s2", 6_000, Outcome::Succeeded),
-        observe(Path::Sync, Outcome::Succeeded),
-        observe(Path::Recovery, Outcome::Succeeded),
+        observe(Channel::Sync, Outcome::Succeeded),
+        observe(Channel::Recovery, Outcome::Succeeded),
     ] {
         assert_eq!(decide(&first.payment, &again, NOW), Decision::Ignore(NoOp));
     }
     // Part of it back, then all of it: recorded as refunds with the anomaly named; the payment stays failed.
-    let part = applied(&first.payment, &observe(Path::Recovery, refunded(400, true)));
+    let part = applied(&first.payment, &observe(Channel::Recovery, refunded(400, true)));
     assert_eq!(
         (part.payment.status, part.event.kind),
         (S::Failed, EventKind::RefundRecorded)
@@ -301,11 +301,11 @@ fn money_taken_on_a_failed_payment_is_one_anomaly_whatever_reports_it_and_its_re
     assert_eq!((all.payment.refund_due(), all.payment.is_open()), (None, false));
     // Later reports of the same money change nothing.
     assert_eq!(
-        decide(&all.payment, &observe(Path::Recovery, refunded(1000, true)), NOW),
+        decide(&all.payment, &observe(Channel::Recovery, refunded(1000, true)), NOW),
         Decision::Ignore(NoOp)
     );
     assert_eq!(
-        decide(&all.payment, &observe(Path::Sync, Outcome::Succeeded), NOW),
+        decide(&all.payment, &observe(Channel::Sync, Outcome::Succeeded), NOW),
         Decision::Ignore(NoOp)
     );
     assert_eq!(all.payment.anomalies, first.payment.anomalies);
@@ -346,7 +346,7 @@ fn the_terminal_transition_removes_secrets_and_the_event_never_holds_them() {
     for outcome in [Outcome::Succeeded, failed(), refunded(1000, true)] {
         let p = payment_in(S::RequiresAction);
         assert!(p.action.is_some());
-        let Decision::Apply(t) = decide(&p, &observe(Path::Sync, outcome), NOW) else {
+        let Decision::Apply(t) = decide(&p, &observe(Channel::Sync, outcome), NOW) else {
             panic!()
         };
         assert!(t.payment.action.is_none() && t.payment.retry_token.is_none());
@@ -355,7 +355,7 @@ fn the_terminal_transition_removes_secrets_and_the_event_never_holds_them() {
     }
     let p = payment_in(S::AttemptFailed);
     assert!(p.retry_token.is_some());
-    let Decision::Apply(t) = decide(&p, &observe(Path::Recovery, failed()), NOW) else {
+    let Decision::Apply(t) = decide(&p, &observe(Channel::Recovery, failed()), NOW) else {
         panic!()
     };
     assert!(t.payment.retry_token.is_none());
@@ -404,14 +404,14 @@ fn arb_outcome() -> impl Strategy<Value = Outcome> {
 
 fn arb_observation() -> impl Strategy<Value = Observation> {
     (
-        prop_oneof![Just(Path::Sync), Just(Path::Webhook), Just(Path::Recovery)],
+        prop_oneof![Just(Channel::Sync), Just(Channel::Webhook), Just(Channel::Recovery)],
         arb_outcome(),
         proptest::option::of((0u8..6, 0i64..10_000)),
     )
         .prop_map(|(path, outcome, event)| {
             let obs = observe(path, outcome);
             match (path, event) {
-                (Path::Webhook, Some((id, at))) => {
+                (Channel::Webhook, Some((id, at))) => {
                     obs.with_event(crate::ids::PspEventId::parse(format!("evt_{id}")).unwrap(), at)
                 }
                 _ => obs,
@@ -449,7 +449,7 @@ fn an_observation_about_other_money_or_another_psp_payment_is_refused_and_binds_
     assert_eq!(t.payment.last_psp_event_at_ms, None, "nor moves the event clock");
     assert!(!t.payment.has_seen(&crate::ids::PspEventId::parse("evt_a").unwrap()));
 
-    let mut other_currency = observe(Path::Recovery, Outcome::Succeeded);
+    let mut other_currency = observe(Channel::Recovery, Outcome::Succeeded);
     other_currency.claims.currency = Some(crate::money::Currency::parse("USD").unwrap());
     assert!(applied(&fresh, &other_currency)
         .refused
@@ -458,11 +458,11 @@ fn an_observation_about_other_money_or_another_psp_payment_is_refused_and_binds_
 
     // Bound to pi_A by the first applied observation; news about pi_B is refused on every path, also
     // when the decision is taken again after a version conflict (decide checks, not the caller).
-    let mut bind = observe(Path::Sync, Outcome::Processing);
+    let mut bind = observe(Channel::Sync, Outcome::Processing);
     bind.psp_reference = Some(reference("pi_A"));
     let bound = applied(&fresh, &bind).payment;
     assert_eq!(bound.psp_reference, Some(reference("pi_A")));
-    for path in [Path::Sync, Path::Webhook, Path::Recovery] {
+    for path in [Channel::Sync, Channel::Webhook, Channel::Recovery] {
         let mut other = observe(path, Outcome::Succeeded);
         other.psp_reference = Some(reference("pi_B"));
         let t = applied(&bound, &other);
@@ -470,7 +470,7 @@ fn an_observation_about_other_money_or_another_psp_payment_is_refused_and_binds_
         assert!(t.refused.unwrap().contains("pi_B"), "{path}");
     }
     // The same news about the bound payment applies.
-    let mut same = observe(Path::Webhook, Outcome::Succeeded);
+    let mut same = observe(Channel::Webhook, Outcome::Succeeded);
     same.psp_reference = Some(reference("pi_A"));
     same.claims.amount_minor = Some(bound.money.amount_minor());
     assert_eq!(applied(&bound, &same).payment.status, S::Captured);
@@ -528,11 +528,11 @@ fn a_refused_event_is_recorded_once_however_often_it_is_delivered() {
 fn recovery_gives_a_processing_payment_the_action_the_psp_asks_for_and_never_takes_one_away() {
     let processing = payment_in(S::Processing);
     assert_eq!(
-        decide(&processing, &observe(Path::Webhook, requires_action()), NOW),
+        decide(&processing, &observe(Channel::Webhook, requires_action()), NOW),
         Decision::Ignore(Stale),
         "a webhook saying so is older news"
     );
-    let t = applied(&processing, &observe(Path::Recovery, requires_action()));
+    let t = applied(&processing, &observe(Channel::Recovery, requires_action()));
     assert_eq!(
         (t.payment.status, t.event.kind),
         (S::RequiresAction, EventKind::ActionRequired)
@@ -542,15 +542,18 @@ fn recovery_gives_a_processing_payment_the_action_the_psp_asks_for_and_never_tak
     for status in [S::RequiresAction, S::AttemptFailed] {
         let current = payment_in(status);
         assert_eq!(
-            decide(&current, &observe(Path::Recovery, Outcome::Processing), NOW),
+            decide(&current, &observe(Channel::Recovery, Outcome::Processing), NOW),
             Decision::Ignore(NoOp),
             "{status}: the customer's action or retry stays"
         );
     }
     assert_eq!(
-        applied(&payment_in(S::Pending), &observe(Path::Recovery, Outcome::Processing))
-            .payment
-            .status,
+        applied(
+            &payment_in(S::Pending),
+            &observe(Channel::Recovery, Outcome::Processing)
+        )
+        .payment
+        .status,
         S::Processing
     );
 }

@@ -2,7 +2,7 @@
 //! property that recovery never moves a payment backward nor takes away an action the PSP still requires.
 
 use super::*;
-use crate::{decide, Decision, EventKind, IgnoreReason, Path, Payment, PaymentStatus};
+use crate::{decide, Channel, Decision, EventKind, IgnoreReason, Payment, PaymentStatus};
 use payments_core::fixtures::{self, attempt_failed, failed, observe, payment, refunded, REDIRECT, SECRET};
 use proptest::prelude::*;
 use serde_json::json;
@@ -21,7 +21,7 @@ fn payment_in(status: PaymentStatus) -> Payment {
         PaymentStatus::Refunded => vec![Outcome::Succeeded, refunded(1000, true)],
     };
     steps.into_iter().fold(payment("pay_r"), |p, outcome| {
-        match decide(&p, &observe(Path::Sync, outcome), NOW) {
+        match decide(&p, &observe(Channel::Sync, outcome), NOW) {
             Decision::Apply(t) => t.payment,
             other => panic!("setup: {other:?}"),
         }
@@ -50,7 +50,10 @@ fn charge(refunded: u64) -> serde_json::Value {
 /// What recovery does: `-` (the PSP's status tells nothing), an ignore reason, `refused`, `anomaly`, or the
 /// status the payment moves to.
 fn recover(current: &Payment, pi: &PaymentIntent) -> String {
-    let Some(mut observation) = pi.observation(Path::Recovery, fixtures::correlation()).expect("usable") else {
+    let Some(mut observation) = pi
+        .observation(Channel::Recovery, fixtures::correlation())
+        .expect("usable")
+    else {
         return "-".into();
     };
     observation.occurred_at_ms = Some(NOW);
@@ -136,7 +139,7 @@ fn a_payment_whose_customer_is_in_a_challenge_keeps_its_secret_while_stripe_says
     assert!(shown.contains(SECRET) && shown.contains(REDIRECT), "{shown}");
     // A processing payment gets the PSP's action back, secret and URL included.
     let mut observation = pi
-        .observation(Path::Recovery, fixtures::correlation())
+        .observation(Channel::Recovery, fixtures::correlation())
         .unwrap()
         .unwrap();
     observation.occurred_at_ms = Some(NOW);
@@ -165,7 +168,10 @@ fn a_refused_redirect_url_keeps_the_client_secret() {
         json!({ "type": "redirect_to_url", "redirect_to_url": { "url": "http://evil.example/3ds" } }),
     )
     .unwrap();
-    let observation = plain.observation(Path::Sync, fixtures::correlation()).unwrap().unwrap();
+    let observation = plain
+        .observation(Channel::Sync, fixtures::correlation())
+        .unwrap()
+        .unwrap();
     assert!(
         matches!(observation.outcome, crate::Outcome::RequiresAction(_)),
         "{observation:?}"
@@ -227,7 +233,7 @@ proptest! {
     /// payment.
     #[test]
     fn recovery_never_regresses_nor_drops_a_required_action(current in arb_local(), pi in arb_intent()) {
-        let Some(mut observation) = pi.observation(Path::Recovery, fixtures::correlation()).unwrap() else {
+        let Some(mut observation) = pi.observation(Channel::Recovery, fixtures::correlation()).unwrap() else {
             return Ok(());
         };
         observation.occurred_at_ms = Some(NOW);

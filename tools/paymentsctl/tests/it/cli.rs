@@ -8,7 +8,7 @@ use integration_tests::{fresh_queues, sqs_client, TestContext};
 use payments_core::fixtures;
 use paymentsctl::cli::{is_yes, Cli, Command};
 use paymentsctl::settings::Connection;
-use shared::{Outcome, Path};
+use shared::{Channel, Outcome};
 use std::process::{Output, Stdio};
 
 /// Runs the binary with `args` on `table` (the test's environment gives the endpoints), stdin not a terminal.
@@ -42,7 +42,7 @@ async fn payment(ctx: &TestContext, id: &str, damaged: bool) {
     let p = ctx.store.create(fixtures::new_payment(id, 1000)).await.unwrap();
     for outcome in [Outcome::Processing, Outcome::Succeeded] {
         ctx.store
-            .finalize(&p.id, &fixtures::observe(Path::Sync, outcome), None)
+            .finalize(&p.id, &fixtures::observe(Channel::Sync, outcome), None)
             .await
             .unwrap();
     }

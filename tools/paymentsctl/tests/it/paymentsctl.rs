@@ -12,7 +12,7 @@ use serde_json::json;
 use shared::consumer::Consumer;
 use shared::saga::{Escalation, PaymentPending, Saga, SagaStore, Started};
 use shared::store::ParkedKind;
-use shared::{clock, Config, OrderId, Outcome, Path, PaymentId, PaymentStatus, PspReference};
+use shared::{clock, Channel, Config, OrderId, Outcome, PaymentId, PaymentStatus, PspReference};
 
 fn ctl(ctx: &TestContext) -> Ctx {
     let table = ctx.table.clone();
@@ -74,7 +74,7 @@ async fn waiting_saga(
 async fn compensated_checkout(ctx: &TestContext, id: &str) -> (PaymentId, OrderId) {
     let payment = ctx.store.create(fixtures::new_payment(id, 2500)).await.unwrap();
     let reference = PspReference::parse(format!("pi_{id}")).unwrap();
-    let mut captured = fixtures::observe(Path::Sync, Outcome::Succeeded);
+    let mut captured = fixtures::observe(Channel::Sync, Outcome::Succeeded);
     captured.psp_reference = Some(reference.clone());
     ctx.store.finalize(&payment.id, &captured, None).await.unwrap();
     let refund = fixtures::webhook(
@@ -171,11 +171,15 @@ async fn a_missing_event_and_a_consumer_behind_are_called_out() {
     let ctx = TestContext::new().await;
     let payment = ctx.store.create(fixtures::new_payment("pay_gap", 1000)).await.unwrap();
     ctx.store
-        .finalize(&payment.id, &fixtures::observe(Path::Sync, Outcome::Processing), None)
+        .finalize(
+            &payment.id,
+            &fixtures::observe(Channel::Sync, Outcome::Processing),
+            None,
+        )
         .await
         .unwrap();
     ctx.store
-        .finalize(&payment.id, &fixtures::observe(Path::Sync, Outcome::Succeeded), None)
+        .finalize(&payment.id, &fixtures::observe(Channel::Sync, Outcome::Succeeded), None)
         .await
         .unwrap();
     // The damage: version 2's event item is gone, and no consumer applied anything.
@@ -280,7 +284,7 @@ async fn a_parked_webhook_replays_through_finalize_once_its_payment_exists_and_a
     let p = ctx.store.get(&id).await.unwrap().unwrap();
     assert_eq!(p.status, PaymentStatus::Captured);
     let events = ctx.store.events(&id).await.unwrap();
-    assert_eq!(events.last().unwrap().path, Path::Webhook);
+    assert_eq!(events.last().unwrap().path, Channel::Webhook);
     assert_eq!(
         events.last().unwrap().correlation_id.as_str(),
         format!("replay-{}", &key[7..])
@@ -690,7 +694,7 @@ async fn an_order_with_a_declined_payment_and_its_retry_shows_both_payments_in_o
         reason: "card_declined".into(),
     };
     ctx.store
-        .finalize(&declined.id, &fixtures::observe(Path::Sync, failed), None)
+        .finalize(&declined.id, &fixtures::observe(Channel::Sync, failed), None)
         .await
         .unwrap();
     let mut retry = fixtures::new_payment("pay_try2", 2500);
@@ -698,7 +702,7 @@ async fn an_order_with_a_declined_payment_and_its_retry_shows_both_payments_in_o
     retry.now_ms = clock::now_ms();
     let retried = ctx.store.create(retry).await.unwrap();
     ctx.store
-        .finalize(&retried.id, &fixtures::observe(Path::Sync, Outcome::Succeeded), None)
+        .finalize(&retried.id, &fixtures::observe(Channel::Sync, Outcome::Succeeded), None)
         .await
         .unwrap();
     consume_all(&ctx, &declined.id).await;

@@ -124,7 +124,7 @@ async fn each_dispute_fact_is_one_payment_event_and_the_payment_stays_captured()
         events
             .iter()
             .filter(|e| e.kind.as_str().starts_with("Dispute"))
-            .all(|e| e.status == PaymentStatus::Captured && e.path == Path::Webhook),
+            .all(|e| e.status == PaymentStatus::Captured && e.path == Channel::Webhook),
         "{events:?}"
     );
 }
