@@ -45,7 +45,7 @@ pub enum ConsumerError {
 
 /// What happened to one message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub enum MessageOutcome {
     Applied,
     /// Applied before: acknowledged, no effect.
     Skipped,
@@ -105,20 +105,20 @@ impl<P: Projection> Consumer<P> {
         for message in messages {
             let group = message.attributes.get("MessageGroupId").cloned().unwrap_or_default();
             let outcome = if failed_groups.contains(&group) {
-                Outcome::BehindFailure
+                MessageOutcome::BehindFailure
             } else {
                 // Each message continues the trace the relay handed on (the webhook's, for a webhook's event).
                 let span = crate::telemetry::step_span_with_parent("consume", trace_carrier(message).as_deref());
                 tracing::Instrument::instrument(self.apply_message(message, &mut report), span).await
             };
             match outcome {
-                Outcome::Applied => report.applied = report.applied.saturating_add(1),
-                Outcome::Skipped => report.skipped = report.skipped.saturating_add(1),
-                Outcome::HeldBack | Outcome::BehindFailure | Outcome::Failed => {
-                    if outcome == Outcome::HeldBack {
+                MessageOutcome::Applied => report.applied = report.applied.saturating_add(1),
+                MessageOutcome::Skipped => report.skipped = report.skipped.saturating_add(1),
+                MessageOutcome::HeldBack | MessageOutcome::BehindFailure | MessageOutcome::Failed => {
+                    if outcome == MessageOutcome::HeldBack {
                         report.held_back = report.held_back.saturating_add(1);
                     }
-                    if outcome == Outcome::Failed {
+                    if outcome == MessageOutcome::Failed {
                         report.failed = report.failed.saturating_add(1);
                     }
                     failed_groups.insert(group);
@@ -133,18 +133,18 @@ impl<P: Projection> Consumer<P> {
         (response, report)
     }
 
-    async fn apply_message(&self, message: &SqsMessage, report: &mut BatchReport) -> Outcome {
+    async fn apply_message(&self, message: &SqsMessage, report: &mut BatchReport) -> MessageOutcome {
         let event = match message.body.as_deref().map(outbox::parse_body) {
             Some(Ok(event)) => event,
             other => {
                 // A message we cannot read is failed, so it ends in the DLQ (alarmed) instead of being lost.
                 error!(message_id = ?message.message_id, error = ?other.map(|r| r.err()), "unreadable message");
-                return Outcome::Failed;
+                return MessageOutcome::Failed;
             }
         };
         match self.apply(&event).await {
             Ok(outcome) => {
-                if outcome == Outcome::HeldBack {
+                if outcome == MessageOutcome::HeldBack {
                     let receives: u32 = message
                         .attributes
                         .get("ApproximateReceiveCount")
@@ -161,13 +161,13 @@ impl<P: Projection> Consumer<P> {
             }
             Err(e) => {
                 warn!(payment_id = %event.payment_id, version = event.version, error = %ErrorChain(&e), "apply failed; SQS redelivers");
-                Outcome::Failed
+                MessageOutcome::Failed
             }
         }
     }
 
     /// Applies one event exactly once: effect and cursor in one transaction, cursor at `version - 1`.
-    pub async fn apply(&self, event: &PaymentEvent) -> Result<Outcome, ConsumerError> {
+    pub async fn apply(&self, event: &PaymentEvent) -> Result<MessageOutcome, ConsumerError> {
         let name = self.projection.name();
         let mut items = self.projection.effects(&self.table, event)?;
         let cursor = Put::builder()
@@ -196,7 +196,7 @@ impl<P: Projection> Consumer<P> {
         match transact_write(&self.client, items, "apply event", false).await {
             Ok(()) => {
                 info!(consumer = name, payment_id = %event.payment_id, version = event.version, "event applied");
-                Ok(Outcome::Applied)
+                Ok(MessageOutcome::Applied)
             }
             // Our cursor's condition failed: the event was applied before, or its predecessor was not yet.
             Err(TransactError::Cancelled(c)) if c.condition_failed(cursor_index) => {
@@ -207,9 +207,9 @@ impl<P: Projection> Consumer<P> {
                     .and_then(|n| n.parse().ok())
                     .unwrap_or(0);
                 Ok(if applied >= event.version {
-                    Outcome::Skipped
+                    MessageOutcome::Skipped
                 } else {
-                    Outcome::HeldBack
+                    MessageOutcome::HeldBack
                 })
             }
             Err(e) => Err(ConsumerError::Store(e.into_store_error("apply event"))),
