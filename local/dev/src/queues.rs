@@ -56,70 +56,77 @@ fn attributes(props: &Value) -> HashMap<QueueAttributeName, String> {
 }
 
 /// Creates the DLQ and the queue (with the template's redrive) as `<prefix>-events-dlq.fifo` and
-/// `<prefix>-events.fifo`; returns their URLs. Creating an existing queue with the same attributes is a no-op.
+/// `<prefix>-events.fifo`, and the saga's escalation and the relay's failures queues; returns their URLs.
+/// Creating an existing queue with the same attributes is a no-op.
 pub async fn create(sqs: &aws_sdk_sqs::Client, prefix: &str) -> Queues {
-    let suffix = |props: &Value| {
-        if props.get("FifoQueue").and_then(Value::as_bool) == Some(true) {
-            ".fifo"
-        } else {
-            ""
-        }
-    };
     let dlq_props = properties(DLQ_RESOURCE);
-    let dlq = sqs
+    let dlq_name = format!("{prefix}-events-dlq{}", fifo_suffix(&dlq_props));
+    let dlq_url = create_queue(sqs, dlq_name, attributes(&dlq_props), "DLQ").await;
+    let props = properties(QUEUE_RESOURCE);
+    let mut attrs = attributes(&props);
+    attrs.insert(
+        QueueAttributeName::RedrivePolicy,
+        redrive_policy(&props, &queue_arn(sqs, &dlq_url).await),
+    );
+    let queue_name = format!("{prefix}-events{}", fifo_suffix(&props));
+    let queue_url = create_queue(sqs, queue_name, attrs, "queue").await;
+    let escalation_attrs = attributes(&properties(ESCALATION_RESOURCE));
+    let escalation_name = format!("{prefix}-saga-escalations");
+    let escalation_url = create_queue(sqs, escalation_name, escalation_attrs, "escalation queue").await;
+    let failures_attrs = attributes(&properties(RELAY_FAILURES_RESOURCE));
+    let failures_name = format!("{prefix}-relay-failures");
+    let relay_failures_url = create_queue(sqs, failures_name, failures_attrs, "relay failures queue").await;
+    Queues {
+        queue_url,
+        dlq_url,
+        escalation_url,
+        relay_failures_url,
+    }
+}
+
+/// `.fifo` for a queue the template makes FIFO: SQS requires the suffix on a FIFO queue's name.
+fn fifo_suffix(props: &Value) -> &'static str {
+    if props.get("FifoQueue").and_then(Value::as_bool) == Some(true) {
+        ".fifo"
+    } else {
+        ""
+    }
+}
+
+/// Creates one queue and returns its URL; `what` names it in the panic of a failed set-up.
+async fn create_queue(
+    sqs: &aws_sdk_sqs::Client,
+    name: String,
+    attrs: HashMap<QueueAttributeName, String>,
+    what: &str,
+) -> String {
+    let created = sqs
         .create_queue()
-        .queue_name(format!("{prefix}-events-dlq{}", suffix(&dlq_props)))
-        .set_attributes(Some(attributes(&dlq_props)))
+        .queue_name(name)
+        .set_attributes(Some(attrs))
         .send()
         .await
-        .expect("create DLQ");
-    let dlq_url = dlq.queue_url().expect("DLQ url").to_owned();
-    let dlq_arn = sqs
-        .get_queue_attributes()
-        .queue_url(&dlq_url)
+        .unwrap_or_else(|e| panic!("create {what}: {e:?}"));
+    created.queue_url().unwrap_or_else(|| panic!("{what} url")).to_owned()
+}
+
+/// The ARN of the queue at `url`, which a redrive policy names (SQS wants the ARN, not the URL).
+async fn queue_arn(sqs: &aws_sdk_sqs::Client, url: &str) -> String {
+    sqs.get_queue_attributes()
+        .queue_url(url)
         .attribute_names(QueueAttributeName::QueueArn)
         .send()
         .await
         .expect("DLQ attributes")
         .attributes()
         .and_then(|a| a.get(&QueueAttributeName::QueueArn).cloned())
-        .expect("DLQ arn");
+        .expect("DLQ arn")
+}
 
-    let props = properties(QUEUE_RESOURCE);
-    let mut attrs = attributes(&props);
+/// The template's redrive policy of a queue (its `maxReceiveCount`) to the DLQ `dlq_arn`.
+fn redrive_policy(props: &Value, dlq_arn: &str) -> String {
     let max_receive = props["RedrivePolicy"]["maxReceiveCount"]
         .as_i64()
         .expect("RedrivePolicy.maxReceiveCount");
-    attrs.insert(
-        QueueAttributeName::RedrivePolicy,
-        format!(r#"{{"deadLetterTargetArn":"{dlq_arn}","maxReceiveCount":{max_receive}}}"#),
-    );
-    let queue = sqs
-        .create_queue()
-        .queue_name(format!("{prefix}-events{}", suffix(&props)))
-        .set_attributes(Some(attrs))
-        .send()
-        .await
-        .expect("create queue");
-    let escalation_props = properties(ESCALATION_RESOURCE);
-    let escalation = sqs
-        .create_queue()
-        .queue_name(format!("{prefix}-saga-escalations"))
-        .set_attributes(Some(attributes(&escalation_props)))
-        .send()
-        .await
-        .expect("create escalation queue");
-    let relay_failures = sqs
-        .create_queue()
-        .queue_name(format!("{prefix}-relay-failures"))
-        .set_attributes(Some(attributes(&properties(RELAY_FAILURES_RESOURCE))))
-        .send()
-        .await
-        .expect("create relay failures queue");
-    Queues {
-        queue_url: queue.queue_url().expect("queue url").to_owned(),
-        dlq_url,
-        escalation_url: escalation.queue_url().expect("escalation queue url").to_owned(),
-        relay_failures_url: relay_failures.queue_url().expect("relay failures queue url").to_owned(),
-    }
+    format!(r#"{{"deadLetterTargetArn":"{dlq_arn}","maxReceiveCount":{max_receive}}}"#)
 }
