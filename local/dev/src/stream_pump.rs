@@ -136,69 +136,103 @@ impl StreamPump {
             if self.finished.contains(&shard) {
                 continue;
             }
-            let mut request = self
-                .streams
-                .get_shard_iterator()
-                .stream_arn(&self.stream_arn)
-                .shard_id(&shard);
-            request = match self.checkpoints.get(&shard) {
-                Some(seq) => request
-                    .shard_iterator_type(ShardIteratorType::AfterSequenceNumber)
-                    .sequence_number(seq),
-                None => request.shard_iterator_type(ShardIteratorType::TrimHorizon),
-            };
-            let mut iterator = request.send().await?.shard_iterator().map(str::to_owned);
-            let mut shard_done = false;
-            while let Some(it) = iterator.take() {
-                let out = self
-                    .streams
-                    .get_records()
-                    .shard_iterator(&it)
-                    .limit(self.batch_size)
-                    .send()
-                    .await?;
-                let records = out.records();
-                if records.is_empty() {
-                    shard_done = out.next_shard_iterator().is_none();
-                    break;
-                }
-                let lambda: Vec<serde_json::Value> = records
-                    .iter()
-                    .map(|r| lambda_record(r, &self.stream_arn))
-                    .collect::<Result<_, _>>()?;
-                let event: StreamEvent = serde_json::from_value(json!({ "Records": lambda }))?;
-                let response = handler(event).await;
-                let failed: HashSet<String> = response
-                    .batch_item_failures
-                    .iter()
-                    .filter_map(|f| f.item_identifier.clone())
-                    .collect();
-                let mut all_ok = true;
-                for record in records {
-                    let seq = record
-                        .dynamodb()
-                        .and_then(|d| d.sequence_number())
-                        .unwrap_or_default()
-                        .to_owned();
-                    if failed.contains(&seq) {
-                        all_ok = false;
-                        break;
-                    }
-                    self.checkpoints.insert(shard.clone(), seq);
-                    accepted += 1;
-                }
-                if !all_ok {
-                    break;
-                }
-                iterator = out.next_shard_iterator().map(str::to_owned);
-                if iterator.is_none() {
-                    shard_done = true;
-                }
-            }
+            let (handled, shard_done) = self.pump_shard(&shard, &mut handler).await?;
+            accepted += handled;
             if closed && shard_done {
                 self.finished.insert(shard);
             }
         }
         Ok(accepted)
+    }
+
+    /// Delivers one shard's records from its checkpoint to its current end, a batch at a time, stopping at
+    /// the first batch with a failure. Returns the records accepted and whether the shard's end was reached
+    /// (no next iterator), which for a closed shard means it is finished.
+    async fn pump_shard<F, Fut>(&mut self, shard: &str, handler: &mut F) -> Result<(usize, bool), BoxError>
+    where
+        F: FnMut(StreamEvent) -> Fut,
+        Fut: Future<Output = DynamoDbEventResponse>,
+    {
+        let mut accepted = 0;
+        let Some(mut iterator) = self.shard_iterator(shard).await? else {
+            return Ok((0, false));
+        };
+        loop {
+            let out = self
+                .streams
+                .get_records()
+                .shard_iterator(&iterator)
+                .limit(self.batch_size)
+                .send()
+                .await?;
+            let records = out.records();
+            if records.is_empty() {
+                return Ok((accepted, out.next_shard_iterator().is_none()));
+            }
+            let failed = self.deliver(records, handler).await?;
+            let (handled, all_ok) = self.checkpoint(shard, records, &failed);
+            accepted += handled;
+            if !all_ok {
+                return Ok((accepted, false));
+            }
+            match out.next_shard_iterator() {
+                Some(next) => iterator = next.to_owned(),
+                None => return Ok((accepted, true)),
+            }
+        }
+    }
+
+    /// An iterator on `shard` just after its checkpoint, or at its oldest record when none was handled yet.
+    async fn shard_iterator(&self, shard: &str) -> Result<Option<String>, BoxError> {
+        let request = self
+            .streams
+            .get_shard_iterator()
+            .stream_arn(&self.stream_arn)
+            .shard_id(shard);
+        let request = match self.checkpoints.get(shard) {
+            Some(seq) => request
+                .shard_iterator_type(ShardIteratorType::AfterSequenceNumber)
+                .sequence_number(seq),
+            None => request.shard_iterator_type(ShardIteratorType::TrimHorizon),
+        };
+        Ok(request.send().await?.shard_iterator().map(str::to_owned))
+    }
+
+    /// Hands `records` to the handler as Lambda's event; returns the sequence numbers it reported failed.
+    async fn deliver<F, Fut>(&self, records: &[Record], handler: &mut F) -> Result<HashSet<String>, BoxError>
+    where
+        F: FnMut(StreamEvent) -> Fut,
+        Fut: Future<Output = DynamoDbEventResponse>,
+    {
+        let lambda: Vec<serde_json::Value> = records
+            .iter()
+            .map(|r| lambda_record(r, &self.stream_arn))
+            .collect::<Result<_, _>>()?;
+        let event: StreamEvent = serde_json::from_value(json!({ "Records": lambda }))?;
+        let response = handler(event).await;
+        Ok(response
+            .batch_item_failures
+            .iter()
+            .filter_map(|f| f.item_identifier.clone())
+            .collect())
+    }
+
+    /// Moves the shard's checkpoint past the records handled, up to the first reported failed (that one and
+    /// all after it come again on the next poll). Returns how many were accepted and whether all were.
+    fn checkpoint(&mut self, shard: &str, records: &[Record], failed: &HashSet<String>) -> (usize, bool) {
+        let mut accepted = 0;
+        for record in records {
+            let seq = record
+                .dynamodb()
+                .and_then(|d| d.sequence_number())
+                .unwrap_or_default()
+                .to_owned();
+            if failed.contains(&seq) {
+                return (accepted, false);
+            }
+            self.checkpoints.insert(shard.to_owned(), seq);
+            accepted += 1;
+        }
+        (accepted, true)
     }
 }
