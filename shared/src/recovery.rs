@@ -48,7 +48,7 @@
 use crate::clock;
 use crate::lease::{Lease, Leases};
 use crate::psp::stripe::Refund;
-use crate::psp::{GuardedAdyen, Psp, PspError, Psps, Route};
+use crate::psp::{GuardedAdyen, Psp, PspError, PspRoute, Psps};
 use crate::store::open_index::{age_seconds, defer, due_items, next_due, OpenKind, MAX_RECHECK_INTERVAL};
 use crate::store::{FinalizeOutcome, FinalizeResult, PaymentStore, StoreError};
 use crate::telemetry::ErrorChain;
@@ -324,13 +324,13 @@ impl<P: Psps> Recovery<P> {
         // Only the payment's own PSP, through the client recovery holds of it (invariant 13).
         let route = self.psp.route(&current.provider);
         let client = match route {
-            Route::Missing(_) => None,
-            Route::Stripe(_) | Route::Adyen(_) => Some(current.provider.clone()),
+            PspRoute::Missing(_) => None,
+            PspRoute::Stripe(_) | PspRoute::Adyen(_) => Some(current.provider.clone()),
         };
         let step = recovery_step(&current, client.as_ref(), clock::now_ms(), self.expire_after());
         let (psp, reference) = match (step, route) {
-            (RecoveryStep::Ask(reference), Route::Stripe(psp)) => (psp, reference),
-            (RecoveryStep::EndAtPsp(reference), Route::Adyen(adyen)) => {
+            (RecoveryStep::Ask(reference), PspRoute::Stripe(psp)) => (psp, reference),
+            (RecoveryStep::EndAtPsp(reference), PspRoute::Adyen(adyen)) => {
                 return self.end_at_psp(&current, reference, adyen).await;
             }
             (RecoveryStep::Unasked(step), _) => {

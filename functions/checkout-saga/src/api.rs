@@ -23,7 +23,7 @@ use lambda_http::http::{Method, StatusCode};
 use lambda_http::{Body, Request, RequestExt, Response};
 use serde::{Deserialize, Serialize};
 use shared::http::{self, ApiError};
-use shared::psp::set::Route as PspRoute;
+use shared::psp::set::PspRoute;
 use shared::psp::Psps;
 use shared::router::{RouteTableError, Router};
 use shared::saga::{Checkout, SagaEvent, SagaRecord};
@@ -182,7 +182,7 @@ impl<'a> From<&'a SagaEvent> for EventView<'a> {
     }
 }
 
-enum Route {
+enum CheckoutApiRoute {
     Start,
     Get(OrderId),
     Events(OrderId),
@@ -235,18 +235,18 @@ pub fn route_table() -> &'static [(Option<Method>, String)] {
     ROUTER.routes()
 }
 
-fn route(method: &Method, path: &str) -> Result<Route, ApiError> {
+fn route(method: &Method, path: &str) -> Result<CheckoutApiRoute, ApiError> {
     let found = ROUTER.at(method, path)?;
     let id = || OrderId::parse(found.param("id")).map_err(|e| ApiError::bad_request(format!("invalid order id: {e}")));
     let sku = || Sku::parse(found.param("sku")).map_err(|e| ApiError::bad_request(format!("invalid sku: {e}")));
     Ok(match found.route {
-        Kind::Start => Route::Start,
-        Kind::Get => Route::Get(id()?),
-        Kind::Events => Route::Events(id()?),
-        Kind::Cancel => Route::Cancel(id()?),
-        Kind::Details => Route::Details(id()?),
-        Kind::PutStock => Route::PutStock(sku()?),
-        Kind::GetStock => Route::GetStock(sku()?),
+        Kind::Start => CheckoutApiRoute::Start,
+        Kind::Get => CheckoutApiRoute::Get(id()?),
+        Kind::Events => CheckoutApiRoute::Events(id()?),
+        Kind::Cancel => CheckoutApiRoute::Cancel(id()?),
+        Kind::Details => CheckoutApiRoute::Details(id()?),
+        Kind::PutStock => CheckoutApiRoute::PutStock(sku()?),
+        Kind::GetStock => CheckoutApiRoute::GetStock(sku()?),
     })
 }
 
@@ -267,13 +267,13 @@ pub async fn handle<P: Psps>(runner: &Runner<P>, req: Request) -> Result<Respons
     Ok(async {
         http::check_body_size(&req)?;
         match route(req.method(), req.uri().path())? {
-            Route::Start => start(runner, &req).await,
-            Route::Get(id) => get(runner, &id).await,
-            Route::Events(id) => events(runner, &id).await,
-            Route::Cancel(id) => cancel(runner, &id, run_deadline(&req)).await,
-            Route::Details(id) => details(runner, &req, &id).await,
-            Route::PutStock(sku) => put_stock(runner, &req, &sku).await,
-            Route::GetStock(sku) => get_stock(runner, &sku).await,
+            CheckoutApiRoute::Start => start(runner, &req).await,
+            CheckoutApiRoute::Get(id) => get(runner, &id).await,
+            CheckoutApiRoute::Events(id) => events(runner, &id).await,
+            CheckoutApiRoute::Cancel(id) => cancel(runner, &id, run_deadline(&req)).await,
+            CheckoutApiRoute::Details(id) => details(runner, &req, &id).await,
+            CheckoutApiRoute::PutStock(sku) => put_stock(runner, &req, &sku).await,
+            CheckoutApiRoute::GetStock(sku) => get_stock(runner, &sku).await,
         }
     }
     .instrument(span)
@@ -459,7 +459,7 @@ mod tests {
         assert!(table().is_ok());
         assert!(matches!(
             route(&Method::PUT, "/prod/inventory/sku-1"),
-            Ok(Route::PutStock(_))
+            Ok(CheckoutApiRoute::PutStock(_))
         ));
         let refused = route(&Method::DELETE, "/inventory/sku-1").err().unwrap();
         assert_eq!(refused.allow.as_deref(), Some("GET, PUT"));

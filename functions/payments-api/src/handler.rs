@@ -1,7 +1,7 @@
 //! The request flows. Each reads like the steps it takes; errors become JSON answers in one place.
 
 use crate::requests::{CreatePayment, SyncResult};
-use crate::routes::Route;
+use crate::routes::PaymentsApiRoute;
 use lambda_http::http::{header, HeaderValue, StatusCode};
 use lambda_http::{Body, Request, Response};
 use serde::Serialize;
@@ -44,18 +44,18 @@ pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, lambda_ht
     let span = telemetry::span_with_parent("sync", correlation_id.as_str(), caller.as_deref());
     let mut response = async {
         http::check_body_size(&req)?;
-        let route = Route::parse(req.method(), req.uri().path())?;
+        let route = PaymentsApiRoute::parse(req.method(), req.uri().path())?;
         match &route {
-            Route::SyncResult(id) | Route::Get(id) | Route::Events(id) => {
+            PaymentsApiRoute::SyncResult(id) | PaymentsApiRoute::Get(id) | PaymentsApiRoute::Events(id) => {
                 telemetry::record_payment(&tracing::Span::current(), id.as_str())
             }
-            Route::Create => {}
+            PaymentsApiRoute::Create => {}
         }
         match route {
-            Route::Create => create(app, &req, correlation_id.clone()).await,
-            Route::SyncResult(id) => sync_result(app, &req, &id, correlation_id.clone()).await,
-            Route::Get(id) => get(app, &id).await,
-            Route::Events(id) => events(app, &id).await,
+            PaymentsApiRoute::Create => create(app, &req, correlation_id.clone()).await,
+            PaymentsApiRoute::SyncResult(id) => sync_result(app, &req, &id, correlation_id.clone()).await,
+            PaymentsApiRoute::Get(id) => get(app, &id).await,
+            PaymentsApiRoute::Events(id) => events(app, &id).await,
         }
     }
     .instrument(span)

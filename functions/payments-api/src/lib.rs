@@ -15,4 +15,4 @@ pub mod requests;
 mod routes;
 
 pub use handler::{handle, App};
-pub use routes::{route_table, Route};
+pub use routes::{route_table, PaymentsApiRoute};

@@ -6,11 +6,16 @@ use shared::router::{RouteTableError, Router};
 use shared::PaymentId;
 use std::sync::LazyLock;
 
+/// The payments API's request, by route: what [`crate::handle`] serves.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Route {
+pub enum PaymentsApiRoute {
+    /// `POST /payments`: create a payment (idempotent by its key).
     Create,
+    /// `POST /payments/{id}/sync-result`: the checkout posts the PSP's synchronous answer.
     SyncResult(PaymentId),
+    /// `GET /payments/{id}`: the client view.
     Get(PaymentId),
+    /// `GET /payments/{id}/events`: the payment's history.
     Events(PaymentId),
 }
 
@@ -41,17 +46,19 @@ pub fn route_table() -> &'static [(Option<Method>, String)] {
     ROUTER.routes()
 }
 
-impl Route {
-    pub fn parse(method: &Method, path: &str) -> Result<Route, ApiError> {
+impl PaymentsApiRoute {
+    /// The route of `method` `path`; an unknown path is a 404, a known one with another method a 405 naming
+    /// the allowed ones, a malformed id a 400.
+    pub fn parse(method: &Method, path: &str) -> Result<PaymentsApiRoute, ApiError> {
         let found = ROUTER.at(method, path)?;
         let id = || {
             PaymentId::parse(found.param("id")).map_err(|e| ApiError::bad_request(format!("invalid payment id: {e}")))
         };
         Ok(match found.route {
-            Kind::Create => Route::Create,
-            Kind::SyncResult => Route::SyncResult(id()?),
-            Kind::Get => Route::Get(id()?),
-            Kind::Events => Route::Events(id()?),
+            Kind::Create => PaymentsApiRoute::Create,
+            Kind::SyncResult => PaymentsApiRoute::SyncResult(id()?),
+            Kind::Get => PaymentsApiRoute::Get(id()?),
+            Kind::Events => PaymentsApiRoute::Events(id()?),
         })
     }
 }
@@ -64,29 +71,50 @@ mod tests {
     fn routes() {
         assert!(table().is_ok());
         let id = PaymentId::parse("pay_1").unwrap();
-        assert_eq!(Route::parse(&Method::POST, "/payments").unwrap(), Route::Create);
         assert_eq!(
-            Route::parse(&Method::GET, "/payments/pay_1").unwrap(),
-            Route::Get(id.clone())
+            PaymentsApiRoute::parse(&Method::POST, "/payments").unwrap(),
+            PaymentsApiRoute::Create
         );
         assert_eq!(
-            Route::parse(&Method::GET, "/dev/payments/pay_1/events").unwrap(),
-            Route::Events(id.clone())
+            PaymentsApiRoute::parse(&Method::GET, "/payments/pay_1").unwrap(),
+            PaymentsApiRoute::Get(id.clone())
         );
         assert_eq!(
-            Route::parse(&Method::POST, "/payments/pay_1/sync-result/").unwrap(),
-            Route::SyncResult(id)
+            PaymentsApiRoute::parse(&Method::GET, "/dev/payments/pay_1/events").unwrap(),
+            PaymentsApiRoute::Events(id.clone())
         );
         assert_eq!(
-            Route::parse(&Method::GET, "/payments").unwrap_err().allow.as_deref(),
+            PaymentsApiRoute::parse(&Method::POST, "/payments/pay_1/sync-result/").unwrap(),
+            PaymentsApiRoute::SyncResult(id)
+        );
+        assert_eq!(
+            PaymentsApiRoute::parse(&Method::GET, "/payments")
+                .unwrap_err()
+                .allow
+                .as_deref(),
             Some("POST")
         );
         assert_eq!(
-            Route::parse(&Method::DELETE, "/payments/pay_1").unwrap_err().status,
+            PaymentsApiRoute::parse(&Method::DELETE, "/payments/pay_1")
+                .unwrap_err()
+                .status,
             405
         );
-        assert_eq!(Route::parse(&Method::GET, "/orders").unwrap_err().status, 404);
-        assert_eq!(Route::parse(&Method::GET, "/payments/pay_1/x").unwrap_err().status, 404);
-        assert_eq!(Route::parse(&Method::GET, "/payments/pay%231").unwrap_err().status, 400);
+        assert_eq!(
+            PaymentsApiRoute::parse(&Method::GET, "/orders").unwrap_err().status,
+            404
+        );
+        assert_eq!(
+            PaymentsApiRoute::parse(&Method::GET, "/payments/pay_1/x")
+                .unwrap_err()
+                .status,
+            404
+        );
+        assert_eq!(
+            PaymentsApiRoute::parse(&Method::GET, "/payments/pay%231")
+                .unwrap_err()
+                .status,
+            400
+        );
     }
 }

@@ -11,7 +11,7 @@
 //! | [`settings`] | [`PspSettings`] and [`ApiKey`]: the endpoint, the key (redacted, from Secrets Manager or the environment), redirects (a return URL or none), timeouts and retries, read once per cold start |
 //! | [`key`] | [`key::CurrentKey`]: the key in use, read again from Secrets Manager after a 401/403 (rate-limited) |
 //! | [`breaker`] | [`CircuitBreaker`]: stops calls for a cool-down when the PSP keeps failing; its state is one DynamoDB item per PSP shared by every instance |
-//! | [`set`] | [`PspSet`]: one guarded client per configured PSP, built once per cold start, and [`Route`]: the payment's PSP's client, typed by what that PSP can be asked (Adyen: no read, no search) |
+//! | [`set`] | [`PspSet`]: one guarded client per configured PSP, built once per cold start, and [`PspRoute`]: the payment's PSP's client, typed by what that PSP can be asked (Adyen: no read, no search) |
 //!
 //! Every call that moves money carries an idempotency key chosen by the caller (the saga derives it from
 //! (order, step)), so a retry after a timeout or a lost answer never charges, cancels or refunds twice; the
@@ -28,7 +28,7 @@ pub mod stripe;
 
 pub use breaker::{BreakerSettings, CircuitBreaker};
 pub use client::{ApiKey, PspSettings, StripeClient};
-pub use set::{GuardedAdyen, PspSet, Psps, Route, ADYEN_BREAKER, STRIPE_BREAKER};
+pub use set::{GuardedAdyen, PspRoute, PspSet, Psps, ADYEN_BREAKER, STRIPE_BREAKER};
 pub use stripe::{IntentStatus, PaymentIntent, Refund};
 
 use crate::{Money, OrderId, PaymentId, PspName, PspReference};
@@ -131,7 +131,7 @@ pub struct ChargeRequest<'a> {
 /// cancel, refund, read a refund back). [`StripeClient`] speaks it; [`CircuitBreaker`] wraps any
 /// implementation. Adyen's Checkout API is not one (it has no read and no search): it is
 /// [`GuardedAdyen`], with its own operations, and a [`PspSet`] hands out one or the other by the payment's
-/// PSP ([`Route`]), so asking Adyen for a read does not compile.
+/// PSP ([`PspRoute`]), so asking Adyen for a read does not compile.
 pub trait Psp: Send + Sync {
     /// The PSP this client speaks to: a payment the saga creates through it records it, and recovery asks
     /// it only about payments that belong to it (invariant 13). Every implementation of this trait speaks

@@ -3,13 +3,13 @@
 //!
 //! Each PSP has its own circuit breaker (`BREAKER#stripe`, `BREAKER#adyen`), by the same rule
 //! ([`super::breaker`]): an Adyen outage stops Adyen's calls only. What each PSP can be asked differs, and the
-//! difference is in the types, not in a runtime refusal: [`Route::Stripe`] is a [`Psp`] (a PaymentIntent can
-//! be read, searched by our payment id, its refunds read back), [`Route::Adyen`] is [`GuardedAdyen`], which has
+//! difference is in the types, not in a runtime refusal: [`PspRoute::Stripe`] is a [`Psp`] (a PaymentIntent can
+//! be read, searched by our payment id, its refunds read back), [`PspRoute::Adyen`] is [`GuardedAdyen`], which has
 //! no read and no search because Adyen's Checkout API has none (its modifications are answered `received`;
 //! what became of them arrives by notification, and a payment whose pspReference never reached us is
-//! cancelled by our own reference). A caller matching on [`Route`] cannot ask Adyen what it cannot answer.
+//! cancelled by our own reference). A caller matching on [`PspRoute`] cannot ask Adyen what it cannot answer.
 //!
-//! Built once per cold start ([`from_env`]); a payment whose PSP has no client here is [`Route::Missing`]: a
+//! Built once per cold start ([`from_env`]); a payment whose PSP has no client here is [`PspRoute::Missing`]: a
 //! Standard Webhooks provider's (nothing to call, by design) or a deployment fault, which a caller that must
 //! call turns into [`not_configured`] (deferred and alarmed, never a refusal of the customer's).
 
@@ -37,7 +37,7 @@ pub struct PspSet<P = GuardedStripe> {
 
 /// The client a payment's calls go to, by the PSP recorded on it.
 #[derive(Debug)]
-pub enum Route<'a, P> {
+pub enum PspRoute<'a, P> {
     /// Stripe: PaymentIntents, which can be read, searched and refunded, their refunds read back.
     Stripe(&'a P),
     /// Adyen: authorise, details and modifications only; no read, no search.
@@ -54,7 +54,7 @@ pub trait Psps: Send + Sync {
     type Stripe: Psp;
 
     /// The client of `provider`, the PSP a payment recorded when it was created.
-    fn route(&self, provider: &PspName) -> Route<'_, Self::Stripe>;
+    fn route(&self, provider: &PspName) -> PspRoute<'_, Self::Stripe>;
 
     /// The Stripe client, if configured.
     fn stripe(&self) -> Option<&Self::Stripe>;
@@ -67,11 +67,11 @@ pub trait Psps: Send + Sync {
 impl<P: Psp> Psps for P {
     type Stripe = P;
 
-    fn route(&self, provider: &PspName) -> Route<'_, P> {
+    fn route(&self, provider: &PspName) -> PspRoute<'_, P> {
         if *provider == self.provider() {
-            Route::Stripe(self)
+            PspRoute::Stripe(self)
         } else {
-            Route::Missing(provider.clone())
+            PspRoute::Missing(provider.clone())
         }
     }
 
@@ -87,7 +87,7 @@ impl<P: Psp> Psps for P {
 impl<P: Psp> Psps for PspSet<P> {
     type Stripe = P;
 
-    fn route(&self, provider: &PspName) -> Route<'_, P> {
+    fn route(&self, provider: &PspName) -> PspRoute<'_, P> {
         PspSet::route(self, provider)
     }
 
@@ -128,11 +128,11 @@ impl<P: Psp> PspSet<P> {
     }
 
     /// The client of `provider`, the PSP a payment recorded when it was created.
-    pub fn route(&self, provider: &PspName) -> Route<'_, P> {
+    pub fn route(&self, provider: &PspName) -> PspRoute<'_, P> {
         match (provider, &self.stripe, &self.adyen) {
-            (PspName::Stripe, Some(stripe), _) => Route::Stripe(stripe),
-            (PspName::Adyen, _, Some(adyen)) => Route::Adyen(adyen),
-            (other, _, _) => Route::Missing(other.clone()),
+            (PspName::Stripe, Some(stripe), _) => PspRoute::Stripe(stripe),
+            (PspName::Adyen, _, Some(adyen)) => PspRoute::Adyen(adyen),
+            (other, _, _) => PspRoute::Missing(other.clone()),
         }
     }
 
@@ -215,21 +215,21 @@ mod tests {
     #[test]
     fn each_payment_goes_to_its_own_psp_and_to_no_other() {
         let both = PspSet::stripe_only(stripe()).with_adyen(adyen());
-        assert!(matches!(both.route(&PspName::Stripe), Route::Stripe(_)));
-        assert!(matches!(both.route(&PspName::Adyen), Route::Adyen(a) if a.provider() == PspName::Adyen));
+        assert!(matches!(both.route(&PspName::Stripe), PspRoute::Stripe(_)));
+        assert!(matches!(both.route(&PspName::Adyen), PspRoute::Adyen(a) if a.provider() == PspName::Adyen));
         let standard = PspName::standard("acme").expect("name");
-        assert!(matches!(both.route(&standard), Route::Missing(p) if p == standard));
+        assert!(matches!(both.route(&standard), PspRoute::Missing(p) if p == standard));
         assert_eq!(both.providers(), vec![PspName::Stripe, PspName::Adyen]);
         // A Stripe-only deployment never hands an Adyen payment to Stripe, nor the other way round.
         let stripe_only = PspSet::stripe_only(stripe());
         assert!(matches!(
             stripe_only.route(&PspName::Adyen),
-            Route::Missing(PspName::Adyen)
+            PspRoute::Missing(PspName::Adyen)
         ));
         let adyen_only = PspSet::<StripeClient>::new(None, Some(adyen()));
         assert!(matches!(
             adyen_only.route(&PspName::Stripe),
-            Route::Missing(PspName::Stripe)
+            PspRoute::Missing(PspName::Stripe)
         ));
         assert!(not_configured(&PspName::Adyen, "charge").is_deferred());
     }

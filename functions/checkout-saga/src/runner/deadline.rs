@@ -12,7 +12,7 @@
 
 use super::{action_name, Advanced, RunError, Runner};
 use crate::metrics;
-use shared::psp::{Psp, PspError, Psps, Route};
+use shared::psp::{Psp, PspError, PspRoute, Psps};
 use shared::saga::{passed, Charging, Loaded, OnDeadline, Saga, SagaRecord, SagaStoreError};
 use shared::telemetry::ErrorChain;
 use shared::PaymentId;
@@ -101,11 +101,11 @@ impl<P: Psps> Runner<P> {
     async fn fault_of_ours(&self, payment: &PaymentId) -> Option<String> {
         let provider = self.payments().get(payment).await.ok().flatten()?.provider;
         let answer = match self.psps().route(&provider) {
-            Route::Stripe(psp) => tokio::time::timeout(CAUSE_LOOK, psp.find_for_payment(payment))
+            PspRoute::Stripe(psp) => tokio::time::timeout(CAUSE_LOOK, psp.find_for_payment(payment))
                 .await
                 .ok()?,
-            Route::Missing(provider) => Err(PspError::NotConfigured(provider)),
-            Route::Adyen(_) => return None,
+            PspRoute::Missing(provider) => Err(PspError::NotConfigured(provider)),
+            PspRoute::Adyen(_) => return None,
         };
         match answer.err()? {
             PspError::AuthFailed { status, .. } => {
