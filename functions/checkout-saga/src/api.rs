@@ -157,8 +157,9 @@ impl<'a> From<&'a SagaRecord> for SagaView<'a> {
     }
 }
 
+/// One step of the saga's history as the checkout API shows it.
 #[derive(Debug, Serialize)]
-struct EventView<'a> {
+struct SagaEventView<'a> {
     version: u64,
     #[serde(rename = "type")]
     kind: &'a str,
@@ -169,7 +170,7 @@ struct EventView<'a> {
     at_ms: i64,
 }
 
-impl<'a> From<&'a SagaEvent> for EventView<'a> {
+impl<'a> From<&'a SagaEvent> for SagaEventView<'a> {
     fn from(e: &'a SagaEvent) -> Self {
         Self {
             version: e.version,
@@ -292,7 +293,7 @@ async fn events<P: Psps>(runner: &Runner<P>, id: &OrderId) -> Result<Response<Bo
     if events.is_empty() {
         return Err(ApiError::not_found(format!("no checkout for order {id}")));
     }
-    let views: Vec<EventView> = events.iter().map(EventView::from).collect();
+    let views: Vec<SagaEventView> = events.iter().map(SagaEventView::from).collect();
     Ok(http::json(StatusCode::OK, &views))
 }
 

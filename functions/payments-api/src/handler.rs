@@ -141,7 +141,7 @@ async fn get(app: &App, id: &PaymentId) -> Result<Response<Body>, ApiError> {
 
 /// One step of the payment's history as the API shows it.
 #[derive(Serialize)]
-struct EventView<'a> {
+struct PaymentEventView<'a> {
     version: u64,
     #[serde(rename = "type")]
     kind: &'static str,
@@ -155,13 +155,13 @@ struct EventView<'a> {
     refunded_minor: u64,
 }
 
-impl<'a> From<&'a PaymentEvent> for EventView<'a> {
+impl<'a> From<&'a PaymentEvent> for PaymentEventView<'a> {
     fn from(e: &'a PaymentEvent) -> Self {
         let since_epoch = std::time::Duration::from_millis(u64::try_from(e.recorded_at_ms).unwrap_or(0));
         let at = std::time::UNIX_EPOCH
             .checked_add(since_epoch)
             .unwrap_or(std::time::UNIX_EPOCH);
-        EventView {
+        PaymentEventView {
             version: e.version,
             kind: e.kind.as_str(),
             status: e.status,
@@ -181,7 +181,7 @@ async fn events(app: &App, id: &PaymentId) -> Result<Response<Body>, ApiError> {
     if events.is_empty() {
         return Err(ApiError::not_found(format!("payment {id} not found")));
     }
-    let views: Vec<EventView> = events.iter().map(EventView::from).collect();
+    let views: Vec<PaymentEventView> = events.iter().map(PaymentEventView::from).collect();
     Ok(http::json(
         StatusCode::OK,
         &serde_json::json!({ "payment_id": id, "events": views }),
