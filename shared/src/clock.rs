@@ -37,13 +37,13 @@ pub fn full_jitter(max: std::time::Duration) -> std::time::Duration {
 /// The time a component goes by: the system clock, or (in tests) the system clock moved ahead, so that "a
 /// day later" can be tested without waiting a day. Every decision that compares times takes it from here.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Clock {
+pub struct WallClock {
     ahead_ms: i64,
 }
 
-impl Clock {
+impl WallClock {
     /// The system clock.
-    pub const SYSTEM: Clock = Clock { ahead_ms: 0 };
+    pub const SYSTEM: WallClock = WallClock { ahead_ms: 0 };
 
     /// The system clock moved `by` ahead.
     pub fn ahead(by: std::time::Duration) -> Self {

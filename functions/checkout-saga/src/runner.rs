@@ -43,7 +43,7 @@ mod steps;
 
 use crate::metrics;
 use crate::orders;
-use shared::clock::Clock;
+use shared::clock::WallClock;
 use shared::psp::{set, PspError, Psps};
 use shared::recovery::Recovery;
 use shared::retry::Backoff;
@@ -112,7 +112,7 @@ pub struct Settings {
     pub abandon_after: Duration,
     pub backoff: Backoff,
     /// The time the saga goes by (the system clock; moved ahead in tests).
-    pub clock: Clock,
+    pub clock: WallClock,
     /// How long a step on our own items may keep failing (past it: escalated once, or, before the payment
     /// exists, compensated).
     pub step_deadline: Duration,
@@ -159,7 +159,7 @@ impl Default for Settings {
             payment_timeout: Duration::from_secs(120),
             abandon_after: DEFAULT_ABANDON_AFTER,
             backoff: Backoff::new(5, Duration::from_millis(100), Duration::from_secs(2)),
-            clock: Clock::SYSTEM,
+            clock: WallClock::SYSTEM,
             step_deadline: from_ms(Deadlines::DEFAULT.step_ms),
             charge_deadline: from_ms(Deadlines::DEFAULT.charge_ms),
             compensation_deadline: from_ms(Deadlines::DEFAULT.compensation_ms),

@@ -547,7 +547,7 @@ async fn a_charge_unanswered_past_its_deadline_is_cancelled_by_our_reference_and
         .await;
     let reference = made.psp_reference.expect("Adyen's pspReference");
     let later = a.runner_with(Settings {
-        clock: shared::clock::Clock::ahead(Duration::from_secs(3600)),
+        clock: shared::clock::WallClock::ahead(Duration::from_secs(3600)),
         ..settings()
     });
     let done = later.resume(&order).await.expect("resume").expect("saga");

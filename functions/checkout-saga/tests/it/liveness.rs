@@ -355,7 +355,7 @@ async fn a_charge_retried_after_25_hours_reuses_the_first_payment_and_charge() {
         w.ctx.client.clone(),
         w.psp(),
         Settings {
-            clock: shared::clock::Clock::ahead(day),
+            clock: shared::clock::WallClock::ahead(day),
             ..settings()
         },
     );

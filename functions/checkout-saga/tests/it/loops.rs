@@ -12,7 +12,7 @@ use checkout_saga::{orders, sweeper};
 use lambda_http::http::{Method, StatusCode};
 use lambda_http::{Body, Request, RequestExt};
 use serde_json::{json, Value};
-use shared::clock::Clock;
+use shared::clock::WallClock;
 use shared::psp::Psp;
 use shared::saga::{SagaRecord, SagaStatus};
 use shared::store::open_index::{shard_of, OpenKind};
@@ -35,7 +35,7 @@ fn ahead<P: Psp>(w: &World, psp: P, ahead: Duration) -> Runner<P> {
         w.ctx.client.clone(),
         psp,
         Settings {
-            clock: Clock::ahead(ahead),
+            clock: WallClock::ahead(ahead),
             ..settings()
         },
     )

@@ -5,7 +5,7 @@
 use crate::support::*;
 use checkout_saga::orders;
 use checkout_saga::runner::Settings;
-use shared::clock::Clock;
+use shared::clock::WallClock;
 use shared::psp::Psp;
 use shared::saga::SagaStatus;
 use std::time::Duration;
@@ -35,7 +35,7 @@ async fn a_refused_refund_records_what_its_read_back_shows_before_it_ends_imposs
         w.ctx.client.clone(),
         Quirky(w.psp(), Quirk::RefundsRefused("charge_not_refundable")),
         Settings {
-            clock: Clock::ahead(Duration::from_secs(600)),
+            clock: WallClock::ahead(Duration::from_secs(600)),
             ..settings()
         },
     );

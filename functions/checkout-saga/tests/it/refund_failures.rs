@@ -247,7 +247,7 @@ async fn a_refund_that_fails_after_pending_is_not_a_compensation_and_recovery_gi
             w.ctx.client.clone(),
             Quirky(w.psp(), Quirk::RefundsPending),
             checkout_saga::runner::Settings {
-                clock: shared::clock::Clock::ahead(Duration::from_secs(minutes * 60)),
+                clock: shared::clock::WallClock::ahead(Duration::from_secs(minutes * 60)),
                 ..settings()
             },
         )

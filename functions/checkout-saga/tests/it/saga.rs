@@ -246,7 +246,7 @@ async fn a_compensation_that_keeps_failing_is_escalated_to_the_dlq_and_resumed_l
     // The refund API is back: the sweeper's look on the set-aside schedule (minutes later) finishes the
     // compensations.
     let minutes_later = Settings {
-        clock: shared::clock::Clock::ahead(Duration::from_secs(6 * 60)),
+        clock: shared::clock::WallClock::ahead(Duration::from_secs(6 * 60)),
         ..settings()
     };
     let psp = w.guarded_for("checkout-sweeper", w.psp(), BreakerSettings::default());

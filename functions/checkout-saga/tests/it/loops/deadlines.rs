@@ -8,7 +8,7 @@ use crate::support::*;
 use checkout_saga::runner::{Runner, Settings};
 use checkout_saga::{inventory, orders, sweeper};
 use integration_tests::TestContext;
-use shared::clock::Clock;
+use shared::clock::WallClock;
 use shared::psp::Psps;
 use shared::saga::{Saga, SagaStatus, Started};
 use shared::{EventKind, OrderId, PaymentStatus};
@@ -149,7 +149,7 @@ async fn a_search_refused_a_day_later(charge_deadline: Duration) -> (World, Orde
 async fn sweep_refusing_search(w: &World, after: Duration, charge_deadline: Duration, searches: &Arc<AtomicUsize>) {
     let refusing = Quirky(w.psp(), Quirk::SearchRefused(searches.clone()));
     let settings = Settings {
-        clock: Clock::ahead(after),
+        clock: WallClock::ahead(after),
         charge_deadline,
         ..settings()
     };
