@@ -1,6 +1,8 @@
-//! Wall-clock time in the units the items use (epoch milliseconds; DynamoDB TTL wants epoch seconds).
+//! Wall-clock time in the units the items use (epoch milliseconds; DynamoDB TTL wants epoch seconds), and
+//! the monotonic clock that caches and refreshed keys measure their age by.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 pub fn now_ms() -> i64 {
     SystemTime::now()
@@ -57,3 +59,7 @@ impl WallClock {
         now_ms().saturating_add(self.ahead_ms)
     }
 }
+
+/// A monotonic clock, injectable for tests (`Arc::new(Instant::now)` otherwise): what a cache of secrets or a
+/// refreshed key measures its age by. [`WallClock`] is the time decisions compare with stored times.
+pub type MonotonicClock = Arc<dyn Fn() -> Instant + Send + Sync>;

@@ -22,6 +22,7 @@
 use crate::psp_event::Expectations;
 use crate::signature::{standard_key, DEFAULT_TOLERANCE_SECS};
 use serde::Deserialize;
+use shared::clock::MonotonicClock;
 use shared::telemetry::ErrorChain;
 use shared::{Env, PspName, SigningSecret};
 use std::collections::HashMap;
@@ -242,8 +243,6 @@ fn check_secret(scheme: Scheme, secret: &SigningSecret) -> Result<(), String> {
 /// Reads the secrets JSON (from Secrets Manager in AWS).
 pub type SecretsLoader =
     Arc<dyn Fn() -> Pin<Box<dyn Future<Output = Result<String, ProvidersError>> + Send>> + Send + Sync>;
-/// The cache's clock (injectable for tests).
-pub type Clock = Arc<dyn Fn() -> Instant + Send + Sync>;
 
 /// The providers, re-read from their secrets' source after [`SECRETS_TTL`] or a failed signature.
 #[derive(Clone)]
@@ -255,7 +254,7 @@ struct SourceInner {
     providers_json: String,
     /// None: secrets from the environment, fixed for the process.
     loader: Option<SecretsLoader>,
-    clock: Clock,
+    clock: MonotonicClock,
     ttl: Duration,
     min_refresh_interval: Duration,
     state: RwLock<Loaded>,
@@ -290,7 +289,7 @@ impl ProviderSource {
     fn build(
         providers_json: String,
         loader: Option<SecretsLoader>,
-        clock: Clock,
+        clock: MonotonicClock,
         providers: Providers,
         now: Instant,
     ) -> Self {
@@ -313,7 +312,11 @@ impl ProviderSource {
 
     /// Loads the providers through `loader` once (an error here fails the cold start, as it should: there
     /// is nothing to verify with) and keeps the loader for the re-reads.
-    pub async fn load(providers_json: &str, loader: SecretsLoader, clock: Clock) -> Result<Self, ProvidersError> {
+    pub async fn load(
+        providers_json: &str,
+        loader: SecretsLoader,
+        clock: MonotonicClock,
+    ) -> Result<Self, ProvidersError> {
         let providers = Providers::from_json(providers_json, &loader().await?)?;
         let now = clock();
         Ok(Self::build(
@@ -577,7 +580,7 @@ mod tests {
                 })
             };
             let start = Instant::now();
-            let clock: Clock = {
+            let clock: MonotonicClock = {
                 let offset = offset_secs.clone();
                 Arc::new(move || start + Duration::from_secs(offset.load(Ordering::SeqCst)))
             };

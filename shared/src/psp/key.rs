@@ -9,6 +9,7 @@
 
 use super::settings::{ApiKey, KeySource};
 use super::PspError;
+use crate::clock::MonotonicClock;
 use crate::telemetry::ErrorChain;
 use std::future::Future;
 use std::pin::Pin;
@@ -25,8 +26,6 @@ pub type KeyLoader = Arc<
         + Send
         + Sync,
 >;
-/// The re-read's clock (injectable for tests).
-pub type KeyClock = Arc<dyn Fn() -> Instant + Send + Sync>;
 
 /// The key in use, shared by the client's clones; its `Debug` is the key's (redacted).
 #[derive(Clone)]
@@ -38,7 +37,7 @@ struct Inner {
     key: RwLock<ApiKey>,
     /// None: a key fixed for the process.
     loader: Option<KeyLoader>,
-    clock: KeyClock,
+    clock: MonotonicClock,
     last_attempt: RwLock<Instant>,
     /// One re-read at a time; the others use what it loaded.
     refreshing: tokio::sync::Mutex<()>,
@@ -61,11 +60,11 @@ impl CurrentKey {
 
     /// `key`, read again through `loader` after an authentication failure, at most once per
     /// [`MIN_REFRESH_INTERVAL`] by `clock`.
-    pub fn refreshable(key: ApiKey, loader: KeyLoader, clock: KeyClock) -> Self {
+    pub fn refreshable(key: ApiKey, loader: KeyLoader, clock: MonotonicClock) -> Self {
         Self::build(key, Some(loader), clock)
     }
 
-    fn build(key: ApiKey, loader: Option<KeyLoader>, clock: KeyClock) -> Self {
+    fn build(key: ApiKey, loader: Option<KeyLoader>, clock: MonotonicClock) -> Self {
         let now = clock();
         Self {
             inner: Arc::new(Inner {
@@ -202,7 +201,7 @@ mod tests {
                 })
             };
             let start = Instant::now();
-            let clock: KeyClock = {
+            let clock: MonotonicClock = {
                 let offset = offset_secs.clone();
                 Arc::new(move || start + Duration::from_secs(offset.load(Ordering::SeqCst)))
             };

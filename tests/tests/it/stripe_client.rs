@@ -313,7 +313,7 @@ fn refreshable(first: &str, secret: Arc<Mutex<String>>) -> shared::psp::key::Cur
     let start = std::time::Instant::now();
     let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     // The first reading (at construction) is the cold start; every later one is 31 s on.
-    let clock: shared::psp::key::KeyClock = Arc::new(move || {
+    let clock: shared::clock::MonotonicClock = Arc::new(move || {
         let n = calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         start + Duration::from_secs(31u64.saturating_mul(n as u64))
     });

@@ -453,7 +453,8 @@ async fn adyen_failing_opens_adyens_own_breaker_and_its_checkouts_wait_without_e
 
 #[tokio::test]
 async fn a_key_adyen_refuses_is_a_deployment_fault_and_a_rolled_one_is_read_again_from_its_secret() {
-    use shared::psp::key::{CurrentKey, KeyClock, KeyLoader};
+    use shared::clock::MonotonicClock;
+    use shared::psp::key::{CurrentKey, KeyLoader};
     use shared::psp::{ApiKey, PspError};
     use std::sync::atomic::{AtomicU64, Ordering};
     let a = adyen_world().await;
@@ -478,7 +479,8 @@ async fn a_key_adyen_refuses_is_a_deployment_fault_and_a_rolled_one_is_read_agai
     };
     let start = std::time::Instant::now();
     let ticks = Arc::new(AtomicU64::new(0));
-    let clock: KeyClock = Arc::new(move || start + Duration::from_secs(60 * ticks.fetch_add(1, Ordering::SeqCst)));
+    let clock: MonotonicClock =
+        Arc::new(move || start + Duration::from_secs(60 * ticks.fetch_add(1, Ordering::SeqCst)));
     let key = CurrentKey::refreshable(ApiKey::parse("AQE_revoked").expect("key"), loader, clock);
     let rolled = AdyenClient::with_key(&settings, key).expect("client");
     let answer = rolled.cancel("k-2", &unknown).await;
