@@ -127,12 +127,12 @@ impl Hash for Breaker {
 }
 
 /// Model time: 0 at the start, 1 past the payment timeout, 2 past the abandonment deadline.
-pub type Clock = u8;
+pub type Tick = u8;
 
 /// The whole system at one moment.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct World {
-    pub clock: Clock,
+    pub clock: Tick,
     /// A day passed: the PSP pruned its idempotency keys and our 24-hour idempotency records expired.
     pub day_passed: bool,
 
