@@ -24,7 +24,7 @@
 //!   runs in (Adyen's own, `BREAKER#adyen`: [`super::GuardedAdyen`]; [`super::breaker::attempt_failed`]; Adyen
 //!   marks no replayed answer, so every one counts); other
 //!   4xx (`validation`: a field missing, an idempotency key reused for another request) are
-//!   [`PspError::Refused`]. Adyen's error is carried in Stripe's error shape ([`ApiError`]: `errorType` as
+//!   [`PspError::Refused`]. Adyen's error is carried in Stripe's error shape ([`ErrorObject`]: `errorType` as
 //!   `type`, `errorCode` as `code`), which every caller already reads, and logged and counted by the Stripe
 //!   client's one refusal reporter.
 //!
@@ -35,7 +35,7 @@ use super::client::{report_refusal, STAGE_MARKER};
 use super::http::{self, AttemptFailure};
 use super::key::CurrentKey;
 use super::settings::KeySource;
-use super::stripe::{ApiError, ErrorType};
+use super::stripe::{ErrorObject, ErrorType};
 use super::{ApiKey, ChargeRequest, PspError};
 use crate::config::{ConfigError, Env};
 use crate::retry::Backoff;
@@ -231,7 +231,7 @@ fn amount(money: &Money) -> Value {
 fn refused_here(field: &str, message: &str) -> PspError {
     PspError::Refused {
         status: 422,
-        error: Box::new(ApiError {
+        error: Box::new(ErrorObject {
             kind: ErrorType::InvalidRequestError,
             code: None,
             decline_code: None,
@@ -247,7 +247,7 @@ fn refused_here(field: &str, message: &str) -> PspError {
 /// its `action`.
 fn settled(payment: AdyenPayment) -> Result<AdyenPayment, PspError> {
     let reference = payment.psp_reference.as_ref().map_or("-", PspReference::as_str);
-    let error = |kind| ApiError {
+    let error = |kind| ErrorObject {
         kind,
         code: payment.refusal_reason_code.clone(),
         decline_code: payment.refusal_reason.clone(),
@@ -278,7 +278,7 @@ fn classify(status: u16, body: &[u8]) -> AttemptFailure {
         429 | 500..=599 => ErrorType::ApiError,
         _ => ErrorType::InvalidRequestError,
     };
-    let error = ApiError {
+    let error = ErrorObject {
         kind,
         code: parsed.as_ref().and_then(|e| e.error_code.clone()),
         decline_code: None,

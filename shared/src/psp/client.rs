@@ -25,7 +25,7 @@
 use super::breaker::attempt_failed;
 use super::http::{self, header, AttemptFailure, Unreadable};
 use super::key::CurrentKey;
-use super::stripe::{ApiError, ErrorBody, ErrorType, EventList, EventQuery, PaymentIntent, Refund};
+use super::stripe::{ErrorBody, ErrorObject, ErrorType, EventList, EventQuery, PaymentIntent, Refund};
 use super::{ChargeRequest, Psp, PspError};
 use crate::retry::Backoff;
 use crate::{clock, PaymentId, PspReference};
@@ -270,7 +270,7 @@ fn classify(status: u16, headers: &HeaderMap, body: &[u8]) -> AttemptFailure {
     let auth = matches!(status, 401 | 403)
         || matches!(&parsed, Ok(e) if matches!(e.kind, ErrorType::AuthenticationError | ErrorType::PermissionError));
     if auth {
-        let error = parsed.unwrap_or_else(|_| ApiError {
+        let error = parsed.unwrap_or_else(|_| ErrorObject {
             kind: ErrorType::AuthenticationError,
             code: None,
             decline_code: None,

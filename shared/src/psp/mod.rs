@@ -61,12 +61,15 @@ pub enum PspError {
     /// The customer's payment method was declined (`card_error`). The PaymentIntent, when Stripe sent it,
     /// says what the customer may do next (`requires_payment_method`: retry with another method).
     #[error("declined: {}", .0.summary())]
-    Declined(Box<stripe::ApiError>),
+    Declined(Box<stripe::ErrorObject>),
     /// Stripe refused the request (`invalid_request_error`, `idempotency_error`, another 4xx): the same
     /// call will not succeed later. The PaymentIntent, when sent, shows its state (e.g. a cancel refused
     /// because it succeeded meanwhile).
     #[error("PSP refused the request (HTTP {status}): {}", .error.summary())]
-    Refused { status: u16, error: Box<stripe::ApiError> },
+    Refused {
+        status: u16,
+        error: Box<stripe::ErrorObject>,
+    },
     /// No usable answer after the client's own retries (429, 5xx, `api_error`, timeout, connection): the
     /// same call with the same key may be tried again later. Its outcome may be unknown (a charge that timed
     /// out may have happened): only the idempotency key decides, never a new one.
@@ -84,7 +87,10 @@ pub enum PspError {
     /// also after the key was read again. A deployment fault, never the customer's refusal: the caller defers
     /// (no compensation, no decline) until the key is fixed; `PspAuthFailed` alarms.
     #[error("PSP refused our API key (HTTP {status}): {}", .error.summary())]
-    AuthFailed { status: u16, error: Box<stripe::ApiError> },
+    AuthFailed {
+        status: u16,
+        error: Box<stripe::ErrorObject>,
+    },
     /// The payment belongs to a PSP this deployment holds no client of ([`set::not_configured`]): a
     /// deployment fault, deferred like a refused key until the PSP's settings are there; `PspNotConfigured`
     /// alarms.

@@ -267,7 +267,7 @@ impl Refund {
 
 /// Stripe's error object (`{"error": {...}}`).
 #[derive(Debug, Clone, Deserialize)]
-pub struct ApiError {
+pub struct ErrorObject {
     #[serde(rename = "type")]
     pub kind: ErrorType,
     #[serde(default)]
@@ -286,7 +286,7 @@ pub struct ApiError {
 /// `{"error": ...}`, the body of every Stripe error answer.
 #[derive(Debug, Clone, Deserialize)]
 pub struct ErrorBody {
-    pub error: ApiError,
+    pub error: ErrorObject,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -317,7 +317,7 @@ impl ErrorType {
     }
 }
 
-impl ApiError {
+impl ErrorObject {
     /// One line for logs and escalations: type, code and decline code, never a secret (Stripe's messages
     /// name parameters, not their values).
     pub fn summary(&self) -> String {

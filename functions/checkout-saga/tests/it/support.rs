@@ -14,7 +14,7 @@ use psp_simulator::server::Simulator;
 use serde_json::json;
 use shared::consumer::Consumer;
 use shared::lease::Leases;
-use shared::psp::stripe::{ApiError, ErrorType, NextAction, RedirectToUrl};
+use shared::psp::stripe::{ErrorObject, ErrorType, NextAction, RedirectToUrl};
 use shared::psp::{
     BreakerSettings, ChargeRequest, CircuitBreaker, GuardedStripe, PaymentIntent, Psp, PspError, PspSettings, Psps,
     Refund, StripeClient, BREAKER_NAME,
@@ -397,7 +397,7 @@ pub type AfterCharge = Box<dyn Fn(PaymentId, PaymentIntent) -> Pin<Box<dyn Futur
 pub fn refusal(status: u16, kind: ErrorType, code: &str) -> PspError {
     PspError::Refused {
         status,
-        error: Box::new(ApiError {
+        error: Box::new(ErrorObject {
             kind,
             code: Some(code.into()),
             decline_code: None,
