@@ -1,7 +1,41 @@
-//! The one library every function uses: the pure payments core (re-exported) plus everything that touches
-//! AWS: the DynamoDB payment store with its versioned write, leases, configuration and telemetry.
-
-pub use payments_core::*;
+//! The one library every function uses: the pure payments core (re-exported by name below) and everything
+//! that touches AWS or a PSP: the DynamoDB payment store with its versioned write, leases, the outbox and
+//! consumer contracts, the saga's storage, recovery, the PSP clients, configuration, serving and telemetry.
+//!
+//! # Layout
+//!
+//! Two crates, one rule between them: what can be decided without I/O is decided in `payments_core`
+//! (`shared/core`, no AWS SDK, no network), and this crate only reads, calls and writes around those
+//! decisions. A module here that starts deciding a payment's fate on its own is a second table of a decision
+//! the core already holds.
+//!
+//! | module | owns | must never |
+//! |---|---|---|
+//! | [`store`] | the payment item, its event items and the one versioned write (`finalize`: decide, write under the version token, decide again on a conflict), idempotent create, parked webhooks | write a payment without its version condition, or a transition without its event item in the same transaction |
+//! | [`apply`] | the one "take the lease, read, finalize, release" sequence of the intake and `paymentsctl parked replay` | drop a failed lease release: it travels with the error it followed or is logged |
+//! | [`lease`] | one live worker per payment: the `LEASE#` item, its owner token and expiry | count on DynamoDB's TTL to have deleted an expired lease, or release another owner's |
+//! | [`keys`] | every partition and sort key of the one table | be bypassed: no other module spells a key prefix |
+//! | [`outbox`] | which stream records are outbox events and the SQS message each becomes | send an event a queue or a stream shard cannot carry |
+//! | [`consumer`] | applying each payment's events once and in version order, with the consumer's cursor in the same transaction | skip an event after a gap (it is held back and redelivered) |
+//! | [`saga`] | the checkout saga's state and event log in the table, escalations | delete a saga's events: compensations are new events |
+//! | [`recovery`] | asking the PSP about payments left open and applying its answer through the same finalize | ask any PSP but the payment's own (invariant 13), or move a payment backward |
+//! | [`psp`] | the Stripe and Adyen clients, each behind its circuit breaker, routed by the payment's recorded PSP ([`psp::PspRoute`]) | call a PSP without the caller's idempotency key on a call that moves money |
+//! | [`http`] | JSON answers and errors of the HTTP functions, the caller guard | answer with a secret of a terminal payment (the core's [`ClientView`] makes that a type error) |
+//! | [`router`] | the one HTTP route table matcher (404, 405 with `Allow`, stage prefixes) | decode percent-escapes into a different route |
+//! | [`lambda`] | what every `main` does around its handler: the cold start, the clients, serving with a deadline | answer before the telemetry is flushed, or lose an error's cause on the way to the runtime |
+//! | [`config`] | reading settings from the environment through one [`Env`] | fall back to a silent default for a missing or malformed value |
+//! | [`aws`] | the SDK clients, built once per cold start, and Secrets Manager reads | log a secret's value |
+//! | [`telemetry`] | the one tracing setup, request spans, OpenTelemetry export | log a request body or a secret |
+//! | [`metrics`] | the one Embedded Metric Format writer | publish a metric without its `Stage` dimension |
+//! | [`retry`] | exponential backoff with full jitter | retry without a bound |
+//! | [`clock`] | wall-clock time in the items' units ([`clock::WallClock`]), the invocation's deadline, the monotonic clock of caches ([`clock::MonotonicClock`]) | let a decision read the system time past the [`clock::WallClock`] it was given (tests move that one ahead) |
+//!
+//! # Names
+//!
+//! The core's types are re-exported under their own names, so a function depends on `shared` alone; the list
+//! below is what the functions, tools and tests use. The core's modules stay in the core (`payments_core::saga`
+//! is the saga's state machine, [`saga`] here its storage; `payments_core::recovery` is recovery's pure step,
+//! [`recovery`] here its shell), except [`text`], the input rules every entry point applies.
 
 pub mod apply;
 pub mod aws;
@@ -25,3 +59,30 @@ pub mod telemetry;
 pub use config::{Config, ConfigError, Env};
 pub use lease::{Lease, LeaseConfig, Leases};
 pub use store::{FinalizeOutcome, FinalizeResult, PaymentStore, StoreError};
+
+// The payment, what becomes of it and what we tell the client.
+pub use payments_core::{ClientView, CustomerAction, NewPayment, Payment, PaymentStatus, StrayCapture};
+
+// The one finalize decision: what a path observed and what the decision makes of it.
+pub use payments_core::{
+    decide, Channel, Claims, Decision, DeferReason, EventKind, IgnoreReason, Observation, Outcome, PaymentEvent,
+    Transition,
+};
+
+// Refunds and disputes as the PSP reports them.
+pub use payments_core::{
+    refund_step, Dispute, DisputeFact, DisputeReport, DisputeStatus, GiveBack, RefundEntry, RefundReport, RefundStatus,
+    RefundStep,
+};
+
+// Identifiers, money and the PSP a payment belongs to, each parsed once at the edge.
+pub use payments_core::{
+    CorrelationId, Currency, DisputeId, DomainError, IdempotencyKey, KnownPsps, Metadata, Money, OrderId, PaymentId,
+    PspEventId, PspName, PspReference, Sku,
+};
+
+// Values that never reach a log.
+pub use payments_core::{ClientSecret, RedirectPolicy, RedirectUrl, RetryToken, SigningSecret};
+
+/// The limits and the character set of text that enters from outside: every entry point applies them.
+pub use payments_core::text;

@@ -38,7 +38,7 @@
 //! never refunds twice and a new failure gets a new attempt. The PSP's answer is recorded as a refund report
 //! answering give-back `n`: `pending` or `succeeded` ends the give-back (a later failure is failure `n+1`), a
 //! `failed` answer does not count as given back; the core stops giving back after
-//! [`crate::refund::MAX_GIVE_BACKS`] failures, which then only alarm.
+//! [`payments_core::refund::MAX_GIVE_BACKS`] failures, which then only alarm.
 //!
 //! A refund the payment last heard was `pending` (a give-back's or any other) may end without a webhook we
 //! receive, so each look reads it back by id first ([`Recovery::read_back_pending_refund`]) and records the

@@ -380,10 +380,10 @@ async fn a_pending_give_back_read_back_failed_is_a_new_failure_given_back_under_
     let p = w.ctx.store.get(&payment).await.unwrap().unwrap();
     assert_eq!(p.pending_refunds().count(), 0, "{:?}", p.refunds);
     assert_eq!(p.give_back, None);
-    assert!(p.refund_failures > shared::refund::MAX_GIVE_BACKS, "{p:?}");
+    assert!(p.refund_failures > payments_core::refund::MAX_GIVE_BACKS, "{p:?}");
     assert_eq!(
         p.refunds.len(),
-        1 + shared::refund::MAX_GIVE_BACKS as usize,
+        1 + payments_core::refund::MAX_GIVE_BACKS as usize,
         "{:?}",
         p.refunds
     );

@@ -215,7 +215,7 @@ async fn a_shard_gives_its_unused_share_of_a_run_to_the_others() {
     let crowded = ids_in_shard("PAYMENT#3", 12);
     let quiet = ids_in_shard("PAYMENT#5", 2);
     for id in crowded.iter().chain(&quiet) {
-        let mut new = shared::fixtures::new_payment(id.as_str(), 1000);
+        let mut new = payments_core::fixtures::new_payment(id.as_str(), 1000);
         new.now_ms = shared::clock::now_ms() - 60_000;
         w.ctx.store.create(new).await.unwrap();
     }
