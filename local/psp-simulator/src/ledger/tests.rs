@@ -186,3 +186,127 @@ fn a_refund_fails_charges_refund_is_answered_pending_then_reported_failed() {
     );
     assert_eq!(intent.answer.unwrap().body["latest_charge"]["amount_refunded"], 0);
 }
+
+/// One line per create: HTTP status, the PaymentIntent's status in the answer (or the error's type, code and
+/// param), the webhooks sent at once, how many steps are left for later and whether the answer is dropped.
+fn summary(effects: &Effects) -> String {
+    let answer = effects.answer.as_ref().unwrap();
+    let error = &answer.body["error"];
+    let shown = if error.is_null() {
+        answer.body["status"].as_str().unwrap_or_default().to_owned()
+    } else {
+        format!(
+            "{} {} {} pi:{}",
+            error["type"], error["code"], error["param"], error["payment_intent"]["status"]
+        )
+    };
+    let sent: Vec<&str> = effects.webhooks.iter().map(|w| w.kind).collect();
+    format!(
+        "{} {shown} [{}] later:{} dropped:{}",
+        answer.status,
+        sent.join(","),
+        effects.later.len(),
+        effects.drop_answer
+    )
+}
+
+/// Each scenario's create, as Stripe tells it: the first status in the answer, the webhooks of the steps
+/// due at once, a slow step left for later, a decline answered 402 with the PaymentIntent, a lost answer.
+#[test]
+fn each_scenario_creates_its_timeline() {
+    let expected = [
+        ("pm_requires_action", "200 requires_action [payment_intent.requires_action,payment_intent.succeeded] later:0 dropped:false"),
+        ("pm_processing", "200 processing [payment_intent.processing,payment_intent.succeeded] later:0 dropped:false"),
+        ("pm_succeeded", "200 succeeded [payment_intent.succeeded] later:0 dropped:false"),
+        ("pm_failed", "200 canceled [payment_intent.canceled] later:0 dropped:false"),
+        ("pm_declined", "402 \"card_error\" \"card_declined\" null pi:\"requires_payment_method\" [payment_intent.payment_failed,payment_intent.canceled] later:0 dropped:false"),
+        ("pm_silent", "200 processing [] later:0 dropped:false"),
+        ("pm_slow_action", "200 requires_action [payment_intent.requires_action] later:1 dropped:false"),
+        ("pm_abandoned_action", "200 requires_action [payment_intent.requires_action] later:0 dropped:false"),
+        ("pm_decline_then_retry", "402 \"card_error\" \"card_declined\" null pi:\"requires_payment_method\" [payment_intent.payment_failed] later:1 dropped:false"),
+        ("pm_slow_processing", "200 processing [payment_intent.processing] later:1 dropped:false"),
+        ("pm_lost_answer", "200 succeeded [payment_intent.succeeded] later:0 dropped:true"),
+        ("pm_refund_fails", "200 succeeded [payment_intent.succeeded] later:0 dropped:false"),
+    ];
+    let l = ledger();
+    let got: Vec<(&str, String)> = expected
+        .iter()
+        .map(|(method, _)| (*method, summary(&create(&l, method, method))))
+        .collect();
+    assert_eq!(got, expected.map(|(m, s)| (m, s.to_owned())));
+}
+
+/// Stripe's refusals of a create, each with its error code and parameter, checked before anything is made.
+#[test]
+fn a_create_is_refused_as_stripe_refuses_it() {
+    let base = [
+        ("amount", "1000"),
+        ("currency", "eur"),
+        ("confirm", "true"),
+        ("automatic_payment_methods[enabled]", "true"),
+        ("automatic_payment_methods[allow_redirects]", "never"),
+        ("payment_method", "pm_succeeded"),
+        ("metadata[payment_id]", "pay_1"),
+    ];
+    let expected = [
+        (
+            ("amount", None),
+            "400 \"invalid_request_error\" \"parameter_missing\" \"amount\" pi:null [] later:0 dropped:false",
+        ),
+        (
+            ("amount", Some("0")),
+            "400 \"invalid_request_error\" \"parameter_missing\" \"amount\" pi:null [] later:0 dropped:false",
+        ),
+        (
+            ("amount", Some("-5")),
+            "400 \"invalid_request_error\" \"parameter_missing\" \"amount\" pi:null [] later:0 dropped:false",
+        ),
+        (
+            ("currency", None),
+            "400 \"invalid_request_error\" \"parameter_missing\" \"currency\" pi:null [] later:0 dropped:false",
+        ),
+        (
+            ("currency", Some("EUR")),
+            "400 \"invalid_request_error\" \"parameter_missing\" \"currency\" pi:null [] later:0 dropped:false",
+        ),
+        (
+            ("currency", Some("euro")),
+            "400 \"invalid_request_error\" \"parameter_missing\" \"currency\" pi:null [] later:0 dropped:false",
+        ),
+        (
+            ("confirm", None),
+            "400 \"invalid_request_error\" \"parameter_invalid\" \"confirm\" pi:null [] later:0 dropped:false",
+        ),
+        (
+            ("confirm", Some("false")),
+            "400 \"invalid_request_error\" \"parameter_invalid\" \"confirm\" pi:null [] later:0 dropped:false",
+        ),
+        (
+            ("payment_method", None),
+            "400 \"invalid_request_error\" \"parameter_missing\" \"payment_method\" pi:null [] later:0 dropped:false",
+        ),
+        (
+            ("payment_method", Some("card_1")),
+            "404 \"invalid_request_error\" \"resource_missing\" \"id\" pi:null [] later:0 dropped:false",
+        ),
+    ];
+    let l = ledger();
+    let mut got = Vec::new();
+    for (n, ((name, value), _)) in expected.iter().enumerate() {
+        let mut p = params(&base);
+        match value {
+            Some(v) => p.insert((*name).to_owned(), (*v).to_owned()),
+            None => p.remove(*name),
+        };
+        let effects = l.handle(
+            "POST",
+            "/v1/payment_intents",
+            Some("Bearer sk_test_k"),
+            Some(&format!("k{n}")),
+            &p,
+        );
+        got.push(((*name, *value), summary(&effects)));
+    }
+    assert_eq!(got, expected.map(|(case, s)| (case, s.to_owned())));
+    assert!(l.intents_for("pay_1").is_empty(), "a refused create makes nothing");
+}
