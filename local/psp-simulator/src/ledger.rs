@@ -239,6 +239,78 @@ fn fingerprint(method: &str, path: &str, params: &BTreeMap<String, String>) -> S
     format!("{method} {path} {params:?}")
 }
 
+/// A path's segments (`/v1/refunds/re_1` is `["v1", "refunds", "re_1"]`), which the routes match on.
+fn segments(path: &str) -> Vec<&str> {
+    path.split('/').filter(|s| !s.is_empty()).collect()
+}
+
+/// What answers a request before any work, counting it as authorized or not: a wrong key (`unauthorized`,
+/// already decided), a rule Stripe checks first ([`rules::refusal`]), or a forced storm answer (429/5xx).
+fn refused_before_work(
+    state: &mut State,
+    unauthorized: Option<Answer>,
+    method: &str,
+    path: &str,
+    idempotency_key: Option<&str>,
+    params: &BTreeMap<String, String>,
+) -> Option<Answer> {
+    if unauthorized.is_some() {
+        state.unauthorized += 1;
+        return unauthorized;
+    }
+    state.authorized += 1;
+    if let Some(refused) = rules::refusal(method, path, idempotency_key, params) {
+        return Some(refused);
+    }
+    let (status, left) = state.storm?;
+    state.storm = (left > 1).then_some((status, left - 1));
+    Some(storm_answer(status))
+}
+
+/// The answer to a key seen before: the first answer replayed (`Idempotent-Replayed: true`) when `request`
+/// has the first request's parameters, else Stripe's `idempotency_error`.
+fn replay(first: &Remembered, request: &str) -> Effects {
+    if first.request != request {
+        return answer(Answer::error(
+            400,
+            "idempotency_error",
+            None,
+            "Keys for idempotent requests can only be used with the same parameters they were first used with.",
+            json!({}),
+        ));
+    }
+    Effects {
+        replayed: true,
+        ..answer(first.answer.clone())
+    }
+}
+
+/// The GET routes: search, events, a refund, a PaymentIntent (its due steps applied first, as the next
+/// request that touches it does).
+fn read(state: &mut State, method: &str, path: &str, params: &BTreeMap<String, String>) -> Effects {
+    match (method, segments(path).as_slice()) {
+        ("GET", ["v1", "payment_intents", "search"]) => search(state, params),
+        ("GET", ["v1", "events"]) => events::list(&state.events, params),
+        ("GET", ["v1", "refunds", id]) => match state.refunds.get(*id) {
+            Some(refund) => answer(Answer::ok(refund.clone())),
+            None => answer(no_such("refund", id)),
+        },
+        ("GET", ["v1", "payment_intents", id]) => {
+            let expand = params
+                .iter()
+                .any(|(k, v)| k.starts_with("expand[") && v == "latest_charge");
+            match state.intents.get_mut(*id) {
+                Some(intent) => Effects {
+                    webhooks: advance(intent, now_ms()),
+                    ..answer(Answer::ok(payment_intent(intent, expand)))
+                },
+                None => answer(no_such("payment_intent", id)),
+            }
+        }
+        _ => answer(not_found(path)),
+    }
+}
+
 impl Ledger {
     /// An account whose secret key is `api_key`.
     pub fn new(api_key: impl Into<String>, timings: Timings, default_scenario: Option<Scenario>) -> Self {
@@ -334,108 +406,73 @@ impl Ledger {
             return effects;
         }
         self.log(method, path, params);
-        let refused = self.keys().refusal(authorization, now_ms());
+        let unauthorized = self.keys().refusal(authorization, now_ms());
         let mut state = self.state();
-        if let Some(refused) = refused {
-            state.unauthorized += 1;
+        if let Some(refused) = refused_before_work(&mut state, unauthorized, method, path, idempotency_key, params) {
             return answer(refused);
         }
-        state.authorized += 1;
-        if let Some(refused) = rules::refusal(method, path, idempotency_key, params) {
-            return answer(refused);
-        }
-        if let Some((status, left)) = state.storm {
-            state.storm = (left > 1).then_some((status, left - 1));
-            return answer(storm_answer(status));
-        }
-        let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
         if method == "POST" {
-            let Some(key) = idempotency_key else {
-                // Stripe accepts POSTs without a key; this simulator insists, since our client must send one.
-                return answer(Answer::error(
-                    400,
-                    "invalid_request_error",
-                    Some("parameter_missing"),
-                    "This simulator requires an Idempotency-Key on every POST.",
-                    json!({}),
-                ));
-            };
-            let request = fingerprint(method, path, params);
-            let keys_now = now_ms().saturating_add(state.keys_aged_ms);
-            state
-                .keys
-                .retain(|_, k| keys_now.saturating_sub(k.at_ms) < KEY_RETENTION_MS);
-            if let Some(first) = state.keys.get(key) {
-                if first.request != request {
-                    return answer(Answer::error(
-                        400,
-                        "idempotency_error",
-                        None,
-                        "Keys for idempotent requests can only be used with the same parameters they were first used with.",
-                        json!({}),
-                    ));
-                }
-                return Effects {
-                    replayed: true,
-                    ..answer(first.answer.clone())
-                };
-            }
-            if state.saved_failures > 0 {
-                state.saved_failures -= 1;
-                let failed = storm_answer(500);
-                let remembered = Remembered {
-                    request,
-                    answer: failed.clone(),
-                    at_ms: keys_now,
-                };
-                state.keys.insert(key.to_owned(), remembered);
-                return answer(failed);
-            }
-            let effects = match segments.as_slice() {
-                ["v1", "payment_intents"] => self.create(&mut state, params),
-                ["v1", "payment_intents", id, "cancel"] => cancel(&mut state, id, params),
-                ["v1", "refunds"] => {
-                    disputes::refused_refund(&state, params).unwrap_or_else(|| refund(&mut state, params))
-                }
-                _ => return answer(not_found(path)),
-            };
-            if let Some(a) = &effects.answer {
-                state.keys.insert(
-                    key.to_owned(),
-                    Remembered {
-                        request,
-                        answer: a.clone(),
-                        at_ms: keys_now,
-                    },
-                );
-            }
-            return effects;
+            return self.keyed_post(&mut state, path, idempotency_key, params);
         }
-        match (method, segments.as_slice()) {
-            ("GET", ["v1", "payment_intents", "search"]) => search(&state, params),
-            ("GET", ["v1", "events"]) => events::list(&state.events, params),
-            ("GET", ["v1", "refunds", id]) => match state.refunds.get(*id) {
-                Some(refund) => answer(Answer::ok(refund.clone())),
-                None => answer(no_such("refund", id)),
-            },
-            ("GET", ["v1", "payment_intents", id]) => {
-                let expand = params
-                    .iter()
-                    .any(|(k, v)| k.starts_with("expand[") && v == "latest_charge");
-                match state.intents.get_mut(*id) {
-                    Some(intent) => {
-                        let webhooks = advance(intent, now_ms());
-                        Effects {
-                            answer: Some(Answer::ok(payment_intent(intent, expand))),
-                            webhooks,
-                            ..Effects::default()
-                        }
-                    }
-                    None => answer(no_such("payment_intent", id)),
-                }
-            }
-            _ => answer(not_found(path)),
+        read(&mut state, method, path, params)
+    }
+
+    /// A POST under its idempotency key, as Stripe keeps them: a key seen with other parameters is an
+    /// `idempotency_error`, with the same ones replays the first answer; otherwise the work is done (or a
+    /// saved failure injected) and its answer remembered for [`KEY_RETENTION_MS`].
+    fn keyed_post(
+        &self,
+        state: &mut State,
+        path: &str,
+        idempotency_key: Option<&str>,
+        params: &BTreeMap<String, String>,
+    ) -> Effects {
+        let Some(key) = idempotency_key else {
+            // Stripe accepts POSTs without a key; this simulator insists, since our client must send one.
+            return answer(Answer::error(
+                400,
+                "invalid_request_error",
+                Some("parameter_missing"),
+                "This simulator requires an Idempotency-Key on every POST.",
+                json!({}),
+            ));
+        };
+        let request = fingerprint("POST", path, params);
+        let keys_now = now_ms().saturating_add(state.keys_aged_ms);
+        state
+            .keys
+            .retain(|_, k| keys_now.saturating_sub(k.at_ms) < KEY_RETENTION_MS);
+        if let Some(first) = state.keys.get(key) {
+            return replay(first, &request);
         }
+        let effects = if state.saved_failures > 0 {
+            state.saved_failures -= 1;
+            answer(storm_answer(500))
+        } else {
+            match self.post(state, path, params) {
+                Some(effects) => effects,
+                None => return answer(not_found(path)),
+            }
+        };
+        if let Some(a) = &effects.answer {
+            let remembered = Remembered {
+                request,
+                answer: a.clone(),
+                at_ms: keys_now,
+            };
+            state.keys.insert(key.to_owned(), remembered);
+        }
+        effects
+    }
+
+    /// Does the work of a POST, or `None` for a path this simulator does not serve.
+    fn post(&self, state: &mut State, path: &str, params: &BTreeMap<String, String>) -> Option<Effects> {
+        Some(match segments(path).as_slice() {
+            ["v1", "payment_intents"] => self.create(state, params),
+            ["v1", "payment_intents", id, "cancel"] => cancel(state, id, params),
+            ["v1", "refunds"] => disputes::refused_refund(state, params).unwrap_or_else(|| refund(state, params)),
+            _ => return None,
+        })
     }
 
     /// Applies the steps of `id` that are due (the timer of a slow scenario).
