@@ -336,7 +336,8 @@ async fn adyen_says(client: &HttpClient, adyen: &AdyenSide, saga: &Value) -> Res
     })
 }
 
-/// Runs the demo and returns its summary.
+/// Runs the demo and returns its summary: stocks a fresh SKU, starts every checkout, waits for the sagas to
+/// end, then checks each saga and the stock left.
 pub async fn run(config: CheckoutDemoConfig) -> Result<CheckoutSummary, BoxError> {
     let config = Arc::new(config);
     let client = HttpClient::default();
@@ -352,10 +353,28 @@ pub async fn run(config: CheckoutDemoConfig) -> Result<CheckoutSummary, BoxError
         &json!({ "available": summary.stock_initial }),
     )
     .await?;
+    let started = start_all(&client, &config, &sku, &mut summary).await?;
+    let ended = wait_for_ends(&client, &config, &started).await?;
+    summary.unfinished = started.len() - ended.len();
+    let taken = tally(&client, &config, &started, &ended, &mut summary).await?;
+    let stock = expect_ok(&client, "GET", &format!("{}/inventory/{sku}", config.api), &Value::Null).await?;
+    summary.stock_left = stock["available"].as_u64().unwrap_or_default();
+    summary.stock_expected = summary.stock_initial - taken;
+    Ok(summary)
+}
+
+/// Starts the checkouts, at most `concurrency` at a time (as many customers at once), counting the cancels
+/// the API accepted.
+async fn start_all(
+    client: &HttpClient,
+    config: &Arc<CheckoutDemoConfig>,
+    sku: &str,
+    summary: &mut CheckoutSummary,
+) -> Result<Vec<Started>, BoxError> {
     let semaphore = Arc::new(tokio::sync::Semaphore::new(config.concurrency.max(1)));
     let mut tasks = Vec::new();
     for n in 0..config.checkouts {
-        let (config, client, semaphore, sku) = (config.clone(), client.clone(), semaphore.clone(), sku.clone());
+        let (config, client, semaphore, sku) = (config.clone(), client.clone(), semaphore.clone(), sku.to_owned());
         tasks.push(tokio::spawn(async move {
             let _permit = semaphore.acquire().await;
             start(&client, &config, &sku, n).await
@@ -367,17 +386,25 @@ pub async fn run(config: CheckoutDemoConfig) -> Result<CheckoutSummary, BoxError
         summary.cancels_accepted += usize::from(cancelled);
         started.push(s);
     }
+    Ok(started)
+}
 
-    // Wait until every saga ended (the silent payments need the deadline and recovery).
+/// Polls the sagas until every one ended or the timeout passed (the silent payments need the deadline and
+/// recovery); returns the ended ones by order id.
+async fn wait_for_ends(
+    client: &HttpClient,
+    config: &CheckoutDemoConfig,
+    started: &[Started],
+) -> Result<BTreeMap<String, Value>, BoxError> {
     let deadline = Instant::now() + config.timeout;
     let mut ended: BTreeMap<String, Value> = BTreeMap::new();
     while ended.len() < started.len() && Instant::now() < deadline {
-        for s in &started {
+        for s in started {
             if ended.contains_key(&s.order) {
                 continue;
             }
             let saga = expect_ok(
-                &client,
+                client,
                 "GET",
                 &format!("{}/checkouts/{}", config.api, s.order),
                 &Value::Null,
@@ -389,10 +416,20 @@ pub async fn run(config: CheckoutDemoConfig) -> Result<CheckoutSummary, BoxError
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    summary.unfinished = started.len() - ended.len();
+    Ok(ended)
+}
 
+/// Counts each saga's outcome into `summary` and checks its payment (and, for an Adyen one, what Adyen
+/// holds); a saga that did not end is an inconsistency. Returns the stock the completed orders took.
+async fn tally(
+    client: &HttpClient,
+    config: &CheckoutDemoConfig,
+    started: &[Started],
+    ended: &BTreeMap<String, Value>,
+    summary: &mut CheckoutSummary,
+) -> Result<u64, BoxError> {
     let mut taken = 0;
-    for s in &started {
+    for s in started {
         let Some(saga) = ended.get(&s.order) else {
             summary
                 .inconsistencies
@@ -410,13 +447,10 @@ pub async fn run(config: CheckoutDemoConfig) -> Result<CheckoutSummary, BoxError
             }
         }
         *summary.outcomes.entry((s.method.clone(), outcome)).or_default() += 1;
-        summary.inconsistencies.extend(check(&client, &config.api, saga).await?);
+        summary.inconsistencies.extend(check(client, &config.api, saga).await?);
         if let (Some(adyen), true) = (&config.adyen, s.adyen) {
-            summary.inconsistencies.extend(adyen_says(&client, adyen, saga).await?);
+            summary.inconsistencies.extend(adyen_says(client, adyen, saga).await?);
         }
     }
-    let stock = expect_ok(&client, "GET", &format!("{}/inventory/{sku}", config.api), &Value::Null).await?;
-    summary.stock_left = stock["available"].as_u64().unwrap_or_default();
-    summary.stock_expected = summary.stock_initial - taken;
-    Ok(summary)
+    Ok(taken)
 }
