@@ -15,6 +15,9 @@ pub(super) enum Resolved {
     Order(OrderId, Vec<PaymentId>),
 }
 
+/// Tries what `q` may name from the cheapest read to the dearest (a payment id, an order id, a bound PSP
+/// reference, a parked webhook's key, then a Scan of the event items), so a usual query costs one read; says
+/// which it was.
 pub(super) async fn resolve(ctx: &Ctx, q: &str, opts: &Options) -> Result<(Resolved, &'static str), crate::Error> {
     let store = ctx.store();
     if let Ok(id) = PaymentId::parse(q) {
@@ -23,25 +26,8 @@ pub(super) async fn resolve(ctx: &Ctx, q: &str, opts: &Options) -> Result<(Resol
         }
     }
     if let Ok(order) = OrderId::parse(q) {
-        let saga = get(ctx, keys::saga(&order)).await?;
-        let mut payments: Vec<PaymentId> = saga
-            .as_ref()
-            .and_then(|s| text(s, "payment_id"))
-            .and_then(|p| PaymentId::parse(p).ok())
-            .into_iter()
-            .collect();
-        for item in query(ctx, keys::order_pk(&order), Some(keys::ORDER_PAYMENT_SK_PREFIX)).await? {
-            if let Some(p) = text(&item, "sk")
-                .and_then(|sk| sk.strip_prefix(keys::ORDER_PAYMENT_SK_PREFIX).map(str::to_owned))
-                .and_then(|p| PaymentId::parse(p).ok())
-            {
-                if !payments.contains(&p) {
-                    payments.push(p);
-                }
-            }
-        }
-        if saga.is_some() || !payments.is_empty() {
-            return Ok((Resolved::Order(order, payments), "order id"));
+        if let Some(resolved) = resolve_order(ctx, order).await? {
+            return Ok((resolved, "order id"));
         }
     }
     if let Ok(reference) = PspReference::parse(q) {
@@ -50,25 +36,8 @@ pub(super) async fn resolve(ctx: &Ctx, q: &str, opts: &Options) -> Result<(Resol
         }
     }
     // A PSP event id: parked ones are in their key (a Query), applied ones on their event item (a Scan).
-    if let Some(item) = all_parked(ctx).await?.into_iter().find(|p| p.event_key == q) {
-        let target = crate::parked::target(&ctx.env, &item);
-        let found = match target.as_ref().map(|t| (&t.payment_id, &t.psp_reference)) {
-            Some((Some(id), _)) if store.get(id).await?.is_some() => Some(id.clone()),
-            Some((_, Some(reference))) => store.find_by_psp_reference(reference).await?,
-            _ => None,
-        };
-        if let Some(id) = found {
-            return Ok((Resolved::Payment(id), "parked PSP event id"));
-        }
-        return Err(format!(
-            "{q} is a parked webhook ({}: {}) about {}, and no such payment exists; \
-             `paymentsctl parked replay {} --dry-run` once it does",
-            item.kind,
-            item.reason,
-            target.map_or("a payment its body does not name".to_owned(), |t| format!("{t:?}")),
-            item.key
-        )
-        .into());
+    if let Some(id) = resolve_parked(ctx, q).await? {
+        return Ok((Resolved::Payment(id), "parked PSP event id"));
     }
     if let Some(id) = scan_for_psp_event(ctx, q, opts.progress).await? {
         return Ok((Resolved::Payment(id), "PSP event id"));
@@ -76,6 +45,56 @@ pub(super) async fn resolve(ctx: &Ctx, q: &str, opts: &Options) -> Result<(Resol
     Err(format!(
         "nothing is known about {q:?}: not a payment id, order id, bound PSP reference, parked or applied PSP \
          event id"
+    )
+    .into())
+}
+
+/// An order known to the table: its saga's payment first, then those the order projection holds (a retry
+/// after a decline is a new payment, which only the projection lists). `None` when neither knows the order.
+async fn resolve_order(ctx: &Ctx, order: OrderId) -> Result<Option<Resolved>, crate::Error> {
+    let saga = get(ctx, keys::saga(&order)).await?;
+    let mut payments: Vec<PaymentId> = saga
+        .as_ref()
+        .and_then(|s| text(s, "payment_id"))
+        .and_then(|p| PaymentId::parse(p).ok())
+        .into_iter()
+        .collect();
+    for item in query(ctx, keys::order_pk(&order), Some(keys::ORDER_PAYMENT_SK_PREFIX)).await? {
+        if let Some(p) = text(&item, "sk")
+            .and_then(|sk| sk.strip_prefix(keys::ORDER_PAYMENT_SK_PREFIX).map(str::to_owned))
+            .and_then(|p| PaymentId::parse(p).ok())
+        {
+            if !payments.contains(&p) {
+                payments.push(p);
+            }
+        }
+    }
+    Ok((saga.is_some() || !payments.is_empty()).then_some(Resolved::Order(order, payments)))
+}
+
+/// A parked webhook whose key is `q`: the payment its body names (by id, else by PSP reference). An error
+/// when no such payment exists yet, saying how to replay it once it does, since no other source can know it.
+async fn resolve_parked(ctx: &Ctx, q: &str) -> Result<Option<PaymentId>, crate::Error> {
+    let Some(item) = all_parked(ctx).await?.into_iter().find(|p| p.event_key == q) else {
+        return Ok(None);
+    };
+    let store = ctx.store();
+    let target = crate::parked::target(&ctx.env, &item);
+    let found = match target.as_ref().map(|t| (&t.payment_id, &t.psp_reference)) {
+        Some((Some(id), _)) if store.get(id).await?.is_some() => Some(id.clone()),
+        Some((_, Some(reference))) => store.find_by_psp_reference(reference).await?,
+        _ => None,
+    };
+    if found.is_some() {
+        return Ok(found);
+    }
+    Err(format!(
+        "{q} is a parked webhook ({}: {}) about {}, and no such payment exists; \
+         `paymentsctl parked replay {} --dry-run` once it does",
+        item.kind,
+        item.reason,
+        target.map_or("a payment its body does not name".to_owned(), |t| format!("{t:?}")),
+        item.key
     )
     .into())
 }
