@@ -36,6 +36,10 @@ use payments_core::saga::{
     set_aside_due, AfterRefund, AwaitDeadlines, Awaited, CancelStart, ChargeCall, Deadlines, IntentState, Loaded,
     NextStep, OnDeadline, ReadBack, RefundCalled, RefundImpossible, SagaRecord, SagaStatus, Sweep,
 };
+use payments_core::saga::{
+    CancellingPayment, Charging, PaymentCaptured, PaymentPending, RefundingPayment, Saga, SagaEvent, Started,
+    StockReserved,
+};
 use payments_core::{decide, Channel, Decision, Observation, Outcome, PaymentId, PaymentStatus, PspName, RefundStep};
 
 /// Where the runner is within the action of the saga it loaded.
@@ -377,7 +381,8 @@ fn waiting(cfg: &Config, next: &mut World, i: usize, saga: &StoredSaga, action: 
 }
 
 /// One step of runner `i`. `lose`: the PSP's answer to this step's call is lost (the call happened); `None`
-/// when the step makes no call that changes anything, or nothing changes.
+/// when the step makes no call that changes anything, or nothing changes. An idle runner loads the saga
+/// ([`load`]); one at a loaded saga runs its step ([`Step::run`], one function per step kind).
 pub fn runner_step(cfg: &Config, w: &World, i: usize, lose: bool) -> Option<World> {
     let calls_psp = matches!(
         w.runners.get(i)?,
@@ -391,49 +396,7 @@ pub fn runner_step(cfg: &Config, w: &World, i: usize, lose: bool) -> Option<Worl
     }
     let pc = w.runners.get(i)?.clone();
     let RunnerPc::At { saga, step } = pc else {
-        // Load the saga (`SagaStore::load`); in `payment_pending` also read the outcome and decide at once, and
-        // in main's `cancelling_payment` read the payment and its PaymentIntent, so a saga that waits is no
-        // step at all.
-        let record = &w.saga.0;
-        if record.status.is_terminal() || Loaded::from_record(record.clone()).is_err() || !loadable(cfg, w) {
-            return None;
-        }
-        let mut next = w.clone();
-        // The sweeper's look at a set-aside saga is this load.
-        let looking = std::mem::take(&mut next.look_pending);
-        let step = match record.status {
-            SagaStatus::PaymentPending => Some(Sub::Await(await_decision(cfg, w, record)?)),
-            SagaStatus::CancellingPayment if cfg.cancel == CancelMode::ReadsFirst => {
-                if let Some(called) = psp_blocked(w) {
-                    deferred(&mut next, i, called);
-                    return Some(next);
-                }
-                match cancel_reads(cfg, w, record) {
-                    Ok(Some(step)) => Some(step),
-                    // Main waits for a processing PaymentIntent: a step only past the state's deadline (escalated
-                    // once) or on the sweeper's look (one read that moves nothing).
-                    Ok(None) if past_deadline(w.late, record) == Some(OnDeadline::Escalate) || looking => {
-                        waiting(cfg, &mut next, i, &w.saga, NextStep::CancelPayment, true);
-                        return Some(next);
-                    }
-                    Ok(None) => return None,
-                    // `find_for_payment` refused for good (`PspError::Refused`): the step fails, escalated.
-                    Err(SearchRefused) => {
-                        escalate(cfg, &mut next, i, &w.saga, NextStep::CancelPayment, true);
-                        return Some(next);
-                    }
-                }
-            }
-            _ => first_sub(w.late, record),
-        };
-        next.runners[i] = match step {
-            Some(step) => RunnerPc::At {
-                saga: Box::new(w.saga.clone()),
-                step,
-            },
-            None => RunnerPc::Idle,
-        };
-        return Some(next);
+        return load(cfg, w, i);
     };
     let mut next = w.clone();
     if calls_psp {
@@ -445,327 +408,463 @@ pub fn runner_step(cfg: &Config, w: &World, i: usize, lose: bool) -> Option<Worl
             return Some(next);
         }
     }
-    let now = World::STAMP_MS;
-    let version = saga.0.version;
     let loaded = Loaded::from_record(saga.0.clone()).ok()?;
-    let order = ids::order();
-    // After a save: go on from the new state without a re-read (`Advanced::Moved`); after a conflict: reload.
-    let moved = |next: &mut World, saved: bool| {
-        next.runners[i] = if saved {
-            at(next.late, &next.saga)
-        } else {
-            RunnerPc::Idle
-        };
+    Step {
+        cfg,
+        i,
+        lose,
+        saga: &saga,
+    }
+    .run(&mut next, step, loaded)?;
+    Some(next)
+}
+
+/// Runner `i` loads the saga (`SagaStore::load`); in `payment_pending` it also reads the outcome and decides
+/// at once, and in main's `cancelling_payment` it reads the payment and its PaymentIntent ([`load_cancelling`]),
+/// so a saga that waits is no step at all.
+fn load(cfg: &Config, w: &World, i: usize) -> Option<World> {
+    let record = &w.saga.0;
+    if record.status.is_terminal() || Loaded::from_record(record.clone()).is_err() || !loadable(cfg, w) {
+        return None;
+    }
+    let mut next = w.clone();
+    // The sweeper's look at a set-aside saga is this load.
+    let looking = std::mem::take(&mut next.look_pending);
+    let step = match record.status {
+        SagaStatus::PaymentPending => Some(Sub::Await(await_decision(cfg, w, record)?)),
+        SagaStatus::CancellingPayment if cfg.cancel == CancelMode::ReadsFirst => {
+            return load_cancelling(cfg, w, next, i, looking);
+        }
+        _ => first_sub(w.late, record),
     };
-    // A lost answer: the backoff retries the same action from the same loaded saga.
-    let retry = |next: &mut World| {
-        next.losses_left -= 1;
-        next.runners[i] = at(next.late, &saga);
-    };
-    let goto = |next: &mut World, step: Sub| {
-        next.runners[i] = RunnerPc::At {
-            saga: saga.clone(),
+    next.runners[i] = match step {
+        Some(step) => RunnerPc::At {
+            saga: Box::new(w.saga.clone()),
             step,
-        };
-    };
-    match (step, loaded) {
-        (Sub::Reserve, Loaded::Started(s)) => {
-            if next.available >= s.record().checkout.quantity {
-                let (n, e) = s.stock_reserved(now);
-                let saved = next.save_saga(version, n, e);
-                if saved {
-                    next.available -= ids::QUANTITY;
-                }
-                moved(&mut next, saved);
-            } else {
-                let (n, e) = s.reservation_failed("out of stock".into(), now);
-                let saved = next.save_saga(version, n, e);
-                moved(&mut next, saved);
-            }
-        }
-        (Sub::CreatePayment, Loaded::StockReserved(s)) => {
-            // `PaymentStore::create_writes` in the saga's transaction: both or neither.
-            let id = ids::payment(next.payments.len() + 1);
-            let (n, e) = s.payment_created(id.clone(), now);
-            let saved = next.save_saga(version, n, e);
-            if saved {
-                next.create_payment(&id);
-            }
-            moved(&mut next, saved);
-        }
-        (Sub::Charge, Loaded::Charging(s)) => {
-            // The payment's read and the PSP call are one step: a webhook binding the PaymentIntent between
-            // them leaves the call a replay of the key (or, a day later, the search finds it).
-            let id = s.payment_id().clone();
-            let payment = next.payment(&id)?.clone();
-            let call = match charge_call(payment.psp_reference.as_ref(), payment.created_at_ms, next.wall_ms()) {
-                ChargeCall::SearchFirst if !cfg.search_after_a_day => ChargeCall::Charge,
-                call => call,
-            };
-            let found = match call {
-                ChargeCall::Retrieve(reference) => Some(next.psp.retrieve(Psp::index_of(&reference)?)?),
-                ChargeCall::SearchFirst => match next.psp.search(&id) {
-                    Ok(found) => found,
-                    // Refused for good (`PspError::Refused` from `find_for_payment`): escalated.
-                    Err(_) if lose => return None,
-                    Err(_) => {
-                        escalate(cfg, &mut next, i, &saga, NextStep::Charge, true);
-                        return Some(next);
-                    }
-                },
-                ChargeCall::Charge => None,
-            };
-            let key = if cfg.fresh_charge_key {
-                format!("{order}:charge:{}", next.psp.intents.len())
-            } else {
-                format!("{order}:charge")
-            };
-            let answer = match found {
-                // A read: its answer lost changes nothing (no step).
-                Some(_) if lose => return None,
-                Some(view) => Ok(view),
-                None => next.psp.charge(&key, &id),
-            };
-            if lose {
-                retry(&mut next);
-            } else {
-                match answer {
-                    // A PaymentIntent our client cannot read (`PspError::BadAnswer`): the resume's attempts
-                    // get it again, and the step is escalated.
-                    Ok(view)
-                        if view.status == IntentStatus::RequiresAction && view.observation(Channel::Sync).is_none() =>
-                    {
-                        escalate(cfg, &mut next, i, &saga, NextStep::Charge, true);
-                    }
-                    Ok(view) => goto(&mut next, Sub::FinalizeCharge(id, view)),
-                    Err(ChargeRefused::KeyReused) => goto(&mut next, Sub::SaveChargeFailed),
-                    // A 500, replayed to every retry: the resume's attempts fail, the breaker counts them, and
-                    // the step is escalated.
-                    Err(ChargeRefused::ServerError { replayed }) => {
-                        count_failures(cfg, &mut next, &key, replayed);
-                        escalate(cfg, &mut next, i, &saga, NextStep::Charge, true);
-                    }
-                }
-            }
-        }
-        (Sub::FinalizeCharge(id, view), Loaded::Charging(_)) => {
-            if let Some(observation) = view.observation(Channel::Sync) {
-                next.finalize(&id, &observation, None)?;
-            }
-            goto(&mut next, Sub::SaveRequested(view));
-        }
-        (Sub::SaveRequested(view), Loaded::Charging(s)) => {
-            let action = view.status == IntentStatus::RequiresAction;
-            let (n, e) = s.payment_requested(Some(view.reference()), action, now);
-            let saved = next.save_saga(version, n, e);
-            moved(&mut next, saved);
-        }
-        (Sub::SaveChargeFailed, Loaded::Charging(s)) => {
-            let (n, e) = s.charge_failed("charge refused".into(), now);
-            let saved = next.save_saga(version, n, e);
-            moved(&mut next, saved);
-        }
-        (Sub::Await(decision), Loaded::PaymentPending(s)) => {
-            let saved = match decision {
-                Awaited::Captured => {
-                    let (n, e) = s.payment_captured(now);
-                    next.save_saga(version, n, e)
-                }
-                Awaited::Failed(status) => {
-                    let (n, e) = s.payment_failed(format!("payment {status}"), now);
-                    next.save_saga(version, n, e)
-                }
-                Awaited::Abandoned(status) => {
-                    let (n, e) = s.payment_failed(format!("abandoned: payment still {status}"), now);
-                    next.save_saga(version, n, e)
-                }
-                Awaited::HandToRecovery => {
-                    let (n, e) = s.recovery_requested(now);
-                    next.save_saga(version, n, e)
-                }
-                Awaited::Wait => return None,
-            };
-            moved(&mut next, saved);
-        }
-        (Sub::Confirm, Loaded::PaymentCaptured(s)) => {
-            // One transaction: the order's update conditioned on `pending`, and the saga's.
-            let saved = if next.order == OrderStatus::Pending {
-                let (n, e) = s.order_confirmed(now);
-                let saved = next.save_saga(version, n, e);
-                if saved {
-                    next.order = OrderStatus::Confirmed;
-                }
-                saved
-            } else {
-                let (n, e) = s.confirmation_failed("order no longer pending (cancelled by the customer)".into(), now);
-                next.save_saga(version, n, e)
-            };
-            moved(&mut next, saved);
-        }
-        (Sub::Refund, Loaded::RefundingPayment(s)) => {
-            let Some(index) = s.record().psp_reference.as_ref().and_then(Psp::index_of) else {
-                // "captured payment without a PSP reference" (`RunError::Invalid`): retried, then escalated.
-                if lose {
-                    return None;
-                }
-                escalate(cfg, &mut next, i, &saga, NextStep::RefundPayment, false);
-                return Some(next);
-            };
-            let answer = next.psp.refund(&format!("{order}:refund"), index, None);
-            if lose {
-                retry(&mut next);
-            } else {
-                let called = match answer {
-                    RefundAnswer::Accepted => RefundCalled::Made(RefundStep::Done),
-                    RefundAnswer::Refused(code) => RefundCalled::Refused { code: Some(code) },
-                };
-                match after_refund(called) {
-                    AfterRefund::Impossible(why) => refund_impossible(&mut next, i, version, s, why),
-                    AfterRefund::ReadBack { refused } if !refused || cfg.refused_refund_reads_back => {
-                        goto(&mut next, Sub::ObserveRefund { refused });
-                    }
-                    // The old main: refused (`charge_already_refunded`), retried, then escalated; the sweeper
-                    // resumes it and asks again. (A pending or failed refund is not modelled.)
-                    AfterRefund::ReadBack { .. } | AfterRefund::Wait | AfterRefund::Undone => {
-                        escalate(cfg, &mut next, i, &saga, NextStep::RefundPayment, true);
-                    }
-                }
-            }
-        }
-        (Sub::ObserveRefund { refused }, Loaded::RefundingPayment(s)) => {
-            let index = s.record().psp_reference.as_ref().and_then(Psp::index_of)?;
-            if lose {
-                retry(&mut next);
-            } else {
-                let view = next.psp.retrieve(index)?;
-                if let Some(observation) = view.observation(Channel::Sync) {
-                    next.finalize(s.payment_id(), &observation, None)?;
-                }
-                // Recorded above whatever the core decides from it.
-                match read_back(s.record(), refused, Some(view.refunded)) {
-                    ReadBack::Impossible(why) => refund_impossible(&mut next, i, version, s, why),
-                    ReadBack::Refunded => goto(&mut next, Sub::SaveRefunded),
-                }
-            }
-        }
-        (Sub::SaveRefunded, Loaded::RefundingPayment(s)) => {
-            let (n, e) = s.refunded(ids::AMOUNT, now);
-            let saved = next.save_saga(version, n, e);
-            moved(&mut next, saved);
-        }
-        (Sub::CancelRead, Loaded::CancellingPayment(s)) => match cancel_reads(cfg, &next, s.record()) {
-            Ok(Some(step)) => goto(&mut next, step),
-            // Main: the PaymentIntent is processing; the saga waits (the sweeper resumes it).
-            Ok(None) => waiting(cfg, &mut next, i, &saga, NextStep::CancelPayment, false),
-            Err(SearchRefused) => escalate(cfg, &mut next, i, &saga, NextStep::CancelPayment, true),
         },
-        (Sub::CancelCall(id, index, read), Loaded::CancellingPayment(_)) => {
-            let key = match read {
-                Some(status) => format!("{order}:cancel:{}", status.as_str()),
-                None => format!("{order}:cancel"),
+        None => RunnerPc::Idle,
+    };
+    Some(next)
+}
+
+/// Main's load of a `cancelling_payment` saga with its reads ([`cancel_reads`]) into `next`: deferred while
+/// the PSP cannot be called, on to the step the reads chose, escalated when the search is refused for good.
+/// A saga that waits for a processing PaymentIntent is a step only past the state's deadline (escalated
+/// once) or on the sweeper's look (`looking`: one read that moves nothing).
+fn load_cancelling(cfg: &Config, w: &World, mut next: World, i: usize, looking: bool) -> Option<World> {
+    if let Some(called) = psp_blocked(w) {
+        deferred(&mut next, i, called);
+        return Some(next);
+    }
+    match cancel_reads(cfg, w, &w.saga.0) {
+        Ok(Some(step)) => {
+            next.runners[i] = RunnerPc::At {
+                saga: Box::new(w.saga.clone()),
+                step,
             };
-            let answer = next.psp.cancel(&key, index);
-            if lose {
-                retry(&mut next);
-            } else {
-                // Refused with the PaymentIntent: it moved (succeeded, processing) meanwhile.
-                let view = answer.unwrap_or_else(|refused| refused);
-                goto(&mut next, Sub::CancelObserve(id, view));
-            }
         }
-        (Sub::CancelObserve(id, view), Loaded::CancellingPayment(_)) => {
-            let status = match view.observation(Channel::Sync) {
-                Some(observation) => next.finalize(&id, &observation, None)?.status,
-                None => next.payment(&id)?.status,
-            };
-            let may_still_take_money = !matches!(view.status, IntentStatus::Canceled | IntentStatus::Succeeded);
-            if cfg.cancel == CancelMode::ReadsFirst && may_still_take_money {
-                // Main: saying "no money taken" now would keep it; the saga waits for the outcome.
-                waiting(cfg, &mut next, i, &saga, NextStep::CancelPayment, false);
-            } else {
-                goto(&mut next, after_status(id, status));
-            }
+        Ok(None) if past_deadline(w.late, &w.saga.0) == Some(OnDeadline::Escalate) || looking => {
+            waiting(cfg, &mut next, i, &w.saga, NextStep::CancelPayment, true);
         }
-        (Sub::CancelFail(id, before), Loaded::CancellingPayment(s)) => {
-            let reason = s
-                .record()
-                .failure
-                .as_ref()
-                .map(|f| format!("checkout cancelled: {}", f.reason))
-                .unwrap_or_default();
-            let observation = Observation::new(Channel::Sync, Outcome::Failed { reason }, psp_correlation());
-            let after = next.finalize(&id, &observation, None)?.status;
-            // Main goes on with the status this finalize leaves (a capture that won continues from the capture);
-            // main before the fix went on with the status read before it.
-            let status = if cfg.cancel == CancelMode::OldMain {
-                before
-            } else {
-                after
-            };
-            goto(&mut next, Sub::CancelSave(status));
-        }
-        (Sub::CancelSave(status), Loaded::CancellingPayment(s)) => {
-            let saved = if status == PaymentStatus::Captured {
-                // The reference as the capture recorded it on the payment, whichever path captured it.
-                let reference = next.payment(s.payment_id())?.psp_reference.clone()?;
-                let (n, e) = s.payment_succeeded(reference, now);
-                let saved = next.save_saga(version, n, e);
-                if saved && !cfg.copies_reference {
-                    // Broken on purpose: the saga before the fix kept only the charge answer's reference.
-                    next.saga.0.psp_reference = None;
-                }
-                saved
-            } else {
-                let (n, e) = s.payment_cancelled(now);
-                next.save_saga(version, n, e)
-            };
-            moved(&mut next, saved);
-        }
-        (Sub::PastDeadline, Loaded::StockReserved(s)) => {
-            let (n, e) = s.payment_not_created("no payment created within the step's deadline".into(), now);
-            let saved = next.save_saga(version, n, e);
-            given_up_at_deadline(cfg, &mut next, saved);
-            moved(&mut next, saved);
-        }
-        (Sub::PastDeadline, Loaded::Charging(s)) => {
-            let (n, e) = s.charge_given_up("no answer to the charge within its deadline".into(), now);
-            let saved = next.save_saga(version, n, e);
-            given_up_at_deadline(cfg, &mut next, saved);
-            moved(&mut next, saved);
-        }
-        (Sub::Release, Loaded::ReleasingStock(s)) => {
-            let (n, e) = s.stock_released(now);
-            let saved = next.save_saga(version, n, e);
-            if saved {
-                next.available += ids::QUANTITY;
-            }
-            moved(&mut next, saved);
-        }
-        // The loaded record is not in the state the step belongs to: cannot happen (steps follow loads).
-        _ => return None,
+        Ok(None) => return None,
+        // `find_for_payment` refused for good (`PspError::Refused`): the step fails, escalated.
+        Err(SearchRefused) => escalate(cfg, &mut next, i, &w.saga, NextStep::CancelPayment, true),
     }
     Some(next)
 }
 
-/// `Runner::refund_impossible`: the refund is refused for good (`why`); the compensation goes on without it
-/// (`releasing_stock`) and a person is told once, after the move is saved.
-fn refund_impossible(
-    next: &mut World,
+/// Runner `i`'s step at the saga as it loaded it: what each step kind's function below needs besides the
+/// world it changes, so each is written as the runner's method it mirrors, with the same few moves (save and
+/// go on, retry, go to a sub-step, escalate).
+struct Step<'a> {
+    cfg: &'a Config,
     i: usize,
-    version: u64,
-    saga: payments_core::saga::Saga<payments_core::saga::RefundingPayment>,
-    why: RefundImpossible,
-) {
-    let (n, e) = saga.refund_impossible(why, World::STAMP_MS);
-    let saved = next.save_saga(version, n, e);
-    if saved {
-        next.escalations = next.escalations.saturating_add(1).min(COUNT_CAP);
+    /// The PSP's answer to this step's call is lost.
+    lose: bool,
+    /// The saga as the runner loaded it (its version conditions every save).
+    saga: &'a StoredSaga,
+}
+
+impl Step<'_> {
+    /// Runs `step` on the loaded saga, changing `next`. `None`: no step (a read whose answer is lost changes
+    /// nothing; the loaded record is not in the state the step belongs to, which cannot happen: steps follow
+    /// loads).
+    fn run(&self, next: &mut World, step: Sub, loaded: Loaded) -> Option<()> {
+        let now = World::STAMP_MS;
+        match (step, loaded) {
+            (Sub::Reserve, Loaded::Started(s)) => self.reserve(next, s),
+            (Sub::CreatePayment, Loaded::StockReserved(s)) => self.create_payment(next, s),
+            (Sub::Charge, Loaded::Charging(s)) => self.charge(next, s)?,
+            (Sub::FinalizeCharge(id, view), Loaded::Charging(_)) => {
+                if let Some(observation) = view.observation(Channel::Sync) {
+                    next.finalize(&id, &observation, None)?;
+                }
+                self.goto(next, Sub::SaveRequested(view));
+            }
+            (Sub::SaveRequested(view), Loaded::Charging(s)) => {
+                let action = view.status == IntentStatus::RequiresAction;
+                self.save_and_go_on(next, s.payment_requested(Some(view.reference()), action, now));
+            }
+            (Sub::SaveChargeFailed, Loaded::Charging(s)) => {
+                self.save_and_go_on(next, s.charge_failed("charge refused".into(), now));
+            }
+            (Sub::Await(decision), Loaded::PaymentPending(s)) => self.awaited(next, s, decision)?,
+            (Sub::Confirm, Loaded::PaymentCaptured(s)) => self.confirm(next, s),
+            (Sub::Refund, Loaded::RefundingPayment(s)) => self.refund(next, s)?,
+            (Sub::ObserveRefund { refused }, Loaded::RefundingPayment(s)) => self.observe_refund(next, s, refused)?,
+            (Sub::SaveRefunded, Loaded::RefundingPayment(s)) => self.save_and_go_on(next, s.refunded(ids::AMOUNT, now)),
+            (Sub::CancelRead, Loaded::CancellingPayment(s)) => self.cancel_read(next, &s),
+            (Sub::CancelCall(id, index, read), Loaded::CancellingPayment(_)) => self.cancel_call(next, id, index, read),
+            (Sub::CancelObserve(id, view), Loaded::CancellingPayment(_)) => self.cancel_observe(next, id, &view)?,
+            (Sub::CancelFail(id, before), Loaded::CancellingPayment(s)) => self.cancel_fail(next, &s, &id, before)?,
+            (Sub::CancelSave(status), Loaded::CancellingPayment(s)) => self.cancel_save(next, s, status)?,
+            (Sub::PastDeadline, Loaded::StockReserved(s)) => {
+                let given_up = s.payment_not_created("no payment created within the step's deadline".into(), now);
+                self.give_up(next, given_up);
+            }
+            (Sub::PastDeadline, Loaded::Charging(s)) => {
+                let given_up = s.charge_given_up("no answer to the charge within its deadline".into(), now);
+                self.give_up(next, given_up);
+            }
+            (Sub::Release, Loaded::ReleasingStock(s)) => {
+                let saved = self.save(next, s.stock_released(now));
+                if saved {
+                    next.available += ids::QUANTITY;
+                }
+                self.moved(next, saved);
+            }
+            // The loaded record is not in the state the step belongs to: cannot happen (steps follow loads).
+            _ => return None,
+        }
+        Some(())
     }
-    next.runners[i] = if saved {
-        at(next.late, &next.saga)
-    } else {
-        RunnerPc::Idle
-    };
+
+    /// Saves a transition of the loaded saga (conditioned on the version it was loaded at); `false` on a
+    /// conflict.
+    fn save<S>(&self, next: &mut World, (saga, event): (Saga<S>, SagaEvent)) -> bool {
+        next.save_saga(self.saga.0.version, saga, event)
+    }
+
+    /// After a save: go on from the new state without a re-read (`Advanced::Moved`); after a conflict: reload.
+    fn moved(&self, next: &mut World, saved: bool) {
+        next.runners[self.i] = if saved {
+            at(next.late, &next.saga)
+        } else {
+            RunnerPc::Idle
+        };
+    }
+
+    /// A transition with nothing else to do: [`Step::save`] it, then [`Step::moved`].
+    fn save_and_go_on<S>(&self, next: &mut World, transition: (Saga<S>, SagaEvent)) {
+        let saved = self.save(next, transition);
+        self.moved(next, saved);
+    }
+
+    /// A move its state's deadline made: saved, the set-aside kept ([`given_up_at_deadline`]), then on.
+    fn give_up<S>(&self, next: &mut World, transition: (Saga<S>, SagaEvent)) {
+        let saved = self.save(next, transition);
+        given_up_at_deadline(self.cfg, next, saved);
+        self.moved(next, saved);
+    }
+
+    /// A lost answer: the backoff retries the same action from the same loaded saga.
+    fn retry(&self, next: &mut World) {
+        next.losses_left -= 1;
+        next.runners[self.i] = at(next.late, self.saga);
+    }
+
+    /// On to sub-step `step` of the same loaded saga.
+    fn goto(&self, next: &mut World, step: Sub) {
+        next.runners[self.i] = RunnerPc::At {
+            saga: Box::new(self.saga.clone()),
+            step,
+        };
+    }
+
+    /// The step keeps failing: [`escalate`]d as `action`; `called`: it made a PSP call that moved nothing.
+    fn escalate(&self, next: &mut World, action: NextStep, called: bool) {
+        escalate(self.cfg, next, self.i, self.saga, action, called);
+    }
+
+    /// `Runner::reserve_stock`: reserve the stock and save `stock_reserved` in one transaction, or fail the
+    /// reservation when the shelf is short.
+    fn reserve(&self, next: &mut World, s: Saga<Started>) {
+        let now = World::STAMP_MS;
+        if next.available >= s.record().checkout.quantity {
+            let saved = self.save(next, s.stock_reserved(now));
+            if saved {
+                next.available -= ids::QUANTITY;
+            }
+            self.moved(next, saved);
+        } else {
+            self.save_and_go_on(next, s.reservation_failed("out of stock".into(), now));
+        }
+    }
+
+    /// `Runner::create_payment`: `PaymentStore::create_writes` in the saga's transaction, both or neither.
+    fn create_payment(&self, next: &mut World, s: Saga<StockReserved>) {
+        let id = ids::payment(next.payments.len() + 1);
+        let saved = self.save(next, s.payment_created(id.clone(), World::STAMP_MS));
+        if saved {
+            next.create_payment(&id);
+        }
+        self.moved(next, saved);
+    }
+
+    /// `Runner::charge`: the payment's read and the PSP call are one step (a webhook binding the
+    /// PaymentIntent between them leaves the call a replay of the key, or, a day later, the search finds it).
+    /// The core's [`charge_call`] says whether to retrieve, search first or charge; [`Step::charged`] takes the
+    /// answer. `None`: a read whose answer is lost, or a refused search whose answer is lost (no step).
+    fn charge(&self, next: &mut World, s: Saga<Charging>) -> Option<()> {
+        let id = s.payment_id().clone();
+        let payment = next.payment(&id)?.clone();
+        let call = match charge_call(payment.psp_reference.as_ref(), payment.created_at_ms, next.wall_ms()) {
+            ChargeCall::SearchFirst if !self.cfg.search_after_a_day => ChargeCall::Charge,
+            call => call,
+        };
+        let found = match call {
+            ChargeCall::Retrieve(reference) => Some(next.psp.retrieve(Psp::index_of(&reference)?)?),
+            ChargeCall::SearchFirst => match next.psp.search(&id) {
+                Ok(found) => found,
+                // Refused for good (`PspError::Refused` from `find_for_payment`): escalated.
+                Err(_) if self.lose => return None,
+                Err(_) => {
+                    self.escalate(next, NextStep::Charge, true);
+                    return Some(());
+                }
+            },
+            ChargeCall::Charge => None,
+        };
+        let order = ids::order();
+        let key = if self.cfg.fresh_charge_key {
+            format!("{order}:charge:{}", next.psp.intents.len())
+        } else {
+            format!("{order}:charge")
+        };
+        let answer = match found {
+            // A read: its answer lost changes nothing (no step).
+            Some(_) if self.lose => return None,
+            Some(view) => Ok(view),
+            None => next.psp.charge(&key, &id),
+        };
+        if self.lose {
+            self.retry(next);
+        } else {
+            self.charged(next, id, &key, answer);
+        }
+        Some(())
+    }
+
+    /// The charge's answer (not lost), made with `key`: on to finalize it, or the refused charge saved, or
+    /// the step escalated.
+    fn charged(&self, next: &mut World, id: PaymentId, key: &str, answer: Result<IntentView, ChargeRefused>) {
+        match answer {
+            // A PaymentIntent our client cannot read (`PspError::BadAnswer`): the resume's attempts get it
+            // again, and the step is escalated.
+            Ok(view) if view.status == IntentStatus::RequiresAction && view.observation(Channel::Sync).is_none() => {
+                self.escalate(next, NextStep::Charge, true);
+            }
+            Ok(view) => self.goto(next, Sub::FinalizeCharge(id, view)),
+            Err(ChargeRefused::KeyReused) => self.goto(next, Sub::SaveChargeFailed),
+            // A 500, replayed to every retry: the resume's attempts fail, the breaker counts them, and the step
+            // is escalated.
+            Err(ChargeRefused::ServerError { replayed }) => {
+                count_failures(self.cfg, next, key, replayed);
+                self.escalate(next, NextStep::Charge, true);
+            }
+        }
+    }
+
+    /// `Runner::await_payment`: saves what the load's read decided (the core's [`awaited`]).
+    fn awaited(&self, next: &mut World, s: Saga<PaymentPending>, decision: Awaited) -> Option<()> {
+        let now = World::STAMP_MS;
+        match decision {
+            Awaited::Captured => self.save_and_go_on(next, s.payment_captured(now)),
+            Awaited::Failed(status) => self.save_and_go_on(next, s.payment_failed(format!("payment {status}"), now)),
+            Awaited::Abandoned(status) => {
+                let reason = format!("abandoned: payment still {status}");
+                self.save_and_go_on(next, s.payment_failed(reason, now));
+            }
+            Awaited::HandToRecovery => self.save_and_go_on(next, s.recovery_requested(now)),
+            Awaited::Wait => return None,
+        }
+        Some(())
+    }
+
+    /// `Runner::confirm_order`: one transaction, the order's update conditioned on `pending` and the saga's;
+    /// an order the customer cancelled meanwhile fails the confirmation.
+    fn confirm(&self, next: &mut World, s: Saga<PaymentCaptured>) {
+        let now = World::STAMP_MS;
+        let saved = if next.order == OrderStatus::Pending {
+            let saved = self.save(next, s.order_confirmed(now));
+            if saved {
+                next.order = OrderStatus::Confirmed;
+            }
+            saved
+        } else {
+            let reason = "order no longer pending (cancelled by the customer)";
+            self.save(next, s.confirmation_failed(reason.into(), now))
+        };
+        self.moved(next, saved);
+    }
+
+    /// `Runner::refund` (key `<order>:refund`): what the core's [`after_refund`] makes of the PSP's answer.
+    /// `None`: a refund that cannot be asked for, whose (retried) answer is lost: no step.
+    fn refund(&self, next: &mut World, s: Saga<RefundingPayment>) -> Option<()> {
+        let Some(index) = s.record().psp_reference.as_ref().and_then(Psp::index_of) else {
+            // "captured payment without a PSP reference" (`RunError::Invalid`): retried, then escalated.
+            if self.lose {
+                return None;
+            }
+            self.escalate(next, NextStep::RefundPayment, false);
+            return Some(());
+        };
+        let answer = next.psp.refund(&format!("{}:refund", ids::order()), index, None);
+        if self.lose {
+            self.retry(next);
+            return Some(());
+        }
+        let called = match answer {
+            RefundAnswer::Accepted => RefundCalled::Made(RefundStep::Done),
+            RefundAnswer::Refused(code) => RefundCalled::Refused { code: Some(code) },
+        };
+        match after_refund(called) {
+            AfterRefund::Impossible(why) => self.refund_impossible(next, s, why),
+            AfterRefund::ReadBack { refused } if !refused || self.cfg.refused_refund_reads_back => {
+                self.goto(next, Sub::ObserveRefund { refused });
+            }
+            // The old main: refused (`charge_already_refunded`), retried, then escalated; the sweeper resumes
+            // it and asks again. (A pending or failed refund is not modelled.)
+            AfterRefund::ReadBack { .. } | AfterRefund::Wait | AfterRefund::Undone => {
+                self.escalate(next, NextStep::RefundPayment, true);
+            }
+        }
+        Some(())
+    }
+
+    /// The refund's read-back: the PaymentIntent's refunded total finalized on our payment, then the core's
+    /// [`read_back`] decides (`refused`: only a read-back that shows the money back goes on).
+    fn observe_refund(&self, next: &mut World, s: Saga<RefundingPayment>, refused: bool) -> Option<()> {
+        let index = s.record().psp_reference.as_ref().and_then(Psp::index_of)?;
+        if self.lose {
+            self.retry(next);
+            return Some(());
+        }
+        let view = next.psp.retrieve(index)?;
+        if let Some(observation) = view.observation(Channel::Sync) {
+            next.finalize(s.payment_id(), &observation, None)?;
+        }
+        // Recorded above whatever the core decides from it.
+        match read_back(s.record(), refused, Some(view.refunded)) {
+            ReadBack::Impossible(why) => self.refund_impossible(next, s, why),
+            ReadBack::Refunded => self.goto(next, Sub::SaveRefunded),
+        }
+        Some(())
+    }
+
+    /// `Runner::refund_impossible`: the refund is refused for good (`why`); the compensation goes on without
+    /// it (`releasing_stock`) and a person is told once, after the move is saved.
+    fn refund_impossible(&self, next: &mut World, s: Saga<RefundingPayment>, why: RefundImpossible) {
+        let saved = self.save(next, s.refund_impossible(why, World::STAMP_MS));
+        if saved {
+            next.escalations = next.escalations.saturating_add(1).min(COUNT_CAP);
+        }
+        self.moved(next, saved);
+    }
+
+    /// `Runner::cancel_payment`'s reads ([`cancel_reads`]) as a step of their own (the earlier cancels, which
+    /// do not read at the load).
+    fn cancel_read(&self, next: &mut World, s: &Saga<CancellingPayment>) {
+        match cancel_reads(self.cfg, next, s.record()) {
+            Ok(Some(step)) => self.goto(next, step),
+            // Main: the PaymentIntent is processing; the saga waits (the sweeper resumes it).
+            Ok(None) => waiting(self.cfg, next, self.i, self.saga, NextStep::CancelPayment, false),
+            Err(SearchRefused) => self.escalate(next, NextStep::CancelPayment, true),
+        }
+    }
+
+    /// Cancels PaymentIntent `index`, the key naming the status `read` (main: `<order>:cancel:<status>`) or
+    /// not (earlier: `<order>:cancel`); a refusal comes with the PaymentIntent, which moved meanwhile.
+    fn cancel_call(&self, next: &mut World, id: PaymentId, index: u8, read: Option<IntentStatus>) {
+        let order = ids::order();
+        let key = match read {
+            Some(status) => format!("{order}:cancel:{}", status.as_str()),
+            None => format!("{order}:cancel"),
+        };
+        let answer = next.psp.cancel(&key, index);
+        if self.lose {
+            self.retry(next);
+        } else {
+            // Refused with the PaymentIntent: it moved (succeeded, processing) meanwhile.
+            let view = answer.unwrap_or_else(|refused| refused);
+            self.goto(next, Sub::CancelObserve(id, view));
+        }
+    }
+
+    /// Finalizes the PaymentIntent as the cancel (or main's read) left it, then saves or fails our payment
+    /// by its status ([`after_status`]); main waits while the PaymentIntent may still take money.
+    fn cancel_observe(&self, next: &mut World, id: PaymentId, view: &IntentView) -> Option<()> {
+        let status = match view.observation(Channel::Sync) {
+            Some(observation) => next.finalize(&id, &observation, None)?.status,
+            None => next.payment(&id)?.status,
+        };
+        let may_still_take_money = !matches!(view.status, IntentStatus::Canceled | IntentStatus::Succeeded);
+        if self.cfg.cancel == CancelMode::ReadsFirst && may_still_take_money {
+            // Main: saying "no money taken" now would keep it; the saga waits for the outcome.
+            waiting(self.cfg, next, self.i, self.saga, NextStep::CancelPayment, false);
+        } else {
+            self.goto(next, after_status(id, status));
+        }
+        Some(())
+    }
+
+    /// Fails our still open payment (`before`: its status before this write), then on to save the saga's
+    /// cancel with the status main goes on with.
+    fn cancel_fail(
+        &self,
+        next: &mut World,
+        s: &Saga<CancellingPayment>,
+        id: &PaymentId,
+        before: PaymentStatus,
+    ) -> Option<()> {
+        let reason = s
+            .record()
+            .failure
+            .as_ref()
+            .map(|f| format!("checkout cancelled: {}", f.reason))
+            .unwrap_or_default();
+        let observation = Observation::new(Channel::Sync, Outcome::Failed { reason }, psp_correlation());
+        let after = next.finalize(id, &observation, None)?.status;
+        // Main goes on with the status this finalize leaves (a capture that won continues from the capture);
+        // main before the fix went on with the status read before it.
+        let status = if self.cfg.cancel == CancelMode::OldMain {
+            before
+        } else {
+            after
+        };
+        self.goto(next, Sub::CancelSave(status));
+        Some(())
+    }
+
+    /// Saves the cancel's end: `payment_succeeded` with the payment's reference when it was captured (to be
+    /// refunded), else `payment_cancelled`.
+    fn cancel_save(&self, next: &mut World, s: Saga<CancellingPayment>, status: PaymentStatus) -> Option<()> {
+        let now = World::STAMP_MS;
+        let saved = if status == PaymentStatus::Captured {
+            // The reference as the capture recorded it on the payment, whichever path captured it.
+            let reference = next.payment(s.payment_id())?.psp_reference.clone()?;
+            let saved = self.save(next, s.payment_succeeded(reference, now));
+            if saved && !self.cfg.copies_reference {
+                // Broken on purpose: the saga before the fix kept only the charge answer's reference.
+                next.saga.0.psp_reference = None;
+            }
+            saved
+        } else {
+            self.save(next, s.payment_cancelled(now))
+        };
+        self.moved(next, saved);
+        Some(())
+    }
 }
 
 fn after_status(id: PaymentId, status: PaymentStatus) -> Sub {
