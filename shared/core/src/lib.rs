@@ -1,7 +1,30 @@
-//! Pure payment logic shared by every path: the domain types, the one finalize decision and the client view.
+//! Pure payment logic shared by every path: the domain types, the one finalize decision, the client view, and
+//! the tables that say what happens next (a saga's step, recovery's step, a refund's, the breaker's rule).
 //!
-//! Nothing here does I/O or depends on the AWS SDK, so it is tested as pure functions and `trybuild` can
-//! compile against it cheaply. Storage lives in the `shared` crate, which re-exports this one.
+//! Nothing here does I/O or depends on the AWS SDK, so it is tested as pure functions, the protocol model
+//! (`tools/protocol-model`) explores the same functions the functions run, and `trybuild` can compile against
+//! it cheaply. Storage and the calls around these decisions live in the `shared` crate, which re-exports the
+//! types by name.
+//!
+//! # Layout
+//!
+//! | module | owns | must never |
+//! |---|---|---|
+//! | [`finalize`] | [`decide`]: the one decision the sync, webhook and recovery paths all call (apply, ignore or defer) | read anything but the payment, the observation and the time it is given: every path gets the same answer from the same facts |
+//! | [`observation`] | what one path learned ([`Observation`]: its [`Channel`], the PSP's [`Outcome`], [`Claims`]) and the check that it is about this payment | carry a raw PSP object |
+//! | [`payment`] | the payment record ([`Payment`]) and what a new one is made from ([`NewPayment`]) | change a payment's PSP once recorded |
+//! | [`status`] | [`PaymentStatus`] and the table of allowed moves | let a terminal payment become non-terminal |
+//! | [`event`] | the event item ([`PaymentEvent`]): audit log and outbox in one | hold a secret or a raw PSP object |
+//! | [`client_view`] | [`ClientView`]: the only type a handler returns about a payment | hold a secret for a terminal payment (no variant has the field) |
+//! | [`secret`] | client secrets, redirect URLs, retry tokens, signing secrets | print one (`Debug` is `[redacted]`, no `Display`) |
+//! | [`refund`] | refunds as the PSP reports them and what to do about a failed one ([`refund_step`]) | count as refunded what the PSP has not said `succeeded` |
+//! | [`dispute`] | disputes as the PSP reports them, beside the payment | change a payment's status |
+//! | [`recovery`] | what recovery does with one open payment before any I/O ([`recovery_step`]) | ask a PSP other than the payment's own (invariant 13) |
+//! | [`saga`] | the checkout saga's states as types, their transitions and the one table of its next step | let a stored saga run a step out of order |
+//! | [`breaker`] | the PSP circuit breaker's rule: what counts, when it opens, when it closes | keep state of its own (the shell stores it) |
+//! | [`provider`] | the PSP a payment belongs to ([`PspName`]) and which references it can issue | be a client: it names a PSP, it does not call one |
+//! | [`ids`], [`money`], [`metadata`], [`text`], [`error`] | values parsed once at the edge (ids, amounts, metadata, text within its limits) and their one error ([`DomainError`]) | accept text a queue or a stream cannot carry |
+//! | `fixtures` (feature `fixtures`) | builders for other crates' tests | be used outside tests |
 
 pub mod breaker;
 pub mod client_view;
