@@ -46,6 +46,7 @@ pub enum ConsumerError {
 /// What happened to one message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MessageOutcome {
+    /// Its effect and the consumer's cursor committed together.
     Applied,
     /// Applied before: acknowledged, no effect.
     Skipped,
@@ -53,6 +54,7 @@ pub enum MessageOutcome {
     HeldBack,
     /// Not processed because an earlier message of its group failed in this batch.
     BehindFailure,
+    /// Unreadable, or applying it failed: failed back to SQS (redelivered, then the DLQ).
     Failed,
 }
 
