@@ -6,6 +6,7 @@
 mod adyen_recovery;
 mod breaker;
 mod concurrency;
+mod configuration_doc;
 mod faults;
 mod leases;
 mod openapi;
