@@ -1,5 +1,5 @@
 //! Configuration read from the environment, by convention: `TABLE_NAME`, the AWS SDK's own endpoint variables
-//! (`AWS_ENDPOINT_URL`, `AWS_ENDPOINT_URL_DYNAMODB`), and the few settings of our own, documented in README.
+//! (`AWS_ENDPOINT_URL`, `AWS_ENDPOINT_URL_DYNAMODB`), and the few settings of our own, documented in `docs/CONFIGURATION.md`.
 //!
 //! Every loader reads through one [`Env`], the same way: an empty value is unset, a required variable that is
 //! unset is [`ConfigError::Missing`] and a malformed value is [`ConfigError::Invalid`], both at start, never a

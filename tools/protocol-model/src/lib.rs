@@ -51,7 +51,7 @@
 //! The broken variants ([`CancelMode::OldMain`], `search_after_a_day: false`, `refused_refund_reads_back:
 //! false`, `fresh_charge_key`, `never_abandon`, [`model::SweeperMode::Today`], [`model::BreakerMode::Today`],
 //! `copies_reference: false`, `redirect_drops_action`, `deadline_clears_set_aside`) are the code before a fix, kept to show the checks are not vacuous. What the
-//! model found, and which tests in `tests/it/model.rs` pin it, is listed in the README's "The protocol model".
+//! model found, and which tests in `tests/it/model.rs` pin it, is listed in this crate's `README.md` ("What the model found").
 //!
 //! # What it cannot see
 //! - The shells: the AWS SDK and HTTP, the Stripe client's parsing beyond the customer's action (a refused
