@@ -9,8 +9,8 @@ use shared::store::item::{event_to_item, item_size_bytes, payment_to_item, Item}
 use shared::{decide, Channel, Decision, Outcome, SigningSecret};
 use std::fmt::Write;
 use webhook_intake::providers::{Providers, DEFAULT_PROVIDERS};
-use webhook_intake::samples::stripe_event;
 use webhook_intake::{process, App, IntakeSettings};
+use webhook_signatures::samples::stripe_event;
 
 /// A signed `kind` webhook for `payment` created `age_secs` before now, as lambda_http hands it to the
 /// handler; without `metadata.payment_id` unless `with_metadata` (then found by its PSP reference).

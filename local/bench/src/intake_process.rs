@@ -14,8 +14,8 @@ use shared::SigningSecret;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::time::{Duration, Instant};
-use webhook_intake::providers::Scheme;
-use webhook_intake::samples::{apigw_event, signature_headers, stripe_event};
+use webhook_signatures::samples::{apigw_event, signature_headers, stripe_event};
+use webhook_signatures::Scheme;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 

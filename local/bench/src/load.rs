@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use webhook_intake::signature::sign_stripe;
+use webhook_signatures::sign_stripe;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 

@@ -28,7 +28,7 @@ use ledger::{AdyenLedger, Handled, Notice};
 use notify::{Endpoint, Outbox};
 use std::sync::Arc;
 use tokio::net::TcpListener;
-use webhook_intake::adyen::notification::HmacKey;
+use webhook_signatures::adyen::HmacKey;
 
 /// The dev API key of the simulated Adyen account (local only).
 pub const DEV_API_KEY: &str = "AQE_local_adyen_simulator_key";

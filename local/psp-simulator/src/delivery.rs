@@ -6,7 +6,7 @@ use crate::ledger::WebhookEvent;
 use rand::Rng;
 use shared::SigningSecret;
 use std::time::Duration;
-use webhook_intake::signature::sign_stripe;
+use webhook_signatures::sign_stripe;
 
 #[derive(Debug, Clone)]
 pub struct DeliveryOptions {

@@ -25,7 +25,7 @@ use psp_simulator::{checkout_demo, client::HttpClient, demo};
 use shared::SigningSecret;
 use std::sync::Arc;
 use std::time::Duration;
-use webhook_intake::adyen::notification::{HmacKey, Mode};
+use webhook_signatures::adyen::{HmacKey, Mode};
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 

@@ -20,9 +20,9 @@ use shared::{
 };
 use std::sync::Arc;
 use std::time::Duration;
-use webhook_intake::adyen::notification::{HmacKey, Mode};
 use webhook_intake::providers::Providers;
 use webhook_intake::{App, IntakeSettings};
+use webhook_signatures::adyen::{HmacKey, Mode};
 
 const KEY: &str = sim_adyen::DEV_API_KEY;
 const ACCOUNT: &str = sim_adyen::DEV_MERCHANT_ACCOUNT;
@@ -156,7 +156,7 @@ impl World {
         };
         let headers = json!({ "content-type": "application/json", "authorization": endpoint.authorization() });
         let body = notify::notification(&self.sim.outbox.sent()[from..]).to_string();
-        let event = webhook_intake::samples::apigw_event(
+        let event = webhook_signatures::samples::apigw_event(
             "/webhooks/adyen",
             headers.as_object().unwrap(),
             body.as_bytes(),

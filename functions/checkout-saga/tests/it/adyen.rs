@@ -21,9 +21,9 @@ use shared::saga::SagaStatus;
 use shared::{OrderId, PaymentStatus, PspName};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use webhook_intake::adyen::notification::{HmacKey, Mode};
 use webhook_intake::providers::Providers;
 use webhook_intake::{App, IntakeSettings};
+use webhook_signatures::adyen::{HmacKey, Mode};
 
 /// A plain test card: authorised.
 const CARD: &str = r#"{"type":"scheme","encryptedCardNumber":"test_4111111111111111"}"#;
@@ -117,7 +117,7 @@ impl AdyenWorld {
         };
         let headers = json!({ "content-type": "application/json", "authorization": endpoint.authorization() });
         let body = notify::notification(&items).to_string();
-        let event = webhook_intake::samples::apigw_event(
+        let event = webhook_signatures::samples::apigw_event(
             "/webhooks/adyen",
             headers.as_object().expect("headers"),
             body.as_bytes(),

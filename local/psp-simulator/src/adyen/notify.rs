@@ -1,7 +1,7 @@
 //! Adyen's notifications as the simulator sends them: `{"live": "false", "notificationItems":
 //! [{"NotificationRequestItem": {...}}, ...]}`, each item signed on its own (`additionalData.hmacSignature`)
-//! by the intake's own signer ([`HmacKey::sign`] over [`Item::signing_string`]), so the simulator and the
-//! verifier cannot drift apart on which eight fields are signed, and a `Basic` `Authorization` header.
+//! by the signer of the intake's verifier ([`HmacKey::sign`] over [`Item::signing_string`], both in
+//! `webhook-signatures`), so the simulator and the verifier cannot drift apart on which eight fields are signed, and a `Basic` `Authorization` header.
 //!
 //! Delivery is Adyen's: one queue per endpoint, sent in order, each notification retried until the endpoint
 //! answers 2xx (`[accepted]`) before the next one goes: an endpoint that keeps failing holds up everything
@@ -23,7 +23,7 @@ use serde_json::{json, Value};
 use std::collections::VecDeque;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
-use webhook_intake::adyen::notification::{Amount, AmountValue, HmacKey, Item};
+use webhook_signatures::adyen::{Amount, AmountValue, HmacKey, Item};
 
 /// Items one notification carries at most.
 pub const MAX_BATCH: usize = 3;

@@ -19,7 +19,7 @@ use rand::seq::IndexedRandom;
 use rand::Rng;
 use serde_json::{json, Value};
 use std::sync::Arc;
-use webhook_intake::adyen::notification::HmacKey;
+use webhook_signatures::adyen::HmacKey;
 
 /// The in-process account's API key (the demo calls the ledger directly, not over HTTP).
 const DEMO_KEY: &str = "AQE_demo_adyen_key";

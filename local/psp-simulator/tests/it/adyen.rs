@@ -1,6 +1,6 @@
 //! The simulator's Adyen side refuses what Adyen's Checkout API v71 refuses (each rule, with Adyen's error
-//! object), plays out the test scenarios, and sends notifications that the intake's own verifier accepts,
-//! with Basic auth, in batches, duplicated and retried.
+//! object), plays out the test scenarios, and sends notifications that the intake's verifier
+//! (`webhook_signatures::adyen::verify`) accepts, with Basic auth, in batches, duplicated and retried.
 
 use psp_simulator::adyen::ledger::{AdyenLedger, Handled, Notice, RETURN_URL_MISSING};
 use psp_simulator::adyen::notify::{self, Endpoint};
@@ -9,7 +9,7 @@ use psp_simulator::delivery::DeliveryOptions;
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use webhook_intake::adyen::notification::{items, verify, HmacKey, Mode};
+use webhook_signatures::adyen::{verify, HmacKey, Item, Mode};
 
 const API_KEY: &str = "AQE_test_adyen_key";
 const ACCOUNT: &str = "TestMerchantECOM";
@@ -22,6 +22,16 @@ fn ledger() -> AdyenLedger {
 
 fn key() -> HmacKey {
     HmacKey::from_hex(Mode::Test, HMAC).expect("key")
+}
+
+/// The items of a notification body, read as the intake reads them
+/// (`{"notificationItems": [{"NotificationRequestItem": {...}}]}`).
+fn items(body: &Value) -> Vec<Item> {
+    let wrapped = body["notificationItems"].as_array().expect("notificationItems");
+    wrapped
+        .iter()
+        .map(|w| serde_json::from_value(w["NotificationRequestItem"].clone()).expect("an item"))
+        .collect()
 }
 
 /// A payment as our client sends it: a plain test card, authorised.
@@ -546,7 +556,7 @@ async fn notifications_are_signed_batched_duplicated_retried_and_sent_with_basic
             "adyen:a long password"
         );
         assert_eq!(body["live"], "false");
-        let parsed = items(body.to_string().as_bytes()).expect("the intake reads it");
+        let parsed = items(body);
         assert!((1..=notify::MAX_BATCH).contains(&parsed.len()), "{body}");
         for (i, item) in parsed.iter().enumerate() {
             assert_eq!(verify(i, item, &[key()]), Ok(Mode::Test), "{body}");
@@ -598,7 +608,7 @@ async fn a_refused_notification_holds_up_the_queue_which_goes_in_order() {
     let references: Vec<Vec<String>> = received
         .iter()
         .map(|(_, body)| {
-            let items = items(body.to_string().as_bytes()).expect("items");
+            let items = items(body);
             items.into_iter().filter_map(|i| i.merchant_reference).collect()
         })
         .collect();

@@ -12,7 +12,7 @@ use shared::retry::Backoff;
 use shared::{Currency, Money, OrderId, PaymentId, PspReference};
 use std::sync::Arc;
 use std::time::Duration;
-use webhook_intake::adyen::notification::{HmacKey, Mode};
+use webhook_signatures::adyen::{HmacKey, Mode};
 
 const KEY: &str = "AQE_client_test_key";
 const ACCOUNT: &str = "ClientTestECOM";

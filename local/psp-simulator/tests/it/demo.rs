@@ -7,7 +7,7 @@ use psp_simulator::adyen::AdyenSimulator;
 use psp_simulator::delivery::DeliveryOptions;
 use psp_simulator::demo::adyen::{psp_says, sync_result};
 use serde_json::{json, Value};
-use webhook_intake::adyen::notification::{HmacKey, Mode};
+use webhook_signatures::adyen::{HmacKey, Mode};
 
 const KEY: &str = "AQE_demo_test";
 const ACCOUNT: &str = "DemoECOM";
