@@ -16,9 +16,9 @@ use payments_core::fixtures;
 use shared::{decide, CorrelationId, SigningSecret};
 use std::hint::black_box;
 use webhook_intake::psp_event::{Expectations, Parsed};
-use webhook_intake::samples::stripe_event;
-use webhook_intake::signature::{sign_stripe, verify_stripe, SignedRequest};
 use webhook_intake::stripe;
+use webhook_signatures::samples::stripe_event;
+use webhook_signatures::{sign_stripe, verify_stripe, SignedRequest};
 
 fn intake_cpu(c: &mut Criterion) {
     let secret = SigningSecret::parse("whsec_bench_secret").unwrap();

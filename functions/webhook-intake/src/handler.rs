@@ -20,7 +20,6 @@ use payment::{applied, leased, read_first, Delivery};
 use crate::metrics::RequestMetrics;
 use crate::providers::{Provider, Providers, Scheme};
 use crate::psp_event::{Parsed, PspEvent};
-use crate::signature::{verify_standard, verify_stripe, SignatureError, SignedRequest};
 use crate::{redact::redact, standard, stripe};
 use lambda_http::http::{Method, StatusCode};
 use lambda_http::{Body, Request, Response};
@@ -32,6 +31,7 @@ use shared::telemetry::ErrorChain;
 use shared::{clock, telemetry};
 use std::sync::{Arc, LazyLock};
 use tracing::{info, warn, Instrument};
+use webhook_signatures::{verify_standard, verify_stripe, SignatureError, SignedRequest};
 
 /// Handles one webhook and emits its metrics record.
 pub async fn handle(app: &App, req: Request) -> Result<Response<Body>, lambda_http::Error> {
@@ -322,7 +322,7 @@ async fn triaged(
     }
 }
 
-fn verify(provider: &Provider, req: &Request, body: &[u8]) -> Result<i64, crate::signature::SignatureError> {
+fn verify(provider: &Provider, req: &Request, body: &[u8]) -> Result<i64, SignatureError> {
     let signed = SignedRequest {
         stripe_signature: http::header(req, "stripe-signature"),
         webhook_id: http::header(req, "webhook-id"),

@@ -8,8 +8,6 @@
 //! not known yet, or DynamoDB stays unavailable. A 4xx writes nothing. Adyen's endpoint (scheme `adyen`)
 //! answers 200 `[accepted]` once every item is applied or parked for the intake's own retry, never a 503
 //! while anything can be kept (see [`adyen`]).
-// `samples::stripe_event` is one large `json!` literal.
-#![recursion_limit = "256"]
 
 pub mod adyen;
 pub mod catchup;
@@ -18,8 +16,6 @@ pub mod metrics;
 pub mod providers;
 pub mod psp_event;
 pub mod redact;
-pub mod samples;
-pub mod signature;
 pub mod standard;
 pub mod stripe;
 

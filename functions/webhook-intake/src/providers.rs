@@ -20,7 +20,6 @@
 //! start. A failed re-read keeps the secrets loaded before.
 
 use crate::psp_event::Expectations;
-use crate::signature::{standard_key, DEFAULT_TOLERANCE_SECS};
 use serde::Deserialize;
 use shared::clock::MonotonicClock;
 use shared::telemetry::ErrorChain;
@@ -32,22 +31,16 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 use thiserror::Error;
 use tracing::{info, warn};
+use webhook_signatures::{standard_key, DEFAULT_TOLERANCE_SECS, MIN_SECRET_BYTES};
 
-/// Key bytes a signing secret has at least after `whsec_`.
-pub const MIN_SECRET_BYTES: usize = 24;
 /// How long a copy of the secrets from Secrets Manager is used before it is read again.
 pub const SECRETS_TTL: Duration = Duration::from_secs(300);
 /// At most one re-read per this interval after failed signatures.
 pub const MIN_REFRESH_INTERVAL: Duration = Duration::from_secs(30);
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Scheme {
-    Stripe,
-    Standard,
-    /// Adyen's standard notifications: HMAC per item and Basic auth (`crate::adyen`).
-    Adyen,
-}
+/// A provider's signature scheme (Adyen's also has Basic auth, `crate::adyen`): named here as part of
+/// [`Provider`], owned by the signatures library.
+pub use webhook_signatures::Scheme;
 
 #[derive(Debug, Clone)]
 pub struct Provider {

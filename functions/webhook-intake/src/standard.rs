@@ -205,8 +205,8 @@ fn outcome(kind: &str, data: &Data) -> Result<Outcome, Unparseable> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::signature::DEFAULT_TOLERANCE_SECS;
     use serde_json::json;
+    use webhook_signatures::DEFAULT_TOLERANCE_SECS;
 
     /// [`super::parse`] for an endpoint with the default tolerance.
     fn parse(body: &[u8], webhook_id: &str, signed_at: i64) -> Result<Parsed, Refused> {

@@ -3,9 +3,10 @@
 
 use crate::{after_parse, split_lines, SAMPLE_NOW};
 use webhook_intake::adyen::config::AdyenSecrets;
-use webhook_intake::adyen::notification::{self, AdditionalData, HmacKey, Mode, MAX_ITEMS};
+use webhook_intake::adyen::notification::{self, MAX_ITEMS};
 use webhook_intake::adyen::{fact, retry};
 use webhook_intake::psp_event::Parsed;
+use webhook_signatures::adyen::{verify, AdditionalData, HmacKey, Mode};
 
 /// The keys of Adyen's libraries' tests (Python, Python with slashes, Node, Java) and the local development
 /// key of the README, marked test; and the Basic auth credential of the README's local setup.
@@ -38,14 +39,11 @@ pub fn adyen_notification(data: &[u8]) {
         signed.additional_data = Some(AdditionalData {
             hmac_signature: Some(key.sign(item)),
         });
-        assert_eq!(notification::verify(i, &signed, &secrets.keys), Ok(Mode::Test));
+        assert_eq!(verify(i, &signed, &secrets.keys), Ok(Mode::Test));
         let live = HmacKey::from_hex(Mode::Live, &"ab".repeat(32)).unwrap_or_else(|_| unreachable!("a valid key"));
-        assert!(
-            notification::verify(i, &signed, &[live]).is_err(),
-            "another key verifies"
-        );
+        assert!(verify(i, &signed, &[live]).is_err(), "another key verifies");
         // What it says, verified or not (the reader must hold for any signed text).
-        let mode = notification::verify(i, item, &secrets.keys).unwrap_or(Mode::Test);
+        let mode = verify(i, item, &secrets.keys).unwrap_or(Mode::Test);
         if let Ok(Some(n)) = fact::parse(item, mode, SAMPLE_NOW) {
             assert_eq!(n.event.facts.livemode, Some(false));
             after_parse(Parsed::Event(Box::new(n.event.clone())));

@@ -16,7 +16,7 @@ use shared::saga::{saga_event_from_item, saga_from_item};
 use shared::store::item::{event_from_item, event_to_item, payment_from_item, payment_to_item, Item};
 use shared::{CorrelationId, SigningSecret};
 use webhook_intake::psp_event::{Expectations, Parsed};
-use webhook_intake::signature::{
+use webhook_signatures::{
     sign_standard, sign_stripe, verify_standard, verify_stripe, SignedRequest, DEFAULT_TOLERANCE_SECS,
 };
 

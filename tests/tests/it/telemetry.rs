@@ -214,7 +214,7 @@ async fn a_webhook_is_one_trace_through_intake_relay_and_consumer() {
 /// The payment's webhook (Stripe's `payment_intent.succeeded`), signed, as API Gateway delivers it with its
 /// trace header; the intake's answer.
 async fn webhook(ctx: &TestContext, id: &payments_core::PaymentId) -> String {
-    use webhook_intake::signature::sign_stripe;
+    use webhook_signatures::sign_stripe;
     let now = shared::clock::now_ms() / 1000;
     let body = serde_json::json!({
         "id": "evt_one_trace", "object": "event", "type": "payment_intent.succeeded", "created": now,
@@ -229,7 +229,7 @@ async fn webhook(ctx: &TestContext, id: &payments_core::PaymentId) -> String {
     let signature = sign_stripe(&SigningSecret::parse(STRIPE_SECRET).unwrap(), now, &body);
     let headers = serde_json::json!({ "stripe-signature": signature, "x-amzn-trace-id": API_GATEWAY });
     let headers = headers.as_object().cloned().unwrap_or_default();
-    let event = webhook_intake::samples::apigw_event("/webhooks/stripe", &headers, &body, false);
+    let event = webhook_signatures::samples::apigw_event("/webhooks/stripe", &headers, &body, false);
     let req = lambda_http::request::from_str(&event.to_string()).unwrap();
     let providers = webhook_intake::providers::Providers::from_json(
         r#"[{"name":"stripe","scheme":"stripe","livemode":false}]"#,

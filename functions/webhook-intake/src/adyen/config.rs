@@ -8,10 +8,10 @@
 //!
 //! At least one of each, or the cold start fails naming what is missing, never a value.
 
-use super::notification::{HmacKey, Mode};
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 use shared::SigningSecret;
+use webhook_signatures::adyen::{HmacKey, Mode};
 
 /// Characters a Basic auth password has at least.
 pub const MIN_PASSWORD_CHARS: usize = 12;

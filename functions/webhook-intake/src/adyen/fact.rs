@@ -29,12 +29,12 @@
 //! moved back, `Processing` after `Succeeded` is stale, a refund or dispute before its capture waits (parked
 //! and retried), a refund's status only moves forward, a dispute's facts are each recorded once.
 
-use super::notification::{Item, Mode};
 use crate::psp_event::{Facts, PaymentRef, PspEvent, Unparseable};
 use shared::{
     text, Currency, DisputeFact, DisputeId, DisputeReport, DisputeStatus, Outcome, PaymentId, PspEventId, PspReference,
     RefundEntry, RefundReport, RefundStatus,
 };
+use webhook_signatures::adyen::{Item, Mode};
 
 /// The fields a decision reads: every one signed.
 pub const DECISION_FIELDS: [&str; 7] = [

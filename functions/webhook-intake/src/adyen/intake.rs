@@ -3,7 +3,7 @@
 
 use super::config::AdyenSecrets;
 use super::fact::{self, Notification};
-use super::notification::{self, Item, Mode, Unsigned};
+use super::notification;
 use super::retry::{self, ParkedItem};
 use crate::handler::{admitted, locate, on_payment_with, unknown_provider, App};
 use crate::metrics::RequestMetrics;
@@ -16,6 +16,7 @@ use shared::store::ParkedKind;
 use shared::{CorrelationId, PaymentStatus};
 use std::sync::Arc;
 use tracing::{info, warn};
+use webhook_signatures::adyen::{self, Item, Mode, Unsigned};
 
 /// What Adyen is answered once every item is handled: a 2xx with this body satisfies its old and new rules.
 pub const ACCEPTED: &str = "[accepted]";
@@ -105,7 +106,7 @@ fn check(
     let modes: Result<Vec<Mode>, Unsigned> = items
         .iter()
         .enumerate()
-        .map(|(i, item)| notification::verify(i, item, &secrets.keys))
+        .map(|(i, item)| adyen::verify(i, item, &secrets.keys))
         .collect();
     Ok(modes
         .map(|m| items.into_iter().zip(m).collect())

@@ -14,7 +14,6 @@
 //! Parking is idempotent per item: an item parked again (Adyen's duplicate delivery) keeps its first time.
 
 use super::intake::{handle, Handled};
-use super::notification::{Item, Mode};
 use crate::handler::App;
 use crate::metrics::RequestMetrics;
 use crate::providers::Provider;
@@ -27,6 +26,7 @@ use shared::{clock, CorrelationId, StoreError};
 use std::time::Duration;
 use tokio::time::Instant;
 use tracing::{info, warn};
+use webhook_signatures::adyen::{Item, Mode};
 
 /// A verified item as parked: what a retry needs to apply it as its delivery would have.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

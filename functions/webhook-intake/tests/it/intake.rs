@@ -11,8 +11,8 @@ use shared::{clock, Channel, EventKind, Outcome, PaymentId, PaymentStatus, Signi
 use std::time::Duration;
 use webhook_intake::metrics::RequestMetrics;
 use webhook_intake::providers::Providers;
-use webhook_intake::signature::{sign_standard, sign_stripe};
 use webhook_intake::{process, App, IntakeSettings};
+use webhook_signatures::{sign_standard, sign_stripe};
 
 mod adyen;
 mod disputes;
@@ -126,7 +126,7 @@ fn intent_event(id: &str, kind: &str, payment: &PaymentId, created: i64) -> Valu
 /// An API Gateway HTTP API (v2) event, parsed by lambda_http as Lambda would deliver it.
 fn apigw(path: &str, headers: Value, body: &[u8], base64: bool) -> Request {
     let headers = headers.as_object().cloned().unwrap_or_default();
-    let event = webhook_intake::samples::apigw_event(path, &headers, body, base64);
+    let event = webhook_signatures::samples::apigw_event(path, &headers, body, base64);
     lambda_http::request::from_str(&event.to_string()).unwrap()
 }
 
@@ -634,9 +634,14 @@ async fn sample_events_sign_and_run_through_the_handler() {
         ("stripe", Scheme::Stripe, stripe_secret),
         ("standard", Scheme::Standard, standard_secret),
     ] {
-        let files =
-            webhook_intake::samples::sign_all(&dir, provider, scheme, &SigningSecret::parse(secret).unwrap(), now())
-                .unwrap();
+        let files = webhook_signatures::samples::sign_all(
+            &dir,
+            provider,
+            scheme,
+            &SigningSecret::parse(secret).unwrap(),
+            now(),
+        )
+        .unwrap();
         assert_eq!(files.len(), 6, "{provider}");
         for file in files {
             let req = lambda_http::request::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();

@@ -169,7 +169,7 @@ fn identity_target_and_claims_are_adyens() {
 /// [`DECISION_FIELDS`], each of which changes it.
 #[test]
 fn a_decision_uses_only_signed_fields() {
-    let signed: Vec<&str> = notification::Item::default()
+    let signed: Vec<&str> = webhook_signatures::adyen::Item::default()
         .signed_fields()
         .iter()
         .map(|(name, _)| *name)

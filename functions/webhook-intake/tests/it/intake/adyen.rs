@@ -5,8 +5,9 @@
 
 use super::*;
 use shared::PspReference;
-use webhook_intake::adyen::notification::{self, HmacKey, Mode};
+use webhook_intake::adyen::notification;
 use webhook_intake::adyen::retry;
+use webhook_signatures::adyen::{HmacKey, Mode};
 
 /// Adyen's published test key (its Python library's `test_notification_request_item_hmac`).
 const TEST_KEY: &str = "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056";

@@ -3,7 +3,7 @@
 //! signature covers and never overwritten, and a refused event is one anomaly however often it comes.
 
 use super::*;
-use webhook_intake::signature::sign_standard as sign;
+use webhook_signatures::sign_standard as sign;
 
 /// A Standard Webhooks event for the Connect endpoint `acme` (its account), naming `payment`.
 fn acme_event(kind: &str, payment: &PaymentId, created: Option<i64>, extra: Value) -> Value {
