@@ -1,83 +1,20 @@
-//! Stripe's objects as the system reads them (PaymentIntent, Charge, Refund, the error object), and what a
-//! PaymentIntent's status means in our terms.
+//! Stripe's objects as the system reads them (PaymentIntent, Charge, Refund, the error object).
 //!
 //! Only the fields we act on are read; everything else Stripe sends is ignored, so a new Stripe field never
 //! breaks us. Values that let someone pay or authenticate (the client secret, the next action's URL) are kept
 //! in types whose `Debug` prints `[redacted]`.
 //!
-//! | PaymentIntent `status` | what we observe (any path) |
-//! |---|---|
-//! | `requires_payment_method` after a failed attempt (`last_payment_error`) | `attempt_failed` with the decline code |
-//! | `requires_payment_method` (no attempt yet), `requires_confirmation` | nothing: the customer needs nothing new |
-//! | `requires_action` | `requires_action` with the client secret and the `redirect_to_url` URL |
-//! | `processing` | `processing` (recovery: only a `pending` payment moves; see `payments_core::decide`) |
-//! | `requires_capture` | `processing`: authorized, not captured. We create with `capture_method=automatic`, so it appears only if someone changed that; the money is not taken until a capture, and a cancel releases it |
-//! | `succeeded` | captured; with the charge expanded, its `amount_refunded` (cumulative) records refunds |
-//! | `canceled` | failed, with the `cancellation_reason` |
+//! What a PaymentIntent's status means in our terms is the core's one table
+//! ([`payments_core::stripe::IntentStatus`]), which the protocol model decides with too.
 
 use crate::{
     Claims, ClientSecret, Currency, CustomerAction, Observation, Outcome, PspReference, RedirectPolicy, RedirectUrl,
 };
-use payments_core::saga::IntentState;
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::fmt;
 
-/// The `status` of a PaymentIntent. A status Stripe adds later reads as `Unknown` and changes nothing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum IntentStatus {
-    RequiresPaymentMethod,
-    RequiresConfirmation,
-    RequiresAction,
-    Processing,
-    RequiresCapture,
-    Succeeded,
-    Canceled,
-    #[serde(other)]
-    Unknown,
-}
-
-impl IntentStatus {
-    pub const ALL: [IntentStatus; 7] = [
-        Self::RequiresPaymentMethod,
-        Self::RequiresConfirmation,
-        Self::RequiresAction,
-        Self::Processing,
-        Self::RequiresCapture,
-        Self::Succeeded,
-        Self::Canceled,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::RequiresPaymentMethod => "requires_payment_method",
-            Self::RequiresConfirmation => "requires_confirmation",
-            Self::RequiresAction => "requires_action",
-            Self::Processing => "processing",
-            Self::RequiresCapture => "requires_capture",
-            Self::Succeeded => "succeeded",
-            Self::Canceled => "canceled",
-            Self::Unknown => "unknown",
-        }
-    }
-
-    /// The PaymentIntent in the core's terms ([`IntentState`]), which the saga's cancel, recovery's expiry
-    /// and the protocol model decide on: waiting for the customer or for us (an unknown status too) it can
-    /// still be canceled; `processing` is Stripe's to settle.
-    pub fn state(self) -> IntentState {
-        match self {
-            Self::Processing => IntentState::Processing,
-            Self::Succeeded => IntentState::Succeeded,
-            Self::Canceled => IntentState::Canceled,
-            Self::RequiresPaymentMethod
-            | Self::RequiresConfirmation
-            | Self::RequiresAction
-            | Self::RequiresCapture
-            | Self::Unknown => IntentState::Open,
-        }
-    }
-}
+pub use payments_core::stripe::{IntentFacts, IntentStatus};
 
 /// A Stripe PaymentIntent (`object: "payment_intent"`).
 #[derive(Debug, Clone, Deserialize)]
@@ -339,35 +276,16 @@ impl PaymentIntent {
         }
     }
 
-    /// What this PaymentIntent's status tells about our payment (see the table in the module doc); `None`
-    /// when it tells nothing new. `Err` when Stripe asks for an action we cannot hand on (no client secret and
+    /// What this PaymentIntent's status tells about our payment (the core's table, [`IntentStatus::outcome`]);
+    /// `None` when it tells nothing new. `Err` when Stripe asks for an action we cannot hand on (no client secret and
     /// no usable URL).
     pub fn outcome(&self) -> Result<Option<Outcome>, String> {
-        Ok(match self.status {
-            IntentStatus::RequiresPaymentMethod => self.last_payment_error.as_ref().map(|e| Outcome::AttemptFailed {
-                reason: e.reason(),
-                retry_token: None,
-            }),
-            IntentStatus::RequiresConfirmation | IntentStatus::Unknown => None,
-            IntentStatus::RequiresAction => Some(Outcome::RequiresAction(self.action()?)),
-            IntentStatus::Processing | IntentStatus::RequiresCapture => Some(Outcome::Processing),
-            IntentStatus::Succeeded => Some(match self.amount_refunded() {
-                Some(total) if total > 0 => Outcome::Refunded {
-                    refunded_total_minor: total,
-                    capture_proven: true,
-                },
-                _ => Outcome::Succeeded,
-            }),
-            IntentStatus::Canceled => Some(Outcome::Failed {
-                reason: crate::text::sanitized(
-                    &format!(
-                        "canceled at the PSP: {}",
-                        self.cancellation_reason.as_deref().unwrap_or("no reason given")
-                    ),
-                    crate::text::MAX_REASON_CHARS,
-                ),
-            }),
-        })
+        let facts = IntentFacts {
+            declined: self.last_payment_error.as_ref().map(LastPaymentError::raw_reason),
+            refunded_minor: self.amount_refunded(),
+            cancellation_reason: self.cancellation_reason.as_deref(),
+        };
+        self.status.outcome(&facts, || self.action())
     }
 
     /// The customer's action: the client secret, and the redirect URL when the action is a redirect.

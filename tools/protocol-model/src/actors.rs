@@ -185,16 +185,6 @@ fn await_decision(cfg: &Config, w: &World, saga: &SagaRecord) -> Option<Awaited>
     Some(awaited(saga, deadlines, outcome)).filter(|a| *a != Awaited::Wait)
 }
 
-/// The shell's mapping of a PaymentIntent's status onto the core's [`IntentState`].
-fn intent_state(status: IntentStatus) -> IntentState {
-    match status {
-        IntentStatus::RequiresAction | IntentStatus::RequiresPaymentMethod => IntentState::Open,
-        IntentStatus::Processing => IntentState::Processing,
-        IntentStatus::Succeeded => IntentState::Succeeded,
-        IntentStatus::Canceled => IntentState::Canceled,
-    }
-}
-
 /// `Runner::cancel_payment`'s reads: our payment, where the core starts the cancel from ([`cancel_start`]: the
 /// payment's PaymentIntent, or after a failed charge a search for one it may have made, [`after_search`]), and
 /// (main) `cancel_intent`'s read of the PaymentIntent. What comes next; `Ok(None)` when main's cancel would only
@@ -227,7 +217,7 @@ fn cancel_reads(cfg: &Config, w: &World, saga: &SagaRecord) -> Result<Option<Sub
     let Some(view) = w.psp.retrieve(index) else {
         return Ok(None);
     };
-    let state = intent_state(view.status);
+    let state: IntentState = view.status.state();
     if state.to_cancel() {
         return Ok(Some(Sub::CancelCall(id, index, Some(view.status))));
     }
@@ -808,8 +798,7 @@ impl Step<'_> {
             Some(observation) => next.finalize(&id, &observation, None)?.status,
             None => next.payment(&id)?.status,
         };
-        let may_still_take_money = !matches!(view.status, IntentStatus::Canceled | IntentStatus::Succeeded);
-        if self.cfg.cancel == CancelMode::ReadsFirst && may_still_take_money {
+        if self.cfg.cancel == CancelMode::ReadsFirst && view.status.state().may_still_take_money() {
             // Main: saying "no money taken" now would keep it; the saga waits for the outcome.
             waiting(self.cfg, next, self.i, self.saga, NextStep::CancelPayment, false);
         } else {
@@ -827,12 +816,7 @@ impl Step<'_> {
         id: &PaymentId,
         before: PaymentStatus,
     ) -> Option<()> {
-        let reason = s
-            .record()
-            .failure
-            .as_ref()
-            .map(|f| format!("checkout cancelled: {}", f.reason))
-            .unwrap_or_default();
+        let reason = s.payment_failure_reason();
         let observation = Observation::new(Channel::Sync, Outcome::Failed { reason }, psp_correlation());
         let after = next.finalize(id, &observation, None)?.status;
         // Main goes on with the status this finalize leaves (a capture that won continues from the capture);

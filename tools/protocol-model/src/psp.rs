@@ -17,13 +17,15 @@
 //! - every change sends a webhook, a snapshot of the PaymentIntent at that time; webhooks wait in
 //!   [`Psp::webhooks`] and the model delivers them in any order, late, twice or never.
 //!
-//! What a PaymentIntent snapshot means for our payment mirrors `PaymentIntent::outcome` and
-//! `PaymentIntent::observation` in `shared/src/psp/stripe.rs`.
+//! What a PaymentIntent snapshot means for our payment is decided by the core's table
+//! ([`IntentStatus::outcome`]), as `PaymentIntent::outcome` in `shared/src/psp/stripe.rs` decides it; the
+//! observation around it mirrors `PaymentIntent::observation`.
 
 use crate::ids;
+use payments_core::stripe::IntentFacts;
 use payments_core::{
-    Channel, Claims, CorrelationId, CustomerAction, Observation, Outcome, PaymentId, PspEventId, PspReference,
-    RedirectPolicy, RedirectUrl,
+    Channel, Claims, CorrelationId, CustomerAction, Observation, PaymentId, PspEventId, PspReference, RedirectPolicy,
+    RedirectUrl,
 };
 use std::collections::BTreeMap;
 
@@ -78,29 +80,10 @@ impl Offer {
     }
 }
 
-/// A PaymentIntent's `status`, as far as the model needs it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum IntentStatus {
-    /// After a decline (`last_payment_error` set).
-    RequiresPaymentMethod,
-    RequiresAction,
-    Processing,
-    Succeeded,
-    Canceled,
-}
-
-impl IntentStatus {
-    /// Stripe's name (the cancel key names the status it was decided on: `<order>:cancel:<status>`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::RequiresPaymentMethod => "requires_payment_method",
-            Self::RequiresAction => "requires_action",
-            Self::Processing => "processing",
-            Self::Succeeded => "succeeded",
-            Self::Canceled => "canceled",
-        }
-    }
-}
+/// A PaymentIntent's `status`: Stripe's, as our client reads it, so what each one means is the core's one
+/// table (the model's PSP moves through `requires_payment_method` (after a decline), `requires_action`,
+/// `processing`, `succeeded` and `canceled`).
+pub use payments_core::stripe::IntentStatus;
 
 /// One PaymentIntent at the PSP. Its id is `pi_<index + 1>`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -137,26 +120,20 @@ impl IntentView {
         reference(self.index)
     }
 
-    /// What this snapshot tells our payment, on `path`: mirrors `PaymentIntent::observation` (outcome, the
-    /// PaymentIntent id as the PSP reference, amount and currency as claims). `None` when it tells nothing,
-    /// or our client cannot read it (a `next_action` it refuses whole: [`Offer::RefusedUrlDropsAction`]).
+    /// What this snapshot tells our payment, on `path`: the core's outcome of its status, and as
+    /// `PaymentIntent::observation` the PaymentIntent id as the PSP reference, amount and currency as claims.
+    /// `None` when it tells nothing, or our client cannot read it (a `next_action` it refuses whole: [`Offer::RefusedUrlDropsAction`]).
     pub fn observation(&self, path: Channel) -> Option<Observation> {
-        let outcome = match self.status {
-            IntentStatus::RequiresPaymentMethod => Outcome::AttemptFailed {
-                reason: "card_declined".into(),
-                retry_token: None,
-            },
-            IntentStatus::RequiresAction => Outcome::RequiresAction(self.offer.action(self.index)?),
-            IntentStatus::Processing => Outcome::Processing,
-            IntentStatus::Succeeded if self.refunded > 0 => Outcome::Refunded {
-                refunded_total_minor: self.refunded,
-                capture_proven: true,
-            },
-            IntentStatus::Succeeded => Outcome::Succeeded,
-            IntentStatus::Canceled => Outcome::Failed {
-                reason: "canceled at the PSP: requested_by_customer".into(),
-            },
+        let facts = IntentFacts {
+            // The model's PaymentIntents are declined one way, and canceled only by the saga's cancel.
+            declined: Some("card_declined"),
+            refunded_minor: Some(self.refunded),
+            cancellation_reason: Some("requested_by_customer"),
         };
+        let outcome = self
+            .status
+            .outcome(&facts, || self.offer.action(self.index).ok_or(()))
+            .ok()??;
         let mut observation = Observation::new(path, outcome, correlation());
         observation.psp_reference = Some(self.reference());
         observation.claims = Claims {

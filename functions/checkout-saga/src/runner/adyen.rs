@@ -245,12 +245,7 @@ impl<P: Psps> Runner<P> {
                     .await?;
                 warn!(order_id = %saga.order_id(), cancel = %received.psp_reference,
                       "Adyen payment without a pspReference cancelled by our reference");
-                let reason = saga
-                    .record()
-                    .failure
-                    .as_ref()
-                    .map(|f| format!("checkout cancelled: {}", f.reason))
-                    .unwrap_or_else(|| "checkout cancelled".to_owned());
+                let reason = saga.payment_failure_reason();
                 self.observe(&payment.id, saga.record(), Outcome::Failed { reason }, None)
                     .await?
             }

@@ -194,12 +194,7 @@ impl<P: Psps> Runner<P> {
             CancelStart::Ended(_) | CancelStart::Search | CancelStart::Fail => payment.psp_reference.clone(),
         };
         if !status.is_terminal() {
-            let reason = saga
-                .record()
-                .failure
-                .as_ref()
-                .map(|f| format!("checkout cancelled: {}", f.reason))
-                .unwrap_or_default();
+            let reason = saga.payment_failure_reason();
             // Fails a payment the PSP never took (canceled there, or refused before a PaymentIntent existed).
             // What the write leaves decides: a capture that won the race is not "no money taken".
             status = self

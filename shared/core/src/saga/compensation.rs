@@ -80,6 +80,17 @@ impl Saga<CancellingPayment> {
         self.charged_payment_id()
     }
 
+    /// The reason our payment is failed with when the cancel finds that the PSP took nothing (Stripe's cancel,
+    /// Adyen's, and the protocol model's): `checkout cancelled: <why the saga compensates>`. A saga in this
+    /// state always holds its failure (a stored one without it does not load); the bare text is for one
+    /// built otherwise.
+    pub fn payment_failure_reason(&self) -> String {
+        match &self.record.failure {
+            Some(failure) => format!("checkout cancelled: {}", failure.reason),
+            None => "checkout cancelled".to_owned(),
+        }
+    }
+
     /// The PSP refused the cancel because the payment succeeded meanwhile: the money was taken, so the saga
     /// continues from the capture (the order is confirmed, or, when the customer cancelled it, refunded).
     /// `reference` is the payment's PSP reference as the capture recorded it (whichever path captured it: the

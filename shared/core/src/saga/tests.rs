@@ -154,6 +154,29 @@ fn a_failed_payment_cancels_then_releases() {
 }
 
 #[test]
+fn every_way_into_the_cancel_fails_the_payment_with_the_sagas_reason() {
+    let pending = || {
+        charging()
+            .payment_requested(Some(PspReference::parse("pi_1").expect("valid")), false, T0 + 2)
+            .0
+    };
+    let cancelling = [
+        charging().charge_failed("charge refused".into(), T0 + 2).0,
+        charging().charge_given_up("no answer".into(), T0 + 2).0,
+        pending().payment_failed("card declined".into(), T0 + 3).0,
+    ];
+    let reasons: Vec<String> = cancelling.iter().map(Saga::payment_failure_reason).collect();
+    assert_eq!(
+        reasons,
+        [
+            "checkout cancelled: charge refused",
+            "checkout cancelled: no answer",
+            "checkout cancelled: card declined"
+        ]
+    );
+}
+
+#[test]
 fn out_of_stock_ends_without_compensations() {
     let (s, e) = started().reservation_failed("out of stock".into(), T0 + 1);
     assert_eq!(
