@@ -343,10 +343,7 @@ async fn details<P: Psps>(runner: &Runner<P>, req: &Request, id: &OrderId) -> Re
         Ok(None) => Err(ApiError::not_found(format!("no checkout for order {id}"))),
         Err(e) => {
             warn!(order_id = %id, error = %ErrorChain(&e), "challenge details not applied now");
-            Err(match e {
-                RunError::Store(s) | RunError::Saga(shared::saga::SagaStoreError::Store(s)) => s.into(),
-                e => ApiError::unavailable(e.to_string(), 1),
-            })
+            Err(run_failed(e))
         }
     }
 }
@@ -393,10 +390,7 @@ async fn start<P: Psps>(runner: &Runner<P>, req: &Request) -> Result<Response<Bo
                 return Ok(http::json(StatusCode::ACCEPTED, &SagaView::from(saga.record())));
             }
             warn!(order_id = %order_id, error = %ErrorChain(&e), "checkout not started");
-            Err(match e {
-                RunError::Store(s) | RunError::Saga(shared::saga::SagaStoreError::Store(s)) => s.into(),
-                e => ApiError::unavailable(e.to_string(), 1),
-            })
+            Err(run_failed(e))
         }
     }
 }
@@ -413,6 +407,15 @@ fn run_deadline(req: &Request) -> Instant {
             let now = Instant::now();
             now.checked_add(UNBOUNDED_RUN).unwrap_or(now)
         }
+    }
+}
+
+/// The answer to a run of the saga that failed or ran out of time: a storage error as storage errors are
+/// answered everywhere, anything else a 503 to retry in a second (the request's and the challenge's alike).
+fn run_failed(e: RunError) -> ApiError {
+    match e {
+        RunError::Store(s) | RunError::Saga(shared::saga::SagaStoreError::Store(s)) => s.into(),
+        e => ApiError::unavailable(e.to_string(), 1),
     }
 }
 
@@ -453,6 +456,27 @@ mod tests {
             "a".repeat(MAX_ADYEN_PAYMENT_METHOD_CHARS)
         );
         assert!(request(&huge).parse_for(CheckoutPsp::Adyen).is_err());
+    }
+
+    #[test]
+    fn a_failed_run_is_answered_as_storage_answers_or_as_a_503_to_retry() {
+        let missing = || shared::store::StoreError::NotFound("pay-1".into());
+        let answers = [
+            run_failed(RunError::OutOfTime),
+            run_failed(RunError::Invalid("saga order-1 vanished".into())),
+            run_failed(RunError::Store(missing())),
+            run_failed(RunError::Saga(shared::saga::SagaStoreError::Store(missing()))),
+        ]
+        .map(|e| e.status);
+        assert_eq!(
+            answers,
+            [
+                StatusCode::SERVICE_UNAVAILABLE,
+                StatusCode::SERVICE_UNAVAILABLE,
+                StatusCode::NOT_FOUND,
+                StatusCode::NOT_FOUND
+            ]
+        );
     }
 
     #[test]
