@@ -23,7 +23,7 @@
 //! | [`http`] | JSON answers and errors of the HTTP functions, the caller guard | answer with a secret of a terminal payment (the core's [`ClientView`] makes that a type error) |
 //! | [`router`] | the one HTTP route table matcher (404, 405 with `Allow`, stage prefixes) | decode percent-escapes into a different route |
 //! | [`lambda`] | what every `main` does around its handler: the cold start, the clients, serving with a deadline | answer before the telemetry is flushed, or lose an error's cause on the way to the runtime |
-//! | [`config`] | reading settings from the environment through one [`Env`] | fall back to a silent default for a missing or malformed value |
+//! | [`config`] | reading settings from the environment through one [`Env`] | take a malformed value, or a missing required one, for a default: both fail the start |
 //! | [`aws`] | the SDK clients, built once per cold start, and Secrets Manager reads | log a secret's value |
 //! | [`telemetry`] | the one tracing setup, request spans, OpenTelemetry export | log a request body or a secret |
 //! | [`metrics`] | the one Embedded Metric Format writer | publish a metric without its `Stage` dimension |
