@@ -142,6 +142,25 @@ struct About {
     outcome: Outcome,
 }
 
+impl About {
+    /// What an object that names our payment only by its PaymentIntent says (a refund, a dispute: neither
+    /// carries metadata of ours, so it is ours when its PaymentIntent is bound to one of our payments). Its
+    /// amount is its own (a partial refund, a partial or converted dispute), not a claim about the payment's
+    /// amount; its currency is.
+    fn of_intent(intent: String, currency: String, outcome: Outcome) -> Result<Self, Unparseable> {
+        Ok(Self {
+            target: PaymentRef {
+                payment_id: None,
+                psp_reference: Some(PspReference::parse(intent).map_err(Bad::because)?),
+                stage: None,
+            },
+            amount: None,
+            currency,
+            outcome,
+        })
+    }
+}
+
 /// What an event of type `kind` says about its payment; `None` for a type we do not handle.
 fn about(kind: &str, object: &serde_json::Value) -> Result<Option<About>, Unparseable> {
     match kind {

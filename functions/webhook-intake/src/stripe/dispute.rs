@@ -4,9 +4,9 @@
 //! PaymentIntent): acknowledged and ignored.
 
 use super::About;
-use crate::psp_event::{PaymentRef, Unparseable};
+use crate::psp_event::Unparseable;
 use serde::Deserialize;
-use shared::{DisputeFact, DisputeId, DisputeReport, DisputeStatus, Outcome, PspReference};
+use shared::{DisputeFact, DisputeId, DisputeReport, DisputeStatus, Outcome};
 
 /// The dispute event types we act on, and the fact each reports.
 pub(super) fn fact(kind: &str) -> Option<DisputeFact> {
@@ -44,19 +44,8 @@ pub(super) fn about(fact: DisputeFact, object: &serde_json::Value) -> Result<Opt
         amount_minor: dispute.amount,
         fact,
     };
-    Ok(Some(About {
-        target: PaymentRef {
-            payment_id: None,
-            psp_reference: Some(PspReference::parse(intent).map_err(Unparseable::because)?),
-            // A dispute carries no metadata of ours: it is ours when its PaymentIntent is bound to a payment.
-            stage: None,
-        },
-        // The disputed amount may differ from the charge's (a partial dispute, currency conversion): it is
-        // not a claim about the payment's amount. The currency is.
-        amount: None,
-        currency: dispute.currency,
-        outcome: Outcome::Dispute(report),
-    }))
+    // The disputed amount may differ from the charge's (a partial dispute, currency conversion).
+    About::of_intent(intent, dispute.currency, Outcome::Dispute(report)).map(Some)
 }
 
 #[cfg(test)]

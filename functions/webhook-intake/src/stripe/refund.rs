@@ -12,9 +12,9 @@
 //! `charge.refund.updated`): we take all four, and a refund heard of twice is a no-op.
 
 use super::About;
-use crate::psp_event::{self, PaymentRef, Unparseable};
+use crate::psp_event::{self, Unparseable};
 use serde::Deserialize;
-use shared::{text, Outcome, PspReference, RefundEntry, RefundReport, RefundStatus};
+use shared::{text, Outcome, RefundEntry, RefundReport, RefundStatus};
 
 /// The refund event types we act on.
 pub(super) fn handles(kind: &str) -> bool {
@@ -58,15 +58,5 @@ pub(super) fn about(object: &serde_json::Value) -> Result<Option<About>, Unparse
         },
         answers_give_back: None,
     };
-    Ok(Some(About {
-        target: PaymentRef {
-            payment_id: None,
-            psp_reference: Some(PspReference::parse(intent).map_err(Unparseable::because)?),
-            stage: None,
-        },
-        // A refund's amount is its own (a partial refund), not a claim about the payment's; its currency is.
-        amount: None,
-        currency: refund.currency,
-        outcome: Outcome::Refund(report),
-    }))
+    About::of_intent(intent, refund.currency, Outcome::Refund(report)).map(Some)
 }
