@@ -86,79 +86,93 @@ async fn main() -> Result<(), Error> {
         std::env::var("WEBHOOK_SECRET").unwrap_or_else(|_| "whsec_local_dev_stripe_signing_secret".into()),
     )?;
     match std::env::args().nth(1).as_deref() {
-        Some("serve") => {
-            let port: u16 = env_or("SIMULATOR_PORT", 4000);
-            let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
-            let default_scenario = std::env::var("SCENARIO")
-                .ok()
-                .and_then(|s| serde_json::from_value(serde_json::Value::String(s)).ok());
-            println!("PSP simulator on http://127.0.0.1:{port}, webhooks to {api}/webhooks/stripe");
-            let api_key = std::env::var("PSP_API_KEY").unwrap_or_else(|_| DEV_API_KEY.into());
-            let timings = Timings {
-                slow: Duration::from_secs(env_or("SLOW_SECONDS", Timings::default().slow.as_secs())),
-            };
-            if let Some(port) = std::env::var("ADYEN_SIMULATOR_PORT").ok().and_then(|p| p.parse().ok()) {
-                let api = api.clone();
-                tokio::spawn(async move {
-                    if let Err(e) = serve_adyen(api, port).await {
-                        eprintln!("Adyen simulator stopped: {e}");
-                    }
-                });
-            }
-            let ledger = Ledger::new(api_key, timings, default_scenario);
-            ledger.lose_webhooks(env_or("WEBHOOK_LOSS_RATE", 0.0));
-            let sim = Simulator {
-                ledger,
-                webhook_url: format!("{api}/webhooks/stripe"),
-                secret,
-                delivery: delivery(),
-                client: HttpClient::default(),
-                storm_rate: env_or("STORM_RATE", 0.0),
-            };
-            Arc::new(sim).serve(listener).await
-        }
-        Some("demo") => {
-            let adyen = adyen_endpoint(&api)?;
-            let config = demo::DemoConfig {
-                api,
-                checkouts: env_or("CHECKOUTS", 50),
-                concurrency: env_or("CONCURRENCY", 8),
-                secret,
-                delivery: delivery(),
-                table: std::env::var("TABLE_NAME").ok(),
-                adyen_share: env_or("ADYEN_SHARE", 0.5),
-                adyen,
-            };
-            let summary = demo::run(config).await?;
-            print!("{summary}");
-            if !summary.consistent(std::env::var_os("TABLE_NAME").is_some()) {
-                return Err("the demo found a lost update, a secret on a terminal payment, an unfinished payment, a payment not where its PSP says, or an event not consumed".into());
-            }
-            Ok(())
-        }
-        Some("checkouts") => {
-            let config = checkout_demo::CheckoutDemoConfig {
-                api,
-                checkouts: env_or("CHECKOUTS", 40),
-                concurrency: env_or("CONCURRENCY", 8),
-                cancel_rate: env_or("CANCEL_RATE", 0.2),
-                timeout: Duration::from_secs(env_or("TIMEOUT_SECONDS", 120)),
-                slow: env_or("SLOW_SCENARIOS", false),
-                adyen: std::env::var("ADYEN_BASE_URL")
-                    .ok()
-                    .map(|base_url| checkout_demo::AdyenSide {
-                        base_url,
-                        api_key: text("ADYEN_API_KEY", adyen::DEV_API_KEY),
-                    }),
-                adyen_share: env_or("ADYEN_SHARE", 0.5),
-            };
-            let summary = checkout_demo::run(config).await?;
-            print!("{summary}");
-            if !summary.consistent() {
-                return Err("the checkout demo found inconsistent stock or payments, or unfinished sagas".into());
-            }
-            Ok(())
-        }
+        Some("serve") => serve(api, secret).await,
+        Some("demo") => payments_demo(api, secret).await,
+        Some("checkouts") => checkouts(api).await,
         _ => Err("usage: psp-simulator serve | demo | checkouts".into()),
     }
+}
+
+/// `serve`: the Stripe side on `SIMULATOR_PORT`, webhooks to `{api}/webhooks/stripe` signed with `secret`,
+/// and the Adyen side too when `ADYEN_SIMULATOR_PORT` is set (settings in the module doc).
+async fn serve(api: String, secret: SigningSecret) -> Result<(), Error> {
+    let port: u16 = env_or("SIMULATOR_PORT", 4000);
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
+    let default_scenario = std::env::var("SCENARIO")
+        .ok()
+        .and_then(|s| serde_json::from_value(serde_json::Value::String(s)).ok());
+    println!("PSP simulator on http://127.0.0.1:{port}, webhooks to {api}/webhooks/stripe");
+    let api_key = std::env::var("PSP_API_KEY").unwrap_or_else(|_| DEV_API_KEY.into());
+    let timings = Timings {
+        slow: Duration::from_secs(env_or("SLOW_SECONDS", Timings::default().slow.as_secs())),
+    };
+    if let Some(port) = std::env::var("ADYEN_SIMULATOR_PORT").ok().and_then(|p| p.parse().ok()) {
+        spawn_adyen(api.clone(), port);
+    }
+    let ledger = Ledger::new(api_key, timings, default_scenario);
+    ledger.lose_webhooks(env_or("WEBHOOK_LOSS_RATE", 0.0));
+    let sim = Simulator {
+        ledger,
+        webhook_url: format!("{api}/webhooks/stripe"),
+        secret,
+        delivery: delivery(),
+        client: HttpClient::default(),
+        storm_rate: env_or("STORM_RATE", 0.0),
+    };
+    Arc::new(sim).serve(listener).await
+}
+
+/// Runs the Adyen side beside the Stripe side; its failure is reported and does not stop the Stripe side.
+fn spawn_adyen(api: String, port: u16) {
+    tokio::spawn(async move {
+        if let Err(e) = serve_adyen(api, port).await {
+            eprintln!("Adyen simulator stopped: {e}");
+        }
+    });
+}
+
+/// `demo`: payments through the local stack, Stripe's and Adyen's; an inconsistency found fails the command.
+async fn payments_demo(api: String, secret: SigningSecret) -> Result<(), Error> {
+    let adyen = adyen_endpoint(&api)?;
+    let config = demo::DemoConfig {
+        api,
+        checkouts: env_or("CHECKOUTS", 50),
+        concurrency: env_or("CONCURRENCY", 8),
+        secret,
+        delivery: delivery(),
+        table: std::env::var("TABLE_NAME").ok(),
+        adyen_share: env_or("ADYEN_SHARE", 0.5),
+        adyen,
+    };
+    let summary = demo::run(config).await?;
+    print!("{summary}");
+    if !summary.consistent(std::env::var_os("TABLE_NAME").is_some()) {
+        return Err("the demo found a lost update, a secret on a terminal payment, an unfinished payment, a payment not where its PSP says, or an event not consumed".into());
+    }
+    Ok(())
+}
+
+/// `checkouts`: checkout sagas through the local stack; inconsistent stock or payments fail the command.
+async fn checkouts(api: String) -> Result<(), Error> {
+    let config = checkout_demo::CheckoutDemoConfig {
+        api,
+        checkouts: env_or("CHECKOUTS", 40),
+        concurrency: env_or("CONCURRENCY", 8),
+        cancel_rate: env_or("CANCEL_RATE", 0.2),
+        timeout: Duration::from_secs(env_or("TIMEOUT_SECONDS", 120)),
+        slow: env_or("SLOW_SCENARIOS", false),
+        adyen: std::env::var("ADYEN_BASE_URL")
+            .ok()
+            .map(|base_url| checkout_demo::AdyenSide {
+                base_url,
+                api_key: text("ADYEN_API_KEY", adyen::DEV_API_KEY),
+            }),
+        adyen_share: env_or("ADYEN_SHARE", 0.5),
+    };
+    let summary = checkout_demo::run(config).await?;
+    print!("{summary}");
+    if !summary.consistent() {
+        return Err("the checkout demo found inconsistent stock or payments, or unfinished sagas".into());
+    }
+    Ok(())
 }
