@@ -121,40 +121,14 @@ async fn measure(api: &mut RuntimeApi, pid: u32, phase: &Phase, secret: &Signing
 
 /// Runs the three phases of `n` webhooks each against the release binary and writes their table.
 pub async fn run(out: &mut String, n: usize) -> Result<(), BoxError> {
-    let binary = target_dir().join("release").join("webhook-intake");
-    if !binary.exists() {
-        return Err(format!(
-            "{} not built (`cargo build --release -p webhook-intake`)",
-            binary.display()
-        )
-        .into());
-    }
+    let binary = release_binary()?;
     let secret = SigningSecret::parse(crate::WEBHOOK_SECRET)?;
     let ctx = TestContext::new().await;
     let warm = payments(&ctx, "cpu_warm", 50.min(n)).await?;
-    let first = payments(&ctx, "cpu_first", n).await?;
-    let late = payments(&ctx, "cpu_late", n).await?;
-    let phases = [
-        Phase {
-            name: "first delivery: lease and read side by side, then the write",
-            payments: first,
-            late_by_secs: 0,
-            expect: "applied",
-        },
-        Phase {
-            name: "late first delivery (a PSP retry, not applied yet): read, then lease and write",
-            payments: late.clone(),
-            late_by_secs: LATE_BY_SECS,
-            expect: "applied",
-        },
-        Phase {
-            name: "redelivery of an applied event: one read",
-            payments: late,
-            late_by_secs: LATE_BY_SECS,
-            expect: "duplicate",
-        },
-    ];
-
+    let phases = phases(
+        payments(&ctx, "cpu_first", n).await?,
+        payments(&ctx, "cpu_late", n).await?,
+    );
     let mut api = RuntimeApi::start().await?;
     let log = local_dev::service::repo_root().join(".local/bench-intake.log");
     let child = api.spawn(&binary, &ctx.table, Some(&log))?;
@@ -167,23 +141,7 @@ pub async fn run(out: &mut String, n: usize) -> Result<(), BoxError> {
         expect: "applied",
     };
     measure(&mut api, pid, &warm_up, &secret).await?;
-    writeln!(
-        out,
-        "\n## Whole-process CPU per webhook of the release intake ({n} webhooks each, against DynamoDB Local)\n"
-    )
-    .ok();
-    writeln!(
-        out,
-        "The release `webhook-intake` binary run as Lambda runs it (this bench plays the Lambda runtime API, one \
-         invocation at a time); CPU is the process's user + system time over the webhooks (every thread, from \
-         `/proc/<pid>/stat`) divided by their number. Its log lines go to `.local/bench-intake.log`.\n"
-    )
-    .ok();
-    writeln!(
-        out,
-        "| delivery | CPU per webhook | p50 latency | answers |\n|---|---|---|---|"
-    )
-    .ok();
+    write_table_head(out, n);
     for phase in &phases {
         let m = measure(&mut api, pid, phase, &secret).await?;
         let answers: Vec<String> = m.answers.iter().map(|(r, c)| format!("{r} {c}")).collect();
@@ -206,4 +164,64 @@ pub async fn run(out: &mut String, n: usize) -> Result<(), BoxError> {
         .ok();
     }
     Ok(())
+}
+
+/// The release `webhook-intake` binary: the bench measures what Lambda runs, so it refuses a missing one
+/// rather than build it (a release build is the caller's choice).
+fn release_binary() -> Result<std::path::PathBuf, BoxError> {
+    let binary = target_dir().join("release").join("webhook-intake");
+    if !binary.exists() {
+        return Err(format!(
+            "{} not built (`cargo build --release -p webhook-intake`)",
+            binary.display()
+        )
+        .into());
+    }
+    Ok(binary)
+}
+
+/// The three kinds of delivery measured: `first` payments' first deliveries, then `late` ones' late first
+/// deliveries and their redeliveries (the same payments, so the events are applied by then).
+fn phases(first: Vec<String>, late: Vec<String>) -> [Phase; 3] {
+    [
+        Phase {
+            name: "first delivery: lease and read side by side, then the write",
+            payments: first,
+            late_by_secs: 0,
+            expect: "applied",
+        },
+        Phase {
+            name: "late first delivery (a PSP retry, not applied yet): read, then lease and write",
+            payments: late.clone(),
+            late_by_secs: LATE_BY_SECS,
+            expect: "applied",
+        },
+        Phase {
+            name: "redelivery of an applied event: one read",
+            payments: late,
+            late_by_secs: LATE_BY_SECS,
+            expect: "duplicate",
+        },
+    ]
+}
+
+/// The table's title, what it measures and how, and its header row.
+fn write_table_head(out: &mut String, n: usize) {
+    writeln!(
+        out,
+        "\n## Whole-process CPU per webhook of the release intake ({n} webhooks each, against DynamoDB Local)\n"
+    )
+    .ok();
+    writeln!(
+        out,
+        "The release `webhook-intake` binary run as Lambda runs it (this bench plays the Lambda runtime API, one \
+         invocation at a time); CPU is the process's user + system time over the webhooks (every thread, from \
+         `/proc/<pid>/stat`) divided by their number. Its log lines go to `.local/bench-intake.log`.\n"
+    )
+    .ok();
+    writeln!(
+        out,
+        "| delivery | CPU per webhook | p50 latency | answers |\n|---|---|---|---|"
+    )
+    .ok();
 }
