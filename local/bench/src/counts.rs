@@ -3,7 +3,7 @@
 
 use integration_tests::{BeforeCall, TestContext};
 use lambda_http::Request;
-use payments_core::fixtures;
+use payments_core::{fixtures, PaymentId, Transition};
 use serde_json::json;
 use shared::store::item::{event_to_item, item_size_bytes, payment_to_item, Item};
 use shared::{decide, Channel, Decision, Outcome, SigningSecret};
@@ -48,6 +48,8 @@ fn wcu(bytes: usize, transactional: bool) -> usize {
     bytes.div_ceil(1024).max(1) * if transactional { 2 } else { 1 }
 }
 
+/// Writes the bench's DynamoDB tables: the calls each kind of webhook makes, then what the happy path costs
+/// in capacity units.
 pub async fn run(out: &mut String) {
     let ctx = TestContext::new().await;
     let app = app(&ctx);
@@ -57,108 +59,95 @@ pub async fn run(out: &mut String) {
         "| scenario | calls | by operation | sequential |\n|---|---|---|---|"
     )
     .ok();
-    let row = |name: &str, answer: &str| {
-        let ops: Vec<String> = ctx
-            .calls
-            .by_operation()
-            .iter()
-            .map(|(k, v)| format!("{k} x{v}"))
-            .collect();
-        format!(
-            "| {name} ({answer}) | {} | {} | {} |",
-            ctx.calls.calls().len(),
-            ops.join(", "),
-            ctx.calls.sequential_depth()
-        )
-    };
+    calls_per_webhook(out, &ctx, &app).await;
+    version_conflict(out, &ctx, &app).await;
+    by_psp_reference(out, &ctx, &app).await;
+    capacity_units(out);
+}
 
-    let id = ctx
-        .store
-        .create(fixtures::new_payment("pay_bench_1", 1000))
+/// A new payment of 1000 in the context's table; its id.
+async fn new_payment(ctx: &TestContext, id: &str) -> PaymentId {
+    ctx.store
+        .create(fixtures::new_payment(id, 1000))
         .await
         .expect("create")
-        .id;
-    ctx.calls.reset();
-    let (r, m) = process(&app, webhook("evt_b1", "payment_intent.succeeded", id.as_str(), true)).await;
-    writeln!(out, "{}", row("happy path: first event, lease free", &m.result)).ok();
-    assert_eq!(r.status(), 200);
+        .id
+}
 
+/// Hands `request` to the intake with the call counter reset and writes its row: the answer, the calls, the
+/// calls by operation, and how many ran one after another. Returns the HTTP status.
+async fn measure(out: &mut String, ctx: &TestContext, app: &App, name: &str, request: Request) -> u16 {
     ctx.calls.reset();
-    let (_, m) = process(&app, webhook("evt_b1", "payment_intent.succeeded", id.as_str(), true)).await;
+    let (response, m) = process(app, request).await;
+    let ops: Vec<String> = ctx
+        .calls
+        .by_operation()
+        .iter()
+        .map(|(k, v)| format!("{k} x{v}"))
+        .collect();
     writeln!(
         out,
-        "{}",
-        row("the same event again at once (not a redelivery: lease path)", &m.result)
+        "| {name} ({}) | {} | {} | {} |",
+        m.result,
+        ctx.calls.calls().len(),
+        ops.join(", "),
+        ctx.calls.sequential_depth()
     )
     .ok();
+    response.status().as_u16()
+}
+
+/// A first delivery, the same event again at once (the lease path), and the PSP's redeliveries of an event
+/// before and after it was applied.
+async fn calls_per_webhook(out: &mut String, ctx: &TestContext, app: &App) {
+    let id = new_payment(ctx, "pay_bench_1").await;
+    let happy = webhook("evt_b1", "payment_intent.succeeded", id.as_str(), true);
+    let status = measure(out, ctx, app, "happy path: first event, lease free", happy).await;
+    assert_eq!(status, 200);
+    let again = webhook("evt_b1", "payment_intent.succeeded", id.as_str(), true);
+    let name = "the same event again at once (not a redelivery: lease path)";
+    measure(out, ctx, app, name, again).await;
 
     // Redeliveries: signed ten minutes after the event was created (the PSP's retry): read first.
-    let late = ctx
-        .store
-        .create(fixtures::new_payment("pay_bench_late", 1000))
-        .await
-        .expect("create")
-        .id;
+    let late = new_payment(ctx, "pay_bench_late").await;
     let redelivery = || aged_webhook("evt_b_late", "payment_intent.succeeded", late.as_str(), true, 600);
-    ctx.calls.reset();
-    let (_, m) = process(&app, redelivery()).await;
-    writeln!(out, "{}", row("redelivery of an event not applied yet", &m.result)).ok();
-    ctx.calls.reset();
-    let (_, m) = process(&app, redelivery()).await;
-    writeln!(out, "{}", row("redelivery of an event already applied", &m.result)).ok();
+    measure(out, ctx, app, "redelivery of an event not applied yet", redelivery()).await;
+    measure(out, ctx, app, "redelivery of an event already applied", redelivery()).await;
+}
 
-    // A sync write lands between the intake's read and its write: one version conflict.
-    let id2 = ctx
-        .store
-        .create(fixtures::new_payment("pay_bench_2", 1000))
-        .await
-        .expect("create")
-        .id;
+/// A sync write lands between the intake's read and its write: one version conflict.
+async fn version_conflict(out: &mut String, ctx: &TestContext, app: &App) {
+    let id = new_payment(ctx, "pay_bench_2").await;
     let hook = BeforeCall::new();
     let racing = App {
         store: ctx.store_with_hook(hook.clone()),
         ..app.clone()
     };
-    let (store, target) = (ctx.uncounted_store(), id2.clone());
+    let (store, target) = (ctx.uncounted_store(), id.clone());
     hook.before_next("TransactWriteItems", move || async move {
         store
             .finalize(&target, &fixtures::observe(Channel::Sync, Outcome::Processing), None)
             .await
             .expect("sync write");
     });
-    ctx.calls.reset();
-    let (_, m) = process(
-        &racing,
-        webhook("evt_b2", "payment_intent.succeeded", id2.as_str(), true),
-    )
-    .await;
-    writeln!(
-        out,
-        "{}",
-        row(
-            "a sync write lands between read and write: one version conflict",
-            &m.result
-        )
-    )
-    .ok();
+    let request = webhook("evt_b2", "payment_intent.succeeded", id.as_str(), true);
+    let name = "a sync write lands between read and write: one version conflict";
+    measure(out, ctx, &racing, name, request).await;
+}
 
+/// A webhook without `metadata.payment_id`: the intake finds the payment by its PSP reference.
+async fn by_psp_reference(out: &mut String, ctx: &TestContext, app: &App) {
     let mut new = fixtures::new_payment("pay_bench_3", 1000);
     new.psp_reference = Some(shared::PspReference::parse("pi_pay_bench_3").expect("ref"));
     ctx.store.create(new).await.expect("create");
-    ctx.calls.reset();
-    let (_, m) = process(
-        &app,
-        webhook("evt_b3", "payment_intent.succeeded", "pay_bench_3", false),
-    )
-    .await;
-    writeln!(
-        out,
-        "{}",
-        row("found by PSP reference (no metadata.payment_id)", &m.result)
-    )
-    .ok();
+    let request = webhook("evt_b3", "payment_intent.succeeded", "pay_bench_3", false);
+    let name = "found by PSP reference (no metadata.payment_id)";
+    measure(out, ctx, app, name, request).await;
+}
 
-    // Capacity units of the happy path, from the serialized items.
+/// The happy path's two transitions as the core decides them: to `requires_action` (the sync answer, with
+/// its client secret and redirect URL), then captured by the webhook.
+fn happy_path() -> (Transition, Transition) {
     let payment = fixtures::payment("pay_0123456789abcdef0123456789abcdef");
     let Decision::Apply(action) = decide(
         &payment,
@@ -174,10 +163,13 @@ pub async fn run(out: &mut String) {
     ) else {
         unreachable!()
     };
-    let payment_bytes = item_size_bytes(&payment_to_item(&captured.payment).expect("item"));
-    let action_bytes = item_size_bytes(&payment_to_item(&action.payment).expect("item"));
-    let event_bytes = item_size_bytes(&event_to_item(&captured.event).expect("item"));
-    let lease_bytes = "pk".len()
+    (*action, *captured)
+}
+
+/// The lease item's size as DynamoDB counts it (names plus values): its key, a UUID owner and two expiry
+/// numbers.
+fn lease_bytes() -> usize {
+    "pk".len()
         + "LEASE#pay_0123456789abcdef0123456789abcdef".len()
         + "sk".len()
         + "LEASE".len()
@@ -186,7 +178,17 @@ pub async fn run(out: &mut String) {
         + "expires_at_ms".len()
         + 8
         + "expires_at".len()
-        + 6;
+        + 6
+}
+
+/// Capacity units of the happy path, from the serialized items: their sizes, then the units of the lease
+/// put, the read and the transaction, against the target.
+fn capacity_units(out: &mut String) {
+    let (action, captured) = happy_path();
+    let payment_bytes = item_size_bytes(&payment_to_item(&captured.payment).expect("item"));
+    let action_bytes = item_size_bytes(&payment_to_item(&action.payment).expect("item"));
+    let event_bytes = item_size_bytes(&event_to_item(&captured.event).expect("item"));
+    let lease_bytes = lease_bytes();
     let lease_put = wcu(lease_bytes, false);
     let tx = wcu(payment_bytes.max(action_bytes), true) + wcu(event_bytes, true) + wcu(lease_bytes, true);
     writeln!(
@@ -195,14 +197,14 @@ pub async fn run(out: &mut String) {
     )
     .ok();
     writeln!(out, "| item | bytes |\n|---|---|").ok();
-    writeln!(
-        out,
-        "| payment, requires_action (client secret + redirect URL) | {action_bytes} |"
-    )
-    .ok();
-    writeln!(out, "| payment, captured (one PSP event id seen) | {payment_bytes} |").ok();
-    writeln!(out, "| event | {event_bytes} |").ok();
-    writeln!(out, "| lease | {lease_bytes} |").ok();
+    for (item, bytes) in [
+        ("payment, requires_action (client secret + redirect URL)", action_bytes),
+        ("payment, captured (one PSP event id seen)", payment_bytes),
+        ("event", event_bytes),
+        ("lease", lease_bytes),
+    ] {
+        writeln!(out, "| {item} | {bytes} |").ok();
+    }
     writeln!(out, "\n- lease acquire (PutItem): {lease_put} WCU").ok();
     writeln!(out, "- read (GetItem, strongly consistent, <= 4 KB): 1 RCU").ok();
     writeln!(
