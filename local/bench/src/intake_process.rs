@@ -144,16 +144,7 @@ pub async fn run(out: &mut String, n: usize) -> Result<(), BoxError> {
     write_table_head(out, n);
     for phase in &phases {
         let m = measure(&mut api, pid, phase, &secret).await?;
-        let answers: Vec<String> = m.answers.iter().map(|(r, c)| format!("{r} {c}")).collect();
-        writeln!(
-            out,
-            "| {} | {:.3} ms | {:.1} ms | {} |",
-            phase.name,
-            m.cpu_per_webhook.as_secs_f64() * 1e3,
-            m.p50.as_secs_f64() * 1e3,
-            answers.join(", ")
-        )
-        .ok();
+        write_row(out, phase, &m);
     }
     if let Some(kb) = rss_kb(pid, "VmHWM:") {
         writeln!(
@@ -203,6 +194,20 @@ fn phases(first: Vec<String>, late: Vec<String>) -> [Phase; 3] {
             expect: "duplicate",
         },
     ]
+}
+
+/// One phase's row: CPU per webhook, median latency and the answers counted.
+fn write_row(out: &mut String, phase: &Phase, m: &Measured) {
+    let answers: Vec<String> = m.answers.iter().map(|(r, c)| format!("{r} {c}")).collect();
+    writeln!(
+        out,
+        "| {} | {:.3} ms | {:.1} ms | {} |",
+        phase.name,
+        m.cpu_per_webhook.as_secs_f64() * 1e3,
+        m.p50.as_secs_f64() * 1e3,
+        answers.join(", ")
+    )
+    .ok();
 }
 
 /// The table's title, what it measures and how, and its header row.
