@@ -236,9 +236,16 @@ impl CallerGuard {
         })
     }
 
-    /// From `ORCHESTRATOR_ROLE_ARN` (unset: every caller the API let through).
-    pub fn from(env: &crate::Env) -> Result<Self, String> {
-        Self::for_role(&env.optional("ORCHESTRATOR_ROLE_ARN").unwrap_or_default())
+    /// From `ORCHESTRATOR_ROLE_ARN` (unset: every caller the API let through); not a role's ARN fails the
+    /// start.
+    pub fn from(env: &crate::Env) -> Result<Self, crate::ConfigError> {
+        Self::for_role(&env.optional("ORCHESTRATOR_ROLE_ARN").unwrap_or_default()).map_err(|why| {
+            crate::ConfigError::Invalid {
+                name: "ORCHESTRATOR_ROLE_ARN",
+                expected: "IAM role ARN",
+                value: why,
+            }
+        })
     }
 
     /// Whether the caller ARN (the request context's `authorizer.iam.userArn`) is a session of the role.

@@ -46,15 +46,16 @@
 //! on the next look), `succeeded` ends the question.
 
 use crate::clock;
+use crate::lambda::{BuildError, Clients};
 use crate::lease::{Lease, Leases};
 use crate::psp::stripe::Refund;
-use crate::psp::{GuardedAdyen, Psp, PspError, PspRoute, Psps};
+use crate::psp::{GuardedAdyen, Psp, PspError, PspRoute, PspSet, PspSetSettings, Psps};
 use crate::store::open_index::{age_seconds, defer, due_items, next_due, OpenKind, MAX_RECHECK_INTERVAL};
 use crate::store::{FinalizeOutcome, FinalizeResult, PaymentStore, StoreError};
 use crate::telemetry::ErrorChain;
 use crate::{
-    Channel, Claims, ConfigError, CorrelationId, Currency, Env, GiveBack, Observation, Outcome, Payment, PaymentId,
-    PspReference, RefundEntry, RefundReport, RefundStatus,
+    Channel, Claims, Config, ConfigError, CorrelationId, Currency, Env, GiveBack, Observation, Outcome, Payment,
+    PaymentId, PspReference, RefundEntry, RefundReport, RefundStatus,
 };
 use payments_core::recovery::{
     after_read, canceled_expiry, expiry, recovery_step, unanswered, AfterRead, NothingToAsk, RecoveryStep, Unasked,
@@ -204,12 +205,73 @@ fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
+/// Recovery's state: built in one place ([`Recovery::new`]), by the reconciler ([`Recovery::build`]), the
+/// checkout saga (which hands it the payments it gives up on) and the local stack.
 pub struct Recovery<P> {
     pub store: PaymentStore,
     pub leases: Leases,
     /// The PSPs' clients ([`Psps`]: a `PspSet`, or one Stripe client alone).
     pub psp: P,
     pub settings: RecoverySettings,
+}
+
+/// The reconciler function's settings, read once per cold start: `TABLE_NAME` and the lease settings
+/// ([`Config`]), each configured PSP's settings ([`PspSetSettings`]: Stripe's `PSP_BASE_URL`,
+/// `PSP_API_KEY_ARN` or `PSP_API_KEY`, ...; Adyen's `ADYEN_BASE_URL`, `ADYEN_API_KEY_ARN` or
+/// `ADYEN_API_KEY`, ...), and recovery's own ([`RecoverySettings`]: `RECOVERY_STALE_AFTER_SECONDS`,
+/// `RECOVERY_BATCH_LIMIT`, `RECOVERY_EXPIRE_AFTER_SECONDS`).
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The table and the leases.
+    pub config: Config,
+    /// The PSPs recovery asks, each about its own payments only.
+    pub psps: PspSetSettings,
+    /// When a payment is due, how many per run, when one expires.
+    pub recovery: RecoverySettings,
+}
+
+impl Settings {
+    /// Reads the settings from `env` (see the type); a missing or malformed one fails the start.
+    pub fn from_env(env: &Env) -> Result<Self, ConfigError> {
+        Ok(Self {
+            config: Config::from(env)?,
+            psps: PspSetSettings::from_env(env)?,
+            recovery: RecoverySettings::from(env)?,
+        })
+    }
+}
+
+impl<P> Recovery<P> {
+    /// Recovery over `config`'s table (store and leases on `dynamodb`) asking `psp`: the one place it is put
+    /// together.
+    pub fn new(dynamodb: &aws_sdk_dynamodb::Client, config: &Config, psp: P, settings: RecoverySettings) -> Self {
+        Self {
+            store: PaymentStore::new(dynamodb.clone(), &config.table_name),
+            leases: Leases::new(dynamodb.clone(), &config.table_name, config.lease),
+            psp,
+            settings,
+        }
+    }
+}
+
+impl Recovery<PspSet> {
+    /// The reconciler, built once per cold start from its settings on `clients` (the PSPs' keys read here).
+    pub async fn build(settings: &Settings, clients: Clients) -> Result<Self, BuildError> {
+        let table = &settings.config.table_name;
+        let psp = settings
+            .psps
+            .build(&clients.sdk, clients.dynamodb.clone(), table)
+            .await?;
+        Ok(Self::new(&clients.dynamodb, &settings.config, psp, settings.recovery))
+    }
+
+    /// One scheduled invocation: a run ([`Recovery::run`]), its counts written as metrics (EMF), and the
+    /// answer the schedule's invocation records.
+    pub async fn invoke(&self, deadline: tokio::time::Instant) -> Result<serde_json::Value, StoreError> {
+        let report = self.run(deadline).await?;
+        crate::metrics::emit(&emf(&report, clock::now_ms()));
+        Ok(serde_json::json!({ "found": report.found, "applied": report.applied, "busy": report.busy }))
+    }
 }
 
 impl<P: Psps> Recovery<P> {

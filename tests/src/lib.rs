@@ -183,6 +183,27 @@ impl TestContext {
         client(&dynamodb_local::endpoint(), with)
     }
 
+    /// The settings every function shares, on this context's table (the lease as `leases`').
+    pub fn config(&self) -> shared::Config {
+        shared::Config {
+            table_name: self.table.clone(),
+            lease: test_lease_config(Duration::from_secs(30)),
+        }
+    }
+
+    /// The clients a function is built on (`<Function>::build`), as `function`'s: its DynamoDB client is
+    /// [`TestContext::client_for`]. Its SQS client does not reach the SQS emulator (most tests need none, and
+    /// naming its endpoint would start one): a test that needs the function's queue sets `sqs` to
+    /// [`function_sqs_client`].
+    pub fn clients_for(&self, function: &str) -> shared::lambda::Clients {
+        let sdk = local_sdk_config(&dynamodb_local::endpoint());
+        shared::lambda::Clients {
+            sqs: aws_sdk_sqs::Client::new(&sdk),
+            dynamodb: self.client_for(function),
+            sdk,
+        }
+    }
+
     /// A store on this context's table on `function`'s client ([`TestContext::client_for`]).
     pub fn store_for(&self, function: &str) -> PaymentStore {
         PaymentStore::new(self.client_for(function), &self.table)

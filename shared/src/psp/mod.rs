@@ -28,7 +28,7 @@ pub mod stripe;
 
 pub use breaker::{BreakerSettings, CircuitBreaker};
 pub use client::{ApiKey, PspSettings, StripeClient};
-pub use set::{GuardedAdyen, PspRoute, PspSet, Psps, ADYEN_BREAKER, STRIPE_BREAKER};
+pub use set::{GuardedAdyen, PspRoute, PspSet, PspSetSettings, Psps, ADYEN_BREAKER, STRIPE_BREAKER};
 pub use stripe::{IntentStatus, PaymentIntent, Refund};
 
 use crate::{Money, OrderId, PaymentId, PspName, PspReference};
@@ -39,17 +39,16 @@ pub type GuardedStripe = CircuitBreaker<StripeClient>;
 /// The Stripe breaker's name (its item is `BREAKER#stripe`): [`STRIPE_BREAKER`], as the tools name it.
 pub const BREAKER_NAME: &str = STRIPE_BREAKER;
 
-/// Builds [`GuardedStripe`] alone from the environment ([`PspSettings`]; the key from Secrets Manager when
-/// `PSP_API_KEY_ARN` is set), once per cold start, for what speaks only to Stripe (the events catch-up). A
-/// missing or malformed setting fails the start. Every PSP configured: [`set::from_env`].
-pub async fn from_env(
+/// Builds [`GuardedStripe`] alone from its settings (the key from Secrets Manager when `PSP_API_KEY_ARN` is
+/// set), once per cold start, for what speaks only to Stripe (the events catch-up). Every PSP configured:
+/// [`set::PspSetSettings::build`].
+pub async fn guarded_stripe(
+    settings: &PspSettings,
     sdk: &aws_config::SdkConfig,
     dynamodb: aws_sdk_dynamodb::Client,
     table: &str,
-    env: &crate::Env,
-) -> Result<GuardedStripe, Box<dyn std::error::Error + Send + Sync>> {
-    let settings = PspSettings::from(env)?;
-    let client = StripeClient::from_settings(&settings, sdk).await?;
+) -> Result<GuardedStripe, crate::lambda::BuildError> {
+    let client = StripeClient::from_settings(settings, sdk).await?;
     Ok(set::guarded(client, dynamodb, table, STRIPE_BREAKER))
 }
 use std::future::Future;

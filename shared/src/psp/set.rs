@@ -9,7 +9,7 @@
 //! what became of them arrives by notification, and a payment whose pspReference never reached us is
 //! cancelled by our own reference). A caller matching on [`PspRoute`] cannot ask Adyen what it cannot answer.
 //!
-//! Built once per cold start ([`from_env`]); a payment whose PSP has no client here is [`PspRoute::Missing`]: a
+//! Built once per cold start ([`PspSetSettings::build`]); a payment whose PSP has no client here is [`PspRoute::Missing`]: a
 //! Standard Webhooks provider's (nothing to call, by design) or a deployment fault, which a caller that must
 //! call turns into [`not_configured`] (deferred and alarmed, never a refusal of the customer's).
 
@@ -159,34 +159,68 @@ pub fn not_configured(provider: &PspName, operation: &str) -> PspError {
     PspError::NotConfigured(provider.clone())
 }
 
-/// The set the environment configures, once per cold start: Stripe when `PSP_BASE_URL` is set (its
-/// [`PspSettings`]), Adyen when `ADYEN_BASE_URL` is set ([`AdyenSettings`]: `ADYEN_API_KEY_ARN` or
-/// `ADYEN_API_KEY`, `ADYEN_MERCHANT_ACCOUNT`, `ADYEN_RETURN_URL`), each behind its own breaker in `table`.
-/// Neither, or a malformed setting, fails the start.
-pub async fn from_env(
-    sdk: &aws_config::SdkConfig,
-    dynamodb: aws_sdk_dynamodb::Client,
-    table: &str,
-    env: &Env,
-) -> Result<PspSet<GuardedStripe>, Box<dyn std::error::Error + Send + Sync>> {
-    let stripe = match env.optional("PSP_BASE_URL") {
-        Some(_) => {
-            let client = StripeClient::from_settings(&PspSettings::from(env)?, sdk).await?;
-            Some(guarded(client, dynamodb.clone(), table, STRIPE_BREAKER))
+/// Which PSPs a function calls, and their settings, read once per cold start: Stripe when `PSP_BASE_URL` is
+/// set (its [`PspSettings`]), Adyen when `ADYEN_BASE_URL` is set ([`AdyenSettings`]: `ADYEN_API_KEY_ARN` or
+/// `ADYEN_API_KEY`, `ADYEN_MERCHANT_ACCOUNT`, `ADYEN_RETURN_URL`). Neither, or a malformed setting, fails the
+/// start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PspSetSettings {
+    /// Stripe's client settings, when `PSP_BASE_URL` is set.
+    pub stripe: Option<PspSettings>,
+    /// Adyen's client settings, when `ADYEN_BASE_URL` is set.
+    pub adyen: Option<AdyenSettings>,
+}
+
+impl PspSetSettings {
+    /// The PSPs `env` configures (see the type).
+    pub fn from_env(env: &Env) -> Result<Self, ConfigError> {
+        let stripe = match env.optional("PSP_BASE_URL") {
+            Some(_) => Some(PspSettings::from(env)?),
+            None => None,
+        };
+        let adyen = match env.optional("ADYEN_BASE_URL") {
+            Some(_) => Some(AdyenSettings::from(env)?),
+            None => None,
+        };
+        if stripe.is_none() && adyen.is_none() {
+            return Err(ConfigError::Missing(
+                "PSP_BASE_URL (Stripe) or ADYEN_BASE_URL (Adyen): no PSP configured",
+            ));
         }
-        None => None,
-    };
-    let adyen = match env.optional("ADYEN_BASE_URL") {
-        Some(_) => {
-            let client = AdyenClient::from_settings(&AdyenSettings::from(env)?, sdk).await?;
-            Some(guarded(client, dynamodb, table, ADYEN_BREAKER))
-        }
-        None => None,
-    };
-    if stripe.is_none() && adyen.is_none() {
-        return Err(ConfigError::Missing("PSP_BASE_URL (Stripe) or ADYEN_BASE_URL (Adyen): no PSP configured").into());
+        Ok(Self { stripe, adyen })
     }
-    Ok(PspSet::new(stripe, adyen))
+
+    /// The PSPs these settings configure, as [`PspSet::providers`] will name them.
+    pub fn providers(&self) -> Vec<PspName> {
+        let stripe = self.stripe.as_ref().map(|_| PspName::Stripe);
+        let adyen = self.adyen.as_ref().map(|_| PspName::Adyen);
+        stripe.into_iter().chain(adyen).collect()
+    }
+
+    /// The set these settings configure, once per cold start: each client with its key (from Secrets Manager
+    /// when its `*_ARN` is set), each behind its own breaker in `table`.
+    pub async fn build(
+        &self,
+        sdk: &aws_config::SdkConfig,
+        dynamodb: aws_sdk_dynamodb::Client,
+        table: &str,
+    ) -> Result<PspSet<GuardedStripe>, crate::lambda::BuildError> {
+        let stripe = match &self.stripe {
+            Some(settings) => {
+                let client = StripeClient::from_settings(settings, sdk).await?;
+                Some(guarded(client, dynamodb.clone(), table, STRIPE_BREAKER))
+            }
+            None => None,
+        };
+        let adyen = match &self.adyen {
+            Some(settings) => {
+                let client = AdyenClient::from_settings(settings, sdk).await?;
+                Some(guarded(client, dynamodb, table, ADYEN_BREAKER))
+            }
+            None => None,
+        };
+        Ok(PspSet::new(stripe, adyen))
+    }
 }
 
 /// `client` behind the breaker `name` with the default rule.
