@@ -15,15 +15,11 @@ use std::time::Duration;
 const DAY_MS: i64 = 24 * 3600 * 1000;
 
 fn recovery(w: &World) -> Recovery<StripeClient> {
-    Recovery {
-        store: w.ctx.store_for("reconciler"),
-        leases: w.ctx.leases_for("reconciler"),
-        psp: w.psp(),
-        settings: RecoverySettings {
-            stale_after: Duration::ZERO,
-            ..RecoverySettings::default()
-        },
-    }
+    let settings = RecoverySettings {
+        stale_after: Duration::ZERO,
+        ..RecoverySettings::default()
+    };
+    Recovery::new(&w.ctx.client_for("reconciler"), &w.ctx.config(), w.psp(), settings)
 }
 
 fn deadline() -> tokio::time::Instant {
