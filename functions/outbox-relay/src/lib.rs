@@ -14,7 +14,8 @@
 //! safe to repeat because consumers apply each event once. The operator runs them through `paymentsctl
 //! replay` and `paymentsctl redrive-dlq` (`tools/paymentsctl`).
 //!
-//! The stream batch handling ([`relay`]) is here; `publisher` builds entries and sends batches (its `parking`
+//! Built once per cold start from its [`Settings`] ([`Publisher::build`]). The stream batch handling
+//! ([`relay`]) is here; `publisher` builds entries and sends batches (its `parking`
 //! handles what SQS would refuse), `replay` holds the operator's repairs.
 
 mod publisher;
@@ -25,10 +26,12 @@ pub use replay::{events_between, redrive_dlq, replay_payment, replay_range};
 
 use aws_lambda_events::event::dynamodb::Event as StreamEvent;
 use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
+use shared::lambda::{BuildError, Clients};
 use shared::store::item::event_from_item;
 use shared::store::{Cause, StoreError};
 use shared::telemetry::ErrorChain;
-use shared::{outbox, PaymentEvent};
+use shared::{outbox, ConfigError, Env, PaymentEvent};
+use std::convert::Infallible;
 use thiserror::Error;
 use tracing::{info, warn};
 
@@ -67,6 +70,44 @@ impl RelayError {
 
 /// Namespace of the relay's own metrics.
 pub const METRICS_NAMESPACE: &str = "Payments/Relay";
+
+/// The relay function's settings, read once per cold start. It needs no table: the stream hands it the
+/// items.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// `QUEUE_URL` (required): the FIFO queue the events go to.
+    pub queue_url: String,
+    /// `RELAY_FAILURES_QUEUE_URL`: where notices of events SQS would refuse are parked (alarmed while not
+    /// empty); unset, nothing is parked.
+    pub parking_url: Option<String>,
+}
+
+impl Settings {
+    /// Reads the settings from `env` (see the type); a missing one fails the start.
+    pub fn from_env(env: &Env) -> Result<Self, ConfigError> {
+        Ok(Self {
+            queue_url: env.required("QUEUE_URL")?,
+            parking_url: env.optional("RELAY_FAILURES_QUEUE_URL"),
+        })
+    }
+}
+
+impl Publisher {
+    /// The relay's publisher, built once per cold start from its settings on `clients`' SQS client.
+    pub async fn build(settings: &Settings, clients: Clients) -> Result<Self, BuildError> {
+        let publisher = Publisher::new(clients.sqs, &settings.queue_url);
+        Ok(match &settings.parking_url {
+            Some(parking) => publisher.with_parking(parking),
+            None => publisher,
+        })
+    }
+}
+
+/// The Lambda's handler ([`relay`]): a stream batch never fails the invocation, what could not be published
+/// is in the answer (partial batch failure).
+pub async fn handle(publisher: &Publisher, batch: StreamEvent) -> Result<DynamoDbEventResponse, Infallible> {
+    Ok(relay(publisher, &batch).await)
+}
 
 /// Relays one stream batch. Records that are not outbox inserts are skipped (and never reported).
 pub async fn relay(publisher: &Publisher, batch: &StreamEvent) -> DynamoDbEventResponse {
