@@ -5,34 +5,65 @@ use crate::routes::PaymentsApiRoute;
 use lambda_http::http::{header, HeaderValue, StatusCode};
 use lambda_http::{Body, Request, Response};
 use serde::Serialize;
-use shared::http::{self, ApiError};
+use shared::http::{self, ApiError, CallerGuard};
+use shared::lambda::{BuildError, Clients};
 use shared::store::Created;
 use shared::{
-    clock, telemetry, ClientView, CorrelationId, IdempotencyKey, KnownPsps, PaymentEvent, PaymentId, PaymentStore,
+    clock, telemetry, ClientView, Config, ConfigError, CorrelationId, Env, IdempotencyKey, KnownPsps, PaymentEvent,
+    PaymentId, PaymentStore,
 };
 use tracing::Instrument;
 
-/// What the handler needs, built once per cold start.
+/// The payments API's settings, read once per cold start.
 #[derive(Debug, Clone)]
-pub struct App {
-    pub store: PaymentStore,
-    /// The PSPs a payment may be created for ([`App::from_env`]).
+pub struct Settings {
+    /// `TABLE_NAME` and the lease settings.
+    pub config: Config,
+    /// The PSPs a payment may be created for: Stripe and the PSPs of `WEBHOOK_PROVIDERS` (the intake's
+    /// endpoints; unset: the intake's default, Stripe and `standard`).
     pub providers: KnownPsps,
+    /// `ORCHESTRATOR_ROLE_ARN`: the only caller allowed (unset: every caller the API let through).
+    pub guard: CallerGuard,
 }
 
-impl App {
-    /// The app over `store`, taking payments for Stripe and the PSPs of `WEBHOOK_PROVIDERS` (the intake's
-    /// endpoints; unset: the intake's default, Stripe and `standard`).
-    pub fn from_env(store: PaymentStore, env: &shared::Env) -> Result<Self, shared::ConfigError> {
+impl Settings {
+    /// Reads the settings from `env` (see the type); a missing or malformed one fails the start.
+    pub fn from_env(env: &Env) -> Result<Self, ConfigError> {
         let providers = match env.optional("WEBHOOK_PROVIDERS") {
-            Some(json) => KnownPsps::from_webhook_providers(&json).map_err(|why| shared::ConfigError::Invalid {
+            Some(json) => KnownPsps::from_webhook_providers(&json).map_err(|why| ConfigError::Invalid {
                 name: "WEBHOOK_PROVIDERS",
                 expected: "a JSON list of {\"name\", \"scheme\"} naming valid providers",
                 value: why,
             })?,
             None => KnownPsps::default(),
         };
-        Ok(Self { store, providers })
+        let guard = CallerGuard::from(env)?;
+        Ok(Self {
+            config: Config::from(env)?,
+            providers,
+            guard,
+        })
+    }
+}
+
+/// What the handler needs, built once per cold start ([`App::build`]).
+#[derive(Debug, Clone)]
+pub struct App {
+    pub store: PaymentStore,
+    /// The PSPs a payment may be created for ([`Settings::providers`]).
+    pub providers: KnownPsps,
+    /// Who may call ([`Settings::guard`]); `serve_guarded` answers everyone else.
+    pub guard: CallerGuard,
+}
+
+impl App {
+    /// The app from its settings, on `clients`' DynamoDB client.
+    pub async fn build(settings: &Settings, clients: Clients) -> Result<Self, BuildError> {
+        Ok(Self {
+            store: PaymentStore::new(clients.dynamodb, &settings.config.table_name),
+            providers: settings.providers.clone(),
+            guard: settings.guard.clone(),
+        })
     }
 }
 

@@ -14,5 +14,5 @@ mod handler;
 pub mod requests;
 mod routes;
 
-pub use handler::{handle, App};
+pub use handler::{handle, App, Settings};
 pub use routes::{route_table, PaymentsApiRoute};

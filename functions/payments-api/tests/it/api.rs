@@ -3,12 +3,12 @@
 use integration_tests::{BeforeCall, TestContext};
 use lambda_http::http::{Method, StatusCode};
 use lambda_http::{Body, Request};
+use payments_api::{handle, App};
 use payments_core::fixtures;
 use rand::Rng;
 use serde_json::{json, Value};
 use shared::{Outcome, PaymentId, PaymentStatus, PspName};
 use std::time::Duration;
-use payments_api::{handle, App};
 
 /// A typed client for the handler, on a fresh table.
 struct TestApi {
@@ -43,10 +43,12 @@ impl Answer {
 impl TestApi {
     async fn new() -> Self {
         let ctx = TestContext::new().await;
-        let app = App {
-            store: ctx.store_for("payments-api"),
+        let settings = payments_api::Settings {
+            config: ctx.config(),
             providers: shared::KnownPsps::default(),
+            guard: shared::http::CallerGuard::open(),
         };
+        let app = App::build(&settings, ctx.clients_for("payments-api")).await.unwrap();
         Self { ctx, app }
     }
 
