@@ -39,10 +39,11 @@ use crate::providers::{Provider, ProviderSpec, Scheme};
 use crate::stripe::SUBSCRIBED_TYPES;
 use crate::{apply_fetched, App, IntakeSettings};
 use serde::Serialize;
+use shared::lambda::{BuildError, Clients};
 use shared::psp::stripe::EventQuery;
-use shared::psp::{GuardedStripe, PspError};
+use shared::psp::{GuardedStripe, PspError, PspSettings};
 use shared::telemetry::ErrorChain;
-use shared::{clock, ConfigError, Env, StoreError};
+use shared::{clock, Config, ConfigError, Env, StoreError};
 use std::time::Duration;
 use thiserror::Error;
 use tokio::time::Instant;
@@ -92,6 +93,54 @@ impl CatchUpSettings {
             first_look_back: env.seconds("CATCHUP_FIRST_LOOK_BACK_SECONDS", d.first_look_back)?,
             page_budget: d.page_budget,
             page_size: d.page_size,
+        })
+    }
+}
+
+/// The catch-up function's settings, read once per cold start: `TABLE_NAME` and the lease settings, the
+/// providers of `WEBHOOK_PROVIDERS` (no secret needed), with a Stripe provider the PSP's settings (`PSP_*`),
+/// the intake's and the catch-up's own settings.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The table and the leases.
+    pub config: Config,
+    /// The Stripe provider (its endpoint checks) and the PSP's settings; `None` without a Stripe provider.
+    pub stripe: Option<(Provider, PspSettings)>,
+    /// The Adyen provider whose parked items each run retries, if one is configured.
+    pub adyen: Option<Provider>,
+    /// The intake's settings, which its steps read.
+    pub intake: IntakeSettings,
+    /// The catch-up's own bounds.
+    pub catch_up: CatchUpSettings,
+}
+
+impl Settings {
+    /// Reads the settings from `env` (see the type); a missing or malformed one fails the start.
+    pub fn from_env(env: &Env) -> Result<Self, ConfigError> {
+        let specs = ProviderSpec::from_env(env).map_err(|e| ConfigError::Invalid {
+            name: "WEBHOOK_PROVIDERS",
+            expected: "JSON list of providers",
+            value: e.to_string(),
+        })?;
+        let find = |scheme| {
+            specs
+                .iter()
+                .find(|spec| spec.scheme == scheme)
+                .map(ProviderSpec::unsigned)
+        };
+        let stripe = match find(Scheme::Stripe) {
+            Some(provider) => Some((provider, PspSettings::from(env)?)),
+            None => {
+                info!("WEBHOOK_PROVIDERS names no Stripe provider: no events list to catch up");
+                None
+            }
+        };
+        Ok(Self {
+            config: Config::from(env)?,
+            stripe,
+            adyen: find(Scheme::Adyen),
+            intake: IntakeSettings::from(env)?,
+            catch_up: CatchUpSettings::from(env)?,
         })
     }
 }
@@ -152,44 +201,35 @@ pub struct CatchUp {
 }
 
 impl CatchUp {
-    /// Built from the environment once per cold start: `TABLE_NAME`, the providers of `WEBHOOK_PROVIDERS` (no
-    /// secret needed), with a Stripe provider the PSP's settings (`PSP_*`), the intake's and the catch-up's
-    /// settings.
-    pub async fn from_env(
-        sdk: &aws_config::SdkConfig,
-        client: shared::aws::DynamoDbClient,
-        config: &shared::Config,
-        env: &Env,
-    ) -> Result<Self, Box<dyn std::error::Error + Send + Sync>> {
-        let stripe = ProviderSpec::from_env(env)?
-            .into_iter()
-            .find(|spec| spec.scheme == Scheme::Stripe);
-        let table = &config.table_name;
-        let stripe = match stripe {
-            Some(spec) => Some(StripeEvents {
-                provider: spec.unsigned(),
-                psp: shared::psp::from_env(sdk, client.clone(), table, env).await?,
+    /// The job, built once per cold start from its settings on `clients` (the PSP's key read here when a
+    /// Stripe provider is configured).
+    pub async fn build(settings: &Settings, clients: Clients) -> Result<Self, BuildError> {
+        let table = &settings.config.table_name;
+        let stripe = match &settings.stripe {
+            Some((provider, psp)) => Some(StripeEvents {
+                provider: provider.clone(),
+                psp: shared::psp::guarded_stripe(psp, &clients.sdk, clients.dynamodb.clone(), table).await?,
                 cursor: CursorStore {
-                    client: client.clone(),
+                    client: clients.dynamodb.clone(),
                     table: table.clone(),
                 },
             }),
-            None => {
-                info!("WEBHOOK_PROVIDERS names no Stripe provider: no events list to catch up");
-                None
-            }
+            None => None,
         };
+        let providers = crate::providers::Providers::default().into();
         Ok(Self {
-            app: App::new(
-                client,
-                config,
-                crate::providers::Providers::default().into(),
-                IntakeSettings::from(env)?,
-            ),
+            app: App::new(clients.dynamodb, &settings.config, providers, settings.intake.clone()),
             stripe,
-            settings: CatchUpSettings::from(env)?,
-            adyen: crate::adyen::retry::configured(env)?,
+            settings: settings.catch_up,
+            adyen: settings.adyen.clone(),
         })
+    }
+
+    /// One scheduled invocation: a run ([`CatchUp::run`]), logged, its report the answer.
+    pub async fn invoke(&self, deadline: Instant) -> Result<CatchUpReport, CatchUpError> {
+        let report = self.run(deadline).await?;
+        info!(?report, "catch-up run");
+        Ok(report)
     }
 
     /// One run: the catch-up of Stripe's events ([`CatchUp::catch_up`], when a Stripe provider is configured),

@@ -12,7 +12,7 @@ mod app;
 mod fetched;
 mod payment;
 
-pub use app::{App, IntakeSettings};
+pub use app::{App, IntakeSettings, Settings};
 pub use fetched::apply_fetched;
 pub(crate) use payment::locate;
 use payment::{applied, leased, read_first, Delivery};

@@ -19,4 +19,4 @@ pub mod redact;
 pub mod standard;
 pub mod stripe;
 
-pub use handler::{apply_fetched, handle, process, route_table, App, IntakeSettings};
+pub use handler::{apply_fetched, handle, process, route_table, App, IntakeSettings, Settings};

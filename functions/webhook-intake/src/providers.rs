@@ -270,6 +270,63 @@ impl std::fmt::Debug for ProviderSource {
     }
 }
 
+/// Where the intake's providers and their secrets come from, read once per cold start: `WEBHOOK_PROVIDERS`
+/// (default [`DEFAULT_PROVIDERS`]), and `WEBHOOK_SECRETS_ARN` (AWS) or `WEBHOOK_SECRETS` (local). The
+/// secrets are read when the source is built ([`ProviderSource::from_settings`]).
+#[derive(Clone)]
+pub struct ProviderSettings {
+    /// `WEBHOOK_PROVIDERS`, checked with the secrets when the source is built.
+    pub providers_json: String,
+    /// Where the secrets are.
+    pub secrets: SecretsFrom,
+}
+
+/// Where the webhook secrets are.
+#[derive(Clone)]
+pub enum SecretsFrom {
+    /// `WEBHOOK_SECRETS_ARN`: a Secrets Manager secret, cached and re-read.
+    SecretsManager(String),
+    /// `WEBHOOK_SECRETS`: the secrets themselves, fixed for the process (local development).
+    Value(String),
+}
+
+impl std::fmt::Debug for ProviderSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // `WEBHOOK_SECRETS` holds the secrets themselves: never printed.
+        let secrets = match &self.secrets {
+            SecretsFrom::SecretsManager(arn) => arn.as_str(),
+            SecretsFrom::Value(_) => "WEBHOOK_SECRETS [withheld]",
+        };
+        f.debug_struct("ProviderSettings")
+            .field("providers_json", &self.providers_json)
+            .field("secrets", &secrets)
+            .finish()
+    }
+}
+
+impl ProviderSettings {
+    /// Reads `WEBHOOK_PROVIDERS` and where the secrets are from `env`; neither secrets variable set fails the
+    /// start.
+    pub fn from_env(env: &Env) -> Result<Self, shared::ConfigError> {
+        let providers_json = env
+            .optional("WEBHOOK_PROVIDERS")
+            .unwrap_or_else(|| DEFAULT_PROVIDERS.to_owned());
+        let secrets = match (env.optional("WEBHOOK_SECRETS_ARN"), env.optional("WEBHOOK_SECRETS")) {
+            (Some(arn), _) => SecretsFrom::SecretsManager(arn),
+            (None, Some(secrets)) => SecretsFrom::Value(secrets),
+            (None, None) => {
+                return Err(shared::ConfigError::Missing(
+                    "WEBHOOK_SECRETS_ARN (AWS) or WEBHOOK_SECRETS (local): no webhook secrets configured",
+                ))
+            }
+        };
+        Ok(Self {
+            providers_json,
+            secrets,
+        })
+    }
+}
+
 /// Providers fixed for the process (local development, tests).
 impl From<Providers> for ProviderSource {
     fn from(providers: Providers) -> Self {
@@ -321,15 +378,16 @@ impl ProviderSource {
         ))
     }
 
-    /// From the environment: `WEBHOOK_PROVIDERS`, and the secrets of `WEBHOOK_SECRETS_ARN` (cached and
-    /// re-read) or of `WEBHOOK_SECRETS` (fixed).
-    pub async fn from_env(sdk: &aws_config::SdkConfig, env: &Env) -> Result<Self, ProvidersError> {
-        let providers = env
-            .optional("WEBHOOK_PROVIDERS")
-            .unwrap_or_else(|| DEFAULT_PROVIDERS.to_owned());
-        match env.optional("WEBHOOK_SECRETS_ARN") {
-            Some(arn) => {
+    /// The source `settings` name, built once per cold start: the secrets of `WEBHOOK_SECRETS_ARN` are read
+    /// here (and re-read, cached), those of `WEBHOOK_SECRETS` are fixed.
+    pub async fn from_settings(
+        settings: &ProviderSettings,
+        sdk: &aws_config::SdkConfig,
+    ) -> Result<Self, ProvidersError> {
+        match &settings.secrets {
+            SecretsFrom::SecretsManager(arn) => {
                 let client = shared::aws::secrets_client(sdk);
+                let arn = arn.clone();
                 let loader: SecretsLoader = Arc::new(move || {
                     let (client, arn) = (client.clone(), arn.clone());
                     Box::pin(async move {
@@ -338,12 +396,9 @@ impl ProviderSource {
                             .map_err(ProvidersError::SecretsManager)
                     })
                 });
-                Self::load(&providers, loader, Arc::new(Instant::now)).await
+                Self::load(&settings.providers_json, loader, Arc::new(Instant::now)).await
             }
-            None => {
-                let secrets = env.optional("WEBHOOK_SECRETS").ok_or(ProvidersError::NoSecrets)?;
-                Ok(Providers::from_json(&providers, &secrets)?.into())
-            }
+            SecretsFrom::Value(secrets) => Ok(Providers::from_json(&settings.providers_json, secrets)?.into()),
         }
     }
 

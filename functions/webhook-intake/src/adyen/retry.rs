@@ -186,15 +186,6 @@ pub async fn run(
     Ok(report)
 }
 
-/// The Adyen provider `WEBHOOK_PROVIDERS` names (without secrets: a parked item was verified when it came),
-/// whose parked items the catch-up job retries; `None` when there is none.
-pub fn configured(env: &shared::Env) -> Result<Option<Provider>, crate::providers::ProvidersError> {
-    Ok(crate::providers::ProviderSpec::from_env(env)?
-        .into_iter()
-        .find(|spec| spec.scheme == crate::providers::Scheme::Adyen)
-        .map(|spec| spec.unsigned()))
-}
-
 fn past(item: &ParkedItem, deadline: Duration) -> bool {
     let age = (clock::now_ms() / 1000).saturating_sub(item.created);
     u64::try_from(age).is_ok_and(|age| age >= deadline.as_secs())

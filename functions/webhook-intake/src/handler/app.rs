@@ -1,7 +1,9 @@
-//! What the intake is built from, once per cold start: its settings and its clients.
+//! What the intake is built from, once per cold start: its settings ([`Settings`]) and its clients
+//! ([`App::build`]).
 
-use crate::providers::ProviderSource;
-use shared::{Env, Leases, PaymentStore};
+use crate::providers::{ProviderSettings, ProviderSource};
+use shared::lambda::{BuildError, Clients};
+use shared::{Config, ConfigError, Env, Leases, PaymentStore};
 use std::time::Duration;
 
 /// Limits and waits, from the environment (see README).
@@ -49,7 +51,29 @@ impl IntakeSettings {
     }
 }
 
-/// Everything the handler needs, built once per cold start.
+/// The intake function's settings, read once per cold start.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// `TABLE_NAME` and the lease settings.
+    pub config: Config,
+    /// `WEBHOOK_PROVIDERS` and where their secrets are.
+    pub providers: ProviderSettings,
+    /// The intake's limits and waits.
+    pub intake: IntakeSettings,
+}
+
+impl Settings {
+    /// Reads the settings from `env` (see the type); a missing or malformed one fails the start.
+    pub fn from_env(env: &Env) -> Result<Self, ConfigError> {
+        Ok(Self {
+            config: Config::from(env)?,
+            providers: ProviderSettings::from_env(env)?,
+            intake: IntakeSettings::from(env)?,
+        })
+    }
+}
+
+/// Everything the handler needs, built once per cold start ([`App::build`]).
 #[derive(Debug, Clone)]
 pub struct App {
     pub store: PaymentStore,
@@ -60,21 +84,21 @@ pub struct App {
 }
 
 impl App {
-    /// Builds the app from the environment once per cold start: the providers' secrets are read here
-    /// (Secrets Manager or `WEBHOOK_SECRETS`), and from Secrets Manager again only when the cached copy is
-    /// 5 minutes old or a signature fails (at most every 30 s), never per request.
-    pub async fn from_env(
-        sdk: &aws_config::SdkConfig,
-        client: shared::aws::DynamoDbClient,
-        config: &shared::Config,
-        env: &Env,
-    ) -> Result<Self, Box<dyn std::error::Error + Send + Sync>> {
-        let providers = ProviderSource::from_env(sdk, env).await?;
-        Ok(Self::new(client, config, providers, IntakeSettings::from(env)?))
+    /// Builds the intake once per cold start from its settings on `clients`: the providers' secrets are read
+    /// here (Secrets Manager or `WEBHOOK_SECRETS`), and from Secrets Manager again only when the cached copy
+    /// is 5 minutes old or a signature fails (at most every 30 s), never per request.
+    pub async fn build(settings: &Settings, clients: Clients) -> Result<Self, BuildError> {
+        let providers = ProviderSource::from_settings(&settings.providers, &clients.sdk).await?;
+        Ok(Self::new(
+            clients.dynamodb,
+            &settings.config,
+            providers,
+            settings.intake.clone(),
+        ))
     }
 
     /// The app on `config`'s table with these providers and settings: the one place its store and leases are
-    /// built (the intake's `from_env` and the catch-up job, which needs no secret, both use it).
+    /// built (the intake's [`App::build`] and the catch-up job, which needs no secret, both use it).
     pub fn new(
         client: shared::aws::DynamoDbClient,
         config: &shared::Config,

@@ -307,9 +307,8 @@ fn env_without_stripe(ctx: &TestContext, providers: &'static str) -> shared::Env
 }
 
 async fn job_from_env(ctx: &TestContext, env: &shared::Env) -> CatchUp {
-    let config = shared::Config::from(env).unwrap();
-    let sdk = shared::aws::sdk_config().await;
-    CatchUp::from_env(&sdk, ctx.client_for(FUNCTION), &config, env)
+    let settings = webhook_intake::catchup::Settings::from_env(env).unwrap();
+    CatchUp::build(&settings, ctx.clients_for(FUNCTION))
         .await
         .unwrap_or_else(|e| panic!("the job starts without a Stripe provider: {e}"))
 }
