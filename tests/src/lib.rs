@@ -241,4 +241,22 @@ impl TestContext {
     pub fn leases_with_ttl(&self, ttl: Duration) -> Leases {
         Leases::new(self.client.clone(), &self.table, test_lease_config(ttl))
     }
+
+    /// Payment `id`'s key in the open-items index recovery scans (`opened_at_ms`: when it is next due, less
+    /// the scanner's threshold), read consistently; `None` once the payment left the index (its loop ended).
+    pub async fn due_key(&self, id: &shared::PaymentId) -> Option<i64> {
+        let item = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(shared::keys::payment(id)))
+            .consistent_read(true)
+            .send()
+            .await
+            .expect("GetItem on DynamoDB Local")
+            .item
+            .expect("the payment exists");
+        item.get("opened_at_ms")
+            .map(|v| v.as_n().expect("a number").parse().expect("an integer"))
+    }
 }

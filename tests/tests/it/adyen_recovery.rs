@@ -119,22 +119,6 @@ impl World {
             .collect()
     }
 
-    async fn due_key(&self, id: &PaymentId) -> Option<i64> {
-        let item = self
-            .ctx
-            .client
-            .get_item()
-            .table_name(&self.ctx.table)
-            .set_key(Some(shared::keys::payment(id)))
-            .consistent_read(true)
-            .send()
-            .await
-            .unwrap()
-            .item
-            .unwrap();
-        item.get("opened_at_ms").map(|v| v.as_n().unwrap().parse().unwrap())
-    }
-
     /// Hands the notifications the simulator sent from the `from`th on to the intake's `/webhooks/adyen`,
     /// signed and authenticated as Adyen sends them; the intake must accept them.
     async fn deliver(&self, from: usize) {
@@ -198,7 +182,7 @@ async fn an_adyen_payment_without_a_notification_is_ended_at_adyen_by_reference_
     w.payment(&bound, Some(&reference), 7 * DAY_MS + 3_600_000).await;
     w.payment(&unbound, None, 7 * DAY_MS + 3_600_000).await;
     w.payment(&young, Some(&young_reference), DAY_MS).await;
-    let opened = w.due_key(&bound).await.unwrap();
+    let opened = w.ctx.due_key(&bound).await.unwrap();
     let authorisations = w.notified().len();
 
     let report = w.recovery(7).run(deadline()).await.unwrap();
@@ -224,7 +208,7 @@ async fn an_adyen_payment_without_a_notification_is_ended_at_adyen_by_reference_
             "{id}: its notification tells"
         );
     }
-    assert!(w.due_key(&bound).await.unwrap() > opened, "backed off meanwhile");
+    assert!(w.ctx.due_key(&bound).await.unwrap() > opened, "backed off meanwhile");
 
     // No notification came (the intake was down): sent again under the same key, which Adyen answers by
     // replay, so nothing is cancelled twice.
@@ -242,7 +226,7 @@ async fn an_adyen_payment_without_a_notification_is_ended_at_adyen_by_reference_
     for id in [&bound, &unbound] {
         let p = w.ctx.store.get(id).await.unwrap().unwrap();
         assert_eq!(p.status, PaymentStatus::Failed, "{id}: {:?}", p.reason);
-        assert_eq!(w.due_key(id).await, None, "{id}: the loop has ended");
+        assert_eq!(w.ctx.due_key(id).await, None, "{id}: the loop has ended");
     }
     let last = w.recovery(7).run(deadline()).await.unwrap();
     assert_eq!(last.end_requested, 0, "{last:?}");
@@ -273,7 +257,11 @@ async fn an_adyen_payment_whose_end_is_never_notified_expires_here_a_day_later()
     let events = w.ctx.store.events(&silent).await.unwrap();
     let last = events.last().unwrap();
     assert_eq!((last.kind, last.path), (EventKind::PaymentFailed, Channel::Recovery));
-    assert_eq!(w.due_key(&silent).await, None, "out of the index: the loop has ended");
+    assert_eq!(
+        w.ctx.due_key(&silent).await,
+        None,
+        "out of the index: the loop has ended"
+    );
     assert_eq!(
         w.notified().len(),
         authorisations,

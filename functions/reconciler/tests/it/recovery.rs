@@ -62,23 +62,6 @@ async fn bound_payment(w: &World, name: &str, intent: &PaymentIntent, age_ms: i6
     id
 }
 
-/// The payment's sort key in the open-items index (when it is next due, minus the threshold), if open.
-async fn due_key(w: &World, id: &PaymentId) -> Option<i64> {
-    let item = w
-        .ctx
-        .client
-        .get_item()
-        .table_name(&w.ctx.table)
-        .set_key(Some(shared::keys::payment(id)))
-        .consistent_read(true)
-        .send()
-        .await
-        .unwrap()
-        .item
-        .unwrap();
-    item.get("opened_at_ms").map(|v| v.as_n().unwrap().parse().unwrap())
-}
-
 fn psp_calls(w: &World) -> u64 {
     w.sim.ledger.auth_counts().0
 }
@@ -90,7 +73,7 @@ async fn recovery_asks_only_the_payments_own_psp() {
     assert_eq!(intent.status, IntentStatus::Succeeded);
     let stripe = open_payment(&w, "stripe", "stripe", Some(intent.id.as_str()), 0).await;
     let standard = open_payment(&w, "standard", "standard", Some("psp_sample_1"), 0).await;
-    let opened = due_key(&w, &standard).await.unwrap();
+    let opened = w.ctx.due_key(&standard).await.unwrap();
     let before = psp_calls(&w);
 
     let report = recovery(&w).run(deadline()).await.unwrap();
@@ -109,7 +92,7 @@ async fn recovery_asks_only_the_payments_own_psp() {
     let p = w.get(&standard).await;
     assert_eq!(p.status, PaymentStatus::Processing, "nobody to ask: its webhooks tell");
     assert!(
-        due_key(&w, &standard).await.unwrap() > opened,
+        w.ctx.due_key(&standard).await.unwrap() > opened,
         "and it is looked at again later, not every run"
     );
 }
@@ -152,14 +135,14 @@ async fn a_failed_reconcile_is_backed_off_not_retried_every_run() {
     let w = World::new().await;
     // A PaymentIntent id Stripe does not know (another account's, a typo): 404 on every ask.
     let unknown = open_payment(&w, "unknown", "stripe", Some("pi_unknown_to_stripe"), 0).await;
-    let opened = due_key(&w, &unknown).await.unwrap();
+    let opened = w.ctx.due_key(&unknown).await.unwrap();
     let recovery = recovery(&w);
     let before = psp_calls(&w);
 
     let first = recovery.run(deadline()).await.unwrap();
     assert_eq!((first.found, first.errors, first.no_client), (1, 0, 1), "{first:?}");
     assert_eq!(psp_calls(&w) - before, 1);
-    assert!(due_key(&w, &unknown).await.unwrap() > opened, "backed off");
+    assert!(w.ctx.due_key(&unknown).await.unwrap() > opened, "backed off");
     let again = recovery.run(deadline()).await.unwrap();
     assert_eq!(again.found, 0, "{again:?}");
     assert_eq!(psp_calls(&w) - before, 1, "not asked again on the next run");
@@ -175,7 +158,7 @@ async fn a_reconcile_that_fails_is_backed_off_too() {
     let w = World::new().await;
     let intent = w.intent("down", "succeeded", 1000).await;
     let id = open_payment(&w, "down", "stripe", Some(intent.id.as_str()), 0).await;
-    let opened = due_key(&w, &id).await.unwrap();
+    let opened = w.ctx.due_key(&id).await.unwrap();
     // The PSP unreachable (nothing listens on the port): the reconcile fails after the client's retries.
     let mut down = recovery(&w);
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -187,7 +170,7 @@ async fn a_reconcile_that_fails_is_backed_off_too() {
     let report = down.run(deadline()).await.unwrap();
     assert_eq!((report.found, report.errors), (1, 1), "{report:?}");
     assert!(
-        due_key(&w, &id).await.unwrap() > opened,
+        w.ctx.due_key(&id).await.unwrap() > opened,
         "backed off, not retried every run"
     );
     assert_eq!(down.run(deadline()).await.unwrap().found, 0);
@@ -255,7 +238,7 @@ async fn assert_expired(w: &World, id: &PaymentId) {
         (EventKind::PaymentFailed, Channel::Recovery),
         "{id}"
     );
-    assert_eq!(due_key(w, id).await, None, "{id} is out of the index");
+    assert_eq!(w.ctx.due_key(id).await, None, "{id} is out of the index");
 }
 
 async fn intent_status(w: &World, intent: &PaymentIntent) -> IntentStatus {
@@ -279,7 +262,7 @@ async fn an_abandoned_payment_whose_intent_still_waits_for_the_customer_is_cance
     assert_eq!(w.get(&after_decline).await.status, PaymentStatus::AttemptFailed);
     let still_processing = bound_payment(&w, "still_processing", &processing, 8 * DAY_MS).await;
     let young = bound_payment(&w, "young", &young_challenge, DAY_MS).await;
-    let opened = due_key(&w, &still_processing).await.unwrap();
+    let opened = w.ctx.due_key(&still_processing).await.unwrap();
 
     let report = recovery(&w).run(deadline()).await.unwrap();
 
@@ -301,7 +284,7 @@ async fn an_abandoned_payment_whose_intent_still_waits_for_the_customer_is_cance
     // Stripe settles a processing PaymentIntent itself (a bank debit takes days): it is waited for.
     assert_eq!(w.get(&still_processing).await.status, PaymentStatus::Processing);
     assert_eq!(intent_status(&w, &processing).await, IntentStatus::Processing);
-    assert!(due_key(&w, &still_processing).await.unwrap() > opened, "backed off");
+    assert!(w.ctx.due_key(&still_processing).await.unwrap() > opened, "backed off");
     assert_eq!(
         w.get(&young).await.status,
         PaymentStatus::RequiresAction,
@@ -356,7 +339,7 @@ async fn a_reference_its_psp_does_not_know_backs_off_then_expires() {
     let w = World::new().await;
     // The simulator answers 404 `resource_missing` about it, as Stripe does.
     let unknown = open_payment(&w, "unknown_ref", "stripe", Some("pi_unknown_ref"), 3_600_000).await;
-    let opened = due_key(&w, &unknown).await.unwrap();
+    let opened = w.ctx.due_key(&unknown).await.unwrap();
     let before = psp_calls(&w);
 
     let first = recovery(&w).run(deadline()).await.unwrap();
@@ -370,7 +353,7 @@ async fn a_reference_its_psp_does_not_know_backs_off_then_expires() {
         PaymentStatus::Processing,
         "younger than the age"
     );
-    assert!(due_key(&w, &unknown).await.unwrap() > opened, "backed off");
+    assert!(w.ctx.due_key(&unknown).await.unwrap() > opened, "backed off");
     assert_eq!(
         recovery(&w).run(deadline()).await.unwrap().found,
         0,
@@ -407,13 +390,13 @@ async fn a_reconcile_that_fails_before_the_payment_is_read_is_backed_off() {
         .await
         .unwrap();
     assert!(w.ctx.store.get(&id).await.is_err(), "the item cannot be read");
-    let opened = due_key(&w, &id).await.unwrap();
+    let opened = w.ctx.due_key(&id).await.unwrap();
     let before = psp_calls(&w);
 
     let first = recovery(&w).run(deadline()).await.unwrap();
     assert_eq!((first.found, first.errors), (1, 1), "{first:?}");
     assert!(
-        due_key(&w, &id).await.unwrap() > opened,
+        w.ctx.due_key(&id).await.unwrap() > opened,
         "backed off, not read every run"
     );
     assert_eq!(recovery(&w).run(deadline()).await.unwrap().found, 0);
