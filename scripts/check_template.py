@@ -770,9 +770,33 @@ def check_rollouts(doc):
     return findings
 
 
+# ---- leases outlive the function that holds them ----------------------------------------------------------------
+def check_lease_settings(doc):
+    """Every function's FUNCTION_TIMEOUT_SECONDS is its Lambda Timeout, and its LEASE_TTL_SECONDS (a parameter's
+    smallest allowed value) exceeds it: `shared::Config` refuses to start otherwise (a lease that could expire
+    while its holder still runs lets a second writer in), which no local run shows, as the local stack sets
+    neither."""
+    findings = []
+    params = {n: str(p.get("MinValue", p.get("Default", "placeholder"))) for n, p in doc.get("Parameters", {}).items()}
+    conditions = doc.get("Conditions", {})
+    globals_vars = doc.get("Globals", {}).get("Function", {}).get("Environment", {}).get("Variables", {})
+    for name, fn in resources(doc, "AWS::Serverless::Function").items():
+        timeout = int(function_setting(doc, fn, "Timeout", DEFAULT_LAMBDA_TIMEOUT))
+        env = dict(globals_vars, **fn.get("Properties", {}).get("Environment", {}).get("Variables", {}))
+        declared = resolve(env.get("FUNCTION_TIMEOUT_SECONDS"), params, conditions)
+        ttl = resolve(env.get("LEASE_TTL_SECONDS"), params, conditions)
+        if str(declared) != str(timeout):
+            findings.append(f"leases: {name} declares FUNCTION_TIMEOUT_SECONDS {declared}, but its Timeout is "
+                            f"{timeout} s")
+        if not str(ttl).isdigit() or int(ttl) <= timeout:
+            findings.append(f"leases: {name}'s LEASE_TTL_SECONDS ({ttl}) does not exceed its timeout of "
+                            f"{timeout} s: the function refuses to start")
+    return findings
+
+
 CHECKS = [check_alarm_topics, check_public_route, check_tracing, check_visibility, check_table_statements,
           check_dashboard, check_stage_names, check_alarm_stage, check_failure_alarms, check_retryable_deploy,
-          check_rollouts, check_psp_redirects]
+          check_rollouts, check_psp_redirects, check_lease_settings]
 
 
 def check(doc):
@@ -856,6 +880,11 @@ def _deployment(d, fn):
 
 # Issue 24's rules: stage isolation, an alarm for every failure, a retryable deploy, safe rollouts.
 MUTATIONS += [
+    ("a lease shorter than a function's timeout (the catch-up before this check)", lambda d: d["Resources"]
+     ["WebhookCatchupFunction"]["Properties"]["Environment"]["Variables"].pop("LEASE_TTL_SECONDS"),
+     "WebhookCatchupFunction's LEASE_TTL_SECONDS"),
+    ("a timeout the function is not told", lambda d: d["Resources"]["ReconcilerFunction"]["Properties"].update(
+        Timeout=40), "ReconcilerFunction declares FUNCTION_TIMEOUT_SECONDS"),
     ("an alarm named without the stage", lambda d: _alarm(d, "PaymentAnomaliesAlarm").update(
         AlarmName="payments-anomalies"), "PaymentAnomaliesAlarm's AlarmName"),
     ("a queue named without the stage", lambda d: d["Resources"]["ScheduleDlq"]["Properties"].update(
