@@ -275,7 +275,13 @@ async fn resume(ctx: &Ctx, order_id: &OrderId, url: Option<&str>) -> Result<Resu
         }
         _ => ctx.env.clone(),
     };
-    let runner = checkout_saga::runner_from_env(&ctx.sdk, ctx.dynamodb.clone(), &ctx.config, &env).await?;
+    let settings = checkout_saga::Settings::from_env(&env)?;
+    let clients = shared::lambda::Clients {
+        sdk: ctx.sdk.clone(),
+        dynamodb: ctx.dynamodb.clone(),
+        sqs: ctx.sqs.clone(),
+    };
+    let runner = checkout_saga::runner::Runner::build(&settings, clients).await?;
     let after = runner
         .resume(order_id)
         .await

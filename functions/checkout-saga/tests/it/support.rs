@@ -13,7 +13,6 @@ use psp_simulator::ledger::{Ledger, Timings};
 use psp_simulator::server::Simulator;
 use serde_json::json;
 use shared::consumer::Consumer;
-use shared::lease::Leases;
 use shared::psp::stripe::{ErrorObject, ErrorType, NextAction, RedirectToUrl};
 use shared::psp::{
     BreakerSettings, ChargeRequest, CircuitBreaker, GuardedStripe, PaymentIntent, Psp, PspError, PspSettings, Psps,
@@ -22,7 +21,7 @@ use shared::psp::{
 use shared::recovery::{Recovery, RecoverySettings};
 use shared::retry::Backoff;
 use shared::saga::{Checkout, Escalation, SagaEventKind, SagaRecord, SagaStore, Step};
-use shared::{Money, OrderId, PaymentId, PaymentStatus, PaymentStore, PspReference, SigningSecret, Sku};
+use shared::{Money, OrderId, PaymentId, PaymentStatus, PspReference, SigningSecret, Sku};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -112,24 +111,20 @@ pub fn settings() -> Settings {
     }
 }
 
+/// Recovery's settings in these tests: every open payment due at once, 100 a run.
+fn recovery_settings() -> RecoverySettings {
+    RecoverySettings {
+        stale_after: Duration::ZERO,
+        batch_limit: 100,
+        ..RecoverySettings::default()
+    }
+}
+
 impl World {
     pub fn runner_with<P: Psps>(&self, client: aws_sdk_dynamodb::Client, psp: P, settings: Settings) -> Runner<P> {
         Runner {
             sagas: SagaStore::new(client.clone(), &self.ctx.table),
-            recovery: Recovery {
-                store: PaymentStore::new(client.clone(), &self.ctx.table),
-                leases: Leases::new(
-                    client,
-                    &self.ctx.table,
-                    integration_tests::test_lease_config(Duration::from_secs(30)),
-                ),
-                psp,
-                settings: RecoverySettings {
-                    stale_after: Duration::ZERO,
-                    batch_limit: 100,
-                    ..RecoverySettings::default()
-                },
-            },
+            recovery: Recovery::new(&client, &self.ctx.config(), psp, recovery_settings()),
             escalation: Escalation::new(self.sqs.clone(), &self.escalation_url),
             settings,
         }
@@ -166,7 +161,7 @@ impl World {
         self.runner_over(self.psp())
     }
 
-    /// A runner as `function` (its name in `infra/template.yaml`) builds it (`runner_from_env`): the tests'
+    /// A runner as `function` (its name in `infra/template.yaml`) builds it (`Runner::build`): the tests'
     /// settings, its PSP client behind the circuit breaker, and its DynamoDB and SQS calls (the breaker's
     /// included) recorded under that name when `AWS_CALL_RECORD` is set (`scripts/check_permissions.py`).
     pub fn runner_for(&self, function: &str) -> Runner<GuardedStripe> {
@@ -188,7 +183,7 @@ impl World {
         runner
     }
 
-    /// `psp` behind the circuit breaker as `function` builds it (`shared::psp::from_env`): the breaker's
+    /// `psp` behind the circuit breaker as `function` builds it (`PspSetSettings::build`): the breaker's
     /// item (`BREAKER#stripe`, shared by every function) read and written on `function`'s client.
     pub fn guarded_for<P: Psp>(&self, function: &str, psp: P, breaker: BreakerSettings) -> CircuitBreaker<P> {
         CircuitBreaker::new(

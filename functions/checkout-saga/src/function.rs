@@ -1,0 +1,170 @@
+//! How the saga's three functions are built, once per cold start: one [`Settings`] read from the
+//! environment, the runner on the function's clients ([`Runner::build`]), and each function's state
+//! ([`CheckoutApi`], [`CheckoutEvents`], [`CheckoutSweeper`]) for its `main`, the local stack and the tests.
+
+use crate::runner::{default_checkout_psp, Runner};
+use crate::sweeper::{sweep, SweepReport};
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
+use order_projection::OrderProjection;
+use shared::consumer::Consumer;
+use shared::http::CallerGuard;
+use shared::lambda::{BuildError, Clients};
+use shared::psp::{PspSet, PspSetSettings};
+use shared::recovery::{Recovery, RecoverySettings};
+use shared::saga::{Escalation, SagaStore};
+use shared::store::StoreError;
+use shared::{Config, ConfigError, Env};
+use std::convert::Infallible;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// Sagas resumed per sweep at most.
+const SWEEP_LIMIT: usize = 100;
+
+/// The saga functions' settings, read once per cold start (the three read the same variables; each uses
+/// what it needs).
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// `TABLE_NAME` and the lease settings.
+    pub config: Config,
+    /// Every configured PSP's settings (Stripe's `PSP_BASE_URL`, `PSP_API_KEY_ARN` or `PSP_API_KEY`, ...;
+    /// Adyen's `ADYEN_BASE_URL`, ...).
+    pub psps: PspSetSettings,
+    /// `RECOVERY_*`: the recovery a payment that does not resolve in time is handed to.
+    pub recovery: RecoverySettings,
+    /// `ESCALATION_QUEUE_URL` (required).
+    pub escalation_queue_url: String,
+    /// `SAGA_PAYMENT_TIMEOUT_SECONDS` (default 120), `CHECKOUT_ABANDON_AFTER_SECONDS` (default 900),
+    /// `SAGA_PSP` (default `stripe`), the rest the runner's defaults.
+    pub runner: crate::runner::Settings,
+    /// `SAGA_STUCK_AFTER_SECONDS` (default 60): the sweeper resumes sagas open for longer.
+    pub stuck_after: Duration,
+    /// `ORCHESTRATOR_ROLE_ARN`: the only caller of the checkout API (unset: every caller the API let through).
+    pub guard: CallerGuard,
+}
+
+impl Settings {
+    /// Reads the settings from `env` (see the type). A missing or malformed one fails the start, as does a
+    /// `SAGA_PSP` whose PSP has no settings: new checkouts must go to a PSP this deployment can call.
+    pub fn from_env(env: &Env) -> Result<Self, ConfigError> {
+        let defaults = crate::runner::Settings::default();
+        let psps = PspSetSettings::from_env(env)?;
+        let new_checkouts = default_checkout_psp(env)?;
+        if !psps.providers().contains(&new_checkouts.name()) {
+            return Err(ConfigError::Missing(
+                "the settings of SAGA_PSP's PSP (PSP_BASE_URL for stripe, ADYEN_BASE_URL for adyen)",
+            ));
+        }
+        let runner = crate::runner::Settings {
+            payment_timeout: env.seconds("SAGA_PAYMENT_TIMEOUT_SECONDS", defaults.payment_timeout)?,
+            abandon_after: env.seconds("CHECKOUT_ABANDON_AFTER_SECONDS", defaults.abandon_after)?,
+            new_checkouts,
+            ..defaults
+        };
+        let guard = CallerGuard::from(env)?;
+        Ok(Self {
+            config: Config::from(env)?,
+            psps,
+            recovery: RecoverySettings::from(env)?,
+            escalation_queue_url: env.required("ESCALATION_QUEUE_URL")?,
+            runner,
+            stuck_after: env.seconds("SAGA_STUCK_AFTER_SECONDS", Duration::from_secs(60))?,
+            guard,
+        })
+    }
+}
+
+impl Runner<PspSet> {
+    /// The runner on `clients` (the PSPs' keys read here): its sagas, the recovery it hands payments to
+    /// ([`Recovery::new`]), its escalation queue.
+    pub async fn build(settings: &Settings, clients: Clients) -> Result<Self, BuildError> {
+        let table = &settings.config.table_name;
+        let psps = settings
+            .psps
+            .build(&clients.sdk, clients.dynamodb.clone(), table)
+            .await?;
+        Ok(Runner {
+            sagas: SagaStore::new(clients.dynamodb.clone(), table),
+            recovery: Recovery::new(&clients.dynamodb, &settings.config, psps, settings.recovery),
+            escalation: Escalation::new(clients.sqs, &settings.escalation_queue_url),
+            settings: settings.runner,
+        })
+    }
+}
+
+/// The checkout API function (`checkout-api`): the runner, behind the caller guard.
+pub struct CheckoutApi {
+    /// Starts and reads the sagas.
+    pub runner: Runner<PspSet>,
+    /// Who may call ([`Settings::guard`]).
+    pub guard: CallerGuard,
+}
+
+impl CheckoutApi {
+    /// Built once per cold start from the settings on `clients`.
+    pub async fn build(settings: &Settings, clients: Clients) -> Result<Self, BuildError> {
+        Ok(Self {
+            runner: Runner::build(settings, clients).await?,
+            guard: settings.guard.clone(),
+        })
+    }
+}
+
+/// The saga's inbox function (`checkout-events`): the order projection's consumer, then the waiting sagas
+/// resumed ([`crate::events::handle`]).
+pub struct CheckoutEvents {
+    /// Applies each payment event to the order projection exactly once.
+    pub consumer: Consumer<OrderProjection>,
+    /// Resumes the sagas the events may move.
+    pub runner: Runner<PspSet>,
+}
+
+impl CheckoutEvents {
+    /// Built once per cold start from the settings on `clients`.
+    pub async fn build(settings: &Settings, clients: Clients) -> Result<Self, BuildError> {
+        let table = &settings.config.table_name;
+        Ok(Self {
+            consumer: Consumer::new(clients.dynamodb.clone(), table, OrderProjection),
+            runner: Runner::build(settings, clients).await?,
+        })
+    }
+
+    /// One queue batch: never fails the invocation, what was not applied is in the answer (partial batch
+    /// failure).
+    pub async fn invoke(&self, batch: SqsEvent, deadline: Instant) -> Result<SqsBatchResponse, Infallible> {
+        Ok(crate::events::handle(&self.consumer, &self.runner, batch, deadline).await)
+    }
+}
+
+/// The saga sweeper function (`checkout-sweeper`, on a schedule): the runner and how long a saga may stay
+/// open before it is resumed.
+pub struct CheckoutSweeper {
+    /// Resumes the sagas found.
+    pub runner: Runner<PspSet>,
+    /// [`Settings::stuck_after`].
+    pub stuck_after: Duration,
+}
+
+impl CheckoutSweeper {
+    /// Built once per cold start from the settings on `clients`.
+    pub async fn build(settings: &Settings, clients: Clients) -> Result<Self, BuildError> {
+        Ok(Self {
+            runner: Runner::build(settings, clients).await?,
+            stuck_after: settings.stuck_after,
+        })
+    }
+
+    /// One sweep ([`sweep`]) of the sagas open for longer than `stuck_after`, until `deadline`.
+    pub async fn sweep(&self, deadline: Instant) -> Result<SweepReport, StoreError> {
+        sweep(&self.runner, self.stuck_after, SWEEP_LIMIT, deadline).await
+    }
+
+    /// One scheduled invocation: a sweep, logged and written as metrics (`SweeperLagSeconds`,
+    /// `OldestOpenSagaAgeSeconds`, EMF), its counts the answer.
+    pub async fn invoke(&self, deadline: Instant) -> Result<serde_json::Value, StoreError> {
+        let report = self.sweep(deadline).await?;
+        tracing::info!(?report, "sweep done");
+        shared::metrics::emit(&crate::metrics::swept(&report));
+        Ok(serde_json::json!({ "found": report.found, "resumed": report.resumed, "errors": report.errors }))
+    }
+}
