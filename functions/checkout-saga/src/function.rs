@@ -2,7 +2,7 @@
 //! environment, the runner on the function's clients ([`Runner::build`]), and each function's state
 //! ([`CheckoutApi`], [`CheckoutEvents`], [`CheckoutSweeper`]) for its `main`, the local stack and the tests.
 
-use crate::runner::{default_checkout_psp, Runner};
+use crate::runner::Runner;
 use crate::sweeper::{sweep, SweepReport};
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use order_projection::OrderProjection;
@@ -47,20 +47,13 @@ impl Settings {
     /// Reads the settings from `env` (see the type). A missing or malformed one fails the start, as does a
     /// `SAGA_PSP` whose PSP has no settings: new checkouts must go to a PSP this deployment can call.
     pub fn from_env(env: &Env) -> Result<Self, ConfigError> {
-        let defaults = crate::runner::Settings::default();
         let psps = PspSetSettings::from_env(env)?;
-        let new_checkouts = default_checkout_psp(env)?;
-        if !psps.providers().contains(&new_checkouts.name()) {
+        let runner = crate::runner::Settings::from_env(env)?;
+        if !psps.providers().contains(&runner.new_checkouts.name()) {
             return Err(ConfigError::Missing(
                 "the settings of SAGA_PSP's PSP (PSP_BASE_URL for stripe, ADYEN_BASE_URL for adyen)",
             ));
         }
-        let runner = crate::runner::Settings {
-            payment_timeout: env.seconds("SAGA_PAYMENT_TIMEOUT_SECONDS", defaults.payment_timeout)?,
-            abandon_after: env.seconds("CHECKOUT_ABANDON_AFTER_SECONDS", defaults.abandon_after)?,
-            new_checkouts,
-            ..defaults
-        };
         let guard = CallerGuard::from(env)?;
         Ok(Self {
             config: Config::from(env)?,

@@ -49,7 +49,7 @@ use shared::recovery::Recovery;
 use shared::retry::Backoff;
 pub use shared::saga::CheckoutPsp;
 use shared::saga::{
-    Checkout, Deadlines, Escalation, Loaded, Saga, SagaEvent, SagaRecord, SagaStore, SagaStoreError, Started,
+    Checkout, Deadlines, Escalation, Loaded, NextStep, Saga, SagaEvent, SagaRecord, SagaStore, SagaStoreError, Started,
 };
 use shared::store::{PaymentStore, StoreError};
 use shared::telemetry::ErrorChain;
@@ -147,6 +147,27 @@ impl Settings {
             compensation_ms: ms(self.compensation_deadline),
             abandon_after_ms: ms(self.abandon_after),
         }
+    }
+
+    /// The step the runner takes for `loaded` now: the core's `Loaded::step_at` with these deadlines and this
+    /// clock, the step `Runner::advance` is handed (a payment creation or a charge past its deadline given
+    /// up). What [`action_name`] names and `paymentsctl` prints.
+    pub fn next_step(&self, loaded: &Loaded) -> NextStep {
+        loaded.step_at(&self.deadlines(), self.clock.now_ms())
+    }
+
+    /// The runner's settings a deployment sets (`SAGA_PAYMENT_TIMEOUT_SECONDS`, default 120;
+    /// `CHECKOUT_ABANDON_AFTER_SECONDS`, default 900; `SAGA_PSP`, default `stripe`), the rest the defaults: what
+    /// the saga's functions run with and `paymentsctl` decides a saga's next step by.
+    pub fn from_env(env: &shared::Env) -> Result<Self, shared::ConfigError> {
+        let defaults = Self::default();
+        let new_checkouts = default_checkout_psp(env)?;
+        Ok(Self {
+            payment_timeout: env.seconds("SAGA_PAYMENT_TIMEOUT_SECONDS", defaults.payment_timeout)?,
+            abandon_after: env.seconds("CHECKOUT_ABANDON_AFTER_SECONDS", defaults.abandon_after)?,
+            new_checkouts,
+            ..defaults
+        })
     }
 }
 
@@ -284,7 +305,7 @@ impl<P: Psps> Runner<P> {
         let order_id = loaded.record().order_id.clone();
         // A saga has at most 8 transitions; more rounds than this means something keeps moving it under us.
         for _ in 0..MAX_ROUNDS {
-            let action = action_name(&loaded);
+            let action = action_name(&self.settings, &loaded);
             let attempt = self
                 .settings
                 .backoff
@@ -394,8 +415,9 @@ impl<P: Psps> Runner<P> {
     }
 }
 
-/// The step the runner takes for `loaded` (named in its spans, metrics and escalations): the core's one table,
-/// which `Runner::advance` dispatches on and `paymentsctl escalations retry --dry-run` prints.
-pub fn action_name(loaded: &Loaded) -> &'static str {
-    loaded.next_step().name()
+/// The name of the step the runner takes for `loaded` now under `settings` (in its spans, metrics and
+/// escalations): [`Settings::next_step`], the core's one table with the deadlines, which `Runner::advance`
+/// dispatches on and `paymentsctl escalations retry --dry-run` prints.
+pub fn action_name(settings: &Settings, loaded: &Loaded) -> &'static str {
+    settings.next_step(loaded).name()
 }

@@ -158,6 +158,14 @@ pub fn describe_next(next: NextStep) -> String {
     format!("{}: {}", next.name(), next.describe())
 }
 
+/// The step the runner takes for `loaded` now: the runner's own decision (`Settings::next_step`, the core's
+/// `Loaded::step_at`) with the deployment's saga settings read from `env` as the saga's functions read them
+/// (`checkout_saga::runner::Settings::from_env`), so a payment creation or a charge past its deadline is
+/// told as given up, as the runner gives it up.
+pub fn runner_step(env: &shared::Env, loaded: &Loaded) -> Result<NextStep, shared::ConfigError> {
+    Ok(checkout_saga::runner::Settings::from_env(env)?.next_step(loaded))
+}
+
 /// A retry that failed; the cause is kept.
 #[derive(Debug, thiserror::Error)]
 pub enum RetryError {
@@ -233,7 +241,7 @@ pub async fn retry(ctx: &Ctx, order: &str, queue: Option<&str>, dry_run: bool) -
         .await?
         .ok_or_else(|| format!("no saga for order {order}"))?;
     let before = loaded.record().clone();
-    let next = loaded.next_step();
+    let next = runner_step(&ctx.env, &loaded)?;
     let url = ctx.queue_url(QueueRole::Escalations, queue).await.ok();
     let escalations: Vec<EscalationMessage> = match &url {
         Some(url) => peek(&ctx.sqs, url)
@@ -288,7 +296,7 @@ async fn resume(ctx: &Ctx, order_id: &OrderId, url: Option<&str>) -> Result<Resu
         .map_err(RetryError::FailedAgain)?
         .ok_or(RetryError::Vanished)?;
     let next = Loaded::from_record(after.clone())
-        .map(|l| describe_next(l.next_step()))
+        .map(|l| describe_next(settings.runner.next_step(&l)))
         .unwrap_or_else(|e| e.to_string());
     Ok(Resumed {
         status: after.status.to_string(),

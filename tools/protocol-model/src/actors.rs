@@ -33,7 +33,7 @@ use payments_core::breaker::{BreakerRule, Request};
 use payments_core::recovery::{recovery_step, RecoveryStep};
 use payments_core::saga::{
     after_refund, after_resume, after_search, awaited, cancel_start, charge_call, deadline, passed, read_back,
-    set_aside_due, AfterRefund, AwaitDeadlines, Awaited, CancelStart, ChargeCall, Deadlines, IntentState, Loaded,
+    set_aside_due, AfterRefund, AwaitDeadlines, Awaited, CancelStart, ChargeCall, Deadlines, IntentState, Loaded, Next,
     NextStep, OnDeadline, ReadBack, RefundCalled, RefundImpossible, SagaRecord, SagaStatus, Sweep,
 };
 use payments_core::saga::{
@@ -124,16 +124,14 @@ pub struct CustomerPc {
     pub cancel: CancelPc,
 }
 
-/// The sub-step a runner starts a loaded saga's step with (`Runner::step_or_deadline`): past its state's
-/// deadline the core's [`passed`] may give the step up ([`Sub::PastDeadline`]); otherwise the core's table
-/// ([`Loaded::next_step`]), which `Runner::advance` dispatches on. `late`: the state's deadline has passed
+/// The sub-step a runner starts a loaded saga's step with (`Runner::step_or_deadline`): the core's table with
+/// the deadlines ([`Loaded::step_at`]), which `Runner::advance` dispatches on: past its state's deadline a
+/// payment creation or a charge is given up ([`Sub::PastDeadline`]). `late`: the state's deadline has passed
 /// ([`World::late`]). `None` for a saga that waits (decided at its load) or has ended.
 fn first_sub(late: bool, saga: &SagaRecord) -> Option<Sub> {
     let loaded = Loaded::from_record(saga.clone()).ok()?;
-    if past_deadline(late, saga) == Some(OnDeadline::Compensate) {
-        return Some(Sub::PastDeadline);
-    }
-    Some(match loaded.next_step() {
+    Some(match loaded.step_at(&Deadlines::DEFAULT, model_now(late, saga)) {
+        NextStep::PaymentNotCreated | NextStep::GiveUpCharge => Sub::PastDeadline,
         NextStep::ReserveStock => Sub::Reserve,
         NextStep::CreatePayment => Sub::CreatePayment,
         NextStep::Charge => Sub::Charge,
@@ -145,15 +143,19 @@ fn first_sub(late: bool, saga: &SagaRecord) -> Option<Sub> {
     })
 }
 
-/// What the core's [`passed`] says of `saga` at the time the model's clock stands for: its state's deadline
+/// The time the model's clock stands for, for the core's deadlines of `saga`: its state's deadline
 /// ([`deadline`] at the runner's defaults, [`Deadlines::DEFAULT`]) once `late`, else the moment it entered
 /// the state. (`payment_pending`'s deadlines are the model's [`World::clock`], read by [`AwaitDeadlines`].)
-fn past_deadline(late: bool, saga: &SagaRecord) -> Option<OnDeadline> {
-    let now = match deadline(saga, &Deadlines::DEFAULT) {
+fn model_now(late: bool, saga: &SagaRecord) -> i64 {
+    match deadline(saga, &Deadlines::DEFAULT) {
         Some(d) if late => d.at_ms,
         _ => saga.updated_at_ms,
-    };
-    passed(saga, &Deadlines::DEFAULT, now)
+    }
+}
+
+/// What the core's [`passed`] says of `saga` at the time the model's clock stands for ([`model_now`]).
+fn past_deadline(late: bool, saga: &SagaRecord) -> Option<OnDeadline> {
+    passed(saga, &Deadlines::DEFAULT, model_now(late, saga))
 }
 
 fn at(late: bool, saga: &StoredSaga) -> RunnerPc {
@@ -1240,33 +1242,29 @@ pub fn act_on_deadline(cfg: &Config, w: &World) -> Option<World> {
     let record = &w.saga.0;
     let loaded = Loaded::from_record(record.clone()).ok()?;
     let mut next = w.clone();
-    match past_deadline(w.late, record)? {
-        OnDeadline::Compensate => {
-            let version = record.version;
-            let saved = match loaded {
-                Loaded::StockReserved(s) => {
-                    let (n, e) =
-                        s.payment_not_created("no payment created within the step's deadline".into(), World::STAMP_MS);
-                    next.save_saga(version, n, e)
-                }
-                Loaded::Charging(s) => {
-                    let reason = "deployment fault past the charge's deadline (key refused or breaker open)";
-                    let (n, e) = s.charge_given_up(reason.into(), World::STAMP_MS);
-                    next.save_saga(version, n, e)
-                }
-                _ => return None,
-            };
-            if !saved {
-                return None;
-            }
-            given_up_at_deadline(cfg, &mut next, saved);
-            // Moved: resumed at the next sweep (and deferred again while the fault lasts).
-            next.due = Due::Free;
+    let (version, now) = (record.version, model_now(w.late, record));
+    // The step the runner takes by the core (`Loaded::next_at`): a given-up one is compensated.
+    let saved = match loaded.clone().next_at(&Deadlines::DEFAULT, now) {
+        Next::PaymentNotCreated(s) => {
+            let (n, e) = s.payment_not_created("no payment created within the step's deadline".into(), World::STAMP_MS);
+            next.save_saga(version, n, e)
         }
-        OnDeadline::Escalate if record.set_aside.is_none() => {
-            escalate_once(cfg, &mut next, &w.saga, loaded.next_step());
+        Next::GiveUpCharge(s) => {
+            let reason = "deployment fault past the charge's deadline (key refused or breaker open)";
+            let (n, e) = s.charge_given_up(reason.into(), World::STAMP_MS);
+            next.save_saga(version, n, e)
+        }
+        _ if past_deadline(w.late, record) == Some(OnDeadline::Escalate) && record.set_aside.is_none() => {
+            escalate_once(cfg, &mut next, &w.saga, loaded.step_at(&Deadlines::DEFAULT, now));
+            return Some(next);
         }
         _ => return None,
+    };
+    if !saved {
+        return None;
     }
+    given_up_at_deadline(cfg, &mut next, saved);
+    // Moved: resumed at the next sweep (and deferred again while the fault lasts).
+    next.due = Due::Free;
     Some(next)
 }

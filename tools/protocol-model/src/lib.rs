@@ -4,9 +4,9 @@
 //! It runs the real decisions: every choice a step makes is a call into the pure core, so the checker checks
 //! that code, not a retelling of it. The finalize decision ([`payments_core::decide`]); the saga typestate, its
 //! load check and its transitions ([`payments_core::saga`], `set_aside` included); what a loaded saga does next
-//! ([`payments_core::saga::Loaded::next_step`], the table `Runner::advance`, `action_name` and `paymentsctl`
-//! use); what a waiting saga does with its payment's outcome ([`payments_core::saga::awaited`]); the charge's
-//! first call ([`payments_core::saga::charge_call`]); the cancel's read ([`payments_core::saga::IntentState`]);
+//! ([`payments_core::saga::Loaded::step_at`]: the table with the deadlines, which `Runner::advance`,
+//! `action_name` and `paymentsctl` use); what a waiting saga does with its payment's outcome
+//! ([`payments_core::saga::awaited`]); the charge's first call ([`payments_core::saga::charge_call`]); the cancel's read ([`payments_core::saga::IntentState`]);
 //! a refund refused for good ([`payments_core::saga::RefundImpossible`]); the sweeper's decision after a resume
 //! ([`payments_core::saga::after_resume`]); the breaker's counting ([`payments_core::breaker::Failures`]);
 //! recovery's questions (`Payment::is_open`, `refund_due`); the client view ([`payments_core::ClientView`]).

@@ -1,9 +1,11 @@
 //! What the runner does at a saga's deadline and at its escalation (the decisions are the core's
 //! `payments_core::saga::deadline`): a charge or a payment creation past its deadline is given up and
-//! compensated; a wait past its deadline, or a step that kept failing, is escalated once and the saga set
-//! aside, so no step is retried into the same failure (and no PSP call repeated) every sweep. The sweeper
-//! acts on a deadline that passed also when the resume could not (it was cut, or the PSP call deferred):
-//! a saga past its deadline is never simply deferred again.
+//! compensated (the core's `Loaded::next_at` gives that step, `Next::GiveUpCharge` or
+//! `Next::PaymentNotCreated`, and `Runner::advance` dispatches on it like on any other); a wait past its
+//! deadline, or a step that kept failing, is escalated once and the saga set aside, so no step is retried
+//! into the same failure (and no PSP call repeated) every sweep. The sweeper acts on a deadline that passed
+//! also when the resume could not (it was cut, or the PSP call deferred): a saga past its deadline is never
+//! simply deferred again.
 //!
 //! A charge given up while the PSP cannot be called for a fault of ours (it refuses our API key, or its
 //! breaker is open) is recorded as that fault, never as the customer's decline (invariant 12), and escalated
@@ -13,7 +15,7 @@
 use super::{action_name, Advanced, RunError, Runner};
 use crate::metrics;
 use shared::psp::{Psp, PspError, PspRoute, Psps};
-use shared::saga::{passed, Charging, Loaded, OnDeadline, Saga, SagaRecord, SagaStoreError};
+use shared::saga::{passed, Charging, Loaded, Next, OnDeadline, Saga, SagaRecord, SagaStoreError, StockReserved};
 use shared::telemetry::ErrorChain;
 use shared::PaymentId;
 use std::time::Duration;
@@ -27,48 +29,31 @@ const CAUSE_LOOK: Duration = Duration::from_secs(5);
 /// The action recorded on a charge given up for a fault of ours.
 const CHARGE: &str = "charge";
 
-/// A saga's deadline, acted on or not.
-enum AtDeadline {
-    /// The deadline gave the step up: the saga moved.
-    Acted(Advanced),
-    /// No compensation is due: the saga as it was.
-    NotDue(Box<Loaded>),
-}
-
 impl<P: Psps> Runner<P> {
-    /// The saga's next step, unless its state's deadline passed and gives the step up: a payment not created
-    /// (the stock goes back) or a charge not answered (what it made at the PSP is canceled) in time.
+    /// The saga's next step as the core gives it now, deadlines included (`Loaded::next_at`): past its
+    /// state's deadline a payment not created (the stock goes back) or a charge not answered (what it made at
+    /// the PSP is canceled) in time is given up; otherwise the state's step.
     pub(super) async fn step_or_deadline(&self, loaded: Loaded) -> Result<Advanced, RunError> {
-        match self.compensated_at_deadline(loaded).await? {
-            AtDeadline::Acted(moved) => Ok(moved),
-            AtDeadline::NotDue(loaded) => self.advance(*loaded).await,
-        }
+        let now = self.settings.clock.now_ms();
+        self.advance(loaded.next_at(&self.settings.deadlines(), now), now).await
     }
 
-    /// Compensates a saga whose state's deadline says so (`stock_reserved`, `charging`).
-    async fn compensated_at_deadline(&self, loaded: Loaded) -> Result<AtDeadline, RunError> {
-        let now = self.settings.clock.now_ms();
-        let limits = self.settings.deadlines();
-        if passed(loaded.record(), &limits, now) != Some(OnDeadline::Compensate) {
-            return Ok(AtDeadline::NotDue(Box::new(loaded)));
-        }
-        let moved = match loaded {
-            Loaded::StockReserved(saga) => {
-                let reason = format!("no payment created within {} s", limits.step_ms / 1000);
-                let (next, event) = saga.payment_not_created(reason, now);
-                self.moved(next, event, vec![]).await?
-            }
-            // Boxed: inlined into every resume's future, it passes rustc's query depth limit.
-            Loaded::Charging(saga) => Box::pin(self.charge_given_up(saga, limits.charge_ms, now)).await?,
-            other => return Ok(AtDeadline::NotDue(Box::new(other))),
-        };
-        Ok(AtDeadline::Acted(moved))
+    /// No payment created before the step's deadline (`Next::PaymentNotCreated`): nothing was charged, the
+    /// stock goes back.
+    pub(super) async fn payment_not_created(&self, saga: Saga<StockReserved>, now: i64) -> Result<Advanced, RunError> {
+        let reason = format!(
+            "no payment created within {} s",
+            self.settings.deadlines().step_ms / 1000
+        );
+        let (next, event) = saga.payment_not_created(reason, now);
+        self.moved(next, event, vec![]).await
     }
 
     /// The charge unanswered past its deadline: compensated, with the reason. A fault of ours that kept the
     /// PSP from answering is named as such and escalated once (unless the saga was escalated already: it stays
     /// set aside, `Saga::charge_given_up`, so the cancel's failures escalate no more).
-    async fn charge_given_up(&self, saga: Saga<Charging>, charge_ms: i64, now: i64) -> Result<Advanced, RunError> {
+    pub(super) async fn charge_given_up(&self, saga: Saga<Charging>, now: i64) -> Result<Advanced, RunError> {
+        let charge_ms = self.settings.deadlines().charge_ms;
         let unanswered = format!("no answer to the charge within {} s", charge_ms / 1000);
         let fault = self.fault_of_ours(saga.payment_id()).await;
         let escalated_before = saga.record().set_aside.is_some();
@@ -127,17 +112,18 @@ impl<P: Psps> Runner<P> {
     /// The saga as it then stands.
     pub async fn act_on_deadline(&self, loaded: Loaded, deadline: Instant) -> Result<SagaRecord, RunError> {
         let before = loaded.record().clone();
-        match passed(&before, &self.settings.deadlines(), self.settings.clock.now_ms()) {
-            Some(OnDeadline::Compensate) if Instant::now() < deadline => {
-                let acted = tokio::time::timeout_at(deadline, self.compensated_at_deadline(loaded)).await;
+        let (limits, now) = (self.settings.deadlines(), self.settings.clock.now_ms());
+        match loaded.clone().next_at(&limits, now) {
+            given_up @ (Next::PaymentNotCreated(_) | Next::GiveUpCharge(_)) if Instant::now() < deadline => {
+                // Boxed: every step's future is in `advance`'s, too large to inline into the sweeper's.
+                let acted = tokio::time::timeout_at(deadline, Box::pin(self.advance(given_up, now))).await;
                 Ok(match acted.map_err(|_| RunError::OutOfTime)?? {
-                    AtDeadline::Acted(Advanced::Moved(next)) => next.record().clone(),
-                    AtDeadline::Acted(Advanced::Stopped) => before,
-                    AtDeadline::NotDue(loaded) => loaded.record().clone(),
+                    Advanced::Moved(next) => next.record().clone(),
+                    Advanced::Stopped => before,
                 })
             }
-            Some(OnDeadline::Escalate) if before.set_aside.is_none() => {
-                let action = action_name(&loaded);
+            _ if passed(&before, &limits, now) == Some(OnDeadline::Escalate) && before.set_aside.is_none() => {
+                let action = action_name(&self.settings, &loaded);
                 Ok(self.escalate_past_deadline(loaded, action).await)
             }
             _ => Ok(before),

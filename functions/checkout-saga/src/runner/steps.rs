@@ -9,8 +9,8 @@ use crate::{inventory, orders};
 use shared::psp::{set, Psps};
 use shared::recovery::Reconciled;
 use shared::saga::{
-    awaited, AwaitDeadlines, Awaited, Loaded, Next, PaymentCaptured, PaymentPending, RefundingPayment, ReleasingStock,
-    Saga, SagaRecord, SagaStoreError, Started, StockReserved,
+    awaited, AwaitDeadlines, Awaited, Next, PaymentCaptured, PaymentPending, RefundingPayment, ReleasingStock, Saga,
+    SagaRecord, SagaStoreError, Started, StockReserved,
 };
 use shared::telemetry::ErrorChain;
 use shared::{Metadata, NewPayment, OrderId, Payment, PaymentId, PaymentStatus, PspName, PspReference};
@@ -23,13 +23,16 @@ enum Via {
 }
 
 impl<P: Psps> Runner<P> {
-    /// One step of the saga: the core decides which ([`Loaded::next`], the table `action_name`, `paymentsctl`
-    /// and the protocol model use too), each step is its own method.
-    pub(super) async fn advance(&self, loaded: Loaded) -> Result<Advanced, RunError> {
-        let now = self.settings.clock.now_ms();
-        match loaded.next() {
+    /// One step of the saga, decided at `now` by the core (`Loaded::next_at`, deadlines included: the table
+    /// `action_name`, `paymentsctl` and the protocol model use too); each step is its own method, the two a
+    /// deadline gives up are in `deadline`.
+    pub(super) async fn advance(&self, next: Next, now: i64) -> Result<Advanced, RunError> {
+        match next {
             Next::ReserveStock(saga) => self.reserve_stock(saga, now).await,
             Next::CreatePayment(saga) => self.create_payment(saga, now).await,
+            Next::PaymentNotCreated(saga) => self.payment_not_created(saga, now).await,
+            // Boxed: inlined into every resume's future, it passes rustc's query depth limit.
+            Next::GiveUpCharge(saga) => Box::pin(self.charge_given_up(saga, now)).await,
             Next::Charge(saga) => match self.via(saga.record(), "charge").await? {
                 (Via::Stripe, payment) => self.charge(saga, payment, now).await,
                 (Via::Adyen, payment) => self.adyen_charge(saga, payment, now).await,

@@ -3,13 +3,16 @@
 //! cancel's read of the PaymentIntent, what a failed step's error leads to).
 //!
 //! Every caller decides here and only does the I/O itself: `Runner::advance` dispatches on [`Next`] (typed,
-//! so a step can only be given the state it belongs to), `action_name` and `paymentsctl escalations retry
-//! --dry-run` print [`NextStep::name`], and the protocol model (`tools/protocol-model`) calls the same
-//! functions at each of its steps, so what the checker explores is what runs, not a retelling of it.
+//! so a step can only be given the state it belongs to) as [`Loaded::next_at`] gives it at the time of the
+//! step, the deadlines included (a payment creation or a charge past its deadline is given up, the core's
+//! [`passed`]); the runner's `action_name` and `paymentsctl escalations retry --dry-run` / `timeline` print
+//! [`Loaded::step_at`]'s [`NextStep::name`] with the same deadlines, and the protocol model
+//! (`tools/protocol-model`) calls the same functions at each of its steps, so what the checker explores is
+//! what runs, not a retelling of it.
 
 use super::{
-    CancellingPayment, Charging, Loaded, PaymentCaptured, PaymentPending, RefundingPayment, ReleasingStock, Saga,
-    SagaRecord, SagaStatus, Started, StockReserved,
+    passed, CancellingPayment, Charging, Deadlines, Loaded, OnDeadline, PaymentCaptured, PaymentPending,
+    RefundingPayment, ReleasingStock, Saga, SagaRecord, SagaStatus, Started, StockReserved,
 };
 use crate::ids::PspReference;
 use crate::status::PaymentStatus;
@@ -20,7 +23,13 @@ use crate::status::PaymentStatus;
 pub enum NextStep {
     ReserveStock,
     CreatePayment,
+    /// `stock_reserved` past its step deadline: no payment was created in time, the stock is released
+    /// (`Saga::payment_not_created`).
+    PaymentNotCreated,
     Charge,
+    /// `charging` past the charge deadline: the charge is given up and what it made at the PSP canceled
+    /// (`Saga::charge_given_up`).
+    GiveUpCharge,
     AwaitPayment,
     ConfirmOrder,
     RefundPayment,
@@ -36,7 +45,9 @@ impl NextStep {
         match self {
             Self::ReserveStock => "reserve_stock",
             Self::CreatePayment => "create_payment",
+            Self::PaymentNotCreated => "payment_not_created",
             Self::Charge => "charge",
+            Self::GiveUpCharge => "give_up_charge",
             Self::AwaitPayment => "await_payment",
             Self::ConfirmOrder => "confirm_order",
             Self::RefundPayment => "refund_payment",
@@ -51,8 +62,14 @@ impl NextStep {
         match self {
             Self::ReserveStock => "reserve the stock (out of stock ends the saga)",
             Self::CreatePayment => "create the payment and save its id in the saga",
+            Self::PaymentNotCreated => {
+                "give the checkout up (no payment created before the step's deadline): release the reserved stock"
+            }
             Self::Charge => {
                 "charge the saved payment at the PSP (key <order>:charge; a PaymentIntent already bound is read instead)"
+            }
+            Self::GiveUpCharge => {
+                "give the charge up (no answer before its deadline): cancel what it made at the PSP, fail the payment, then release the stock"
             }
             Self::AwaitPayment => "read the payment's outcome (past its deadline: hand it to recovery, or abandon it)",
             Self::ConfirmOrder => "confirm the order (cancelled meanwhile: refund the payment)",
@@ -70,7 +87,11 @@ impl NextStep {
 pub enum Next {
     ReserveStock(Saga<Started>),
     CreatePayment(Saga<StockReserved>),
+    /// Past the step deadline: give the checkout up before a payment exists.
+    PaymentNotCreated(Saga<StockReserved>),
     Charge(Saga<Charging>),
+    /// Past the charge deadline: give the charge up and compensate.
+    GiveUpCharge(Saga<Charging>),
     AwaitPayment(Saga<PaymentPending>),
     ConfirmOrder(Saga<PaymentCaptured>),
     RefundPayment(Saga<RefundingPayment>),
@@ -86,7 +107,9 @@ impl Next {
         match self {
             Self::ReserveStock(_) => NextStep::ReserveStock,
             Self::CreatePayment(_) => NextStep::CreatePayment,
+            Self::PaymentNotCreated(_) => NextStep::PaymentNotCreated,
             Self::Charge(_) => NextStep::Charge,
+            Self::GiveUpCharge(_) => NextStep::GiveUpCharge,
             Self::AwaitPayment(_) => NextStep::AwaitPayment,
             Self::ConfirmOrder(_) => NextStep::ConfirmOrder,
             Self::RefundPayment(_) => NextStep::RefundPayment,
@@ -98,7 +121,8 @@ impl Next {
 }
 
 impl Loaded {
-    /// The step this saga runs next, with the typed saga it runs on.
+    /// The step this saga's state runs, with the typed saga it runs on, no deadline considered (the runner
+    /// takes [`Loaded::next_at`]).
     pub fn next(self) -> Next {
         match self {
             Loaded::Started(s) => Next::ReserveStock(s),
@@ -114,9 +138,29 @@ impl Loaded {
         }
     }
 
-    /// The step this saga runs next ([`Loaded::next`] without giving the saga up).
+    /// The step this saga's state runs ([`Loaded::next`] without giving the saga up), no deadline considered.
     pub fn next_step(&self) -> NextStep {
         self.clone().next().step()
+    }
+
+    /// The step the runner takes for this saga at `now_ms` under `limits`: its state's step, unless the
+    /// state's deadline has passed and gives the step up ([`passed`] says [`OnDeadline::Compensate`]): a
+    /// `stock_reserved` saga then releases its stock without a payment, a `charging` one gives the charge up.
+    /// Past any other deadline the step is the state's (a wait is escalated or handed to recovery by the
+    /// step itself, or beside it).
+    pub fn next_at(self, limits: &Deadlines, now_ms: i64) -> Next {
+        let give_up = passed(self.record(), limits, now_ms) == Some(OnDeadline::Compensate);
+        match self {
+            Loaded::StockReserved(s) if give_up => Next::PaymentNotCreated(s),
+            Loaded::Charging(s) if give_up => Next::GiveUpCharge(s),
+            other => other.next(),
+        }
+    }
+
+    /// The step the runner takes at `now_ms` ([`Loaded::next_at`] without giving the saga up): what the
+    /// runner's spans and escalations name and what `paymentsctl` tells an operator a retry runs.
+    pub fn step_at(&self, limits: &Deadlines, now_ms: i64) -> NextStep {
+        self.clone().next_at(limits, now_ms).step()
     }
 }
 

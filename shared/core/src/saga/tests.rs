@@ -301,9 +301,14 @@ fn preconditions_hold(r: &SagaRecord, action: NextStep) -> bool {
     match action {
         NextStep::ReserveStock => r.payment_id.is_none() && !r.captured && r.failure.is_none(),
         // The payment is created once: a saga that has one never creates another.
-        NextStep::CreatePayment => r.payment_id.is_none() && !r.captured && r.failure.is_none(),
-        // Charging the payment the saga saved: never with a PSP answer already in.
-        NextStep::Charge => r.payment_id.is_some() && r.psp_reference.is_none() && !r.captured && r.failure.is_none(),
+        // Given up before a payment exists: only stock to give back.
+        NextStep::CreatePayment | NextStep::PaymentNotCreated => {
+            r.payment_id.is_none() && !r.captured && r.failure.is_none()
+        }
+        // Charging the payment the saga saved (or giving that charge up): never with a PSP answer already in.
+        NextStep::Charge | NextStep::GiveUpCharge => {
+            r.payment_id.is_some() && r.psp_reference.is_none() && !r.captured && r.failure.is_none()
+        }
         NextStep::AwaitPayment => r.payment_id.is_some() && !r.captured && r.failure.is_none(),
         NextStep::ConfirmOrder => r.payment_id.is_some() && r.captured && r.failure.is_none(),
         NextStep::RefundPayment => {
@@ -378,10 +383,12 @@ proptest! {
 
     /// Whatever a stored record says, a saga that loads never runs a step out of order: the next action's
     /// preconditions hold (stated here independently of `check`).
+    /// The step is the one the runner takes ([`Loaded::step_at`]), at any time before or past the deadlines.
     #[test]
-    fn no_loaded_saga_runs_a_step_out_of_order(record in arb_record()) {
+    fn no_loaded_saga_runs_a_step_out_of_order(record in arb_record(), later in 0i64..200_000_000) {
         let Ok(loaded) = Loaded::from_record(record.clone()) else { return Ok(()) };
-        prop_assert!(preconditions_hold(&record, loaded.next_step()));
+        let step = loaded.step_at(&Deadlines::DEFAULT, record.updated_at_ms + later);
+        prop_assert!(preconditions_hold(&record, step), "{:?} -> {:?}", record, step);
     }
 
     /// The same over records that are one field away from a real one (the near misses an old or buggy
@@ -391,6 +398,7 @@ proptest! {
         choices in proptest::collection::vec(any::<u8>(), 0..12),
         noise in arb_record(),
         field in 0usize..7,
+        later in 0i64..200_000_000,
     ) {
         let (mut r, _) = walk(&choices);
         match field {
@@ -404,7 +412,8 @@ proptest! {
         }
         if let Ok(loaded) = Loaded::from_record(r.clone()) {
             prop_assert_eq!(loaded.record().status, r.status);
-            prop_assert!(preconditions_hold(&r, loaded.next_step()), "{:?} -> {:?}", r, loaded.next_step());
+            let step = loaded.step_at(&Deadlines::DEFAULT, r.updated_at_ms + later);
+            prop_assert!(preconditions_hold(&r, step), "{:?} -> {:?}", r, step);
         }
     }
 }
@@ -450,8 +459,8 @@ fn every_state_has_one_next_step_and_the_typed_step_keeps_the_saga() {
         let next = loaded.next();
         let kept = match &next {
             Next::ReserveStock(s) => s.record(),
-            Next::CreatePayment(s) => s.record(),
-            Next::Charge(s) => s.record(),
+            Next::CreatePayment(s) | Next::PaymentNotCreated(s) => s.record(),
+            Next::Charge(s) | Next::GiveUpCharge(s) => s.record(),
             Next::AwaitPayment(s) => s.record(),
             Next::ConfirmOrder(s) => s.record(),
             Next::RefundPayment(s) => s.record(),
@@ -464,6 +473,72 @@ fn every_state_has_one_next_step_and_the_typed_step_keeps_the_saga() {
         };
         assert_eq!(kept, &record, "{status}");
     }
+}
+
+/// The step the runner takes ([`Loaded::step_at`]) is the state's step until the state's deadline, and past it
+/// the deadline's where that gives the step up (the core's `passed`): `stock_reserved` releases the stock
+/// without a payment, `charging` gives the charge up, set aside or not. Every other state keeps its step.
+#[test]
+fn past_its_deadline_a_saga_gives_up_the_payment_creation_or_the_charge_and_nothing_else() {
+    let limits = Deadlines::DEFAULT;
+    for status in SagaStatus::ALL {
+        let fresh = fixtures::saga_in(status);
+        let aside =
+            (!status.is_terminal()).then(|| fresh.clone().set_aside("charge", "kept failing".into(), T0 + 60).0);
+        for loaded in std::iter::once(fresh).chain(aside) {
+            let r = loaded.record().clone();
+            let at = deadline(&r, &limits).map_or(i64::MAX, |d| d.at_ms);
+            let past = match status {
+                SagaStatus::StockReserved => NextStep::PaymentNotCreated,
+                SagaStatus::Charging => NextStep::GiveUpCharge,
+                _ => loaded.next_step(),
+            };
+            assert_eq!(
+                loaded.step_at(&limits, r.updated_at_ms),
+                loaded.next_step(),
+                "{status}: at its entry"
+            );
+            assert_eq!(
+                loaded.step_at(&limits, at.saturating_sub(1)),
+                loaded.next_step(),
+                "{status}: before"
+            );
+            assert_eq!(loaded.step_at(&limits, at), past, "{status}: at its deadline");
+            assert_eq!(
+                loaded.step_at(&limits, at.saturating_add(86_400_000)),
+                past,
+                "{status}: long past"
+            );
+            match loaded.clone().next_at(&limits, at) {
+                Next::PaymentNotCreated(s) => assert_eq!(s.record(), &r),
+                Next::GiveUpCharge(s) => assert_eq!(s.record(), &r),
+                other => assert_eq!(other, loaded.clone().next(), "{status}"),
+            }
+        }
+    }
+    let charging = fixtures::saga_in(SagaStatus::Charging);
+    let entered = charging.record().updated_at_ms;
+    assert_eq!(
+        charging.step_at(&limits, entered + limits.charge_ms - 1),
+        NextStep::Charge
+    );
+    assert_eq!(
+        charging.step_at(&limits, entered + limits.charge_ms),
+        NextStep::GiveUpCharge
+    );
+    let longer = Deadlines {
+        charge_ms: 2 * limits.charge_ms,
+        ..limits
+    };
+    assert_eq!(
+        charging.step_at(&longer, entered + limits.charge_ms),
+        NextStep::Charge,
+        "the deployment's deadlines decide"
+    );
+    assert_eq!(
+        (NextStep::PaymentNotCreated.name(), NextStep::GiveUpCharge.name()),
+        ("payment_not_created", "give_up_charge")
+    );
 }
 
 #[test]

@@ -5,7 +5,7 @@ use super::checks::check_saga;
 use super::read::{get, number, query, text, ParkedItem};
 use super::{Cursor, Entry, LeaseView, Level, Options, Projection, SagaSummary, Source, Timeline};
 use crate::deliveries::{self, Delivery};
-use crate::escalations::{describe_next, peek};
+use crate::escalations::{describe_next, peek, runner_step};
 use crate::settings::{Ctx, QueueRole};
 use crate::when::format_ms;
 use shared::keys::{self, payment_pk};
@@ -262,7 +262,7 @@ pub(super) async fn saga(
         }
     };
     let next = match Loaded::from_record(record.clone()) {
-        Ok(loaded) => describe_next(loaded.next_step()),
+        Ok(loaded) => describe_next(runner_step(&ctx.env, &loaded)?),
         Err(e) => {
             t.find(Level::Anomaly, format!("saga does not load: {e}"));
             "none: the saga does not load".to_owned()

@@ -14,7 +14,7 @@ use shared::saga::{Escalation, PaymentPending, Saga, SagaStore, Started};
 use shared::store::ParkedKind;
 use shared::{clock, Channel, Config, OrderId, Outcome, PaymentId, PaymentStatus, PspReference};
 
-fn ctl(ctx: &TestContext) -> Ctx {
+pub(crate) fn ctl(ctx: &TestContext) -> Ctx {
     let table = ctx.table.clone();
     Ctx {
         env: shared::Env::process(),
