@@ -3,7 +3,9 @@
 //!
 //! Every loader reads through one [`Env`], the same way: an empty value is unset, a required variable that is
 //! unset is [`ConfigError::Missing`] and a malformed value is [`ConfigError::Invalid`], both at start, never a
-//! silent default. Each function's `main` builds its settings once, before the first request. Two readers are
+//! silent default. Each function reads its settings once, at its cold start, into its crate's `Settings`
+//! (`Settings::from_env(&Env)`, the shared [`Config`] among them when it has a table), and is built from them
+//! (`shared::lambda`), before the first request. Two readers are
 //! left outside on purpose: telemetry's (`LOG_FORMAT`, `OTEL_*`, the platform's `_X_AMZN_TRACE_ID`), which
 //! must work before any setting can be reported, and the pure core's `REDIRECT_HOSTS`, which has no SDK and
 //! no `shared` to depend on.
@@ -99,10 +101,12 @@ impl Env {
     }
 }
 
-/// Settings every function shares.
+/// The settings of every function that has a table: the table and its leases.
 #[derive(Debug, Clone)]
 pub struct Config {
+    /// `TABLE_NAME`: the one table (payments, events, sagas, leases, breakers).
     pub table_name: String,
+    /// `LEASE_TTL_SECONDS` against `FUNCTION_TIMEOUT_SECONDS`.
     pub lease: LeaseConfig,
 }
 

@@ -162,6 +162,7 @@ impl RecoveryReport {
     }
 }
 
+/// Recovery's own settings (`RECOVERY_*`).
 #[derive(Debug, Clone, Copy)]
 pub struct RecoverySettings {
     /// A payment open for longer than this is asked about.
@@ -208,10 +209,13 @@ fn millis(d: Duration) -> i64 {
 /// Recovery's state: built in one place ([`Recovery::new`]), by the reconciler ([`Recovery::build`]), the
 /// checkout saga (which hands it the payments it gives up on) and the local stack.
 pub struct Recovery<P> {
+    /// The payments it finds and finalizes.
     pub store: PaymentStore,
+    /// The payment leases it works under (the intake's too).
     pub leases: Leases,
     /// The PSPs' clients ([`Psps`]: a `PspSet`, or one Stripe client alone).
     pub psp: P,
+    /// When a payment is due, how many per run, when one expires.
     pub settings: RecoverySettings,
 }
 

@@ -16,8 +16,23 @@ pub struct FunctionClients {
 }
 
 impl FunctionClients {
+    /// The clients of every function, on `sdk`.
     pub fn new(sdk: &aws_config::SdkConfig) -> Self {
         Self { sdk: sdk.clone() }
+    }
+
+    /// The process's SDK configuration.
+    pub fn sdk(&self) -> aws_config::SdkConfig {
+        self.sdk.clone()
+    }
+
+    /// The clients `function` is built on (its `<Function>::build`): its own DynamoDB and SQS clients.
+    pub fn function(&self, function: &str) -> shared::lambda::Clients {
+        shared::lambda::Clients {
+            sdk: self.sdk.clone(),
+            dynamodb: self.dynamodb(function),
+            sqs: self.sqs(function),
+        }
     }
 
     /// `function`'s DynamoDB client, with the functions' retry and timeout settings.

@@ -16,10 +16,12 @@
 //! Configuration by convention: `TABLE_NAME`, `AWS_ENDPOINT_URL_DYNAMODB`, `AWS_ENDPOINT_URL_SQS`,
 //! `PSP_BASE_URL`, `WEBHOOK_SECRETS`, `WEBHOOK_PROVIDERS`, `LOCAL_API_PORT` (default 3000),
 //! `SAGA_PAYMENT_TIMEOUT_SECONDS`, `RECOVERY_STALE_AFTER_SECONDS` (default 10 here), `CATCHUP_SETTLE_SECONDS`
-//! (default 5 here). The table and the queues are created from `infra/template.yaml` when they do not exist.
+//! (default 5 here), `SAGA_STUCK_AFTER_SECONDS` (default 10 here). Each function reads its own settings from
+//! these (its `Settings::from_env`) and is built with its own constructor on its own clients, as its `main`
+//! builds it in AWS. The table and the queues are created from `infra/template.yaml` when they do not exist.
 
 use bytes::Bytes;
-use checkout_saga::runner::Runner;
+use checkout_saga::{CheckoutApi, CheckoutEvents, CheckoutSweeper};
 use clients::FunctionClients;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
@@ -27,18 +29,18 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use lambda_http::Body;
+use outbox_relay::Publisher;
 use shared::http::ApiError;
-use shared::lease::Leases;
 use shared::psp::PspSet;
-use shared::recovery::{Recovery, RecoverySettings};
+use shared::recovery::Recovery;
 use shared::router::{RouteTableError, Router};
-use shared::saga::Escalation;
 use shared::telemetry::ErrorChain;
-use shared::{aws, telemetry, Config, Env, PaymentStore};
+use shared::{aws, telemetry, Config, Env};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::net::TcpListener;
 use tracing::{error, info};
+use webhook_intake::catchup::CatchUp;
 
 mod clients;
 mod outbox;
@@ -47,7 +49,7 @@ struct Apps {
     routes: Router<Function>,
     sync: payments_api::App,
     intake: webhook_intake::App,
-    checkout: Option<Arc<Runner<PspSet>>>,
+    checkout: Option<CheckoutApi>,
 }
 
 /// The function API Gateway sends a path to; each function then routes by method and path itself.
@@ -72,57 +74,118 @@ fn routes() -> Result<Router<Function>, RouteTableError> {
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
-#[tokio::main]
-async fn main() -> Result<(), Error> {
+/// A worker thread's stack: what Lambda gives the main thread every handler runs on there (8 MiB), not
+/// tokio's 2 MiB. An unoptimised build's checkout request (hyper, the API, the saga's steps, recovery, the
+/// SDK) came within a few frames of 2 MiB and overflowed in a local run.
+const WORKER_STACK: usize = 8 * 1024 * 1024;
+
+fn main() -> Result<(), Error> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_stack_size(WORKER_STACK)
+        .build()?;
+    runtime.block_on(run())
+}
+
+/// Builds each function with its constructor on its own clients, then serves.
+async fn run() -> Result<(), Error> {
     telemetry::init();
-    let mut env = Env::process();
-    if env.optional("RECOVERY_STALE_AFTER_SECONDS").is_none() {
-        // Locally, recovery looks at payments open for 10 s rather than the deployed 5 minutes.
-        env = env.with("RECOVERY_STALE_AFTER_SECONDS", "10");
-    }
-    if env.optional("CATCHUP_SETTLE_SECONDS").is_none() {
-        // Locally, the catch-up leaves events to their webhooks for 5 s rather than the deployed minute.
-        env = env.with("CATCHUP_SETTLE_SECONDS", "5");
-    }
+    let env = local_env(Env::process());
     let config = Config::from(&env)?;
     let sdk = aws::sdk_config().await;
     // The stack's own client (the table, the stream's ARN); each function gets its own clients.
     let client = aws::dynamodb_client(&sdk);
     let clients = FunctionClients::new(&sdk);
     ensure_table(&client, &config.table_name).await?;
-    let mut checkout = None;
-    if env.optional("AWS_ENDPOINT_URL_SQS").is_some() {
-        let sqs = aws_sdk_sqs::Client::new(&sdk);
-        let queues = local_dev::queues::create(&sqs, &config.table_name).await;
-        let mut events = None;
-        if env.optional("PSP_BASE_URL").is_some() {
-            let env = env.clone().with("ESCALATION_QUEUE_URL", queues.escalation_url.clone());
-            let functions = checkout_functions(&clients, &sdk, &config, &env).await?;
-            tokio::spawn(outbox::schedules(
-                functions.sweeper,
-                functions.reconciler,
-                functions.catchup,
-            ));
-            events = Some(functions.events);
-            checkout = Some(functions.api);
-        }
-        let outbox = outbox::run(clients.clone(), client, config.table_name.clone(), queues, events);
-        tokio::spawn(outbox);
-    }
-    let apps = Arc::new(Apps {
-        routes: routes()?,
-        sync: payments_api::App::from_env(
-            PaymentStore::new(clients.dynamodb("payments-api"), &config.table_name),
-            &env,
-        )?,
-        intake: webhook_intake::App::from_env(&sdk, clients.dynamodb("webhook-intake"), &config, &env).await?,
-        checkout,
-    });
+    let checkout = match env.optional("AWS_ENDPOINT_URL_SQS") {
+        Some(_) => start_outbox(&clients, client, &config, &env).await?,
+        None => None,
+    };
+    let apps = Apps::build(&clients, &env, checkout).await?;
+    listen(Arc::new(apps), env.number("LOCAL_API_PORT", 3000)?, &config.table_name).await
+}
 
-    let port: u16 = env.number("LOCAL_API_PORT", 3000)?;
+impl Apps {
+    /// The HTTP functions, each built with its constructor on its own clients.
+    async fn build(clients: &FunctionClients, env: &Env, checkout: Option<CheckoutApi>) -> Result<Self, Error> {
+        let payments = payments_api::Settings::from_env(env)?;
+        let intake = webhook_intake::Settings::from_env(env)?;
+        Ok(Self {
+            routes: routes()?,
+            sync: payments_api::App::build(&payments, clients.function("payments-api")).await?,
+            intake: webhook_intake::App::build(&intake, clients.function("webhook-intake")).await?,
+            checkout,
+        })
+    }
+}
+
+/// The process environment with the local defaults of what is deployed slower.
+fn local_env(mut env: Env) -> Env {
+    let local = [
+        // Recovery looks at payments open for 10 s rather than the deployed 5 minutes.
+        ("RECOVERY_STALE_AFTER_SECONDS", "10"),
+        // The catch-up leaves events to their webhooks for 5 s rather than the deployed minute.
+        ("CATCHUP_SETTLE_SECONDS", "5"),
+        // The sweeper resumes sagas open for 10 s rather than the deployed minute.
+        ("SAGA_STUCK_AFTER_SECONDS", "10"),
+    ];
+    for (name, value) in local {
+        if env.optional(name).is_none() {
+            env = env.with(name, value);
+        }
+    }
+    env
+}
+
+/// Creates the queues and starts the outbox (relay and inbox); with `PSP_BASE_URL` also the saga's functions
+/// and the scheduled ones. The checkout API, if it runs.
+async fn start_outbox(
+    clients: &FunctionClients,
+    client: aws_sdk_dynamodb::Client,
+    config: &Config,
+    env: &Env,
+) -> Result<Option<CheckoutApi>, Error> {
+    let sqs = aws_sdk_sqs::Client::new(&clients.sdk());
+    let queues = local_dev::queues::create(&sqs, &config.table_name).await;
+    let env = env
+        .clone()
+        .with("ESCALATION_QUEUE_URL", queues.escalation_url.clone())
+        .with("QUEUE_URL", queues.queue_url.clone())
+        .with("RELAY_FAILURES_QUEUE_URL", queues.relay_failures_url.clone());
+    let publisher = Publisher::build(
+        &outbox_relay::Settings::from_env(&env)?,
+        clients.function("outbox-relay"),
+    )
+    .await?;
+    let mut events = None;
+    let mut api = None;
+    if env.optional("PSP_BASE_URL").is_some() {
+        let functions = checkout_functions(clients, &env).await?;
+        tokio::spawn(outbox::schedules(
+            functions.sweeper,
+            functions.reconciler,
+            functions.catchup,
+        ));
+        events = Some(functions.events);
+        api = Some(functions.api);
+    }
+    let outbox = outbox::run(
+        clients.clone(),
+        client,
+        config.table_name.clone(),
+        queues,
+        publisher,
+        events,
+    );
+    tokio::spawn(outbox);
+    Ok(api)
+}
+
+/// Serves the HTTP API on 127.0.0.1:`port` until the process ends.
+async fn listen(apps: Arc<Apps>, port: u16, table: &str) -> Result<(), Error> {
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let listener = TcpListener::bind(addr).await?;
-    info!(%addr, table = %config.table_name, "local API listening");
+    info!(%addr, table, "local API listening");
     println!("local API on http://{addr} (payments: /payments, webhooks: /webhooks/{{provider}})");
     loop {
         let (stream, _) = listener.accept().await?;
@@ -139,45 +202,26 @@ async fn main() -> Result<(), Error> {
     }
 }
 
-/// The checkout saga's three functions and the reconciler, each built as its binary builds it, on its own
-/// clients.
+/// The checkout saga's three functions, the reconciler and the webhook catch-up, each built with its
+/// function's constructor on its own clients.
 struct CheckoutFunctions {
-    api: Arc<Runner<PspSet>>,
-    events: Arc<Runner<PspSet>>,
-    sweeper: Arc<Runner<PspSet>>,
+    api: CheckoutApi,
+    events: CheckoutEvents,
+    sweeper: CheckoutSweeper,
     reconciler: Recovery<PspSet>,
-    catchup: webhook_intake::catchup::CatchUp,
+    catchup: CatchUp,
 }
 
-async fn checkout_functions(
-    clients: &FunctionClients,
-    sdk: &aws_config::SdkConfig,
-    config: &Config,
-    env: &Env,
-) -> Result<CheckoutFunctions, Error> {
-    let runner = |function: &'static str| async move {
-        let mut runner = checkout_saga::runner_from_env(sdk, clients.dynamodb(function), config, env).await?;
-        // `runner_from_env` makes its SQS client from the SDK configuration: this one is the function's own.
-        runner.escalation = Escalation::new(clients.sqs(function), env.required("ESCALATION_QUEUE_URL")?);
-        Ok::<_, Error>(Arc::new(runner))
-    };
-    // As functions/reconciler/src/main.rs builds it.
-    let dynamodb = clients.dynamodb("reconciler");
-    let reconciler = Recovery {
-        store: PaymentStore::new(dynamodb.clone(), &config.table_name),
-        leases: Leases::new(dynamodb.clone(), &config.table_name, config.lease),
-        psp: shared::psp::set::from_env(sdk, dynamodb, &config.table_name, env).await?,
-        settings: RecoverySettings::from(env)?,
-    };
-    // As functions/webhook-intake/src/bin/webhook-catchup.rs builds it.
-    let catchup =
-        webhook_intake::catchup::CatchUp::from_env(sdk, clients.dynamodb("webhook-catchup"), config, env).await?;
+async fn checkout_functions(clients: &FunctionClients, env: &Env) -> Result<CheckoutFunctions, Error> {
+    let saga = checkout_saga::Settings::from_env(env)?;
+    let recovery = shared::recovery::Settings::from_env(env)?;
+    let catchup = webhook_intake::catchup::Settings::from_env(env)?;
     Ok(CheckoutFunctions {
-        catchup,
-        api: runner("checkout-api").await?,
-        events: runner("checkout-events").await?,
-        sweeper: runner("checkout-sweeper").await?,
-        reconciler,
+        api: CheckoutApi::build(&saga, clients.function("checkout-api")).await?,
+        events: CheckoutEvents::build(&saga, clients.function("checkout-events")).await?,
+        sweeper: CheckoutSweeper::build(&saga, clients.function("checkout-sweeper")).await?,
+        reconciler: Recovery::build(&recovery, clients.function("reconciler")).await?,
+        catchup: CatchUp::build(&catchup, clients.function("webhook-catchup")).await?,
     })
 }
 
@@ -198,7 +242,7 @@ async fn serve(apps: Arc<Apps>, req: hyper::Request<Incoming>) -> Result<hyper::
     let response = match function {
         Function::WebhookIntake => webhook_intake::handle(&apps.intake, request).await,
         Function::CheckoutApi => match &apps.checkout {
-            Some(runner) => checkout_saga::api::handle(runner, request).await,
+            Some(api) => checkout_saga::api::handle(&api.runner, request).await,
             None => Ok(ApiError::not_found("checkouts need PSP_BASE_URL and SQS").into_response()),
         },
         Function::PaymentsApi => payments_api::handle(&apps.sync, request).await,

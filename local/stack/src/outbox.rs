@@ -5,7 +5,7 @@
 use crate::clients::FunctionClients;
 use aws_lambda_events::event::dynamodb::Event as StreamEvent;
 use aws_lambda_events::event::sqs::SqsEvent;
-use checkout_saga::runner::Runner;
+use checkout_saga::{CheckoutEvents, CheckoutSweeper};
 use local_dev::queues::Queues;
 use local_dev::sqs_poller::SqsPoller;
 use local_dev::stream_pump::StreamPump;
@@ -15,7 +15,6 @@ use shared::consumer::Consumer;
 use shared::psp::PspSet;
 use shared::recovery::{self, Recovery};
 use shared::telemetry::ErrorChain;
-use std::sync::Arc;
 use std::time::Duration;
 use tracing::{error, info};
 use webhook_intake::catchup::CatchUp;
@@ -23,15 +22,16 @@ use webhook_intake::catchup::CatchUp;
 /// The saga inbox function's timeout in `infra/template.yaml` (25 s) less the answer margin.
 const CONSUMER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(23);
 
-/// `dynamodb` is the stack's own client (it finds the table's stream); the relay and its stream reads run on
-/// outbox-relay's clients, the consumer, the saga's resumes (`checkout`) and the queue's reads on
-/// checkout-events'.
+/// `dynamodb` is the stack's own client (it finds the table's stream); the relay (`publisher`, built as its
+/// function) and its stream reads run on outbox-relay's clients, the consumer, the saga's resumes
+/// (`checkout`) and the queue's reads on checkout-events'.
 pub async fn run(
     clients: FunctionClients,
     dynamodb: aws_sdk_dynamodb::Client,
     table: String,
     queues: Queues,
-    checkout: Option<Arc<Runner<PspSet>>>,
+    publisher: Publisher,
+    checkout: Option<CheckoutEvents>,
 ) {
     info!(queue = %queues.queue_url, dlq = %queues.dlq_url, "outbox queues ready");
     println!(
@@ -46,8 +46,6 @@ pub async fn run(
             return;
         }
     };
-    let publisher =
-        Publisher::new(clients.sqs("outbox-relay"), &queues.queue_url).with_parking(&queues.relay_failures_url);
     let consumer = Consumer::new(clients.dynamodb("checkout-events"), &table, OrderProjection);
     let mut poller = SqsPoller::new(clients.sqs("checkout-events"), &queues.queue_url);
     poller.visibility_timeout = 5;
@@ -64,9 +62,9 @@ pub async fn run(
             .poll_once(|event: SqsEvent| async move {
                 match checkout {
                     // As in AWS: the consumer's function timeout bounds the resumes.
-                    Some(runner) => {
+                    Some(inbox) => {
                         let deadline = tokio::time::Instant::now() + CONSUMER_TIMEOUT;
-                        checkout_saga::events::handle(consumer, runner, event, deadline).await
+                        checkout_saga::events::handle(&inbox.consumer, &inbox.runner, event, deadline).await
                     }
                     None => consumer.handle(event).await,
                 }
@@ -83,19 +81,12 @@ pub async fn run(
     }
 }
 
-/// The sweeper (every 5 s, sagas open for 10 s), the reconciler (every 5 s, with the local recovery
+/// The sweeper (every 5 s, sagas open for `SAGA_STUCK_AFTER_SECONDS`, 10 s here), the reconciler (every 5 s, with the local recovery
 /// settings) and the webhook catch-up (every 5 s): the local stand-ins for their EventBridge schedules.
-pub async fn schedules(sweeper: Arc<Runner<PspSet>>, reconciler: Recovery<PspSet>, catchup: CatchUp) {
+pub async fn schedules(sweeper: CheckoutSweeper, reconciler: Recovery<PspSet>, catchup: CatchUp) {
     loop {
         tokio::time::sleep(Duration::from_secs(5)).await;
-        match checkout_saga::sweeper::sweep(
-            &sweeper,
-            Duration::from_secs(10),
-            100,
-            tokio::time::Instant::now() + CONSUMER_TIMEOUT,
-        )
-        .await
-        {
+        match sweeper.sweep(tokio::time::Instant::now() + CONSUMER_TIMEOUT).await {
             Ok(report) if report.found > 0 => info!(?report, "saga sweep"),
             Ok(_) => {}
             Err(e) => error!(error = %ErrorChain(&e), "saga sweep failed"),
