@@ -15,6 +15,7 @@ use shared::saga::{Escalation, SagaStore};
 use shared::store::StoreError;
 use shared::{Config, ConfigError, Env};
 use std::convert::Infallible;
+use std::future::Future;
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -147,9 +148,10 @@ impl CheckoutSweeper {
         })
     }
 
-    /// One sweep ([`sweep`]) of the sagas open for longer than `stuck_after`, until `deadline`.
-    pub async fn sweep(&self, deadline: Instant) -> Result<SweepReport, StoreError> {
-        sweep(&self.runner, self.stuck_after, SWEEP_LIMIT, deadline).await
+    /// One sweep ([`sweep`]) of the sagas open for longer than `stuck_after`, until `deadline`. Its future is
+    /// `sweep`'s own, not wrapped in another: a sweep's is large (the saga's steps, recovery's).
+    pub fn sweep(&self, deadline: Instant) -> impl Future<Output = Result<SweepReport, StoreError>> + '_ {
+        sweep(&self.runner, self.stuck_after, SWEEP_LIMIT, deadline)
     }
 
     /// One scheduled invocation: a sweep, logged and written as metrics (`SweeperLagSeconds`,

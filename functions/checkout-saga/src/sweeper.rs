@@ -66,23 +66,14 @@ pub async fn sweep<P: Psps>(
 ) -> Result<SweepReport, StoreError> {
     let stuck_ms = i64::try_from(stuck_after.as_millis()).unwrap_or(i64::MAX);
     let due_before = runner.settings.clock.now_ms().saturating_sub(stuck_ms);
-    let due = due_items(
-        runner.sagas.client(),
-        runner.sagas.table(),
-        OpenKind::Saga,
-        due_before,
-        limit,
-    )
-    .await?;
+    let sagas = &runner.sagas;
+    let due = due_items(sagas.client(), sagas.table(), OpenKind::Saga, due_before, limit).await?;
     let mut report = SweepReport {
         lag_seconds: due.lag_seconds(due_before),
         ..SweepReport::default()
     };
     for key in due.keys {
-        let Some(order) = key
-            .strip_prefix(shared::keys::SAGA_PK_PREFIX)
-            .and_then(|id| OrderId::parse(id).ok())
-        else {
+        let Some(order) = saga_order(&key) else {
             continue;
         };
         report.found = report.found.saturating_add(1);
@@ -90,56 +81,53 @@ pub async fn sweep<P: Psps>(
             report.left = report.left.saturating_add(1);
             continue;
         }
-        // Boxed: a resume's future (the saga's steps, recovery's) is large, and inline it would grow every
-        // caller's future with it (a test's, on its thread's stack, overflowed).
-        Box::pin(resume(runner, &order, stuck_ms, deadline, &mut report)).await;
+        match runner.resume_within(&order, deadline).await {
+            Ok(Some(record)) if !record.status.is_terminal() => {
+                report.resumed = report.resumed.saturating_add(1);
+                let age = age_seconds(record.started_at_ms, runner.settings.clock.now_ms());
+                report.oldest_open_age_seconds = report.oldest_open_age_seconds.max(age);
+                match Loaded::from_record(record.clone()) {
+                    Ok(loaded) => settle(runner, loaded, stuck_ms, deadline).await,
+                    // It loaded a moment ago; deferred as it is, looked at again.
+                    Err(_) => defer(runner, &record, stuck_ms).await,
+                }
+            }
+            Ok(_) => report.resumed = report.resumed.saturating_add(1),
+            // A moment's failure, the deadline, or a step that kept failing (escalated once and set aside):
+            // due again on its back-off, never at once, so it does not sit first in its shard.
+            Err(e) if e.is_transient() || matches!(e, RunError::OutOfTime | RunError::Escalated { .. }) => {
+                report.errors = report.errors.saturating_add(1);
+                warn!(order_id = %order, error = %ErrorChain(&e), "sweeper could not resume the saga");
+                match runner.sagas.load(&order).await {
+                    Ok(Some(loaded)) => settle(runner, loaded, stuck_ms, deadline).await,
+                    Ok(None) => {}
+                    Err(e) => warn!(order_id = %order, error = %ErrorChain(&e), "could not read the saga to defer it"),
+                }
+            }
+            Err(e) => {
+                report.errors = report.errors.saturating_add(1);
+                report.escalated = report.escalated.saturating_add(1);
+                set_aside(runner, &order, &e).await;
+            }
+        }
     }
     Ok(report)
 }
 
-/// Resumes one due saga and counts what came of it in `report`.
-async fn resume<P: Psps>(
-    runner: &Runner<P>,
-    order: &OrderId,
-    stuck_ms: i64,
-    deadline: Instant,
-    report: &mut SweepReport,
-) {
-    match runner.resume_within(order, deadline).await {
-        Ok(Some(record)) if !record.status.is_terminal() => {
-            report.resumed = report.resumed.saturating_add(1);
-            let age = age_seconds(record.started_at_ms, runner.settings.clock.now_ms());
-            report.oldest_open_age_seconds = report.oldest_open_age_seconds.max(age);
-            match Loaded::from_record(record.clone()) {
-                Ok(loaded) => settle(runner, loaded, stuck_ms, deadline).await,
-                // It loaded a moment ago; deferred as it is, looked at again.
-                Err(_) => defer(runner, &record, stuck_ms).await,
-            }
-        }
-        Ok(_) => report.resumed = report.resumed.saturating_add(1),
-        // A moment's failure, the deadline, or a step that kept failing (escalated once and set aside):
-        // due again on its back-off, never at once, so it does not sit first in its shard.
-        Err(e) if e.is_transient() || matches!(e, RunError::OutOfTime | RunError::Escalated { .. }) => {
-            report.errors = report.errors.saturating_add(1);
-            warn!(order_id = %order, error = %ErrorChain(&e), "sweeper could not resume the saga");
-            match runner.sagas.load(order).await {
-                Ok(Some(loaded)) => settle(runner, loaded, stuck_ms, deadline).await,
-                Ok(None) => {}
-                Err(e) => warn!(order_id = %order, error = %ErrorChain(&e), "could not read the saga to defer it"),
-            }
-        }
-        // The saga cannot be processed (its record does not load, it never settles): retrying every
-        // run cannot help. Escalated once, then left alone for UNPROCESSABLE_RECHECK.
-        Err(e) => {
-            report.errors = report.errors.saturating_add(1);
-            report.escalated = report.escalated.saturating_add(1);
-            runner.escalate_unprocessable(order, &e).await;
-            let skip = i64::try_from(UNPROCESSABLE_RECHECK.as_millis()).unwrap_or(i64::MAX);
-            let due = runner.settings.clock.now_ms().saturating_add(skip);
-            if let Err(e) = defer_item(runner.sagas.client(), runner.sagas.table(), saga_key(order), due).await {
-                warn!(order_id = %order, error = %ErrorChain(&e), "could not set the unprocessable saga aside");
-            }
-        }
+/// The order of a saga's key in the open-items index; `None` for another item's.
+fn saga_order(key: &str) -> Option<OrderId> {
+    key.strip_prefix(shared::keys::SAGA_PK_PREFIX)
+        .and_then(|id| OrderId::parse(id).ok())
+}
+
+/// A saga that cannot be processed (its record does not load, it never settles): retrying every run cannot
+/// help. Escalated once, then left alone for [`UNPROCESSABLE_RECHECK`].
+async fn set_aside<P: Psps>(runner: &Runner<P>, order: &OrderId, e: &RunError) {
+    runner.escalate_unprocessable(order, e).await;
+    let skip = i64::try_from(UNPROCESSABLE_RECHECK.as_millis()).unwrap_or(i64::MAX);
+    let due = runner.settings.clock.now_ms().saturating_add(skip);
+    if let Err(e) = defer_item(runner.sagas.client(), runner.sagas.table(), saga_key(order), due).await {
+        warn!(order_id = %order, error = %ErrorChain(&e), "could not set the unprocessable saga aside");
     }
 }
 
