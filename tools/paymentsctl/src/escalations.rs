@@ -283,6 +283,9 @@ async fn resume(ctx: &Ctx, order_id: &OrderId, url: Option<&str>) -> Result<Resu
         }
         _ => ctx.env.clone(),
     };
+    // The saga's table is the one this run reads (the environment's, or the stack's output), whatever the
+    // environment says.
+    let env = env.with("TABLE_NAME", ctx.config.table_name.clone());
     let settings = checkout_saga::Settings::from_env(&env)?;
     let clients = shared::lambda::Clients {
         sdk: ctx.sdk.clone(),
