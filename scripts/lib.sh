@@ -34,7 +34,11 @@ local_env() {
   export AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-local}"
   export AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-local}"
   export TABLE_NAME="${TABLE_NAME:-payments-local}"
-  export WEBHOOK_SECRETS="${WEBHOOK_SECRETS:-{\"stripe\":[\"$DEV_STRIPE_SECRET\"],\"standard\":[\"$DEV_STANDARD_SECRET\"],\"adyen\":[\"hmac:test:$DEV_ADYEN_HMAC_KEY\",\"basic:$DEV_ADYEN_USER:$DEV_ADYEN_PASSWORD\"]}}"
+  # Built first: `${WEBHOOK_SECRETS:-{...}}` would end the expansion at the JSON's first `}` and append the
+  # rest to a value already set.
+  local dev_secrets
+  dev_secrets="{\"stripe\":[\"$DEV_STRIPE_SECRET\"],\"standard\":[\"$DEV_STANDARD_SECRET\"],\"adyen\":[\"hmac:test:$DEV_ADYEN_HMAC_KEY\",\"basic:$DEV_ADYEN_USER:$DEV_ADYEN_PASSWORD\"]}"
+  export WEBHOOK_SECRETS="${WEBHOOK_SECRETS:-$dev_secrets}"
 }
 
 # Builds and starts the PSP simulator on 127.0.0.1:$1 (webhooks to the local API on $2) in the background,

@@ -56,16 +56,13 @@ impl World {
 
     /// Recovery with Adyen's client only (no Stripe in this deployment), expiring after `expire_after_days`.
     fn recovery(&self, expire_after_days: u64) -> Recovery<PspSet<StripeClient>> {
-        Recovery {
-            store: self.ctx.store_for("reconciler"),
-            leases: self.ctx.leases_for("reconciler"),
-            psp: PspSet::new(None, Some(self.adyen())),
-            settings: RecoverySettings {
-                stale_after: Duration::ZERO,
-                expire_after: Duration::from_secs(expire_after_days * 24 * 3600),
-                ..RecoverySettings::default()
-            },
-        }
+        let settings = RecoverySettings {
+            stale_after: Duration::ZERO,
+            expire_after: Duration::from_secs(expire_after_days * 24 * 3600),
+            ..RecoverySettings::default()
+        };
+        let psp = PspSet::new(None, Some(self.adyen()));
+        Recovery::new(&self.ctx.client_for("reconciler"), &self.ctx.config(), psp, settings)
     }
 
     /// A payment of 11.30 EUR authorised at Adyen under our id `pay_<name>_...`: its pspReference.
