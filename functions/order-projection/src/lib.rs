@@ -7,6 +7,9 @@
 //! (Stripe's) and `dispute_funds` (`withdrawn`, `reinstated`). Every event carries the payment's dispute, so the
 //! item always shows the dispute as of its payment version.
 
+// Unit tests may be long (a table of cases, a story): the 60-line limit is for the code they test.
+#![cfg_attr(test, allow(clippy::too_many_lines))]
+
 use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
 use shared::consumer::{ConsumerError, Projection};
 use shared::{Dispute, DisputeStatus, OrderId, PaymentEvent, PaymentId};

@@ -11,7 +11,8 @@
     clippy::panic,
     clippy::unreachable,
     clippy::indexing_slicing,
-    clippy::arithmetic_side_effects
+    clippy::arithmetic_side_effects,
+    clippy::too_many_lines
 )]
 
 /// Checkouts charged through Adyen: authorise, capture, refusal, refund, a charge replayed by its key.

@@ -9,7 +9,8 @@
     clippy::panic,
     clippy::unreachable,
     clippy::indexing_slicing,
-    clippy::arithmetic_side_effects
+    clippy::arithmetic_side_effects,
+    clippy::too_many_lines
 )]
 
 mod e2e;
