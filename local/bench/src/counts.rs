@@ -33,14 +33,13 @@ fn app(ctx: &TestContext) -> App {
     let secrets =
         json!({ "stripe": [crate::WEBHOOK_SECRET], "standard": ["whsec_bG9jYWwtZGV2LXN0YW5kYXJkLXNlY3JldA=="] })
             .to_string();
-    App {
-        store: ctx.store.clone(),
-        leases: ctx.leases.clone(),
-        providers: Providers::from_json(DEFAULT_PROVIDERS, &secrets)
-            .expect("providers")
-            .into(),
-        settings: IntakeSettings::default(),
-    }
+    let providers = Providers::from_json(DEFAULT_PROVIDERS, &secrets).expect("providers");
+    App::new(
+        ctx.client.clone(),
+        &ctx.config(),
+        providers.into(),
+        IntakeSettings::default(),
+    )
 }
 
 /// Write units of one item of `bytes` (1 KB units); a transactional write costs twice.

@@ -124,12 +124,9 @@ impl World {
             format!("hmac:test:{HMAC}"),
             format!("basic:{}:{}", sim_adyen::DEV_WEBHOOK_USERNAME, sim_adyen::DEV_WEBHOOK_PASSWORD),
         ] });
-        let intake = App {
-            store: self.ctx.store_for("webhook-intake"),
-            leases: self.ctx.leases_for("webhook-intake"),
-            providers: Providers::from_json(spec, &secrets.to_string()).unwrap().into(),
-            settings: IntakeSettings::default(),
-        };
+        let providers = Providers::from_json(spec, &secrets.to_string()).unwrap();
+        let (client, config) = (self.ctx.client_for("webhook-intake"), self.ctx.config());
+        let intake = App::new(client, &config, providers.into(), IntakeSettings::default());
         let endpoint = Endpoint {
             url: String::new(),
             username: sim_adyen::DEV_WEBHOOK_USERNAME.into(),

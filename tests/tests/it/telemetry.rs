@@ -236,12 +236,8 @@ async fn webhook(ctx: &TestContext, id: &payments_core::PaymentId) -> String {
         &serde_json::json!({ "stripe": [STRIPE_SECRET] }).to_string(),
     )
     .unwrap();
-    let app = webhook_intake::App {
-        store: ctx.store.clone(),
-        leases: ctx.leases.clone(),
-        providers: providers.into(),
-        settings: webhook_intake::IntakeSettings::default(),
-    };
+    let settings = webhook_intake::IntakeSettings::default();
+    let app = webhook_intake::App::new(ctx.client.clone(), &ctx.config(), providers.into(), settings);
     let (response, _) = webhook_intake::process(&app, req).await;
     let body: serde_json::Value = serde_json::from_slice(response.body().as_ref()).unwrap();
     body["result"].as_str().unwrap_or_default().to_owned()

@@ -55,14 +55,13 @@ async fn adyen_world() -> AdyenWorld {
         format!("hmac:test:{}", sim_adyen::DEV_HMAC_KEY),
         format!("basic:{}:{}", sim_adyen::DEV_WEBHOOK_USERNAME, sim_adyen::DEV_WEBHOOK_PASSWORD),
     ] });
-    let intake = App {
-        store: w.ctx.store_for("webhook-intake"),
-        leases: w.ctx.leases_for("webhook-intake"),
-        providers: Providers::from_json(spec, &secrets.to_string())
-            .expect("providers")
-            .into(),
-        settings: IntakeSettings::default(),
-    };
+    let providers = Providers::from_json(spec, &secrets.to_string()).expect("providers");
+    let intake = App::new(
+        w.ctx.client_for("webhook-intake"),
+        &w.ctx.config(),
+        providers.into(),
+        IntakeSettings::default(),
+    );
     AdyenWorld {
         w,
         sim,

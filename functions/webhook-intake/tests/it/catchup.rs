@@ -64,12 +64,12 @@ impl World {
         let client = self.ctx.client_for(FUNCTION);
         let spec = ProviderSpec::from_env(&shared::Env::from_lookup(|_| None)).unwrap();
         CatchUp {
-            app: App {
-                store: self.ctx.store_for(FUNCTION),
-                leases: self.ctx.leases_for(FUNCTION),
-                providers: Providers::default().into(),
-                settings: IntakeSettings::default(),
-            },
+            app: App::new(
+                client.clone(),
+                &self.ctx.config(),
+                Providers::default().into(),
+                IntakeSettings::default(),
+            ),
             stripe: Some(StripeEvents {
                 provider: spec.into_iter().find(|s| s.name == "stripe").unwrap().unsigned(),
                 psp: CircuitBreaker::new(

@@ -54,12 +54,12 @@ impl TestIntake {
             lease_max_wait: Duration::from_millis(20),
             ..IntakeSettings::default()
         };
-        let app = App {
-            store: ctx.store_for("webhook-intake"),
-            leases: ctx.leases_for("webhook-intake"),
-            providers: providers().into(),
+        let app = App::new(
+            ctx.client_for("webhook-intake"),
+            &ctx.config(),
+            providers().into(),
             settings,
-        };
+        );
         Self { ctx, app }
     }
 

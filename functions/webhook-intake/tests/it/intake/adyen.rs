@@ -23,15 +23,12 @@ fn adyen_app(ctx: &TestContext, function: &str) -> App {
         "stripe": [STRIPE_NEW],
         "adyen": [format!("hmac:test:{TEST_KEY}"), format!("hmac:live:{LIVE_KEY}"), format!("basic:{USER}:{PASSWORD}")],
     });
-    App {
-        store: ctx.store_for(function),
-        leases: ctx.leases_for(function),
-        providers: Providers::from_json(spec, &secrets.to_string()).unwrap().into(),
-        settings: IntakeSettings {
-            lease_max_wait: Duration::from_millis(20),
-            ..IntakeSettings::default()
-        },
-    }
+    let providers = Providers::from_json(spec, &secrets.to_string()).unwrap();
+    let settings = IntakeSettings {
+        lease_max_wait: Duration::from_millis(20),
+        ..IntakeSettings::default()
+    };
+    App::new(ctx.client_for(function), &ctx.config(), providers.into(), settings)
 }
 
 fn key(mode: Mode) -> HmacKey {
