@@ -41,6 +41,13 @@ local_env() {
   export WEBHOOK_SECRETS="${WEBHOOK_SECRETS:-$dev_secrets}"
 }
 
+# Builds the debug binary of package $1 with cargo's own progress on stderr (a first build compiles for
+# minutes: a silent terminal looked hung), after a line saying what is being built.
+build_bin() {
+  echo "== building $1 (cargo build -p $1; the first build takes minutes)" >&2
+  cargo build -p "$1"
+}
+
 # Builds and starts the PSP simulator on 127.0.0.1:$1 (webhooks to the local API on $2) in the background,
 # its output to $3 (default: this terminal), with its Adyen side on ADYEN_PSP_PORT (default: a free port;
 # notifications to the local API's /webhooks/adyen, signed with DEV_ADYEN_HMAC_KEY, Basic DEV_ADYEN_USER);
@@ -51,7 +58,7 @@ local_env() {
 start_psp() {
   local port="$1" api_port="$2" log="${3:-/dev/stdout}"
   local adyen_port="${ADYEN_PSP_PORT:-$(free_port)}"
-  cargo build --quiet -p psp-simulator
+  build_bin psp-simulator
   local bin="${CARGO_TARGET_DIR:-$root/target}/debug/psp-simulator"
   export PSP_API_KEY="${PSP_API_KEY:-sk_test_local_simulator}"
   [ -n "${PSP_RETURN_URL:-}" ] || export PSP_REDIRECTS="${PSP_REDIRECTS:-never}"
@@ -73,7 +80,7 @@ start_psp() {
 # terminal); sets api_pid.
 start_api() {
   local port="$1" log="${2:-/dev/stdout}"
-  cargo build --quiet -p local-stack
+  build_bin local-stack
   local bin="${CARGO_TARGET_DIR:-$root/target}/debug/local-stack"
   # The default providers and Adyen's endpoint (test mode; its secrets are in local_env's WEBHOOK_SECRETS).
   local providers='[{"name":"stripe","scheme":"stripe"},{"name":"standard","scheme":"standard"},{"name":"adyen","scheme":"adyen","livemode":false}]'
