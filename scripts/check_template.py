@@ -33,6 +33,10 @@ shorter than six times its function's timeout hands batches out twice. Each chec
   old version's, no alarm shared with another function: any would roll back the deploy that fixes it), by a
   CodeDeploy role of this template with no statement on every resource or on a name prefix (payments-dev-*
   is stage dev-eu's too).
+- every reader of a setting gets it (issue 32): a variable the template gives one function that
+  docs/CONFIGURATION.md says reads it, it gives every such function (Globals and its own Environment);
+- scheduled runs as Lambda runs them (EventBridge Scheduler invokes asynchronously): EventInvokeConfig with
+  MaximumRetryAttempts 0, MaximumEventAgeInSeconds within the schedule's period, failed runs to an alarmed queue.
 
 `--self-test` mutates the template in memory once per rule and checks that each mutation is caught, so a
 check that cannot fail does not go unnoticed. Exit status 1 on any finding.
@@ -533,6 +537,7 @@ def check_failure_alarms(doc):
                     findings.append(f"failures: {alarm} reads {metric} as {stat} over {period} s, not the Maximum "
                                     f"over at least {least} s (an item backed off past the period is not in it)")
     findings += check_schedules(doc, index)
+    findings += check_async_invokes(doc, index)
     return findings
 
 
@@ -565,6 +570,45 @@ def check_schedules(doc, index):
                             "(ApproximateNumberOfMessagesVisible)")
     return findings
 
+
+
+RATE_UNITS = {"minute": 60, "minutes": 60, "hour": 3600, "hours": 3600, "day": 86400, "days": 86400}
+
+
+def rate_seconds(expression):
+    """The period of `rate(N unit)`, else None (a cron has no fixed period)."""
+    match = re.fullmatch(r"rate\((\d+) (\w+)\)", str(expression))
+    return int(match.group(1)) * RATE_UNITS[match.group(2)] if match and match.group(2) in RATE_UNITS else None
+
+
+def check_async_invokes(doc, index):
+    """Scheduler invokes asynchronously, so Lambda retries a failed run (twice by default, the event kept up to
+    6 hours) and its queue holds throttled runs: no retry (the next run is the retry), no event older than the
+    period (runs would pile up and overlap), and failed or expired runs on an alarmed queue of this template."""
+    findings = []
+    queues = resources(doc, "AWS::SQS::Queue")
+    for name, fn in resources(doc, "AWS::Serverless::Function").items():
+        periods = [rate_seconds(e.get("Properties", {}).get("ScheduleExpression"))
+                   for e in fn.get("Properties", {}).get("Events", {}).values() if e.get("Type") in SCHEDULE_EVENTS]
+        if not periods:
+            continue
+        config = function_setting(doc, fn, "EventInvokeConfig", {}) or {}
+        if config.get("MaximumRetryAttempts") != 0:
+            findings.append(f"schedules: {name}'s EventInvokeConfig MaximumRetryAttempts is "
+                            f"{config.get('MaximumRetryAttempts', 'unset (Lambda: 2)')}, not 0: a failed run is "
+                            "retried beside the next one")
+        age, period = config.get("MaximumEventAgeInSeconds"), min(p or 0 for p in periods)
+        if not isinstance(age, int) or not period or age > period:
+            findings.append(f"schedules: {name}'s EventInvokeConfig MaximumEventAgeInSeconds ({age or 'unset: 6 h'}) "
+                            f"is not within its schedule's period ({period} s): throttled runs pile up")
+        target = config.get("DestinationConfig", {}).get("OnFailure", {})
+        queue = ref_name(target.get("Destination"))
+        if target.get("Type") != "SQS" or queue not in queues:
+            findings.append(f"schedules: {name}'s EventInvokeConfig has no OnFailure destination to a queue of "
+                            "this template: a failed run leaves no trace but its Errors")
+        elif not has_alarm(index, "AWS/SQS", "ApproximateNumberOfMessagesVisible", "QueueName", queue):
+            findings.append(f"schedules: {name}'s on-failure queue {queue} has no depth alarm")
+    return findings
 
 # ---- a deploy that can fail and be retried (issue 24) ----------------------------------------------------------
 NO_VALUE = object()
@@ -794,9 +838,65 @@ def check_lease_settings(doc):
     return findings
 
 
+# ---- every reader of a setting gets it from the template (issue 32) ----------------------------------------------
+CONFIG_DOC = ROOT / "docs" / "CONFIGURATION.md"
+CHECKOUT_FUNCTIONS = {"checkout-api", "checkout-events", "checkout-sweeper"}
+
+
+def short_names(doc):
+    """{function's short name (payments-${Stage}-<name>): logical id}."""
+    names = {}
+    for name, fn in resources(doc, "AWS::Serverless::Function").items():
+        full = fn.get("Properties", {}).get("FunctionName", {})
+        match = re.fullmatch(r"payments-\$\{Stage\}-([a-z0-9-]+)", str(full.get("Fn::Sub", "")))
+        if match:
+            names[match.group(1)] = name
+    return names
+
+
+def documented_readers(text, names):
+    """{variable: the functions (short names) docs/CONFIGURATION.md says read it}: a row's first cell names the
+    variables, its second the readers, a function by its `name` or as "every function" / "the checkout functions"."""
+    readers = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 2 or not cells[0].startswith("`"):
+            continue
+        found = {n for n in names if f"`{n}`" in cells[1]}
+        if "every function" in cells[1]:
+            found |= set(names)
+        if "the checkout functions" in cells[1]:
+            found |= CHECKOUT_FUNCTIONS & set(names)
+        for variable in re.findall(r"`([A-Z][A-Z0-9_]+)`", cells[0]):
+            readers.setdefault(variable, set()).update(found)
+    return readers
+
+
+def check_setting_readers(doc, text=None):
+    """A setting the template gives one of its readers it gives every reader: a reader left out runs on the
+    code's built-in default in AWS (the payments API without WEBHOOK_PROVIDERS accepted `standard`, for which
+    the stack has no endpoint), which no local run shows, as every local function gets the same variables.
+    Variables the template gives no function (Lambda's own, the SDK's, local-only ones) are not its to set."""
+    text = CONFIG_DOC.read_text() if text is None else text
+    names = short_names(doc)
+    globals_vars = doc.get("Globals", {}).get("Function", {}).get("Environment", {}).get("Variables", {})
+    functions = resources(doc, "AWS::Serverless::Function")
+    env = {short: set(globals_vars) | set(functions[name].get("Properties", {}).get("Environment", {})
+                                          .get("Variables", {}))
+           for short, name in names.items()}
+    findings = []
+    for variable, readers in sorted(documented_readers(text, names).items()):
+        given = {short for short, variables in env.items() if variable in variables}
+        for short in sorted(readers - given if given else set()):
+            findings.append(f"settings: {names[short]} reads {variable} (docs/CONFIGURATION.md) but the template "
+                            f"gives it only to {', '.join(sorted(names[g] for g in given))}: in AWS it runs on the "
+                            "built-in default")
+    return findings
+
+
 CHECKS = [check_alarm_topics, check_public_route, check_tracing, check_visibility, check_table_statements,
           check_dashboard, check_stage_names, check_alarm_stage, check_failure_alarms, check_retryable_deploy,
-          check_rollouts, check_psp_redirects, check_lease_settings]
+          check_rollouts, check_psp_redirects, check_lease_settings, check_setting_readers]
 
 
 def check(doc):
@@ -977,6 +1077,21 @@ MUTATIONS += [
      "no alarm reads Payments/Finalize RefundsFailed"),
     ("no alarm on disputes", lambda d: d["Resources"].pop("DisputesOpenedAlarm"),
      "no alarm reads Payments/Finalize DisputesOpened"),
+    ("a reader of a setting left without it (the payments API before issue 32)", lambda d: d["Resources"]
+     ["PaymentsApiFunction"]["Properties"]["Environment"]["Variables"].pop("WEBHOOK_PROVIDERS"),
+     "PaymentsApiFunction reads WEBHOOK_PROVIDERS"),
+    ("a saga's recovery on other settings than the reconciler's", lambda d: d["Resources"]["CheckoutSweeperFunction"]
+     ["Properties"]["Environment"]["Variables"].pop("RECOVERY_STALE_AFTER_SECONDS"),
+     "CheckoutSweeperFunction reads RECOVERY_STALE_AFTER_SECONDS"),
+    ("Lambda's default async retries on a schedule", lambda d: d["Resources"]["ReconcilerFunction"]["Properties"]
+     ["EventInvokeConfig"].pop("MaximumRetryAttempts"), "ReconcilerFunction's EventInvokeConfig MaximumRetryAttempts"),
+    ("scheduled runs kept longer than the period", lambda d: d["Resources"]["CheckoutSweeperFunction"]["Properties"]
+     ["EventInvokeConfig"].update(MaximumEventAgeInSeconds=120), "CheckoutSweeperFunction's EventInvokeConfig "
+     "MaximumEventAgeInSeconds (120)"),
+    ("a scheduled function without EventInvokeConfig", lambda d: d["Resources"]["WebhookCatchupFunction"]
+     ["Properties"].pop("EventInvokeConfig"), "WebhookCatchupFunction's EventInvokeConfig has no OnFailure"),
+    ("failed runs sent nowhere", lambda d: d["Resources"]["ReconcilerFunction"]["Properties"]["EventInvokeConfig"]
+     .pop("DestinationConfig"), "ReconcilerFunction's EventInvokeConfig has no OnFailure"),
     ("a CodeDeploy role on every resource", lambda d: d["Resources"]["CodeDeployRole"]["Properties"]["Policies"][0]
      ["PolicyDocument"]["Statement"][1].update(Resource="*"), "grants on every resource"),
 ]
