@@ -301,6 +301,13 @@ def check_table_statements(doc):
         if table.get("Properties", {}).get("DeletionProtectionEnabled") is True:
             findings.append(f"table: {name}'s deletion protection is always on, so a failed first deploy's "
                             "rollback cannot delete it (turn it on from a parameter after the first deploy)")
+        # On by default: a deploy that forgets the parameter (a first `--guided` run of a stage saves every
+        # answer) must not switch a live table's protection off; only a first create overrides it, once.
+        protected = resolve(table.get("Properties", {}).get("DeletionProtectionEnabled"), default_params(doc),
+                            doc.get("Conditions", {}))
+        if str(protected).lower() != "true":
+            findings.append(f"table: {name}'s deletion protection is {protected!r} with the parameters' defaults: "
+                            "a deploy that does not pass it switches a live table's protection off")
     return findings
 
 
@@ -894,9 +901,34 @@ def check_setting_readers(doc, text=None):
     return findings
 
 
+
+# ---- a webhook URL per provider (issue 32) ------------------------------------------------------------------------
+WEBHOOK_SCHEMES = {"stripe": None, "adyen": "HasAdyen"}
+
+
+def check_webhook_outputs(doc):
+    """An output per provider the stack can be configured with (Stripe always, Adyen where its client is
+    configured) and the base URL every other provider's name is appended to: a deployer registers the URL the
+    outputs name, and `WebhookUrl` alone named Stripe's."""
+    findings = []
+    urls = {}
+    for name, output in doc.get("Outputs", {}).items():
+        text = json.dumps(output.get("Value"))
+        for path in re.findall(r"/webhooks/([a-z0-9_-]*)\"", text):
+            urls.setdefault(path, []).append((name, output.get("Condition")))
+    for scheme, wanted in [("", None), *WEBHOOK_SCHEMES.items()]:
+        found = urls.get(scheme, [])
+        what = f"/webhooks/{scheme}" if scheme else "the base /webhooks/ (for any other provider's name)"
+        if not found:
+            findings.append(f"outputs: no output names {what}")
+        elif any(condition != wanted for _, condition in found):
+            findings.append(f"outputs: {what} is output under {found}, not under condition {wanted}")
+    return findings
+
 CHECKS = [check_alarm_topics, check_public_route, check_tracing, check_visibility, check_table_statements,
           check_dashboard, check_stage_names, check_alarm_stage, check_failure_alarms, check_retryable_deploy,
-          check_rollouts, check_psp_redirects, check_lease_settings, check_setting_readers]
+          check_rollouts, check_psp_redirects, check_lease_settings, check_setting_readers,
+          check_webhook_outputs]
 
 
 def check(doc):
@@ -955,6 +987,8 @@ MUTATIONS = [
     ("deletion protection that blocks a rollback",
      lambda d: d["Resources"]["PaymentsTable"]["Properties"].update(DeletionProtectionEnabled=True),
      "failed first deploy's rollback"),
+    ("deletion protection off by default (before issue 32)", lambda d: d["Parameters"]["TableDeletionProtection"]
+     .update(Default="false"), "with the parameters' defaults"),
     ("no dashboard", lambda d: d["Resources"].pop("OperationsDashboard"), "dashboard"),
 ]
 
@@ -1092,6 +1126,10 @@ MUTATIONS += [
      ["Properties"].pop("EventInvokeConfig"), "WebhookCatchupFunction's EventInvokeConfig has no OnFailure"),
     ("failed runs sent nowhere", lambda d: d["Resources"]["ReconcilerFunction"]["Properties"]["EventInvokeConfig"]
      .pop("DestinationConfig"), "ReconcilerFunction's EventInvokeConfig has no OnFailure"),
+    ("WebhookUrl for Stripe alone (before issue 32)", lambda d: [d["Outputs"].pop(o) for o in
+     ("AdyenWebhookUrl", "WebhookBaseUrl")], "no output names /webhooks/adyen"),
+    ("Adyen's URL output without Adyen", lambda d: d["Outputs"]["AdyenWebhookUrl"].pop("Condition"),
+     "/webhooks/adyen is output under"),
     ("a CodeDeploy role on every resource", lambda d: d["Resources"]["CodeDeployRole"]["Properties"]["Policies"][0]
      ["PolicyDocument"]["Statement"][1].update(Resource="*"), "grants on every resource"),
 ]
