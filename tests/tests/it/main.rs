@@ -7,6 +7,7 @@ mod adyen_recovery;
 mod breaker;
 mod concurrency;
 mod configuration_doc;
+mod deploy_doc;
 mod faults;
 mod leases;
 mod openapi;

@@ -22,7 +22,7 @@ type Operation = (String, String);
 
 const METHODS: [&str; 8] = ["get", "put", "post", "delete", "options", "head", "patch", "trace"];
 
-fn repo_yaml(relative: &str) -> Value {
+pub(crate) fn repo_yaml(relative: &str) -> Value {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..").join(relative);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_yaml_ng::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
@@ -32,7 +32,7 @@ fn openapi() -> Value {
     repo_yaml("infra/openapi.yaml")
 }
 
-fn template() -> Value {
+pub(crate) fn template() -> Value {
     repo_yaml("infra/template.yaml")
 }
 
