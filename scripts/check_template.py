@@ -750,28 +750,48 @@ MONEY_PATH = ("PaymentsApiFunction", "WebhookIntakeFunction", "CheckoutApiFuncti
 GRADUAL = ("Canary", "Linear")
 
 
-def version_scoped(alarm, fn):
-    """True when every metric the alarm reads is AWS/Lambda's for the version of `fn` this deploy publishes
-    (FunctionName = fn, ExecutedVersion from SAM's fn.Version)."""
+BATCH_ITEMS = ("Payments/BatchItems", "FailedItems")
+
+
+def version_scoped(alarm, fn, short=None):
+    """True when every metric the alarm reads is of the version of `fn` this deploy publishes (SAM's
+    fn.Version): AWS/Lambda's with FunctionName = fn and ExecutedVersion, or the code's per-version
+    FailedItems (Payments/BatchItems) with Function = its short name, Version and the Stage."""
+    def one(namespace, dims):
+        version = f"{fn}.Version" in json.dumps(dims.get("Version" if namespace == BATCH_ITEMS[0] else
+                                                         "ExecutedVersion"))
+        if namespace == BATCH_ITEMS[0]:
+            return version and dims.get("Function") == short and ref_name(dims.get(STAGE)) == STAGE
+        return namespace == "AWS/Lambda" and ref_name(dims.get("FunctionName")) == fn and version
     specs = list(metric_specs(alarm))
-    return bool(specs) and all(
-        namespace == "AWS/Lambda" and ref_name(dims.get("FunctionName")) == fn
-        and f"{fn}.Version" in json.dumps(dims.get("ExecutedVersion"))
-        for namespace, dims in ((ns, {d.get("Name"): d.get("Value") for d in ds}) for ns, ds in specs))
+    return bool(specs) and all(one(ns, {d.get("Name"): d.get("Value") for d in ds}) for ns, ds in specs)
 
 
-def check_rollback_alarms(name, wanted, alarms, index):
-    """A canary rolls back on its new version's own errors alone: not on the function's old versions, a
-    backlog, or another function's metrics (any of which would roll back the deploy that fixes it)."""
+def reports_item_failures(fn):
+    """The function answers its stream or queue per item (ReportBatchItemFailures): it never fails an
+    invocation for a failed record, so its Errors cannot show a version that fails them all."""
+    return any("ReportBatchItemFailures" in as_list(e.get("Properties", {}).get("FunctionResponseTypes", []))
+               for e in fn.get("Properties", {}).get("Events", {}).values())
+
+
+def check_rollback_alarms(doc, name, wanted, alarms, index):
+    """A canary rolls back on its new version's own failures alone: not on the function's old versions, a
+    backlog, or another function's metrics (any of which would roll back the deploy that fixes it); and a
+    function that answers per item rolls back on its new version's failed items too."""
     findings = []
+    short = {v: k for k, v in short_names(doc).items()}.get(name)
     for alarm in wanted:
-        if not version_scoped(alarms[alarm], name):
+        if not version_scoped(alarms[alarm], name, short):
             findings.append(f"rollout: {name} rolls back on {alarm}, which is not about {name}'s new version "
                             "alone (a backlog, the old version's or another function's failures would roll "
                             "back the deploy that fixes them)")
     errors = set(has_alarm(index, "AWS/Lambda", "Errors", "FunctionName", name))
     if not set(wanted) & errors:
         findings.append(f"rollout: {name}'s DeploymentPreference does not roll back on its new version's Errors alarm")
+    failed_items = set(has_alarm(index, *BATCH_ITEMS))
+    if reports_item_failures(resources(doc, "AWS::Serverless::Function")[name]) and not set(wanted) & failed_items:
+        findings.append(f"rollout: {name} reports failed items per record (its Errors stay 0), but its "
+                        "DeploymentPreference does not roll back on its new version's FailedItems")
     return findings
 
 
@@ -804,7 +824,7 @@ def check_rollouts(doc):
         if not wanted or any(a not in alarms for a in wanted):
             findings.append(f"rollout: {name}'s DeploymentPreference has no alarms of this template to roll back on")
         else:
-            findings += check_rollback_alarms(name, wanted, alarms, index)
+            findings += check_rollback_alarms(doc, name, wanted, alarms, index)
         role = ref_name(pref.get("Role"))
         if role not in roles:
             findings.append(f"rollout: {name}'s DeploymentPreference has no Role of this template (SAM would "
@@ -1130,6 +1150,12 @@ MUTATIONS += [
      ("AdyenWebhookUrl", "WebhookBaseUrl")], "no output names /webhooks/adyen"),
     ("Adyen's URL output without Adyen", lambda d: d["Outputs"]["AdyenWebhookUrl"].pop("Condition"),
      "/webhooks/adyen is output under"),
+    ("a per-item canary blind to failed items (before issue 32)", lambda d: _deployment(d, "OutboxRelayFunction")
+     .update(Alarms=[{"Ref": "OutboxRelayNewVersionErrorsAlarm"}]), "OutboxRelayFunction reports failed items"),
+    ("a failed-items alarm on every version", lambda d: _alarm(d, "CheckoutEventsNewVersionFailedItemsAlarm")
+     ["Dimensions"].pop(), "rolls back on CheckoutEventsNewVersionFailedItemsAlarm"),
+    ("a failed-items alarm on another function", lambda d: _alarm(d, "OutboxRelayNewVersionFailedItemsAlarm")
+     ["Dimensions"][1].update(Value="checkout-events"), "rolls back on OutboxRelayNewVersionFailedItemsAlarm"),
     ("a CodeDeploy role on every resource", lambda d: d["Resources"]["CodeDeployRole"]["Properties"]["Policies"][0]
      ["PolicyDocument"]["Statement"][1].update(Resource="*"), "grants on every resource"),
 ]

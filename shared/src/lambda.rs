@@ -39,13 +39,14 @@ pub struct ColdStart {
 }
 
 impl ColdStart {
-    /// Turns telemetry on, then reads the environment and the stage every metric carries
-    /// ([`crate::metrics::init_stage`]; missing, it fails the start, not the first request) and loads the
-    /// SDK's configuration.
+    /// Turns telemetry on, then reads the environment, the stage every metric carries
+    /// ([`crate::metrics::init_stage`]; missing, it fails the start, not the first request) and the function's
+    /// version ([`crate::metrics::init_version`]), and loads the SDK's configuration.
     pub async fn begin() -> Result<Self, ConfigError> {
         telemetry::init();
         let env = Env::process();
         crate::metrics::init_stage(&env)?;
+        crate::metrics::init_version(&env);
         let sdk = aws::sdk_config().await;
         Ok(Self { env, sdk })
     }

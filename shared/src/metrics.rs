@@ -103,6 +103,35 @@ pub fn counts(namespace: &str, dimensions: &[&[&str]], names: &[&str], values: V
     emf(namespace, dimensions, &metrics, values, now_ms)
 }
 
+/// Namespace of the items a batch function reports failed (partial batch failures).
+pub const BATCH_ITEMS_NAMESPACE: &str = "Payments/BatchItems";
+/// The version of the function a process runs, as Lambda names it (`AWS_LAMBDA_FUNCTION_VERSION`: the
+/// version number when invoked through an alias; `$LATEST` outside Lambda).
+static VERSION: OnceLock<String> = OnceLock::new();
+
+/// Fixes the function version [`failed_items`] records carry, from `env` (`ColdStart::begin` does it).
+pub fn init_version(env: &Env) -> &'static str {
+    let version = env
+        .optional("AWS_LAMBDA_FUNCTION_VERSION")
+        .unwrap_or_else(|| "$LATEST".to_owned());
+    VERSION.get_or_init(|| version)
+}
+
+/// `failed` items of one batch that `function` reported failed: `FailedItems` in [`BATCH_ITEMS_NAMESPACE`]
+/// by stage, `Function` and `Version`. A function that reports failures per item (ReportBatchItemFailures)
+/// never fails its invocation, so Lambda's `Errors` stays 0 however many records a new version fails: this
+/// per-version count is what its canary rolls back on.
+pub fn failed_items(function: &str, failed: u64, now_ms: i64) -> Value {
+    let version = VERSION.get().map_or("$LATEST", String::as_str);
+    counts(
+        BATCH_ITEMS_NAMESPACE,
+        &[&["Function", "Version"]],
+        &["FailedItems"],
+        json!({ "Function": function, "Version": version, "FailedItems": failed }),
+        now_ms,
+    )
+}
+
 /// Writes a record as one line to stdout.
 pub fn emit(record: &Value) {
     println!("{record}");
@@ -170,6 +199,23 @@ mod tests {
             assert_eq!(set.iter().filter(|d| *d == STAGE_DIMENSION).count(), 1, "{r}");
         }
         assert_eq!(value.as_deref(), Some(stage), "{r}");
+    }
+
+    #[test]
+    fn failed_items_are_counted_per_function_and_version() {
+        let record = failed_items("outbox-relay", 3, 1_000);
+        let (sets, _) = sets_and_stage(&record);
+        assert_eq!(sets, vec![vec!["Stage", "Function", "Version"]]);
+        assert_eq!(
+            record["_aws"]["CloudWatchMetrics"][0]["Namespace"],
+            BATCH_ITEMS_NAMESPACE
+        );
+        assert_eq!(record["Function"], "outbox-relay");
+        assert_eq!(record["FailedItems"], 3);
+        assert_eq!(
+            record["Version"], "$LATEST",
+            "no cold start fixed a version in this test process"
+        );
     }
 
     #[test]

@@ -23,6 +23,9 @@ fn may_move_a_saga(status: PaymentStatus) -> bool {
     )
 }
 
+/// The function's name in its metrics (`payments-<stage>-checkout-events` in the template).
+pub const FUNCTION: &str = "checkout-events";
+
 /// Applies the batch, then resumes the sagas its events may move, until `deadline`.
 pub async fn handle<P: Psps>(
     consumer: &Consumer<OrderProjection>,
@@ -32,6 +35,12 @@ pub async fn handle<P: Psps>(
 ) -> SqsBatchResponse {
     let (response, report) = consumer.process(&batch.records).await;
     shared::metrics::emit(&consumer::emf(order_projection::NAME, &report, clock::now_ms()));
+    // Per version, what the inbox could not apply (not what it holds back for order): its canary's alarm.
+    shared::metrics::emit(&shared::metrics::failed_items(
+        FUNCTION,
+        report.failed.into(),
+        clock::now_ms(),
+    ));
     let failed: HashSet<&str> = response
         .batch_item_failures
         .iter()

@@ -38,6 +38,9 @@ use std::convert::Infallible;
 use thiserror::Error;
 use tracing::{info, warn};
 
+/// The function's name in its metrics (`payments-<stage>-outbox-relay` in the template).
+pub const FUNCTION: &str = "outbox-relay";
+
 /// SQS accepts at most ten entries per `SendMessageBatch`.
 pub const BATCH: usize = 10;
 
@@ -146,6 +149,12 @@ pub async fn relay(publisher: &Publisher, batch: &StreamEvent) -> DynamoDbEventR
             response.batch_item_failures.push(failure);
         }
     }
+    // Per version: a new version that fails every record raises no Errors, only this (its canary's alarm).
+    shared::metrics::emit(&shared::metrics::failed_items(
+        FUNCTION,
+        u64::try_from(response.batch_item_failures.len()).unwrap_or(u64::MAX),
+        shared::clock::now_ms(),
+    ));
     info!(
         records = batch.records.len(),
         published =
