@@ -1,14 +1,13 @@
 #!/usr/bin/env python3
 """Checks what `sam package` uploaded: every function's zip is a Lambda custom runtime for arm64.
 
-Usage: check_package.py PACKAGED_TEMPLATE [--extract DIR] | check_package.py --self-test
+Usage: check_package.py PACKAGED_TEMPLATE | check_package.py --self-test
 
 Reads the packaged template's `AWS::Serverless::Function` CodeUri (s3://bucket/key), fetches each object from
 S3 (boto3; AWS_ENDPOINT_URL_S3 points it at a local S3 such as moto's) and fails unless the zip holds an
 executable `bootstrap` at its root that is an arm64 ELF (the template's Architectures), and nothing else of
 size: a `sam deploy` of the source template zips the repository instead (no bootstrap at the root, or target/
-and .local/ inside, over Lambda's 250 MB). With --extract DIR each function's bootstrap is written to
-DIR/<LogicalId>/bootstrap (the binary that deploys, for a cold start under qemu). `--self-test` runs the zip
+and .local/ inside, over Lambda's 250 MB). `--self-test` runs the zip
 rule on zips it makes (one good, one per way of being wrong) so a rule that cannot fail does not go unnoticed.
 """
 import io
@@ -77,7 +76,7 @@ def functions(template_path):
     return found
 
 
-def check_packaged(template_path, extract=None):
+def check_packaged(template_path):
     import boto3  # noqa: PLC0415 (the self-test needs no SDK)
 
     s3 = boto3.client("s3")
@@ -91,11 +90,6 @@ def check_packaged(template_path, extract=None):
         findings += problems
         if not problems:
             print(f"{logical_id}: s3://{bucket}/{key} holds an arm64 bootstrap ({len(blob)} bytes zipped)")
-        if extract and not problems:
-            target = Path(extract) / logical_id / "bootstrap"
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(zipfile.ZipFile(io.BytesIO(blob)).read("bootstrap"))
-            target.chmod(0o755)
     return findings
 
 
@@ -146,8 +140,7 @@ def main(argv):
     if not argv or argv[0].startswith("-"):
         print(__doc__, file=sys.stderr)
         return 2
-    extract = argv[argv.index("--extract") + 1] if "--extract" in argv else None
-    findings = check_packaged(argv[0], extract)
+    findings = check_packaged(argv[0])
     for finding in findings:
         print(finding, file=sys.stderr)
     return 1 if findings else 0
