@@ -16,16 +16,13 @@ use shared::{clock, Channel, Config, OrderId, Outcome, PaymentId, PaymentStatus,
 
 pub(crate) fn ctl(ctx: &TestContext) -> Ctx {
     let table = ctx.table.clone();
-    Ctx {
-        env: shared::Env::process(),
-        sdk: integration_tests::local_sdk_config(&local_dev::service::SQS.endpoint()),
-        config: Config::from_lookup(move |name| (name == "TABLE_NAME").then(|| table.clone())).unwrap(),
-        dynamodb: ctx.client.clone(),
-        sqs: sqs_client(None),
-        logs: aws_sdk_cloudwatchlogs::Client::new(&integration_tests::local_sdk_config(
-            &local_dev::service::SQS.endpoint(),
-        )),
-    }
+    let mut ctl = Ctx::new(
+        integration_tests::local_sdk_config(&local_dev::service::SQS.endpoint()),
+        ctx.client.clone(),
+        Config::from_lookup(move |name| (name == "TABLE_NAME").then(|| table.clone())).unwrap(),
+    );
+    ctl.sqs = sqs_client(None);
+    ctl
 }
 
 fn options(escalation_queue: Option<String>) -> Options {
@@ -50,7 +47,7 @@ async fn consume_all(ctx: &TestContext, id: &PaymentId) {
 }
 
 /// A checkout saga (with its order item) that charged `payment` and waits for the outcome.
-async fn waiting_saga(
+pub(crate) async fn waiting_saga(
     ctx: &TestContext,
     order: &OrderId,
     payment: &PaymentId,
@@ -208,7 +205,7 @@ async fn a_missing_event_and_a_consumer_behind_are_called_out() {
     assert!(timeline::render(&t).contains("GAP"));
 }
 
-fn stripe_body(kind: &str, payment: &str, amount: u64) -> Vec<u8> {
+pub(crate) fn stripe_body(kind: &str, payment: &str, amount: u64) -> Vec<u8> {
     json!({ "id": format!("evt_{kind}_{payment}_{amount}"), "object": "event", "type": kind,
             "created": clock::now_ms() / 1000, "livemode": false,
             "data": { "object": { "id": format!("pi_{payment}"), "object": "payment_intent", "amount": amount,
@@ -218,7 +215,7 @@ fn stripe_body(kind: &str, payment: &str, amount: u64) -> Vec<u8> {
     .into_bytes()
 }
 
-async fn park(ctx: &TestContext, kind: ParkedKind, body: &[u8]) -> String {
+pub(crate) async fn park(ctx: &TestContext, kind: ParkedKind, body: &[u8]) -> String {
     let event_key = serde_json::from_slice::<serde_json::Value>(body).unwrap()["id"]
         .as_str()
         .unwrap()
