@@ -175,8 +175,10 @@ pub enum EscalationsCommand {
     /// Resume an order's saga through the saga runner, then delete its escalation messages: shows the dry run
     /// and asks first, unless --yes.
     ///
-    /// Needs the checkout functions' settings (PSP_BASE_URL, PSP_API_KEY or PSP_API_KEY_ARN, ...). Without a
-    /// terminal and without --yes it refuses (exit 2).
+    /// The resume runs in the deployed sweeper function (Lambda Invoke of CHECKOUT_SWEEPER_FUNCTION, from
+    /// --stack's output CheckoutSweeperFunctionName): the PSP key stays in AWS. --local runs it in this process
+    /// instead (local stacks; needs PSP_BASE_URL, PSP_API_KEY, ... here). Without a terminal and without --yes
+    /// it refuses (exit 2).
     Retry {
         /// The order whose saga to resume.
         order: String,
@@ -189,6 +191,10 @@ pub enum EscalationsCommand {
         /// Do not ask (scripts; needed when stdin is not a terminal).
         #[arg(long)]
         yes: bool,
+        /// Run the saga in this process with this shell's PSP settings (local stacks), not in the sweeper
+        /// function.
+        #[arg(long)]
+        local: bool,
     },
 }
 
@@ -389,13 +395,16 @@ async fn escalations_command(ctx: &Ctx, command: EscalationsCommand, json: bool)
             queue,
             dry_run,
             yes,
+            local,
         } => {
             if !dry_run {
-                let plan = escalations::retry(ctx, &order, queue.as_deref(), true).await?;
+                // Nowhere to run it: said before the question, not after the answer.
+                escalations::resume_function(ctx, local)?;
+                let plan = escalations::retry(ctx, &order, queue.as_deref(), true, local).await?;
                 eprint!("{}", plan.render());
                 confirm(yes, &format!("Resume the saga of {order}?"), "retry an escalation")?;
             }
-            let report = escalations::retry(ctx, &order, queue.as_deref(), dry_run).await?;
+            let report = escalations::retry(ctx, &order, queue.as_deref(), dry_run, local).await?;
             print(ctx, json, &report, escalations::RetryReport::render)
         }
     }

@@ -13,15 +13,15 @@
 //! | [`deliveries`] | the intake's log lines about a payment's deliveries: a Logs Insights query, or the local log |
 //! | [`timeline`] | one time-ordered story of a payment or order from every item that mentions it, with gaps and anomalies |
 //! | [`parked`] | parked webhooks: list, and replay through the intake's parser, check and the one finalize |
-//! | [`escalations`] | the saga escalation queue: list (without consuming), retry through the saga runner |
+//! | [`escalations`] | the saga escalation queue: list (without consuming), retry by invoking the sweeper function (or `--local`) |
 //! | [`breaker`] | the PSP circuit breaker's item: show, and reset conditioned on what was shown |
 //! | [`doctor`] | one health check of a stack or the local world: alarms, queues, parked, breakers, oldest open items, the webhook endpoint |
 //! | [`replay`] | republishing events to the queue, DLQ redrive, with `--dry-run` and progress |
 //! | [`table`] | plain aligned tables for people (`--json` for machines) |
 //!
 //! Never here: a decision of its own. Replays go through `payments_core::decide` and
-//! `PaymentStore::finalize_from`, retries through `checkout_saga::runner::Runner::resume`, so an operator's
-//! action obeys the same version token, lease and dedup as the functions.
+//! `PaymentStore::finalize_from`, retries through the sweeper function's `checkout_saga::resume`, so an
+//! operator's action obeys the same version token, lease and dedup as the functions.
 
 pub mod breaker;
 pub mod cli;

@@ -16,12 +16,13 @@ use std::collections::BTreeMap;
 ///
 /// Only the table is required: a stack deployed before an output existed still serves the commands that do not
 /// need it, and those that do say which variable to set.
-pub const OUTPUTS: [(&str, &str, bool); 5] = [
+pub const OUTPUTS: [(&str, &str, bool); 6] = [
     ("PaymentsTableName", "TABLE_NAME", true),
     ("EventsQueueUrl", "QUEUE_URL", false),
     ("EventsDlqUrl", "DLQ_URL", false),
     ("SagaEscalationQueueUrl", "ESCALATION_QUEUE_URL", false),
     ("IntakeLogGroupName", "INTAKE_LOG_GROUP", false),
+    ("CheckoutSweeperFunctionName", "CHECKOUT_SWEEPER_FUNCTION", false),
 ];
 
 /// Why a stack's outputs could not become settings.

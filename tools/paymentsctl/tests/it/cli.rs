@@ -13,28 +13,7 @@ use std::process::{Output, Stdio};
 
 /// Runs the binary with `args` on `table` (the test's environment gives the endpoints), stdin not a terminal.
 fn paymentsctl(table: Option<&str>, args: &[&str]) -> Output {
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_paymentsctl"));
-    command.args(args).stdin(Stdio::null());
-    // Only what the test names: a stray QUEUE_URL or INTAKE_LOG_GROUP of the caller's shell must not leak in.
-    for variable in [
-        "TABLE_NAME",
-        "QUEUE_URL",
-        "DLQ_URL",
-        "ESCALATION_QUEUE_URL",
-        "INTAKE_LOG_GROUP",
-    ] {
-        command.env_remove(variable);
-    }
-    if let Some(table) = table {
-        command.env("TABLE_NAME", table);
-    }
-    // moto serves CloudFormation (for `--stack`) on the same port as SQS.
-    command.env("AWS_ENDPOINT_URL_CLOUDFORMATION", local_dev::service::SQS.endpoint());
-    command.output().expect("the binary runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
+    paymentsctl_with(table, &[], args)
 }
 
 /// A captured payment with its three events, `damaged`: version 2's event item deleted (a gap).
@@ -388,8 +367,9 @@ async fn breaker_show_and_reset_take_the_psp_and_leave_the_other_breaker_alone()
     assert_eq!(state("adyen"), "closed");
 }
 
-/// The binary with `env` added to what [`paymentsctl`] sets (e.g. a stray `TABLE_NAME` next to `--stack`).
-fn paymentsctl_with(table: Option<&str>, env: &[(&str, &str)], args: &[&str]) -> Output {
+/// The binary with `args` on `table` and `env`, stdin not a terminal. Only what the test names: a stray
+/// `QUEUE_URL`, `INTAKE_LOG_GROUP` or PSP setting of the caller's shell must not leak in.
+pub(crate) fn paymentsctl_with(table: Option<&str>, env: &[(&str, &str)], args: &[&str]) -> Output {
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_paymentsctl"));
     command.args(args).stdin(Stdio::null());
     for variable in [
@@ -398,15 +378,28 @@ fn paymentsctl_with(table: Option<&str>, env: &[(&str, &str)], args: &[&str]) ->
         "DLQ_URL",
         "ESCALATION_QUEUE_URL",
         "INTAKE_LOG_GROUP",
+        "CHECKOUT_SWEEPER_FUNCTION",
+        "PSP_BASE_URL",
+        "PSP_API_KEY",
+        "PSP_API_KEY_ARN",
+        "PSP_REDIRECTS",
+        "AWS_ENDPOINT_URL_CLOUDWATCH",
+        "RECOVERY_STALE_AFTER_SECONDS",
+        "SAGA_STUCK_AFTER_SECONDS",
     ] {
         command.env_remove(variable);
     }
     if let Some(table) = table {
         command.env("TABLE_NAME", table);
     }
+    // moto serves CloudFormation (for `--stack`) on the same port as SQS.
     command.env("AWS_ENDPOINT_URL_CLOUDFORMATION", local_dev::service::SQS.endpoint());
     command.envs(env.iter().copied());
     command.output().expect("the binary runs")
+}
+
+pub(crate) fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
 }
 
 /// `--stack` wins over a `TABLE_NAME` left in the shell, which is named in a warning and refuses a write; every
@@ -492,8 +485,8 @@ async fn a_conflicting_table_name_is_warned_about_and_refused_for_a_write() {
 /// they refuse (exit 2) and change nothing; with `--yes` they act.
 #[tokio::test]
 async fn a_retry_and_a_replay_without_yes_and_without_a_terminal_are_refused_and_change_nothing() {
-    use crate::paymentsctl::{park, stripe_body, waiting_saga};
-    use shared::saga::{Escalation, SagaStore};
+    use crate::paymentsctl::{park, stripe_body};
+    use shared::saga::SagaStore;
     let ctx = TestContext::new().await;
     let sqs = sqs_client(None);
     let queues = fresh_queues(&sqs).await;
@@ -514,23 +507,15 @@ async fn a_retry_and_a_replay_without_yes_and_without_a_terminal_are_refused_and
         "nothing applied"
     );
 
-    let order = shared::OrderId::parse("order-ask").unwrap();
-    let s = waiting_saga(&ctx, &order, &shared::PaymentId::parse("pay_ask_saga").unwrap(), None).await;
+    let order = crate::paymentsctl::escalated_before_stock_release(&ctx, &queues.escalation_url, "order-ask").await;
     let sagas = SagaStore::new(ctx.client.clone(), &ctx.table);
-    let (s, e) = s.payment_failed("declined".into(), shared::clock::now_ms());
-    sagas.save(&s, &e, vec![]).await.unwrap();
-    let (s, e) = s.payment_cancelled(shared::clock::now_ms());
-    sagas.save(&s, &e, vec![]).await.unwrap();
-    Escalation::new(sqs.clone(), &queues.escalation_url)
-        .escalate(&order, "release_stock", 5, "DynamoDB unavailable")
-        .await
-        .unwrap();
     let version = |loaded: Option<shared::saga::Loaded>| loaded.unwrap().record().version;
     let before = version(sagas.load(&order).await.unwrap());
     let retry = [
         "escalations",
         "retry",
         "order-ask",
+        "--local",
         "--queue",
         queues.escalation_url.as_str(),
     ];

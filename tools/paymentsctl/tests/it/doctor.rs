@@ -3,7 +3,7 @@
 //! exits 3; a clean world exits 0; a table that is not there exits 1 (a failure is not a finding). The
 //! runtime has worker threads: the simulator serves while the test waits for the binary.
 
-use crate::cli::open_breaker;
+use crate::cli::{open_breaker, paymentsctl_with, text};
 use crate::paymentsctl::{park, stripe_body};
 use integration_tests::{fresh_queues, sqs_client, TestContext};
 use payments_core::fixtures;
@@ -12,7 +12,7 @@ use psp_simulator::delivery::DeliveryOptions;
 use psp_simulator::ledger::{Ledger, Timings};
 use psp_simulator::server::Simulator;
 use shared::store::ParkedKind;
-use std::process::{Output, Stdio};
+use std::process::Output;
 use std::sync::Arc;
 
 const KEY: &str = "sk_test_doctor";
@@ -38,28 +38,15 @@ async fn stripe() -> (Arc<Simulator>, String, String) {
 
 /// `paymentsctl [--json] doctor` on `table`, the test's queues and the simulator at `psp`.
 fn doctor(table: &str, queues: &local_dev::queues::Queues, psp: &str, json: bool) -> Output {
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_paymentsctl"));
-    command.args(if json {
-        &["--json", "doctor"][..]
-    } else {
-        &["doctor"][..]
-    });
-    command
-        .stdin(Stdio::null())
-        .env("TABLE_NAME", table)
-        .env("QUEUE_URL", &queues.queue_url)
-        .env("DLQ_URL", &queues.dlq_url)
-        .env("ESCALATION_QUEUE_URL", &queues.escalation_url)
-        .env("PSP_BASE_URL", psp)
-        .env("PSP_API_KEY", KEY)
-        .env_remove("AWS_ENDPOINT_URL_CLOUDWATCH")
-        .env_remove("RECOVERY_STALE_AFTER_SECONDS")
-        .env_remove("SAGA_STUCK_AFTER_SECONDS");
-    command.output().expect("the binary runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
+    let env = [
+        ("QUEUE_URL", queues.queue_url.as_str()),
+        ("DLQ_URL", queues.dlq_url.as_str()),
+        ("ESCALATION_QUEUE_URL", queues.escalation_url.as_str()),
+        ("PSP_BASE_URL", psp),
+        ("PSP_API_KEY", KEY),
+    ];
+    let args: &[&str] = if json { &["--json", "doctor"] } else { &["doctor"] };
+    paymentsctl_with(Some(table), &env, args)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,5 +4,6 @@
 
 mod cli;
 mod doctor;
+mod invoke;
 mod next_step;
 mod paymentsctl;
