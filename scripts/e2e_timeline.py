@@ -79,7 +79,11 @@ def ctl(*args):
     out = subprocess.run([CTL, "--json", *args], capture_output=True, text=True)
     if out.returncode not in (0, 3):
         fail(f"paymentsctl {' '.join(args)} exited {out.returncode}: {out.stderr}")
-    return json.loads(out.stdout)
+    # One document: where it pointed, and the command's result.
+    document = json.loads(out.stdout)
+    if document["target"]["table"] != TABLE:
+        fail(f"paymentsctl pointed at {document['target']} instead of TABLE_NAME {TABLE}")
+    return document["result"]
 
 
 def timeline(order, *extra):

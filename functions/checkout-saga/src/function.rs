@@ -2,6 +2,7 @@
 //! environment, the runner on the function's clients ([`Runner::build`]), and each function's state
 //! ([`CheckoutApi`], [`CheckoutEvents`], [`CheckoutSweeper`]) for its `main`, the local stack and the tests.
 
+use crate::resume::{ResumeError, SweeperRequest};
 use crate::runner::Runner;
 use crate::sweeper::{sweep, SweepReport};
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
@@ -154,12 +155,27 @@ impl CheckoutSweeper {
         sweep(&self.runner, self.stuck_after, SWEEP_LIMIT, deadline)
     }
 
-    /// One scheduled invocation: a sweep, logged and written as metrics (`SweeperLagSeconds`,
-    /// `OldestOpenSagaAgeSeconds`, EMF), its counts the answer.
-    pub async fn invoke(&self, deadline: Instant) -> Result<serde_json::Value, StoreError> {
+    /// One invocation. The schedule's: a sweep, logged and written as metrics (`SweeperLagSeconds`,
+    /// `OldestOpenSagaAgeSeconds`, EMF), its counts the answer. An operator's `{"resume": {"order_id": ..}}`
+    /// ([`crate::resume`]): that saga resumed, `{"resumed": {order_id, status, version, next}}` the answer.
+    pub async fn invoke(&self, event: serde_json::Value, deadline: Instant) -> Result<serde_json::Value, SweeperError> {
+        if let SweeperRequest::Resume(order) = SweeperRequest::of(&event)? {
+            let resumed = self.resume_one(&order, deadline).await?;
+            tracing::info!(?resumed, "resumed on request");
+            return Ok(serde_json::json!({ "resumed": resumed }));
+        }
         let report = self.sweep(deadline).await?;
         tracing::info!(?report, "sweep done");
         shared::metrics::emit(&crate::metrics::swept(&report));
         Ok(serde_json::json!({ "found": report.found, "resumed": report.resumed, "errors": report.errors }))
     }
+}
+
+/// Why a sweeper invocation failed (the function's error answer).
+#[derive(Debug, thiserror::Error)]
+pub enum SweeperError {
+    #[error("the sweep")]
+    Sweep(#[from] StoreError),
+    #[error("the resume")]
+    Resume(#[from] ResumeError),
 }

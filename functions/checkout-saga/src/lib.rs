@@ -3,7 +3,8 @@
 //!
 //! The states and their legal moves are types in `payments_core::saga`; persistence, escalation and retry
 //! live in `shared`. This crate holds the checkout's steps ([`runner`]), its own items ([`inventory`],
-//! [`orders`]), the three entry points ([`api`], [`events`], [`sweeper`]), how each function is built from
+//! [`orders`]), the three entry points ([`api`], [`events`], [`sweeper`], and the sweeper's one-order
+//! [`resume`] on an operator's request), how each function is built from
 //! its [`Settings`] ([`CheckoutApi`], [`CheckoutEvents`], [`CheckoutSweeper`]) and its [`metrics`].
 
 // Unit tests may be long (a table of cases, a story): the 60-line limit is for the code they test.
@@ -15,7 +16,8 @@ mod function;
 pub mod inventory;
 pub mod metrics;
 pub mod orders;
+pub mod resume;
 pub mod runner;
 pub mod sweeper;
 
-pub use function::{CheckoutApi, CheckoutEvents, CheckoutSweeper, Settings};
+pub use function::{CheckoutApi, CheckoutEvents, CheckoutSweeper, Settings, SweeperError};

@@ -22,6 +22,7 @@ use std::time::Duration;
 
 mod answers;
 mod disputes;
+mod endpoints;
 mod events;
 mod objects;
 mod operations;
@@ -217,6 +218,8 @@ struct State {
     refunds: HashMap<String, Value>,
     /// Share of webhooks lost on purpose ([`Ledger::lose_webhooks`]).
     loss_rate: f64,
+    /// The account's webhook endpoints (`GET /v1/webhook_endpoints`), oldest first.
+    webhook_endpoints: Vec<Value>,
 }
 
 /// The simulated PSP account.
@@ -291,6 +294,8 @@ fn read(state: &mut State, method: &str, path: &str, params: &BTreeMap<String, S
     match (method, segments(path).as_slice()) {
         ("GET", ["v1", "payment_intents", "search"]) => search(state, params),
         ("GET", ["v1", "events"]) => events::list(&state.events, params),
+        ("GET", ["v1", "webhook_endpoints"]) => endpoints::list(&state.webhook_endpoints, params),
+        ("GET", ["v1", "webhook_endpoints", id]) => endpoints::get(&state.webhook_endpoints, id),
         ("GET", ["v1", "refunds", id]) => match state.refunds.get(*id) {
             Some(refund) => answer(Answer::ok(refund.clone())),
             None => answer(no_such("refund", id)),

@@ -111,6 +111,8 @@ async fn serve(api: String, secret: SigningSecret) -> Result<(), Error> {
     }
     let ledger = Ledger::new(api_key, timings, default_scenario);
     ledger.lose_webhooks(env_or("WEBHOOK_LOSS_RATE", 0.0));
+    // The account's one endpoint, as Stripe lists it (`GET /v1/webhook_endpoints`, read by `paymentsctl doctor`).
+    ledger.add_webhook_endpoint(&format!("{api}/webhooks/stripe"), None);
     let sim = Simulator {
         ledger,
         webhook_url: format!("{api}/webhooks/stripe"),

@@ -1,24 +1,29 @@
 //! The command line and what each command runs: parsed here (so the tests parse what operators type), run by
 //! [`run`], which answers with the [`Exit`] code. `main` only parses, runs and prints the error once.
 //!
-//! Bulk changes (`replay range`, `redrive-dlq`, `breaker reset`) show what they would do and ask first; with no
-//! terminal to ask they refuse (exit 2) unless `--yes` says the caller already decided.
+//! Every run first says where it points ([`crate::target`]) on stderr. Changes that move money or state
+//! (`parked replay`, `escalations retry`, `replay range`, `redrive-dlq`, `breaker reset`) show their dry run
+//! and ask first; with no terminal to ask they refuse (exit 2) unless `--yes` says the caller already decided.
+//! With `--json`, stdout is one document: `{"target": ..., "result": ...}`.
 
 use crate::settings::{Connection, Ctx};
-use crate::{breaker, escalations, parked, replay, timeline, when, Exit, UsageError};
+use crate::{breaker, doctor, escalations, parked, replay, timeline, when, Exit, UsageError};
 use clap::{Args, CommandFactory, Parser, Subcommand};
 
 /// The on-call engineer's command for the payments system: a payment's or order's whole story, parked
-/// webhooks, escalations, replays, the PSP breaker.
+/// webhooks, escalations, replays, the PSP breaker, and one health check of a stack (`doctor`).
 ///
 /// Finds the table, the queues and the intake's log group from the stack's outputs (`--stack NAME`, with
 /// `--region` and `--profile`), or from the functions' own variables: TABLE_NAME, QUEUE_URL, DLQ_URL,
-/// ESCALATION_QUEUE_URL, INTAKE_LOG_GROUP (a variable that is set wins over the stack's output). The AWS SDK's
+/// ESCALATION_QUEUE_URL, INTAKE_LOG_GROUP (with --stack the stack's output wins; a variable that disagrees is
+/// named in a warning and refuses every write). Every run first prints the account, region, stack and table
+/// it acts on (stderr; with --json the `target` of the one document `{"target", "result"}`). The AWS SDK's
 /// own variables apply (AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS, AWS_REGION, AWS_PROFILE, credentials).
 /// Against the local stack (`source scripts/lib.sh && local_env 8000 9324`) the queues are found by name.
 ///
-/// Exit codes: 0 done; 1 an error (nothing more was done); 2 a usage error, or a bulk change without a
-/// terminal and without --yes; 3 done, with findings to look at (timeline: a gap or an anomaly).
+/// Exit codes: 0 done; 1 an error (nothing more was done); 2 a usage error, a change without a terminal and
+/// without --yes, or a write with a variable that disagrees with --stack; 3 done, with findings to look at
+/// (timeline: a gap or an anomaly; doctor: something needs a person).
 #[derive(Parser, Debug)]
 #[command(name = "paymentsctl", version, propagate_version = true)]
 pub struct Cli {
@@ -72,6 +77,9 @@ pub enum Command {
     /// The PSP circuit breaker shared by every function.
     #[command(subcommand)]
     Breaker(BreakerCommand),
+    /// Is the stack healthy: alarms in ALARM, DLQ, escalations, parked webhooks, breakers, the oldest open
+    /// payment and saga, the Stripe webhook endpoint (with PSP_API_KEY). Exit 3 when anything needs a person.
+    Doctor,
     /// Print the shell completion script (e.g. `paymentsctl completions bash > /etc/bash_completion.d/paymentsctl`).
     Completions {
         /// bash, zsh, fish, elvish or powershell.
@@ -135,10 +143,12 @@ pub enum ParkedCommand {
         #[arg(long)]
         since: Option<String>,
     },
-    /// Re-run one parked webhook through the intake's parser, check and the one finalize.
+    /// Re-run one parked webhook through the intake's parser, check and the one finalize: shows the dry run
+    /// and asks first, unless --yes.
     ///
     /// The parked body is redacted and its signature cannot be checked again: events carrying a customer
-    /// action or retry token are refused (recovery fetches those from the PSP). See the README.
+    /// action or retry token are refused (recovery fetches those from the PSP). See the README. Without a
+    /// terminal and without --yes it refuses (exit 2).
     Replay {
         /// The key from `parked list` (<provider>#<event key>).
         key: String,
@@ -148,6 +158,9 @@ pub enum ParkedCommand {
         /// Say what would happen; write nothing.
         #[arg(long)]
         dry_run: bool,
+        /// Do not ask (scripts; needed when stdin is not a terminal).
+        #[arg(long)]
+        yes: bool,
     },
 }
 
@@ -159,9 +172,13 @@ pub enum EscalationsCommand {
         #[arg(long)]
         queue: Option<String>,
     },
-    /// Resume an order's saga through the saga runner, then delete its escalation messages.
+    /// Resume an order's saga through the saga runner, then delete its escalation messages: shows the dry run
+    /// and asks first, unless --yes.
     ///
-    /// Needs the checkout functions' settings (PSP_BASE_URL, PSP_API_KEY or PSP_API_KEY_ARN, ...).
+    /// The resume runs in the deployed sweeper function (Lambda Invoke of CHECKOUT_SWEEPER_FUNCTION, from
+    /// --stack's output CheckoutSweeperFunctionName): the PSP key stays in AWS. --local runs it in this process
+    /// instead (local stacks; needs PSP_BASE_URL, PSP_API_KEY, ... here). Without a terminal and without --yes
+    /// it refuses (exit 2).
     Retry {
         /// The order whose saga to resume.
         order: String,
@@ -171,6 +188,13 @@ pub enum EscalationsCommand {
         /// Say what the saga would run next; run nothing, write nothing.
         #[arg(long)]
         dry_run: bool,
+        /// Do not ask (scripts; needed when stdin is not a terminal).
+        #[arg(long)]
+        yes: bool,
+        /// Run the saga in this process with this shell's PSP settings (local stacks), not in the sweeper
+        /// function.
+        #[arg(long)]
+        local: bool,
     },
 }
 
@@ -228,9 +252,42 @@ pub struct RedriveArgs {
     pub yes: bool,
 }
 
-fn print<T: serde::Serialize>(json: bool, value: &T, text: impl FnOnce(&T) -> String) -> Result<(), crate::Error> {
+impl Command {
+    /// Whether the command, as given, writes (a dry run does not): refused when a variable disagrees with
+    /// `--stack`.
+    pub fn writes(&self) -> bool {
+        match self {
+            Command::Parked(ParkedCommand::Replay { dry_run, .. })
+            | Command::Escalations(EscalationsCommand::Retry { dry_run, .. })
+            | Command::RedriveDlq(RedriveArgs { dry_run, .. }) => !dry_run,
+            Command::Replay(ReplayCommand::Payment { common, .. } | ReplayCommand::Range { common, .. }) => {
+                !common.dry_run
+            }
+            Command::Breaker(BreakerCommand::Reset { .. }) => true,
+            _ => false,
+        }
+    }
+}
+
+/// What a command prints, on stdout: its text, or with `--json` one document naming the target too.
+#[derive(serde::Serialize)]
+struct Document<'a, T> {
+    target: &'a crate::target::Target,
+    result: &'a T,
+}
+
+fn print<T: serde::Serialize>(
+    ctx: &Ctx,
+    json: bool,
+    value: &T,
+    text: impl FnOnce(&T) -> String,
+) -> Result<(), crate::Error> {
     if json {
-        println!("{}", serde_json::to_string_pretty(value)?);
+        let document = Document {
+            target: &ctx.target,
+            result: value,
+        };
+        println!("{}", serde_json::to_string_pretty(&document)?);
     } else {
         print!("{}", text(value));
     }
@@ -245,6 +302,13 @@ pub async fn run(cli: Cli) -> Result<Exit, crate::Error> {
         return Ok(Exit::Fine);
     }
     let ctx = Ctx::connect(&cli.connection()).await?;
+    eprintln!("paymentsctl: {}", ctx.target.line());
+    for warning in ctx.target.warnings() {
+        eprintln!("paymentsctl: {warning}");
+    }
+    if let Some(refusal) = ctx.target.refuse_write().filter(|_| cli.command.writes()) {
+        return Err(UsageError(refusal).into());
+    }
     let json = cli.json;
     let progress = !json && std::io::IsTerminal::is_terminal(&std::io::stderr());
     match cli.command {
@@ -254,6 +318,13 @@ pub async fn run(cli: Cli) -> Result<Exit, crate::Error> {
         Command::Replay(command) => replay_command(&ctx, command, json, progress).await?,
         Command::RedriveDlq(args) => redrive_command(&ctx, args, json).await?,
         Command::Breaker(command) => breaker_command(&ctx, command, json).await?,
+        Command::Doctor => {
+            let report = doctor::run(&ctx).await?;
+            print(&ctx, json, &report, doctor::render)?;
+            if report.needs_attention() {
+                return Ok(Exit::Findings);
+            }
+        }
         Command::Completions { .. } => {}
     }
     Ok(Exit::Fine)
@@ -273,7 +344,7 @@ async fn timeline_command(ctx: &Ctx, args: TimelineArgs, json: bool, progress: b
     opts.progress = progress;
     opts.local_log = args.log;
     let t = timeline::build(ctx, &args.id, &opts).await?;
-    print(json, &t, timeline::render)?;
+    print(ctx, json, &t, timeline::render)?;
     Ok(if t.needs_attention() {
         Exit::Findings
     } else {
@@ -292,11 +363,23 @@ async fn parked_command(ctx: &Ctx, command: ParkedCommand, json: bool) -> Result
                 }),
             };
             let items = parked::list(ctx, kind, since_ms).await?;
-            print(json, &items, |i| parked::render_list(i))
+            print(ctx, json, &items, |i| parked::render_list(i))
         }
-        ParkedCommand::Replay { key, kind, dry_run } => {
+        ParkedCommand::Replay {
+            key,
+            kind,
+            dry_run,
+            yes,
+        } => {
+            if !dry_run {
+                eprint!(
+                    "{}",
+                    parked::render_replay(&parked::replay(ctx, &key, kind, true).await?)
+                );
+                confirm(yes, &format!("Replay {key}?"), "replay a parked webhook")?;
+            }
             let report = parked::replay(ctx, &key, kind, dry_run).await?;
-            print(json, &report, parked::render_replay)
+            print(ctx, json, &report, parked::render_replay)
         }
     }
 }
@@ -305,11 +388,24 @@ async fn escalations_command(ctx: &Ctx, command: EscalationsCommand, json: bool)
     match command {
         EscalationsCommand::List { queue } => {
             let messages = escalations::list(ctx, queue.as_deref()).await?;
-            print(json, &messages, |m| escalations::render_list(m))
+            print(ctx, json, &messages, |m| escalations::render_list(m))
         }
-        EscalationsCommand::Retry { order, queue, dry_run } => {
-            let report = escalations::retry(ctx, &order, queue.as_deref(), dry_run).await?;
-            print(json, &report, escalations::RetryReport::render)
+        EscalationsCommand::Retry {
+            order,
+            queue,
+            dry_run,
+            yes,
+            local,
+        } => {
+            if !dry_run {
+                // Nowhere to run it: said before the question, not after the answer.
+                escalations::resume_function(ctx, local)?;
+                let plan = escalations::retry(ctx, &order, queue.as_deref(), true, local).await?;
+                eprint!("{}", plan.render());
+                confirm(yes, &format!("Resume the saga of {order}?"), "retry an escalation")?;
+            }
+            let report = escalations::retry(ctx, &order, queue.as_deref(), dry_run, local).await?;
+            print(ctx, json, &report, escalations::RetryReport::render)
         }
     }
 }
@@ -340,7 +436,7 @@ async fn replay_command(ctx: &Ctx, command: ReplayCommand, json: bool, progress:
             replay::publish(ctx, events, queue, common.dry_run).await?
         }
     };
-    print(json, &report, replay::ReplayReport::render)
+    print(ctx, json, &report, replay::ReplayReport::render)
 }
 
 /// `redrive-dlq`: a bulk move, shown as its dry run first and done once confirmed.
@@ -352,20 +448,23 @@ async fn redrive_command(ctx: &Ctx, args: RedriveArgs, json: bool) -> Result<(),
         confirm(args.yes, "Move the DLQ's messages back?", "redrive the DLQ")?;
     }
     let report = replay::redrive(ctx, dlq, queue, args.dry_run).await?;
-    print(json, &report, replay::RedriveReport::render)
+    print(ctx, json, &report, replay::RedriveReport::render)
 }
 
 async fn breaker_command(ctx: &Ctx, command: BreakerCommand, json: bool) -> Result<(), crate::Error> {
     match command {
-        BreakerCommand::Show { psp: Some(name) } => {
-            print(json, &breaker::show(ctx, name).await?, breaker::BreakerView::render)
-        }
+        BreakerCommand::Show { psp: Some(name) } => print(
+            ctx,
+            json,
+            &breaker::show(ctx, name).await?,
+            breaker::BreakerView::render,
+        ),
         BreakerCommand::Show { psp: None } => {
             let mut views = Vec::new();
             for name in breaker::BREAKERS {
                 views.push(breaker::show(ctx, name).await?);
             }
-            print(json, &views, |views| {
+            print(ctx, json, &views, |views| {
                 views
                     .iter()
                     .map(breaker::BreakerView::render)
@@ -383,7 +482,7 @@ async fn breaker_command(ctx: &Ctx, command: BreakerCommand, json: bool) -> Resu
                 confirm(yes, &question, "reset the breaker")?;
             }
             let outcome = breaker::reset(ctx, &view).await?;
-            print(json, &outcome, breaker::ResetOutcome::render)
+            print(ctx, json, &outcome, breaker::ResetOutcome::render)
         }
     }
 }

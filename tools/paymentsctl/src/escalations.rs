@@ -6,15 +6,25 @@
 //! listing raises the messages' `ApproximateReceiveCount` (the queue has no redrive policy, so nothing moves)
 //! and, for a moment, another reader would not see them.
 //!
-//! **Retry** resumes the saga through the saga's own runner (`Runner::resume`, as the sweeper does): the same
-//! steps, the same idempotency keys at the PSP, the same version token. After a resume that returns, the
-//! order's escalation messages are deleted (they are answered); a resume that fails again escalates anew.
+//! **Retry** resumes the saga where the PSP key is: it invokes the deployed sweeper function (Lambda `Invoke`,
+//! `RequestResponse`, `{"resume": {"order_id": ..}}`, `checkout_saga::resume`), which runs the saga's own
+//! runner with its own settings and key and answers where the saga is now. `--local` runs the same
+//! `CheckoutSweeper::resume_one` in this process instead (local stacks: the PSP settings of this shell). Either
+//! way: the same steps, the same idempotency keys at the PSP, the same version token. After a resume that
+//! returns, the order's escalation messages are deleted (they are answered); a resume that fails again
+//! escalates anew.
 
 use crate::settings::{Ctx, QueueRole};
 use crate::when::format_ms;
+use aws_sdk_lambda::primitives::Blob;
+use aws_sdk_lambda::types::InvocationType;
+use checkout_saga::resume::{ResumeError, Resumed, SweeperRequest};
 use serde::{Deserialize, Serialize};
 use shared::saga::{Loaded, NextStep, SagaStore};
 use shared::OrderId;
+
+/// How long a resume may run in this process (`--local`): the sweeper function's own timeout.
+const LOCAL_RESUME_DEADLINE: std::time::Duration = std::time::Duration::from_secs(25);
 
 /// How long a listing hides the messages before it gives them back explicitly.
 const PEEK_VISIBILITY_SECONDS: i32 = 20;
@@ -169,10 +179,15 @@ pub fn runner_step(env: &shared::Env, loaded: &Loaded) -> Result<NextStep, share
 /// A retry that failed; the cause is kept.
 #[derive(Debug, thiserror::Error)]
 pub enum RetryError {
-    #[error("the retry failed again (a new escalation was sent)")]
-    FailedAgain(#[source] checkout_saga::runner::RunError),
-    #[error("the saga vanished during the retry")]
-    Vanished,
+    #[error("the resume in this process")]
+    Resume(#[source] ResumeError),
+    #[error("the sweeper function {function} answered an error: {message}")]
+    Function { function: String, message: String },
+    #[error(
+        "no sweeper function to invoke: pass --stack NAME (its output CheckoutSweeperFunctionName), set \
+         CHECKOUT_SWEEPER_FUNCTION, or --local to run the saga here (local stacks)"
+    )]
+    NoFunction,
     #[error("deleting escalation {message_id}")]
     Delete {
         message_id: String,
@@ -193,26 +208,20 @@ pub struct RetryReport {
     pub escalations: usize,
     /// What the saga runs next (before the retry).
     pub next: String,
+    /// Where the resume runs: `function <name>` (the deployed sweeper), or `here` (`--local`).
+    pub runs: String,
     /// After a retry that ran: the saga's status, version and next action.
     pub resumed: Option<Resumed>,
     /// Escalation messages deleted (answered by the retry).
     pub deleted: usize,
 }
 
-/// The saga after a retry.
-#[derive(Debug, Clone, Serialize)]
-pub struct Resumed {
-    pub status: String,
-    pub version: u64,
-    pub next: String,
-}
-
 impl RetryReport {
     /// The report for people.
     pub fn render(&self) -> String {
         let mut out = format!(
-            "saga {}: {} (version {}), {} escalation(s) in the queue\nnext: {}\n",
-            self.order_id, self.status, self.version, self.escalations, self.next
+            "saga {}: {} (version {}), {} escalation(s) in the queue\nnext: {}\nresume runs: {}\n",
+            self.order_id, self.status, self.version, self.escalations, self.next, self.runs
         );
         match &self.resumed {
             _ if self.dry_run => out.push_str("dry run: nothing was run, nothing written, no message deleted\n"),
@@ -232,8 +241,15 @@ impl RetryReport {
     }
 }
 
-/// `escalations retry <order> [--dry-run]`.
-pub async fn retry(ctx: &Ctx, order: &str, queue: Option<&str>, dry_run: bool) -> Result<RetryReport, crate::Error> {
+/// `escalations retry <order> [--dry-run] [--local]`: the resume runs in the deployed sweeper function, or
+/// with `local` in this process.
+pub async fn retry(
+    ctx: &Ctx,
+    order: &str,
+    queue: Option<&str>,
+    dry_run: bool,
+    local: bool,
+) -> Result<RetryReport, crate::Error> {
     let order_id = OrderId::parse(order)?;
     let sagas = SagaStore::new(ctx.dynamodb.clone(), ctx.table());
     let loaded = sagas
@@ -251,9 +267,17 @@ pub async fn retry(ctx: &Ctx, order: &str, queue: Option<&str>, dry_run: bool) -
             .collect(),
         None => Vec::new(),
     };
+    let function = resume_function(ctx, local);
+    let runs = match &function {
+        _ if local => "here (--local)".to_owned(),
+        Ok(function) => format!("function {function}"),
+        Err(why) if dry_run => format!("nowhere: {why}"),
+        Err(_) => return Err(RetryError::NoFunction.into()),
+    };
     let mut report = RetryReport {
         order_id: order.to_owned(),
         dry_run,
+        runs,
         status: before.status.to_string(),
         version: before.version,
         escalations: escalations.len(),
@@ -265,7 +289,10 @@ pub async fn retry(ctx: &Ctx, order: &str, queue: Option<&str>, dry_run: bool) -
         return Ok(report);
     }
     if next != NextStep::Done {
-        report.resumed = Some(resume(ctx, &order_id, url.as_deref()).await?);
+        report.resumed = Some(match function {
+            Ok(function) if !local => invoke(ctx, &function, &order_id).await?,
+            _ => resume_here(ctx, &order_id, url.as_deref()).await?,
+        });
     }
     if let Some(url) = &url {
         delete(ctx, url, &escalations).await?;
@@ -274,9 +301,52 @@ pub async fn retry(ctx: &Ctx, order: &str, queue: Option<&str>, dry_run: bool) -
     Ok(report)
 }
 
-/// Resumes the saga through the runner the functions use, from the same settings (PSP, escalation queue,
-/// timeouts).
-async fn resume(ctx: &Ctx, order_id: &OrderId, url: Option<&str>) -> Result<Resumed, crate::Error> {
+/// The sweeper function a resume invokes (`CHECKOUT_SWEEPER_FUNCTION`, `--stack`'s output); none is an error
+/// unless the resume runs here (`local`).
+pub fn resume_function(ctx: &Ctx, local: bool) -> Result<String, RetryError> {
+    match ctx.env.optional("CHECKOUT_SWEEPER_FUNCTION") {
+        Some(function) => Ok(function),
+        None if local => Ok(String::new()),
+        None => Err(RetryError::NoFunction),
+    }
+}
+
+/// Asks the deployed sweeper function to resume `order` (`RequestResponse`: its answer is the saga after the
+/// resume); the PSP key stays with the function.
+async fn invoke(ctx: &Ctx, function: &str, order: &OrderId) -> Result<Resumed, crate::Error> {
+    #[derive(Deserialize)]
+    struct Answer {
+        resumed: Resumed,
+    }
+    let payload = serde_json::to_vec(&SweeperRequest::resume_payload(order))?;
+    let out = aws_sdk_lambda::Client::new(&ctx.sdk)
+        .invoke()
+        .function_name(function)
+        .invocation_type(InvocationType::RequestResponse)
+        .payload(Blob::new(payload))
+        .send()
+        .await
+        .map_err(|e| crate::aws_error(format!("invoking {function} (lambda:InvokeFunction)"), e))?;
+    let body = out.payload().map(|p| p.as_ref().to_vec()).unwrap_or_default();
+    if out.function_error().is_some() {
+        let answer: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+        let message = answer["errorMessage"]
+            .as_str()
+            .map_or_else(|| String::from_utf8_lossy(&body).into_owned(), str::to_owned);
+        return Err(RetryError::Function {
+            function: function.to_owned(),
+            message,
+        }
+        .into());
+    }
+    let answer: Answer = serde_json::from_slice(&body)
+        .map_err(|e| format!("the sweeper function {function} answered what is not a resume: {e}"))?;
+    Ok(answer.resumed)
+}
+
+/// Resumes the saga in this process (`--local`), through the sweeper's own `resume_one`, from this shell's
+/// settings (PSP, escalation queue, timeouts) and the table this run reads.
+async fn resume_here(ctx: &Ctx, order_id: &OrderId, url: Option<&str>) -> Result<Resumed, crate::Error> {
     let env = match url {
         Some(url) if ctx.env.optional("ESCALATION_QUEUE_URL").is_none() => {
             ctx.env.clone().with("ESCALATION_QUEUE_URL", url)
@@ -292,20 +362,12 @@ async fn resume(ctx: &Ctx, order_id: &OrderId, url: Option<&str>) -> Result<Resu
         dynamodb: ctx.dynamodb.clone(),
         sqs: ctx.sqs.clone(),
     };
-    let runner = checkout_saga::runner::Runner::build(&settings, clients).await?;
-    let after = runner
-        .resume(order_id)
+    let sweeper = checkout_saga::CheckoutSweeper::build(&settings, clients).await?;
+    let deadline = tokio::time::Instant::now() + LOCAL_RESUME_DEADLINE;
+    Ok(sweeper
+        .resume_one(order_id, deadline)
         .await
-        .map_err(RetryError::FailedAgain)?
-        .ok_or(RetryError::Vanished)?;
-    let next = Loaded::from_record(after.clone())
-        .map(|l| describe_next(settings.runner.next_step(&l)))
-        .unwrap_or_else(|e| e.to_string());
-    Ok(Resumed {
-        status: after.status.to_string(),
-        version: after.version,
-        next,
-    })
+        .map_err(RetryError::Resume)?)
 }
 
 /// Deletes answered escalation messages.

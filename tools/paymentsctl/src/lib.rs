@@ -6,30 +6,34 @@
 //! | module | owns |
 //! |---|---|
 //! | [`cli`] | the command line, what each command runs, the exit codes ([`Exit`]), the `--yes` confirmation |
-//! | [`stack`] | `--stack`: the CloudFormation outputs that become the settings, under the environment |
+//! | [`stack`] | `--stack`: the CloudFormation outputs that become the settings, over the environment |
+//! | [`target`] | where a run points (account, region, stack, table), said before it acts; conflicts refuse writes |
 //! | [`settings`] | the table and queue URLs (locally found by the local stack's queue names) |
 //! | [`when`] | human times: `2026-12-01T10:00Z`, `--last 2h`, epoch milliseconds |
 //! | [`deliveries`] | the intake's log lines about a payment's deliveries: a Logs Insights query, or the local log |
 //! | [`timeline`] | one time-ordered story of a payment or order from every item that mentions it, with gaps and anomalies |
 //! | [`parked`] | parked webhooks: list, and replay through the intake's parser, check and the one finalize |
-//! | [`escalations`] | the saga escalation queue: list (without consuming), retry through the saga runner |
+//! | [`escalations`] | the saga escalation queue: list (without consuming), retry by invoking the sweeper function (or `--local`) |
 //! | [`breaker`] | the PSP circuit breaker's item: show, and reset conditioned on what was shown |
+//! | [`doctor`] | one health check of a stack or the local world: alarms, queues, parked, breakers, oldest open items, the webhook endpoint |
 //! | [`replay`] | republishing events to the queue, DLQ redrive, with `--dry-run` and progress |
 //! | [`table`] | plain aligned tables for people (`--json` for machines) |
 //!
 //! Never here: a decision of its own. Replays go through `payments_core::decide` and
-//! `PaymentStore::finalize_from`, retries through `checkout_saga::runner::Runner::resume`, so an operator's
-//! action obeys the same version token, lease and dedup as the functions.
+//! `PaymentStore::finalize_from`, retries through the sweeper function's `checkout_saga::resume`, so an
+//! operator's action obeys the same version token, lease and dedup as the functions.
 
 pub mod breaker;
 pub mod cli;
 pub mod deliveries;
+pub mod doctor;
 pub mod escalations;
 pub mod parked;
 pub mod replay;
 pub mod settings;
 pub mod stack;
 pub mod table;
+pub mod target;
 pub mod timeline;
 pub mod when;
 
@@ -43,9 +47,11 @@ pub enum Exit {
     Fine = 0,
     /// 1: an error (AWS, a refused write, a confirmation answered no); nothing more was done.
     Error = 1,
-    /// 2: the command line is wrong, or a bulk change without a terminal to ask and without `--yes`.
+    /// 2: the command line is wrong, a change without a terminal to ask and without `--yes`, or a write with a
+    /// variable that disagrees with `--stack`.
     Usage = 2,
-    /// 3: done, and it found something to look at (`timeline`: a gap or an anomaly).
+    /// 3: done, and it found something to look at (`timeline`: a gap or an anomaly; `doctor`: something
+    /// needs a person).
     Findings = 3,
 }
 

@@ -147,6 +147,28 @@ impl RedriveReport {
     }
 }
 
+/// SQS's approximate count of the queue at `url`: visible plus in flight (`call` names the read in an error).
+pub async fn approximate_count(ctx: &Ctx, url: &str, call: &str) -> Result<u64, crate::Error> {
+    let attrs = ctx
+        .sqs
+        .get_queue_attributes()
+        .queue_url(url)
+        .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
+        .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
+        .send()
+        .await
+        .map_err(|e| crate::aws_error(call, e))?;
+    let count = |name: QueueAttributeName| {
+        attrs
+            .attributes()
+            .and_then(|a| a.get(&name))
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    Ok(count(QueueAttributeName::ApproximateNumberOfMessages)
+        + count(QueueAttributeName::ApproximateNumberOfMessagesNotVisible))
+}
+
 /// `redrive-dlq [--dlq URL] [--dry-run]`.
 pub async fn redrive(
     ctx: &Ctx,
@@ -156,24 +178,7 @@ pub async fn redrive(
 ) -> Result<RedriveReport, crate::Error> {
     let dlq_url = ctx.queue_url(QueueRole::EventsDlq, dlq).await?;
     let queue_url = ctx.queue_url(QueueRole::Events, queue).await?;
-    let attrs = ctx
-        .sqs
-        .get_queue_attributes()
-        .queue_url(&dlq_url)
-        .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
-        .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
-        .send()
-        .await
-        .map_err(|e| crate::aws_error("reading the DLQ (GetQueueAttributes)", e))?;
-    let count = |name: QueueAttributeName| {
-        attrs
-            .attributes()
-            .and_then(|a| a.get(&name))
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    let approximate = count(QueueAttributeName::ApproximateNumberOfMessages)
-        + count(QueueAttributeName::ApproximateNumberOfMessagesNotVisible);
+    let approximate = approximate_count(ctx, &dlq_url, "reading the DLQ (GetQueueAttributes)").await?;
     let moved = if dry_run {
         0
     } else {

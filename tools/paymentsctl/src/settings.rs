@@ -1,10 +1,11 @@
 //! Where the command reads and writes: the functions' own settings. `TABLE_NAME` through
 //! `shared::Config` (the one strict reader), `QUEUE_URL`, `DLQ_URL` and `ESCALATION_QUEUE_URL` as the
-//! functions get them from the template, or from the stack's outputs (`--stack`, [`crate::stack`]) under the
+//! functions get them from the template, or from the stack's outputs (`--stack`, [`crate::stack`]) over the
 //! environment. Against the local stack (`AWS_ENDPOINT_URL_SQS` set) a URL that is
 //! not given is looked up by the name the local stack creates (`<table>-events.fifo`,
 //! `<table>-events-dlq.fifo`, `<table>-saga-escalations`), so `scripts/run-local`'s environment is enough.
 
+use crate::target::Target;
 use shared::{aws, Config, Env, PaymentStore};
 
 /// The queues the command can name.
@@ -47,6 +48,8 @@ pub struct Ctx {
     pub sqs: aws_sdk_sqs::Client,
     /// CloudWatch Logs, for the intake's Logs Insights query (`AWS_ENDPOINT_URL_CLOUDWATCH_LOGS` applies).
     pub logs: aws_sdk_cloudwatchlogs::Client,
+    /// The account, region, stack and table this run acts on (printed before it acts).
+    pub target: Target,
 }
 
 /// Where a run connects: `--stack`, `--region`, `--profile` (each unset: the environment's and the SDK's own).
@@ -77,16 +80,30 @@ impl Connection {
 }
 
 impl Ctx {
-    /// The clients and settings the functions use: the environment, over the stack's outputs with `--stack`.
+    /// The clients and settings the functions use: the stack's outputs with `--stack`, over the environment
+    /// (a variable that disagrees is a conflict in [`Ctx::target`]).
     pub async fn connect(connection: &Connection) -> Result<Self, crate::Error> {
         let sdk = connection.sdk_config().await;
         let mut env = Env::process();
+        let mut conflicts = Vec::new();
         if let Some(stack) = &connection.stack {
             let cloudformation = aws_sdk_cloudformation::Client::new(&sdk);
-            env = crate::stack::read(&cloudformation, stack, &env).await?.under(env);
+            let settings = crate::stack::read(&cloudformation, stack, &env).await?;
+            conflicts = settings.conflicts(&env);
+            env = settings.over(env);
         }
         let config = Config::from(&env)?;
+        let account = crate::target::account(&sdk, &env).await;
+        let target = Target {
+            account: account.as_ref().ok().cloned(),
+            account_unknown: account.err(),
+            region: sdk.region().map(ToString::to_string),
+            stack: connection.stack.clone(),
+            table: config.table_name.clone(),
+            conflicts,
+        };
         Ok(Self {
+            target,
             env,
             dynamodb: aws::dynamodb_client(&sdk),
             sqs: aws_sdk_sqs::Client::new(&sdk),
@@ -99,6 +116,14 @@ impl Ctx {
     /// A context on given clients (tests).
     pub fn new(sdk: aws_config::SdkConfig, dynamodb: aws_sdk_dynamodb::Client, config: Config) -> Self {
         Self {
+            target: Target {
+                account: None,
+                account_unknown: Some("a test's context".to_owned()),
+                region: sdk.region().map(ToString::to_string),
+                stack: None,
+                table: config.table_name.clone(),
+                conflicts: Vec::new(),
+            },
             env: Env::process(),
             sqs: aws_sdk_sqs::Client::new(&sdk),
             logs: aws_sdk_cloudwatchlogs::Client::new(&sdk),

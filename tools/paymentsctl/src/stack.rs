@@ -2,10 +2,12 @@
 //! operator needs the stack's name (and `--region`, `--profile`) instead of five environment variables.
 //!
 //! The outputs are read once (`cloudformation:DescribeStacks`, an operator's grant only: no function calls
-//! CloudFormation) and become the functions' own variables ([`StackSettings::variables`]), under the process
-//! environment: a variable that is set still wins, so one queue can be pointed elsewhere for one run. Which
-//! output feeds which variable is [`OUTPUTS`]; the mapping is a pure function ([`StackSettings::from_outputs`])
-//! tested without AWS, and a test checks every output named here is in `infra/template.yaml`.
+//! CloudFormation) and become the functions' own variables, over the process environment: the explicit
+//! `--stack` wins, and a variable left in the shell that says otherwise is a [`Conflict`] (warned about,
+//! refused for writes: [`crate::target`]). A variable the stack has no output for still comes from the
+//! environment. Which output feeds which variable is [`OUTPUTS`]; the mapping is a pure function
+//! ([`StackSettings::from_outputs`]) tested without AWS, and a test checks every output named here is in
+//! `infra/template.yaml`.
 
 use shared::Env;
 use std::collections::BTreeMap;
@@ -14,12 +16,13 @@ use std::collections::BTreeMap;
 ///
 /// Only the table is required: a stack deployed before an output existed still serves the commands that do not
 /// need it, and those that do say which variable to set.
-pub const OUTPUTS: [(&str, &str, bool); 5] = [
+pub const OUTPUTS: [(&str, &str, bool); 6] = [
     ("PaymentsTableName", "TABLE_NAME", true),
     ("EventsQueueUrl", "QUEUE_URL", false),
     ("EventsDlqUrl", "DLQ_URL", false),
     ("SagaEscalationQueueUrl", "ESCALATION_QUEUE_URL", false),
     ("IntakeLogGroupName", "INTAKE_LOG_GROUP", false),
+    ("CheckoutSweeperFunctionName", "CHECKOUT_SWEEPER_FUNCTION", false),
 ];
 
 /// Why a stack's outputs could not become settings.
@@ -33,6 +36,16 @@ pub enum StackError {
         output: &'static str,
         variable: &'static str,
     },
+}
+
+/// A variable of the environment that disagrees with the stack's output for it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, thiserror::Error)]
+#[error("{variable}={environment} in the environment disagrees with the stack's output {output}={stack}")]
+pub struct Conflict {
+    pub variable: &'static str,
+    pub environment: String,
+    pub output: &'static str,
+    pub stack: String,
 }
 
 /// The settings a stack's outputs give: variable name to value.
@@ -74,9 +87,26 @@ impl StackSettings {
         self.variables.get(variable).map(String::as_str)
     }
 
-    /// `env`, falling back to these settings for a variable it does not set.
-    pub fn under(self, env: Env) -> Env {
-        Env::from_lookup(move |name| env.optional(name).or_else(|| self.variables.get(name).cloned()))
+    /// These settings over `env`: the stack's value wins; `env` gives what the stack has no output for.
+    pub fn over(self, env: Env) -> Env {
+        Env::from_lookup(move |name| self.variables.get(name).cloned().or_else(|| env.optional(name)))
+    }
+
+    /// The variables `env` sets to another value than the stack's output gives them.
+    pub fn conflicts(&self, env: &Env) -> Vec<Conflict> {
+        OUTPUTS
+            .iter()
+            .filter_map(|(output, variable, _)| {
+                let stack = self.variables.get(variable)?;
+                let environment = env.optional(variable).filter(|value| value != stack)?;
+                Some(Conflict {
+                    variable,
+                    environment,
+                    output,
+                    stack: stack.clone(),
+                })
+            })
+            .collect()
     }
 }
 
@@ -130,7 +160,7 @@ mod tests {
     }
 
     #[test]
-    fn every_output_becomes_its_variable_and_the_environment_still_wins() {
+    fn every_output_becomes_its_variable_and_the_stack_wins_over_a_disagreeing_variable() {
         let env = Env::from_lookup(|n| (n == "QUEUE_URL").then(|| "https://sqs/other.fifo".to_owned()));
         let settings = StackSettings::from_outputs("payments-prod", deployed(), &env).unwrap();
         assert_eq!(settings.get("TABLE_NAME"), Some("payments-prod"));
@@ -143,8 +173,17 @@ mod tests {
             None,
             "outputs paymentsctl does not use are not variables"
         );
-        let merged = settings.under(env);
-        assert_eq!(merged.optional("QUEUE_URL").as_deref(), Some("https://sqs/other.fifo"));
+        assert_eq!(
+            settings.conflicts(&env),
+            [Conflict {
+                variable: "QUEUE_URL",
+                environment: "https://sqs/other.fifo".into(),
+                output: "EventsQueueUrl",
+                stack: "https://sqs/events.fifo".into(),
+            }]
+        );
+        let merged = settings.over(env);
+        assert_eq!(merged.optional("QUEUE_URL").as_deref(), Some("https://sqs/events.fifo"));
         assert_eq!(
             merged.optional("DLQ_URL").as_deref(),
             Some("https://sqs/events-dlq.fifo")
@@ -166,7 +205,12 @@ mod tests {
         );
         let env = Env::from_lookup(|n| (n == "TABLE_NAME").then(|| "t".to_owned()));
         let settings = StackSettings::from_outputs("old", outputs, &env).unwrap();
-        assert_eq!(settings.under(env).optional("TABLE_NAME").as_deref(), Some("t"));
+        assert_eq!(
+            settings.conflicts(&env),
+            [],
+            "a variable the stack has no output for is no conflict"
+        );
+        assert_eq!(settings.over(env).optional("TABLE_NAME").as_deref(), Some("t"));
     }
 
     #[test]
@@ -174,7 +218,7 @@ mod tests {
         let outputs = deployed().into_iter().filter(|(k, _)| *k != "IntakeLogGroupName");
         let settings = StackSettings::from_outputs("s", outputs, &Env::from_lookup(|_| None)).unwrap();
         assert_eq!(
-            settings.under(Env::from_lookup(|_| None)).optional("INTAKE_LOG_GROUP"),
+            settings.over(Env::from_lookup(|_| None)).optional("INTAKE_LOG_GROUP"),
             None
         );
     }

@@ -31,6 +31,8 @@ mod oldest;
 mod read_back;
 /// Failed refunds given back again by recovery.
 mod refund_failures;
+/// One order resumed by the sweeper function on an operator's request (`{"resume": {"order_id": ..}}`).
+mod resume;
 /// The saga's steps and compensations, crashes, faults and recovery.
 mod saga;
 /// The end-to-end scenarios of the Stripe-speaking simulator and the circuit breaker.

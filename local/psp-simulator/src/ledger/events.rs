@@ -32,6 +32,15 @@ fn invalid(param: &str, message: &str) -> Effects {
     ))
 }
 
+/// A list's `limit`, as Stripe takes it on every list: 1 to 100, default 10; anything else is refused.
+pub(super) fn limit(params: &BTreeMap<String, String>) -> Result<usize, Effects> {
+    match params.get("limit").map(|v| v.parse::<usize>()) {
+        None => Ok(10),
+        Some(Ok(n)) if (1..=100).contains(&n) => Ok(n),
+        Some(_) => Err(invalid("limit", "limit must be an integer between 1 and 100")),
+    }
+}
+
 /// `created[op]` as epoch seconds, if given.
 fn bound(params: &BTreeMap<String, String>, op: &str) -> Result<Option<i64>, Effects> {
     let name = format!("created[{op}]");
@@ -52,10 +61,9 @@ fn types(params: &BTreeMap<String, String>) -> Vec<&str> {
 
 /// `GET /v1/events`.
 pub(super) fn list(events: &[Recorded], params: &BTreeMap<String, String>) -> Effects {
-    let limit = match params.get("limit").map(|v| v.parse::<usize>()) {
-        None => 10,
-        Some(Ok(n)) if (1..=100).contains(&n) => n,
-        Some(_) => return invalid("limit", "limit must be an integer between 1 and 100"),
+    let limit = match limit(params) {
+        Ok(n) => n,
+        Err(refused) => return refused,
     };
     let (gte, gt, lte, lt) = match (
         bound(params, "gte"),

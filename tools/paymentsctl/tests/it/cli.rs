@@ -13,28 +13,7 @@ use std::process::{Output, Stdio};
 
 /// Runs the binary with `args` on `table` (the test's environment gives the endpoints), stdin not a terminal.
 fn paymentsctl(table: Option<&str>, args: &[&str]) -> Output {
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_paymentsctl"));
-    command.args(args).stdin(Stdio::null());
-    // Only what the test names: a stray QUEUE_URL or INTAKE_LOG_GROUP of the caller's shell must not leak in.
-    for variable in [
-        "TABLE_NAME",
-        "QUEUE_URL",
-        "DLQ_URL",
-        "ESCALATION_QUEUE_URL",
-        "INTAKE_LOG_GROUP",
-    ] {
-        command.env_remove(variable);
-    }
-    if let Some(table) = table {
-        command.env("TABLE_NAME", table);
-    }
-    // moto serves CloudFormation (for `--stack`) on the same port as SQS.
-    command.env("AWS_ENDPOINT_URL_CLOUDFORMATION", local_dev::service::SQS.endpoint());
-    command.output().expect("the binary runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
+    paymentsctl_with(table, &[], args)
 }
 
 /// A captured payment with its three events, `damaged`: version 2's event item deleted (a gap).
@@ -295,7 +274,7 @@ async fn stack_reads_the_table_and_the_queues_from_the_stack_outputs() {
 }
 
 /// Opens the breaker `name` for a minute, through the functions' own writer.
-async fn open_breaker(ctx: &TestContext, name: &str) {
+pub(crate) async fn open_breaker(ctx: &TestContext, name: &str) {
     let now = shared::clock::now_ms();
     let opening = payments_core::breaker::Opening {
         failures: 5,
@@ -311,7 +290,8 @@ async fn open_breaker(ctx: &TestContext, name: &str) {
 async fn a_breaker_reset_without_a_terminal_needs_yes_and_leaves_the_breaker_open_until_given() {
     let ctx = TestContext::new().await;
     open_breaker(&ctx, shared::psp::BREAKER_NAME).await;
-    let state = |out: Output| serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["state"].clone();
+    let state =
+        |out: Output| serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["result"]["state"].clone();
 
     let refused = paymentsctl(Some(&ctx.table), &["breaker", "reset", "--psp", "stripe"]);
     assert_eq!(refused.status.code(), Some(2), "{}", text(&refused.stderr));
@@ -347,7 +327,7 @@ async fn breaker_show_and_reset_take_the_psp_and_leave_the_other_breaker_alone()
     open_breaker(&ctx, shared::psp::set::ADYEN_BREAKER).await;
     let json = |out: Output| {
         assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["result"].clone()
     };
     let state = |psp: &str| {
         json(paymentsctl(
@@ -385,4 +365,185 @@ async fn breaker_show_and_reset_take_the_psp_and_leave_the_other_breaker_alone()
     let adyen = paymentsctl(Some(&ctx.table), &["breaker", "reset", "--psp", "adyen", "--yes"]);
     assert_eq!(adyen.status.code(), Some(0), "{}", text(&adyen.stderr));
     assert_eq!(state("adyen"), "closed");
+}
+
+/// The binary with `args` on `table` and `env`, stdin not a terminal. Only what the test names: a stray
+/// `QUEUE_URL`, `INTAKE_LOG_GROUP` or PSP setting of the caller's shell must not leak in.
+pub(crate) fn paymentsctl_with(table: Option<&str>, env: &[(&str, &str)], args: &[&str]) -> Output {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_paymentsctl"));
+    command.args(args).stdin(Stdio::null());
+    for variable in [
+        "TABLE_NAME",
+        "QUEUE_URL",
+        "DLQ_URL",
+        "ESCALATION_QUEUE_URL",
+        "INTAKE_LOG_GROUP",
+        "CHECKOUT_SWEEPER_FUNCTION",
+        "PSP_BASE_URL",
+        "PSP_API_KEY",
+        "PSP_API_KEY_ARN",
+        "PSP_REDIRECTS",
+        "AWS_ENDPOINT_URL_CLOUDWATCH",
+        "RECOVERY_STALE_AFTER_SECONDS",
+        "SAGA_STUCK_AFTER_SECONDS",
+    ] {
+        command.env_remove(variable);
+    }
+    if let Some(table) = table {
+        command.env("TABLE_NAME", table);
+    }
+    // moto serves CloudFormation (for `--stack`) on the same port as SQS.
+    command.env("AWS_ENDPOINT_URL_CLOUDFORMATION", local_dev::service::SQS.endpoint());
+    command.envs(env.iter().copied());
+    command.output().expect("the binary runs")
+}
+
+pub(crate) fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// `--stack` wins over a `TABLE_NAME` left in the shell, which is named in a warning and refuses a write; every
+/// run names the account (moto's STS), region, stack and table, in `--json` as the `target` field.
+#[tokio::test]
+async fn a_conflicting_table_name_is_warned_about_and_refused_for_a_write() {
+    let ctx = TestContext::new().await;
+    let queues = fresh_queues(&sqs_client(None)).await;
+    open_breaker(&ctx, shared::psp::BREAKER_NAME).await;
+    let name = stack(&ctx.table, &queues).await;
+    let sts = [("AWS_ENDPOINT_URL_STS", local_dev::service::SQS.endpoint())];
+    let sts: Vec<(&str, &str)> = sts.iter().map(|(k, v)| (*k, v.as_str())).collect();
+
+    let clean = paymentsctl_with(
+        None,
+        &sts,
+        &["--stack", &name, "breaker", "show", "--psp", "stripe", "--json"],
+    );
+    assert_eq!(clean.status.code(), Some(0), "{}", text(&clean.stderr));
+    let target = &serde_json::from_slice::<serde_json::Value>(&clean.stdout).unwrap()["target"];
+    assert_eq!(target["account"], "123456789012", "moto's STS answers for the caller");
+    assert_eq!(target["stack"], name.as_str());
+    assert_eq!(target["table"], ctx.table.as_str());
+    assert!(
+        text(&clean.stderr).contains(&format!(
+            "account 123456789012  region us-east-1  stack {name}  table {}",
+            ctx.table
+        )),
+        "{}",
+        text(&clean.stderr)
+    );
+
+    let read = paymentsctl_with(
+        Some("payments-elsewhere"),
+        &sts,
+        &["--stack", &name, "breaker", "show", "--psp", "stripe", "--json"],
+    );
+    assert_eq!(read.status.code(), Some(0), "a read goes on: {}", text(&read.stderr));
+    let document = serde_json::from_slice::<serde_json::Value>(&read.stdout).unwrap();
+    assert_eq!(
+        document["target"]["table"],
+        ctx.table.as_str(),
+        "the explicit --stack wins"
+    );
+    assert_eq!(document["result"]["state"], "open", "read from the stack's table");
+    assert_eq!(document["target"]["conflicts"][0]["variable"], "TABLE_NAME");
+    assert!(
+        text(&read.stderr).contains(&format!(
+            "warning: TABLE_NAME=payments-elsewhere in the environment disagrees with the stack's output PaymentsTableName={}",
+            ctx.table
+        )),
+        "{}",
+        text(&read.stderr)
+    );
+
+    let write = paymentsctl_with(
+        Some("payments-elsewhere"),
+        &sts,
+        &["--stack", &name, "breaker", "reset", "--psp", "stripe", "--yes"],
+    );
+    assert_eq!(write.status.code(), Some(2), "{}", text(&write.stderr));
+    assert!(
+        text(&write.stderr).contains("refusing to write: TABLE_NAME=payments-elsewhere"),
+        "{}",
+        text(&write.stderr)
+    );
+    let after = paymentsctl(Some(&ctx.table), &["breaker", "show", "--psp", "stripe", "--json"]);
+    assert_eq!(
+        serde_json::from_slice::<serde_json::Value>(&after.stdout).unwrap()["result"]["state"],
+        "open",
+        "nothing written"
+    );
+    let local = paymentsctl(Some(&ctx.table), &["breaker", "show", "--psp", "stripe"]);
+    assert!(
+        text(&local.stderr).contains("account unknown (local endpoints, no AWS_ENDPOINT_URL_STS)")
+            && text(&local.stderr).contains("stack none (environment)"),
+        "{}",
+        text(&local.stderr)
+    );
+}
+
+/// `parked replay` and `escalations retry` show their dry run and ask: without a terminal and without `--yes`
+/// they refuse (exit 2) and change nothing; with `--yes` they act.
+#[tokio::test]
+async fn a_retry_and_a_replay_without_yes_and_without_a_terminal_are_refused_and_change_nothing() {
+    use crate::paymentsctl::{park, stripe_body};
+    use shared::saga::SagaStore;
+    let ctx = TestContext::new().await;
+    let sqs = sqs_client(None);
+    let queues = fresh_queues(&sqs).await;
+
+    let body = stripe_body("payment_intent.succeeded", "pay_ask", 1000);
+    let key = park(&ctx, shared::store::ParkedKind::UnknownPayment, &body).await;
+    let created = ctx.store.create(fixtures::new_payment("pay_ask", 1000)).await.unwrap();
+    let refused = paymentsctl(Some(&ctx.table), &["parked", "replay", &key]);
+    assert_eq!(refused.status.code(), Some(2), "{}", text(&refused.stderr));
+    let stderr = text(&refused.stderr);
+    assert!(
+        stderr.contains("would_apply") && stderr.contains("pass --yes"),
+        "the dry run, then the refusal: {stderr}"
+    );
+    assert_eq!(
+        ctx.store.get(&created.id).await.unwrap().unwrap().version,
+        1,
+        "nothing applied"
+    );
+
+    let order = crate::paymentsctl::escalated_before_stock_release(&ctx, &queues.escalation_url, "order-ask").await;
+    let sagas = SagaStore::new(ctx.client.clone(), &ctx.table);
+    let version = |loaded: Option<shared::saga::Loaded>| loaded.unwrap().record().version;
+    let before = version(sagas.load(&order).await.unwrap());
+    let retry = [
+        "escalations",
+        "retry",
+        "order-ask",
+        "--local",
+        "--queue",
+        queues.escalation_url.as_str(),
+    ];
+    let refused = paymentsctl(Some(&ctx.table), &retry);
+    assert_eq!(refused.status.code(), Some(2), "{}", text(&refused.stderr));
+    let stderr = text(&refused.stderr);
+    assert!(stderr.contains("next: ") && stderr.contains("pass --yes"), "{stderr}");
+    assert_eq!(
+        version(sagas.load(&order).await.unwrap()),
+        before,
+        "the saga did not move"
+    );
+    let waiting = paymentsctl(
+        Some(&ctx.table),
+        &["escalations", "list", "--queue", &queues.escalation_url, "--json"],
+    );
+    let listed = serde_json::from_slice::<serde_json::Value>(&waiting.stdout).unwrap();
+    assert_eq!(
+        listed["result"].as_array().map(Vec::len),
+        Some(1),
+        "the escalation is still there"
+    );
+
+    let replayed = paymentsctl(Some(&ctx.table), &["parked", "replay", &key, "--yes", "--json"]);
+    assert_eq!(replayed.status.code(), Some(0), "{}", text(&replayed.stderr));
+    assert_eq!(
+        serde_json::from_slice::<serde_json::Value>(&replayed.stdout).unwrap()["result"]["result"],
+        "applied"
+    );
+    assert_eq!(ctx.store.get(&created.id).await.unwrap().unwrap().version, 2);
 }

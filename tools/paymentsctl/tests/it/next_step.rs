@@ -111,10 +111,10 @@ async fn a_retry_past_the_charge_deadline_gives_the_charge_up_as_its_dry_run_sai
         .with("PSP_BASE_URL", "http://127.0.0.1:9")
         .with("PSP_API_KEY", "sk_test_unused")
         .with("PSP_REDIRECTS", "never");
-    let dry = escalations::retry(&ctl, order.as_str(), Some(&queues.escalation_url), true)
+    let dry = escalations::retry(&ctl, order.as_str(), Some(&queues.escalation_url), true, true)
         .await
         .unwrap();
-    let retried = escalations::retry(&ctl, order.as_str(), Some(&queues.escalation_url), false).await;
+    let retried = escalations::retry(&ctl, order.as_str(), Some(&queues.escalation_url), false, true).await;
     let after = sagas.load(&order).await.unwrap().expect("the saga");
     let r = after.record();
     assert_eq!(

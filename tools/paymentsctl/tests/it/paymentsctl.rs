@@ -16,16 +16,13 @@ use shared::{clock, Channel, Config, OrderId, Outcome, PaymentId, PaymentStatus,
 
 pub(crate) fn ctl(ctx: &TestContext) -> Ctx {
     let table = ctx.table.clone();
-    Ctx {
-        env: shared::Env::process(),
-        sdk: integration_tests::local_sdk_config(&local_dev::service::SQS.endpoint()),
-        config: Config::from_lookup(move |name| (name == "TABLE_NAME").then(|| table.clone())).unwrap(),
-        dynamodb: ctx.client.clone(),
-        sqs: sqs_client(None),
-        logs: aws_sdk_cloudwatchlogs::Client::new(&integration_tests::local_sdk_config(
-            &local_dev::service::SQS.endpoint(),
-        )),
-    }
+    let mut ctl = Ctx::new(
+        integration_tests::local_sdk_config(&local_dev::service::SQS.endpoint()),
+        ctx.client.clone(),
+        Config::from_lookup(move |name| (name == "TABLE_NAME").then(|| table.clone())).unwrap(),
+    );
+    ctl.sqs = sqs_client(None);
+    ctl
 }
 
 fn options(escalation_queue: Option<String>) -> Options {
@@ -50,7 +47,7 @@ async fn consume_all(ctx: &TestContext, id: &PaymentId) {
 }
 
 /// A checkout saga (with its order item) that charged `payment` and waits for the outcome.
-async fn waiting_saga(
+pub(crate) async fn waiting_saga(
     ctx: &TestContext,
     order: &OrderId,
     payment: &PaymentId,
@@ -208,7 +205,7 @@ async fn a_missing_event_and_a_consumer_behind_are_called_out() {
     assert!(timeline::render(&t).contains("GAP"));
 }
 
-fn stripe_body(kind: &str, payment: &str, amount: u64) -> Vec<u8> {
+pub(crate) fn stripe_body(kind: &str, payment: &str, amount: u64) -> Vec<u8> {
     json!({ "id": format!("evt_{kind}_{payment}_{amount}"), "object": "event", "type": kind,
             "created": clock::now_ms() / 1000, "livemode": false,
             "data": { "object": { "id": format!("pi_{payment}"), "object": "payment_intent", "amount": amount,
@@ -218,7 +215,7 @@ fn stripe_body(kind: &str, payment: &str, amount: u64) -> Vec<u8> {
     .into_bytes()
 }
 
-async fn park(ctx: &TestContext, kind: ParkedKind, body: &[u8]) -> String {
+pub(crate) async fn park(ctx: &TestContext, kind: ParkedKind, body: &[u8]) -> String {
     let event_key = serde_json::from_slice::<serde_json::Value>(body).unwrap()["id"]
         .as_str()
         .unwrap()
@@ -428,7 +425,7 @@ async fn escalations_are_listed_without_being_consumed_and_a_dry_run_retry_says_
         assert_eq!(listed[0].order_id, order.as_str());
         assert_eq!(listed[0].action, "refund_payment");
     }
-    let report = escalations::retry(&ctl, order.as_str(), Some(&queues.escalation_url), true)
+    let report = escalations::retry(&ctl, order.as_str(), Some(&queues.escalation_url), true, true)
         .await
         .unwrap();
     assert_eq!((report.escalations, report.deleted), (1, 0));
@@ -501,23 +498,7 @@ async fn an_escalated_saga_is_resumed_by_retry_through_the_saga_runner_and_its_e
     let ctx = TestContext::new().await;
     let sqs = sqs_client(None);
     let queues = fresh_queues(&sqs).await;
-    let sku = shared::Sku::parse("sku-1").unwrap();
-    checkout_saga::inventory::put_stock(&ctx.client, &ctx.table, &sku, 10)
-        .await
-        .unwrap();
-    // A saga whose payment failed, stuck before its stock release (the step that was escalated).
-    let sagas = SagaStore::new(ctx.client.clone(), &ctx.table);
-    let order = OrderId::parse("order-retry").unwrap();
-    let now = clock::now_ms;
-    let s = waiting_saga(&ctx, &order, &PaymentId::parse("pay_retry").unwrap(), None).await;
-    let (s, e) = s.payment_failed("declined".into(), now());
-    sagas.save(&s, &e, vec![]).await.unwrap();
-    let (s, e) = s.payment_cancelled(now());
-    sagas.save(&s, &e, vec![]).await.unwrap();
-    Escalation::new(sqs.clone(), &queues.escalation_url)
-        .escalate(&order, "release_stock", 5, "DynamoDB unavailable")
-        .await
-        .unwrap();
+    let order = escalated_before_stock_release(&ctx, &queues.escalation_url, "order-retry").await;
     // The runner is built from the checkout functions' settings; releasing stock never calls the PSP.
     let mut ctl = ctl(&ctx);
     ctl.env = ctl
@@ -525,7 +506,7 @@ async fn an_escalated_saga_is_resumed_by_retry_through_the_saga_runner_and_its_e
         .with("PSP_BASE_URL", "http://127.0.0.1:9")
         .with("PSP_API_KEY", "sk_test_unused")
         .with("PSP_REDIRECTS", "never");
-    let report = escalations::retry(&ctl, order.as_str(), Some(&queues.escalation_url), false)
+    let report = escalations::retry(&ctl, order.as_str(), Some(&queues.escalation_url), false, true)
         .await
         .unwrap();
     assert_eq!(report.resumed.as_ref().map(|r| r.status.as_str()), Some("compensated"));
@@ -540,7 +521,34 @@ async fn an_escalated_saga_is_resumed_by_retry_through_the_saga_runner_and_its_e
         .await
         .unwrap()
         .is_empty());
-    let stock = ctx
+    assert_eq!(stock(&ctx).await, "12", "released once");
+}
+
+/// A saga whose payment failed, stuck before its stock release (the step that was escalated to
+/// `escalation_url`), with 10 of `sku-1` in stock.
+pub(crate) async fn escalated_before_stock_release(ctx: &TestContext, escalation_url: &str, order: &str) -> OrderId {
+    let sku = shared::Sku::parse("sku-1").unwrap();
+    checkout_saga::inventory::put_stock(&ctx.client, &ctx.table, &sku, 10)
+        .await
+        .unwrap();
+    let sagas = SagaStore::new(ctx.client.clone(), &ctx.table);
+    let order = OrderId::parse(order).unwrap();
+    let payment = PaymentId::parse(format!("pay_{order}")).unwrap();
+    let s = waiting_saga(ctx, &order, &payment, None).await;
+    let (s, e) = s.payment_failed("declined".into(), clock::now_ms());
+    sagas.save(&s, &e, vec![]).await.unwrap();
+    let (s, e) = s.payment_cancelled(clock::now_ms());
+    sagas.save(&s, &e, vec![]).await.unwrap();
+    Escalation::new(sqs_client(None), escalation_url)
+        .escalate(&order, "release_stock", 5, "DynamoDB unavailable")
+        .await
+        .unwrap();
+    order
+}
+
+/// The stock of `sku-1` available now.
+pub(crate) async fn stock(ctx: &TestContext) -> String {
+    let item = ctx
         .client
         .get_item()
         .table_name(&ctx.table)
@@ -548,8 +556,10 @@ async fn an_escalated_saga_is_resumed_by_retry_through_the_saga_runner_and_its_e
         .key("sk", AttributeValue::S("STOCK".into()))
         .send()
         .await
+        .unwrap()
+        .item
         .unwrap();
-    assert_eq!(stock.item.unwrap()["available"].as_n().unwrap(), "12", "released once");
+    item["available"].as_n().unwrap().to_owned()
 }
 
 /// What the intake's own logging setup (`shared::telemetry`, JSON as in Lambda) writes while `log` runs
