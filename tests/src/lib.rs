@@ -237,6 +237,16 @@ impl TestContext {
         )
     }
 
+    /// Payment `id` as stored now (a consistent read; it must exist): what a lease is taken at
+    /// (`Leases::acquire` takes the payment as just read).
+    pub async fn read(&self, id: &shared::PaymentId) -> shared::Payment {
+        self.store
+            .get(id)
+            .await
+            .expect("read the payment")
+            .expect("the payment exists")
+    }
+
     /// Leases on this context's table with another TTL.
     pub fn leases_with_ttl(&self, ttl: Duration) -> Leases {
         Leases::new(self.client.clone(), &self.table, test_lease_config(ttl))
