@@ -13,6 +13,12 @@
 //!   request one request).
 //! - CloudWatch Logs: <https://aws.amazon.com/cloudwatch/pricing/> (Standard log class ingestion, Lambda's
 //!   vended logs' first tier: $0.50 per GB).
+//!
+//! The stored copies of the AWS pages searched that day show the terms but not every figure; each figure
+//! was cross-checked on a dated secondary page: DynamoDB (the 2024-11-01 on-demand cut to $0.625 / $0.125,
+//! airbyte.com/data-engineering-resources/dynamodb-pricing), Lambda Arm (cloudchipr.com/blog/aws-lambda-pricing),
+//! SQS FIFO (cloudburn.io/blog/amazon-sqs-pricing, March 2026), HTTP APIs and Logs ingestion
+//! (go-cloud.io/aws-api-gateway-pricing, 2026).
 
 /// The date the prices below were read.
 pub const READ_ON: &str = "2026-12-04";
