@@ -1,13 +1,14 @@
 //! Applying an observation under the payment's lease: the one sequence every writer outside a saga step
-//! follows (the webhook intake, `paymentsctl parked replay`): take the payment's lease, waiting a bounded
-//! time for another worker to finish, read the payment, finalize through the one decision and versioned
-//! write, and release the lease on every way out.
+//! follows (the webhook intake, `paymentsctl parked replay`): read the payment, take its lease at the version
+//! read, waiting a bounded time (a fresh read each try) for another worker to finish, finalize through the
+//! one decision and versioned write (which frees the lease), and release the lease on every other way out.
 //!
 //! It lives here, beside the store and the leases, so that the operator CLI runs the intake's own sequence
 //! without depending on a Lambda crate, and so that a failed release is handled once: it travels with the
 //! error it followed ([`ApplyError::Store`]) or is logged when the write itself succeeded, never dropped.
-//! The intake takes the lease side by side with its read ([`Leases::hold_waiting`] and
-//! [`finalize_leased`] separately); a caller without that need takes the whole of [`apply_under_lease`].
+//! The intake reads first and may stop there (a redelivery of an event applied), then takes the lease from
+//! that read ([`Leases::hold_waiting`] and [`finalize_leased`] separately); a caller without that need takes
+//! the whole of [`apply_under_lease`].
 
 use crate::lease::{HeldLease, Leases};
 use crate::store::{FinalizeOutcome, PaymentStore, StoreError};
@@ -49,19 +50,30 @@ impl LeaseWait {
 }
 
 impl Leases {
-    /// The payment's lease, held (see [`HeldLease`]), tried as `wait` says; `Ok(None)` when another worker
-    /// still holds it at the end of the wait.
-    pub async fn hold_waiting(&self, id: &PaymentId, wait: LeaseWait) -> Result<Option<HeldLease>, StoreError> {
+    /// The lease of `current` (the payment as the caller just read it), held (see [`HeldLease`]), tried as
+    /// `wait` says, each try after the first on a fresh read from `store` (the holder's write moves the
+    /// version, which frees the lease). Returns the lease with the payment read last, the one it was taken
+    /// at; `Ok(None)` when another worker still holds it at the end of the wait.
+    pub async fn hold_waiting(
+        &self,
+        store: &PaymentStore,
+        mut current: Payment,
+        wait: LeaseWait,
+    ) -> Result<Option<(HeldLease, Payment)>, StoreError> {
         let started = Instant::now();
         for attempt in 1..=wait.attempts.max(1) {
-            if let Some(lease) = self.acquire(id).await? {
-                return Ok(Some(self.hold(lease)));
+            if let Some(lease) = self.acquire(&current).await? {
+                return Ok(Some((self.hold(lease), current)));
             }
             let left = wait.deadline.saturating_sub(started.elapsed());
             if attempt == wait.attempts || left.is_zero() {
                 break;
             }
             tokio::time::sleep(clock::full_jitter(wait.max_pause).min(left)).await;
+            current = store
+                .get(&current.id)
+                .await?
+                .ok_or_else(|| StoreError::NotFound(current.id.to_string()))?;
         }
         Ok(None)
     }
@@ -136,9 +148,9 @@ async fn released_after(lease: HeldLease, source: StoreError) -> ApplyError {
     }
 }
 
-/// The one finalize of `observation` against `current` under `lease`, which the finalize's transaction
-/// releases; a lease the write did not release (taken over, or its release failed) is released once more
-/// here, and on a failure it is released before the error is returned (see [`ApplyError::Store`]).
+/// The one finalize of `observation` against `current` under `lease`, which the finalize's write frees (by
+/// moving the payment's version); a lease nothing released (no write, and its delete failed) is released
+/// once more here, and on a failure it is released before the error is returned (see [`ApplyError::Store`]).
 pub async fn finalize_leased(
     store: &PaymentStore,
     lease: HeldLease,
@@ -161,8 +173,8 @@ pub async fn finalize_leased(
     }
 }
 
-/// Applies `observation` to payment `id` under its lease: the lease (waited for as `wait` says), a fresh read,
-/// the one finalize. `Ok(None)`: no such payment (the lease was released).
+/// Applies `observation` to payment `id` under its lease: a read, the lease at the version read (waited for
+/// as `wait` says), the one finalize. `Ok(None)`: no such payment (no lease taken).
 pub async fn apply_under_lease(
     store: &PaymentStore,
     leases: &Leases,
@@ -171,19 +183,14 @@ pub async fn apply_under_lease(
     wait: LeaseWait,
 ) -> Result<Option<FinalizeOutcome>, ApplyError> {
     let started = Instant::now();
-    let Some(lease) = leases.hold_waiting(id, wait).await? else {
+    let Some(current) = store.get(id).await? else {
+        return Ok(None);
+    };
+    let Some((lease, current)) = leases.hold_waiting(store, current, wait).await? else {
         return Err(ApplyError::LeaseHeld {
             payment: id.clone(),
             waited: started.elapsed(),
         });
-    };
-    let current = match store.get(id).await {
-        Ok(Some(current)) => current,
-        Ok(None) => {
-            lease.release().await?;
-            return Ok(None);
-        }
-        Err(source) => return Err(released_after(lease, source).await),
     };
     finalize_leased(store, lease, current, observation).await.map(Some)
 }

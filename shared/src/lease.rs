@@ -1,26 +1,36 @@
 //! Leases: at most one live worker per payment in the webhook and recovery flows.
 //!
-//! A lease is its own item, `pk = LEASE#<payment id>`, with a random owner token and an expiry. It is acquired
-//! with a conditional put that succeeds only if no live lease exists; an expired lease counts as free because
-//! DynamoDB's TTL deletes late (up to 48 h). It is released by a delete conditioned on the owner, inside the
-//! finalize transaction when there is a write anyway. A holder whose lease expired and was taken over cannot
-//! overwrite a newer write: the payment's version token fences it.
+//! A lease is its own item, `pk = LEASE#<payment id>`, with a random owner token, an expiry and the payment
+//! version it was taken at (`at_version`, the version of the payment read just before). It is taken with one
+//! conditional put that succeeds when the lease is free:
 //!
-//! Acquiring is idempotent under lost answers: the put also succeeds over a lease with our own owner token, so
+//! - there is no lease item, or its expiry has passed (DynamoDB's TTL deletes late, up to 48 h), or
+//! - its `at_version` is below the version of the payment the taker has just read: every write moves the
+//!   payment's version forward, so the holder (or someone) has written since the lease was taken, and a
+//!   holder's work ends with its write, or
+//! - it carries our own owner token (see below).
+//!
+//! So a write releases its lease by moving the version; no delete rides in the finalize transaction (which
+//! would cost two write units of its five). A holder that decides to write nothing deletes its lease
+//! (conditioned on the owner), or it expires. A taker on an equal version waits: the holder may be at work.
+//! A holder whose lease expired and was taken over, or was freed by another writer's write, cannot overwrite
+//! a newer write: the payment's version token fences it.
+//!
+//! Taking is idempotent under lost answers: the put also succeeds over a lease with our own owner token, so
 //! the SDK's retry of a put that committed but whose answer was lost (a 500, a reset) finds its own lease and
 //! takes it, instead of blocking the payment until the lease expires. A request path holds its lease as a
 //! [`HeldLease`], which releases it on every way out (an early return, an error, a cut at the deadline) unless
-//! a write released it in its transaction.
+//! a write released it.
 
 use crate::clock;
 use crate::config::ConfigError;
 use crate::store::StoreError;
 use crate::telemetry::ErrorChain;
-use crate::PaymentId;
+use crate::{Payment, PaymentId};
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
-use aws_sdk_dynamodb::types::{AttributeValue, Delete, TransactWriteItem};
+use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 use std::time::Duration;
 
@@ -53,7 +63,13 @@ pub struct Lease {
     pub payment_id: PaymentId,
     pub owner: String,
     pub expires_at_ms: i64,
+    /// The version of the payment read before the lease was taken; a payment version above it frees it.
+    pub at_version: u64,
 }
+
+/// When a lease may be taken (see the module doc): none, expired, ours (a retried put whose answer was lost),
+/// or taken at a payment version below the one the taker read (its holder's work is written).
+const FREE: &str = "attribute_not_exists(pk) OR expires_at_ms < :now OR #owner = :owner OR at_version < :version";
 
 /// Acquires and releases leases in the payments table.
 #[derive(Debug, Clone)]
@@ -72,30 +88,34 @@ impl Leases {
         }
     }
 
-    /// Tries once. `Ok(None)` when another worker holds a live lease.
-    pub async fn acquire(&self, id: &PaymentId) -> Result<Option<Lease>, StoreError> {
+    /// Tries once to take the lease of `current`, the payment as just read. `Ok(None)` when another worker
+    /// holds a live lease taken at this version or a later one.
+    pub async fn acquire(&self, current: &Payment) -> Result<Option<Lease>, StoreError> {
         let now = clock::now_ms();
         let ttl_ms = i64::try_from(self.config.ttl.as_millis()).unwrap_or(i64::MAX);
         let lease = Lease {
-            payment_id: id.clone(),
+            payment_id: current.id.clone(),
             owner: uuid::Uuid::new_v4().to_string(),
             expires_at_ms: now.saturating_add(ttl_ms),
+            at_version: current.version,
         };
         let result = self
             .client
             .put_item()
             .table_name(&self.table)
-            .set_item(Some(crate::keys::lease(id)))
+            .set_item(Some(crate::keys::lease(&current.id)))
             .item("owner", AttributeValue::S(lease.owner.clone()))
             .item("expires_at_ms", AttributeValue::N(lease.expires_at_ms.to_string()))
             .item(
                 "expires_at",
                 AttributeValue::N(clock::ceil_secs(lease.expires_at_ms).to_string()),
             )
-            .condition_expression("attribute_not_exists(pk) OR expires_at_ms < :now OR #owner = :owner")
+            .item("at_version", AttributeValue::N(lease.at_version.to_string()))
+            .condition_expression(FREE)
             .expression_attribute_names("#owner", "owner")
             .expression_attribute_values(":now", AttributeValue::N(now.to_string()))
             .expression_attribute_values(":owner", AttributeValue::S(lease.owner.clone()))
+            .expression_attribute_values(":version", AttributeValue::N(current.version.to_string()))
             .send()
             .await;
         match result {
@@ -107,40 +127,9 @@ impl Leases {
         }
     }
 
-    /// Tries up to `attempts` times, waiting a random time up to `max_wait` between tries (bounded, jittered).
-    pub async fn acquire_waiting(
-        &self,
-        id: &PaymentId,
-        attempts: u32,
-        max_wait: Duration,
-    ) -> Result<Option<Lease>, StoreError> {
-        for attempt in 1..=attempts.max(1) {
-            if let Some(lease) = self.acquire(id).await? {
-                return Ok(Some(lease));
-            }
-            if attempt < attempts {
-                tokio::time::sleep(clock::full_jitter(max_wait)).await;
-            }
-        }
-        Ok(None)
-    }
-
     /// Releases `lease` if this worker still owns it. `Ok(false)`: someone else owns it now (ours expired).
     pub async fn release(&self, lease: &Lease) -> Result<bool, StoreError> {
         release(&self.client, &self.table, lease).await
-    }
-
-    /// The release as one item of a `TransactWriteItems`, saving a call when there is a write anyway.
-    pub(crate) fn release_in_transaction(table: &str, lease: &Lease) -> Result<TransactWriteItem, StoreError> {
-        let delete = Delete::builder()
-            .table_name(table)
-            .set_key(Some(crate::keys::lease(&lease.payment_id)))
-            .condition_expression("#owner = :owner")
-            .expression_attribute_names("#owner", "owner")
-            .expression_attribute_values(":owner", AttributeValue::S(lease.owner.clone()))
-            .build()
-            .map_err(|e| StoreError::request("build lease release", e))?;
-        Ok(TransactWriteItem::builder().delete(delete).build())
     }
 
     pub fn table(&self) -> &str {
@@ -157,8 +146,8 @@ impl Leases {
     }
 }
 
-/// A lease a request path holds. Whatever way the path ends, the lease is released: by a write's transaction
-/// ([`HeldLease::released_by_write`]), by [`HeldLease::release`], or, on any other way out (an early return
+/// A lease a request path holds. Whatever way the path ends, the lease is released: by a write
+/// ([`HeldLease::released_by_write`], the payment's version moved past the lease's), by [`HeldLease::release`], or, on any other way out (an early return
 /// with `?`, a panic unwinding, a future cut at its deadline), by a release started when it is dropped (best
 /// effort: if it cannot run, the lease expires by itself).
 #[must_use = "a held lease is released when dropped"]
@@ -174,7 +163,8 @@ impl HeldLease {
         &self.lease
     }
 
-    /// A write released the lease in its transaction (`FinalizeOutcome::lease_released`): nothing left to do.
+    /// A write released the lease by moving the payment's version (`FinalizeOutcome::lease_released`):
+    /// nothing left to do.
     pub fn released_by_write(mut self) {
         self.armed = false;
     }

@@ -19,7 +19,8 @@
 //! Open payments are found through the sparse `open-items` index (no Scan). Each one is worked on under
 //! the payment's lease, the same lease webhook intake takes, so recovery and intake never work on one payment
 //! at once: a payment whose lease is held is skipped this round ([`Reconciled::Busy`]) and found again on
-//! the next. The lease is released inside the finalize transaction when there is a write.
+//! the next. The payment is read before the lease is taken (the lease is taken at the version read, see
+//! [`crate::lease`]), and read again under it; a write frees the lease by moving the version.
 //!
 //! The PSP's answer is its status at the time of the query. What each PaymentIntent status means is in
 //! [`crate::psp::stripe`]; the decision ([`crate::decide`]) checks the PaymentIntent's id, amount and currency
@@ -352,7 +353,15 @@ impl<P: Psps> Recovery<P> {
         correlation: CorrelationId,
         open_since: &mut Option<i64>,
     ) -> Result<Reconciled, RecoveryError> {
-        let Some(lease) = self.leases.acquire(id).await? else {
+        let current = self
+            .store
+            .get(id)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(id.to_string()))?;
+        if !current.is_open() {
+            return Ok(Reconciled::NotOpen);
+        }
+        let Some(lease) = self.leases.acquire(&current).await? else {
             info!(payment_id = %id, "payment's lease is held (webhook intake at work); skipped this round");
             return Ok(Reconciled::Busy);
         };
@@ -360,7 +369,7 @@ impl<P: Psps> Recovery<P> {
         // Boxed: the reconcile's future is deep (finalize, refunds, expiry), and every caller's async state
         // machine nests it; on the heap it is one pointer in theirs (the sweeper's would pass rustc's limit).
         let done = Box::pin(self.reconcile_leased(id, held.lease(), correlation, open_since)).await;
-        // A finalize that wrote released the lease in its transaction; every other ending releases it here
+        // A finalize that wrote freed the lease (the version moved past it); every other ending releases it here
         // (and a reconciliation cut at the run's deadline, when `held` is dropped).
         if matches!(done, Ok((_, true))) {
             held.released_by_write();
@@ -370,7 +379,9 @@ impl<P: Psps> Recovery<P> {
         done.map(|(reconciled, _)| reconciled)
     }
 
-    /// [`Recovery::reconcile`]'s work once the lease is held; also says whether the lease was released.
+    /// [`Recovery::reconcile`]'s work once the lease is held, on a fresh read (the one before the lease may
+    /// predate a holder's write; the PSP is asked from what the payment is now); also says whether the lease
+    /// was released.
     async fn reconcile_leased(
         &self,
         id: &PaymentId,
@@ -624,7 +635,7 @@ impl<P: Psps> Recovery<P> {
     }
 
     /// A payment recovery asks nobody about: backed off ([`Unasked::Wait`]), or recorded failed as expired
-    /// through the finalize, which releases the lease in its write ([`Unasked::Expire`]).
+    /// through the finalize, which frees the lease with its write ([`Unasked::Expire`]).
     async fn unasked(
         &self,
         current: Payment,

@@ -9,6 +9,7 @@
 //! ```
 
 pub mod calls;
+pub mod capacity;
 pub mod faults;
 pub mod hook;
 pub mod http_stub;
@@ -26,6 +27,7 @@ pub use local_dev::aws_calls::CallRecorder;
 pub use local_dev::{dynamodb_local, table};
 
 pub use calls::CallCounter;
+pub use capacity::{CapacityMeter, Units};
 pub use faults::{Fault, FaultInjector};
 pub use hook::BeforeCall;
 pub use kill::{dying_client, KillSwitch};
@@ -97,6 +99,8 @@ pub struct Interceptors {
     pub kill: Option<KillSwitch>,
     /// Records the calls as one Lambda function's (`AWS_CALL_RECORD`).
     pub record: Option<CallRecorder>,
+    /// Adds up the capacity units DynamoDB Local reports for each call.
+    pub capacity: Option<CapacityMeter>,
 }
 
 /// A real DynamoDB client pointed at DynamoDB Local, with the same retry and timeout settings as production.
@@ -116,6 +120,9 @@ pub fn client(endpoint: &str, with: Interceptors) -> aws_sdk_dynamodb::Client {
     }
     if let Some(record) = with.record {
         config = config.interceptor(record);
+    }
+    if let Some(capacity) = with.capacity {
+        config = config.interceptor(capacity);
     }
     aws_sdk_dynamodb::Client::from_conf(config.build())
 }
@@ -235,6 +242,16 @@ impl TestContext {
             client(&dynamodb_local::endpoint(), Interceptors::default()),
             &self.table,
         )
+    }
+
+    /// Payment `id` as stored now (a consistent read; it must exist): what a lease is taken at
+    /// (`Leases::acquire` takes the payment as just read).
+    pub async fn read(&self, id: &shared::PaymentId) -> shared::Payment {
+        self.store
+            .get(id)
+            .await
+            .expect("read the payment")
+            .expect("the payment exists")
     }
 
     /// Leases on this context's table with another TTL.

@@ -1,9 +1,10 @@
-//! `POST /webhooks/{provider}`: verify, parse, map to an observation, take the payment's lease (overlapped
-//! with the read), check the event against the payment, finalize through the shared decision and write,
-//! release the lease (inside the write's transaction), answer.
+//! `POST /webhooks/{provider}`: verify, parse, map to an observation, read the payment, take its lease at the
+//! version read, check the event against the payment, finalize through the shared decision and write (which
+//! frees the lease by moving the version past it), answer.
 //!
-//! Overlapping the lease acquire with the read is safe: a read taken before the lease was ours may be stale,
-//! and then the versioned write conflicts and the decision is taken again from the item that won.
+//! The read comes first because the lease's condition needs the version (see `shared::lease`); a read
+//! stale by the time the lease is ours (a holder wrote in between) makes the versioned write conflict, and
+//! the decision is taken again from the item that won.
 //!
 //! This module holds the request's flow and its first two steps (verified, parsed); [`payment`] the two on
 //! the payment (leased or read first, applied); [`app`] what the intake is built from.
@@ -95,8 +96,8 @@ pub(crate) fn retry_later(message: &str) -> ApiError {
     ApiError::unavailable(message, 5)
 }
 
-/// The four steps of a webhook: verify the signature, parse the event, take the payment's lease with a read
-/// of the payment (a redelivery reads first, and may end there), and apply the event through the one
+/// The four steps of a webhook: verify the signature, parse the event, read the payment and take its lease
+/// at the version read (a redelivery may end at the read), and apply the event through the one
 /// finalize. A step that ends the request early (an acknowledged type, a quarantine, an unknown payment, an
 /// event already applied) answers from inside it.
 async fn intake(
@@ -122,7 +123,7 @@ async fn intake(
 }
 
 /// Steps 3 and 4, shared with the catch-up's events ([`apply_fetched`]): check the event against the
-/// endpoint, take the payment's lease with a read (a redelivery reads first, and may end there), apply.
+/// endpoint, read the payment and take its lease (a redelivery may end at the read), apply.
 async fn on_payment(
     app: &App,
     provider: &Provider,

@@ -1,12 +1,15 @@
 //! DynamoDB calls per webhook (counted by an SDK interceptor, with how many ran one after another), the
-//! capacity units they cost computed from the serialized item sizes the way AWS bills them, and item sizes.
+//! capacity units they cost as DynamoDB Local reports them (`ConsumedCapacity`) and as computed from the
+//! serialized item sizes the way AWS bills them, and item sizes; and the guard CI runs on them
+//! ([`Measured::guard`]).
 
-use integration_tests::{BeforeCall, TestContext};
+use integration_tests::{BeforeCall, CapacityMeter, Interceptors, TestContext, Units};
 use lambda_http::Request;
 use payments_core::{fixtures, PaymentId, Transition};
 use serde_json::json;
 use shared::store::item::{event_to_item, item_size_bytes, payment_to_item, Item};
 use shared::{decide, Channel, Decision, Outcome, SigningSecret};
+use std::collections::BTreeMap;
 use std::fmt::Write;
 use webhook_intake::providers::{Providers, DEFAULT_PROVIDERS};
 use webhook_intake::{process, App, IntakeSettings};
@@ -29,17 +32,21 @@ fn aged_webhook(event_id: &str, kind: &str, payment: &str, with_metadata: bool, 
     lambda_http::request::from_str(&signed.to_string()).expect("apigw event")
 }
 
-fn app(ctx: &TestContext) -> App {
+/// The intake on a client whose calls `ctx` counts and `meter` asks their `ConsumedCapacity`.
+fn app(ctx: &TestContext, meter: &CapacityMeter) -> App {
+    let client = integration_tests::client(
+        &integration_tests::dynamodb_local::endpoint(),
+        Interceptors {
+            calls: Some(ctx.calls.clone()),
+            capacity: Some(meter.clone()),
+            ..Interceptors::default()
+        },
+    );
     let secrets =
         json!({ "stripe": [crate::WEBHOOK_SECRET], "standard": ["whsec_bG9jYWwtZGV2LXN0YW5kYXJkLXNlY3JldA=="] })
             .to_string();
     let providers = Providers::from_json(DEFAULT_PROVIDERS, &secrets).expect("providers");
-    App::new(
-        ctx.client.clone(),
-        &ctx.config(),
-        providers.into(),
-        IntakeSettings::default(),
-    )
+    App::new(client, &ctx.config(), providers.into(), IntakeSettings::default())
 }
 
 /// Write units of one item of `bytes` (1 KB units); a transactional write costs twice.
@@ -47,21 +54,110 @@ fn wcu(bytes: usize, transactional: bool) -> usize {
     bytes.div_ceil(1024).max(1) * if transactional { 2 } else { 1 }
 }
 
-/// Writes the bench's DynamoDB tables: the calls each kind of webhook makes, then what the happy path costs
-/// in capacity units.
-pub async fn run(out: &mut String) {
+/// The scenarios the bill prices and the guard checks.
+pub const NEW_WEBHOOK: &str = "new webhook";
+pub const DUPLICATE: &str = "duplicate (redelivery of an applied event)";
+pub const NOT_OURS: &str = "ignored (an event not ours)";
+
+/// The most a new webhook may cost (CI fails above): 5 write units (lease put 1, payment 2, event 2) and 1 read.
+pub const NEW_WEBHOOK_MAX: Units = Units {
+    read: 1.0,
+    write: 5.0,
+    index: 0.0,
+};
+
+/// What one scenario cost, as measured.
+#[derive(Debug, Clone, Default)]
+pub struct Scenario {
+    /// Capacity units as DynamoDB Local reported them.
+    pub units: Units,
+    /// DynamoDB calls, by operation.
+    pub calls: BTreeMap<String, usize>,
+}
+
+/// The measured scenarios by name, and the new webhook's write units from the serialized sizes.
+#[derive(Debug, Default)]
+pub struct Measured {
+    pub scenarios: BTreeMap<&'static str, Scenario>,
+    pub new_webhook_wcu_from_sizes: usize,
+}
+
+impl Measured {
+    /// The CI guard: a new webhook within [`NEW_WEBHOOK_MAX`] (DynamoDB Local's figure and the one from the
+    /// serialized sizes), a redelivery of an applied event one read and nothing else. Says every breach.
+    pub fn guard(&self) -> Result<(), String> {
+        let mut breaches = Vec::new();
+        let scenario = |name: &str| self.scenarios.get(name).cloned().unwrap_or_default();
+        let new = scenario(NEW_WEBHOOK);
+        if new.units.write > NEW_WEBHOOK_MAX.write || new.units.read > NEW_WEBHOOK_MAX.read {
+            breaches.push(format!(
+                "a new webhook consumed {} WCU and {} RCU (DynamoDB Local's ConsumedCapacity); at most {} and {}",
+                new.units.write, new.units.read, NEW_WEBHOOK_MAX.write, NEW_WEBHOOK_MAX.read
+            ));
+        }
+        if self.new_webhook_wcu_from_sizes as f64 > NEW_WEBHOOK_MAX.write {
+            breaches.push(format!(
+                "a new webhook costs {} WCU from the serialized item sizes; at most {}",
+                self.new_webhook_wcu_from_sizes, NEW_WEBHOOK_MAX.write
+            ));
+        }
+        let dup = scenario(DUPLICATE);
+        let calls: usize = dup.calls.values().sum();
+        if calls != 1 || dup.calls.get("GetItem") != Some(&1) || dup.units.read > 1.0 || dup.units.write > 0.0 {
+            breaches.push(format!(
+                "a redelivery of an applied event made {:?} ({} RCU, {} WCU); one GetItem of at most 1 RCU expected",
+                dup.calls, dup.units.read, dup.units.write
+            ));
+        }
+        if breaches.is_empty() {
+            Ok(())
+        } else {
+            Err(breaches.join("\n"))
+        }
+    }
+}
+
+/// Writes the bench's DynamoDB tables: the calls and units each kind of webhook costs, then what the happy
+/// path costs in capacity units from the item sizes. Returns what it measured.
+pub async fn run(out: &mut String) -> Measured {
     let ctx = TestContext::new().await;
-    let app = app(&ctx);
-    writeln!(out, "## DynamoDB calls per webhook (counted by an SDK interceptor)\n").ok();
-    writeln!(
+    let meter = CapacityMeter::new();
+    let app = app(&ctx, &meter);
+    let mut measured = Measured::default();
+    let mut m = Meter {
+        ctx: &ctx,
+        app: &app,
+        meter: &meter,
         out,
-        "| scenario | calls | by operation | sequential |\n|---|---|---|---|"
+        measured: &mut measured,
+    };
+    writeln!(m.out, "## DynamoDB calls per webhook (counted by an SDK interceptor)\n").ok();
+    writeln!(
+        m.out,
+        "Units as DynamoDB Local reports them (`ReturnConsumedCapacity = INDEXES` on every call): the table's \
+         read and write units, and apart the global secondary indexes' (the `open-items` entry a terminal \
+         status deletes, a query of `by-psp-reference`); a conditional check that fails reports none.\n"
     )
     .ok();
-    calls_per_webhook(out, &ctx, &app).await;
-    version_conflict(out, &ctx, &app).await;
-    by_psp_reference(out, &ctx, &app).await;
-    capacity_units(out);
+    writeln!(
+        m.out,
+        "| scenario | calls | by operation | sequential | RCU | WCU | index units |\n|---|---|---|---|---|---|---|"
+    )
+    .ok();
+    calls_per_webhook(&mut m).await;
+    version_conflict(&mut m).await;
+    by_psp_reference(&mut m).await;
+    measured.new_webhook_wcu_from_sizes = capacity_units(out);
+    measured
+}
+
+/// What measuring one scenario needs: the table, the intake, the meters and where the rows and figures go.
+struct Meter<'a> {
+    ctx: &'a TestContext,
+    app: &'a App,
+    meter: &'a CapacityMeter,
+    out: &'a mut String,
+    measured: &'a mut Measured,
 }
 
 /// A new payment of 1000 in the context's table; its id.
@@ -73,49 +169,77 @@ async fn new_payment(ctx: &TestContext, id: &str) -> PaymentId {
         .id
 }
 
-/// Hands `request` to the intake with the call counter reset and writes its row: the answer, the calls, the
-/// calls by operation, and how many ran one after another. Returns the HTTP status.
-async fn measure(out: &mut String, ctx: &TestContext, app: &App, name: &str, request: Request) -> u16 {
-    ctx.calls.reset();
-    let (response, m) = process(app, request).await;
-    let ops: Vec<String> = ctx
-        .calls
-        .by_operation()
-        .iter()
-        .map(|(k, v)| format!("{k} x{v}"))
-        .collect();
+/// Hands `request` to `app` (the meter's intake, or one with a hooked store) with the counters reset and
+/// writes its row: the answer, the calls, the calls by operation, how many ran one after another, and the
+/// units; kept as scenario `keep` when given. Returns the HTTP status.
+async fn measure_with(m: &mut Meter<'_>, app: &App, name: &str, request: Request, keep: Option<&'static str>) -> u16 {
+    m.ctx.calls.reset();
+    m.meter.reset();
+    let (response, metrics) = process(app, request).await;
+    let (calls, units) = (m.ctx.calls.by_operation(), m.meter.units());
+    let ops: Vec<String> = calls.iter().map(|(k, v)| format!("{k} x{v}")).collect();
     writeln!(
-        out,
-        "| {name} ({}) | {} | {} | {} |",
-        m.result,
-        ctx.calls.calls().len(),
+        m.out,
+        "| {name} ({}) | {} | {} | {} | {} | {} | {} |",
+        metrics.result,
+        m.ctx.calls.calls().len(),
         ops.join(", "),
-        ctx.calls.sequential_depth()
+        m.ctx.calls.sequential_depth(),
+        units.read,
+        units.write,
+        units.index
     )
     .ok();
+    if let Some(key) = keep {
+        let scenario = Scenario { units, calls };
+        m.measured.scenarios.insert(key, scenario);
+    }
     response.status().as_u16()
 }
 
-/// A first delivery, the same event again at once (the lease path), and the PSP's redeliveries of an event
-/// before and after it was applied.
-async fn calls_per_webhook(out: &mut String, ctx: &TestContext, app: &App) {
-    let id = new_payment(ctx, "pay_bench_1").await;
+/// [`measure_with`] on the meter's intake.
+async fn measure(m: &mut Meter<'_>, name: &str, request: Request, keep: Option<&'static str>) -> u16 {
+    let app = m.app;
+    measure_with(m, app, name, request, keep).await
+}
+
+/// A first delivery, the same event again at once (the lease path), the PSP's redeliveries of an event
+/// before and after it was applied, and an event that is not ours.
+async fn calls_per_webhook(m: &mut Meter<'_>) {
+    let id = new_payment(m.ctx, "pay_bench_1").await;
     let happy = webhook("evt_b1", "payment_intent.succeeded", id.as_str(), true);
-    let status = measure(out, ctx, app, "happy path: first event, lease free", happy).await;
+    let status = measure(m, "happy path: first event", happy, Some(NEW_WEBHOOK)).await;
     assert_eq!(status, 200);
     let again = webhook("evt_b1", "payment_intent.succeeded", id.as_str(), true);
     let name = "the same event again at once (not a redelivery: lease path)";
-    measure(out, ctx, app, name, again).await;
+    measure(m, name, again, None).await;
 
     // Redeliveries: signed ten minutes after the event was created (the PSP's retry): read first.
-    let late = new_payment(ctx, "pay_bench_late").await;
+    let late = new_payment(m.ctx, "pay_bench_late").await;
     let redelivery = || aged_webhook("evt_b_late", "payment_intent.succeeded", late.as_str(), true, 600);
-    measure(out, ctx, app, "redelivery of an event not applied yet", redelivery()).await;
-    measure(out, ctx, app, "redelivery of an event already applied", redelivery()).await;
+    measure(m, "redelivery of an event not applied yet", redelivery(), None).await;
+    measure(
+        m,
+        "redelivery of an event already applied",
+        redelivery(),
+        Some(DUPLICATE),
+    )
+    .await;
+
+    // Another system's PaymentIntent in the same account: no marker, no payment id, no payment holds it.
+    let foreign = webhook("evt_b_foreign", "payment_intent.succeeded", "pay_not_ours", false);
+    measure(
+        m,
+        "an event not ours (no marker, reference unknown)",
+        foreign,
+        Some(NOT_OURS),
+    )
+    .await;
 }
 
 /// A sync write lands between the intake's read and its write: one version conflict.
-async fn version_conflict(out: &mut String, ctx: &TestContext, app: &App) {
+async fn version_conflict(m: &mut Meter<'_>) {
+    let (ctx, app) = (m.ctx, m.app);
     let id = new_payment(ctx, "pay_bench_2").await;
     let hook = BeforeCall::new();
     let racing = App {
@@ -130,18 +254,19 @@ async fn version_conflict(out: &mut String, ctx: &TestContext, app: &App) {
             .expect("sync write");
     });
     let request = webhook("evt_b2", "payment_intent.succeeded", id.as_str(), true);
-    let name = "a sync write lands between read and write: one version conflict";
-    measure(out, ctx, &racing, name, request).await;
+    let name =
+        "a sync write lands between read and write: one version conflict (units: its hooked store is not metered)";
+    measure_with(m, &racing, name, request, None).await;
 }
 
 /// A webhook without `metadata.payment_id`: the intake finds the payment by its PSP reference.
-async fn by_psp_reference(out: &mut String, ctx: &TestContext, app: &App) {
+async fn by_psp_reference(m: &mut Meter<'_>) {
     let mut new = fixtures::new_payment("pay_bench_3", 1000);
     new.psp_reference = Some(shared::PspReference::parse("pi_pay_bench_3").expect("ref"));
-    ctx.store.create(new).await.expect("create");
+    m.ctx.store.create(new).await.expect("create");
     let request = webhook("evt_b3", "payment_intent.succeeded", "pay_bench_3", false);
     let name = "found by PSP reference (no metadata.payment_id)";
-    measure(out, ctx, app, name, request).await;
+    measure(m, name, request, None).await;
 }
 
 /// The happy path's two transitions as the core decides them: to `requires_action` (the sync answer, with
@@ -165,8 +290,8 @@ fn happy_path() -> (Transition, Transition) {
     (*action, *captured)
 }
 
-/// The lease item's size as DynamoDB counts it (names plus values): its key, a UUID owner and two expiry
-/// numbers.
+/// The lease item's size as DynamoDB counts it (names plus values): its key, a UUID owner, two expiry
+/// numbers and the payment version it was taken at.
 fn lease_bytes() -> usize {
     "pk".len()
         + "LEASE#pay_0123456789abcdef0123456789abcdef".len()
@@ -178,18 +303,20 @@ fn lease_bytes() -> usize {
         + 8
         + "expires_at".len()
         + 6
+        + "at_version".len()
+        + 2
 }
 
 /// Capacity units of the happy path, from the serialized items: their sizes, then the units of the lease
-/// put, the read and the transaction, against the target.
-fn capacity_units(out: &mut String) {
+/// put, the read and the transaction, against the target. Returns the write units in all.
+fn capacity_units(out: &mut String) -> usize {
     let (action, captured) = happy_path();
     let payment_bytes = item_size_bytes(&payment_to_item(&captured.payment).expect("item"));
     let action_bytes = item_size_bytes(&payment_to_item(&action.payment).expect("item"));
     let event_bytes = item_size_bytes(&event_to_item(&captured.event).expect("item"));
     let lease_bytes = lease_bytes();
     let lease_put = wcu(lease_bytes, false);
-    let tx = wcu(payment_bytes.max(action_bytes), true) + wcu(event_bytes, true) + wcu(lease_bytes, true);
+    let tx = wcu(payment_bytes.max(action_bytes), true) + wcu(event_bytes, true);
     writeln!(
         out,
         "\n## Capacity units per webhook (happy path), from serialized item sizes\n"
@@ -208,17 +335,20 @@ fn capacity_units(out: &mut String) {
     writeln!(out, "- read (GetItem, strongly consistent, <= 4 KB): 1 RCU").ok();
     writeln!(
         out,
-        "- TransactWriteItems (payment put, event put, lease delete; 2 WCU per KB each): {tx} WCU"
+        "- TransactWriteItems (payment put, event put; 2 WCU per KB each; the lease is freed by the version, not deleted): {tx} WCU"
     )
     .ok();
     writeln!(out, "- index writes: `by-psp-reference` is KEYS_ONLY on `psp_reference`, written only when a payment's reference is first set (1 WCU then, 0 on every later webhook)").ok();
     writeln!(
         out,
-        "- **total per webhook: {} WCU, 1 RCU** (target: at most 7 WCU and 1 RCU, items at most 1 KB)",
-        lease_put + tx
+        "- **total per webhook: {} WCU, 1 RCU** (target, guarded in CI: at most {} WCU and {} RCU, items at most 1 KB)",
+        lease_put + tx,
+        NEW_WEBHOOK_MAX.write,
+        NEW_WEBHOOK_MAX.read
     )
     .ok();
     open_index_cost(out, &action.payment, &captured.payment);
+    lease_put + tx
 }
 
 /// The sparse `open-items` index (recovery, saga sweeper): what it costs per payment.

@@ -1,18 +1,22 @@
 //! Whole-process CPU per webhook of the release `webhook-intake` binary, run as Lambda runs it: the bench
 //! plays the Lambda runtime API, hands the process signed webhooks one at a time for payments in DynamoDB
 //! Local, and divides the CPU time the process spent (user + system, every thread, from `/proc`) by their
-//! number. Three kinds of delivery: a first delivery (lease and read side by side, then the write), a late
-//! first delivery (the PSP's retry of an event we never applied: read first, then lease and write), and a
-//! redelivery of an event already applied (one read, nothing else).
+//! number. Four kinds of delivery: a first delivery (read, lease at the version read, write), a late first
+//! delivery (the PSP's retry of an event we never applied: the same calls), a redelivery of an event already
+//! applied (one read, nothing else) and an event not ours (no marker, no payment: one index query). Each
+//! kind's median latency and the bytes the process wrote to its log (stdout: log lines and EMF metrics, what
+//! CloudWatch Logs ingests) per webhook feed the bill ([`crate::bill`]).
 
 use crate::coldinit::{rss_kb, target_dir};
 use crate::runtime_api::RuntimeApi;
 use integration_tests::TestContext;
 use payments_core::fixtures;
+use serde_json::json;
 use serde_json::Value;
 use shared::SigningSecret;
 use std::collections::BTreeMap;
 use std::fmt::Write;
+use std::path::Path;
 use std::time::{Duration, Instant};
 use webhook_signatures::samples::{apigw_event, signature_headers, stripe_event};
 use webhook_signatures::Scheme;
@@ -44,6 +48,10 @@ struct Phase {
     payments: Vec<String>,
     late_by_secs: i64,
     expect: &'static str,
+    /// Sent without `metadata` (another system's PaymentIntent: no marker, no payment id).
+    foreign: bool,
+    /// The bill's scenario this phase measures ([`crate::counts`]'s names).
+    bill: Option<&'static str>,
 }
 
 /// What one phase cost.
@@ -51,6 +59,16 @@ struct Measured {
     cpu_per_webhook: Duration,
     p50: Duration,
     answers: BTreeMap<String, usize>,
+    log_bytes_per_webhook: f64,
+}
+
+/// What the release process measured of one of the bill's scenarios.
+#[derive(Debug, Clone, Copy)]
+pub struct ProcessFigures {
+    /// The median time of one invocation, as the runtime API saw it.
+    pub p50: Duration,
+    /// Bytes written to stdout per webhook.
+    pub log_bytes: f64,
 }
 
 /// The API Gateway event of `event` signed by Stripe at `signed_at`.
@@ -84,13 +102,27 @@ fn result_of(answer: &Value) -> String {
     }
 }
 
-async fn measure(api: &mut RuntimeApi, pid: u32, phase: &Phase, secret: &SigningSecret) -> Result<Measured, BoxError> {
+/// The size of the process's log so far (0 before its first line).
+fn log_len(log: &Path) -> u64 {
+    std::fs::metadata(log).map(|m| m.len()).unwrap_or(0)
+}
+
+async fn measure(
+    api: &mut RuntimeApi,
+    pid: u32,
+    phase: &Phase,
+    secret: &SigningSecret,
+    log: &Path,
+) -> Result<Measured, BoxError> {
     let mut latencies = Vec::with_capacity(phase.payments.len());
     let mut answers = BTreeMap::new();
     let created = shared::clock::now_ms() / 1000 - phase.late_by_secs;
-    let before = cpu_seconds(pid)?;
+    let (before, log_before) = (cpu_seconds(pid)?, log_len(log));
     for id in &phase.payments {
-        let event = stripe_event(&format!("evt_{id}"), "payment_intent.succeeded", id, created);
+        let mut event = stripe_event(&format!("evt_{id}"), "payment_intent.succeeded", id, created);
+        if phase.foreign {
+            event["data"]["object"]["metadata"] = json!({});
+        }
         let webhook = signed(secret, &event, shared::clock::now_ms() / 1000)?;
         let started = Instant::now();
         let answer = api.invoke(webhook).await?;
@@ -103,6 +135,9 @@ async fn measure(api: &mut RuntimeApi, pid: u32, phase: &Phase, secret: &Signing
         *answers.entry(result).or_insert(0) += 1;
     }
     let cpu = cpu_seconds(pid)? - before;
+    // The process writes each line before it answers; a moment lets the last one reach the file.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let log_bytes = log_len(log).saturating_sub(log_before);
     if answers.get(phase.expect) != Some(&phase.payments.len()) {
         return Err(format!(
             "{}: expected {} for every webhook, got {answers:?}",
@@ -116,11 +151,13 @@ async fn measure(api: &mut RuntimeApi, pid: u32, phase: &Phase, secret: &Signing
         cpu_per_webhook: Duration::from_secs_f64(cpu / count as f64),
         p50: latencies.get(count / 2).copied().unwrap_or_default(),
         answers,
+        log_bytes_per_webhook: log_bytes as f64 / count as f64,
     })
 }
 
-/// Runs the three phases of `n` webhooks each against the release binary and writes their table.
-pub async fn run(out: &mut String, n: usize) -> Result<(), BoxError> {
+/// Runs the four phases of `n` webhooks each against the release binary and writes their table; returns
+/// the figures of the bill's scenarios.
+pub async fn run(out: &mut String, n: usize) -> Result<BTreeMap<&'static str, ProcessFigures>, BoxError> {
     let binary = release_binary()?;
     let secret = SigningSecret::parse(crate::WEBHOOK_SECRET)?;
     let ctx = TestContext::new().await;
@@ -128,6 +165,7 @@ pub async fn run(out: &mut String, n: usize) -> Result<(), BoxError> {
     let phases = phases(
         payments(&ctx, "cpu_first", n).await?,
         payments(&ctx, "cpu_late", n).await?,
+        (0..n).map(|i| format!("pay_cpu_foreign_{i}")).collect(),
     );
     let mut api = RuntimeApi::start().await?;
     let log = local_dev::service::repo_root().join(".local/bench-intake.log");
@@ -139,12 +177,19 @@ pub async fn run(out: &mut String, n: usize) -> Result<(), BoxError> {
         payments: warm,
         late_by_secs: 0,
         expect: "applied",
+        foreign: false,
+        bill: None,
     };
-    measure(&mut api, pid, &warm_up, &secret).await?;
+    measure(&mut api, pid, &warm_up, &secret, &log).await?;
     write_table_head(out, n);
+    let mut figures = BTreeMap::new();
     for phase in &phases {
-        let m = measure(&mut api, pid, phase, &secret).await?;
+        let m = measure(&mut api, pid, phase, &secret, &log).await?;
         write_row(out, phase, &m);
+        if let Some(scenario) = phase.bill {
+            let (p50, log_bytes) = (m.p50, m.log_bytes_per_webhook);
+            figures.insert(scenario, ProcessFigures { p50, log_bytes });
+        }
     }
     if let Some(kb) = rss_kb(pid, "VmHWM:") {
         writeln!(
@@ -154,7 +199,7 @@ pub async fn run(out: &mut String, n: usize) -> Result<(), BoxError> {
         )
         .ok();
     }
-    Ok(())
+    Ok(figures)
 }
 
 /// The release `webhook-intake` binary: the bench measures what Lambda runs, so it refuses a missing one
@@ -171,27 +216,49 @@ fn release_binary() -> Result<std::path::PathBuf, BoxError> {
     Ok(binary)
 }
 
-/// The three kinds of delivery measured: `first` payments' first deliveries, then `late` ones' late first
-/// deliveries and their redeliveries (the same payments, so the events are applied by then).
-fn phases(first: Vec<String>, late: Vec<String>) -> [Phase; 3] {
+/// The four kinds of delivery measured: `first` payments' first deliveries, then `late` ones' late first
+/// deliveries and their redeliveries (the same payments, so the events are applied by then), then events
+/// about `foreign` PaymentIntents no payment of ours holds.
+fn phases(first: Vec<String>, late: Vec<String>, foreign: Vec<String>) -> [Phase; 4] {
+    let phase = |name, payments, late_by_secs, expect, bill| Phase {
+        name,
+        payments,
+        late_by_secs,
+        expect,
+        foreign: false,
+        bill,
+    };
     [
+        phase(
+            "first delivery: read, lease at the version read, write",
+            first,
+            0,
+            "applied",
+            Some(crate::counts::NEW_WEBHOOK),
+        ),
+        phase(
+            "late first delivery (a PSP retry, not applied yet): read, lease, write",
+            late.clone(),
+            LATE_BY_SECS,
+            "applied",
+            None,
+        ),
+        phase(
+            "redelivery of an applied event: one read",
+            late,
+            LATE_BY_SECS,
+            "duplicate",
+            Some(crate::counts::DUPLICATE),
+        ),
         Phase {
-            name: "first delivery: lease and read side by side, then the write",
-            payments: first,
-            late_by_secs: 0,
-            expect: "applied",
-        },
-        Phase {
-            name: "late first delivery (a PSP retry, not applied yet): read, then lease and write",
-            payments: late.clone(),
-            late_by_secs: LATE_BY_SECS,
-            expect: "applied",
-        },
-        Phase {
-            name: "redelivery of an applied event: one read",
-            payments: late,
-            late_by_secs: LATE_BY_SECS,
-            expect: "duplicate",
+            foreign: true,
+            ..phase(
+                "an event not ours (no marker, no payment): one index query",
+                foreign,
+                0,
+                "ignored",
+                Some(crate::counts::NOT_OURS),
+            )
         },
     ]
 }
@@ -201,10 +268,11 @@ fn write_row(out: &mut String, phase: &Phase, m: &Measured) {
     let answers: Vec<String> = m.answers.iter().map(|(r, c)| format!("{r} {c}")).collect();
     writeln!(
         out,
-        "| {} | {:.3} ms | {:.1} ms | {} |",
+        "| {} | {:.3} ms | {:.1} ms | {:.0} | {} |",
         phase.name,
         m.cpu_per_webhook.as_secs_f64() * 1e3,
         m.p50.as_secs_f64() * 1e3,
+        m.log_bytes_per_webhook,
         answers.join(", ")
     )
     .ok();
@@ -226,7 +294,7 @@ fn write_table_head(out: &mut String, n: usize) {
     .ok();
     writeln!(
         out,
-        "| delivery | CPU per webhook | p50 latency | answers |\n|---|---|---|---|"
+        "| delivery | CPU per webhook | p50 latency | log bytes per webhook | answers |\n|---|---|---|---|---|"
     )
     .ok();
 }

@@ -1,14 +1,19 @@
 //! `bench` prints the figures issue #6 asks for and writes them to `benchmarks/RESULTS.md`:
 //! DynamoDB calls and capacity units per webhook, item sizes, latency and throughput at concurrency 1, 8
 //! and 32 and contention for K = 2..64 against the running local stack (`API`), cold init and RSS of each
-//! function, the arm64 `bootstrap` sizes, and the release intake's whole-process CPU per webhook. Run it
-//! through `scripts/bench`, which starts what it needs; `bench intake-cpu` runs only the last part and
-//! prints it (`INTAKE_CPU_WEBHOOKS`, default 1000, webhooks per kind of delivery).
+//! function, the arm64 `bootstrap` sizes, the release intake's whole-process CPU per webhook, and the bill
+//! (dollars per million webhooks at list prices, [`bill`]). Run it through `scripts/bench`, which starts
+//! what it needs; `bench intake-cpu` runs only the intake's part and prints it (`INTAKE_CPU_WEBHOOKS`,
+//! default 1000, webhooks per kind of delivery); `bench bill` the DynamoDB counts, the intake's part and the
+//! bill, without the local stack; `bench guard` (CI, `scripts/release-check`) runs only the
+//! DynamoDB counts and fails when a new webhook or a redelivery costs more than its target.
 
+mod bill;
 mod coldinit;
 mod counts;
 mod intake_process;
 mod load;
+mod prices;
 mod runtime_api;
 
 use shared::SigningSecret;
@@ -23,6 +28,26 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(1000);
+    if std::env::args().nth(1).as_deref() == Some("guard") {
+        // CI's guard (scripts/release-check): the units of a new webhook and of a redelivery, nothing else.
+        let mut out = String::new();
+        let measured = counts::run(&mut out).await;
+        print!("{out}");
+        return measured
+            .guard()
+            .map_err(|breaches| format!("cost guard failed:\n{breaches}").into());
+    }
+    if std::env::args().nth(1).as_deref() == Some("bill") {
+        // The bill's own figures only (no local stack): the counts, the release intake's, the bill.
+        let mut out = String::new();
+        let units = counts::run(&mut out).await;
+        let figures = intake_process::run(&mut out, intake_webhooks).await?;
+        bill::write(&mut out, &units, &figures);
+        print!("{out}");
+        return units
+            .guard()
+            .map_err(|breaches| format!("cost guard failed:\n{breaches}").into());
+    }
     if std::env::args().nth(1).as_deref() == Some("intake-cpu") {
         let mut out = String::new();
         intake_process::run(&mut out, intake_webhooks).await?;
@@ -38,15 +63,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let mut out = String::new();
     writeln!(out, "# Benchmark results\n").ok();
     writeln!(out, "Produced by `scripts/bench` on this machine (2 cores); the arm64 `bootstrap` column needs the cross build, `ARM64=1 scripts/bench` (or `scripts/release-check`). Latency figures mostly measure DynamoDB Local and are informational; counts, units and sizes are the ones to hold. Intake CPU per webhook: `cargo bench -p webhook-intake --bench intake_cpu` (see the end of this file).\n").ok();
-    counts::run(&mut out).await;
+    let units = counts::run(&mut out).await;
     writeln!(out).ok();
     load::latency(&mut out, &api, &secret, per_level).await?;
     load::contention(&mut out, &api, &secret).await?;
     coldinit::run(&mut out).await;
-    intake_process::run(&mut out, intake_webhooks).await?;
+    let figures = intake_process::run(&mut out, intake_webhooks).await?;
+    bill::write(&mut out, &units, &figures);
     print!("{out}");
     let path = local_dev::service::repo_root().join("benchmarks/RESULTS.md");
     std::fs::write(&path, out)?;
     eprintln!("written to {}", path.display());
-    Ok(())
+    units
+        .guard()
+        .map_err(|breaches| format!("cost guard failed:\n{breaches}").into())
 }

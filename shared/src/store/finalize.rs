@@ -1,15 +1,17 @@
 //! The finalize loop: decide, write under the version token, and on a conflict decide again from the item
 //! that won, which DynamoDB returns in the cancellation reasons (no extra read).
 //!
-//! Cost on the happy path: one read and one `TransactWriteItems`. A conditional-check conflict costs no
-//! extra read. A `TransactionConflict` (another transaction touched the item at that moment) carries no item:
+//! Cost on the happy path: one read and one `TransactWriteItems` of two puts (the payment and its event: 4
+//! write units for items up to 1 KB). The caller's lease rides in no transaction: the write moves the
+//! payment's version past the version the lease was taken at, which frees it (see [`crate::lease`]). A
+//! conditional-check conflict costs no extra read. A `TransactionConflict` (another transaction touched the item at that moment) carries no item:
 //! it is retried after a jittered pause with a fresh read. Both are bounded.
 
 use super::item::{payment_from_item, payment_to_item};
 use super::transact::{transact_write, Cancelled, TransactError};
 use super::{PaymentStore, StoreError};
 use crate::clock;
-use crate::lease::{self, Lease, Leases};
+use crate::lease::{self, Lease};
 use crate::telemetry::ErrorChain;
 use crate::{decide, Decision, DeferReason, EventKind, IgnoreReason, Observation, Payment, PaymentId, Transition};
 use aws_sdk_dynamodb::types::{AttributeValue, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem};
@@ -43,7 +45,8 @@ pub struct FinalizeOutcome {
     pub payment: Payment,
     /// Version conflicts met on the way (another path won at least once).
     pub version_conflicts: u32,
-    /// True when the caller's lease was released (inside the transaction or separately).
+    /// True when the caller's lease was released: by the write (the payment's version moved past it) or, when
+    /// nothing was written, by its delete.
     pub lease_released: bool,
     /// The observation was not about this payment (see [`crate::decide`]): why. An anomaly was recorded.
     pub refused: Option<String>,
@@ -53,8 +56,6 @@ pub struct FinalizeOutcome {
 enum WriteFailure {
     /// Another writer moved the payment; here is the item that won.
     VersionConflict(Box<Payment>),
-    /// Our lease was taken over (it expired); the payment itself did not conflict.
-    LeaseLost,
     /// Transaction conflict or throttling inside the transaction: retry after a pause, with a fresh read.
     Transient(String),
     Failed(StoreError),
@@ -82,7 +83,6 @@ impl PaymentStore {
         observation: &Observation,
         lease: Option<&Lease>,
     ) -> Result<FinalizeOutcome, StoreError> {
-        let mut lease = lease;
         let mut version_conflicts = 0;
         let mut transient: u32 = 0;
         loop {
@@ -99,15 +99,11 @@ impl PaymentStore {
                         .await
                 }
             };
-            match self.write(current.version, &transition, lease).await {
+            match self.write(current.version, &transition).await {
                 Ok(()) => return Ok(applied(*transition, observation, version_conflicts, lease.is_some())),
                 Err(WriteFailure::VersionConflict(winner)) => {
                     version_conflicts = count_version_conflict(&current, &winner, version_conflicts)?;
                     current = *winner;
-                }
-                Err(WriteFailure::LeaseLost) => {
-                    warn!(payment_id = %current.id, "lease expired and was taken over; the version token still fences the write");
-                    lease = None;
                 }
                 Err(WriteFailure::Transient(code)) => {
                     transient = transient.saturating_add(1);
@@ -154,8 +150,8 @@ impl PaymentStore {
         })
     }
 
-    /// One `TransactWriteItems`: payment under the version token, event, optional lease release.
-    async fn write(&self, expected: u64, t: &Transition, lease: Option<&Lease>) -> Result<(), WriteFailure> {
+    /// One `TransactWriteItems`: payment under the version token, and its event.
+    async fn write(&self, expected: u64, t: &Transition) -> Result<(), WriteFailure> {
         let put_payment = Put::builder()
             .table_name(&self.table)
             .set_item(Some(payment_to_item(&t.payment).map_err(WriteFailure::Failed)?))
@@ -164,16 +160,13 @@ impl PaymentStore {
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .build()
             .map_err(|e| WriteFailure::Failed(StoreError::request("build put", e)))?;
-        let mut items = vec![
+        let items = vec![
             TransactWriteItem::builder().put(put_payment).build(),
             self.event_put(&t.event).map_err(WriteFailure::Failed)?,
         ];
-        if let Some(lease) = lease {
-            items.push(Leases::release_in_transaction(&self.table, lease).map_err(WriteFailure::Failed)?);
-        }
         match transact_write(&self.client, items, "finalize write", true).await {
             Ok(()) => Ok(()),
-            Err(TransactError::Cancelled(c)) => Err(classify_cancellation(c, &t.payment.id, lease.is_some())),
+            Err(TransactError::Cancelled(c)) => Err(classify_cancellation(c, &t.payment.id)),
             Err(TransactError::InProgress) => Err(WriteFailure::Transient("TransactionInProgress".into())),
             Err(TransactError::Store(e)) => Err(WriteFailure::Failed(e)),
         }
@@ -243,18 +236,15 @@ fn count_version_conflict(current: &Payment, winner: &Payment, conflicts: u32) -
     Ok(conflicts)
 }
 
-/// Reads the cancellation reasons: item 0 is the payment, 1 the event, 2 the lease release (if any). A failed
-/// payment condition without the item means the payment `id` was deleted since it was read: not found.
-fn classify_cancellation(cancelled: Cancelled, id: &PaymentId, with_lease: bool) -> WriteFailure {
+/// Reads the cancellation reasons: item 0 is the payment, 1 the event. A failed payment condition without the
+/// item means the payment `id` was deleted since it was read: not found.
+fn classify_cancellation(cancelled: Cancelled, id: &PaymentId) -> WriteFailure {
     if cancelled.condition_failed(0) {
         return match cancelled.item(0).cloned().map(payment_from_item) {
             Some(Ok(winner)) => WriteFailure::VersionConflict(Box::new(winner)),
             Some(Err(e)) => WriteFailure::Failed(e),
             None => WriteFailure::Failed(StoreError::NotFound(id.to_string())),
         };
-    }
-    if with_lease && cancelled.condition_failed(2) {
-        return WriteFailure::LeaseLost;
     }
     match cancelled.transient() {
         Some(code) => WriteFailure::Transient(code.to_owned()),

@@ -253,8 +253,8 @@ fn event_of(ctx: &Ctx, item: &ParkedItem) -> Result<Result<PspEvent, Ended>, cra
     Ok(Ok(event))
 }
 
-/// The intake's own write: the payment's lease (waited for up to [`LEASE_WAIT`]), a fresh read, the one
-/// finalize (which decides again on the item it writes against and releases the lease in its transaction).
+/// The intake's own write: a read, the payment's lease at its version (waited for up to [`LEASE_WAIT`]), the one
+/// finalize (which decides again on the item it writes against and frees the lease with its write).
 async fn applied(
     ctx: &Ctx,
     store: &PaymentStore,

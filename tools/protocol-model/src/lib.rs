@@ -80,6 +80,7 @@
 pub mod actors;
 pub mod check;
 pub mod ids;
+pub mod lease;
 pub mod model;
 pub mod psp;
 pub mod world;

@@ -75,7 +75,12 @@ async fn the_sweeper_hands_a_payment_past_its_deadline_to_recovery() {
     );
     let payment = resumed.payment_id.as_ref().expect("payment");
     assert!(
-        w.ctx.leases.acquire(payment).await.expect("lease").is_some(),
+        w.ctx
+            .leases
+            .acquire(&w.ctx.read(payment).await)
+            .await
+            .expect("lease")
+            .is_some(),
         "recovery released the payment's lease"
     );
 }

@@ -326,7 +326,7 @@ async fn recovery_and_webhook_intake_never_work_on_one_payment_at_once() {
     let intake_lease = w
         .ctx
         .leases
-        .acquire(&payment_id)
+        .acquire(&w.ctx.read(&payment_id).await)
         .await
         .unwrap()
         .expect("intake takes the lease");
@@ -345,7 +345,7 @@ async fn recovery_and_webhook_intake_never_work_on_one_payment_at_once() {
     w.ctx.leases.release(&intake_lease).await.unwrap();
 
     // Recovery holds the lease: intake's acquisition (the one its handler makes) is refused meanwhile.
-    let intake_leases = w.ctx.leases.clone();
+    let (intake_leases, intake_store) = (w.ctx.leases.clone(), w.ctx.store.clone());
     let id = payment_id.clone();
     let refused = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let seen = refused.clone();
@@ -354,9 +354,11 @@ async fn recovery_and_webhook_intake_never_work_on_one_payment_at_once() {
         Quirky(
             w.psp(),
             Quirk::DuringRetrieve(Box::new(move || {
-                let (leases, id, seen) = (intake_leases.clone(), id.clone(), seen.clone());
+                let (leases, store, id, seen) = (intake_leases.clone(), intake_store.clone(), id.clone(), seen.clone());
                 Box::pin(async move {
-                    let lease = leases.acquire(&id).await.expect("lease call");
+                    // As the intake does: the payment read, then its lease at the version read.
+                    let current = store.get(&id).await.expect("read").expect("payment");
+                    let lease = leases.acquire(&current).await.expect("lease call");
                     seen.store(lease.is_none(), std::sync::atomic::Ordering::SeqCst);
                 })
             })),
@@ -369,9 +371,9 @@ async fn recovery_and_webhook_intake_never_work_on_one_payment_at_once() {
         refused.load(std::sync::atomic::Ordering::SeqCst),
         "intake could not take the lease during recovery"
     );
-    // Released in the finalize transaction: intake can work on the payment right after.
-    let after = w.ctx.leases.acquire(&payment_id).await.unwrap();
-    assert!(after.is_some(), "lease released with the write");
+    // Freed by the write (the version moved past the lease's): intake can work on the payment right after.
+    let after = w.ctx.leases.acquire(&w.ctx.read(&payment_id).await).await.unwrap();
+    assert!(after.is_some(), "lease freed by the write");
 }
 
 #[tokio::test]

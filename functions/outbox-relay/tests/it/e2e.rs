@@ -138,7 +138,7 @@ async fn burst(ctx: &TestContext, payments: usize) -> Vec<PaymentId> {
             .await
             .unwrap()
             .id;
-        let lease = ctx.leases.acquire(&id).await.unwrap();
+        let lease = ctx.leases.acquire(&ctx.read(&id).await).await.unwrap();
         ctx.store
             .finalize(
                 &id,

@@ -544,8 +544,15 @@ async fn webhook_and_sync_race_without_stale_secrets_or_lost_updates() {
             let (store, leases, id) = (api.ctx.store.clone(), api.ctx.leases.clone(), id.clone());
             tokio::spawn(async move {
                 tokio::time::sleep(Duration::from_micros(d2)).await;
-                let lease = leases.acquire_waiting(&id, 5, Duration::from_millis(20)).await.unwrap();
-                store.finalize(&id, &webhook_obs, lease.as_ref()).await.unwrap()
+                // The intake's sequence: a read, the lease at its version (waited for), the one finalize.
+                let current = store.get(&id).await.unwrap().expect("payment");
+                let wait = shared::apply::LeaseWait::attempts(5, Duration::from_millis(20));
+                match leases.hold_waiting(&store, current, wait).await.unwrap() {
+                    Some((lease, read)) => shared::apply::finalize_leased(&store, lease, read, &webhook_obs)
+                        .await
+                        .unwrap(),
+                    None => store.finalize(&id, &webhook_obs, None).await.unwrap(),
+                }
             })
         };
         let (sync, webhook) = (sync.await.unwrap(), webhook.await.unwrap());

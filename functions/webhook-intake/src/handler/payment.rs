@@ -1,5 +1,5 @@
-//! Steps 3 and 4 of a webhook, the ones on the payment: find it, take its lease with a read (or, for a
-//! redelivery, read first and often stop there), and apply the event through the one finalize.
+//! Steps 3 and 4 of a webhook, the ones on the payment: find it, read it (a redelivery often stops there),
+//! take its lease at the version read, and apply the event through the one finalize.
 //!
 //! Every step reads the same delivery (the intake, the endpoint, the event, its body) and counts into the
 //! same metrics: they travel together as one [`Delivery`]. The lease and the finalize under it are
@@ -34,61 +34,20 @@ pub(crate) struct Delivery<'a> {
 use std::time::Duration;
 use tracing::{info, warn, Instrument};
 
-/// Step 3: find the payment, then take its lease and read it at once (two calls side by side); the lease
-/// is held from here, released on every way out, the failed read's included.
+/// Step 3: find the payment and read it, then take its lease at the version read (the lease's condition
+/// needs that version, so the two calls follow each other); the lease is held from here, released on every
+/// way out.
 pub(super) async fn leased(d: &mut Delivery<'_>) -> Result<Next<(HeldLease, Payment)>, ApiError> {
-    if let Some(answer) = other_stage(d) {
-        return Ok(Next::Answer(answer));
-    }
-    let Some(payment_id) = locate(d.app, d.event).await? else {
-        return unknown_payment(d).await.map(Next::Answer);
+    let current = match read(d).await? {
+        Next::Go(current) => current,
+        Next::Answer(answer) => return Ok(Next::Answer(answer)),
     };
-    telemetry::record_payment(&tracing::Span::current(), payment_id.as_str());
-    let (lease, current) = tokio::join!(
-        take_lease(d, &payment_id),
-        d.app.store.get(&payment_id).instrument(telemetry::step_span("read")),
-    );
-    let Some(lease) = lease? else {
-        return Err(lease_held(d));
-    };
-    // A lease taken while the read failed is released as it drops.
-    let current = current?;
-    let Some(current) = current else {
-        release(lease).await;
-        return unknown_payment(d).await.map(Next::Answer);
-    };
-    if let Some(answer) = other_psp(d, &current) {
-        release(lease).await;
-        return Ok(Next::Answer(answer));
-    }
-    Ok(Next::Go((lease, current)))
+    take_lease(d, current).await.map(Next::Go)
 }
 
-/// Frees the payment's lease now rather than when it expires (best effort).
-async fn release(lease: HeldLease) {
-    if let Err(e) = lease.release().await {
-        warn!(error = %ErrorChain(&e), "lease release failed; it will expire");
-    }
-}
-
-/// An event from one PSP's endpoint about a payment of another PSP (invariant 13: a payment belongs to the
-/// PSP recorded at its creation): acknowledged and left alone, before anything is decided or written.
-fn other_psp(d: &mut Delivery<'_>, current: &Payment) -> Option<&'static str> {
-    let why = match d.provider.psp() {
-        Ok(psp) if psp == current.provider => return None,
-        Ok(psp) => format!("payment {} belongs to {}, not {psp}", current.id, current.provider),
-        Err(e) => format!("the endpoint names no PSP: {e}"),
-    };
-    Some(not_ours(d, &why))
-}
-
-/// Step 3 of a redelivery: most are retries of events already applied, so the payment is read first and
-/// such an event (or one the payment has moved past) is answered from that read alone: one call, no lease.
-/// Otherwise the lease is taken and the read reused; the versioned write catches a change in between.
-pub(super) async fn read_first(
-    d: &mut Delivery<'_>,
-    observation: &Observation,
-) -> Result<Next<(HeldLease, Payment)>, ApiError> {
+/// Finds the event's payment and reads it: an event of another stage, of no payment or of another PSP's
+/// payment is answered here, before any lease is taken or anything written.
+async fn read(d: &mut Delivery<'_>) -> Result<Next<Payment>, ApiError> {
     if let Some(answer) = other_stage(d) {
         return Ok(Next::Answer(answer));
     }
@@ -109,27 +68,52 @@ pub(super) async fn read_first(
     if let Some(answer) = other_psp(d, &current) {
         return Ok(Next::Answer(answer));
     }
+    Ok(Next::Go(current))
+}
+
+/// An event from one PSP's endpoint about a payment of another PSP (invariant 13: a payment belongs to the
+/// PSP recorded at its creation): acknowledged and left alone, before anything is decided or written.
+fn other_psp(d: &mut Delivery<'_>, current: &Payment) -> Option<&'static str> {
+    let why = match d.provider.psp() {
+        Ok(psp) if psp == current.provider => return None,
+        Ok(psp) => format!("payment {} belongs to {}, not {psp}", current.id, current.provider),
+        Err(e) => format!("the endpoint names no PSP: {e}"),
+    };
+    Some(not_ours(d, &why))
+}
+
+/// Step 3 of a redelivery: most are retries of events already applied, so such an event (or one the payment
+/// has moved past) is answered from the read alone: one call, no lease. Otherwise the lease is taken at the
+/// version read, as for a first delivery; the versioned write catches a change in between.
+pub(super) async fn read_first(
+    d: &mut Delivery<'_>,
+    observation: &Observation,
+) -> Result<Next<(HeldLease, Payment)>, ApiError> {
+    let current = match read(d).await? {
+        Next::Go(current) => current,
+        Next::Answer(answer) => return Ok(Next::Answer(answer)),
+    };
     // The payment's record only moves forward: an event it holds, or has moved past, stays so.
     if let Decision::Ignore(reason) = decide(&current, observation, clock::now_ms()) {
         let result = FinalizeResult::Ignored(reason);
         info!(result = ?result, conflicts = 0, psp_event_id = %d.event.id, redelivery = true, "webhook finalized");
         return answer(result).map(Next::Answer);
     }
-    let Some(lease) = take_lease(d, &current.id).await? else {
-        return Err(lease_held(d));
-    };
-    Ok(Next::Go((lease, current)))
+    take_lease(d, current).await.map(Next::Go)
 }
 
-/// The payment's lease, waited for a little (`None`: still held by another worker, see [`lease_held`]).
-async fn take_lease(d: &Delivery<'_>, payment_id: &PaymentId) -> Result<Option<HeldLease>, ApiError> {
+/// The lease of `current` (as just read), waited for a little, with the payment it was taken at; still held
+/// by another worker after the wait: a 503 (see [`lease_held`]).
+async fn take_lease(d: &mut Delivery<'_>, current: Payment) -> Result<(HeldLease, Payment), ApiError> {
     let settings = &d.app.settings;
     let wait = LeaseWait::attempts(settings.lease_attempts, settings.lease_max_wait);
-    Ok(d.app
+    let held = d
+        .app
         .leases
-        .hold_waiting(payment_id, wait)
+        .hold_waiting(&d.app.store, current, wait)
         .instrument(telemetry::step_span("lease"))
-        .await?)
+        .await?;
+    held.ok_or_else(|| lease_held(d))
 }
 
 /// The lease another worker still holds after the wait: a 503 the PSP retries.
@@ -141,7 +125,7 @@ fn lease_held(d: &mut Delivery<'_>) -> ApiError {
 }
 
 /// Step 4: check the event against the endpoint, then the one finalize, which checks it against the payment
-/// and releases the lease in its transaction; an event the payment refuses is recorded and quarantined.
+/// and frees the lease with its write; an event the payment refuses is recorded and quarantined.
 pub(super) async fn applied(
     d: &mut Delivery<'_>,
     lease: HeldLease,
@@ -160,8 +144,8 @@ pub(super) async fn applied(
     answer(outcome.result)
 }
 
-/// The one finalize under the payment's lease (`shared::apply`'s: the write's transaction releases it, a
-/// failure releases it before it is returned); a transient failure is a 503 the PSP retries.
+/// The one finalize under the payment's lease (`shared::apply`'s: the write frees it, a failure releases it
+/// before it is returned); a transient failure is a 503 the PSP retries.
 async fn finalize(
     app: &App,
     lease: HeldLease,

@@ -313,7 +313,7 @@ async fn a_parked_replay_waits_for_a_held_lease_within_its_deadline_and_then_say
     )
     .await;
     let payment = ctx.store.create(fixtures::new_payment("pay_held", 1000)).await.unwrap();
-    let held = leases.acquire(&payment.id).await.unwrap().unwrap();
+    let held = leases.acquire(&ctx.read(&payment.id).await).await.unwrap().unwrap();
     let started = std::time::Instant::now();
     let err = parked::replay(&ctl, &key, None, false).await.map(|r| format!("{r:?}"));
     let waited = started.elapsed();
@@ -344,7 +344,7 @@ async fn a_parked_replay_waits_for_a_held_lease_within_its_deadline_and_then_say
         .create(fixtures::new_payment("pay_freed", 1000))
         .await
         .unwrap();
-    let held = leases.acquire(&payment.id).await.unwrap().unwrap();
+    let held = leases.acquire(&ctx.read(&payment.id).await).await.unwrap().unwrap();
     let freeing = leases.clone();
     let freed = tokio::spawn(async move {
         tokio::time::sleep(std::time::Duration::from_secs(1)).await;

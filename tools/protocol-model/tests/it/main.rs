@@ -2,4 +2,5 @@
 //!
 //! The crate's one integration-test binary (`tests/it/main.rs`): a module per area, a test per scenario.
 
+mod lease;
 mod model;

@@ -274,7 +274,7 @@ async fn what_cannot_be_applied_now_is_accepted_parked_and_retried() {
     let ctx = TestContext::new().await;
     let app = adyen_app(&ctx, "webhook-intake");
     let id = adyen_payment(&ctx, "pay_adyen_l1", Some(PSP)).await;
-    let lease = ctx.leases.acquire(&id).await.unwrap().unwrap();
+    let lease = ctx.leases.acquire(&ctx.read(&id).await).await.unwrap().unwrap();
     let m = accepted(
         &app,
         &[item("CAPTURE", true, id.as_str(), PSP, Some(CAPTURE_REF), 1130)],
