@@ -7,7 +7,7 @@
 //! | the sweeper ([`sweep`], [`look`]) | `functions/checkout-saga/src/sweeper.rs`: the shard's oldest due saga, one a run; a set-aside saga on its schedule (`after_resume`, `set_aside_due`) |
 //! | time ([`late`], [`act_on_deadline`]) | a state's deadline passes (`saga::deadline`): `Runner::step_or_deadline` gives a charge or a payment creation up, `Runner::waiting` escalates a wait once, and the sweeper's `Runner::act_on_deadline` does either for a saga deferred by the PSP |
 //! | the PSP's faults ([`dispute`], [`key_rejected`], [`key_fixed`], [`deploy`], [`breaker_closes`]) | a cardholder's dispute, a rejected API key and its fix, a deploy that changes the charge request, the breaker's cool-down and probe |
-//! | webhook intake ([`intake`]) | `functions/webhook-intake/src/handler.rs`: `intake`'s steps `leased` (lease + read) and `applied` (finalize, releasing the lease) |
+//! | webhook intake ([`intake`]) | `functions/webhook-intake/src/handler.rs`: `intake`'s steps `leased` (read, then the lease at the version read) and `applied` (finalize: its new version frees the lease) |
 //! | recovery ([`RecoveryPc`], [`recovery_ask`], [`recovery_finalize`]) | `shared/src/recovery.rs`: `Recovery::reconcile` / `reconcile_leased` (lease, read, the core's `recovery_step` choosing what to ask, `give_back` when a refund is due, PSP status query, finalize) |
 //! | customer ([`CustomerPc`]) | completes the 3-D Secure challenge at the PSP with the secret our client view gave; `POST /checkouts/{order}/cancel` (`functions/checkout-saga/src/api.rs`: `orders::cancel`, then `Runner::cancel_by_customer`) |
 //! | order projection ([`relay`]) | the outbox relay and `functions/order-projection`: the projection catches up with the payment (best effort) |
@@ -880,8 +880,9 @@ pub enum Delivery {
 }
 
 /// Webhook intake handles webhook `k` (`leased` and `applied`, steps 3 and 4 of `intake`): takes the payment's lease (held: a 5xx,
-/// the webhook stays queued and nothing changes), finalizes, releasing the lease in the transaction. A
-/// deferred decision is a 5xx too. Lease, read and finalize are one step: the read is joined with the lease
+/// the webhook stays queued and nothing changes), finalizes; the write frees the lease by moving the payment's
+/// version (`shared/src/lease.rs`; that rule has its own model, [`crate::lease`]). A deferred decision is a 5xx
+/// too. Lease, read and finalize are one step: the read is joined with the lease
 /// in the code, the finalize decides again on a version conflict, and nobody else takes the lease
 /// meanwhile, so no other step can fall between them with a different outcome; a crash between them is
 /// [`Delivery::Crashed`].
@@ -977,7 +978,7 @@ fn recovery_observation(view: &IntentView, at: u8) -> Option<Observation> {
     Some(observation)
 }
 
-/// Recovery, step 2: finalize the PSP's answer under the lease (released in the transaction).
+/// Recovery, step 2: finalize the PSP's answer under the lease (freed by the write's new version).
 pub fn recovery_finalize(w: &World) -> Option<World> {
     let RecoveryPc::Asked(id, view, at) = &w.recovery else {
         return None;
