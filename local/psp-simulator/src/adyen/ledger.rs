@@ -406,13 +406,14 @@ impl AdyenLedger {
 }
 
 /// The `RedirectShopper` answer: the simulated issuer approves at once and sends the shopper back to
-/// `returnUrl` with the `redirectResult` that `/payments/details` takes.
+/// `returnUrl` with the `redirectResult` that `/payments/details` takes. Without `pspReference`, as Adyen
+/// answers a payment waiting for the shopper (`RedirectShopper`, `IdentifyShopper`, `ChallengeShopper`: "you
+/// will get this value in the /payments/details response"); the `AUTHORISATION` notification carries it too.
 fn redirect(payment: &Payment, return_url: &str, token: &str) -> Answer {
     let separator = if return_url.contains('?') { '&' } else { '?' };
     Answer {
         status: 200,
         body: json!({
-            "pspReference": payment.psp_reference,
             "resultCode": "RedirectShopper",
             "merchantReference": payment.reference,
             "action": {
