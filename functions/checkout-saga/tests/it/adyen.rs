@@ -13,7 +13,7 @@ use psp_simulator::adyen::notify::{self, Endpoint};
 use psp_simulator::adyen::{self as sim_adyen, AdyenSimulator};
 use psp_simulator::delivery::DeliveryOptions;
 use serde_json::{json, Value};
-use shared::psp::adyen::{AdyenClient, AdyenPayment, AdyenSettings};
+use shared::psp::adyen::{merchant_reference, AdyenClient, AdyenPayment, AdyenSettings};
 use shared::psp::set::{guarded, ADYEN_BREAKER};
 use shared::psp::{ChargeRequest, GuardedAdyen, PspSet, StripeClient};
 use shared::retry::Backoff;
@@ -188,7 +188,7 @@ async fn an_adyen_checkout_is_authorised_captured_and_completed() {
     assert_eq!(a.w.stock().await, STOCK - 2);
     assert_eq!(
         (
-            a.notified("AUTHORISATION", payment.id.as_str()),
+            a.notified("AUTHORISATION", &merchant_reference(&payment.id)),
             a.notified("CAPTURE", reference.as_str())
         ),
         (1, 1),
@@ -253,7 +253,7 @@ async fn one_deployment_charges_each_checkout_through_the_psp_its_request_names(
         let payment = a.payment(&pending).await;
         assert_eq!(payment.provider, provider, "{order}: the payment records its PSP");
         let at_stripe = a.w.sim.ledger.intents_for(payment.id.as_str()).len();
-        let at_adyen = a.notified("AUTHORISATION", payment.id.as_str());
+        let at_adyen = a.notified("AUTHORISATION", &merchant_reference(&payment.id));
         let expected = if provider == PspName::Stripe { (1, 0) } else { (0, 1) };
         assert_eq!((at_stripe, at_adyen), expected, "{order}: charged at its PSP only");
         a.notify().await;
@@ -335,7 +335,7 @@ async fn a_charge_answered_5xx_is_sent_again_with_its_key_and_replayed_by_adyen(
         "the first authorisation, replayed"
     );
     assert_eq!(
-        a.notified("AUTHORISATION", payment.id.as_str()),
+        a.notified("AUTHORISATION", &merchant_reference(&payment.id)),
         1,
         "authorised once at Adyen"
     );
@@ -528,7 +528,7 @@ async fn a_checkout_cancelled_during_its_challenge_is_cancelled_by_our_reference
     assert_eq!(a.w.stock().await, STOCK, "the reservation released");
     runner.resume(&order).await.expect("resume");
     assert_eq!(
-        a.notified("TECHNICAL_CANCEL", payment.id.as_str()),
+        a.notified("TECHNICAL_CANCEL", &merchant_reference(&payment.id)),
         1,
         "cancelled once, by our reference"
     );
@@ -564,7 +564,7 @@ async fn a_charge_unanswered_past_its_deadline_is_cancelled_by_our_reference_and
     assert_eq!(a.w.stock().await, STOCK, "the reservation released");
     assert_eq!(
         (
-            a.notified("TECHNICAL_CANCEL", payment.id.as_str()),
+            a.notified("TECHNICAL_CANCEL", &merchant_reference(&payment.id)),
             a.notified("CANCELLATION", reference.as_str()),
             a.notified("CAPTURE", reference.as_str())
         ),

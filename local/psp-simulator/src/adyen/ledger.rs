@@ -201,9 +201,24 @@ impl AdyenLedger {
         })
     }
 
-    /// The latest payment whose merchant `reference` (ours: the payment id) is `reference`, as it stands.
+    /// The latest payment whose merchant `reference` is `reference`, or (an admin read, not Adyen's rule)
+    /// whose reference is `reference` with a stage (ours: `<payment id>@<stage>`), as it stands.
     pub fn view_by_reference(&self, reference: &str) -> Option<PaymentView> {
-        let psp = self.lock().by_reference.get(reference).cloned()?;
+        let psp = {
+            let state = self.lock();
+            let staged = |key: &String| key.rsplit_once('@').is_some_and(|(id, _)| id == reference);
+            state
+                .by_reference
+                .get(reference)
+                .or_else(|| {
+                    state
+                        .by_reference
+                        .iter()
+                        .find(|(key, _)| staged(key))
+                        .map(|(_, psp)| psp)
+                })
+                .cloned()?
+        };
         self.view(&psp)
     }
 

@@ -103,8 +103,8 @@ async fn a_card_is_authorised_then_captured_and_refunded_each_notified_under_its
     assert_eq!((paid.result_code, paid.action.as_ref()), (ResultCode::Authorised, None));
     assert_eq!(
         paid.merchant_reference.as_deref(),
-        Some("pay_adyen_1"),
-        "our payment id is Adyen's reference"
+        Some(format!("pay_adyen_1@{}", shared::metrics::stage()).as_str()),
+        "our payment id and stage are Adyen's reference"
     );
     let psp = paid.psp_reference.expect("pspReference");
     let capture = c
@@ -315,7 +315,10 @@ async fn a_payment_is_cancelled_by_our_reference_and_the_key_is_never_shown() {
     let cancel = c.cancel_by_reference("k11:cancel", &o.payment).await.expect("cancel");
     assert_eq!(
         (cancel.status, cancel.payment_reference.as_deref()),
-        (ModificationStatus::Received, Some("pay_adyen_11"))
+        (
+            ModificationStatus::Received,
+            Some(format!("pay_adyen_11@{}", shared::metrics::stage()).as_str())
+        )
     );
     let last = s.notified().pop().expect("notified");
     assert_eq!(
