@@ -14,7 +14,9 @@
 //! ended there by reference (a reversal, or a cancel by our id; [`RecoveryStep::EndAtPsp`], counted
 //! `EndRequested`) whose notification records the end; one never notified expires here a day later. A
 //! reconcile that fails is backed off like one that learned nothing, also when it failed before
-//! the payment was read, so no payment is asked about every run forever.
+//! the payment was read, so no payment is asked about every run forever. A deferral (the PSP's breaker open,
+//! its key refused) stops only that PSP's calls in the run: its payment backs off, later payments of that PSP
+//! are not asked (counted deferred, backed off), and the other PSPs' payments are reconciled.
 //!
 //! Open payments are found through the sparse `open-items` index (no Scan). Each one is worked on under
 //! the payment's lease, the same lease webhook intake takes, so recovery and intake never work on one payment
@@ -56,7 +58,7 @@ use crate::store::{FinalizeOutcome, FinalizeResult, PaymentStore, StoreError};
 use crate::telemetry::ErrorChain;
 use crate::{
     Channel, Claims, Config, ConfigError, CorrelationId, Currency, Env, GiveBack, Observation, Outcome, Payment,
-    PaymentId, PspReference, RefundEntry, RefundReport, RefundStatus,
+    PaymentId, PspName, PspReference, RefundEntry, RefundReport, RefundStatus,
 };
 use payments_core::recovery::{
     after_read, canceled_expiry, expiry, recovery_step, unanswered, AfterRead, NothingToAsk, RecoveryStep, Unasked,
@@ -94,7 +96,8 @@ pub enum Reconciled {
     /// The PSP's answer was not about this payment (another PaymentIntent, amount or currency): an anomaly
     /// was recorded, nothing applied.
     Refused,
-    /// The PSP circuit breaker is open: not asked this round.
+    /// The payment's PSP is deferred (its circuit breaker open, its key refused), now or earlier in the run:
+    /// not asked this round, and backed off; the run goes on with the other PSPs' payments.
     Deferred,
     /// Past the age at a PSP without a status read (Adyen): its end (a cancel or reversal) was requested; the
     /// PSP's notification records it (backed off meanwhile).
@@ -301,9 +304,10 @@ impl<P: Psps> Recovery<P> {
             key.strip_prefix(crate::keys::PAYMENT_PK_PREFIX)
                 .and_then(|id| PaymentId::parse(id).ok())
         });
+        let mut seen = Seen::default();
         for id in ids {
             report.found = report.found.saturating_add(1);
-            match self.reconcile_due(&id, deadline, &mut report).await {
+            match self.reconcile_due(&id, deadline, &mut report, &mut seen).await {
                 Turn::Next => {}
                 Turn::Stop => break,
             }
@@ -311,47 +315,56 @@ impl<P: Psps> Recovery<P> {
         Ok(report)
     }
 
-    /// One due payment of [`Recovery::run`], counted in `report`: whether the run goes on.
-    async fn reconcile_due(&self, id: &PaymentId, deadline: tokio::time::Instant, report: &mut RecoveryReport) -> Turn {
+    /// One due payment of [`Recovery::run`], counted in `report`: whether the run goes on. `seen` carries
+    /// the PSPs a deferral stopped in this run across payments.
+    async fn reconcile_due(
+        &self,
+        id: &PaymentId,
+        deadline: tokio::time::Instant,
+        report: &mut RecoveryReport,
+        seen: &mut Seen,
+    ) -> Turn {
         let correlation = CorrelationId::derived("recovery", &uuid::Uuid::new_v4().to_string());
-        let mut open_since = None;
-        let reconciled = tokio::time::timeout_at(deadline, self.reconcile_seen(id, correlation, &mut open_since)).await;
-        report.saw_open(open_since, clock::now_ms());
+        seen.open_since = None;
+        seen.provider = None;
+        let reconciled = tokio::time::timeout_at(deadline, self.reconcile_seen(id, correlation, seen)).await;
+        report.saw_open(seen.open_since, clock::now_ms());
         let Ok(reconciled) = reconciled else {
             report.left = report.left.saturating_add(1);
             return Turn::Stop;
         };
-        // The PSP is down: asking about the rest now would only add load; the next run does.
-        let turn = match reconciled {
-            Ok(Reconciled::Deferred) => Turn::Stop,
-            _ => Turn::Next,
-        };
-        // A failure (the PSP's, the store's) is not retried every run: due again after its back-off, also
-        // when it failed before the payment was read (an item no release can read would else be the first of
-        // its shard on every run).
-        if reconciled.is_err() {
-            match open_since {
+        // Its PSP is down (breaker open, key refused): that PSP is not called again in this run, and the
+        // payment backs off so it does not sit first in its shard; the other PSPs' payments go on.
+        if let (Ok(Reconciled::Deferred), Some(provider)) = (&reconciled, &seen.provider) {
+            seen.deferred.insert(provider.clone());
+        }
+        // A failure (the PSP's, the store's) or a deferral is not retried every run: due again after its
+        // back-off, also when it failed before the payment was read (an item no release can read would else
+        // be the first of its shard on every run).
+        if matches!(reconciled, Err(_) | Ok(Reconciled::Deferred)) {
+            match seen.open_since {
                 Some(created_at_ms) => self.back_off(id, created_at_ms).await,
                 None => self.back_off_unread(id).await,
             }
         }
         report.count(id, reconciled);
-        turn
+        Turn::Next
     }
 
     /// Asks the PSP about one payment and applies the answer, under the payment's lease. A failed payment
     /// whose money the PSP took anyway gets it back first ([`Recovery::give_back`]).
     pub async fn reconcile(&self, id: &PaymentId, correlation: CorrelationId) -> Result<Reconciled, RecoveryError> {
-        self.reconcile_seen(id, correlation, &mut None).await
+        self.reconcile_seen(id, correlation, &mut Seen::default()).await
     }
 
-    /// [`Recovery::reconcile`], which also sets `open_since` to the payment's creation time when it read the
-    /// payment and left it open (for `OldestOpenPaymentAgeSeconds`), also when it then fails or is cut.
+    /// [`Recovery::reconcile`], which also sets `seen`'s `open_since` to the payment's creation time when it
+    /// read the payment and left it open (for `OldestOpenPaymentAgeSeconds`), also when it then fails or is
+    /// cut, and its `provider`; a payment of a PSP in `seen.deferred` is not asked (deferred).
     async fn reconcile_seen(
         &self,
         id: &PaymentId,
         correlation: CorrelationId,
-        open_since: &mut Option<i64>,
+        seen: &mut Seen,
     ) -> Result<Reconciled, RecoveryError> {
         let current = self
             .store
@@ -368,7 +381,7 @@ impl<P: Psps> Recovery<P> {
         let held = self.leases.hold(lease);
         // Boxed: the reconcile's future is deep (finalize, refunds, expiry), and every caller's async state
         // machine nests it; on the heap it is one pointer in theirs (the sweeper's would pass rustc's limit).
-        let done = Box::pin(self.reconcile_leased(id, held.lease(), correlation, open_since)).await;
+        let done = Box::pin(self.reconcile_leased(id, held.lease(), correlation, seen)).await;
         // A finalize that wrote freed the lease (the version moved past it); every other ending releases it here
         // (and a reconciliation cut at the run's deadline, when `held` is dropped).
         if matches!(done, Ok((_, true))) {
@@ -387,7 +400,7 @@ impl<P: Psps> Recovery<P> {
         id: &PaymentId,
         lease: &Lease,
         correlation: CorrelationId,
-        open_since: &mut Option<i64>,
+        seen: &mut Seen,
     ) -> Result<(Reconciled, bool), RecoveryError> {
         let current = self
             .store
@@ -397,7 +410,12 @@ impl<P: Psps> Recovery<P> {
         if !current.is_open() {
             return Ok((Reconciled::NotOpen, false));
         }
-        *open_since = Some(current.created_at_ms);
+        seen.open_since = Some(current.created_at_ms);
+        seen.provider = Some(current.provider.clone());
+        if seen.deferred.contains(&current.provider) {
+            return Ok((Reconciled::Deferred, false));
+        }
+        let open_since = &mut seen.open_since;
         // Only the payment's own PSP, through the client recovery holds of it (invariant 13).
         let route = self.psp.route(&current.provider);
         let client = match route {
@@ -829,6 +847,17 @@ enum Read {
     Asked,
     /// Answered by recovery's cancel of an expired payment.
     Canceled,
+}
+
+/// What a run learnt of the payment it reconciles now, and the PSPs it stopped calling.
+#[derive(Debug, Default)]
+struct Seen {
+    /// The payment's creation time, when it was read and left open.
+    open_since: Option<i64>,
+    /// The payment's PSP, once read.
+    provider: Option<PspName>,
+    /// The PSPs a deferral (breaker open, key refused) stopped in this run: their payments are not asked.
+    deferred: std::collections::HashSet<PspName>,
 }
 
 /// Whether a run goes on after a payment.

@@ -26,7 +26,7 @@ use shared::http::{self, ApiError};
 use shared::psp::set::PspRoute;
 use shared::psp::Psps;
 use shared::router::{RouteTableError, Router};
-use shared::saga::{Checkout, SagaEvent, SagaRecord};
+use shared::saga::{Checkout, InconsistentSaga, SagaEvent, SagaRecord, SagaStoreError};
 use shared::telemetry::ErrorChain;
 use shared::{text, Currency, Money, OrderId, Sku};
 use std::sync::LazyLock;
@@ -283,7 +283,10 @@ pub async fn handle<P: Psps>(runner: &Runner<P>, req: Request) -> Result<Respons
 }
 
 async fn get<P: Psps>(runner: &Runner<P>, id: &OrderId) -> Result<Response<Body>, ApiError> {
-    let saga = runner.sagas.load(id).await.map_err(internal)?;
+    let saga = match runner.sagas.load(id).await {
+        Err(SagaStoreError::Inconsistent(e)) => return Err(needs_operator(runner, id, e).await),
+        loaded => loaded.map_err(internal)?,
+    };
     let saga = saga.ok_or_else(|| ApiError::not_found(format!("no checkout for order {id}")))?;
     Ok(http::json(StatusCode::OK, &SagaView::from(saga.record())))
 }
@@ -341,6 +344,7 @@ async fn details<P: Psps>(runner: &Runner<P>, req: &Request, id: &OrderId) -> Re
     match run {
         Ok(Some(record)) => Ok(http::json(StatusCode::OK, &SagaView::from(&record))),
         Ok(None) => Err(ApiError::not_found(format!("no checkout for order {id}"))),
+        Err(RunError::Saga(SagaStoreError::Inconsistent(e))) => Err(needs_operator(runner, id, e).await),
         Err(e) => {
             warn!(order_id = %id, error = %ErrorChain(&e), "challenge details not applied now");
             Err(run_failed(e))
@@ -383,6 +387,7 @@ async fn start<P: Psps>(runner: &Runner<P>, req: &Request) -> Result<Response<Bo
         .unwrap_or(Err(RunError::OutOfTime));
     match run {
         Ok(record) => Ok(http::json(StatusCode::ACCEPTED, &SagaView::from(&record))),
+        Err(RunError::Saga(SagaStoreError::Inconsistent(e))) => Err(needs_operator(runner, &order_id, e).await),
         Err(e) => {
             // Accepted sagas are never lost: answer their state; the sweeper continues them.
             if let Ok(Some(saga)) = runner.sagas.load(&order_id).await {
@@ -414,14 +419,30 @@ fn run_deadline(req: &Request) -> Instant {
 /// answered everywhere, anything else a 503 to retry in a second (the request's and the challenge's alike).
 fn run_failed(e: RunError) -> ApiError {
     match e {
-        RunError::Store(s) | RunError::Saga(shared::saga::SagaStoreError::Store(s)) => s.into(),
+        RunError::Store(s) | RunError::Saga(SagaStoreError::Store(s)) => s.into(),
         e => ApiError::unavailable(e.to_string(), 1),
     }
 }
 
-fn internal(e: shared::saga::SagaStoreError) -> ApiError {
+/// A stored saga that fails its consistency check: no retry can help, so it is reported for an operator
+/// (logged, counted and sent to the escalation queue, as the sweeper reports one it cannot process;
+/// `paymentsctl timeline` shows why it does not load) and answered as what it is, not a bare 500 or a 503 to
+/// retry.
+async fn needs_operator<P: Psps>(runner: &Runner<P>, id: &OrderId, e: InconsistentSaga) -> ApiError {
+    let reason = e.reason;
+    runner
+        .escalate_unprocessable(id, &RunError::Saga(SagaStoreError::Inconsistent(e)))
+        .await;
+    ApiError::new(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "checkout_needs_operator",
+        format!("checkout {id} cannot be run as stored ({reason}); an operator was told (paymentsctl timeline {id})"),
+    )
+}
+
+fn internal(e: SagaStoreError) -> ApiError {
     match e {
-        shared::saga::SagaStoreError::Store(s) => s.into(),
+        SagaStoreError::Store(s) => s.into(),
         other => ApiError::internal(other.to_string()),
     }
 }
@@ -465,7 +486,7 @@ mod tests {
             run_failed(RunError::OutOfTime),
             run_failed(RunError::Invalid("saga order-1 vanished".into())),
             run_failed(RunError::Store(missing())),
-            run_failed(RunError::Saga(shared::saga::SagaStoreError::Store(missing()))),
+            run_failed(RunError::Saga(SagaStoreError::Store(missing()))),
         ]
         .map(|e| e.status);
         assert_eq!(

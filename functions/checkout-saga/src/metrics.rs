@@ -122,7 +122,7 @@ mod tests {
             .payment_created(PaymentId::parse("pay_1").unwrap(), 2)
             .0
             .payment_requested(None, false, 2);
-        let (s, _) = s.payment_captured(3);
+        let (s, _) = s.payment_captured(shared::PspReference::parse("pi_1").unwrap(), 3);
         if fail {
             let (s, _) = s.confirmation_failed("cancelled".into(), 4);
             let (s, _) = s.refunded(2500, 5);

@@ -15,9 +15,11 @@
 //! invocation's deadline is near. A pass cut by the page bound saves where it stopped (its upper bound and
 //! the oldest event read) and the next run goes on from there, older, so a backlog of any size is read in
 //! bounded runs (across runs a backlog is applied newest part first: the decision takes events in any
-//! order, as it takes reordered webhooks). A run that does not handle every event it read (an event the
-//! intake would answer 503: its payment's lease held, its payment not written yet, storage down; or the
-//! deadline) saves nothing: the next run reads the same events again, and those applied now are duplicates.
+//! order, as it takes reordered webhooks). An event the intake would answer 503 (its payment's lease held,
+//! its payment not written yet, storage down) does not stop the run: the later events are applied, and a
+//! complete pass saves its place before the oldest deferred event (its `created`), so the next run reads it
+//! again (the events after it are duplicates then); a pass cut by its bound with a deferred event, or a run
+//! cut by its deadline, saves nothing: the next run reads the same events again.
 //!
 //! **Adyen's parked items.** Each run then retries the Adyen items the intake accepted but could not apply
 //! yet (`crate::adyen::retry`): Adyen has no events API to catch up from, so what its webhooks bring is kept
@@ -167,7 +169,8 @@ pub struct CatchUpReport {
     pub applied: u32,
     /// Already applied (by their webhook), stale, ignored, quarantined or parked: the intake's other answers.
     pub unchanged: u32,
-    /// The intake would answer 503 (lease held, payment not written yet, storage down): the run stopped here.
+    /// The intake would answer 503 (lease held, payment not written yet, storage down): left to a later run,
+    /// the run went on with the next events.
     pub deferred: u32,
     /// The pass read its last page: the cursor moved to its upper bound.
     pub pass_complete: bool,
@@ -280,25 +283,23 @@ impl CatchUp {
         };
         let mut report = CatchUpReport::default();
         let read = self.read(stripe, lower, upper, resume, deadline, &mut report).await?;
-        // Oldest first, as the webhooks were sent.
+        // Oldest first, as the webhooks were sent. One the intake would answer 503 does not stop the run:
+        // the later events (other payments') are applied now, and the cursor stops before the oldest deferred.
+        let mut deferred_from: Option<i64> = None;
         for event in read.events.iter().rev() {
-            if left(deadline) < MIN_EVENT_TIME || !self.apply(&stripe.provider, event, &mut report).await? {
+            if left(deadline) < MIN_EVENT_TIME {
                 // Not all handled: the cursor stays, and the next run reads this part again (what was
                 // applied now is a duplicate then).
                 return Ok(report);
             }
+            if !self.apply(&stripe.provider, event, &mut report).await? {
+                let created = event.get("created").and_then(serde_json::Value::as_i64);
+                let at = created.unwrap_or(start.created_gte);
+                deferred_from = Some(deferred_from.map_or(at, |d| d.min(at)));
+            }
         }
-        let next = Cursor {
-            created_gte: if report.pass_complete { upper } else { start.created_gte },
-            pass: match (
-                report.pass_complete,
-                read.oldest_id
-                    .or_else(|| start.pass.as_ref().map(|p| p.starting_after.clone())),
-            ) {
-                (false, Some(starting_after)) => Some(Pass { upper, starting_after }),
-                _ => None,
-            },
-            version: read_version,
+        let Some(next) = next_cursor(&start, read, &report, upper, deferred_from) else {
+            return Ok(report);
         };
         if next.created_gte != start.created_gte || next.pass != start.pass || read_version == 0 {
             report.cursor_lost = !stripe.cursor.save(&next, read_version).await?;
@@ -346,8 +347,8 @@ impl CatchUp {
         Ok(read)
     }
 
-    /// One event through the intake's steps; `false` when the run must stop at it (the intake would answer
-    /// 503: a later run retries it).
+    /// One event through the intake's steps; `false` when it is deferred (the intake would answer 503: a later
+    /// run reads it again).
     async fn apply(
         &self,
         provider: &Provider,
@@ -373,7 +374,7 @@ impl CatchUp {
             }
             Err(e) if e.status.as_u16() == 503 => {
                 report.deferred = report.deferred.saturating_add(1);
-                info!(psp_event_id = %id, reason = %e.message, "catch-up stops at an event to retry later");
+                info!(psp_event_id = %id, reason = %e.message, "catch-up defers an event to a later run");
                 Ok(false)
             }
             Err(e) => Err(CatchUpError::Event {
@@ -381,6 +382,40 @@ impl CatchUp {
                 message: e.message,
             }),
         }
+    }
+}
+
+/// Where the next run starts after a run that handled every event it read, but those the intake deferred, the
+/// oldest of them created at `deferred_from`: a complete pass moves to its upper bound, or, with a deferred
+/// event, to that event's `created` (read again, with what follows, by the next run: duplicates but for it);
+/// a pass cut by its bound moves on from the oldest event read. `None`: nothing to save (a pass cut by its
+/// bound with a deferred event is read again whole by the next run, its events then duplicates).
+fn next_cursor(
+    start: &Cursor,
+    read: Read,
+    report: &CatchUpReport,
+    upper: i64,
+    deferred_from: Option<i64>,
+) -> Option<Cursor> {
+    match (report.pass_complete, deferred_from) {
+        (true, Some(created)) => Some(Cursor {
+            created_gte: created,
+            pass: None,
+            version: start.version,
+        }),
+        (false, Some(_)) => None,
+        (complete, None) => Some(Cursor {
+            created_gte: if complete { upper } else { start.created_gte },
+            pass: match (
+                complete,
+                read.oldest_id
+                    .or_else(|| start.pass.as_ref().map(|p| p.starting_after.clone())),
+            ) {
+                (false, Some(starting_after)) => Some(Pass { upper, starting_after }),
+                _ => None,
+            },
+            version: start.version,
+        }),
     }
 }
 

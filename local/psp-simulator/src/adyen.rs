@@ -4,7 +4,7 @@
 //!
 //! | route | does |
 //! |---|---|
-//! | `POST /v71/payments` | authorise (`amount`, `merchantAccount`, `reference`, `paymentMethod`, `returnUrl`): `Authorised`, `Refused` with `refusalReason`, or `RedirectShopper` with an `action` ([`cards`] picks) |
+//! | `POST /v71/payments` | authorise (`amount`, `merchantAccount`, `reference`, `paymentMethod`, `returnUrl`): `Authorised`, `Refused` with `refusalReason`, or `RedirectShopper` with an `action` and no `pspReference` (it comes with `/payments/details`; [`cards`] picks) |
 //! | `POST /v71/payments/details` | `details.redirectResult` from the redirect: the challenged payment is decided |
 //! | `POST /v71/payments/{pspReference}/captures`, `/refunds` | `amount`, `merchantAccount`: 201 `received`; `CAPTURE` (and `CAPTURE_FAILED`), `REFUND` (and `REFUND_FAILED`) notified |
 //! | `POST /v71/payments/{pspReference}/cancels`, `/reversals` | `merchantAccount`: 201 `received`; `CANCELLATION`, `CANCEL_OR_REFUND` notified |

@@ -3,7 +3,8 @@
 //! protocol model calls these same functions, so what it checks is what runs.
 //!
 //! **What counts.** The breaker is about the PSP, not about one request. A failure is one *attempt* that got
-//! no answer (timeout, connection, an answer cut off) or a 429/5xx, counted when it happens: a PSP that hangs
+//! no answer (timeout, connection, an answer cut off) or a 5xx (and Adyen's 429; Stripe's 429 is throttling,
+//! retried but not counted), counted when it happens: a PSP that hangs
 //! costs one request timeout per attempt, and counting only whole calls (three attempts and their pauses)
 //! would let a hanging PSP stay under any window. An answer the PSP replays for an idempotency key (Stripe
 //! keeps a 500 for the key for 24 hours) says nothing about the PSP now and does not count; and one request
@@ -48,7 +49,8 @@ impl BreakerRule {
 /// How one failed attempt of a PSP call ended, as the breaker sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Attempt {
-    /// No answer (timeout, connection, cut off), or a fresh 429/5xx: the PSP is failing now. Counts.
+    /// No answer (timeout, connection, cut off), or a fresh 5xx (Adyen's 429 too): the PSP is failing now.
+    /// Counts.
     PspFailed,
     /// An answer the PSP replayed for the idempotency key (`Idempotent-Replayed: true`): saved earlier, it
     /// says nothing about the PSP now. Does not count.

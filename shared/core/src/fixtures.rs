@@ -117,8 +117,10 @@ pub fn saga_in(status: crate::saga::SagaStatus) -> crate::saga::Loaded {
         .clone()
         .payment_created(PaymentId::parse("pay-fixture").expect("valid id"), T0 + 2);
     let reference = crate::ids::PspReference::parse("pi_fixture").expect("valid reference");
-    let (pending, _) = charging.clone().payment_requested(Some(reference), false, T0 + 3);
-    let (captured, _) = pending.clone().payment_captured(T0 + 4);
+    let (pending, _) = charging
+        .clone()
+        .payment_requested(Some(reference.clone()), false, T0 + 3);
+    let (captured, _) = pending.clone().payment_captured(reference, T0 + 4);
     let (refunding, _) = captured.clone().confirmation_failed("order cancelled".into(), T0 + 5);
     let (cancelling, _) = pending.clone().payment_failed("declined".into(), T0 + 4);
     let (releasing, _) = refunding.clone().refunded(2500, T0 + 6);

@@ -297,8 +297,13 @@ impl Saga<PaymentPending> {
         self.charged_payment_id()
     }
 
-    pub fn payment_captured(mut self, now_ms: i64) -> (Saga<PaymentCaptured>, SagaEvent) {
+    /// The payment was captured under `reference`, its PSP reference as the payment holds it (bound by
+    /// whichever path learnt it: the charge's answer, Adyen's `/payments/details` or notification, recovery):
+    /// recorded here because the charge's answer may have had none (Adyen's answer to a payment waiting for
+    /// the shopper), and captured money's refund needs it.
+    pub fn payment_captured(mut self, reference: PspReference, now_ms: i64) -> (Saga<PaymentCaptured>, SagaEvent) {
         self.record.captured = true;
+        self.record.psp_reference = Some(reference);
         self.step(
             SagaStatus::PaymentCaptured,
             SagaEventKind::PaymentCaptured,

@@ -68,6 +68,25 @@ pub fn idempotency_key(key: &str) -> Cow<'_, str> {
     Cow::Owned(format!("{DIGEST_PREFIX}{}", hex.get(..room).unwrap_or(&hex)))
 }
 
+/// What separates the payment id from the stage in our merchant reference (neither holds one).
+pub const STAGE_SEPARATOR: char = '@';
+
+/// Our `reference` for `payment` at Adyen: `<payment id>@<stage>`. Adyen signs `merchantReference` in every
+/// notification's HMAC (unlike `metadata` and `additionalData`), so the stage travels signed, and a
+/// notification of another stage sharing the merchant account is known as such from signed data.
+pub fn merchant_reference(payment: &PaymentId) -> String {
+    format!("{payment}{STAGE_SEPARATOR}{}", crate::metrics::stage())
+}
+
+/// A `merchantReference` read back: the payment id's text and the stage, when it carries one (a reference
+/// made before the stage was added has none).
+pub fn split_reference(reference: &str) -> (&str, Option<&str>) {
+    match reference.rsplit_once(STAGE_SEPARATOR) {
+        Some((payment, stage)) => (payment, Some(stage)),
+        None => (reference, None),
+    }
+}
+
 /// The Adyen client's settings, read once per cold start.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AdyenSettings {
@@ -402,7 +421,7 @@ impl AdyenClient {
         Err(classify(failed.status, &failed.body))
     }
 
-    /// Authorises `request.money` for our payment (`reference` = the payment id), to be captured later
+    /// Authorises `request.money` for our payment (`reference`: [`merchant_reference`]), to be captured later
     /// (`additionalData.manualCapture`), once per `key`. `request.payment_method` is Adyen's `paymentMethod`
     /// object as the customer's page produced it (JSON text: encrypted card fields, a stored method, ...).
     /// A challenge comes back with its `action`; a refusal is [`PspError::Declined`].
@@ -414,7 +433,7 @@ impl AdyenClient {
         let body = json!({
             "amount": amount(request.money),
             "merchantAccount": self.merchant_account,
-            "reference": request.payment_id.as_str(),
+            "reference": merchant_reference(request.payment_id),
             "paymentMethod": method,
             "returnUrl": self.return_url,
             "additionalData": { "manualCapture": "true" },
@@ -482,7 +501,7 @@ impl AdyenClient {
     pub async fn cancel_by_reference(&self, key: &str, payment: &PaymentId) -> Result<Modification, PspError> {
         let body = json!({
             "merchantAccount": self.merchant_account,
-            "paymentReference": payment.as_str(),
+            "paymentReference": merchant_reference(payment),
             "reference": idempotency_key(key),
         });
         self.call("psp.cancel_by_reference", "/cancels", key, &body).await

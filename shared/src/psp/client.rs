@@ -6,9 +6,11 @@
 //! - Each attempt has a connect and a request timeout. Connection errors, timeouts, 409 (a concurrent request
 //!   with the same key), 429 and 5xx are retried with exponential backoff and full jitter, unless Stripe's
 //!   `Stripe-Should-Retry` header says otherwise (it wins either way, as in Stripe's own libraries).
-//! - Each failed attempt (no answer, a 429/5xx) is reported as it happens to the circuit breaker the call runs
+//! - Each failed attempt (no answer, a 5xx) is reported as it happens to the circuit breaker the call runs
 //!   in ([`super::breaker::attempt_failed`]), marked when Stripe replayed it for the key
-//!   (`Idempotent-Replayed: true`): the breaker counts attempts, so a PSP that hangs opens it.
+//!   (`Idempotent-Replayed: true`): the breaker counts attempts, so a PSP that hangs opens it. A 429
+//!   (`rate_limit`, or `lock_timeout` when a webhook and our call touch one object) is Stripe asking us to
+//!   slow down, not failing: retried as above, as Stripe's libraries retry it, and never counted.
 //! - Stripe's error object is mapped to [`PspError`]: `card_error` is a decline; 401/403 (a key Stripe refuses)
 //!   is [`PspError::AuthFailed`], a deployment fault the callers defer on; `invalid_request_error`,
 //!   `idempotency_error` and other 4xx are permanent; `api_error`, 429, 5xx and timeouts are transient.
@@ -170,12 +172,13 @@ impl StripeClient {
     }
 }
 
-/// How the breaker sees a failed answer: a 429 or 5xx is the PSP failing now, unless Stripe replayed it for
-/// the idempotency key (`Idempotent-Replayed: true`: a 500 saved when the key was first used, replayed for
-/// 24 hours). Other statuses (409: our own concurrent request with the key; refusals; declines) are about the
-/// request, not the PSP.
+/// How the breaker sees a failed answer: a 5xx is the PSP failing now, unless Stripe replayed it for the
+/// idempotency key (`Idempotent-Replayed: true`: a 500 saved when the key was first used, replayed for 24
+/// hours). Other statuses (429: throttling, `rate_limit` or `lock_timeout`, retried with back-off but no
+/// outage; 409: our own concurrent request with the key; refusals; declines) are about the request or its
+/// rate, not the PSP.
 fn breaker_attempt(status: u16, headers: &HeaderMap) -> Option<Attempt> {
-    if !(status == 429 || status >= 500) {
+    if status < 500 {
         return None;
     }
     Some(match header(headers, "idempotent-replayed") {

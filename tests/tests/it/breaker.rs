@@ -167,6 +167,30 @@ async fn failures_spread_over_requests_open_it_and_every_instance_sees_it_open()
     assert_eq!(w.sim.ledger.auth_counts().0, before, "no call while open");
 }
 
+/// Stripe's 429 (`rate_limit`; `lock_timeout` when a webhook and our call touch one object) is Stripe asking
+/// us to slow down, not Stripe failing: retried with back-off and jitter by the client, never counted by the
+/// breaker. As many throttled requests as open it under a 503 storm leave it closed.
+#[tokio::test]
+async fn throttling_429s_are_retried_and_not_counted_by_the_breaker() {
+    let w = world().await;
+    let breaker = w.breaker(settings());
+    w.sim.ledger.storm(429, 1000);
+    for n in 1..=4 {
+        let throttled = charge(&breaker, &format!("order-429-{n}:charge"), &format!("pay_429_{n}")).await;
+        assert!(matches!(&throttled, Err(e) if e.is_transient()), "{throttled:?}");
+    }
+    assert_eq!(
+        breaker.state().await.unwrap(),
+        BreakerState::Closed,
+        "throttling is not an outage"
+    );
+    // Throttled twice, then answered: the client's retries get through.
+    w.sim.ledger.storm(429, 2);
+    charge(&breaker, "order-429-ok:charge", "pay_429_ok")
+        .await
+        .expect("retried after the 429s");
+}
+
 #[tokio::test]
 async fn a_hanging_psp_opens_the_breaker_within_its_window() {
     let w = world().await;

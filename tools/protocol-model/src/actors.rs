@@ -671,7 +671,12 @@ impl Step<'_> {
     fn awaited(&self, next: &mut World, s: Saga<PaymentPending>, decision: Awaited) -> Option<()> {
         let now = World::STAMP_MS;
         match decision {
-            Awaited::Captured => self.save_and_go_on(next, s.payment_captured(now)),
+            Awaited::Captured => {
+                // The saga's reference, else the payment's as the capture bound it (the runner's read).
+                let bound = next.payment(s.payment_id()).and_then(|p| p.psp_reference.clone());
+                let reference = s.record().psp_reference.clone().or(bound)?;
+                self.save_and_go_on(next, s.payment_captured(reference, now));
+            }
             Awaited::Failed(status) => self.save_and_go_on(next, s.payment_failed(format!("payment {status}"), now)),
             Awaited::Abandoned(status) => {
                 let reason = format!("abandoned: payment still {status}");

@@ -117,7 +117,13 @@ impl<P: Psps> Runner<P> {
         // What the saga does with it is the core's decision (the protocol model runs the same one).
         match awaited(saga.record(), deadlines, outcome) {
             Awaited::Captured => {
-                let (next, event) = saga.payment_captured(now);
+                // The charge's answer may have had no reference (Adyen's, while the shopper had to act): the
+                // payment's, bound when it was learnt, is the one the refund needs.
+                let reference = match saga.record().psp_reference.clone() {
+                    Some(reference) => reference,
+                    None => self.captured_reference(&payment_id).await?,
+                };
+                let (next, event) = saga.payment_captured(reference, now);
                 self.moved(next, event, vec![]).await
             }
             Awaited::Failed(status) => {

@@ -13,7 +13,7 @@ use psp_simulator::adyen::notify::{self, Endpoint};
 use psp_simulator::adyen::{self as sim_adyen, AdyenSimulator};
 use psp_simulator::delivery::DeliveryOptions;
 use serde_json::{json, Value};
-use shared::psp::adyen::{AdyenClient, AdyenPayment, AdyenSettings};
+use shared::psp::adyen::{merchant_reference, AdyenClient, AdyenPayment, AdyenSettings};
 use shared::psp::set::{guarded, ADYEN_BREAKER};
 use shared::psp::{ChargeRequest, GuardedAdyen, PspSet, StripeClient};
 use shared::retry::Backoff;
@@ -188,7 +188,7 @@ async fn an_adyen_checkout_is_authorised_captured_and_completed() {
     assert_eq!(a.w.stock().await, STOCK - 2);
     assert_eq!(
         (
-            a.notified("AUTHORISATION", payment.id.as_str()),
+            a.notified("AUTHORISATION", &merchant_reference(&payment.id)),
             a.notified("CAPTURE", reference.as_str())
         ),
         (1, 1),
@@ -253,7 +253,7 @@ async fn one_deployment_charges_each_checkout_through_the_psp_its_request_names(
         let payment = a.payment(&pending).await;
         assert_eq!(payment.provider, provider, "{order}: the payment records its PSP");
         let at_stripe = a.w.sim.ledger.intents_for(payment.id.as_str()).len();
-        let at_adyen = a.notified("AUTHORISATION", payment.id.as_str());
+        let at_adyen = a.notified("AUTHORISATION", &merchant_reference(&payment.id));
         let expected = if provider == PspName::Stripe { (1, 0) } else { (0, 1) };
         assert_eq!((at_stripe, at_adyen), expected, "{order}: charged at its PSP only");
         a.notify().await;
@@ -335,7 +335,7 @@ async fn a_charge_answered_5xx_is_sent_again_with_its_key_and_replayed_by_adyen(
         "the first authorisation, replayed"
     );
     assert_eq!(
-        a.notified("AUTHORISATION", payment.id.as_str()),
+        a.notified("AUTHORISATION", &merchant_reference(&payment.id)),
         1,
         "authorised once at Adyen"
     );
@@ -381,9 +381,21 @@ async fn a_3ds_challenge_keeps_adyens_action_for_the_customer_and_the_shoppers_r
     assert_eq!(status, StatusCode::BAD_REQUEST);
     a.notify().await;
     a.w.deliver(&runner, &pending).await;
-    assert_eq!(a.w.saga(&order).await.status, SagaStatus::Completed);
+    let done = a.w.saga(&order).await;
+    assert_eq!(done.status, SagaStatus::Completed);
     let reference = a.payment(&pending).await.psp_reference.expect("reference");
+    assert_eq!(
+        done.psp_reference.as_ref(),
+        Some(&reference),
+        "the saga recorded the reference /payments/details brought"
+    );
     assert_eq!(a.notified("CAPTURE", reference.as_str()), 1, "captured once");
+    let (status, body) = super::api::call(&runner, Method::GET, &format!("/checkouts/{order}"), None).await;
+    assert_eq!(
+        (status, &body["status"]),
+        (StatusCode::OK, &json!("completed")),
+        "{body}"
+    );
 }
 
 #[tokio::test]
@@ -490,12 +502,12 @@ async fn a_key_adyen_refuses_is_a_deployment_fault_and_a_rolled_one_is_read_agai
     assert_eq!(reads.load(Ordering::SeqCst), 1, "one read of the secret");
 }
 
-/// A customer cancels a checkout waiting on its 3-D Secure challenge: Adyen knows the payment by its
-/// pspReference, so it is cancelled by it, once (`<order>:cancel`, replayed on every later resume), and the
-/// saga waits for Adyen's `CANCELLATION`; once the intake has it the payment is failed, the stock released,
-/// and nothing was captured.
+/// A customer cancels a checkout waiting on its 3-D Secure challenge: Adyen's answer to the authorise gave no
+/// pspReference (it comes with `/payments/details` or the notification), so the payment is cancelled by our
+/// own reference (`<order>:cancel`, `POST /cancels`, notified `TECHNICAL_CANCEL`), failed at once, the stock
+/// released, and nothing was captured.
 #[tokio::test]
-async fn a_checkout_cancelled_during_its_challenge_is_cancelled_by_its_psp_reference_and_takes_nothing() {
+async fn a_checkout_cancelled_during_its_challenge_is_cancelled_by_our_reference_and_takes_nothing() {
     let a = adyen_world().await;
     let runner = a.runner();
     let order = order();
@@ -505,34 +517,29 @@ async fn a_checkout_cancelled_during_its_challenge_is_cancelled_by_its_psp_refer
         .expect("start");
     assert!(pending.customer_action, "the customer's turn: {pending:?}");
     let payment = a.payment(&pending).await;
-    let reference = payment
-        .psp_reference
-        .clone()
-        .expect("the challenged payment's pspReference");
-    let waiting = runner.cancel_by_customer(&order).await.expect("cancel").expect("saga");
     assert_eq!(
-        waiting.status,
-        SagaStatus::CancellingPayment,
-        "waits for Adyen's CANCELLATION: {waiting:?}"
+        (&payment.psp_reference, &pending.psp_reference),
+        (&None, &None),
+        "no pspReference before the shopper acted"
     );
+    let done = runner.cancel_by_customer(&order).await.expect("cancel").expect("saga");
+    assert_eq!(done.status, SagaStatus::Compensated, "{done:?}");
+    assert_eq!(a.w.payment_status(&pending).await, PaymentStatus::Failed);
+    assert_eq!(a.w.stock().await, STOCK, "the reservation released");
+    runner.resume(&order).await.expect("resume");
     assert_eq!(
-        (
-            a.notified("CANCELLATION", reference.as_str()),
-            a.notified("TECHNICAL_CANCEL", payment.id.as_str())
-        ),
-        (1, 0),
-        "one cancel, by the pspReference"
+        a.notified("TECHNICAL_CANCEL", &merchant_reference(&payment.id)),
+        1,
+        "cancelled once, by our reference"
+    );
+    let view = a.sim.ledger.view_by_reference(payment.id.as_str()).expect("at Adyen");
+    assert_eq!(
+        (view.status, view.captured),
+        (psp_simulator::adyen::ledger::Status::Cancelled, 0),
+        "{view:?}"
     );
     a.notify().await;
     assert_eq!(a.w.payment_status(&pending).await, PaymentStatus::Failed);
-    a.w.deliver(&runner, &pending).await;
-    let done = a.w.saga(&order).await;
-    assert_eq!(done.status, SagaStatus::Compensated, "{done:?}");
-    assert_eq!(a.w.stock().await, STOCK, "the reservation released");
-    runner.resume(&order).await.expect("resume");
-    assert_eq!(a.notified("CANCELLATION", reference.as_str()), 1, "cancelled once");
-    assert_eq!(a.notified("CAPTURE", reference.as_str()), 0, "nothing captured");
-    a.cancelled_at_adyen(&reference);
 }
 
 /// A charge whose answer never comes: the request reached Adyen, which authorised it, but the saga never
@@ -557,7 +564,7 @@ async fn a_charge_unanswered_past_its_deadline_is_cancelled_by_our_reference_and
     assert_eq!(a.w.stock().await, STOCK, "the reservation released");
     assert_eq!(
         (
-            a.notified("TECHNICAL_CANCEL", payment.id.as_str()),
+            a.notified("TECHNICAL_CANCEL", &merchant_reference(&payment.id)),
             a.notified("CANCELLATION", reference.as_str()),
             a.notified("CAPTURE", reference.as_str())
         ),

@@ -168,3 +168,53 @@ async fn a_checkout_through_the_api_with_its_log_and_a_late_cancel() {
     let (_, stock) = call(&runner, Method::GET, "/inventory/sku-1", None).await;
     assert_eq!(stock["available"], STOCK - 2);
 }
+
+/// A stored saga that fails its consistency check (here: money captured without the PSP reference its refund
+/// needs, as the saga of an Adyen 3-D Secure checkout was stored before its reference was recorded) is
+/// answered as needing an operator, and reported to one (the escalation queue), not a bare 500; a repeated
+/// start of the order is answered the same way, not a 503 to retry.
+#[tokio::test]
+async fn a_stored_saga_that_does_not_load_is_reported_for_an_operator() {
+    let w = world().await;
+    let runner = w.runner();
+    let order = format!("order-{}", uuid::Uuid::new_v4().simple());
+    call(&runner, Method::POST, "/checkouts", Some(start_body(&order, 1))).await;
+    let id = OrderId::parse(&order).unwrap();
+    w.deliver(&runner, &w.saga(&id).await).await;
+    w.ctx
+        .client
+        .update_item()
+        .table_name(&w.ctx.table)
+        .key(
+            "pk",
+            aws_sdk_dynamodb::types::AttributeValue::S(shared::keys::saga_pk(&id)),
+        )
+        .key(
+            "sk",
+            aws_sdk_dynamodb::types::AttributeValue::S(shared::keys::SAGA_SK.into()),
+        )
+        .update_expression("REMOVE payment_psp_reference")
+        .send()
+        .await
+        .expect("the reference removed");
+    for (method, body) in [(Method::GET, None), (Method::POST, Some(start_body(&order, 1)))] {
+        let path = if body.is_some() {
+            "/checkouts".to_owned()
+        } else {
+            format!("/checkouts/{order}")
+        };
+        let (status, answer) = call(&runner, method, &path, body).await;
+        assert_eq!(
+            (status, answer["error"].as_str()),
+            (StatusCode::INTERNAL_SERVER_ERROR, Some("checkout_needs_operator")),
+            "{answer}"
+        );
+        let message = answer["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("captured without a PSP reference") && message.contains("paymentsctl timeline"),
+            "{message}"
+        );
+    }
+    let told = w.escalations().await;
+    assert!(told.iter().any(|e| e["order_id"] == order.as_str()), "{told:?}");
+}

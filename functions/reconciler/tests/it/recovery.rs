@@ -402,3 +402,75 @@ async fn a_reconcile_that_fails_before_the_payment_is_read_is_backed_off() {
     assert_eq!(recovery(&w).run(deadline()).await.unwrap().found, 0);
     assert_eq!(psp_calls(&w), before, "nothing asked about a payment not read");
 }
+
+/// Adyen refuses our key (a deployment fault: deferred) while Stripe works: the Adyen payments are not asked
+/// beyond the first refusal and back off, and the Stripe payment whose capture was lost here is recovered in
+/// the same run, wherever the shards put it.
+#[tokio::test]
+async fn one_psp_deferred_stops_only_its_own_calls_in_the_run() {
+    use psp_simulator::adyen::{self as sim_adyen, ledger::AdyenLedger, AdyenSimulator};
+    use shared::psp::adyen::{AdyenClient, AdyenSettings};
+    use shared::psp::set::{guarded, ADYEN_BREAKER};
+    use shared::psp::PspSet;
+    let w = World::new().await;
+    // Adyen's account knows another key than ours: every call is answered 401.
+    let hmac =
+        webhook_signatures::adyen::HmacKey::from_hex(webhook_signatures::adyen::Mode::Test, sim_adyen::DEV_HMAC_KEY)
+            .unwrap();
+    let ledger = AdyenLedger::new("AQE_the_rolled_key", sim_adyen::DEV_MERCHANT_ACCOUNT);
+    let sim = AdyenSimulator::new(ledger, hmac, None, Default::default());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(sim.serve(listener));
+    let adyen =
+        AdyenClient::new(&AdyenSettings::local(&url, "AQE_our_old_key", sim_adyen::DEV_MERCHANT_ACCOUNT).unwrap())
+            .unwrap();
+    let adyen = guarded(adyen, w.ctx.client_for("reconciler"), &w.ctx.table, ADYEN_BREAKER);
+    // Past the expiry age (and not a day past it) Adyen's payments are ended at Adyen, a call; three of them,
+    // in whichever shards.
+    let mut adyens = Vec::new();
+    for n in 0..3 {
+        let id = open_payment(
+            &w,
+            &format!("adyen{n}"),
+            "adyen",
+            Some(&format!("ADYENREF000000{n:02}")),
+            7 * DAY_MS + 3_600_000,
+        )
+        .await;
+        adyens.push((w.ctx.due_key(&id).await.unwrap(), id));
+    }
+    let intent = w.intent("lost_capture", "succeeded", 1000).await;
+    let stripe = open_payment(&w, "stripe", "stripe", Some(intent.id.as_str()), 0).await;
+    let settings = RecoverySettings {
+        stale_after: Duration::ZERO,
+        expire_after: Duration::from_secs(7 * 24 * 3600),
+        ..RecoverySettings::default()
+    };
+    let psps = PspSet::new(Some(w.psp()), Some(adyen));
+    let recovery = Recovery::new(&w.ctx.client_for("reconciler"), &w.ctx.config(), psps, settings);
+
+    let report = recovery.run(deadline()).await.unwrap();
+
+    assert_eq!(
+        (report.found, report.applied, report.deferred, report.errors),
+        (4, 1, 3, 0),
+        "{report:?}"
+    );
+    assert_eq!(
+        w.get(&stripe).await.status,
+        PaymentStatus::Captured,
+        "Stripe's recovered in the same run"
+    );
+    for (opened, id) in &adyens {
+        assert_eq!(
+            w.get(id).await.status,
+            PaymentStatus::Processing,
+            "nothing ended at Adyen"
+        );
+        assert!(
+            w.ctx.due_key(id).await.unwrap() > *opened,
+            "backed off, not first in its shard again"
+        );
+    }
+}

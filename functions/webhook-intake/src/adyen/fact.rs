@@ -30,6 +30,7 @@
 //! and retried), a refund's status only moves forward, a dispute's facts are each recorded once.
 
 use crate::psp_event::{Facts, PaymentRef, PspEvent, Unparseable};
+use shared::psp::adyen::split_reference;
 use shared::{
     text, Currency, DisputeFact, DisputeId, DisputeReport, DisputeStatus, Outcome, PaymentId, PspEventId, PspReference,
     RefundEntry, RefundReport, RefundStatus,
@@ -100,12 +101,17 @@ pub fn parse(item: &Item, mode: Mode, received_secs: i64) -> Result<Option<Notif
         "AUTHORISATION" => Some(signed.own.clone()),
         _ => signed.original.clone(),
     };
+    // Our merchantReference is `<payment id>@<stage>`, signed: the stage decides whose it is (another
+    // stage's is ignored at once); without one, a payment id claims the payment, a bound pspReference finds
+    // it, anything else is not ours.
+    let (reference, stage) = match item.merchant_reference.as_deref() {
+        Some(reference) => split_reference(reference),
+        None => ("", None),
+    };
     let target = PaymentRef {
-        payment_id: our_payment_id(item.merchant_reference.as_deref()),
+        payment_id: our_payment_id(Some(reference)),
         psp_reference: payment_reference,
-        // No marker of ours travels signed: a payment id as merchantReference claims the payment, a bound
-        // pspReference finds it, anything else is not ours.
-        stage: None,
+        stage: crate::psp_event::stage_marker(stage)?,
     }
     .named(&format!("{code} names neither our payment id nor an originalReference"))?;
     let event = PspEvent {

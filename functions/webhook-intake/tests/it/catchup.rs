@@ -377,3 +377,63 @@ async fn a_standard_only_deployment_starts_the_job_with_nothing_to_do() {
     let run = job.run(deadline()).await.unwrap();
     assert_eq!((run.pages, run.events, &run.adyen_retry), (0, 0, &None), "{run:?}");
 }
+
+/// An event the intake cannot apply now (its payment's lease held by another worker past the intake's wait:
+/// the intake answers 503) does not stop the run: a later payment's event is applied in the same run, and
+/// the cursor is saved before the deferred event (not past it), so the next run reads it again and applies
+/// it.
+#[tokio::test]
+async fn an_event_deferred_now_does_not_stop_a_later_payments_event() {
+    let w = World::new().await;
+    let (early, _) = w.paid("early").await;
+    // Stripe's seconds: the later payment's event is listed after the early one's.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let (later, _) = w.paid("later").await;
+    let held = w
+        .ctx
+        .leases
+        .acquire(&early)
+        .await
+        .unwrap()
+        .expect("the early payment's lease");
+    let job = w.job(CatchUpSettings::default());
+
+    let report = job.run(deadline()).await.unwrap();
+
+    assert_eq!(
+        (report.deferred, report.applied, report.pass_complete),
+        (1, 1, true),
+        "{report:?}"
+    );
+    assert_eq!(
+        w.status(&later).await,
+        PaymentStatus::Captured,
+        "the later payment's event applied"
+    );
+    assert_eq!(w.status(&early).await, PaymentStatus::Pending, "deferred");
+    let successes = shared::psp::stripe::EventQuery {
+        created_gte: 0,
+        created_lte: i64::MAX,
+        types: &["payment_intent.succeeded"],
+        starting_after: None,
+        limit: 10,
+    };
+    let listed = w.psp.list_events(&successes).await.unwrap();
+    let early_created = listed
+        .data
+        .iter()
+        .filter_map(|e| e["created"].as_i64())
+        .min()
+        .expect("events");
+    let cursor = stripe(&job).cursor.load().await.unwrap().expect("saved");
+    assert_eq!(
+        cursor.created_gte, early_created,
+        "saved before the deferred event: {cursor:?}"
+    );
+
+    // The lease ends; the next run applies the deferred event.
+    w.ctx.leases.release(&held).await.unwrap();
+    let next = job.run(deadline()).await.unwrap();
+    assert_eq!((next.deferred, next.applied), (0, 1), "{next:?}");
+    assert_eq!(w.status(&early).await, PaymentStatus::Captured);
+}

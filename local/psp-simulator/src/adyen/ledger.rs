@@ -201,9 +201,24 @@ impl AdyenLedger {
         })
     }
 
-    /// The latest payment whose merchant `reference` (ours: the payment id) is `reference`, as it stands.
+    /// The latest payment whose merchant `reference` is `reference`, or (an admin read, not Adyen's rule)
+    /// whose reference is `reference` with a stage (ours: `<payment id>@<stage>`), as it stands.
     pub fn view_by_reference(&self, reference: &str) -> Option<PaymentView> {
-        let psp = self.lock().by_reference.get(reference).cloned()?;
+        let psp = {
+            let state = self.lock();
+            let staged = |key: &String| key.rsplit_once('@').is_some_and(|(id, _)| id == reference);
+            state
+                .by_reference
+                .get(reference)
+                .or_else(|| {
+                    state
+                        .by_reference
+                        .iter()
+                        .find(|(key, _)| staged(key))
+                        .map(|(_, psp)| psp)
+                })
+                .cloned()?
+        };
         self.view(&psp)
     }
 
@@ -406,13 +421,14 @@ impl AdyenLedger {
 }
 
 /// The `RedirectShopper` answer: the simulated issuer approves at once and sends the shopper back to
-/// `returnUrl` with the `redirectResult` that `/payments/details` takes.
+/// `returnUrl` with the `redirectResult` that `/payments/details` takes. Without `pspReference`, as Adyen
+/// answers a payment waiting for the shopper (`RedirectShopper`, `IdentifyShopper`, `ChallengeShopper`: "you
+/// will get this value in the /payments/details response"); the `AUTHORISATION` notification carries it too.
 fn redirect(payment: &Payment, return_url: &str, token: &str) -> Answer {
     let separator = if return_url.contains('?') { '&' } else { '?' };
     Answer {
         status: 200,
         body: json!({
-            "pspReference": payment.psp_reference,
             "resultCode": "RedirectShopper",
             "merchantReference": payment.reference,
             "action": {

@@ -86,7 +86,10 @@ fn where_adyen_says_each_play_ends() {
     assert_eq!(psp_says(&sim, &cancelled), Some("failed"));
     let refused = reference(pay(&sim, "pay_d", CARD, "DECLINED"));
     assert_eq!(psp_says(&sim, &refused), Some("failed"));
-    let challenged = reference(pay(&sim, "pay_3ds", CHALLENGE, "J. Smith"));
-    assert_eq!(psp_says(&sim, &challenged), Some("requires_action"));
+    // Waiting for the shopper: no pspReference yet (it comes with /payments/details), known by our reference.
+    let challenged = pay(&sim, "pay_3ds", CHALLENGE, "J. Smith");
+    assert_eq!(challenged.body.get("pspReference"), None, "{:?}", challenged.body);
+    let view = sim.ledger.view_by_reference("pay_3ds").expect("known by our reference");
+    assert_eq!(view.status, psp_simulator::adyen::ledger::Status::AwaitingShopper);
     assert_eq!(psp_says(&sim, "UNKNOWN000000000"), None);
 }

@@ -302,7 +302,7 @@ mod tests {
             passed(s.record(), &l, T0 + l.abandon_after_ms),
             Some(OnDeadline::Abandon)
         );
-        let (s, _) = s.payment_captured(T0 + 5);
+        let (s, _) = s.payment_captured(PspReference::parse("pi_1").unwrap(), T0 + 5);
         assert_eq!(passed(s.record(), &l, T0 + 5 + l.step_ms), Some(OnDeadline::Escalate));
         let (s, _) = s.confirmation_failed("cancelled".into(), T0 + 6);
         assert_eq!(passed(s.record(), &l, T0 + 6 + l.compensation_ms - 1), None);

@@ -24,7 +24,8 @@ fn charging() -> Saga<Charging> {
 
 fn captured() -> Saga<PaymentCaptured> {
     let (s, _) = charging().payment_requested(Some(PspReference::parse("pi_1").expect("valid")), false, T0 + 2);
-    s.payment_captured(T0 + 3).0
+    s.payment_captured(PspReference::parse("pi_1").expect("valid"), T0 + 3)
+        .0
 }
 
 fn reload<S>(saga: &Saga<S>) -> Loaded {
@@ -43,7 +44,7 @@ fn the_happy_path_logs_one_event_per_step_with_consecutive_versions() {
     );
     assert_eq!(reload(&s).next_step(), NextStep::Charge);
     let (s, e4) = s.payment_requested(Some(PspReference::parse("pi_1").expect("valid")), false, T0 + 2);
-    let (s, e5) = s.payment_captured(T0 + 3);
+    let (s, e5) = s.payment_captured(PspReference::parse("pi_1").expect("valid"), T0 + 3);
     let (s, e6) = s.order_confirmed(T0 + 4);
     let kinds: Vec<_> = [&e1, &e2, &e3, &e4, &e5, &e6]
         .iter()
@@ -248,7 +249,7 @@ fn walk(choices: &[u8]) -> (SagaRecord, Vec<SagaEvent>) {
                     (Loaded::CancellingPayment(s), e)
                 }
                 _ => {
-                    let (s, e) = s.payment_captured(now);
+                    let (s, e) = s.payment_captured(PspReference::parse("pi_1").expect("valid"), now);
                     (Loaded::PaymentCaptured(s), e)
                 }
             },

@@ -84,8 +84,8 @@ async fn compensated_checkout(ctx: &TestContext, id: &str) -> (PaymentId, OrderI
     let sagas = SagaStore::new(ctx.client.clone(), &ctx.table);
     let order = payment.order_id.clone();
     let now = clock::now_ms;
-    let s = waiting_saga(ctx, &order, &payment.id, Some(reference)).await;
-    let (s, e) = s.payment_captured(now());
+    let s = waiting_saga(ctx, &order, &payment.id, Some(reference.clone())).await;
+    let (s, e) = s.payment_captured(reference, now());
     sagas.save(&s, &e, vec![]).await.unwrap();
     let (s, e) = s.confirmation_failed("order cancelled".into(), now());
     sagas.save(&s, &e, vec![]).await.unwrap();
@@ -408,8 +408,8 @@ async fn escalations_are_listed_without_being_consumed_and_a_dry_run_retry_says_
     let now = clock::now_ms;
     // Captured money has the PSP reference its refund needs (a saga without one does not load).
     let reference = shared::PspReference::parse("pi_esc").unwrap();
-    let s = waiting_saga(&ctx, &order, &payment.id, Some(reference)).await;
-    let (s, e) = s.payment_captured(now());
+    let s = waiting_saga(&ctx, &order, &payment.id, Some(reference.clone())).await;
+    let (s, e) = s.payment_captured(reference, now());
     sagas.save(&s, &e, vec![]).await.unwrap();
     let (s, e) = s.confirmation_failed("order cancelled".into(), now());
     sagas.save(&s, &e, vec![]).await.unwrap();

@@ -429,3 +429,35 @@ async fn a_notification_about_another_psps_payment_is_left_alone() {
     assert_eq!(t.item_count().await, before, "nothing written");
     assert_eq!(status(&t.ctx, &stripes).await, (PaymentStatus::Pending, 1));
 }
+
+/// Our merchantReference carries our stage (`<payment id>@<stage>`, signed with the item): a notification
+/// of ours for a payment not written yet is claimed (parked, applied by the retry), another stage's is
+/// acknowledged and ignored at once (nothing parked, never alarmed as an unknown payment); a reference
+/// without a stage is read as before (the tests above).
+#[tokio::test]
+async fn the_stage_in_the_signed_merchant_reference_decides_whose_a_notification_is() {
+    let ctx = TestContext::new().await;
+    let app = adyen_app(&ctx, "webhook-intake");
+    let ours = PaymentId::parse("pay_adyen_stage_ours").unwrap();
+    let our_reference = shared::psp::adyen::merchant_reference(&ours);
+    assert_eq!(
+        our_reference,
+        format!("pay_adyen_stage_ours@{}", shared::metrics::stage())
+    );
+    let theirs = "pay_adyen_stage_theirs@another-stage";
+    let m = accepted(
+        &app,
+        &[
+            item("AUTHORISATION", true, &our_reference, "7914073381348881", None, 1130),
+            item("AUTHORISATION", true, theirs, "7914073381348882", None, 1130),
+        ],
+    )
+    .await;
+    assert_eq!(m.foreign_events, 1, "another stage's: ignored");
+    let kept = parked(&ctx, ParkedKind::Retrying).await;
+    assert_eq!(kept.len(), 1, "ours, its payment not written yet: parked; {kept:?}");
+    adyen_payment(&ctx, ours.as_str(), None).await;
+    let report = retry_run(&ctx, Duration::from_secs(3600)).await;
+    assert_eq!((report.retried, report.done), (1, 1), "{report:?}");
+    assert_eq!(status(&ctx, &ours).await.0, PaymentStatus::Processing);
+}
