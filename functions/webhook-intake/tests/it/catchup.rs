@@ -392,7 +392,7 @@ async fn an_event_deferred_now_does_not_stop_a_later_payments_event() {
     let held = w
         .ctx
         .leases
-        .acquire(&early)
+        .acquire(&w.ctx.read(&early).await)
         .await
         .unwrap()
         .expect("the early payment's lease");
