@@ -67,9 +67,9 @@ pub enum ResumeError {
 impl CheckoutSweeper {
     /// Resumes `order`'s saga through the runner, cut at `deadline` (what is left is the next sweep's).
     pub async fn resume_one(&self, order: &OrderId, deadline: Instant) -> Result<Resumed, ResumeError> {
-        let after = self
-            .runner
-            .resume_within(order, deadline)
+        // Boxed, as the sweep's resume is: the saga's future (its steps, recovery's) is deep, and on the stack
+        // of a test's thread (2 MiB) the invocation's state machine around it overflowed.
+        let after = Box::pin(self.runner.resume_within(order, deadline))
             .await
             .map_err(ResumeError::FailedAgain)?
             .ok_or_else(|| ResumeError::Unknown(order.clone()))?;
