@@ -22,7 +22,7 @@
 //!   5xx (and no answer) are [`PspError::Unavailable`], retried like the Stripe client's (the same
 //!   [`crate::retry::Backoff`], timeouts per attempt), each failed attempt reported to the breaker the call
 //!   runs in (Adyen's own, `BREAKER#adyen`: [`super::GuardedAdyen`]; [`super::breaker::attempt_failed`]; Adyen
-//!   marks no replayed answer, so every one counts); other
+//!   marks no replayed answer, so every 5xx counts; a 429 is Adyen's rate limit, retried but never counted); other
 //!   4xx (`validation`: a field missing, an idempotency key reused for another request) are
 //!   [`PspError::Refused`]. Adyen's error is carried in Stripe's error shape ([`ErrorObject`]: `errorType` as
 //!   `type`, `errorCode` as `code`), which every caller already reads, and logged and counted by the Stripe
@@ -414,8 +414,10 @@ impl AdyenClient {
             Ok(answer) => return Ok(answer),
             Err(failed) => failed,
         };
-        // Adyen marks no answer as replayed for the key: every 429/5xx is the PSP failing now.
-        if failed.status == 429 || failed.status >= 500 {
+        // Adyen marks no answer as replayed for the key: every 5xx is the PSP failing now. A 429 is Adyen's
+        // rate limit ("Too Many Requests": slow down, the request may succeed later), not an outage: retried
+        // with back-off, never counted by the breaker (as Stripe's).
+        if failed.status >= 500 {
             super::breaker::attempt_failed(Attempt::PspFailed);
         }
         Err(classify(failed.status, &failed.body))
