@@ -51,6 +51,7 @@
 use crate::clock;
 use crate::lambda::{BuildError, Clients};
 use crate::lease::{Lease, Leases};
+use crate::psp::pace::ScanRates;
 use crate::psp::stripe::Refund;
 use crate::psp::{GuardedAdyen, Psp, PspError, PspRoute, PspSet, PspSetSettings, Psps};
 use crate::store::open_index::{age_seconds, defer, due_items, next_due, OpenKind, MAX_RECHECK_INTERVAL};
@@ -226,13 +227,14 @@ pub struct Recovery<P> {
 /// The reconciler function's settings, read once per cold start: `TABLE_NAME` and the lease settings
 /// ([`Config`]), each configured PSP's settings ([`PspSetSettings`]: Stripe's `PSP_BASE_URL`,
 /// `PSP_API_KEY_ARN` or `PSP_API_KEY`, ...; Adyen's `ADYEN_BASE_URL`, `ADYEN_API_KEY_ARN` or
-/// `ADYEN_API_KEY`, ...), and recovery's own ([`RecoverySettings`]: `RECOVERY_STALE_AFTER_SECONDS`,
+/// `ADYEN_API_KEY`, ...) paced for a scan ([`ScanRates`]: `PSP_SCAN_RATE_PER_SECOND`,
+/// `ADYEN_SCAN_RATE_PER_SECOND`), and recovery's own ([`RecoverySettings`]: `RECOVERY_STALE_AFTER_SECONDS`,
 /// `RECOVERY_BATCH_LIMIT`, `RECOVERY_EXPIRE_AFTER_SECONDS`).
 #[derive(Debug, Clone)]
 pub struct Settings {
     /// The table and the leases.
     pub config: Config,
-    /// The PSPs recovery asks, each about its own payments only.
+    /// The PSPs recovery asks, each about its own payments only, each at most at its scan rate.
     pub psps: PspSetSettings,
     /// When a payment is due, how many per run, when one expires.
     pub recovery: RecoverySettings,
@@ -243,7 +245,7 @@ impl Settings {
     pub fn from_env(env: &Env) -> Result<Self, ConfigError> {
         Ok(Self {
             config: Config::from(env)?,
-            psps: PspSetSettings::from_env(env)?,
+            psps: PspSetSettings::from_env(env)?.paced(&ScanRates::from(env)?),
             recovery: RecoverySettings::from(env)?,
         })
     }

@@ -3,7 +3,8 @@
 //!
 //! Configuration: [`shared::recovery::Settings`] (`TABLE_NAME`, each configured PSP's settings: Stripe's
 //! `PSP_BASE_URL`, `PSP_API_KEY_ARN` or `PSP_API_KEY`, Adyen's `ADYEN_BASE_URL`, `ADYEN_API_KEY_ARN` or
-//! `ADYEN_API_KEY`, ...; each payment is asked about, or Adyen's ended, at its own PSP only;
+//! `ADYEN_API_KEY`, ...; each payment is asked about, or Adyen's ended, at its own PSP only, each PSP at most
+//! at its scan rate, `PSP_SCAN_RATE_PER_SECOND` and `ADYEN_SCAN_RATE_PER_SECOND` (default 10 each);
 //! `RECOVERY_STALE_AFTER_SECONDS` (default 300), `RECOVERY_BATCH_LIMIT` (default 200),
 //! `RECOVERY_EXPIRE_AFTER_SECONDS` (default 7 days: when a payment with nothing to ask its PSP expires, or one
 //! still open at its PSP is ended there), lease settings). Each run's answer and metrics:

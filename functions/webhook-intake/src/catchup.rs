@@ -42,6 +42,7 @@ use crate::stripe::SUBSCRIBED_TYPES;
 use crate::{apply_fetched, App, IntakeSettings};
 use serde::Serialize;
 use shared::lambda::{BuildError, Clients};
+use shared::psp::pace::ScanRates;
 use shared::psp::stripe::EventQuery;
 use shared::psp::{GuardedStripe, PspError, PspSettings};
 use shared::telemetry::ErrorChain;
@@ -106,7 +107,8 @@ impl CatchUpSettings {
 pub struct Settings {
     /// The table and the leases.
     pub config: Config,
-    /// The Stripe provider (its endpoint checks) and the PSP's settings; `None` without a Stripe provider.
+    /// The Stripe provider (its endpoint checks) and the PSP's settings, paced at `PSP_SCAN_RATE_PER_SECOND`
+    /// ([`ScanRates`]); `None` without a Stripe provider.
     pub stripe: Option<(Provider, PspSettings)>,
     /// The Adyen provider whose parked items each run retries, if one is configured.
     pub adyen: Option<Provider>,
@@ -131,7 +133,12 @@ impl Settings {
                 .map(ProviderSpec::unsigned)
         };
         let stripe = match find(Scheme::Stripe) {
-            Some(provider) => Some((provider, PspSettings::from(env)?)),
+            Some(provider) => {
+                // A scanner: the events list and the reads it leads to keep to the scan rate.
+                let mut psp = PspSettings::from(env)?;
+                psp.scan_rate = Some(ScanRates::stripe_from(env)?);
+                Some((provider, psp))
+            }
             None => {
                 info!("WEBHOOK_PROVIDERS names no Stripe provider: no events list to catch up");
                 None

@@ -31,6 +31,7 @@ mod keys;
 mod rules;
 pub use rules::{LoggedRequest, RETURN_URL_REQUIRED};
 
+pub use answers::LOCK_TIMEOUT;
 use answers::{answer, no_such, not_found, storm_answer};
 use objects::payment_intent;
 use operations::{advance, cancel, refund, search};
@@ -203,6 +204,8 @@ struct State {
     seq: u64,
     /// Answers to force before any work: (status, remaining count).
     storm: Option<(u16, u32)>,
+    /// Requests on a PaymentIntent still to answer `lock_timeout` ([`Ledger::lock`]): (intent id, count).
+    locked: Option<(String, u32)>,
     /// Keyed POSTs still to fail with a 500 saved under their key ([`Ledger::fail_saved`]).
     saved_failures: u32,
     /// Requests still to hold before answering, and for how long ([`Ledger::hang`]).
@@ -264,6 +267,15 @@ fn refused_before_work(
     state.authorized += 1;
     if let Some(refused) = rules::refusal(method, path, idempotency_key, params) {
         return Some(refused);
+    }
+    if let Some((intent, left)) = &mut state.locked {
+        if segments(path).contains(&intent.as_str()) || params.values().any(|v| v == intent) {
+            *left = left.saturating_sub(1);
+            if *left == 0 {
+                state.locked = None;
+            }
+            return Some(answers::lock_timeout());
+        }
     }
     let (status, left) = state.storm?;
     state.storm = (left > 1).then_some((status, left - 1));
@@ -340,6 +352,13 @@ impl Ledger {
     /// The next `count` requests are answered with `status` (429 or 5xx) and do nothing.
     pub fn storm(&self, status: u16, count: u32) {
         self.state().storm = (count > 0).then_some((status, count));
+    }
+
+    /// The next `count` requests on PaymentIntent `intent` (its id in the path, or a parameter naming it, as a
+    /// refund's `payment_intent`) find it locked by another request or a Stripe process (a webhook's handler
+    /// touching it): answered 429 `lock_timeout` with `Stripe-Should-Retry: true`, and they do nothing.
+    pub fn lock(&self, intent: &str, count: u32) {
+        self.state().locked = (count > 0).then(|| (intent.to_owned(), count));
     }
 
     /// The next `count` keyed POSTs fail with a 500 `api_error` after their work began, and the answer is saved

@@ -156,6 +156,12 @@ impl Simulator {
             crate::ledger::Answer::error(500, "api_error", None, "no answer", serde_json::json!({}))
         });
         let mut answered = response(answer.status, &answer.body);
+        if answer.body["error"]["code"] == crate::ledger::LOCK_TIMEOUT {
+            // Stripe advises a retry of its lock timeouts; its libraries retry on this header.
+            answered
+                .headers_mut()
+                .insert("stripe-should-retry", hyper::header::HeaderValue::from_static("true"));
+        }
         if effects.replayed {
             answered
                 .headers_mut()

@@ -3,7 +3,7 @@
 //! protocol model calls these same functions, so what it checks is what runs.
 //!
 //! **What counts.** The breaker is about the PSP, not about one request. A failure is one *attempt* that got
-//! no answer (timeout, connection, an answer cut off) or a 5xx (and Adyen's 429; Stripe's 429 is throttling,
+//! no answer (timeout, connection, an answer cut off) or a 5xx (a 429, Stripe's or Adyen's, is throttling,
 //! retried but not counted), counted when it happens: a PSP that hangs
 //! costs one request timeout per attempt, and counting only whole calls (three attempts and their pauses)
 //! would let a hanging PSP stay under any window. An answer the PSP replays for an idempotency key (Stripe
@@ -49,7 +49,7 @@ impl BreakerRule {
 /// How one failed attempt of a PSP call ended, as the breaker sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Attempt {
-    /// No answer (timeout, connection, cut off), or a fresh 5xx (Adyen's 429 too): the PSP is failing now.
+    /// No answer (timeout, connection, cut off), or a fresh 5xx: the PSP is failing now (a 429 is not).
     /// Counts.
     PspFailed,
     /// An answer the PSP replayed for the idempotency key (`Idempotent-Replayed: true`): saved earlier, it

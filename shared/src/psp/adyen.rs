@@ -22,7 +22,7 @@
 //!   5xx (and no answer) are [`PspError::Unavailable`], retried like the Stripe client's (the same
 //!   [`crate::retry::Backoff`], timeouts per attempt), each failed attempt reported to the breaker the call
 //!   runs in (Adyen's own, `BREAKER#adyen`: [`super::GuardedAdyen`]; [`super::breaker::attempt_failed`]; Adyen
-//!   marks no replayed answer, so every one counts); other
+//!   marks no replayed answer, so every 5xx counts; a 429 is Adyen's rate limit, retried but never counted); other
 //!   4xx (`validation`: a field missing, an idempotency key reused for another request) are
 //!   [`PspError::Refused`]. Adyen's error is carried in Stripe's error shape ([`ErrorObject`]: `errorType` as
 //!   `type`, `errorCode` as `code`), which every caller already reads, and logged and counted by the Stripe
@@ -34,6 +34,7 @@
 use super::client::{report_refusal, STAGE_MARKER};
 use super::http::{self, AttemptFailure};
 use super::key::CurrentKey;
+use super::pace::Pace;
 use super::settings::KeySource;
 use super::stripe::{ErrorObject, ErrorType};
 use super::{ApiKey, ChargeRequest, PspError};
@@ -46,6 +47,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::borrow::Cow;
 use std::fmt;
+use std::num::NonZeroU32;
 use std::time::Duration;
 
 /// The Checkout API version every path is under.
@@ -104,6 +106,9 @@ pub struct AdyenSettings {
     pub connect_timeout: Duration,
     pub request_timeout: Duration,
     pub retries: Backoff,
+    /// The request rate a scanner's client keeps to (`ADYEN_SCAN_RATE_PER_SECOND`: [`super::pace::ScanRates`],
+    /// set by the scanners); `None` (the checkout functions): unpaced.
+    pub scan_rate: Option<NonZeroU32>,
 }
 
 impl AdyenSettings {
@@ -127,6 +132,7 @@ impl AdyenSettings {
             connect_timeout,
             request_timeout,
             retries,
+            scan_rate: None,
         })
     }
 
@@ -230,6 +236,7 @@ pub struct AdyenClient {
     merchant_account: String,
     return_url: String,
     retries: Backoff,
+    pace: Option<Pace>,
 }
 
 impl fmt::Debug for AdyenClient {
@@ -367,6 +374,7 @@ impl AdyenClient {
             merchant_account: settings.merchant_account.clone(),
             return_url: settings.return_url.clone(),
             retries: settings.retries,
+            pace: settings.scan_rate.map(Pace::per_second),
         })
     }
 
@@ -410,12 +418,17 @@ impl AdyenClient {
             .header("Idempotency-Key", key)
             .header("Content-Type", "application/json")
             .body(body.to_string());
+        if let Some(pace) = &self.pace {
+            pace.ready().await;
+        }
         let failed = match http::attempt(request, path, attempt, "pspreference").await? {
             Ok(answer) => return Ok(answer),
             Err(failed) => failed,
         };
-        // Adyen marks no answer as replayed for the key: every 429/5xx is the PSP failing now.
-        if failed.status == 429 || failed.status >= 500 {
+        // Adyen marks no answer as replayed for the key: every 5xx is the PSP failing now. A 429 is Adyen's
+        // rate limit ("Too Many Requests": slow down, the request may succeed later), not an outage: retried
+        // with back-off, never counted by the breaker (as Stripe's).
+        if failed.status >= 500 {
             super::breaker::attempt_failed(Attempt::PspFailed);
         }
         Err(classify(failed.status, &failed.body))

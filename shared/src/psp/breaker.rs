@@ -3,7 +3,7 @@
 //!
 //! - **Closed**: calls go through. Each instance counts, in memory, the PSP's failed *attempts* as they
 //!   happen (the client's retry loop reports each one through [`attempt_failed`]; a PSP that reports none
-//!   counts as one failure when its call fails): a timeout, a connection failure, a fresh 429/5xx. One request
+//!   counts as one failure when its call fails): a timeout, a connection failure, a fresh 5xx (not a 429). One request
 //!   (an idempotency key, or one call without a key) counts at most twice; an answer the PSP replays for a key
 //!   counts not at all. `failure_threshold` counted failures within `window`, with no success in between,
 //!   open it. The rule is [`payments_core::breaker`]'s, which the protocol model runs too.

@@ -27,6 +27,7 @@
 use super::breaker::attempt_failed;
 use super::http::{self, header, AttemptFailure, Unreadable};
 use super::key::CurrentKey;
+use super::pace::Pace;
 use super::stripe::{ErrorBody, ErrorObject, ErrorType, EventList, EventQuery, PaymentIntent, Refund};
 use super::{ChargeRequest, Psp, PspError};
 use crate::retry::Backoff;
@@ -59,6 +60,7 @@ pub struct StripeClient {
     key: CurrentKey,
     redirects: Redirects,
     retries: Backoff,
+    pace: Option<Pace>,
 }
 
 impl fmt::Debug for StripeClient {
@@ -84,6 +86,7 @@ impl StripeClient {
             key,
             redirects: settings.redirects.clone(),
             retries: settings.retries,
+            pace: settings.scan_rate.map(Pace::per_second),
         })
     }
 
@@ -160,6 +163,9 @@ impl StripeClient {
         } else {
             request.form(form)
         };
+        if let Some(pace) = &self.pace {
+            pace.ready().await;
+        }
         let failed = match http::attempt(request, path, attempt, "request-id").await? {
             Ok(answer) => return Ok(answer),
             Err(failed) => failed,

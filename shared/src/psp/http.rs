@@ -5,7 +5,7 @@
 //! which answers to retry) stays in its client: an attempt hands a non-2xx answer back untouched.
 //!
 //! Each attempt that gets no answer, or an answer cut off, is reported to the circuit breaker the call runs in
-//! ([`super::breaker::attempt_failed`]) as it happens; a 429/5xx is reported by the client, which knows
+//! ([`super::breaker::attempt_failed`]) as it happens; a 5xx is reported by the client, which knows
 //! whether its PSP replayed it for the key.
 
 use super::PspError;

@@ -9,6 +9,7 @@
 //! | `http` | what both clients share: the HTTP client with its timeouts, one attempt (failed attempts reported to the breaker), the retry loop, transport causes |
 //! | [`client`] | [`StripeClient`]: form bodies, Bearer key, pinned `Stripe-Version`, an `Idempotency-Key` on every POST, timeouts, retries that honour `Stripe-Should-Retry`, Stripe's errors in our terms |
 //! | [`settings`] | [`PspSettings`] and [`ApiKey`]: the endpoint, the key (redacted, from Secrets Manager or the environment), redirects (a return URL or none), timeouts and retries, read once per cold start |
+//! | [`pace`] | [`pace::Pace`] and [`pace::ScanRates`]: the request rate per PSP the scanners (recovery, the catch-up) keep to |
 //! | [`key`] | [`key::CurrentKey`]: the key in use, read again from Secrets Manager after a 401/403 (rate-limited) |
 //! | [`breaker`] | [`CircuitBreaker`]: stops calls for a cool-down when the PSP keeps failing; its state is one DynamoDB item per PSP shared by every instance |
 //! | [`set`] | [`PspSet`]: one guarded client per configured PSP, built once per cold start, and [`PspRoute`]: the payment's PSP's client, typed by what that PSP can be asked (Adyen: no read, no search) |
@@ -22,6 +23,7 @@ pub mod breaker;
 pub mod client;
 mod http;
 pub mod key;
+pub mod pace;
 pub mod set;
 pub mod settings;
 pub mod stripe;

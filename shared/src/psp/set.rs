@@ -15,6 +15,7 @@
 
 use super::adyen::{AdyenClient, AdyenSettings};
 use super::breaker::{BreakerSettings, CircuitBreaker};
+use super::pace::ScanRates;
 use super::{GuardedStripe, Psp, PspError, PspSettings, StripeClient};
 use crate::{clock, ConfigError, Env, PspName};
 use tracing::error;
@@ -188,6 +189,18 @@ impl PspSetSettings {
             ));
         }
         Ok(Self { stripe, adyen })
+    }
+
+    /// These settings for a scanner (recovery): each PSP's requests at most its rate of `rates`
+    /// ([`super::pace`]).
+    pub fn paced(mut self, rates: &ScanRates) -> Self {
+        if let Some(stripe) = &mut self.stripe {
+            stripe.scan_rate = Some(rates.stripe);
+        }
+        if let Some(adyen) = &mut self.adyen {
+            adyen.scan_rate = Some(rates.adyen);
+        }
+        self
     }
 
     /// The PSPs these settings configure, as [`PspSet::providers`] will name them.

@@ -9,6 +9,7 @@
 use crate::retry::Backoff;
 use crate::{ConfigError, Env};
 use std::fmt;
+use std::num::NonZeroU32;
 use std::time::Duration;
 
 /// A PSP secret key (`sk_live_...`, `sk_test_...`). `Debug` is redacted; read only through `expose`.
@@ -146,6 +147,9 @@ pub struct PspSettings {
     pub request_timeout: Duration,
     /// `PSP_MAX_RETRIES` (default 2): retries after the first attempt.
     pub retries: Backoff,
+    /// The request rate a scanner's client keeps to (`PSP_SCAN_RATE_PER_SECOND`: [`super::pace::ScanRates`],
+    /// set by the scanners); `None` (the checkout functions): unpaced.
+    pub scan_rate: Option<NonZeroU32>,
 }
 
 impl PspSettings {
@@ -170,6 +174,7 @@ impl PspSettings {
             connect_timeout,
             request_timeout,
             retries,
+            scan_rate: None,
         })
     }
 

@@ -262,3 +262,42 @@ async fn an_adyen_payment_whose_end_is_never_notified_expires_here_a_day_later()
         "Adyen is not called once the wait is over"
     );
 }
+
+/// Adyen's rate limit (HTTP 429 Too Many Requests: the request may succeed later) is throttling, not an
+/// outage: retried with back-off like a 5xx, but never counted by Adyen's breaker. As many throttled
+/// authorisations as open it under a 5xx storm leave it closed, and one throttled twice then answered succeeds.
+#[tokio::test]
+async fn adyens_429_is_retried_and_not_counted_by_its_breaker() {
+    let w = World::new().await;
+    let breaker = w.adyen();
+    // Four authorisations of three attempts each (`PSP_MAX_RETRIES` 2), every attempt throttled.
+    w.sim.ledger.storm(429, 12);
+    let (order, money) = (OrderId::parse("order-adyen").unwrap(), money());
+    let method = json!({ "type": "scheme", "encryptedCardNumber": "test_4111111111111111" }).to_string();
+    for n in 0..4 {
+        let id = PaymentId::parse(format!("pay_throttled_{n}")).unwrap();
+        let request = ChargeRequest {
+            payment_id: &id,
+            order_id: &order,
+            money: &money,
+            payment_method: &method,
+        };
+        let throttled = breaker.authorise(&format!("{id}:charge"), &request).await;
+        assert!(matches!(&throttled, Err(e) if e.is_transient()), "{throttled:?}");
+    }
+    assert_eq!(
+        breaker.state().await.unwrap(),
+        shared::psp::breaker::BreakerState::Closed,
+        "throttling is not an outage"
+    );
+    let id = PaymentId::parse("pay_throttled_ok").unwrap();
+    w.sim.ledger.storm(429, 2);
+    let request = ChargeRequest {
+        payment_id: &id,
+        order_id: &order,
+        money: &money,
+        payment_method: &method,
+    };
+    let paid = breaker.authorise(&format!("{id}:charge"), &request).await;
+    assert!(paid.is_ok(), "retried after the 429s: {paid:?}");
+}

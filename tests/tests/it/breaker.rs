@@ -191,6 +191,44 @@ async fn throttling_429s_are_retried_and_not_counted_by_the_breaker() {
         .expect("retried after the 429s");
 }
 
+/// Stripe's `lock_timeout` (a webhook's handler and our call on one PaymentIntent): a 429 with its error object
+/// (`invalid_request_error`, code `lock_timeout`) and `Stripe-Should-Retry: true`. The client retries it with
+/// back-off and jitter, as Stripe's libraries do, and the breaker never counts it: as many locked reads as
+/// open it under a 5xx storm leave it closed, and a read that finds the lock released on its third attempt
+/// succeeds.
+#[tokio::test]
+async fn a_lock_timeout_429_is_retried_and_succeeds_and_the_breaker_stays_closed() {
+    let w = world().await;
+    let reference = w.intent().await;
+    let breaker = w.breaker(settings());
+    w.sim.ledger.lock(reference.as_str(), 1000);
+    for _ in 0..4 {
+        let locked = breaker.retrieve(&reference).await;
+        assert!(
+            matches!(&locked, Err(PspError::Unavailable(e)) if e.to_string().contains("lock_timeout")),
+            "{locked:?}"
+        );
+    }
+    assert_eq!(
+        breaker.state().await.unwrap(),
+        BreakerState::Closed,
+        "a lock is not an outage"
+    );
+    w.sim.ledger.lock(reference.as_str(), 2);
+    let before = w.sim.ledger.requests().len();
+    let read = breaker
+        .retrieve(&reference)
+        .await
+        .expect("retried until the lock was released");
+    assert_eq!(read.id, reference.as_str());
+    assert_eq!(
+        w.sim.ledger.requests().len() - before,
+        3,
+        "two locked attempts, then the answer"
+    );
+    assert_eq!(breaker.state().await.unwrap(), BreakerState::Closed);
+}
+
 #[tokio::test]
 async fn a_hanging_psp_opens_the_breaker_within_its_window() {
     let w = world().await;

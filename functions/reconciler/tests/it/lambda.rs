@@ -22,7 +22,7 @@ use tokio::io::AsyncReadExt;
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
-const KEY: &str = "sk_test_reconciler";
+pub(crate) const KEY: &str = "sk_test_reconciler";
 
 /// Serves the Lambda Runtime API: hands out one scheduled event, then holds every further `next`; reports
 /// the function's answer (`Ok`) or its error (`Err`).
@@ -65,7 +65,7 @@ async fn runtime_api() -> (String, mpsc::UnboundedReceiver<Result<String, String
 pub(crate) struct World {
     pub(crate) ctx: TestContext,
     pub(crate) sim: Arc<Simulator>,
-    psp_url: String,
+    pub(crate) psp_url: String,
 }
 
 impl World {

@@ -474,3 +474,53 @@ async fn one_psp_deferred_stops_only_its_own_calls_in_the_run() {
         );
     }
 }
+
+/// Recovery is a scanner: with `PSP_SCAN_RATE_PER_SECOND` = 5, as the reconciler reads its settings, a run over
+/// 6 due payments spaces its Stripe requests (each retrieve, by the simulator's clock of their arrival) at
+/// least 200 ms apart, so the scan of `n` requests spans at least `(n - 1) / 5` s; without the pace they come
+/// as fast as the simulator answers.
+#[tokio::test]
+async fn a_run_keeps_to_the_scan_rate_at_the_psp() {
+    let w = World::new().await;
+    let mut payments = Vec::new();
+    for n in 0..6 {
+        let intent = w.intent(&format!("paced_{n}"), "succeeded", 1000).await;
+        payments.push(open_payment(&w, "paced", "stripe", Some(intent.id.as_str()), 0).await);
+    }
+    let env = shared::Env::from_lookup(|_| None)
+        .with("TABLE_NAME", w.ctx.table.as_str())
+        .with("PSP_BASE_URL", w.psp_url.as_str())
+        .with("PSP_API_KEY", crate::lambda::KEY)
+        .with("PSP_REDIRECTS", "never")
+        .with("PSP_SCAN_RATE_PER_SECOND", "5");
+    let settings = shared::recovery::Settings::from_env(&env).expect("the reconciler's settings");
+    let stripe = settings.psps.stripe.as_ref().expect("Stripe configured");
+    let client = StripeClient::new(stripe, shared::psp::ApiKey::parse(crate::lambda::KEY).unwrap()).unwrap();
+    let recovery = Recovery::new(
+        &w.ctx.client_for("reconciler"),
+        &w.ctx.config(),
+        client,
+        RecoverySettings {
+            stale_after: Duration::ZERO,
+            ..settings.recovery
+        },
+    );
+    let before = w.sim.ledger.requests().len();
+
+    let report = recovery.run(deadline()).await.unwrap();
+
+    assert_eq!(report.applied, 6, "{report:?}");
+    for id in &payments {
+        assert_eq!(w.get(id).await.status, PaymentStatus::Captured);
+    }
+    let arrived: Vec<i64> = w.sim.ledger.requests()[before..].iter().map(|r| r.at_ms).collect();
+    assert!(arrived.len() >= 6, "one read per payment at least: {arrived:?}");
+    let span = arrived[arrived.len() - 1] - arrived[0];
+    let n = i64::try_from(arrived.len()).unwrap();
+    // Sent 200 ms apart; their arrival may differ by the loopback's delay (a few ms on a busy machine), far
+    // less than the pace: unpaced, the whole run takes about as long as one period.
+    assert!(
+        span >= (n - 1) * 200 - 20,
+        "{n} requests in {span} ms at 5/s: {arrived:?}"
+    );
+}

@@ -3,7 +3,8 @@
 //!
 //! Configuration: [`webhook_intake::catchup::Settings`] (`TABLE_NAME`, `WEBHOOK_PROVIDERS`: its Stripe
 //! provider's endpoint checks; without a Stripe provider only the parked Adyen items are retried; with a
-//! Stripe provider the PSP's settings `PSP_BASE_URL`, `PSP_API_KEY_ARN` or `PSP_API_KEY`, ...;
+//! Stripe provider the PSP's settings `PSP_BASE_URL`, `PSP_API_KEY_ARN` or `PSP_API_KEY`, ..., paced at
+//! `PSP_SCAN_RATE_PER_SECOND`;
 //! `CATCHUP_OVERLAP_SECONDS`, `CATCHUP_SETTLE_SECONDS`, `CATCHUP_MAX_PAGES`, `CATCHUP_FIRST_LOOK_BACK_SECONDS`,
 //! the intake's settings, lease settings).
 

@@ -437,3 +437,30 @@ async fn an_event_deferred_now_does_not_stop_a_later_payments_event() {
     assert_eq!((next.deferred, next.applied), (0, 1), "{next:?}");
     assert_eq!(w.status(&early).await, PaymentStatus::Captured);
 }
+
+/// The catch-up is a scanner: its Stripe client keeps to `PSP_SCAN_RATE_PER_SECOND` (default 10, under
+/// Stripe's 25 requests/s in test mode with the reconciler's 10), as the job reads its settings.
+#[test]
+fn the_jobs_stripe_client_keeps_to_the_scan_rate() {
+    let env = |rate: Option<&'static str>| {
+        shared::Env::from_lookup(move |name| match name {
+            "TABLE_NAME" => Some("payments".to_owned()),
+            "WEBHOOK_PROVIDERS" => Some(r#"[{"name":"stripe","scheme":"stripe","livemode":false}]"#.to_owned()),
+            "PSP_BASE_URL" => Some("http://127.0.0.1:9".to_owned()),
+            "PSP_API_KEY" => Some("sk_test_catchup".to_owned()),
+            "PSP_REDIRECTS" => Some("never".to_owned()),
+            "PSP_SCAN_RATE_PER_SECOND" => rate.map(str::to_owned),
+            _ => None,
+        })
+    };
+    let rate = |rate| {
+        let settings = webhook_intake::catchup::Settings::from_env(&env(rate)).unwrap();
+        settings
+            .stripe
+            .and_then(|(_, psp)| psp.scan_rate)
+            .map(std::num::NonZeroU32::get)
+    };
+    assert_eq!(rate(Some("3")), Some(3));
+    assert_eq!(rate(None), Some(10));
+    assert!(webhook_intake::catchup::Settings::from_env(&env(Some("0"))).is_err());
+}

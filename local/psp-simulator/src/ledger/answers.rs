@@ -25,6 +25,26 @@ pub(super) fn storm_answer(status: u16) -> Answer {
     }
 }
 
+/// Stripe's answer to a request on an object another request or a Stripe process holds (a webhook's handler
+/// and our own call on one PaymentIntent): 429, `invalid_request_error`, code `lock_timeout`, its documented
+/// message. The server sends it with `Stripe-Should-Retry: true`, as Stripe advises a retry of lock timeouts
+/// ([`LOCK_TIMEOUT`] marks it).
+pub(super) fn lock_timeout() -> Answer {
+    Answer::error(
+        429,
+        "invalid_request_error",
+        Some(LOCK_TIMEOUT),
+        "This object cannot be accessed right now because another API request or Stripe process is currently \
+         accessing it. If you see this error intermittently, retry the request. If you see this error frequently \
+         and are making multiple concurrent requests to a single object, make your requests serially or at a \
+         lower rate.",
+        json!({ "doc_url": "https://stripe.com/docs/error-codes/lock-timeout" }),
+    )
+}
+
+/// The error code of Stripe's lock timeouts.
+pub const LOCK_TIMEOUT: &str = "lock_timeout";
+
 pub(super) fn missing(param: &str) -> Answer {
     Answer::error(
         400,

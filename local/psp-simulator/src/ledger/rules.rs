@@ -150,6 +150,8 @@ pub struct LoggedRequest {
     pub method: String,
     pub path: String,
     pub params: BTreeMap<String, String>,
+    /// When it arrived (epoch ms): how fast a client calls (a scan's request rate).
+    pub at_ms: i64,
 }
 
 /// The log keeps the latest requests only: a long local run must not grow without bound.
@@ -165,6 +167,7 @@ impl super::Ledger {
             method: method.to_owned(),
             path: path.to_owned(),
             params: params.clone(),
+            at_ms: super::now_ms(),
         });
     }
 

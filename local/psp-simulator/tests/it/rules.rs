@@ -248,3 +248,62 @@ fn assert_auth_failure(e: &PspError) {
         other => panic!("a rolled key must be reported as an auth failure, got {other:?}"),
     }
 }
+
+/// Stripe's lock timeout, as Stripe answers it: 429, `invalid_request_error`, code `lock_timeout`, its message
+/// and `doc_url`, with `Stripe-Should-Retry: true` (Stripe advises retrying it; its libraries follow the
+/// header). Only requests on the locked PaymentIntent find it locked, and only `count` of them.
+#[tokio::test]
+async fn a_locked_payment_intent_answers_stripes_lock_timeout() {
+    let s = served().await;
+    let client = s.client(KEY);
+    let (payment, order) = ids("pay_locked", "order_locked");
+    let money = Money::new(2500, Currency::parse("EUR").unwrap()).unwrap();
+    let request = ChargeRequest {
+        payment_id: &payment,
+        order_id: &order,
+        money: &money,
+        payment_method: "pm_succeeded",
+    };
+    let (locked, other) = (
+        client.charge("order_locked:charge", &request).await.expect("charged"),
+        client.charge("order_other:charge", &request).await.expect("charged"),
+    );
+    s.sim.ledger.lock(&locked.id, 1);
+    let (head, body) = raw_read(&s.url, &other.id).await;
+    assert!(head.starts_with("http/1.1 200"), "another intent is not locked: {head}");
+    assert_eq!(body["id"], other.id.as_str());
+    let (head, body) = raw_read(&s.url, &locked.id).await;
+    assert!(head.starts_with("http/1.1 429"), "{head}");
+    assert!(head.contains("\r\nstripe-should-retry: true"), "{head}");
+    let e = &body["error"];
+    assert_eq!(
+        (e["type"].as_str(), e["code"].as_str()),
+        (Some("invalid_request_error"), Some("lock_timeout"))
+    );
+    assert!(e["message"]
+        .as_str()
+        .is_some_and(|m| m.starts_with("This object cannot be accessed right now")));
+    assert_eq!(e["doc_url"], "https://stripe.com/docs/error-codes/lock-timeout");
+    let (head, _) = raw_read(&s.url, &locked.id).await;
+    assert!(
+        head.starts_with("http/1.1 200"),
+        "the lock was released after one request: {head}"
+    );
+}
+
+/// `GET /v1/payment_intents/{id}` as raw HTTP/1.1 (our client hides the headers): the head, lowercased, and
+/// the JSON body.
+async fn raw_read(url: &str, id: &str) -> (String, serde_json::Value) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(url.trim_start_matches("http://"))
+        .await
+        .unwrap();
+    let head = format!(
+        "GET /v1/payment_intents/{id} HTTP/1.1\r\nHost: sim\r\nAuthorization: Bearer {KEY}\r\nConnection: close\r\n\r\n"
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw).await.unwrap();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap();
+    (head.to_ascii_lowercase(), serde_json::from_str(body).unwrap())
+}
