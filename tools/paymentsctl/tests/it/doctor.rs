@@ -8,7 +8,7 @@
 //! /service/GraniteServiceVersion20100801/operation/DescribeAlarms` with `smithy-protocol: rpc-v2-cbor`, a CBOR
 //! map as the body and a CBOR map as the answer (`MetricAlarms`, timestamps as tag 1 epoch seconds).
 
-use crate::cli::{open_breaker, paymentsctl_with, text};
+use crate::cli::{open_breaker, paymentsctl_with, stack, text};
 use crate::paymentsctl::{park, stripe_body};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -222,6 +222,21 @@ async fn doctor_reports_an_alarm_in_alarm_with_its_reason_asked_in_cloudwatchs_p
         1,
         "the alarm only: {report}"
     );
+
+    let name = stack(&ctx.table, &queues).await;
+    let staged = paymentsctl_with(
+        None,
+        &[("AWS_ENDPOINT_URL_CLOUDWATCH", endpoint.as_str())],
+        &["--stack", &name, "--json", "doctor"],
+    );
+    assert_eq!(staged.status.code(), Some(3), "{}", text(&staged.stderr));
+    let request = asked.lock().unwrap().last().cloned().unwrap();
+    assert_eq!(
+        request.members.get("AlarmNamePrefix"),
+        Some(&format!("{name}-")),
+        "the stack's alarms only"
+    );
+    assert_eq!(request.members.get("StateValue").map(String::as_str), Some("ALARM"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
