@@ -219,7 +219,7 @@ fn only_y_or_yes_confirms() {
 }
 
 /// A stack in moto's CloudFormation whose outputs name this test's table and queues.
-async fn stack(table: &str, queues: &local_dev::queues::Queues) -> String {
+pub(crate) async fn stack(table: &str, queues: &local_dev::queues::Queues) -> String {
     let endpoint = local_dev::service::SQS.endpoint();
     let sdk = integration_tests::local_sdk_config(&endpoint);
     let cloudformation = aws_sdk_cloudformation::Client::new(&sdk);
