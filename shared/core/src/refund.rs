@@ -6,6 +6,8 @@
 //! counts as refunded only what the PSP says `succeeded`, and treats a failed refund as money still to give
 //! back ([`GiveBack`]), which recovery does with a new idempotency key per failure, a bounded number of times.
 
+use crate::ids::PaymentId;
+use crate::payment::Payment;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -102,6 +104,48 @@ pub struct GiveBack {
     /// The payment's `refund_failures` count when this failure was recorded.
     pub failure: u32,
     pub amount_minor: u64,
+}
+
+/// A refund recovery makes to give money back: under `key` (the same on every look, so a retry after a lost
+/// answer never refunds twice), of `amount_minor`, answering give-back `answers_give_back` when it is one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GiveBackRefund {
+    pub key: String,
+    pub amount_minor: u64,
+    pub answers_give_back: Option<u32>,
+}
+
+/// The idempotency key of the give-back of failure `failure`: one key per failure, whichever PSP.
+pub fn give_back_key(payment: &PaymentId, failure: u32) -> String {
+    format!("{payment}:refund-failure-{failure}")
+}
+
+/// The idempotency key of the refund of money taken after the payment failed (its anomaly `anomaly`).
+pub fn stray_refund_key(payment: &PaymentId, anomaly: u32) -> String {
+    format!("{payment}:anomaly-{anomaly}:refund")
+}
+
+/// What recovery refunds of `payment` at a PSP whose refunds end by notification (Adyen: nothing to read
+/// back): money taken after it failed, all that no refund asks back yet; else what failed refunds left
+/// ([`GiveBack`]). `None` when there is nothing to give back, or when the refunds already asked cover it
+/// (their notifications tell how they end).
+pub fn give_back_refund(payment: &Payment) -> Option<GiveBackRefund> {
+    if let Some(anomaly) = payment.refund_due() {
+        let unasked = payment
+            .money
+            .amount_minor()
+            .saturating_sub(RefundTotals::of(&payment.refunds).outstanding());
+        return (unasked > 0).then(|| GiveBackRefund {
+            key: stray_refund_key(&payment.id, anomaly),
+            amount_minor: unasked,
+            answers_give_back: None,
+        });
+    }
+    payment.give_back.map(|g| GiveBackRefund {
+        key: give_back_key(&payment.id, g.failure),
+        amount_minor: g.amount_minor,
+        answers_give_back: Some(g.failure),
+    })
 }
 
 /// Totals of a payment's refunds by what they mean for the money.
