@@ -65,8 +65,8 @@ pub use payment::{CustomerAction, NewPayment, Offered, Payment, StrayCapture};
 pub use provider::{KnownPsps, PspName, StandardPsp};
 pub use recovery::{recovery_step, NothingToAsk, RecoveryStep, Unasked};
 pub use refund::{
-    give_back_key, give_back_refund, refund_step, stray_refund_key, GiveBack, GiveBackRefund, RefundEntry,
-    RefundStatus, RefundStep, RefundTotals,
+    give_back_key, give_back_refund, refund_step, saga_refund_settled, stray_refund_key, GiveBack, GiveBackRefund,
+    RefundEntry, RefundStatus, RefundStep, RefundTotals,
 };
 pub use secret::{ClientSecret, RedirectPolicy, RedirectUrl, RetryToken, SigningSecret};
 pub use status::PaymentStatus;

@@ -206,6 +206,28 @@ pub fn refund_step(own: RefundStatus, refunds: &[RefundEntry], owed_minor: u64) 
     }
 }
 
+/// One owner per refund: whether the saga's refund step may call the PSP for `payment`, refunding
+/// `owed_minor`. It refunds only while no refund of the payment failed and its refunds do not already ask it
+/// all back (`None`: call). Once one failed, the money is recovery's to give back (one key per failure, at most
+/// [`MAX_GIVE_BACKS`]), and a resume never creates a refund again, however late (Stripe forgets a key after
+/// 24 hours: the saga's key replayed days later would make a new refund on the failing card). `Some` is the
+/// step as the payment's refunds stand: done once succeeded refunds cover it, waiting while they are asked
+/// and nothing failed, undone (recovery's) otherwise.
+pub fn saga_refund_settled(payment: &Payment, owed_minor: u64) -> Option<RefundStep> {
+    let totals = RefundTotals::of(&payment.refunds);
+    let failed = payment.refund_failures > 0;
+    if !failed && totals.outstanding() < owed_minor {
+        return None;
+    }
+    Some(if totals.succeeded >= owed_minor {
+        RefundStep::Done
+    } else if failed {
+        RefundStep::Undone
+    } else {
+        RefundStep::Waiting
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::RefundStatus::*;
@@ -217,6 +239,34 @@ mod tests {
             amount_minor,
             status,
         }
+    }
+
+    #[test]
+    fn the_saga_refunds_only_until_a_refund_failed_then_recovery_owns_the_money() {
+        let mut p = crate::fixtures::payment("pay_owner");
+        let owed = p.money.amount_minor();
+        assert_eq!(
+            saga_refund_settled(&p, owed),
+            None,
+            "nothing asked yet: the saga refunds"
+        );
+        p.refunds = vec![entry("re_saga", owed, Pending)];
+        assert_eq!(
+            saga_refund_settled(&p, owed),
+            Some(RefundStep::Waiting),
+            "asked: no second refund"
+        );
+        p.refunds = vec![entry("re_saga", owed, Failed)];
+        p.refund_failures = 1;
+        assert_eq!(
+            saga_refund_settled(&p, owed),
+            Some(RefundStep::Undone),
+            "failed: recovery's"
+        );
+        p.refunds.push(entry("re_give_back", owed, Pending));
+        assert_eq!(saga_refund_settled(&p, owed), Some(RefundStep::Undone));
+        p.refunds[1].status = Succeeded;
+        assert_eq!(saga_refund_settled(&p, owed), Some(RefundStep::Done));
     }
 
     #[test]
