@@ -74,8 +74,8 @@ pub use payments_core::{
 
 // Refunds and disputes as the PSP reports them.
 pub use payments_core::{
-    refund_step, Dispute, DisputeFact, DisputeReport, DisputeStatus, GiveBack, RefundEntry, RefundReport, RefundStatus,
-    RefundStep,
+    refund_step, saga_refund_settled, Dispute, DisputeFact, DisputeReport, DisputeStatus, GiveBack, RefundEntry,
+    RefundReport, RefundStatus, RefundStep,
 };
 
 // Identifiers, money and the PSP a payment belongs to, each parsed once at the edge.

@@ -43,10 +43,15 @@
 //! `failed` answer does not count as given back; the core stops giving back after
 //! [`payments_core::refund::MAX_GIVE_BACKS`] failures, which then only alarm.
 //!
+//! At Adyen, which has no refund or payment to read back, the same money is given back under the same keys
+//! and bound, the outcome read from Adyen's notification (`adyen`).
+//!
 //! A refund the payment last heard was `pending` (a give-back's or any other) may end without a webhook we
 //! receive, so each look reads it back by id first ([`Recovery::read_back_pending_refund`]) and records the
 //! answer as the webhook's refund report would be: `failed` is a new failure (given back under the next key
 //! on the next look), `succeeded` ends the question.
+
+mod adyen;
 
 use crate::clock;
 use crate::lambda::{BuildError, Clients};
@@ -420,6 +425,14 @@ impl<P: Psps> Recovery<P> {
         let open_since = &mut seen.open_since;
         // Only the payment's own PSP, through the client recovery holds of it (invariant 13).
         let route = self.psp.route(&current.provider);
+        // Adyen has no refund to read back: what it owes is refunded there, its notification tells the end.
+        // Boxed, like the whole reconcile: inline, its future would grow every caller's stack frame.
+        if let PspRoute::Adyen(adyen) = route {
+            let given = Box::pin(self.adyen_give_back(&current, adyen, lease, correlation.clone(), open_since));
+            if let Some(done) = given.await? {
+                return Ok(done);
+            }
+        }
         let client = match route {
             PspRoute::Missing(_) => None,
             PspRoute::Stripe(_) | PspRoute::Adyen(_) => Some(current.provider.clone()),
@@ -738,7 +751,7 @@ impl<P: Psps> Recovery<P> {
         open_since: &mut Option<i64>,
     ) -> Result<(Reconciled, bool), RecoveryError> {
         let (psp, current, reference) = (asked.psp, &asked.current, &asked.reference);
-        let key = format!("{}:refund-failure-{}", current.id, give_back.failure);
+        let key = payments_core::give_back_key(&current.id, give_back.failure);
         let refund = match psp.refund(&key, reference, Some(give_back.amount_minor)).await {
             Ok(refund) => refund,
             Err(e) if e.is_deferred() => return Ok((Reconciled::Deferred, false)),
@@ -816,7 +829,7 @@ async fn cancel_expired(
 /// `<payment>:anomaly-<n>:refund`, the same on every run, so a retry never refunds twice. The caller then
 /// reads the PaymentIntent back, whose charge's refunded total records the refund on the payment.
 async fn give_back(psp: &impl Psp, payment: &Payment, reference: &PspReference, anomaly: u32) -> Result<(), PspError> {
-    let key = format!("{}:anomaly-{anomaly}:refund", payment.id);
+    let key = payments_core::stray_refund_key(&payment.id, anomaly);
     match psp.refund(&key, reference, None).await {
         Ok(refund) => {
             warn!(payment_id = %payment.id, refund_id = %refund.id, status = %refund.status, anomaly,

@@ -413,6 +413,16 @@ impl Ledger {
             .collect()
     }
 
+    /// Every refund made of the PaymentIntent `payment_intent`, as it stands now (a test's count of them).
+    pub fn refunds_of(&self, payment_intent: &str) -> Vec<Value> {
+        self.state()
+            .refunds
+            .values()
+            .filter(|r| r["payment_intent"] == payment_intent)
+            .cloned()
+            .collect()
+    }
+
     /// Handles one API request. `authorization` is the `Authorization` header, `params` the form body (POST)
     /// or query (GET).
     pub fn handle(

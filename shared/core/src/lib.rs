@@ -64,6 +64,9 @@ pub use observation::{Channel, Claims, Observation, Outcome, RefundReport};
 pub use payment::{CustomerAction, NewPayment, Offered, Payment, StrayCapture};
 pub use provider::{KnownPsps, PspName, StandardPsp};
 pub use recovery::{recovery_step, NothingToAsk, RecoveryStep, Unasked};
-pub use refund::{refund_step, GiveBack, RefundEntry, RefundStatus, RefundStep, RefundTotals};
+pub use refund::{
+    give_back_key, give_back_refund, refund_step, saga_refund_settled, stray_refund_key, GiveBack, GiveBackRefund,
+    RefundEntry, RefundStatus, RefundStep, RefundTotals,
+};
 pub use secret::{ClientSecret, RedirectPolicy, RedirectUrl, RetryToken, SigningSecret};
 pub use status::PaymentStatus;

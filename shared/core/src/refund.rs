@@ -6,6 +6,8 @@
 //! counts as refunded only what the PSP says `succeeded`, and treats a failed refund as money still to give
 //! back ([`GiveBack`]), which recovery does with a new idempotency key per failure, a bounded number of times.
 
+use crate::ids::PaymentId;
+use crate::payment::Payment;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -104,6 +106,48 @@ pub struct GiveBack {
     pub amount_minor: u64,
 }
 
+/// A refund recovery makes to give money back: under `key` (the same on every look, so a retry after a lost
+/// answer never refunds twice), of `amount_minor`, answering give-back `answers_give_back` when it is one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GiveBackRefund {
+    pub key: String,
+    pub amount_minor: u64,
+    pub answers_give_back: Option<u32>,
+}
+
+/// The idempotency key of the give-back of failure `failure`: one key per failure, whichever PSP.
+pub fn give_back_key(payment: &PaymentId, failure: u32) -> String {
+    format!("{payment}:refund-failure-{failure}")
+}
+
+/// The idempotency key of the refund of money taken after the payment failed (its anomaly `anomaly`).
+pub fn stray_refund_key(payment: &PaymentId, anomaly: u32) -> String {
+    format!("{payment}:anomaly-{anomaly}:refund")
+}
+
+/// What recovery refunds of `payment` at a PSP whose refunds end by notification (Adyen: nothing to read
+/// back): money taken after it failed, all that no refund asks back yet; else what failed refunds left
+/// ([`GiveBack`]). `None` when there is nothing to give back, or when the refunds already asked cover it
+/// (their notifications tell how they end).
+pub fn give_back_refund(payment: &Payment) -> Option<GiveBackRefund> {
+    if let Some(anomaly) = payment.refund_due() {
+        let unasked = payment
+            .money
+            .amount_minor()
+            .saturating_sub(RefundTotals::of(&payment.refunds).outstanding());
+        return (unasked > 0).then(|| GiveBackRefund {
+            key: stray_refund_key(&payment.id, anomaly),
+            amount_minor: unasked,
+            answers_give_back: None,
+        });
+    }
+    payment.give_back.map(|g| GiveBackRefund {
+        key: give_back_key(&payment.id, g.failure),
+        amount_minor: g.amount_minor,
+        answers_give_back: Some(g.failure),
+    })
+}
+
 /// Totals of a payment's refunds by what they mean for the money.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RefundTotals {
@@ -162,6 +206,28 @@ pub fn refund_step(own: RefundStatus, refunds: &[RefundEntry], owed_minor: u64) 
     }
 }
 
+/// One owner per refund: whether the saga's refund step may call the PSP for `payment`, refunding
+/// `owed_minor`. It refunds only while no refund of the payment failed and its refunds do not already ask it
+/// all back (`None`: call). Once one failed, the money is recovery's to give back (one key per failure, at most
+/// [`MAX_GIVE_BACKS`]), and a resume never creates a refund again, however late (Stripe forgets a key after
+/// 24 hours: the saga's key replayed days later would make a new refund on the failing card). `Some` is the
+/// step as the payment's refunds stand: done once succeeded refunds cover it, waiting while they are asked
+/// and nothing failed, undone (recovery's) otherwise.
+pub fn saga_refund_settled(payment: &Payment, owed_minor: u64) -> Option<RefundStep> {
+    let totals = RefundTotals::of(&payment.refunds);
+    let failed = payment.refund_failures > 0;
+    if !failed && totals.outstanding() < owed_minor {
+        return None;
+    }
+    Some(if totals.succeeded >= owed_minor {
+        RefundStep::Done
+    } else if failed {
+        RefundStep::Undone
+    } else {
+        RefundStep::Waiting
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::RefundStatus::*;
@@ -173,6 +239,34 @@ mod tests {
             amount_minor,
             status,
         }
+    }
+
+    #[test]
+    fn the_saga_refunds_only_until_a_refund_failed_then_recovery_owns_the_money() {
+        let mut p = crate::fixtures::payment("pay_owner");
+        let owed = p.money.amount_minor();
+        assert_eq!(
+            saga_refund_settled(&p, owed),
+            None,
+            "nothing asked yet: the saga refunds"
+        );
+        p.refunds = vec![entry("re_saga", owed, Pending)];
+        assert_eq!(
+            saga_refund_settled(&p, owed),
+            Some(RefundStep::Waiting),
+            "asked: no second refund"
+        );
+        p.refunds = vec![entry("re_saga", owed, Failed)];
+        p.refund_failures = 1;
+        assert_eq!(
+            saga_refund_settled(&p, owed),
+            Some(RefundStep::Undone),
+            "failed: recovery's"
+        );
+        p.refunds.push(entry("re_give_back", owed, Pending));
+        assert_eq!(saga_refund_settled(&p, owed), Some(RefundStep::Undone));
+        p.refunds[1].status = Succeeded;
+        assert_eq!(saga_refund_settled(&p, owed), Some(RefundStep::Done));
     }
 
     #[test]

@@ -67,10 +67,14 @@ impl World {
 
     /// A payment of 11.30 EUR authorised at Adyen under our id `pay_<name>_...`: its pspReference.
     async fn authorised(&self, id: &PaymentId) -> PspReference {
+        self.authorised_for(id, "J. Smith").await
+    }
+
+    /// [`World::authorised`] with the card holder `holder` (the simulator's scenario, e.g. `REFUND_FAILED`).
+    async fn authorised_for(&self, id: &PaymentId, holder: &str) -> PspReference {
         let (order, money) = (OrderId::parse("order-adyen").unwrap(), money());
-        let method =
-            json!({ "type": "scheme", "encryptedCardNumber": "test_4111111111111111", "holderName": "J. Smith" })
-                .to_string();
+        let method = json!({ "type": "scheme", "encryptedCardNumber": "test_4111111111111111", "holderName": holder })
+            .to_string();
         let request = ChargeRequest {
             payment_id: id,
             order_id: &order,
@@ -300,4 +304,130 @@ async fn adyens_429_is_retried_and_not_counted_by_its_breaker() {
     };
     let paid = breaker.authorise(&format!("{id}:charge"), &request).await;
     assert!(paid.is_ok(), "retried after the 429s: {paid:?}");
+}
+
+/// The simulator's notifications with `code` (`REFUND`, ...): how many modifications Adyen made of that kind.
+fn count(notified: &[(String, String)], code: &str) -> usize {
+    notified.iter().filter(|(c, _)| c == code).count()
+}
+
+#[tokio::test]
+async fn an_adyen_refund_failed_is_given_back_once_per_failure_and_alarmed_after_the_last() {
+    let w = World::new().await;
+    let paid = id("refundfails");
+    // Every refund of this card fails after it was received (`REFUND`, then `REFUND_FAILED`).
+    let reference = w.authorised_for(&paid, "REFUND_FAILED").await;
+    w.payment(&paid, Some(&reference), 3_600_000).await;
+    w.adyen()
+        .capture(&format!("{paid}:capture"), &reference, &money())
+        .await
+        .unwrap();
+    // The saga's refund, which Adyen then reports failed: the money is ours again.
+    w.adyen()
+        .refund("order-adyen:refund", &reference, &money())
+        .await
+        .unwrap();
+    w.deliver(0).await;
+    let failed = w.ctx.store.get(&paid).await.unwrap().unwrap();
+    assert_eq!(
+        (
+            failed.status,
+            failed.refund_failures,
+            failed.give_back.map(|g| g.amount_minor)
+        ),
+        (PaymentStatus::Captured, 1, Some(1130))
+    );
+
+    for failure in 1..=payments_core::refund::MAX_GIVE_BACKS as usize {
+        let before = w.notified().len();
+        let report = w.recovery(7).run(deadline()).await.unwrap();
+        assert_eq!((report.found, report.applied, report.errors), (1, 1, 0), "{report:?}");
+        assert_eq!(
+            count(&w.notified(), "REFUND"),
+            1 + failure,
+            "give-back {failure} refunded once"
+        );
+        let given = w.ctx.store.get(&paid).await.unwrap().unwrap();
+        assert_eq!(given.give_back, None, "answered: pending, its notification tells");
+        // Run again before the notification: nothing is refunded twice.
+        w.due_now(&paid).await;
+        let again = w.recovery(7).run(deadline()).await.unwrap();
+        assert_eq!((again.found, again.applied), (1, 0), "{again:?}");
+        assert_eq!(
+            count(&w.notified(), "REFUND"),
+            1 + failure,
+            "no second refund of give-back {failure}"
+        );
+        w.deliver(before).await;
+        w.due_now(&paid).await;
+    }
+
+    let last = w.ctx.store.get(&paid).await.unwrap().unwrap();
+    assert_eq!((last.refund_failures, last.give_back), (4, None), "{last:?}");
+    let events = w.ctx.store.events(&paid).await.unwrap();
+    let alarm = events.last().unwrap();
+    assert_eq!(alarm.kind, EventKind::RefundFailed);
+    assert!(
+        alarm
+            .reason
+            .as_deref()
+            .unwrap_or_default()
+            .contains("not given back again, for an operator"),
+        "{:?}",
+        alarm.reason
+    );
+    w.recovery(7).run(deadline()).await.unwrap();
+    assert_eq!(
+        count(&w.notified(), "REFUND"),
+        1 + payments_core::refund::MAX_GIVE_BACKS as usize,
+        "past the bound: no refund, only the alarm"
+    );
+}
+
+#[tokio::test]
+async fn money_adyen_took_after_the_payment_failed_is_refunded_by_recovery() {
+    let w = World::new().await;
+    let stray = id("stray");
+    let reference = w.authorised(&stray).await;
+    w.payment(&stray, Some(&reference), 3_600_000).await;
+    let failed = Observation::new(
+        Channel::Sync,
+        Outcome::Failed {
+            reason: "given up".into(),
+        },
+        CorrelationId::parse("c").unwrap(),
+    );
+    w.ctx.store.finalize(&stray, &failed, None).await.unwrap();
+    // Captured at Adyen after we failed it (a capture sent before the failure, its answer lost).
+    w.adyen()
+        .capture(&format!("{stray}:capture"), &reference, &money())
+        .await
+        .unwrap();
+    w.deliver(0).await;
+    assert_eq!(w.ctx.store.get(&stray).await.unwrap().unwrap().refund_due(), Some(1));
+    let before = w.notified().len();
+
+    let report = w.recovery(7).run(deadline()).await.unwrap();
+
+    assert_eq!((report.found, report.applied, report.errors), (1, 1, 0), "{report:?}");
+    assert_eq!(
+        count(&w.notified()[before..], "REFUND"),
+        1,
+        "all of it refunded at Adyen"
+    );
+    w.due_now(&stray).await;
+    w.recovery(7).run(deadline()).await.unwrap();
+    assert_eq!(
+        count(&w.notified()[before..], "REFUND"),
+        1,
+        "not twice while its notification is due"
+    );
+    w.deliver(before).await;
+    let p = w.ctx.store.get(&stray).await.unwrap().unwrap();
+    assert_eq!(
+        (p.status, p.refund_due(), p.refunded_minor),
+        (PaymentStatus::Failed, None, 1130),
+        "{p:?}"
+    );
+    assert_eq!(w.ctx.due_key(&stray).await, None, "the money question has ended");
 }

@@ -5,7 +5,7 @@
 //! |---|---|---|
 //! | charging | authorise (`<order>:charge`, `manualCapture`); `Authorised`: capture at once (`<order>:capture`) | the answer through the one finalize (`Authorised`, `Pending`, `Received`: processing; a 3-D Secure challenge: the customer's action), payment_pending; refused: the payment failed, cancelling_payment |
 //! | payment_pending | a challenged payment that `AUTHORISATION` made processing: capture (`<order>:capture`, replayed by Adyen on every later resume) | captured on the `CAPTURE` notification; the rest as for Stripe |
-//! | refunding_payment | refund (`<order>:refund`), answered `received` | the refund recorded `pending` under the modification's pspReference; done when `REFUND` says `succeeded`, each resume asking again with the key (Adyen replays it); refused for good: refund impossible, escalated once |
+//! | refunding_payment | refund (`<order>:refund`), answered `received` | the refund recorded `pending` under the modification's pspReference; done when `REFUND` says `succeeded` (a resume reads the payment, no second refund), or when it failed once recovery's give-back succeeded; refused for good: refund impossible, escalated once |
 //! | cancelling_payment | with a pspReference: cancel (`<order>:cancel`), then wait for `CANCELLATION` (or `CAPTURE`, when the capture won: continued from the capture); without one: cancel by our reference (`<order>:cancel`, `POST /cancels`) | failed here at once (no capture is ever sent without a pspReference) |
 //!
 //! **Capture** is ours, not Adyen's automatic one: the client authorises with `manualCapture` and the saga

@@ -83,12 +83,11 @@ impl<P: Psps> Runner<P> {
     /// (which no retry turns) ends the compensation as "refund impossible", as a disputed charge does at once,
     /// with one escalation. The refund
     /// the PSP answers is recorded on the payment and counts only once `succeeded`: a pending one stops the
-    /// saga here until its webhook says how it ended (each resume asks again with the same key and reads the
-    /// payment); a failed one is an error (retried, then escalated) while recovery gives the money back, and
+    /// saga here until its webhook says how it ended (a resume reads the payment and calls the PSP no more:
+    /// [`shared::saga_refund_settled`]); a failed one is an error (retried, then escalated) while recovery gives the money back, and
     /// the step is done once that give-back succeeded (the saga's own refund stays `failed`).
     pub(super) async fn refund(&self, saga: Saga<RefundingPayment>, now: i64) -> Result<Advanced, RunError> {
         let payment_id = saga.payment_id().clone();
-        let amount = saga.record().checkout.money.amount_minor();
         let (reference, key) = super::steps::refund_of(&saga)?;
         // What each answer leads to is the core's decision (`after_refund`, `read_back`); the protocol model
         // takes the same.
@@ -119,6 +118,48 @@ impl<P: Psps> Runner<P> {
             },
             Err(e) => return Err(e.into()),
         };
+        self.read_back_refund(saga, refused, now).await
+    }
+
+    /// The refund step when the payment's refunds already ask the money back ([`shared::saga_refund_settled`]):
+    /// no PSP call makes a refund; done is read back (Stripe) or taken as recorded (`adyen`: nothing to read),
+    /// waiting stops until the refund's webhook, undone is recovery's give-back (retried, then escalated).
+    pub(super) async fn refund_settled(
+        &self,
+        saga: Saga<RefundingPayment>,
+        step: shared::RefundStep,
+        adyen: bool,
+        now: i64,
+    ) -> Result<Advanced, RunError> {
+        match (after_refund(RefundCalled::Made(step)), adyen) {
+            (AfterRefund::ReadBack { .. }, false) => self.read_back_refund(saga, None, now).await,
+            (AfterRefund::ReadBack { .. }, true) => {
+                let owed = saga.record().checkout.money.amount_minor();
+                let (next, event) = saga.refunded(owed, now);
+                self.moved(next, event, vec![]).await
+            }
+            (AfterRefund::Wait, _) => {
+                info!(order_id = %saga.order_id(), "refund asked already; waiting for the PSP's outcome");
+                Ok(Advanced::Stopped)
+            }
+            (AfterRefund::Undone | AfterRefund::Impossible(_), _) => Err(RunError::Invalid(format!(
+                "the refund of order {} failed: recovery gives the money back, the saga refunds no more",
+                saga.order_id()
+            ))),
+        }
+    }
+
+    /// The refund step's end at Stripe: the PaymentIntent read back and recorded, then refunded, or impossible
+    /// when the call was `refused` for good and the charge does not show the money back.
+    async fn read_back_refund(
+        &self,
+        saga: Saga<RefundingPayment>,
+        refused: Option<PspError>,
+        now: i64,
+    ) -> Result<Advanced, RunError> {
+        let payment_id = saga.payment_id().clone();
+        let amount = saga.record().checkout.money.amount_minor();
+        let (reference, _) = super::steps::refund_of(&saga)?;
         let intent = self.psp()?.retrieve(&reference).await?;
         // Recorded whatever the saga decides: the payment keeps the PSP's truth (a part refunded at the PSP
         // too) for the person an impossible refund is escalated to.

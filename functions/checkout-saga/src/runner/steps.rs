@@ -17,6 +17,7 @@ use shared::{Metadata, NewPayment, OrderId, Payment, PaymentId, PaymentStatus, P
 use tracing::{info, warn};
 
 /// The PSP whose steps a saga's payment takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Via {
     Stripe,
     Adyen,
@@ -39,10 +40,8 @@ impl<P: Psps> Runner<P> {
             },
             Next::AwaitPayment(saga) => self.await_payment(saga, now).await,
             Next::ConfirmOrder(saga) => self.confirm_order(saga, now).await,
-            Next::RefundPayment(saga) => match self.via(saga.record(), "refund").await? {
-                (Via::Stripe, _) => self.refund(saga, now).await,
-                (Via::Adyen, _) => self.adyen_refund(saga, now).await,
-            },
+            // Boxed: inlined into every resume's future, it overflows the sweeper's stack.
+            Next::RefundPayment(saga) => Box::pin(self.refund_payment(saga, now)).await,
             Next::CancelPayment(saga) => match self.via(saga.record(), "cancel").await? {
                 (Via::Stripe, payment) => self.cancel_payment(saga, payment, now).await,
                 (Via::Adyen, payment) => self.adyen_cancel(saga, payment, now).await,
@@ -74,6 +73,18 @@ impl<P: Psps> Runner<P> {
             PspName::Stripe => Ok((Via::Stripe, payment)),
             PspName::Adyen => Ok((Via::Adyen, payment)),
             other => Err(RunError::Psp(set::not_configured(other, operation))),
+        }
+    }
+
+    /// The refund step at the payment's PSP. One owner per refund: once the payment's refunds ask the money
+    /// back (or one failed: recovery's), the saga creates no refund again ([`shared::saga_refund_settled`]).
+    async fn refund_payment(&self, saga: Saga<RefundingPayment>, now: i64) -> Result<Advanced, RunError> {
+        let (via, payment) = self.via(saga.record(), "refund").await?;
+        let owed = saga.record().checkout.money.amount_minor();
+        match (shared::saga_refund_settled(&payment, owed), via) {
+            (Some(step), via) => self.refund_settled(saga, step, via == Via::Adyen, now).await,
+            (None, Via::Stripe) => self.refund(saga, now).await,
+            (None, Via::Adyen) => self.adyen_refund(saga, now).await,
         }
     }
 

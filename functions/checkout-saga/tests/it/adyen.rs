@@ -625,3 +625,60 @@ impl AdyenWorld {
         );
     }
 }
+
+/// Its first refund fails after Adyen received it (`REFUND`, then `REFUND_FAILED`); later ones succeed.
+const REFUND_FAILS_ONCE: &str =
+    r#"{"type":"scheme","encryptedCardNumber":"test_4111111111111111","holderName":"REFUND_FAILED_ONCE"}"#;
+
+#[tokio::test]
+async fn an_adyen_refund_that_failed_is_given_back_by_recovery_and_then_the_saga_releases_the_stock() {
+    let a = adyen_world().await;
+    let runner = a.runner();
+    let order = order();
+    let pending = runner
+        .start(order.clone(), a.w.checkout(REFUND_FAILS_ONCE, 1))
+        .await
+        .expect("start");
+    a.notify().await;
+    orders::cancel(&a.w.ctx.client, &a.w.ctx.table, &order)
+        .await
+        .expect("cancel the order");
+    a.w.deliver(&runner, &pending).await;
+    let refunding = a.w.saga(&order).await;
+    let reference = refunding.psp_reference.clone().expect("reference");
+    // Adyen reports the saga's refund failed: the money is ours again, the saga is not done.
+    a.notify().await;
+    let resumed = runner.resume(&order).await;
+    assert!(resumed.is_err(), "{resumed:?}");
+    assert_eq!(a.w.saga(&order).await.status, SagaStatus::RefundingPayment);
+    assert_eq!(a.w.stock().await, STOCK - 1, "reserved while the money is not back");
+    let failed = a.payment(&refunding).await;
+    assert_eq!(failed.give_back.map(|g| g.failure), Some(1), "{failed:?}");
+
+    // Recovery gives it back at Adyen under `<payment>:refund-failure-1`; its REFUND notification says so.
+    let id = failed.id.clone();
+    let correlation = shared::CorrelationId::parse("corr-recovery").expect("correlation");
+    let given = runner.recovery.reconcile(&id, correlation).await.expect("give back");
+    assert!(matches!(given, shared::recovery::Reconciled::Applied(_)), "{given:?}");
+    assert_eq!(
+        a.notified("REFUND", reference.as_str()),
+        2,
+        "the give-back: one more refund"
+    );
+    a.notify().await;
+
+    let done = runner.resume(&order).await.expect("resume").expect("saga");
+    assert_eq!(done.status, SagaStatus::Compensated, "{done:?}");
+    assert_eq!(a.w.stock().await, STOCK, "the stock is released");
+    let payment = a.payment(&done).await;
+    assert_eq!(
+        (payment.status, payment.refunded_minor, payment.give_back),
+        (PaymentStatus::Refunded, payment.money.amount_minor(), None),
+        "{payment:?}"
+    );
+    assert_eq!(
+        a.notified("REFUND", reference.as_str()),
+        2,
+        "no refund beyond the give-back"
+    );
+}

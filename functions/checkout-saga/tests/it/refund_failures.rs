@@ -462,3 +462,49 @@ async fn a_pending_refund_stripe_does_not_know_is_skipped_and_the_look_goes_on()
     let p = w.ctx.store.get(&id).await.unwrap().unwrap();
     assert_eq!((p.status, p.pending_refunds().count()), (PaymentStatus::Captured, 1));
 }
+
+#[tokio::test]
+async fn a_refund_failing_for_two_days_creates_no_refund_beyond_the_give_back_bound() {
+    let w = world().await;
+    let runner = w.runner_for("checkout-events");
+    let id = order();
+    let waiting = w
+        .runner_for("checkout-api")
+        .start(id.clone(), w.checkout("pm_refund_fails", 1))
+        .await
+        .expect("start");
+    orders::cancel(&w.ctx.client, &w.ctx.table, &id).await.unwrap();
+    w.inbox_deliver(&runner, &waiting).await;
+    let payment = waiting.payment_id.clone().expect("payment");
+    let intent = w.sim.ledger.intents_for(payment.as_str())[0]["id"]
+        .as_str()
+        .expect("intent")
+        .to_owned();
+    assert_eq!(w.sim.ledger.refunds_of(&intent).len(), 1, "the saga's refund");
+    let recovery = reconciler(&w, w.psp());
+    // Two days, every 4 hours: the saga is resumed and recovery looks, while Stripe forgets each key 24 hours
+    // after its first use (the simulator's key clock moved ahead; every refund of this card fails).
+    for _ in 0..12 {
+        w.sim.ledger.age_keys(Duration::from_secs(4 * 3600));
+        let resumed = runner.resume(&id).await;
+        assert!(resumed.is_err() || w.saga(&id).await.status == SagaStatus::RefundingPayment);
+        recovery
+            .reconcile(&payment, CorrelationId::parse("corr-recovery").unwrap())
+            .await
+            .expect("reconcile");
+    }
+    let refunds = w.sim.ledger.refunds_of(&intent);
+    let p = w.ctx.store.get(&payment).await.unwrap().unwrap();
+    assert_eq!(
+        refunds.len(),
+        1 + payments_core::refund::MAX_GIVE_BACKS as usize,
+        "the saga's refund and one give-back per failure up to the bound, none beyond: {:?}",
+        p.refunds
+    );
+    assert!(p.refund_failures > payments_core::refund::MAX_GIVE_BACKS, "{p:?}");
+    assert_eq!(
+        w.saga(&id).await.status,
+        SagaStatus::RefundingPayment,
+        "the stock stays held"
+    );
+}

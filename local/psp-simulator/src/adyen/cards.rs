@@ -3,7 +3,8 @@
 //! `NOT_ENOUGH_BALANCE`, ...) refuses the payment with that reason ("testing result codes and refusal
 //! reasons" in Adyen's docs). Two names are the simulator's own, for what Adyen's test platform cannot be
 //! asked to do: `CAPTURE_FAILED` (the capture is accepted, then fails at the scheme: `CAPTURE`, then
-//! `CAPTURE_FAILED`) and `REFUND_FAILED` (`REFUND`, then `REFUND_FAILED`).
+//! `CAPTURE_FAILED`), `REFUND_FAILED` (every refund: `REFUND`, then `REFUND_FAILED`) and `REFUND_FAILED_ONCE`
+//! (the first refund so, the later ones succeed: a give-back after a failure).
 
 use serde_json::Value;
 
@@ -71,6 +72,8 @@ pub struct Scenario {
     pub refusal: Option<Refusal>,
     pub capture_fails: bool,
     pub refund_fails: bool,
+    /// The next refund fails (then this is cleared): `REFUND_FAILED_ONCE`.
+    pub refund_fails_once: bool,
 }
 
 impl Scenario {
@@ -90,6 +93,7 @@ impl Scenario {
             refusal: REFUSALS.iter().find(|(name, _)| *name == holder).map(|(_, r)| *r),
             capture_fails: holder == "CAPTURE_FAILED",
             refund_fails: holder == "REFUND_FAILED",
+            refund_fails_once: holder == "REFUND_FAILED_ONCE",
         }
     }
 }

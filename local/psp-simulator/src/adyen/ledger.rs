@@ -544,14 +544,14 @@ fn refund(payment: &mut Payment, modification: &str, (value, currency): (u64, St
         return vec![notice(payment, "REFUND", modification, value, refused)];
     }
     let mut notices = vec![notice(payment, "REFUND", modification, value, None)];
-    if payment.scenario.refund_fails {
-        notices.push(notice(
-            payment,
-            "REFUND_FAILED",
-            modification,
-            value,
-            Some("Refund failed"),
-        ));
+    let fails_once = std::mem::take(&mut payment.scenario.refund_fails_once);
+    if payment.scenario.refund_fails || fails_once {
+        // Adyen reports the event that happened, the refund's failure: `success: true`, the why in `reason`
+        // (as the intake reads it: `REFUND_FAILED` with `success: false` is acknowledged and ignored).
+        notices.push(Notice {
+            reason: Some("Refund failed".into()),
+            ..notice(payment, "REFUND_FAILED", modification, value, None)
+        });
     } else {
         payment.refunded += value;
     }

@@ -1,0 +1,80 @@
+//! Recovery's give-backs at Adyen, which has no refund to read back: money Adyen took on a payment we had
+//! failed, and what refunds Adyen reported failed (`REFUND success=false`, `REFUND_FAILED`,
+//! `REFUNDED_REVERSED`) left with us, are refunded through `/payments/{pspReference}/refunds` under the same
+//! keys as Stripe's ([`payments_core::give_back_key`], [`payments_core::stray_refund_key`]: one per failure,
+//! Adyen replays a key's answer). Adyen answers `received`; the refund is recorded `pending` under the
+//! modification's pspReference, answering the give-back, and its `REFUND` (then perhaps `REFUND_FAILED`)
+//! notification records how it ended through the intake: a failure is the next give-back, up to
+//! [`payments_core::refund::MAX_GIVE_BACKS`], then alarmed only, as for Stripe.
+
+use super::{reconciled, Reconciled, Recovery, RecoveryError};
+use crate::lease::Lease;
+use crate::psp::{GuardedAdyen, PspError, Psps};
+use crate::telemetry::ErrorChain;
+use crate::{Channel, CorrelationId, Money, Observation, Outcome, Payment, RefundEntry, RefundReport, RefundStatus};
+use payments_core::{give_back_refund, GiveBackRefund};
+use tracing::warn;
+
+impl<P: Psps> Recovery<P> {
+    /// Gives back at Adyen what `current` owes (see the module doc). `None` when it owes nothing to refund
+    /// now (the look goes on as for any Adyen payment: it waits for its notifications).
+    pub(super) async fn adyen_give_back(
+        &self,
+        current: &Payment,
+        adyen: &GuardedAdyen,
+        lease: &Lease,
+        correlation: CorrelationId,
+        open_since: &mut Option<i64>,
+    ) -> Result<Option<(Reconciled, bool)>, RecoveryError> {
+        let (Some(reference), Some(refund)) = (&current.psp_reference, give_back_refund(current)) else {
+            return Ok(None);
+        };
+        let money = Money::new(refund.amount_minor, current.money.currency())
+            .map_err(|e| PspError::BadAnswer(e.to_string().into()))?;
+        let received = match adyen.refund(&refund.key, reference, &money).await {
+            Ok(received) => received,
+            Err(e) if e.is_deferred() => return Ok(Some((Reconciled::Deferred, false))),
+            // Refused for good (a validation error): not retried sooner than the back-off; the payment stays
+            // open, and its age alarms, for an operator.
+            Err(e @ PspError::Refused { .. }) => {
+                warn!(payment_id = %current.id, key = %refund.key, error = %ErrorChain(&e),
+                      "Adyen refused the give-back; an operator decides");
+                self.back_off(&current.id, current.created_at_ms).await;
+                return Ok(Some((Reconciled::Refused, false)));
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let mut observation = Observation::new(
+            Channel::Recovery,
+            Outcome::Refund(pending(&refund, received.psp_reference.to_string())),
+            correlation,
+        );
+        observation.psp_reference = Some(reference.clone());
+        let outcome = self
+            .store
+            .finalize_from(current.clone(), &observation, Some(lease))
+            .await?;
+        warn!(payment_id = %current.id, refund = %received.psp_reference, amount_minor = refund.amount_minor,
+              key = %refund.key, result = ?outcome.result, "money given back at Adyen; its REFUND notification tells");
+        if outcome.payment.is_open() {
+            self.back_off(&outcome.payment.id, outcome.payment.created_at_ms).await;
+        } else {
+            *open_since = None;
+        }
+        Ok(Some((reconciled(&outcome), outcome.lease_released)))
+    }
+}
+
+/// Adyen's `received` for `refund`, as its refund report: `pending` under the modification's pspReference
+/// (`refund_id`), answering its give-back.
+fn pending(refund: &GiveBackRefund, refund_id: String) -> RefundReport {
+    RefundReport {
+        refund: RefundEntry {
+            refund_id,
+            amount_minor: refund.amount_minor,
+            status: RefundStatus::Pending,
+        },
+        failure_reason: None,
+        answers_give_back: refund.answers_give_back,
+    }
+}
