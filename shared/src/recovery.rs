@@ -373,14 +373,9 @@ impl<P: Psps> Recovery<P> {
         correlation: CorrelationId,
         seen: &mut Seen,
     ) -> Result<Reconciled, RecoveryError> {
-        let current = self
-            .store
-            .get(id)
-            .await?
-            .ok_or_else(|| StoreError::NotFound(id.to_string()))?;
-        if !current.is_open() {
+        let Some(current) = self.read_open(id).await? else {
             return Ok(Reconciled::NotOpen);
-        }
+        };
         let Some(lease) = self.leases.acquire(&current).await? else {
             info!(payment_id = %id, "payment's lease is held (webhook intake at work); skipped this round");
             return Ok(Reconciled::Busy);
@@ -399,6 +394,17 @@ impl<P: Psps> Recovery<P> {
         done.map(|(reconciled, _)| reconciled)
     }
 
+    /// The payment as stored now, `None` once it is no longer open (nothing left to reconcile); a payment
+    /// that is not there is an error (its open-items entry outlived it).
+    async fn read_open(&self, id: &PaymentId) -> Result<Option<Payment>, RecoveryError> {
+        let current = self
+            .store
+            .get(id)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(id.to_string()))?;
+        Ok(current.is_open().then_some(current))
+    }
+
     /// [`Recovery::reconcile`]'s work once the lease is held, on a fresh read (the one before the lease may
     /// predate a holder's write; the PSP is asked from what the payment is now); also says whether the lease
     /// was released.
@@ -409,14 +415,9 @@ impl<P: Psps> Recovery<P> {
         correlation: CorrelationId,
         seen: &mut Seen,
     ) -> Result<(Reconciled, bool), RecoveryError> {
-        let current = self
-            .store
-            .get(id)
-            .await?
-            .ok_or_else(|| StoreError::NotFound(id.to_string()))?;
-        if !current.is_open() {
+        let Some(current) = self.read_open(id).await? else {
             return Ok((Reconciled::NotOpen, false));
-        }
+        };
         seen.open_since = Some(current.created_at_ms);
         seen.provider = Some(current.provider.clone());
         if seen.deferred.contains(&current.provider) {
