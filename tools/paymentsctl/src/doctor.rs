@@ -141,26 +141,28 @@ pub fn findings(report: &Report, thresholds: &Options) -> Vec<String> {
             b.name, b.state, b.name
         ));
     }
-    let seconds = |ms: i64| u64::try_from(ms / 1000).unwrap_or(0);
-    if let Some(p) = report
-        .oldest_open_payment
-        .as_ref()
-        .filter(|p| p.age_seconds > seconds(thresholds.payment_stale_after_ms))
-    {
-        out.push(format!(
-            "payment {} open ({}) for {}s, past RECOVERY_STALE_AFTER_SECONDS: `paymentsctl timeline {}`",
-            p.id, p.status, p.age_seconds, p.id
-        ));
-    }
-    if let Some(s) = report
-        .oldest_open_saga
-        .as_ref()
-        .filter(|s| s.age_seconds > seconds(thresholds.saga_stuck_after_ms))
-    {
-        out.push(format!(
-            "saga {} open ({}) for {}s, past SAGA_STUCK_AFTER_SECONDS: `paymentsctl timeline {}`",
-            s.id, s.status, s.age_seconds, s.id
-        ));
+    let open_too_long = [
+        (
+            "payment",
+            &report.oldest_open_payment,
+            thresholds.payment_stale_after_ms,
+            "RECOVERY_STALE_AFTER_SECONDS",
+        ),
+        (
+            "saga",
+            &report.oldest_open_saga,
+            thresholds.saga_stuck_after_ms,
+            "SAGA_STUCK_AFTER_SECONDS",
+        ),
+    ];
+    for (kind, oldest, limit_ms, setting) in open_too_long {
+        let limit_seconds = u64::try_from(limit_ms / 1000).unwrap_or(0);
+        if let Some(o) = oldest.as_ref().filter(|o| o.age_seconds > limit_seconds) {
+            out.push(format!(
+                "{kind} {} open ({}) for {}s, past {setting}: `paymentsctl timeline {}`",
+                o.id, o.status, o.age_seconds, o.id
+            ));
+        }
     }
     for e in report
         .webhook_endpoints
