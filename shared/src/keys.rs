@@ -1,7 +1,7 @@
 //! Every key of the one table, in one place: each item kind's partition and sort key. Nothing else in the
 //! workspace spells a key prefix (`docs/ARCHITECTURE.md` has the table layout they make).
 
-use crate::{OrderId, PaymentId, Sku};
+use crate::{OrderId, PaymentId, PspEventId, Sku};
 use aws_sdk_dynamodb::types::AttributeValue;
 use std::collections::HashMap;
 
@@ -112,6 +112,14 @@ pub fn breaker(name: &str) -> Item {
     key(format!("BREAKER#{name}"), "BREAKER")
 }
 
+/// The partition key prefix of the objects to read again at Stripe (`store::recheck`).
+pub const RECHECK_PK_PREFIX: &str = "RECHECK#";
+
+/// The object Stripe's event-generation failure `event` names, to read again at Stripe (`store::recheck`).
+pub fn recheck(event: &PspEventId) -> Item {
+    key(format!("{RECHECK_PK_PREFIX}{event}"), "RECHECK")
+}
+
 /// A scheduled job's cursor `name` (`stripe-events`: how far the webhook catch-up has read Stripe's events).
 pub fn job_cursor(name: &str) -> Item {
     key(format!("CURSOR#{name}"), "CURSOR")
@@ -149,5 +157,7 @@ mod tests {
             pk_sk(&parked("quarantined", &parked_sk("stripe", "evt_1"))),
             ("PARKED#quarantined".into(), "stripe#evt_1".into())
         );
+        let event = PspEventId::parse("evt_1").unwrap();
+        assert_eq!(pk_sk(&recheck(&event)), ("RECHECK#evt_1".into(), "RECHECK".into()));
     }
 }

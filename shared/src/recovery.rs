@@ -52,6 +52,7 @@
 //! on the next look), `succeeded` ends the question.
 
 mod adyen;
+mod recheck;
 
 use crate::clock;
 use crate::lambda::{BuildError, Clients};
@@ -142,6 +143,11 @@ pub struct RecoveryReport {
     /// `MAX_RECHECK_INTERVAL` (6 h) plus one run while recovery gets through (else the lag alarms), so the
     /// maximum over any 6-hour window covers every open payment: what the open-payment alarm reads.
     pub oldest_open_age_seconds: u64,
+    /// Objects Stripe failed to generate an event about, read once and applied (or found not ours).
+    pub rechecked: u32,
+    /// Objects Stripe failed to generate an event about that recovery could not read for good (Stripe does
+    /// not know them, or their type is not one it reads): logged with the object for an operator, alarmed.
+    pub rechecks_unread: u32,
 }
 
 impl RecoveryReport {
@@ -311,6 +317,8 @@ impl<P: Psps> Recovery<P> {
             key.strip_prefix(crate::keys::PAYMENT_PK_PREFIX)
                 .and_then(|id| PaymentId::parse(id).ok())
         });
+        // Objects Stripe never told us about first: they are due at once, open payment or not.
+        self.recheck_all(deadline, &mut report).await?;
         let mut seen = Seen::default();
         for id in ids {
             report.found = report.found.saturating_add(1);
@@ -376,22 +384,37 @@ impl<P: Psps> Recovery<P> {
         let Some(current) = self.read_open(id).await? else {
             return Ok(Reconciled::NotOpen);
         };
-        let Some(lease) = self.leases.acquire(&current).await? else {
-            info!(payment_id = %id, "payment's lease is held (webhook intake at work); skipped this round");
-            return Ok(Reconciled::Busy);
-        };
-        let held = self.leases.hold(lease);
         // Boxed: the reconcile's future is deep (finalize, refunds, expiry), and every caller's async state
         // machine nests it; on the heap it is one pointer in theirs (the sweeper's would pass rustc's limit).
-        let done = Box::pin(self.reconcile_leased(id, held.lease(), correlation, seen)).await;
-        // A finalize that wrote freed the lease (the version moved past it); every other ending releases it here
-        // (and a reconciliation cut at the run's deadline, when `held` is dropped).
+        let done = self
+            .leased(&current, async |lease| {
+                Box::pin(self.reconcile_leased(id, lease, correlation, seen)).await
+            })
+            .await?;
+        Ok(done.unwrap_or(Reconciled::Busy))
+    }
+
+    /// `work` under `current`'s lease, taken at the version read; `None` when another worker holds it
+    /// (skipped this round). `work` says whether its write freed the lease (the version moved past it); every
+    /// other ending releases it here (and one cut at the run's deadline, when the held lease is dropped).
+    async fn leased<T>(
+        &self,
+        current: &Payment,
+        work: impl AsyncFnOnce(&Lease) -> Result<(T, bool), RecoveryError>,
+    ) -> Result<Option<T>, RecoveryError> {
+        let id = &current.id;
+        let Some(lease) = self.leases.acquire(current).await? else {
+            info!(payment_id = %id, "payment's lease is held (webhook intake at work); skipped this round");
+            return Ok(None);
+        };
+        let held = self.leases.hold(lease);
+        let done = work(held.lease()).await;
         if matches!(done, Ok((_, true))) {
             held.released_by_write();
         } else if let Err(e) = held.release().await {
             warn!(payment_id = %id, error = %ErrorChain(&e), "lease release failed; it will expire");
         }
-        done.map(|(reconciled, _)| reconciled)
+        done.map(|(value, _)| Some(value))
     }
 
     /// The payment as stored now, `None` once it is no longer open (nothing left to reconcile); a payment
@@ -961,6 +984,8 @@ pub fn emf(r: &RecoveryReport, now_ms: i64) -> serde_json::Value {
             ("Errors", "Count"),
             ("RecoveryLagSeconds", "Seconds"),
             ("OldestOpenPaymentAgeSeconds", "Seconds"),
+            ("Rechecked", "Count"),
+            ("RechecksUnread", "Count"),
         ],
         serde_json::json!({
             "Found": r.found, "Applied": r.applied, "Unchanged": r.unchanged, "Busy": r.busy,
@@ -969,6 +994,7 @@ pub fn emf(r: &RecoveryReport, now_ms: i64) -> serde_json::Value {
             "Errors": r.errors,
             "Left": r.left, "RecoveryLagSeconds": r.lag_seconds,
             "OldestOpenPaymentAgeSeconds": r.oldest_open_age_seconds,
+            "Rechecked": r.rechecked, "RechecksUnread": r.rechecks_unread,
         }),
         now_ms,
     )

@@ -27,10 +27,11 @@ use lambda_http::{Body, Request, Response};
 use serde_json::json;
 use shared::http::{self, ApiError};
 use shared::router::{RouteTableError, Router};
-use shared::store::ParkedKind;
+use shared::store::{recheck, ParkedKind};
 use shared::telemetry::ErrorChain;
 use shared::{clock, telemetry};
 use std::sync::{Arc, LazyLock};
+use stripe::thin::Thin;
 use tracing::{info, warn, Instrument};
 use webhook_signatures::{verify_standard, verify_stripe, SignatureError, SignedRequest};
 
@@ -114,6 +115,12 @@ async fn intake(
     let body = http::body_bytes(req);
     let (providers, signed_at) = verified(app, req, name, body, metrics).await?;
     let provider = providers.get(name).ok_or_else(|| unknown_provider(name))?;
+    if let Some(thin) = (provider.scheme == Scheme::Stripe)
+        .then(|| stripe::thin::parse(body))
+        .flatten()
+    {
+        return thin_event(app, provider, thin, body, metrics).await;
+    }
     let event = match parsed(app, req, provider, body, signed_at, metrics).await? {
         Next::Go(event) => event,
         Next::Answer(answer) => return Ok(answer),
@@ -305,22 +312,58 @@ async fn triaged(
             info!(event_type, "event type not handled; acknowledged");
             Ok(Next::Answer("ignored"))
         }
-        Err(unparseable) => {
-            metrics.quarantines = 1;
-            let key = quarantine_key(signed_id, body);
-            app.store
-                .park(
-                    ParkedKind::Quarantined,
-                    &provider.name,
-                    &key,
-                    &unparseable.0,
-                    &redact(body),
-                )
-                .await?;
-            warn!(reason = %unparseable.0, "signed but unparseable webhook quarantined");
-            Ok(Next::Answer("quarantined"))
-        }
+        Err(unparseable) => quarantine(app, provider, &unparseable.0, signed_id, body, metrics)
+            .await
+            .map(Next::Answer),
     }
+}
+
+/// Parks a validly signed body we cannot use (redacted, under its signed event id when it has one) and counts
+/// it: `quarantined`.
+async fn quarantine(
+    app: &App,
+    provider: &Provider,
+    reason: &str,
+    signed_id: Option<&str>,
+    body: &[u8],
+    metrics: &mut RequestMetrics,
+) -> Result<&'static str, ApiError> {
+    metrics.quarantines = 1;
+    let key = quarantine_key(signed_id, body);
+    app.store
+        .park(ParkedKind::Quarantined, &provider.name, &key, reason, &redact(body))
+        .await?;
+    warn!(reason, "signed but unusable webhook quarantined");
+    Ok("quarantined")
+}
+
+/// A thin event (Stripe's API v2, from an event destination): an event-generation failure is handed to
+/// recovery ([`recheck::record`]) before the 2xx, so a failed write is a 503 that Stripe retries and nothing
+/// accepted is lost; its redelivery is a `duplicate`. Another v2 type is acknowledged; a body that is not a
+/// thin event we can read, or of the other mode than the endpoint's, is quarantined.
+async fn thin_event(
+    app: &App,
+    provider: &Provider,
+    thin: Result<Thin, crate::psp_event::Unparseable>,
+    body: &[u8],
+    metrics: &mut RequestMetrics,
+) -> Result<&'static str, ApiError> {
+    let signed_id = body_event_id(body);
+    let (id, livemode) = match thin {
+        Ok(Thin::GenerationFailure { id, livemode }) => (id, livemode),
+        Ok(Thin::Ignored { event_type }) => {
+            info!(event_type, "thin event type not handled; acknowledged");
+            return Ok("ignored");
+        }
+        Err(e) => return quarantine(app, provider, &e.0, signed_id.as_deref(), body, metrics).await,
+    };
+    if let Some(want) = provider.expect.livemode.filter(|want| livemode != Some(*want)) {
+        let reason = format!("livemode {livemode:?} but this endpoint expects livemode {want}");
+        return quarantine(app, provider, &reason, signed_id.as_deref(), body, metrics).await;
+    }
+    let recorded = recheck::record(app.store.client(), app.store.table(), &id, clock::now_ms()).await?;
+    info!(event_id = %id, recorded, "Stripe failed to generate an event: recovery reads the object it names");
+    Ok(if recorded { "queued" } else { "duplicate" })
 }
 
 fn verify(provider: &Provider, req: &Request, body: &[u8]) -> Result<i64, SignatureError> {

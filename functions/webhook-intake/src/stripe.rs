@@ -4,6 +4,7 @@
 
 mod dispute;
 mod refund;
+pub mod thin;
 
 use crate::psp_event::{self, Facts, Parsed, PaymentRef, PspEvent, Unparseable, STAGE_MARKER};
 use serde::Deserialize;
@@ -191,7 +192,7 @@ fn about(kind: &str, object: &serde_json::Value) -> Result<Option<About>, Unpars
             }))
         }
         kind if refund::handles(kind) => refund::about(object),
-        _ => match dispute::fact(kind) {
+        _ => match shared::DisputeFact::of_stripe_event(kind) {
             Some(fact) => dispute::about(fact, object),
             None => Ok(None),
         },

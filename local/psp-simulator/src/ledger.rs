@@ -24,6 +24,7 @@ mod answers;
 mod disputes;
 mod endpoints;
 mod events;
+mod health;
 mod objects;
 mod operations;
 
@@ -223,6 +224,10 @@ struct State {
     loss_rate: f64,
     /// The account's webhook endpoints (`GET /v1/webhook_endpoints`), oldest first.
     webhook_endpoints: Vec<Value>,
+    /// Event types Stripe fails to generate ([`Ledger::fail_event_generation`]).
+    never_generated: Vec<&'static str>,
+    /// The failure events made in their place, full (`GET /v2/core/events/{id}`).
+    generation_failures: Vec<Value>,
 }
 
 /// The simulated PSP account.
@@ -306,6 +311,8 @@ fn read(state: &mut State, method: &str, path: &str, params: &BTreeMap<String, S
     match (method, segments(path).as_slice()) {
         ("GET", ["v1", "payment_intents", "search"]) => search(state, params),
         ("GET", ["v1", "events"]) => events::list(&state.events, params),
+        ("GET", ["v2", "core", "events", id]) => health::get(&state.generation_failures, id),
+        ("GET", ["v1", "disputes", id]) => disputes::get(state, id),
         ("GET", ["v1", "webhook_endpoints"]) => endpoints::list(&state.webhook_endpoints, params),
         ("GET", ["v1", "webhook_endpoints", id]) => endpoints::get(&state.webhook_endpoints, id),
         ("GET", ["v1", "refunds", id]) => match state.refunds.get(*id) {

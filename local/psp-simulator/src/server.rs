@@ -9,6 +9,8 @@
 //! | `POST /v1/refunds` | `payment_intent`, `amount` (optional: the rest): a Refund; `charge.refunded` is sent; 400 `charge_disputed` once the charge is disputed; a `pm_refund_fails` charge's refund is answered `pending`, then `refund.created`, `refund.updated` and `refund.failed` report it failed |
 //! | `GET /v1/refunds/{id}` | the Refund as it stands (a `pm_refund_fails` charge's: `failed`, as its webhooks said) |
 //! | `POST /_sim/charges/{id}/dispute` | admin, no key: dispute a captured charge (`status`: `needs_response`, `under_review`, `won`, `lost`); the `charge.dispute.*` webhooks are sent (`ledger::disputes`) |
+//! | `GET /v1/disputes/{id}` | the dispute as it stands (`ledger::disputes`); 404 `resource_missing` for an unknown id |
+//! | `GET /v2/core/events/{id}` | an event-generation failure made in place of an event of a type [`Ledger::fail_event_generation`] armed (`ledger::health`), with `data.impact.related_object`; 404 `resource_missing` for another id; the failure itself is delivered thin (no `data`) |
 //! | `GET /v1/webhook_endpoints`, `GET /v1/webhook_endpoints/{id}` | the account's webhook endpoints (`status`, `api_version`, `url`), `limit` 1 to 100 (`ledger::endpoints`); the simulator registers its one delivery URL at start |
 //! | `GET /v1/events` | the events created so far, newest first (`created[...]`, `types[]`, `limit`, `starting_after`): how the catch-up job finds webhooks that were lost (`ledger::events`) |
 //!

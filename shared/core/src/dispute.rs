@@ -103,6 +103,22 @@ pub enum DisputeFact {
     Closed,
 }
 
+impl DisputeFact {
+    /// The fact a Stripe `charge.dispute.*` event type reports; `None` for any other type. One table for the
+    /// webhook intake (which reads the event) and recovery (which reads the dispute of an event Stripe never
+    /// made, whose type its event-generation failure names).
+    pub fn of_stripe_event(event_type: &str) -> Option<Self> {
+        Some(match event_type {
+            "charge.dispute.created" => Self::Created,
+            "charge.dispute.updated" => Self::Updated,
+            "charge.dispute.funds_withdrawn" => Self::FundsWithdrawn,
+            "charge.dispute.funds_reinstated" => Self::FundsReinstated,
+            "charge.dispute.closed" => Self::Closed,
+            _ => return None,
+        })
+    }
+}
+
 /// One dispute event: the dispute as the PSP reports it and the fact the event is about.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DisputeReport {

@@ -348,6 +348,19 @@ impl<P: Psp> Psp for CircuitBreaker<P> {
         self.guarded(Request::Unkeyed, self.inner.retrieve_refund(refund)).await
     }
 
+    async fn retrieve_dispute(&self, dispute: &str) -> Result<super::stripe::Dispute, PspError> {
+        self.guarded(Request::Unkeyed, self.inner.retrieve_dispute(dispute))
+            .await
+    }
+
+    async fn retrieve_generation_failure(
+        &self,
+        event: &crate::PspEventId,
+    ) -> Result<super::stripe::GenerationFailure, PspError> {
+        self.guarded(Request::Unkeyed, self.inner.retrieve_generation_failure(event))
+            .await
+    }
+
     async fn find_for_payment(&self, payment: &PaymentId) -> Result<Option<PaymentIntent>, PspError> {
         self.guarded(Request::Unkeyed, self.inner.find_for_payment(payment))
             .await

@@ -28,10 +28,12 @@ use super::breaker::attempt_failed;
 use super::http::{self, header, AttemptFailure, Unreadable};
 use super::key::CurrentKey;
 use super::pace::Pace;
-use super::stripe::{ErrorBody, ErrorObject, ErrorType, EventList, EventQuery, PaymentIntent, Refund};
+use super::stripe::{
+    Dispute, ErrorBody, ErrorObject, ErrorType, EventList, EventQuery, GenerationFailure, PaymentIntent, Refund,
+};
 use super::{ChargeRequest, Psp, PspError};
 use crate::retry::Backoff;
-use crate::{clock, PaymentId, PspReference};
+use crate::{clock, PaymentId, PspEventId, PspReference};
 use payments_core::breaker::Attempt;
 use reqwest::header::HeaderMap;
 use serde::de::DeserializeOwned;
@@ -346,12 +348,12 @@ impl StripeClient {
     }
 }
 
-/// A refund id as a path segment: it comes from the PSP's answers, so it is checked like a [`PspReference`]
-/// (ASCII letters, digits, `_-.:`) before it goes into a URL.
-fn refund_segment(refund: &str) -> Result<&str, PspError> {
-    PspReference::parse(refund)
-        .map(|_| refund)
-        .map_err(|e| PspError::BadAnswer(format!("refund id {refund:?} is not an id: {e}").into()))
+/// A `what` id (a refund's, a dispute's) as a path segment: it comes from the PSP's answers, so it is checked
+/// like a [`PspReference`] (ASCII letters, digits, `_-.:`) before it goes into a URL.
+fn id_segment<'a>(what: &str, id: &'a str) -> Result<&'a str, PspError> {
+    PspReference::parse(id)
+        .map(|_| id)
+        .map_err(|e| PspError::BadAnswer(format!("{what} id {id:?} is not an id: {e}").into()))
 }
 
 fn path_segment(reference: &PspReference) -> &str {
@@ -411,8 +413,22 @@ impl Psp for StripeClient {
     }
 
     async fn retrieve_refund(&self, refund: &str) -> Result<Refund, PspError> {
-        let path = format!("/v1/refunds/{}", refund_segment(refund)?);
+        let path = format!("/v1/refunds/{}", id_segment("refund", refund)?);
         self.call("psp.retrieve_refund", reqwest::Method::GET, &path, None, &[])
+            .await
+    }
+
+    async fn retrieve_dispute(&self, dispute: &str) -> Result<Dispute, PspError> {
+        let path = format!("/v1/disputes/{}", id_segment("dispute", dispute)?);
+        self.call("psp.retrieve_dispute", reqwest::Method::GET, &path, None, &[])
+            .await
+    }
+
+    async fn retrieve_generation_failure(&self, event: &PspEventId) -> Result<GenerationFailure, PspError> {
+        // Event ids are validated ids (ASCII letters, digits, `_-.:`): safe in a path as they are. A v2 read
+        // takes the same Bearer key and `Stripe-Version`; v2 answers errors in the same `{"error": ...}` shape.
+        let path = format!("/v2/core/events/{event}");
+        self.call("psp.retrieve_event", reqwest::Method::GET, &path, None, &[])
             .await
     }
 

@@ -33,7 +33,7 @@ pub use client::{ApiKey, PspSettings, StripeClient};
 pub use set::{GuardedAdyen, PspRoute, PspSet, PspSetSettings, Psps, ADYEN_BREAKER, STRIPE_BREAKER};
 pub use stripe::{IntentStatus, PaymentIntent, Refund};
 
-use crate::{Money, OrderId, PaymentId, PspName, PspReference};
+use crate::{Money, OrderId, PaymentId, PspEventId, PspName, PspReference};
 
 /// The PSP every function calls: Stripe's API behind the shared circuit breaker.
 pub type GuardedStripe = CircuitBreaker<StripeClient>;
@@ -176,6 +176,17 @@ pub trait Psp: Send + Sync {
     /// The refund `refund` (a `re_...` id the PSP gave us) as it stands: how recovery learns what became of
     /// a refund still `pending` when its webhooks were lost.
     fn retrieve_refund(&self, refund: &str) -> impl Future<Output = Result<Refund, PspError>> + Send;
+
+    /// The dispute `dispute` (a `du_...` id) as it stands: what recovery reads when Stripe failed to generate
+    /// a `charge.dispute.*` event about it.
+    fn retrieve_dispute(&self, dispute: &str) -> impl Future<Output = Result<stripe::Dispute, PspError>> + Send;
+
+    /// Stripe's event-generation failure `event` (`GET /v2/core/events/{id}`): the object whose event Stripe
+    /// never made, which recovery then reads (`store::recheck`).
+    fn retrieve_generation_failure(
+        &self,
+        event: &PspEventId,
+    ) -> impl Future<Output = Result<stripe::GenerationFailure, PspError>> + Send;
 
     /// The PaymentIntent created for our payment (by `metadata[payment_id]`), if any: how a charge retried
     /// after the PSP forgot its idempotency key finds the first one. Stripe's search is eventually consistent

@@ -8,7 +8,8 @@
 //! ([`payments_core::stripe::IntentStatus`]), which the protocol model decides with too.
 
 use crate::{
-    Claims, ClientSecret, Currency, CustomerAction, Observation, Outcome, PspReference, RedirectPolicy, RedirectUrl,
+    Claims, ClientSecret, Currency, CustomerAction, DisputeFact, DisputeId, DisputeReport, DisputeStatus, Observation,
+    Outcome, PspReference, RedirectPolicy, RedirectUrl,
 };
 use serde::Deserialize;
 use std::collections::HashMap;
@@ -59,6 +60,72 @@ pub struct EventList {
     pub data: Vec<serde_json::Value>,
     #[serde(default)]
     pub has_more: bool,
+}
+
+/// A Stripe Dispute (`object: "dispute"`), as `charge.dispute.*` events carry it and `GET /v1/disputes/{id}`
+/// answers. It names our payment only by its `payment_intent` (a dispute carries no metadata of ours).
+#[derive(Debug, Clone, Deserialize)]
+pub struct Dispute {
+    pub id: String,
+    pub amount: u64,
+    pub currency: String,
+    pub status: String,
+    #[serde(default)]
+    pub payment_intent: Option<String>,
+}
+
+impl Dispute {
+    /// The dispute reporting `fact`; an error for a status or id we cannot read.
+    pub fn report(&self, fact: DisputeFact) -> Result<DisputeReport, String> {
+        let status = DisputeStatus::parse(&self.status).ok_or_else(|| {
+            format!(
+                "unknown dispute status {:?}",
+                self.status.chars().take(40).collect::<String>()
+            )
+        })?;
+        Ok(DisputeReport {
+            id: DisputeId::parse(self.id.as_str()).map_err(|e| e.to_string())?,
+            status,
+            amount_minor: self.amount,
+            fact,
+        })
+    }
+}
+
+/// The type of the thin event by which Stripe says it failed to generate an event (never delivered, never
+/// listed by `GET /v1/events`) and names the object it was about.
+pub const GENERATION_FAILURE_RESOLVED: &str = "v2.core.health.event_generation_failure.resolved";
+
+/// Stripe's event-generation failure as `GET /v2/core/events/{id}` answers it: the thin event delivered to an
+/// event destination carries no data, only its id, so the object is learnt from this read.
+#[derive(Debug, Clone, Deserialize)]
+pub struct GenerationFailure {
+    pub id: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub data: GenerationFailureData,
+}
+
+/// The failure's `data`; only `impact` is read (`alert_id`, `summary`, `severity`, ... are for people).
+#[derive(Debug, Clone, Deserialize)]
+pub struct GenerationFailureData {
+    pub impact: GenerationFailureImpact,
+}
+
+/// What the failure kept from us: the event type never generated and the object it was about.
+#[derive(Debug, Clone, Deserialize)]
+pub struct GenerationFailureImpact {
+    /// The type of event Stripe failed to generate (`refund.updated`, ...).
+    pub event_type: String,
+    pub related_object: RelatedObject,
+}
+
+/// The object an event-generation failure names (`id` `re_...`, `type` `refund`, `url` `/v1/refunds/re_...`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct RelatedObject {
+    pub id: String,
+    #[serde(rename = "type")]
+    pub kind: String,
 }
 
 /// Which events one `GET /v1/events` asks for: created within `[created_gte, created_lte]` (epoch seconds),

@@ -12,6 +12,7 @@ mod idempotency;
 pub mod item;
 pub mod open_index;
 mod parked;
+pub mod recheck;
 pub mod transact;
 
 pub use error::SdkFailure;

@@ -30,6 +30,8 @@ pub const OPEN_SHARDS: u64 = 8;
 pub enum OpenKind {
     Payment,
     Saga,
+    /// An object Stripe failed to generate an event about, to read again at once (`store::recheck`).
+    Recheck,
 }
 
 impl OpenKind {
@@ -37,6 +39,7 @@ impl OpenKind {
         match self {
             OpenKind::Payment => "PAYMENT",
             OpenKind::Saga => "SAGA",
+            OpenKind::Recheck => "RECHECK",
         }
     }
 }

@@ -478,6 +478,15 @@ impl Psp for Quirky {
     async fn retrieve_refund(&self, refund: &str) -> Result<Refund, PspError> {
         self.0.retrieve_refund(refund).await
     }
+    async fn retrieve_dispute(&self, dispute: &str) -> Result<shared::psp::stripe::Dispute, PspError> {
+        self.0.retrieve_dispute(dispute).await
+    }
+    async fn retrieve_generation_failure(
+        &self,
+        event: &shared::PspEventId,
+    ) -> Result<shared::psp::stripe::GenerationFailure, PspError> {
+        self.0.retrieve_generation_failure(event).await
+    }
     async fn find_for_payment(&self, payment: &PaymentId) -> Result<Option<PaymentIntent>, PspError> {
         if let Quirk::SearchRefused(calls) = &self.1 {
             calls.fetch_add(1, Ordering::SeqCst);

@@ -6,44 +6,16 @@
 use super::About;
 use crate::psp_event::Unparseable;
 use serde::Deserialize;
-use shared::{DisputeFact, DisputeId, DisputeReport, DisputeStatus, Outcome};
-
-/// The dispute event types we act on, and the fact each reports.
-pub(super) fn fact(kind: &str) -> Option<DisputeFact> {
-    Some(match kind {
-        "charge.dispute.created" => DisputeFact::Created,
-        "charge.dispute.updated" => DisputeFact::Updated,
-        "charge.dispute.funds_withdrawn" => DisputeFact::FundsWithdrawn,
-        "charge.dispute.funds_reinstated" => DisputeFact::FundsReinstated,
-        "charge.dispute.closed" => DisputeFact::Closed,
-        _ => return None,
-    })
-}
-
-#[derive(Deserialize)]
-struct Dispute {
-    id: String,
-    amount: u64,
-    currency: String,
-    status: String,
-    #[serde(default)]
-    payment_intent: Option<String>,
-}
+use shared::psp::stripe::Dispute;
+use shared::{DisputeFact, Outcome};
 
 /// What a dispute event says; `None` for a dispute of a charge that has no PaymentIntent.
 pub(super) fn about(fact: DisputeFact, object: &serde_json::Value) -> Result<Option<About>, Unparseable> {
     let dispute = Dispute::deserialize(object).map_err(Unparseable::because)?;
-    let Some(intent) = dispute.payment_intent else {
+    let Some(intent) = dispute.payment_intent.clone() else {
         return Ok(None);
     };
-    let status =
-        DisputeStatus::parse(&dispute.status).ok_or_else(|| Unparseable::unknown_status("dispute", &dispute.status))?;
-    let report = DisputeReport {
-        id: DisputeId::parse(dispute.id).map_err(Unparseable::because)?,
-        status,
-        amount_minor: dispute.amount,
-        fact,
-    };
+    let report = dispute.report(fact).map_err(Unparseable)?;
     // The disputed amount may differ from the charge's (a partial dispute, currency conversion).
     About::of_intent(intent, dispute.currency, Outcome::Dispute(report)).map(Some)
 }

@@ -16,6 +16,7 @@ use webhook_signatures::{sign_standard, sign_stripe};
 
 mod adyen;
 mod disputes;
+mod generation_failure;
 mod not_ours;
 mod refunds;
 mod small_ends;

@@ -122,6 +122,24 @@ pub(super) fn refused_refund(state: &State, params: &BTreeMap<String, String>) -
     )))
 }
 
+/// `GET /v1/disputes/{id}`: the dispute as it stands, or Stripe's 404 `resource_missing`.
+pub(super) fn get(state: &State, id: &str) -> Effects {
+    let found = state.disputes.iter().find(|(_, d)| d.id == id).and_then(|(charge, d)| {
+        let intent = state
+            .intents
+            .values()
+            .find(|i| i.charge.as_ref().is_some_and(|c| c.id == *charge))?;
+        Some(dispute_object(intent, d))
+    });
+    match found {
+        Some(dispute) => answer(Answer {
+            status: 200,
+            body: dispute,
+        }),
+        None => answer(no_such("dispute", id)),
+    }
+}
+
 /// The dispute object as Stripe shows it (the fields of Stripe's `dispute` fixture).
 fn dispute_object(intent: &Intent, d: &SimDispute) -> Value {
     let charge = intent.charge.as_ref().map(|c| c.id.clone());
@@ -231,8 +249,31 @@ mod tests {
             "no money moved"
         );
 
+        let read = |id: &str| {
+            let a = l.handle(
+                "GET",
+                &format!("/v1/disputes/{id}"),
+                Some("Bearer sk_test_k"),
+                None,
+                &params(&[]),
+            );
+            a.answer.unwrap()
+        };
+        let dispute_id = object["id"].as_str().unwrap();
+        assert_eq!(
+            (read(dispute_id).status, &read(dispute_id).body),
+            (200, object),
+            "read as its events show it"
+        );
+        let missing = read("du_nope");
+        assert_eq!(
+            (missing.status, missing.body["error"]["code"].as_str()),
+            (404, Some("resource_missing"))
+        );
+
         let (won, hooks) = l.dispute(&charge, "won").unwrap();
         assert_eq!(won["status"], "won");
+        assert_eq!(read(dispute_id).body["status"], "won", "as it stands now");
         let kinds: Vec<_> = hooks.iter().map(|w| w.kind).collect();
         assert_eq!(kinds, ["charge.dispute.closed", "charge.dispute.funds_reinstated"]);
         assert!(

@@ -117,9 +117,14 @@ impl Ledger {
     /// Records `events` (once each, as created) and returns the ones to deliver: all of them, unless
     /// [`Ledger::lose_webhooks`] drops a share.
     pub fn record(&self, events: Vec<WebhookEvent>) -> Vec<WebhookEvent> {
+        // An event Stripe failed to generate is neither listed nor sent; its failure event is (v2, not listed).
+        let events = self.never_generate(events, super::now_ms());
         let mut state = self.state();
         let loss = state.loss_rate;
-        for e in &events {
+        for e in events
+            .iter()
+            .filter(|e| e.kind != shared::psp::stripe::GENERATION_FAILURE_RESOLVED)
+        {
             state.seq += 1;
             let seq = state.seq;
             state.events.push(Recorded {
@@ -133,6 +138,17 @@ impl Ledger {
         events
             .into_iter()
             .filter(|_| !rand::random_bool(loss.min(1.0)))
+            .collect()
+    }
+
+    /// The events of type `kind` made so far (what `GET /v1/events` can list), oldest first.
+    pub fn events_of_type(&self, kind: &str) -> Vec<Value> {
+        let state = self.state();
+        state
+            .events
+            .iter()
+            .filter(|r| r.body["type"] == kind)
+            .map(|r| r.body.clone())
             .collect()
     }
 

@@ -1,0 +1,268 @@
+//! Events Stripe never made: the simulator fails to generate a payment's events and sends Stripe's thin
+//! `v2.core.health.event_generation_failure.resolved` instead; the intake (same endpoint, same
+//! `Stripe-Signature`) hands it to recovery, whose next run reads Stripe's failure event and the object it
+//! names once and applies it, open payment or not.
+
+use super::{result, stripe, TestIntake, STRIPE_NEW};
+use integration_tests::TestContext;
+use psp_simulator::client::HttpClient;
+use psp_simulator::delivery::DeliveryOptions;
+use psp_simulator::ledger::{Ledger, Timings};
+use psp_simulator::server::Simulator;
+use shared::psp::{ApiKey, ChargeRequest, Psp, PspSettings, StripeClient};
+use shared::recovery::{Recovery, RecoverySettings};
+use shared::{
+    CorrelationId, Currency, EventKind, Money, NewPayment, OrderId, PaymentId, PaymentStatus, PspReference,
+    RefundStatus, SigningSecret,
+};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+
+const KEY: &str = "sk_test_generation_failure";
+
+struct World {
+    intake: TestIntake,
+    sim: Arc<Simulator>,
+    psp: StripeClient,
+    recovery: Recovery<StripeClient>,
+}
+
+impl World {
+    async fn new() -> Self {
+        let sim = Arc::new(Simulator {
+            ledger: Ledger::new(KEY, Timings::default(), None),
+            // Nothing listens there: the test hands each failure event to the intake itself.
+            webhook_url: "http://127.0.0.1:9/webhooks/stripe".into(),
+            secret: SigningSecret::parse(STRIPE_NEW).unwrap(),
+            delivery: DeliveryOptions {
+                max_attempts: 1,
+                ..DeliveryOptions::default()
+            },
+            client: HttpClient::default(),
+            storm_rate: 0.0,
+        });
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(sim.clone().serve(listener));
+        let psp = StripeClient::new(&PspSettings::local(&url, KEY).unwrap(), ApiKey::parse(KEY).unwrap()).unwrap();
+        let intake = TestIntake::with(TestContext::new().await);
+        let recovery = Recovery::new(
+            &intake.ctx.client_for("reconciler"),
+            &intake.ctx.config(),
+            psp.clone(),
+            RecoverySettings::default(),
+        );
+        Self {
+            intake,
+            sim,
+            psp,
+            recovery,
+        }
+    }
+
+    /// A charge of 10.00 EUR with `method` that succeeds at Stripe, and our payment for it, still `pending`.
+    async fn charged(&self, method: &str) -> (PaymentId, PspReference) {
+        let id = PaymentId::parse(format!("pay_gen_{}", uuid::Uuid::new_v4().simple())).unwrap();
+        let order = OrderId::parse(format!("order-{id}")).unwrap();
+        let money = Money::new(1000, Currency::parse("EUR").unwrap()).unwrap();
+        let request = ChargeRequest {
+            payment_id: &id,
+            order_id: &order,
+            money: &money,
+            payment_method: method,
+        };
+        let pi = self.psp.charge(&format!("{id}:charge"), &request).await.unwrap();
+        let reference = PspReference::parse(pi.id.as_str()).unwrap();
+        let new = NewPayment {
+            id: id.clone(),
+            order_id: order,
+            money,
+            provider: shared::PspName::Stripe,
+            psp_reference: Some(reference.clone()),
+            metadata: Default::default(),
+            correlation_id: CorrelationId::parse("corr-setup").unwrap(),
+            trace_context: None,
+            now_ms: shared::clock::now_ms(),
+        };
+        self.intake.ctx.uncounted_store().create(new).await.unwrap();
+        (id, reference)
+    }
+
+    /// Every failure event the simulator made, each delivered to the intake (signed now): their answers.
+    async fn deliver_failures(&self) -> Vec<String> {
+        let mut answers = Vec::new();
+        for thin in self.sim.ledger.generation_failures() {
+            let answer = self.intake.send(stripe(&thin, STRIPE_NEW)).await;
+            assert_eq!(answer.status, 200, "{:?}", answer.body);
+            answers.push(result(&answer).to_owned());
+        }
+        answers
+    }
+
+    /// How many requests the simulator received for `path`.
+    fn reads(&self, path: &str) -> usize {
+        self.sim
+            .ledger
+            .requests()
+            .iter()
+            .filter(|r| r.method == "GET" && r.path == path)
+            .count()
+    }
+
+    async fn run(&self) -> shared::recovery::RecoveryReport {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        self.recovery.run(deadline).await.unwrap()
+    }
+}
+
+#[tokio::test]
+async fn a_payment_intent_whose_event_stripe_never_made_is_read_once_and_applied() {
+    let w = World::new().await;
+    w.sim.ledger.fail_event_generation(&["payment_intent.succeeded"]);
+    let (id, reference) = w.charged("pm_succeeded").await;
+    assert!(
+        w.sim.ledger.events_of_type("payment_intent.succeeded").is_empty(),
+        "the event was never made: not listed"
+    );
+    assert_eq!(w.deliver_failures().await, ["queued"]);
+    assert_eq!(
+        w.deliver_failures().await,
+        ["duplicate"],
+        "Stripe's retry of the same failure event"
+    );
+    let report = w.run().await;
+    assert_eq!((report.rechecked, report.rechecks_unread, report.errors), (1, 0, 0));
+    let payment = w.intake.ctx.store.get(&id).await.unwrap().unwrap();
+    assert_eq!(
+        payment.status,
+        PaymentStatus::Captured,
+        "read at once, not after the payment's 5 minutes"
+    );
+    let failure = w.sim.ledger.generation_failures()[0]["id"].as_str().unwrap().to_owned();
+    let intent = format!("/v1/payment_intents/{reference}");
+    assert_eq!(
+        (w.reads(&format!("/v2/core/events/{failure}")), w.reads(&intent)),
+        (1, 1)
+    );
+    // Done with: the next run reads nothing again.
+    let again = w.run().await;
+    assert_eq!(again.rechecked, 0);
+    assert_eq!(
+        (w.reads(&format!("/v2/core/events/{failure}")), w.reads(&intent)),
+        (1, 1)
+    );
+}
+
+#[tokio::test]
+async fn a_captured_payments_refund_whose_events_stripe_never_made_is_read_once_and_applied() {
+    let w = World::new().await;
+    let (id, reference) = w.charged("pm_refund_fails").await;
+    w.recovery
+        .reconcile(&id, CorrelationId::parse("corr-capture").unwrap())
+        .await
+        .unwrap();
+    let captured = w.intake.ctx.store.get(&id).await.unwrap().unwrap();
+    assert_eq!(captured.status, PaymentStatus::Captured);
+    // Refunded at Stripe (from the Dashboard, say); its refund.created, .updated and .failed never made.
+    w.sim
+        .ledger
+        .fail_event_generation(&["refund.created", "refund.updated", "refund.failed"]);
+    let refund = w.psp.refund("dashboard-refund", &reference, None).await.unwrap();
+    assert_eq!(w.deliver_failures().await, ["queued", "queued", "queued"]);
+    let report = w.run().await;
+    assert_eq!((report.rechecked, report.rechecks_unread, report.errors), (3, 0, 0));
+    assert_eq!(
+        w.reads(&format!("/v1/refunds/{}", refund.id)),
+        1,
+        "one refund named thrice is read once"
+    );
+    let payment = w.intake.ctx.store.get(&id).await.unwrap().unwrap();
+    let entry = payment
+        .refunds
+        .iter()
+        .find(|r| r.refund_id == refund.id)
+        .expect("the refund is applied");
+    assert_eq!((entry.amount_minor, entry.status), (1000, RefundStatus::Failed));
+    let kinds: Vec<EventKind> = w
+        .intake
+        .ctx
+        .store
+        .events(&id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.kind)
+        .collect();
+    assert!(kinds.contains(&EventKind::RefundFailed), "{kinds:?}");
+    assert_eq!(w.run().await.rechecked, 0, "done with");
+    assert_eq!(w.reads(&format!("/v1/refunds/{}", refund.id)), 1);
+}
+
+#[tokio::test]
+async fn a_captured_payments_dispute_whose_events_stripe_never_made_is_read_once_and_applied() {
+    let w = World::new().await;
+    let (id, reference) = w.charged("pm_succeeded").await;
+    w.recovery
+        .reconcile(&id, CorrelationId::parse("corr-capture").unwrap())
+        .await
+        .unwrap();
+    let charge = match w.psp.retrieve(&reference).await.unwrap().latest_charge {
+        Some(shared::psp::stripe::LatestCharge::Expanded(charge)) => charge.id,
+        other => panic!("{other:?}"),
+    };
+    w.sim
+        .ledger
+        .fail_event_generation(&["charge.dispute.created", "charge.dispute.funds_withdrawn"]);
+    let (dispute, events) = w.sim.ledger.dispute(&charge, "needs_response").unwrap();
+    w.sim.send_webhooks(events);
+    assert_eq!(w.deliver_failures().await, ["queued", "queued"]);
+    let report = w.run().await;
+    assert_eq!((report.rechecked, report.rechecks_unread, report.errors), (2, 0, 0));
+    let dispute_id = dispute["id"].as_str().unwrap();
+    assert_eq!(
+        w.reads(&format!("/v1/disputes/{dispute_id}")),
+        1,
+        "one dispute named twice is read once"
+    );
+    let payment = w.intake.ctx.store.get(&id).await.unwrap().unwrap();
+    assert_eq!(
+        payment.status,
+        PaymentStatus::Captured,
+        "a dispute leaves the payment captured"
+    );
+    let held = payment.dispute.expect("the dispute is applied");
+    assert_eq!(held.id.as_str(), dispute_id);
+    let kinds: Vec<EventKind> = w
+        .intake
+        .ctx
+        .store
+        .events(&id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.kind)
+        .collect();
+    assert!(kinds.contains(&EventKind::DisputeOpened), "{kinds:?}");
+}
+
+#[tokio::test]
+async fn an_object_stripe_will_not_tell_about_is_escalated_once_and_a_thin_event_of_another_mode_is_quarantined() {
+    let w = World::new().await;
+    // A failure event Stripe does not know (another account's, say): one escalation, then nothing more.
+    let unknown = serde_json::json!({ "id": "evt_test_unknown", "object": "v2.core.event",
+        "type": "v2.core.health.event_generation_failure.resolved", "livemode": false,
+        "created": "2026-12-04T18:00:00.000Z" });
+    assert_eq!(result(&w.intake.send(stripe(&unknown, STRIPE_NEW)).await), "queued");
+    let report = w.run().await;
+    assert_eq!((report.rechecked, report.rechecks_unread), (0, 1));
+    assert_eq!(w.run().await.rechecks_unread, 0, "escalated once");
+    assert_eq!(w.reads("/v2/core/events/evt_test_unknown"), 1);
+    // A live-mode failure on this test-mode endpoint: quarantined, nothing queued.
+    let mut live = unknown.clone();
+    live["id"] = "evt_live_1".into();
+    live["livemode"] = true.into();
+    assert_eq!(result(&w.intake.send(stripe(&live, STRIPE_NEW)).await), "quarantined");
+    assert_eq!(w.run().await.rechecks_unread, 0);
+    assert_eq!(w.reads("/v2/core/events/evt_live_1"), 0);
+}
