@@ -4,7 +4,7 @@
 //! names once and applies it, open payment or not.
 
 use super::{result, stripe, TestIntake, STRIPE_NEW};
-use integration_tests::TestContext;
+use integration_tests::{Fault, FaultInjector, TestContext};
 use psp_simulator::client::HttpClient;
 use psp_simulator::delivery::DeliveryOptions;
 use psp_simulator::ledger::{Ledger, Timings};
@@ -30,6 +30,11 @@ struct World {
 
 impl World {
     async fn new() -> Self {
+        Self::on(TestContext::new().await).await
+    }
+
+    /// The world on `ctx` (one with faults, say).
+    async fn on(ctx: TestContext) -> Self {
         let sim = Arc::new(Simulator {
             ledger: Ledger::new(KEY, Timings::default(), None),
             // Nothing listens there: the test hands each failure event to the intake itself.
@@ -46,7 +51,7 @@ impl World {
         let url = format!("http://{}", listener.local_addr().unwrap());
         tokio::spawn(sim.clone().serve(listener));
         let psp = StripeClient::new(&PspSettings::local(&url, KEY).unwrap(), ApiKey::parse(KEY).unwrap()).unwrap();
-        let intake = TestIntake::with(TestContext::new().await);
+        let intake = TestIntake::with(ctx);
         let recovery = Recovery::new(
             &intake.ctx.client_for("reconciler"),
             &intake.ctx.config(),
@@ -265,4 +270,40 @@ async fn an_object_stripe_will_not_tell_about_is_escalated_once_and_a_thin_event
     assert_eq!(result(&w.intake.send(stripe(&live, STRIPE_NEW)).await), "quarantined");
     assert_eq!(w.run().await.rechecks_unread, 0);
     assert_eq!(w.reads("/v2/core/events/evt_live_1"), 0);
+}
+
+#[tokio::test]
+async fn what_cannot_be_kept_or_read_now_is_retried_until_it_is() {
+    let faults = FaultInjector::new();
+    let w = World::on(TestContext::with_faults(faults.clone()).await).await;
+    w.sim.ledger.fail_event_generation(&["payment_intent.succeeded"]);
+    let (id, _) = w.charged("pm_succeeded").await;
+    let thin = w.sim.ledger.generation_failures()[0].clone();
+    let status = async || w.intake.ctx.store.get(&id).await.unwrap().unwrap().status;
+    // DynamoDB keeps failing: a 503, nothing kept, and Stripe retries the delivery until it is.
+    faults.fail_next("PutItem", Fault::Throttling, shared::aws::MAX_ATTEMPTS as usize);
+    let refused = w.intake.send(stripe(&thin, STRIPE_NEW)).await;
+    assert_eq!(refused.status, 503, "{:?}", refused.body);
+    assert_eq!(w.run().await.rechecked, 0, "nothing was kept");
+    assert_eq!(result(&w.intake.send(stripe(&thin, STRIPE_NEW)).await), "queued");
+    // Stripe unavailable: an error, the object read again at the next run.
+    w.sim.ledger.storm(503, 1000);
+    let down = w.run().await;
+    assert_eq!((down.rechecked, down.errors), (0, 1));
+    w.sim.ledger.storm(503, 0);
+    // The payment's lease held (the intake at work): read again at the next run.
+    let held = w
+        .intake
+        .ctx
+        .leases
+        .acquire(&w.intake.ctx.read(&id).await)
+        .await
+        .unwrap()
+        .unwrap();
+    let busy = w.run().await;
+    assert_eq!((busy.rechecked, busy.errors), (0, 0));
+    assert_eq!(status().await, PaymentStatus::Pending);
+    assert!(w.intake.ctx.leases.release(&held).await.unwrap());
+    assert_eq!(w.run().await.rechecked, 1);
+    assert_eq!(status().await, PaymentStatus::Captured);
 }
