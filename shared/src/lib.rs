@@ -18,7 +18,7 @@
 //! | [`outbox`] | which stream records are outbox events and the SQS message each becomes | send an event a queue or a stream shard cannot carry |
 //! | [`consumer`] | applying each payment's events once and in version order, with the consumer's cursor in the same transaction | skip an event after a gap (it is held back and redelivered) |
 //! | [`saga`] | the checkout saga's state and event log in the table, escalations | delete a saga's events: compensations are new events |
-//! | [`recovery`] | asking the PSP about payments left open and applying its answer through the same finalize | ask any PSP but the payment's own (invariant 13), or move a payment backward |
+//! | [`recovery`] | asking the PSP about payments left open, and about the objects of events Stripe never made (`recovery::recheck`), and applying its answer through the same finalize | ask any PSP but the payment's own (invariant 13), or move a payment backward |
 //! | [`psp`] | the Stripe and Adyen clients, each behind its circuit breaker, routed by the payment's recorded PSP ([`psp::PspRoute`]) | call a PSP without the caller's idempotency key on a call that moves money |
 //! | [`http`] | JSON answers and errors of the HTTP functions, the caller guard | answer with a secret of a terminal payment (the core's [`ClientView`] makes that a type error) |
 //! | [`router`] | the one HTTP route table matcher (404, 405 with `Allow`, stage prefixes) | decode percent-escapes into a different route |

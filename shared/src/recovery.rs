@@ -50,6 +50,10 @@
 //! receive, so each look reads it back by id first ([`Recovery::read_back_pending_refund`]) and records the
 //! answer as the webhook's refund report would be: `failed` is a new failure (given back under the next key
 //! on the next look), `succeeded` ends the question.
+//!
+//! Each run first reads the objects of events Stripe never made (`recheck`: a
+//! `v2.core.health.event_generation_failure.resolved` the intake recorded), open payment or not, once each,
+//! and applies what they say through the same finalize.
 
 mod adyen;
 mod recheck;

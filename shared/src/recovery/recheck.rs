@@ -18,7 +18,7 @@ use crate::psp::{Psp, PspError, Psps};
 use crate::store::{recheck, StoreError};
 use crate::telemetry::ErrorChain;
 use crate::{
-    clock, Channel, Claims, CorrelationId, Currency, DisputeFact, Observation, Outcome, PaymentId, PspEventId,
+    clock, Channel, Claims, CorrelationId, Currency, DisputeFact, Observation, Outcome, PaymentId, PspEventId, PspName,
     PspReference,
 };
 use std::collections::HashSet;
@@ -114,7 +114,7 @@ impl<P: Psps> Recovery<P> {
             info!(event_id = %event, object_id = %object.id, "the object Stripe names is not ours; left alone");
             return Ok(Rechecked::Done);
         };
-        let applied = self.apply_read(&id, &observation).await?;
+        let applied = self.apply_read(&id, &psp.provider(), &observation).await?;
         if applied.is_some() {
             read.insert((object.kind.clone(), object.id.clone()));
         }
@@ -131,10 +131,16 @@ impl<P: Psps> Recovery<P> {
         }
     }
 
-    /// Applies `observation` to payment `id` under its lease, whatever its status (the decision keeps a
-    /// terminal payment from going back); `None` when the lease is held (read again next run).
-    async fn apply_read(&self, id: &PaymentId, observation: &Observation) -> Result<Option<Reconciled>, RecoveryError> {
-        let Some(current) = self.store.get(id).await? else {
+    /// Applies `observation`, read at `provider`, to payment `id` under its lease, whatever its status (the
+    /// decision keeps a terminal payment from going back); `None` when the lease is held (read again next run).
+    /// A payment of another PSP is left alone (invariant 13).
+    async fn apply_read(
+        &self,
+        id: &PaymentId,
+        provider: &PspName,
+        observation: &Observation,
+    ) -> Result<Option<Reconciled>, RecoveryError> {
+        let Some(current) = self.store.get(id).await?.filter(|p| p.provider == *provider) else {
             return Ok(Some(Reconciled::NotOpen));
         };
         self.leased(&current, async |lease| {
