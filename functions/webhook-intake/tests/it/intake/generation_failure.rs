@@ -68,6 +68,11 @@ impl World {
 
     /// A charge of 10.00 EUR with `method` that succeeds at Stripe, and our payment for it, still `pending`.
     async fn charged(&self, method: &str) -> (PaymentId, PspReference) {
+        self.charged_for(method, shared::PspName::Stripe).await
+    }
+
+    /// [`World::charged`], the payment recorded as `provider`'s.
+    async fn charged_for(&self, method: &str, provider: shared::PspName) -> (PaymentId, PspReference) {
         let id = PaymentId::parse(format!("pay_gen_{}", uuid::Uuid::new_v4().simple())).unwrap();
         let order = OrderId::parse(format!("order-{id}")).unwrap();
         let money = Money::new(1000, Currency::parse("EUR").unwrap()).unwrap();
@@ -83,7 +88,7 @@ impl World {
             id: id.clone(),
             order_id: order,
             money,
-            provider: shared::PspName::Stripe,
+            provider,
             psp_reference: Some(reference.clone()),
             metadata: Default::default(),
             correlation_id: CorrelationId::parse("corr-setup").unwrap(),
@@ -306,4 +311,16 @@ async fn what_cannot_be_kept_or_read_now_is_retried_until_it_is() {
     assert!(w.intake.ctx.leases.release(&held).await.unwrap());
     assert_eq!(w.run().await.rechecked, 1);
     assert_eq!(status().await, PaymentStatus::Captured);
+}
+
+#[tokio::test]
+async fn an_object_read_at_stripe_never_changes_a_payment_of_another_psp() {
+    let w = World::new().await;
+    w.sim.ledger.fail_event_generation(&["payment_intent.succeeded"]);
+    // A payment recorded as Adyen's that holds the same reference (invariant 13: only its PSP speaks for it).
+    let (id, _) = w.charged_for("pm_succeeded", shared::PspName::Adyen).await;
+    assert_eq!(w.deliver_failures().await, ["queued"]);
+    assert_eq!(w.run().await.rechecked, 1, "read, and left alone");
+    let payment = w.intake.ctx.store.get(&id).await.unwrap().unwrap();
+    assert_eq!((payment.status, payment.version), (PaymentStatus::Pending, 1));
 }
