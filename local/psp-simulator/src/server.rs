@@ -10,6 +10,7 @@
 //! | `GET /v1/refunds/{id}` | the Refund as it stands (a `pm_refund_fails` charge's: `failed`, as its webhooks said) |
 //! | `POST /_sim/charges/{id}/dispute` | admin, no key: dispute a captured charge (`status`: `needs_response`, `under_review`, `won`, `lost`); the `charge.dispute.*` webhooks are sent (`ledger::disputes`) |
 //! | `GET /v1/webhook_endpoints`, `GET /v1/webhook_endpoints/{id}` | the account's webhook endpoints (`status`, `api_version`, `url`), `limit` 1 to 100 (`ledger::endpoints`); the simulator registers its one delivery URL at start |
+//! | `POST /v1/webhook_endpoints` | create one (`url`, `enabled_events[]`, `api_version`): the endpoint with its `secret`; 400 for a missing `url` or `enabled_events`, a bad URL, an unknown event type or API version (`ledger::endpoints`) |
 //! | `GET /v1/events` | the events created so far, newest first (`created[...]`, `types[]`, `limit`, `starting_after`): how the catch-up job finds webhooks that were lost (`ledger::events`) |
 //!
 //! Every request needs `Authorization: Bearer <key>` (401 otherwise), every POST an `Idempotency-Key`. The

@@ -16,9 +16,11 @@ use webhook_signatures::{sign_standard, sign_stripe};
 
 mod adyen;
 mod disputes;
+mod eventbridge;
 mod not_ours;
 mod refunds;
 mod small_ends;
+mod versions;
 
 const STRIPE_OLD: &str = "whsec_test_stripe_old_secret_0001";
 const STRIPE_NEW: &str = "whsec_test_stripe_new_secret_0002";
