@@ -166,10 +166,11 @@ impl StripeBridge {
         };
         let span = telemetry::request_span("eventbridge", message_id);
         let delivered = self.apply(body, &mut metrics).instrument(span).await;
-        metrics.result = match &delivered {
-            Delivered::Answered(answer) => (*answer).to_owned(),
-            Delivered::Refused(_) => "refused".to_owned(),
-            Delivered::Retry => "retry".to_owned(),
+        // The status a webhook would have got, so the intake's dashboards read both ways in alike.
+        (metrics.result, metrics.status) = match &delivered {
+            Delivered::Answered(answer) => ((*answer).to_owned(), 200),
+            Delivered::Refused(_) => ("refused".to_owned(), 400),
+            Delivered::Retry => ("retry".to_owned(), 503),
         };
         (delivered, metrics)
     }

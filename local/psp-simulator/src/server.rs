@@ -18,7 +18,7 @@
 //! [`crate::delivery`].
 
 use crate::client::HttpClient;
-use crate::delivery::{deliver, DeliveryOptions};
+use crate::delivery::{deliver, put_on_bus, DeliveryOptions};
 use crate::ledger::{Ledger, WebhookEvent};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -101,6 +101,9 @@ impl Simulator {
         }
         let sim = self.clone();
         tokio::spawn(async move {
+            if let Some(bus) = &sim.delivery.eventbridge {
+                put_on_bus(bus, &events).await;
+            }
             deliver(&sim.client, &sim.webhook_url, &sim.secret, events, &sim.delivery).await;
         });
     }

@@ -46,8 +46,8 @@ async fn an_event_by_eventbridge_applies_once_and_the_same_by_webhook_is_a_dupli
     let (delivered, metrics) = bridge.process("m-1", &bridged(&event)).await;
     assert_eq!(delivered, Delivered::Answered("applied"));
     assert_eq!(
-        (metrics.provider.as_str(), metrics.result.as_str()),
-        ("stripe", "applied")
+        (metrics.provider.as_str(), metrics.result.as_str(), metrics.status),
+        ("stripe", "applied", 200)
     );
     let p = t.ctx.store.get(&id).await.unwrap().unwrap();
     assert_eq!((p.status, p.version), (PaymentStatus::Captured, 2));
@@ -159,4 +159,61 @@ fn the_rule_takes_the_types_the_intake_handles() {
         local_dev::eventbridge::rule_types(),
         webhook_intake::stripe::SUBSCRIBED_TYPES
     );
+}
+
+/// The local world's way in, as `scripts/run-local` runs it: events put on the local stand-in for the partner
+/// bus (`local_dev::eventbridge`: the template's rule, the envelope) land on the queue created from the
+/// template and reach the handler through the SQS poller (the event source mapping's stand-in), which
+/// deletes what was handled. A refund found by its PaymentIntent is applied, an old event of no known payment
+/// parked, a type the rule does not take never sent; the same events by webhook are duplicates.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_local_bus_delivers_through_the_templates_queue_to_the_handler() {
+    use local_dev::eventbridge::Bus;
+    use local_dev::sqs_poller::SqsPoller;
+    let t = TestIntake::new().await;
+    let bridge = bridge(&t);
+    let sqs = integration_tests::sqs_client(None);
+    let prefix = format!("test-{}", uuid::Uuid::new_v4().simple());
+    let (queue, _dlq) = local_dev::queues::create_stripe_events(&sqs, &prefix).await;
+    let bus = Bus::local(sqs, &queue);
+    let id = t.payment("pay_eb7").await;
+    let captured = intent_event("evt_eb7", "payment_intent.succeeded", &id, now());
+    // Found by its PaymentIntent (no metadata of ours), as Stripe sends a refund.
+    let refunded = json!({ "id": "evt_eb8", "object": "event", "type": "charge.refunded", "created": now(),
+        "livemode": false, "data": { "object": { "id": "ch_1", "object": "charge", "amount": 1000,
+        "amount_refunded": 1000, "currency": "eur", "captured": true, "payment_intent": "pi_test_1",
+        "metadata": {} } } });
+    let ghost = PaymentId::parse("pay_eb_gone").unwrap();
+    let stale = intent_event("evt_eb9", "payment_intent.succeeded", &ghost, now() - 16 * 60);
+    let customer = json!({ "id": "evt_eb10", "type": "customer.created", "created": now(), "data": { "object": {} } });
+    assert!(
+        !bus.put(&customer).await.unwrap(),
+        "the rule does not take customer.created"
+    );
+
+    let mut poller = SqsPoller::new(
+        integration_tests::function_sqs_client("webhook-eventbridge", None),
+        &queue,
+    );
+    let deadline = || tokio::time::Instant::now() + Duration::from_secs(20);
+    for event in [&captured, &refunded, &stale] {
+        assert!(bus.put(event).await.unwrap());
+        // One at a time: the refund needs its capture applied first, as Stripe sends them minutes apart.
+        let handled = poller
+            .poll_once(|batch| async { bridge.invoke(batch, deadline()).await.unwrap() })
+            .await
+            .unwrap();
+        assert_eq!(handled, 1);
+    }
+    let p = t.ctx.store.get(&id).await.unwrap().unwrap();
+    assert_eq!(p.status, PaymentStatus::Refunded, "{p:?}");
+    assert_eq!(t.ctx.store.parked(ParkedKind::UnknownPayment).await.unwrap().len(), 1);
+    let left = poller
+        .poll_once(|_| async { unreachable!("the queue is empty") })
+        .await
+        .unwrap();
+    assert_eq!(left, 0, "every handled message was deleted");
+    for event in [&captured, &refunded] {
+        assert_eq!(result(&t.send(stripe(event, STRIPE_NEW)).await), "duplicate");
+    }
 }
