@@ -3,29 +3,10 @@
 //! in a new 0600 file and never on stdout; a URL Stripe refuses is refused (exit 1, Stripe's error quoted).
 
 use crate::cli::{paymentsctl_with, text};
-use psp_simulator::client::HttpClient;
-use psp_simulator::delivery::DeliveryOptions;
-use psp_simulator::ledger::{Ledger, Timings};
-use psp_simulator::server::Simulator;
+use crate::doctor::simulator;
 use std::os::unix::fs::PermissionsExt;
-use std::sync::Arc;
 
 const KEY: &str = "sk_test_setup";
-
-async fn simulator() -> (Arc<Simulator>, String) {
-    let sim = Arc::new(Simulator {
-        ledger: Ledger::new(KEY, Timings::default(), None),
-        webhook_url: "http://127.0.0.1:9/webhooks/stripe".into(),
-        secret: shared::SigningSecret::parse("whsec_test").unwrap(),
-        delivery: DeliveryOptions::default(),
-        client: HttpClient::default(),
-        storm_rate: 0.0,
-    });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(sim.clone().serve(listener));
-    (sim, url)
-}
 
 fn setup(psp: &str, args: &[&str]) -> std::process::Output {
     let mut all = vec!["stripe", "setup"];
@@ -35,7 +16,7 @@ fn setup(psp: &str, args: &[&str]) -> std::process::Output {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn setup_creates_the_endpoint_in_the_pinned_version_and_keeps_the_secret_off_stdout() {
-    let (_sim, psp) = simulator().await;
+    let (_sim, psp) = simulator(KEY).await;
     let dir = std::env::temp_dir().join(format!("stripe-setup-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&dir).unwrap();
     let secret_file = dir.join("secret");
