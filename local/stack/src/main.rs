@@ -222,7 +222,9 @@ struct CheckoutFunctions {
 async fn checkout_functions(clients: &FunctionClients, env: &Env) -> Result<CheckoutFunctions, Error> {
     let saga = checkout_saga::Settings::from_env(env)?;
     let recovery = shared::recovery::Settings::from_env(env)?;
-    let catchup = webhook_intake::catchup::Settings::from_env(env)?;
+    let mut catchup = webhook_intake::catchup::Settings::from_env(env)?;
+    // The local bus is a stand-in with no partner event source to describe (`local_dev::eventbridge`).
+    catchup.event_source = None;
     Ok(CheckoutFunctions {
         api: CheckoutApi::build(&saga, clients.function("checkout-api")).await?,
         events: CheckoutEvents::build(&saga, clients.function("checkout-events")).await?,
