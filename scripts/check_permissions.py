@@ -49,6 +49,8 @@ SAMPLE_PARAMETERS = {
     "WebhookSecretsArn": f"arn:aws:secretsmanager:{REGION}:{ACCOUNT}:secret:payments/webhooks-AbCdEf",
     "PspApiKeyArn": f"arn:aws:secretsmanager:{REGION}:{ACCOUNT}:secret:payments/psp-AbCdEf",
     "OrchestratorRoleArn": f"arn:aws:iam::{ACCOUNT}:role/orchestrator",
+    # The EventBridge way in, as the webhook-intake catch-up test names its source (GRANTED_SOURCE).
+    "StripePartnerEventSource": "aws.partner/stripe.com/ed_test_catchupcheck",
 }
 # The functions' names are `payments-${Stage}-<name>`; records use <name>.
 FUNCTION_PREFIX = "payments-${Stage}-"
@@ -309,6 +311,9 @@ def resolve_access(service, access, tables, queues, resolver):
         return f"sqs:{SQS_ACTIONS.get(op, op)}", arn, None
     if service == "secretsmanager":
         return f"secretsmanager:{op}", access.get("secret"), None
+    if service == "eventbridge":
+        # IAM's prefix is `events`; a partner event source's ARN has no account.
+        return f"events:{op}", f"arn:{PARTITION}:events:{REGION}::event-source/{access.get('event_source')}", None
     return f"{service}:{op}", "*", None
 
 

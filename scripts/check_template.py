@@ -394,10 +394,19 @@ def refs_in(value):
     return set()
 
 
+def partner_bus(doc, where):
+    """True for a partner event bus: EventBridge requires it to be named after its partner event source, which
+    the partner creates per destination (Stripe: one per stage's event destination), so it is stage-scoped by
+    what it names."""
+    props = doc.get("Resources", {}).get(where, {}).get("Properties", {})
+    return (doc.get("Resources", {}).get(where, {}).get("Type") == "AWS::Events::EventBus"
+            and "EventSourceName" in props and props.get("Name") == props["EventSourceName"])
+
+
 def check_stage_names(doc):
     findings = []
     for where, key, value in explicit_names(doc):
-        if not stage_scoped(value):
+        if not stage_scoped(value) and not partner_bus(doc, where):
             findings.append(f"stage: {where}'s {key} {value!r} is not stage-scoped (!Sub with ${{{STAGE}}}): "
                             "two stages in one account would collide or mix")
     return findings
@@ -1041,6 +1050,8 @@ MUTATIONS += [
         Timeout=40), "ReconcilerFunction declares FUNCTION_TIMEOUT_SECONDS"),
     ("an alarm named without the stage", lambda d: _alarm(d, "PaymentAnomaliesAlarm").update(
         AlarmName="payments-anomalies"), "PaymentAnomaliesAlarm's AlarmName"),
+    ("an event bus named neither after the stage nor after its partner source", lambda d: d["Resources"]
+     ["StripeEventBus"]["Properties"].update(Name="stripe-events"), "StripeEventBus's Name"),
     ("a queue named without the stage", lambda d: d["Resources"]["ScheduleDlq"]["Properties"].update(
         QueueName={"Fn::Sub": "payments-schedule-dlq"}), "ScheduleDlq's QueueName"),
     ("an alarm without a name", lambda d: _alarm(d, "RelayErrorsAlarm").pop("AlarmName"), "RelayErrorsAlarm's AlarmName"),

@@ -29,12 +29,17 @@
 //! Standard Webhooks endpoints) runs the job all the same, with no PSP setting: it reads no events list
 //! ([`CatchUp::stripe`] is `None`) and only retries the parked Adyen items, if there is an Adyen provider.
 //!
+//! **The EventBridge way in.** With `STRIPE_EVENT_SOURCE` set, each run first reports whether the partner
+//! event source is active (`source`: `EventSourceActive`, alarmed); a failed question never stops the run.
+//!
 //! **What it cannot see.** Stripe keeps events for 30 days: a cursor older than that starts at the oldest
 //! event Stripe still lists, and what was older is gone (recovery still asks about open payments).
 
 mod cursor;
+pub mod source;
 
 pub use cursor::{Cursor, CursorStore, Pass, NAME as CURSOR_NAME};
+pub use source::SourceWatch;
 
 use crate::metrics::RequestMetrics;
 use crate::providers::{Provider, ProviderSpec, Scheme};
@@ -116,6 +121,9 @@ pub struct Settings {
     pub intake: IntakeSettings,
     /// The catch-up's own bounds.
     pub catch_up: CatchUpSettings,
+    /// `STRIPE_EVENT_SOURCE`, when Stripe's events also come through EventBridge: the partner event source
+    /// whose state each run reports ([`SourceWatch`]).
+    pub event_source: Option<String>,
 }
 
 impl Settings {
@@ -150,6 +158,7 @@ impl Settings {
             adyen: find(Scheme::Adyen),
             intake: IntakeSettings::from(env)?,
             catch_up: CatchUpSettings::from(env)?,
+            event_source: env.optional("STRIPE_EVENT_SOURCE"),
         })
     }
 }
@@ -187,6 +196,9 @@ pub struct CatchUpReport {
     pub cursor_lost: bool,
     /// The Adyen items parked for the retry, retried after the catch-up (when an Adyen provider is configured).
     pub adyen_retry: Option<crate::adyen::retry::RetryReport>,
+    /// The Stripe partner event source's state (`ACTIVE`, `PENDING`, `DELETED`, `UNKNOWN` when the question
+    /// failed), when the EventBridge way in is configured.
+    pub event_source_state: Option<String>,
 }
 
 /// Stripe's part of the job: its provider as the intake knows it (its endpoint checks), the PSP behind the
@@ -208,6 +220,8 @@ pub struct CatchUp {
     pub settings: CatchUpSettings,
     /// The Adyen provider whose parked items each run retries (`crate::adyen::retry`), if one is configured.
     pub adyen: Option<Provider>,
+    /// The partner event source whose state each run reports, when the EventBridge way in is configured.
+    pub source: Option<SourceWatch>,
 }
 
 impl CatchUp {
@@ -232,12 +246,26 @@ impl CatchUp {
             stripe,
             settings: settings.catch_up,
             adyen: settings.adyen.clone(),
+            source: settings.event_source.as_ref().map(|name| SourceWatch {
+                client: aws_sdk_eventbridge::Client::new(&clients.sdk),
+                name: name.clone(),
+            }),
         })
     }
 
     /// One scheduled invocation: a run ([`CatchUp::run`]), logged, its report the answer.
     pub async fn invoke(&self, deadline: Instant) -> Result<CatchUpReport, CatchUpError> {
-        let report = self.run(deadline).await?;
+        // Before the run, so that a run that fails still reports the source (its alarm must not go silent).
+        let source = match &self.source {
+            Some(watch) => {
+                let found = watch.check().await;
+                shared::metrics::emit(&found.to_emf(clock::now_ms()));
+                Some(found.state)
+            }
+            None => None,
+        };
+        let mut report = self.run(deadline).await?;
+        report.event_source_state = source;
         info!(?report, "catch-up run");
         Ok(report)
     }

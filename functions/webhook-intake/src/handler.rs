@@ -14,7 +14,7 @@ mod fetched;
 mod payment;
 
 pub use app::{App, IntakeSettings, Settings};
-pub use fetched::apply_fetched;
+pub use fetched::{apply_fetched, apply_unsigned, Unsigned};
 pub(crate) use payment::locate;
 use payment::{applied, leased, read_first, Delivery};
 
@@ -265,7 +265,7 @@ async fn parsed(
     // The quarantine key comes only from what the signature covers: Stripe does not sign `webhook-id`.
     let webhook_id = http::header(req, "webhook-id");
     let (parsed, signed_id) = match provider.scheme {
-        Scheme::Stripe => (stripe::parse(body), body_event_id(body)),
+        Scheme::Stripe => (stripe_parsed(body, metrics), body_event_id(body)),
         Scheme::Standard => {
             match standard::parse(body, webhook_id.unwrap_or_default(), signed_at, provider.tolerance_secs) {
                 Ok(parsed) => (Ok(parsed), None),
@@ -285,6 +285,16 @@ async fn parsed(
         ),
     };
     triaged(app, provider, parsed, signed_id.as_deref(), body, metrics).await
+}
+
+/// A Stripe body parsed, whichever way it came (webhook, Events API, EventBridge), with its API version
+/// noted: counted and logged when it is not the pinned one (`stripe::version`).
+pub(crate) fn stripe_parsed(
+    body: &[u8],
+    metrics: &mut RequestMetrics,
+) -> Result<Parsed, crate::psp_event::Unparseable> {
+    metrics.version_mismatches = stripe::version::note(body);
+    stripe::parse(body)
 }
 
 /// A Stripe body's own event `id` (signed with it), if it has one at its top level.

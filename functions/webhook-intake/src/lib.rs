@@ -14,6 +14,7 @@
 
 pub mod adyen;
 pub mod catchup;
+pub mod eventbridge;
 mod handler;
 pub mod metrics;
 pub mod providers;
@@ -22,4 +23,6 @@ pub mod redact;
 pub mod standard;
 pub mod stripe;
 
-pub use handler::{apply_fetched, handle, process, route_table, App, IntakeSettings, Settings};
+pub use handler::{
+    apply_fetched, apply_unsigned, handle, process, route_table, App, IntakeSettings, Settings, Unsigned,
+};

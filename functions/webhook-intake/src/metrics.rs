@@ -1,6 +1,8 @@
 //! One CloudWatch Embedded Metric Format record per request: the provider, the result, and the counts the
 //! alarms watch (anomalies, quarantines, unknown payments, 401s) plus lease deferrals, version conflicts and
-//! events that are not ours (`ForeignEvents`, watched by no alarm: they are normal in a shared PSP account).
+//! events that are not ours (`ForeignEvents`, watched by no alarm: they are normal in a shared PSP account),
+//! Stripe events rendered in another API version than the pinned one (`VersionMismatches`, alarmed), and
+//! EventBridge deliveries refused for their source or account (`RefusedDeliveries`, alarmed).
 
 use serde_json::json;
 
@@ -20,6 +22,12 @@ pub struct RequestMetrics {
     /// An event about an object that is not this deployment's (another stage's, or no marker of ours and
     /// bound to none of our payments): acknowledged as `ignored`, never parked or alarmed.
     pub foreign_events: u32,
+    /// A Stripe event rendered in another API version than the client's pinned one
+    /// (`crate::stripe::version`): parsed all the same, counted so the endpoint gets pinned.
+    pub version_mismatches: u32,
+    /// An EventBridge delivery not from Stripe's partner source for this account (`crate::eventbridge`):
+    /// refused and acknowledged, alarmed.
+    pub refused_deliveries: u32,
 }
 
 impl RequestMetrics {
@@ -38,6 +46,8 @@ impl RequestMetrics {
                 "UnknownPayments",
                 "Unauthorized",
                 "ForeignEvents",
+                "VersionMismatches",
+                "RefusedDeliveries",
             ],
             json!({
                 "Provider": self.provider,
@@ -51,6 +61,8 @@ impl RequestMetrics {
                 "UnknownPayments": self.unknown_payments,
                 "Unauthorized": self.unauthorized,
                 "ForeignEvents": self.foreign_events,
+                "VersionMismatches": self.version_mismatches,
+                "RefusedDeliveries": self.refused_deliveries,
             }),
             now_ms,
         )

@@ -5,6 +5,7 @@
 mod dispute;
 mod refund;
 pub mod thin;
+pub mod version;
 
 use crate::psp_event::{self, Facts, Parsed, PaymentRef, PspEvent, Unparseable, STAGE_MARKER};
 use serde::Deserialize;

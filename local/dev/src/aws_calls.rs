@@ -117,6 +117,7 @@ fn accesses(service: &str, operation: &str, body: &Value) -> Vec<Value> {
         }
         "sqs" => vec![json!({ "operation": operation, "queue": text("QueueUrl"), "queue_name": text("QueueName") })],
         "secretsmanager" => vec![json!({ "operation": operation, "secret": text("SecretId") })],
+        "eventbridge" => vec![json!({ "operation": operation, "event_source": text("Name") })],
         _ => vec![json!({ "operation": operation })],
     }
 }

@@ -4,6 +4,7 @@
 
 pub mod aws_calls;
 pub mod dynamodb_local;
+pub mod eventbridge;
 pub mod queues;
 pub mod service;
 pub mod sqs_poller;

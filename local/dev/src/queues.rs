@@ -130,3 +130,24 @@ fn redrive_policy(props: &Value, dlq_arn: &str) -> String {
         .expect("RedrivePolicy.maxReceiveCount");
     format!(r#"{{"deadLetterTargetArn":"{dlq_arn}","maxReceiveCount":{max_receive}}}"#)
 }
+
+/// The Stripe events queue of the EventBridge way in and its DLQ (`StripeEventsQueue`, `StripeEventsDlq` of the
+/// template, with its redrive) as `<prefix>-stripe-events` and `<prefix>-stripe-events-dlq`; their URLs.
+pub async fn create_stripe_events(sqs: &aws_sdk_sqs::Client, prefix: &str) -> (String, String) {
+    let dlq_attrs = attributes(&properties("StripeEventsDlq"));
+    let dlq_url = create_queue(
+        sqs,
+        format!("{prefix}-stripe-events-dlq"),
+        dlq_attrs,
+        "Stripe events DLQ",
+    )
+    .await;
+    let props = properties("StripeEventsQueue");
+    let mut attrs = attributes(&props);
+    attrs.insert(
+        QueueAttributeName::RedrivePolicy,
+        redrive_policy(&props, &queue_arn(sqs, &dlq_url).await),
+    );
+    let url = create_queue(sqs, format!("{prefix}-stripe-events"), attrs, "Stripe events queue").await;
+    (url, dlq_url)
+}

@@ -1,5 +1,7 @@
 //! Webhook delivery the way a PSP does it, with the faults a PSP shows: a delay, duplicates, reordering,
-//! and failed attempts retried with backoff (also on 5xx answers).
+//! and failed attempts retried with backoff (also on 5xx answers). With an event destination of type
+//! `amazon_eventbridge` ([`DeliveryOptions::eventbridge`]) each event is also put on the partner bus (the
+//! local stand-in, `local_dev::eventbridge`), as a shop running both ways while it moves has them.
 
 use crate::client::HttpClient;
 use crate::ledger::WebhookEvent;
@@ -18,6 +20,8 @@ pub struct DeliveryOptions {
     /// Probability that an attempt fails before reaching the endpoint (retried).
     pub failure_rate: f64,
     pub max_attempts: u32,
+    /// The partner event bus Stripe's EventBridge destination puts every event on, besides the webhook.
+    pub eventbridge: Option<local_dev::eventbridge::Bus>,
 }
 
 impl Default for DeliveryOptions {
@@ -28,6 +32,7 @@ impl Default for DeliveryOptions {
             reorder_rate: 0.3,
             failure_rate: 0.1,
             max_attempts: 6,
+            eventbridge: None,
         }
     }
 }
@@ -37,6 +42,16 @@ impl Default for DeliveryOptions {
 pub struct Delivered {
     pub event_id: String,
     pub result: String,
+}
+
+/// Puts `events` on the partner bus; an event the bus does not take (SQS unreachable) is reported on stderr and
+/// left to the webhook and the catch-up, as a destination's failed delivery is.
+pub async fn put_on_bus(bus: &local_dev::eventbridge::Bus, events: &[WebhookEvent]) {
+    for event in events {
+        if let Err(e) = bus.put(&event.body).await {
+            eprintln!("psp-simulator: event {} not put on the EventBridge bus: {e}", event.id);
+        }
+    }
 }
 
 /// Delivers one payment's events (in PSP order, or reversed when reordering), each possibly twice.

@@ -512,6 +512,7 @@ impl Ledger {
             ["v1", "payment_intents"] => self.create(state, params),
             ["v1", "payment_intents", id, "cancel"] => cancel(state, id, params),
             ["v1", "refunds"] => disputes::refused_refund(state, params).unwrap_or_else(|| refund(state, params)),
+            ["v1", "webhook_endpoints"] => endpoints::create(state, params),
             _ => return None,
         })
     }

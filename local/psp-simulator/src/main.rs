@@ -11,7 +11,8 @@
 //! `sk_test_local_simulator`), `SLOW_SECONDS` (serve: how long the slow scenarios take, default 180),
 //! `STORM_RATE` (serve: share of requests answered 429/503, default 0), `WEBHOOK_LOSS_RATE` (serve: share
 //! of webhooks never sent, still listed by `GET /v1/events`, default 0), `TABLE_NAME` (demo: read consumer
-//! cursors). `ADYEN_SIMULATOR_PORT` (serve: also the Adyen side on that port, when set; its notifications go to
+//! cursors), `STRIPE_EVENTS_QUEUE_URL` (serve: every Stripe event also put on the local EventBridge bus, whose
+//! rule's target is this queue; the local stack polls it into webhook-eventbridge). `ADYEN_SIMULATOR_PORT` (serve: also the Adyen side on that port, when set; its notifications go to
 //! `{API}/webhooks/adyen` signed with `ADYEN_HMAC_KEY` (hex) and Basic `ADYEN_WEBHOOK_USERNAME` /
 //! `ADYEN_WEBHOOK_PASSWORD`, by default the local stack's `DEV_ADYEN_*` of `scripts/lib.sh`; the account's key
 //! `ADYEN_API_KEY` and merchant account `ADYEN_MERCHANT_ACCOUNT` default to the simulator's dev ones).
@@ -41,6 +42,7 @@ fn delivery() -> DeliveryOptions {
         reorder_rate: env_or("REORDER_RATE", d.reorder_rate),
         failure_rate: env_or("FAILURE_RATE", d.failure_rate),
         max_attempts: d.max_attempts,
+        eventbridge: None,
     }
 }
 
@@ -113,11 +115,18 @@ async fn serve(api: String, secret: SigningSecret) -> Result<(), Error> {
     ledger.lose_webhooks(env_or("WEBHOOK_LOSS_RATE", 0.0));
     // The account's one endpoint, as Stripe lists it (`GET /v1/webhook_endpoints`, read by `paymentsctl doctor`).
     ledger.add_webhook_endpoint(&format!("{api}/webhooks/stripe"), None);
+    let mut delivery = delivery();
+    if let Ok(queue) = std::env::var("STRIPE_EVENTS_QUEUE_URL") {
+        // The local stack's EventBridge way in: every event also goes to the partner bus (its queue).
+        let sqs = aws_sdk_sqs::Client::new(&shared::aws::sdk_config().await);
+        println!("PSP simulator: every event also on the EventBridge bus -> {queue}");
+        delivery.eventbridge = Some(local_dev::eventbridge::Bus::local(sqs, queue));
+    }
     let sim = Simulator {
         ledger,
         webhook_url: format!("{api}/webhooks/stripe"),
         secret,
-        delivery: delivery(),
+        delivery,
         client: HttpClient::default(),
         storm_rate: env_or("STORM_RATE", 0.0),
     };

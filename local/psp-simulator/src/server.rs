@@ -12,6 +12,7 @@
 //! | `GET /v1/disputes/{id}` | the dispute as it stands (`ledger::disputes`); 404 `resource_missing` for an unknown id |
 //! | `GET /v2/core/events/{id}` | an event-generation failure made in place of an event of a type [`Ledger::fail_event_generation`] armed (`ledger::health`), with `data.impact.related_object`; 404 `resource_missing` for another id; the failure itself is delivered thin (no `data`) |
 //! | `GET /v1/webhook_endpoints`, `GET /v1/webhook_endpoints/{id}` | the account's webhook endpoints (`status`, `api_version`, `url`), `limit` 1 to 100 (`ledger::endpoints`); the simulator registers its one delivery URL at start |
+//! | `POST /v1/webhook_endpoints` | create one (`url`, `enabled_events[]`, `api_version`): the endpoint with its `secret`; 400 for a missing `url` or `enabled_events`, a bad URL, an unknown event type or API version (`ledger::endpoints`) |
 //! | `GET /v1/events` | the events created so far, newest first (`created[...]`, `types[]`, `limit`, `starting_after`): how the catch-up job finds webhooks that were lost (`ledger::events`) |
 //!
 //! Every request needs `Authorization: Bearer <key>` (401 otherwise), every POST an `Idempotency-Key`. The
@@ -19,7 +20,7 @@
 //! [`crate::delivery`].
 
 use crate::client::HttpClient;
-use crate::delivery::{deliver, DeliveryOptions};
+use crate::delivery::{deliver, put_on_bus, DeliveryOptions};
 use crate::ledger::{Ledger, WebhookEvent};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -102,6 +103,9 @@ impl Simulator {
         }
         let sim = self.clone();
         tokio::spawn(async move {
+            if let Some(bus) = &sim.delivery.eventbridge {
+                put_on_bus(bus, &events).await;
+            }
             deliver(&sim.client, &sim.webhook_url, &sim.secret, events, &sim.delivery).await;
         });
     }

@@ -9,12 +9,17 @@
 //! DynamoDB Streams event source mapping) feeds the relay handler, which publishes to the FIFO queue, and an
 //! SQS poller (the stand-in for the SQS event source mapping) feeds the order projection consumer.
 //!
+//! With `STRIPE_EVENT_SOURCE` as well it runs the EventBridge way in: the Stripe events queue (created from the
+//! template, fed by the simulator through the local stand-in for the partner bus) polled into
+//! `webhook-eventbridge`'s handler.
+//!
 //! With `PSP_BASE_URL` as well (the PSP simulator) it serves the checkout saga's API on `/checkouts`, feeds
 //! the saga's inbox from the queue, and runs the saga sweeper, the reconciler and the webhook catch-up every
 //! few seconds (the local stand-ins for their schedules).
 //!
 //! Configuration by convention: `TABLE_NAME`, `AWS_ENDPOINT_URL_DYNAMODB`, `AWS_ENDPOINT_URL_SQS`,
-//! `PSP_BASE_URL`, `WEBHOOK_SECRETS`, `WEBHOOK_PROVIDERS`, `LOCAL_API_PORT` (default 3000),
+//! `PSP_BASE_URL`, `WEBHOOK_SECRETS`, `WEBHOOK_PROVIDERS`, `STRIPE_EVENT_SOURCE`, `STRIPE_EVENT_AWS_ACCOUNT`,
+//! `LOCAL_API_PORT` (default 3000),
 //! `SAGA_PAYMENT_TIMEOUT_SECONDS`, `RECOVERY_STALE_AFTER_SECONDS` (default 10 here), `CATCHUP_SETTLE_SECONDS`
 //! (default 5 here), `SAGA_STUCK_AFTER_SECONDS` (default 10 here). Each function reads its own settings from
 //! these (its `Settings::from_env`) and is built with its own constructor on its own clients, as its `main`
@@ -43,6 +48,7 @@ use tracing::{error, info};
 use webhook_intake::catchup::CatchUp;
 
 mod clients;
+mod eventbridge;
 mod outbox;
 
 struct Apps {
@@ -169,6 +175,7 @@ async fn start_outbox(
         events = Some(functions.events);
         api = Some(functions.api);
     }
+    eventbridge::start(clients, &env, &config.table_name).await?;
     let outbox = outbox::run(
         clients.clone(),
         client,
@@ -215,7 +222,9 @@ struct CheckoutFunctions {
 async fn checkout_functions(clients: &FunctionClients, env: &Env) -> Result<CheckoutFunctions, Error> {
     let saga = checkout_saga::Settings::from_env(env)?;
     let recovery = shared::recovery::Settings::from_env(env)?;
-    let catchup = webhook_intake::catchup::Settings::from_env(env)?;
+    let mut catchup = webhook_intake::catchup::Settings::from_env(env)?;
+    // The local bus is a stand-in with no partner event source to describe (`local_dev::eventbridge`).
+    catchup.event_source = None;
     Ok(CheckoutFunctions {
         api: CheckoutApi::build(&saga, clients.function("checkout-api")).await?,
         events: CheckoutEvents::build(&saga, clients.function("checkout-events")).await?,

@@ -7,7 +7,7 @@
 //! With `--json`, stdout is one document: `{"target": ..., "result": ...}`.
 
 use crate::settings::{Connection, Ctx};
-use crate::{breaker, doctor, escalations, parked, replay, timeline, when, Exit, UsageError};
+use crate::{breaker, doctor, escalations, parked, replay, stripe, timeline, when, Exit, UsageError};
 use clap::{Args, CommandFactory, Parser, Subcommand};
 
 /// The on-call engineer's command for the payments system: a payment's or order's whole story, parked
@@ -80,10 +80,30 @@ pub enum Command {
     /// Is the stack healthy: alarms in ALARM, DLQ, escalations, parked webhooks, breakers, the oldest open
     /// payment and saga, the Stripe webhook endpoint (with PSP_API_KEY). Exit 3 when anything needs a person.
     Doctor,
+    /// Stripe account settings made through Stripe's API (PSP_API_KEY, PSP_BASE_URL); no AWS access needed.
+    #[command(subcommand)]
+    Stripe(StripeCommand),
     /// Print the shell completion script (e.g. `paymentsctl completions bash > /etc/bash_completion.d/paymentsctl`).
     Completions {
         /// bash, zsh, fish, elvish or powershell.
         shell: clap_complete::Shell,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum StripeCommand {
+    /// Create the webhook endpoint for --url with the client's pinned API version (events then render in
+    /// it, whatever the account's default) and the event types the intake handles.
+    ///
+    /// The signing secret (shown by Stripe at creation only) is written to --secret-file, a new file of
+    /// mode 0600, never printed. A rerun with the same URL within 24 hours gets the same endpoint back.
+    Setup {
+        /// Where Stripe delivers: the stack's `https://.../webhooks/stripe`.
+        #[arg(long)]
+        url: String,
+        /// A new file for the endpoint's signing secret (put it into the intake's webhook secret).
+        #[arg(long, value_name = "PATH")]
+        secret_file: Option<std::path::PathBuf>,
     },
 }
 
@@ -301,6 +321,15 @@ pub async fn run(cli: Cli) -> Result<Exit, crate::Error> {
         clap_complete::generate(shell, &mut Cli::command(), "paymentsctl", &mut std::io::stdout());
         return Ok(Exit::Fine);
     }
+    if let Command::Stripe(StripeCommand::Setup { url, secret_file }) = &cli.command {
+        let endpoint = stripe::setup(&shared::Env::process(), url, secret_file.as_deref()).await?;
+        if cli.json {
+            println!("{}", serde_json::to_string_pretty(&endpoint)?);
+        } else {
+            print!("{}", stripe::render(&endpoint, secret_file.as_deref()));
+        }
+        return Ok(Exit::Fine);
+    }
     let ctx = Ctx::connect(&cli.connection()).await?;
     eprintln!("paymentsctl: {}", ctx.target.line());
     for warning in ctx.target.warnings() {
@@ -325,7 +354,7 @@ pub async fn run(cli: Cli) -> Result<Exit, crate::Error> {
                 return Ok(Exit::Findings);
             }
         }
-        Command::Completions { .. } => {}
+        Command::Completions { .. } | Command::Stripe(_) => {}
     }
     Ok(Exit::Fine)
 }

@@ -39,14 +39,7 @@ pub struct Oldest {
     pub open_read: usize,
 }
 
-/// A Stripe webhook endpoint as Stripe lists it.
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
-pub struct WebhookEndpoint {
-    pub id: String,
-    pub url: String,
-    pub status: String,
-    pub api_version: Option<String>,
-}
+pub use crate::stripe::WebhookEndpoint;
 
 /// A breaker's state.
 #[derive(Debug, Clone, Serialize)]
@@ -281,34 +274,7 @@ async fn oldest_saga(ctx: &Ctx, now: i64) -> Result<Option<Oldest>, crate::Error
 /// Stripe's webhook endpoints (`GET /v1/webhook_endpoints`) with the key in `PSP_API_KEY` at `PSP_BASE_URL`
 /// (default Stripe's API). A restricted key with "Webhook Endpoints: read" is enough.
 async fn webhook_endpoints(env: &shared::Env) -> Result<Vec<WebhookEndpoint>, String> {
-    #[derive(serde::Deserialize)]
-    struct List {
-        data: Vec<WebhookEndpoint>,
-    }
-    let key = env
-        .optional("PSP_API_KEY")
-        .ok_or("no key (set PSP_API_KEY to a Stripe key that may read webhook endpoints)")?;
-    let base = env
-        .optional("PSP_BASE_URL")
-        .unwrap_or_else(|| "https://api.stripe.com".to_owned());
-    let client = reqwest::Client::builder()
-        .timeout(std::time::Duration::from_secs(10))
-        .build()
-        .map_err(|e| e.to_string())?;
-    let answer = client
-        .get(format!("{}/v1/webhook_endpoints?limit=100", base.trim_end_matches('/')))
-        .bearer_auth(key)
-        .send()
-        .await
-        .map_err(|e| format!("GET /v1/webhook_endpoints: {e}"))?;
-    let status = answer.status();
-    let body = answer.text().await.map_err(|e| e.to_string())?;
-    if !status.is_success() {
-        return Err(format!("GET /v1/webhook_endpoints answered {status}: {body}"));
-    }
-    serde_json::from_str::<List>(&body)
-        .map(|l| l.data)
-        .map_err(|e| format!("GET /v1/webhook_endpoints: unreadable answer: {e}"))
+    crate::stripe::StripeApi::from_env(env)?.webhook_endpoints().await
 }
 
 /// The report for people.

@@ -16,6 +16,7 @@
 //! | [`escalations`] | the saga escalation queue: list (without consuming), retry by invoking the sweeper function (or `--local`) |
 //! | [`breaker`] | the PSP circuit breaker's item: show, and reset conditioned on what was shown |
 //! | [`doctor`] | one health check of a stack or the local world: alarms, queues, parked, breakers, oldest open items, the webhook endpoint |
+//! | [`stripe`] | Stripe's API with the operator's key: webhook endpoints listed (`doctor`) and created with the pinned version (`stripe setup`) |
 //! | [`replay`] | republishing events to the queue, DLQ redrive, with `--dry-run` and progress |
 //! | [`table`] | plain aligned tables for people (`--json` for machines) |
 //!
@@ -32,6 +33,7 @@ pub mod parked;
 pub mod replay;
 pub mod settings;
 pub mod stack;
+pub mod stripe;
 pub mod table;
 pub mod target;
 pub mod timeline;

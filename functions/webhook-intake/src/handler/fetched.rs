@@ -1,17 +1,26 @@
-//! An event read from Stripe's Events API by the catch-up job (`crate::catchup`) rather than delivered:
-//! it goes through the very steps a webhook does after its signature (parse, endpoint check, lookup, lease,
-//! the one finalize), so a lost webhook caught up ends exactly as its delivery would have.
-//!
-//! No signature: the event came over HTTPS from Stripe's API with our secret key, which authenticates it as
-//! a signature authenticates a delivery. It is read first, as a redelivery is, since most events the
-//! catch-up sees were delivered already (dedup by event id answers them from one read).
+//! A Stripe event that came without a signature, over a channel that authenticates it instead: read from
+//! Stripe's Events API by the catch-up job (`crate::catchup`) with our secret key, or delivered by Amazon
+//! EventBridge from Stripe's partner event source (`crate::eventbridge`), where the bus is the trust
+//! boundary. It goes through the very steps a webhook does after its signature (parse, endpoint check,
+//! lookup, lease, the one finalize), so an event ends the same whichever way it came; dedup by its id
+//! answers the second way in `duplicate`.
 
-use super::{on_payment, triaged, Next};
+use super::{is_redelivery, on_payment, stripe_parsed, triaged, Next};
 use crate::metrics::RequestMetrics;
 use crate::providers::Provider;
-use crate::stripe;
 use shared::http::ApiError;
 use shared::CorrelationId;
+
+/// The way an unsigned event came in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unsigned {
+    /// Listed by the Events API: read first, as a redelivery is, since most events the catch-up sees were
+    /// delivered already (dedup by event id answers them from one read).
+    EventsApi,
+    /// Delivered through EventBridge, received at this time (epoch seconds): a redelivery, read first, when
+    /// it comes as late after its creation as a webhook's retry would.
+    EventBridge { received_secs: i64 },
+}
 
 /// Applies one Stripe event read from the Events API (its JSON as listed) as the intake applies a webhook;
 /// the answer is the webhook's (`applied`, `duplicate`, `stale`, `ignored`, `quarantined`,
@@ -22,10 +31,25 @@ pub async fn apply_fetched(
     body: &[u8],
     metrics: &mut RequestMetrics,
 ) -> Result<&'static str, ApiError> {
-    let event = match triaged(app, provider, stripe::parse(body), None, body, metrics).await? {
+    apply_unsigned(app, provider, body, Unsigned::EventsApi, metrics).await
+}
+
+/// Applies one unsigned Stripe event (its JSON) that came `way`, with the answers of [`apply_fetched`].
+pub async fn apply_unsigned(
+    app: &super::App,
+    provider: &Provider,
+    body: &[u8],
+    way: Unsigned,
+    metrics: &mut RequestMetrics,
+) -> Result<&'static str, ApiError> {
+    let event = match triaged(app, provider, stripe_parsed(body, metrics), None, body, metrics).await? {
         Next::Go(event) => event,
         Next::Answer(answer) => return Ok(answer),
     };
-    let correlation_id = CorrelationId::derived("catchup", event.id.as_str());
-    on_payment(app, provider, &event, true, correlation_id, body, metrics).await
+    let (prefix, redelivery) = match way {
+        Unsigned::EventsApi => ("catchup", true),
+        Unsigned::EventBridge { received_secs } => ("eventbridge", is_redelivery(&app.settings, &event, received_secs)),
+    };
+    let correlation_id = CorrelationId::derived(prefix, event.id.as_str());
+    on_payment(app, provider, &event, redelivery, correlation_id, body, metrics).await
 }

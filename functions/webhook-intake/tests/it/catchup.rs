@@ -19,7 +19,7 @@ use shared::{
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
-use webhook_intake::catchup::{CatchUp, CatchUpSettings, CursorStore, StripeEvents};
+use webhook_intake::catchup::{CatchUp, CatchUpSettings, CursorStore, SourceWatch, StripeEvents};
 use webhook_intake::providers::{ProviderSpec, Providers};
 use webhook_intake::{App, IntakeSettings};
 
@@ -85,6 +85,7 @@ impl World {
                 },
             }),
             adyen: None,
+            source: None,
             // The events are seconds old: none is left to its webhook.
             settings: CatchUpSettings {
                 settle: Duration::ZERO,
@@ -463,4 +464,96 @@ fn the_jobs_stripe_client_keeps_to_the_scan_rate() {
     assert_eq!(rate(Some("3")), Some(3));
     assert_eq!(rate(None), Some(10));
     assert!(webhook_intake::catchup::Settings::from_env(&env(Some("0"))).is_err());
+}
+
+/// The partner event source the template grants webhook-catchup to describe in `scripts/check_permissions.py`
+/// (its `StripePartnerEventSource` sample): the one test whose call is recorded names it.
+const GRANTED_SOURCE: &str = "aws.partner/stripe.com/ed_test_catchupcheck";
+/// moto's account, which a partner source is created for so that this account's `DescribeEventSource` sees it.
+const MOTO_ACCOUNT: &str = "123456789012";
+
+/// An EventBridge client on the moto server the tests run, its calls recorded as `function`'s when given.
+fn eventbridge(function: Option<&str>) -> aws_sdk_eventbridge::Client {
+    let sdk = integration_tests::local_sdk_config(&local_dev::service::SQS.endpoint());
+    let mut config = aws_sdk_eventbridge::config::Builder::from(&sdk);
+    if let Some(recorder) = function.and_then(local_dev::aws_calls::CallRecorder::from_env) {
+        config = config.interceptor(recorder);
+    }
+    aws_sdk_eventbridge::Client::from_conf(config.build())
+}
+
+/// Stripe's side: the partner event source offered to this account (as a Stripe event destination does).
+async fn offered(name: &str) {
+    eventbridge(None)
+        .create_partner_event_source()
+        .name(name)
+        .account(MOTO_ACCOUNT)
+        .send()
+        .await
+        .unwrap();
+}
+
+/// Each run reports the source's state before its work: an active source is `EventSourceActive` 1, and the
+/// run goes on as before.
+#[tokio::test]
+async fn a_run_reports_an_active_partner_event_source() {
+    let ctx = TestContext::new().await;
+    offered(GRANTED_SOURCE).await;
+    let env = env_without_stripe(&ctx, r#"[{"name":"adyen","scheme":"adyen","livemode":false}]"#);
+    let mut job = job_from_env(&ctx, &env).await;
+    let watch = SourceWatch {
+        client: eventbridge(Some(FUNCTION)),
+        name: GRANTED_SOURCE.to_owned(),
+    };
+    let found = watch.check().await;
+    assert_eq!((found.state.as_str(), found.active), ("ACTIVE", 1));
+    job.source = Some(watch);
+    let report = job
+        .invoke(tokio::time::Instant::now() + Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(report.event_source_state.as_deref(), Some("ACTIVE"));
+}
+
+/// A source whose destination was removed on Stripe's side (`DELETED`) delivers nothing: reported as 0.
+/// Its call is not recorded: the role may describe only the stage's own source.
+#[tokio::test]
+async fn a_deleted_partner_event_source_is_reported_not_active() {
+    let name = format!("aws.partner/stripe.com/ed_test_{}", uuid::Uuid::new_v4().simple());
+    offered(&name).await;
+    eventbridge(None)
+        .delete_partner_event_source()
+        .name(&name)
+        .account(MOTO_ACCOUNT)
+        .send()
+        .await
+        .unwrap();
+    let watch = SourceWatch {
+        client: eventbridge(None),
+        name,
+    };
+    let found = watch.check().await;
+    assert_eq!((found.state.as_str(), found.active), ("DELETED", 0));
+}
+
+/// EventBridge does not answer (here: a source it does not know): the state is `UNKNOWN`, the metric 0, and
+/// the run is not stopped by it.
+#[tokio::test]
+async fn a_failed_question_is_reported_not_active_and_the_run_goes_on() {
+    let ctx = TestContext::new().await;
+    let env = env_without_stripe(&ctx, r#"[{"name":"adyen","scheme":"adyen","livemode":false}]"#);
+    let mut job = job_from_env(&ctx, &env).await;
+    let watch = SourceWatch {
+        client: eventbridge(None),
+        name: format!("aws.partner/stripe.com/ed_unknown_{}", uuid::Uuid::new_v4().simple()),
+    };
+    let found = watch.check().await;
+    assert_eq!((found.state.as_str(), found.active), ("UNKNOWN", 0));
+    job.source = Some(watch);
+    let report = job
+        .invoke(tokio::time::Instant::now() + Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(report.event_source_state.as_deref(), Some("UNKNOWN"));
+    assert!(report.adyen_retry.is_some(), "the run went on: {report:?}");
 }

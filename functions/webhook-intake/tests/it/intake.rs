@@ -16,10 +16,12 @@ use webhook_signatures::{sign_standard, sign_stripe};
 
 mod adyen;
 mod disputes;
+mod eventbridge;
 mod generation_failure;
 mod not_ours;
 mod refunds;
 mod small_ends;
+mod versions;
 
 const STRIPE_OLD: &str = "whsec_test_stripe_old_secret_0001";
 const STRIPE_NEW: &str = "whsec_test_stripe_new_secret_0002";

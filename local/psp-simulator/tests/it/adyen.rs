@@ -517,6 +517,7 @@ async fn notifications_are_signed_batched_duplicated_retried_and_sent_with_basic
         reorder_rate: 0.0,
         failure_rate: 0.0,
         max_attempts: 4,
+        eventbridge: None,
     };
     let sim = notifying(url, delivery);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
@@ -603,6 +604,7 @@ async fn a_refused_notification_holds_up_the_queue_which_goes_in_order() {
         reorder_rate: 0.0,
         failure_rate: 0.0,
         max_attempts: 5,
+        eventbridge: None,
     };
     let sim = notifying(url, delivery);
     let l = &sim.ledger;

@@ -27,21 +27,27 @@ const KEY: &str = "sk_test_doctor";
 
 /// A Stripe simulator with one webhook endpoint; its base URL and the endpoint's id.
 async fn stripe() -> (Arc<Simulator>, String, String) {
+    let (sim, url) = simulator(KEY).await;
+    let endpoint = sim
+        .ledger
+        .add_webhook_endpoint(&sim.webhook_url, Some("2025-03-31.basil"));
+    (sim, url, endpoint)
+}
+
+/// A Stripe simulator of the account with secret key `key`, serving on a free port; its base URL.
+pub(crate) async fn simulator(key: &str) -> (Arc<Simulator>, String) {
     let sim = Arc::new(Simulator {
-        ledger: Ledger::new(KEY, Timings::default(), None),
+        ledger: Ledger::new(key, Timings::default(), None),
         webhook_url: "http://127.0.0.1:9/webhooks/stripe".into(),
         secret: shared::SigningSecret::parse("whsec_test").unwrap(),
         delivery: DeliveryOptions::default(),
         client: HttpClient::default(),
         storm_rate: 0.0,
     });
-    let endpoint = sim
-        .ledger
-        .add_webhook_endpoint(&sim.webhook_url, Some("2025-03-31.basil"));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(sim.clone().serve(listener));
-    (sim, url, endpoint)
+    (sim, url)
 }
 
 /// `paymentsctl [--json] doctor` on `table`, the test's queues and the simulator at `psp`.

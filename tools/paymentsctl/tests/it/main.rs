@@ -7,3 +7,4 @@ mod doctor;
 mod invoke;
 mod next_step;
 mod paymentsctl;
+mod stripe_setup;
