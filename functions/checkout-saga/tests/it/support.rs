@@ -136,6 +136,15 @@ impl World {
         StripeClient::new(&settings, shared::psp::ApiKey::parse(TEST_KEY).unwrap()).expect("psp client")
     }
 
+    /// The simulator's Stripe client as a checkout function builds it with `STRIPE_CAPTURE_METHOD=manual`:
+    /// its charges authorize, the saga captures.
+    pub fn manual_capture_psp(&self) -> StripeClient {
+        let mut settings = PspSettings::local(&self.psp_url, TEST_KEY).expect("PSP settings");
+        settings.retries = fast_backoff();
+        settings.capture = shared::psp::CaptureMethod::Manual;
+        StripeClient::new(&settings, shared::psp::ApiKey::parse(TEST_KEY).unwrap()).expect("psp client")
+    }
+
     /// A runner whose payments are past their deadline as soon as they are requested.
     pub fn runner_past_deadline(&self) -> Runner<StripeClient> {
         self.runner_with(
@@ -455,6 +464,9 @@ impl Psp for Quirky {
     }
     async fn cancel(&self, key: &str, reference: &PspReference) -> Result<PaymentIntent, PspError> {
         self.0.cancel(key, reference).await
+    }
+    async fn capture(&self, key: &str, reference: &PspReference) -> Result<PaymentIntent, PspError> {
+        self.0.capture(key, reference).await
     }
     async fn refund(&self, key: &str, reference: &PspReference, amount: Option<u64>) -> Result<Refund, PspError> {
         match &self.1 {
