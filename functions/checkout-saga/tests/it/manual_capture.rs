@@ -6,6 +6,7 @@
 use crate::support::*;
 use checkout_saga::orders;
 use checkout_saga::runner::{Runner, Settings};
+use lambda_http::http::Method;
 use psp_simulator::ledger::AUTHORIZATION_VALIDITY;
 use shared::clock::WallClock;
 use shared::psp::StripeClient;
@@ -86,6 +87,14 @@ async fn a_manual_capture_checkout_captures_when_the_order_is_confirmed() {
     let runner = manual(&w);
     let id = order();
     let waiting = authorized(&w, &runner, &id).await;
+    // The order projection and `GET /checkouts/{order}` tell the authorization from a capture.
+    w.project(&waiting).await;
+    let path = format!("/checkouts/{id}");
+    let (_, view) = crate::api::call(&runner, Method::GET, &path, None).await;
+    assert_eq!(
+        (view["payment_status"].as_str(), view["captured"].as_bool()),
+        (Some("authorized"), Some(false))
+    );
     // The authorization's event reaches the saga through its inbox: it captures, then confirms.
     w.deliver(&runner, &waiting).await;
     let done = w.saga(&id).await;
@@ -104,6 +113,13 @@ async fn a_manual_capture_checkout_captures_when_the_order_is_confirmed() {
     assert_eq!(captures(&w), 1, "captured once");
     let order_state = orders::status(&w.ctx.client, &w.ctx.table, &id).await.unwrap();
     assert_eq!(order_state, Some(("confirmed".into(), Some("completed".into()))));
+    // Once the capture's own event reached the projection (the outbox's delivery), the view says captured.
+    w.project(&done).await;
+    let (_, view) = crate::api::call(&runner, Method::GET, &path, None).await;
+    assert_eq!(
+        (view["payment_status"].as_str(), view["captured"].as_bool()),
+        (Some("captured"), Some(true))
+    );
     assert_eq!(w.stock().await, STOCK - 2);
     // Delivered again (the capture's event too): nothing more is captured or logged.
     w.deliver(&runner, &done).await;
