@@ -28,7 +28,7 @@ use shared::psp::Psps;
 use shared::router::{RouteTableError, Router};
 use shared::saga::{Checkout, InconsistentSaga, SagaEvent, SagaRecord, SagaStoreError};
 use shared::telemetry::ErrorChain;
-use shared::{text, Currency, Money, OrderId, Sku};
+use shared::{text, Currency, Money, OrderId, PaymentStatus, Sku};
 use std::sync::LazyLock;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -121,6 +121,10 @@ pub struct SagaView<'a> {
     pub payment_id: Option<&'a str>,
     pub customer_action: bool,
     pub captured: bool,
+    /// The payment's status as the order projection shows it (`GET` only): `authorized` (manual capture:
+    /// the money held, not taken) apart from `captured`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub payment_status: Option<&'static str>,
     pub refunded_minor: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failed_step: Option<&'a str>,
@@ -147,6 +151,7 @@ impl<'a> From<&'a SagaRecord> for SagaView<'a> {
             payment_id: r.payment_id.as_ref().map(|p| p.as_str()),
             customer_action: r.customer_action,
             captured: r.captured,
+            payment_status: None,
             refunded_minor: r.refunded_minor,
             failed_step: r.failure.as_ref().map(|f| f.step.as_str()),
             failure: r.failure.as_ref().map(|f| f.reason.as_str()),
@@ -288,7 +293,12 @@ async fn get<P: Psps>(runner: &Runner<P>, id: &OrderId) -> Result<Response<Body>
         loaded => loaded.map_err(internal)?,
     };
     let saga = saga.ok_or_else(|| ApiError::not_found(format!("no checkout for order {id}")))?;
-    Ok(http::json(StatusCode::OK, &SagaView::from(saga.record())))
+    let mut view = SagaView::from(saga.record());
+    if let Some(payment) = &saga.record().payment_id {
+        let status = runner.projected_status(id, payment).await.map_err(run_failed)?;
+        view.payment_status = status.map(PaymentStatus::as_str);
+    }
+    Ok(http::json(StatusCode::OK, &view))
 }
 
 async fn events<P: Psps>(runner: &Runner<P>, id: &OrderId) -> Result<Response<Body>, ApiError> {

@@ -15,11 +15,16 @@ use tokio::time::Instant;
 use tracing::warn;
 
 /// Statuses that can move a waiting saga. `processing` too: an Adyen payment authorised by notification after
-/// the customer's 3-D Secure challenge is captured by its waiting saga (a Stripe one's resume just waits on).
+/// the customer's 3-D Secure challenge is captured by its waiting saga (a Stripe one's resume just waits on);
+/// and `authorized`: a Stripe authorization (manual capture) is captured by its waiting saga.
 fn may_move_a_saga(status: PaymentStatus) -> bool {
     matches!(
         status,
-        PaymentStatus::Processing | PaymentStatus::Captured | PaymentStatus::Failed | PaymentStatus::Refunded
+        PaymentStatus::Processing
+            | PaymentStatus::Authorized
+            | PaymentStatus::Captured
+            | PaymentStatus::Failed
+            | PaymentStatus::Refunded
     )
 }
 

@@ -10,7 +10,7 @@ use order_projection::OrderProjection;
 use shared::consumer::Consumer;
 use shared::http::CallerGuard;
 use shared::lambda::{BuildError, Clients};
-use shared::psp::{PspSet, PspSetSettings};
+use shared::psp::{CaptureMethod, PspSet, PspSetSettings};
 use shared::recovery::{Recovery, RecoverySettings};
 use shared::saga::{Escalation, SagaStore};
 use shared::store::StoreError;
@@ -29,8 +29,8 @@ const SWEEP_LIMIT: usize = 100;
 pub struct Settings {
     /// `TABLE_NAME` and the lease settings.
     pub config: Config,
-    /// Every configured PSP's settings (Stripe's `PSP_BASE_URL`, `PSP_API_KEY_ARN` or `PSP_API_KEY`, ...;
-    /// Adyen's `ADYEN_BASE_URL`, ...).
+    /// Every configured PSP's settings (Stripe's `PSP_BASE_URL`, `PSP_API_KEY_ARN` or `PSP_API_KEY`, ...,
+    /// and `STRIPE_CAPTURE_METHOD`, how its charges are captured; Adyen's `ADYEN_BASE_URL`, ...).
     pub psps: PspSetSettings,
     /// `RECOVERY_*`: the recovery a payment that does not resolve in time is handed to.
     pub recovery: RecoverySettings,
@@ -49,7 +49,7 @@ impl Settings {
     /// Reads the settings from `env` (see the type). A missing or malformed one fails the start, as does a
     /// `SAGA_PSP` whose PSP has no settings: new checkouts must go to a PSP this deployment can call.
     pub fn from_env(env: &Env) -> Result<Self, ConfigError> {
-        let psps = PspSetSettings::from_env(env)?;
+        let psps = PspSetSettings::from_env(env)?.capturing(CaptureMethod::from(env)?);
         let runner = crate::runner::Settings::from_env(env)?;
         if !psps.providers().contains(&runner.new_checkouts.name()) {
             return Err(ConfigError::Missing(

@@ -31,11 +31,18 @@
 //! (authorise and capture, refund, cancel, or cancel by our reference; no status read, its outcomes by
 //! notification).
 //!
+//! With manual capture at Stripe (`STRIPE_CAPTURE_METHOD=manual`) `charging` only authorizes (the payment is
+//! `authorized`), and `payment_pending` captures it (key `<order>:capture`) before the order is confirmed, or,
+//! when the order was cancelled or the authorization lapsed (`capture_before`), fails it so that
+//! `cancelling_payment` releases it: a compensation before the capture moves no money and makes no refund.
+//!
 //! This module holds the loop, its retries and escalation; each state's step is in `steps` (stock, payment
-//! item, order), `psp` (charge, refund, cancel at Stripe) or `adyen` (the same at Adyen), what the saga learns
+//! item, order), `psp` (charge, refund, cancel at Stripe), `capture` (Stripe's capture at confirmation) or
+//! `adyen` (the same at Adyen), what the saga learns
 //! goes through `observe`, and what is done at a deadline or the first escalation is in `deadline`.
 
 mod adyen;
+mod capture;
 mod deadline;
 mod observe;
 mod psp;

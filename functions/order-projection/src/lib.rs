@@ -127,4 +127,19 @@ mod tests {
         assert_eq!(written(&inquiry, "dispute").as_deref(), Some("dispute_closed"));
         assert_eq!(written(&inquiry, "dispute_funds"), None);
     }
+
+    /// Manual capture (issue 34): the order tells an authorization (money held) from a capture (money taken).
+    #[test]
+    fn the_order_tells_authorized_from_captured() {
+        let mut held = event(None);
+        (held.kind, held.status, held.previous_status) = (
+            EventKind::PaymentAuthorized,
+            PaymentStatus::Authorized,
+            Some(PaymentStatus::Pending),
+        );
+        assert_eq!(written(&held, "payment_status").as_deref(), Some("authorized"));
+        let mut taken = held.clone();
+        (taken.kind, taken.status) = (EventKind::PaymentCaptured, PaymentStatus::Captured);
+        assert_eq!(written(&taken, "payment_status").as_deref(), Some("captured"));
+    }
 }

@@ -46,6 +46,8 @@ struct PaymentIntent {
     last_payment_error: Option<LastPaymentError>,
     #[serde(default)]
     cancellation_reason: Option<String>,
+    #[serde(default)]
+    status: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -123,6 +125,7 @@ pub const SUBSCRIBED_TYPES: &[&str] = &[
     "payment_intent.requires_action",
     "payment_intent.payment_failed",
     "payment_intent.canceled",
+    "payment_intent.amount_capturable_updated",
     "charge.refunded",
     "refund.created",
     "refund.updated",
@@ -178,6 +181,22 @@ fn about(kind: &str, object: &serde_json::Value) -> Result<Option<About>, Unpars
                 amount: Some(pi.amount),
                 currency: pi.currency,
                 outcome,
+            }))
+        }
+        // Manual capture: the money is held for us (`requires_capture`), not taken. An event's PaymentIntent
+        // has no expanded charge: the capture deadline is the charge answer's (or a read's) to record.
+        "payment_intent.amount_capturable_updated" => {
+            let pi = PaymentIntent::deserialize(object).map_err(Bad::because)?;
+            if pi.status.as_deref() != Some("requires_capture") {
+                return Ok(None);
+            }
+            Ok(Some(About {
+                target: target(&pi.metadata, Some(pi.id))?,
+                amount: Some(pi.amount),
+                currency: pi.currency,
+                outcome: Outcome::Authorized {
+                    capture_before_ms: None,
+                },
             }))
         }
         "charge.refunded" => {
@@ -276,6 +295,24 @@ mod tests {
             Outcome::Failed {
                 reason: "canceled".into()
             }
+        );
+        let mut held = intent();
+        held["status"] = json!("requires_capture");
+        assert_eq!(
+            parsed("payment_intent.amount_capturable_updated", held).outcome,
+            Outcome::Authorized {
+                capture_before_ms: None
+            },
+            "an authorization, not a payment"
+        );
+        let mut released = intent();
+        released["status"] = json!("canceled");
+        assert!(
+            matches!(
+                parse(&event("payment_intent.amount_capturable_updated", released)).unwrap(),
+                Parsed::Ignored { .. }
+            ),
+            "nothing capturable: no news"
         );
         let e = parsed("payment_intent.succeeded", intent());
         assert_eq!(e.target.payment_id.unwrap().as_str(), "pay_1");
@@ -388,7 +425,11 @@ mod tests {
     fn subscribed_types_are_handled() {
         assert!(SUBSCRIBED_TYPES.len() <= 20, "Stripe takes at most 20 types[] per list");
         for kind in SUBSCRIBED_TYPES {
-            let object = if kind.starts_with("payment_intent.") {
+            let object = if *kind == "payment_intent.amount_capturable_updated" {
+                let mut held = intent();
+                held["status"] = json!("requires_capture");
+                held
+            } else if kind.starts_with("payment_intent.") {
                 intent()
             } else if kind.contains("refund.") {
                 refund_object("failed")

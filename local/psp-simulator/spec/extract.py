@@ -17,6 +17,7 @@ OPERATIONS = [
     ("get", "/v1/payment_intents/{intent}"),
     ("get", "/v1/payment_intents/search"),
     ("post", "/v1/payment_intents/{intent}/cancel"),
+    ("post", "/v1/payment_intents/{intent}/capture"),
     ("post", "/v1/payment_intents/{intent}/confirm"),
     ("post", "/v1/refunds"),
     ("get", "/v1/refunds/{refund}"),

@@ -21,6 +21,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 mod answers;
+mod capture;
 mod disputes;
 mod endpoints;
 mod events;
@@ -34,6 +35,7 @@ pub use rules::{LoggedRequest, RETURN_URL_REQUIRED};
 
 pub use answers::LOCK_TIMEOUT;
 use answers::{answer, no_such, not_found, storm_answer};
+pub use capture::{CaptureMethod, AUTHORIZATION_VALIDITY};
 use objects::payment_intent;
 use operations::{advance, cancel, refund, search};
 /// How a charge plays out. Chosen by the payment method `pm_<scenario>` (as Stripe's test payment methods
@@ -176,6 +178,10 @@ struct Intent {
     /// Whether webhooks are sent for this intent (`silent` sends none).
     webhooks: bool,
     scenario: Scenario,
+    /// `capture_method`: with `manual`, a successful confirm stops at `requires_capture` (an authorization).
+    capture_method: CaptureMethod,
+    /// `amount_capturable`: what a capture may still take (the authorized amount while `requires_capture`).
+    amount_capturable: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -183,6 +189,13 @@ struct ChargeState {
     id: String,
     amount_refunded: u64,
     created: i64,
+    /// `captured`: false for an authorization not (yet) captured.
+    captured: bool,
+    /// `amount_captured`.
+    amount_captured: u64,
+    /// `payment_method_details.card.capture_before` (epoch seconds) of an authorization (manual capture):
+    /// past it, an uncaptured charge is released and its PaymentIntent canceled (`automatic`).
+    capture_before: Option<i64>,
 }
 
 /// Idempotency: the first request's parameters and answer, per key.
@@ -305,6 +318,13 @@ fn replay(first: &Remembered, request: &str) -> Effects {
     }
 }
 
+/// Whether the request asks for the PaymentIntent's charge expanded (`expand[]=latest_charge`).
+fn expands_charge(params: &BTreeMap<String, String>) -> bool {
+    params
+        .iter()
+        .any(|(k, v)| k.starts_with("expand[") && v == "latest_charge")
+}
+
 /// The GET routes: search, events, a refund, a PaymentIntent (its due steps applied first, as the next
 /// request that touches it does).
 fn read(state: &mut State, method: &str, path: &str, params: &BTreeMap<String, String>) -> Effects {
@@ -320,9 +340,7 @@ fn read(state: &mut State, method: &str, path: &str, params: &BTreeMap<String, S
             None => answer(no_such("refund", id)),
         },
         ("GET", ["v1", "payment_intents", id]) => {
-            let expand = params
-                .iter()
-                .any(|(k, v)| k.starts_with("expand[") && v == "latest_charge");
+            let expand = expands_charge(params);
             match state.intents.get_mut(*id) {
                 Some(intent) => Effects {
                     webhooks: advance(intent, now_ms()),
@@ -511,6 +529,7 @@ impl Ledger {
         Some(match segments(path).as_slice() {
             ["v1", "payment_intents"] => self.create(state, params),
             ["v1", "payment_intents", id, "cancel"] => cancel(state, id, params),
+            ["v1", "payment_intents", id, "capture"] => capture::capture(state, id, params),
             ["v1", "refunds"] => disputes::refused_refund(state, params).unwrap_or_else(|| refund(state, params)),
             ["v1", "webhook_endpoints"] => endpoints::create(state, params),
             _ => return None,

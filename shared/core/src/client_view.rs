@@ -74,6 +74,16 @@ pub struct OpenView {
     pub summary: PaymentSummary,
 }
 
+/// An authorization (manual capture): the money is held, not taken, until the capture, at most until
+/// `capture_before_ms` when known. No field for a secret: the customer has nothing left to do.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AuthorizedView {
+    #[serde(flatten)]
+    pub summary: PaymentSummary,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capture_before_ms: Option<i64>,
+}
+
 /// A terminal outcome. It has no field for a secret, URL or token.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct OutcomeView {
@@ -107,6 +117,7 @@ pub enum ClientView {
     RequiresAction(ActionView),
     Processing(OpenView),
     AttemptFailed(RetryView),
+    Authorized(AuthorizedView),
     Captured(OutcomeView),
     Failed(OutcomeView),
     Refunded(OutcomeView),
@@ -119,6 +130,7 @@ impl ClientView {
             ClientView::RequiresAction(_) => PaymentStatus::RequiresAction,
             ClientView::Processing(_) => PaymentStatus::Processing,
             ClientView::AttemptFailed(_) => PaymentStatus::AttemptFailed,
+            ClientView::Authorized(_) => PaymentStatus::Authorized,
             ClientView::Captured(_) => PaymentStatus::Captured,
             ClientView::Failed(_) => PaymentStatus::Failed,
             ClientView::Refunded(_) => PaymentStatus::Refunded,
@@ -130,6 +142,7 @@ impl ClientView {
             ClientView::Pending(v) | ClientView::Processing(v) => &v.summary,
             ClientView::RequiresAction(v) => &v.summary,
             ClientView::AttemptFailed(v) => &v.summary,
+            ClientView::Authorized(v) => &v.summary,
             ClientView::Captured(v) | ClientView::Failed(v) | ClientView::Refunded(v) => &v.summary,
         }
     }
@@ -173,6 +186,10 @@ impl From<&Payment> for ClientView {
                 summary,
                 decline_reason: payment.reason.clone(),
                 retry_token: payment.retry_token.clone(),
+            }),
+            PaymentStatus::Authorized => ClientView::Authorized(AuthorizedView {
+                summary,
+                capture_before_ms: payment.capture_before_ms,
             }),
             PaymentStatus::Captured => ClientView::Captured(outcome(summary)),
             PaymentStatus::Refunded => ClientView::Refunded(outcome(summary)),

@@ -18,6 +18,8 @@ pub enum EventKind {
     ActionRequired,
     ProcessingStarted,
     AttemptFailed,
+    /// The money is held for us (manual capture): not taken until the capture.
+    PaymentAuthorized,
     PaymentCaptured,
     PaymentFailed,
     /// A partial refund: still `captured`, more refunded.
@@ -55,6 +57,7 @@ impl EventKind {
             EventKind::ActionRequired => "ActionRequired",
             EventKind::ProcessingStarted => "ProcessingStarted",
             EventKind::AttemptFailed => "AttemptFailed",
+            EventKind::PaymentAuthorized => "PaymentAuthorized",
             EventKind::PaymentCaptured => "PaymentCaptured",
             EventKind::PaymentFailed => "PaymentFailed",
             EventKind::RefundRecorded => "RefundRecorded",

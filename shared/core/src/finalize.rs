@@ -134,6 +134,7 @@ fn change_for(current: &Payment, observation: &Observation) -> Result<Change, De
         _ if current.status.is_terminal() => ignore(IgnoreReason::Stale),
         _ if is_older_than_current(current, observation) => ignore(IgnoreReason::Stale),
         Outcome::Processing => on_processing(current.status, observation.path),
+        Outcome::Authorized { capture_before_ms } => on_authorized(current, *capture_before_ms),
         Outcome::RequiresAction(action) => on_requires_action(current, action, observation.path),
         Outcome::AttemptFailed { reason, retry_token } => on_attempt_failed(current, reason, retry_token),
     }
@@ -210,10 +211,23 @@ fn on_failed(status: PaymentStatus) -> Result<Change, Decision> {
     }
 }
 
+/// The PSP holds the money (on a non-terminal payment, not older than its news): authorized, or, already
+/// authorized, its capture deadline learned. Only a capture or a cancel moves an authorization on.
+fn on_authorized(current: &Payment, capture_before_ms: Option<i64>) -> Result<Change, Decision> {
+    match current.status {
+        Authorized if capture_before_ms.is_none() || current.capture_before_ms == capture_before_ms => {
+            ignore(IgnoreReason::NoOp)
+        }
+        _ => Ok(Change::To(Authorized, EventKind::PaymentAuthorized)),
+    }
+}
+
 /// The PSP is processing the payment (on a non-terminal payment, not older than its news).
 fn on_processing(status: PaymentStatus, path: Channel) -> Result<Change, Decision> {
     match status {
         Processing => ignore(IgnoreReason::NoOp),
+        // An authorization is past processing: the PSP's earlier news.
+        Authorized => ignore(IgnoreReason::Stale),
         // The PSP's snapshot says nothing about the action or retry the customer holds: keep them.
         RequiresAction | AttemptFailed if path == Channel::Recovery => ignore(IgnoreReason::NoOp),
         _ => Ok(Change::To(Processing, EventKind::ProcessingStarted)),
@@ -225,6 +239,7 @@ fn on_processing(status: PaymentStatus, path: Channel) -> Result<Change, Decisio
 fn on_requires_action(current: &Payment, action: &CustomerAction, path: Channel) -> Result<Change, Decision> {
     match current.status {
         Processing if path != Channel::Recovery => ignore(IgnoreReason::Stale),
+        Authorized => ignore(IgnoreReason::Stale),
         RequiresAction if current.action.as_ref() == Some(action) => ignore(IgnoreReason::NoOp),
         _ => Ok(Change::To(RequiresAction, EventKind::ActionRequired)),
     }
@@ -234,6 +249,7 @@ fn on_requires_action(current: &Payment, action: &CustomerAction, path: Channel)
 /// holds this very reason and retry token.
 fn on_attempt_failed(current: &Payment, reason: &str, retry_token: &Option<RetryToken>) -> Result<Change, Decision> {
     match current.status {
+        Authorized => ignore(IgnoreReason::Stale),
         AttemptFailed if current.reason.as_deref() == Some(reason) && current.retry_token == *retry_token => {
             ignore(IgnoreReason::NoOp)
         }
@@ -385,6 +401,10 @@ fn move_to(next: &mut Payment, status: PaymentStatus, outcome: &Outcome) {
         Outcome::Refunded {
             refunded_total_minor, ..
         } => next.refunded_minor = *refunded_total_minor,
+        Outcome::Authorized { capture_before_ms } => {
+            next.reason = None;
+            next.capture_before_ms = capture_before_ms.or(next.capture_before_ms);
+        }
         Outcome::Processing | Outcome::Succeeded => next.reason = None,
         Outcome::Anomaly { .. } | Outcome::Refund(_) | Outcome::Dispute(_) => {}
     }

@@ -45,6 +45,11 @@ impl fmt::Display for Channel {
 pub enum Outcome {
     RequiresAction(CustomerAction),
     Processing,
+    /// The PSP holds the money until we capture it (manual capture), at most until `capture_before_ms` (epoch
+    /// ms, Stripe's `capture_before` of the charge) when the report carries it.
+    Authorized {
+        capture_before_ms: Option<i64>,
+    },
     /// Money was taken.
     Succeeded,
     /// This attempt was declined; the customer may retry.

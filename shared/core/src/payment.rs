@@ -108,6 +108,10 @@ pub struct Payment {
     pub action: Option<CustomerAction>,
     /// Present only while `attempt_failed`.
     pub retry_token: Option<RetryToken>,
+    /// When the PSP releases the authorization if it is not captured (epoch ms; the charge's
+    /// `capture_before`), recorded when the payment is `authorized` and kept after for the record.
+    #[serde(default)]
+    pub capture_before_ms: Option<i64>,
     /// Why the last attempt was declined, or why the payment failed.
     pub reason: Option<String>,
     /// The most recent PSP event ids applied, oldest first, at most [`SEEN_EVENTS_KEPT`].
@@ -211,6 +215,7 @@ impl NewPayment {
             metadata: self.metadata,
             action: None,
             retry_token: None,
+            capture_before_ms: None,
             reason: None,
             seen_psp_events: Vec::new(),
             last_psp_event_at_ms: None,

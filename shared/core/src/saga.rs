@@ -36,7 +36,8 @@ pub use deadline::{
     SET_ASIDE_FIRST_LOOK_MS, SET_ASIDE_MAX_RECHECK_MS,
 };
 pub use next::{
-    awaited, charge_call, AwaitDeadlines, Awaited, ChargeCall, IntentState, Next, NextStep, PSP_KEY_TRUSTED_FOR_MS,
+    authorization_lapsed, awaited, charge_call, AwaitDeadlines, Awaited, ChargeCall, IntentState, Next, NextStep,
+    PSP_KEY_TRUSTED_FOR_MS,
 };
 pub use record::{Checkout, CheckoutPsp, Failure, SagaEvent, SagaEventKind, SagaRecord, Step};
 

@@ -16,6 +16,9 @@ pub enum PaymentStatus {
     Processing,
     /// An attempt was declined; the customer may retry (the client view offers the retry).
     AttemptFailed,
+    /// The PSP holds the money for us (an authorization, manual capture): not taken until we capture it,
+    /// released by a cancel or when the authorization lapses (the payment's `capture_before_ms`).
+    Authorized,
     /// Money was taken. Terminal; the only way on is a refund.
     Captured,
     /// Cancelled or finally failed. Terminal.
@@ -25,11 +28,12 @@ pub enum PaymentStatus {
 }
 
 impl PaymentStatus {
-    pub const ALL: [PaymentStatus; 7] = [
+    pub const ALL: [PaymentStatus; 8] = [
         Self::Pending,
         Self::RequiresAction,
         Self::Processing,
         Self::AttemptFailed,
+        Self::Authorized,
         Self::Captured,
         Self::Failed,
         Self::Refunded,
@@ -45,6 +49,7 @@ impl PaymentStatus {
             Self::RequiresAction => "requires_action",
             Self::Processing => "processing",
             Self::AttemptFailed => "attempt_failed",
+            Self::Authorized => "authorized",
             Self::Captured => "captured",
             Self::Failed => "failed",
             Self::Refunded => "refunded",
@@ -60,27 +65,32 @@ impl PaymentStatus {
 
     /// The transition table. A move not listed here is never written.
     ///
-    /// | from \ to        | requires_action | processing | attempt_failed | captured | failed | refunded |
-    /// |------------------|-----------------|------------|----------------|----------|--------|----------|
-    /// | pending          | yes             | yes        | yes            | yes      | yes    | yes (1)  |
-    /// | requires_action  | yes (2)         | yes        | yes            | yes      | yes    | yes (1)  |
-    /// | processing       | recovery (4)    | -          | yes            | yes      | yes    | yes (1)  |
-    /// | attempt_failed   | yes             | yes        | yes (2)        | yes      | yes    | yes (1)  |
-    /// | captured         | no              | no         | no             | - (3)    | no     | yes      |
-    /// | refunded         | no              | no         | no             | yes (5)  | no     | -        |
-    /// | failed           | no              | no         | no             | no       | no     | no       |
+    /// | from \ to        | requires_action | processing | attempt_failed | authorized | captured | failed | refunded |
+    /// |------------------|-----------------|------------|----------------|------------|----------|--------|----------|
+    /// | pending          | yes             | yes        | yes            | yes        | yes      | yes    | yes (1)  |
+    /// | requires_action  | yes (2)         | yes        | yes            | yes        | yes      | yes    | yes (1)  |
+    /// | processing       | recovery (4)    | -          | yes            | yes        | yes      | yes    | yes (1)  |
+    /// | attempt_failed   | yes             | yes        | yes (2)        | yes        | yes      | yes    | yes (1)  |
+    /// | authorized       | no              | no         | no             | yes (6)    | yes      | yes    | no       |
+    /// | captured         | no              | no         | no             | no         | - (3)    | no     | yes      |
+    /// | refunded         | no              | no         | no             | no         | yes (5)  | no     | -        |
+    /// | failed           | no              | no         | no             | no         | no       | no     | no       |
     ///
     /// (1) only when the refund event proves the capture; (2) a new action or decline replaces the old one;
     /// (3) a partial refund stays `captured` with a higher refunded amount; (4) only when recovery finds the PSP
     /// asking for an action again (its status query is the PSP's present); a webhook saying so is stale; (5)
     /// only when the PSP reports a refund failed, canceled or still pending (the money is not back), always
-    /// as a new event (invariant 2).
+    /// as a new event (invariant 2); (6) only to record the authorization's capture deadline, learned after
+    /// the authorization (a webhook without the charge, then a read with it). An authorization ends captured,
+    /// or failed when it is canceled or lapses: never refunded, as no money was taken.
     pub fn can_move_to(self, to: PaymentStatus) -> bool {
         use PaymentStatus::*;
         match (self, to) {
             (Pending | RequiresAction | AttemptFailed, _) => to != Pending,
             (Processing, Pending) => false,
             (Processing, _) => true,
+            (Authorized, Authorized | Captured | Failed) => true,
+            (Authorized, _) => false,
             (Captured, Captured | Refunded) | (Refunded, Captured) => true,
             (Captured, _) | (Failed, _) | (Refunded, _) => false,
         }

@@ -9,7 +9,7 @@
 //! | `requires_payment_method` (no attempt yet), `requires_confirmation` | nothing: the customer needs nothing new | open |
 //! | `requires_action` | `requires_action` with the client secret and the `redirect_to_url` URL | open |
 //! | `processing` | `processing` (recovery: only a `pending` payment moves; see `crate::decide`) | processing |
-//! | `requires_capture` | `processing`: authorized, not captured. We create with `capture_method=automatic`, so it appears only if someone changed that; the money is not taken until a capture, and a cancel releases it | open |
+//! | `requires_capture` | `authorized` (manual capture), with the charge's `capture_before` when it was read with it: the money is held, not taken, until our capture; a cancel (or the deadline) releases it | open |
 //! | `succeeded` | captured; with the charge expanded, its `amount_refunded` (cumulative) records refunds | succeeded |
 //! | `canceled` | failed, with the `cancellation_reason` | canceled |
 //! | a status Stripe adds later | nothing | open |
@@ -48,6 +48,8 @@ pub struct IntentFacts<'a> {
     pub refunded_minor: Option<u64>,
     /// `cancellation_reason`.
     pub cancellation_reason: Option<&'a str>,
+    /// The charge's `payment_method_details.card.capture_before` (epoch ms), when it was read with it.
+    pub capture_before_ms: Option<i64>,
 }
 
 impl IntentStatus {
@@ -108,7 +110,10 @@ impl IntentStatus {
             }),
             Self::RequiresConfirmation | Self::Unknown => None,
             Self::RequiresAction => Some(Outcome::RequiresAction(action()?)),
-            Self::Processing | Self::RequiresCapture => Some(Outcome::Processing),
+            Self::Processing => Some(Outcome::Processing),
+            Self::RequiresCapture => Some(Outcome::Authorized {
+                capture_before_ms: facts.capture_before_ms,
+            }),
             Self::Succeeded => Some(match facts.refunded_minor {
                 Some(total) if total > 0 => Outcome::Refunded {
                     refunded_total_minor: total,
@@ -166,7 +171,23 @@ mod tests {
             Some(Outcome::RequiresAction(_))
         ));
         assert_eq!(outcome(S::Processing, none), Some(Outcome::Processing));
-        assert_eq!(outcome(S::RequiresCapture, none), Some(Outcome::Processing));
+        assert_eq!(
+            outcome(S::RequiresCapture, none),
+            Some(Outcome::Authorized {
+                capture_before_ms: None
+            }),
+            "authorized, not paid"
+        );
+        let held = IntentFacts {
+            capture_before_ms: Some(1_700_000_000_000),
+            ..none
+        };
+        assert_eq!(
+            outcome(S::RequiresCapture, held),
+            Some(Outcome::Authorized {
+                capture_before_ms: Some(1_700_000_000_000)
+            })
+        );
         assert_eq!(outcome(S::Succeeded, none), Some(Outcome::Succeeded));
         let unrefunded = IntentFacts {
             refunded_minor: Some(0),

@@ -339,6 +339,11 @@ impl<P: Psp> Psp for CircuitBreaker<P> {
             .await
     }
 
+    async fn capture(&self, key: &str, reference: &PspReference) -> Result<PaymentIntent, PspError> {
+        self.guarded(Request::Keyed(key), self.inner.capture(key, reference))
+            .await
+    }
+
     async fn refund(&self, key: &str, reference: &PspReference, amount_minor: Option<u64>) -> Result<Refund, PspError> {
         self.guarded(Request::Keyed(key), self.inner.refund(key, reference, amount_minor))
             .await

@@ -23,6 +23,9 @@
 //!   the key is read again (see [`super::key`]) and, if it changed, the call is made once more with it.
 //! - A charge sends `return_url` or `automatic_payment_methods[allow_redirects]=never`, as the settings say
 //!   ([`Redirects`]): Stripe refuses a confirm with neither.
+//! - With manual capture ([`CaptureMethod::Manual`], the checkout functions' `STRIPE_CAPTURE_METHOD`) a charge
+//!   sends `capture_method=manual` and asks for its charge expanded (its `capture_before`); `capture` takes
+//!   the money of an authorized PaymentIntent.
 
 use super::breaker::attempt_failed;
 use super::http::{self, header, AttemptFailure, Unreadable};
@@ -49,7 +52,7 @@ pub const STRIPE_API_VERSION: &str = "2026-10-28.endive";
 /// other products' PaymentIntents).
 pub const STAGE_MARKER: &str = "payments_stage";
 
-pub use super::settings::{ApiKey, KeySource, PspSettings, Redirects};
+pub use super::settings::{ApiKey, CaptureMethod, KeySource, PspSettings, Redirects};
 
 /// Namespace of the client's metrics (`PspRefusals`, `PspAuthFailed`; the breaker's `BreakerOpened`).
 pub const NAMESPACE: &str = "Payments/Psp";
@@ -61,6 +64,7 @@ pub struct StripeClient {
     base_url: String,
     key: CurrentKey,
     redirects: Redirects,
+    capture: CaptureMethod,
     retries: Backoff,
     pace: Option<Pace>,
 }
@@ -87,6 +91,7 @@ impl StripeClient {
             base_url: settings.base_url.clone(),
             key,
             redirects: settings.redirects.clone(),
+            capture: settings.capture,
             retries: settings.retries,
             pace: settings.scan_rate.map(Pace::per_second),
         })
@@ -379,6 +384,11 @@ impl Psp for StripeClient {
                 form.push(("automatic_payment_methods[allow_redirects]", "never".to_owned()));
             }
         }
+        if self.capture == CaptureMethod::Manual {
+            form.push(("capture_method", "manual".to_owned()));
+            // The charge says until when the authorization holds (`capture_before`): recorded from the answer.
+            form.push(("expand[]", "latest_charge".to_owned()));
+        }
         self.call(
             "psp.charge",
             reqwest::Method::POST,
@@ -400,6 +410,12 @@ impl Psp for StripeClient {
         let path = format!("/v1/payment_intents/{}/cancel", path_segment(reference));
         let form = [("cancellation_reason", "abandoned".to_owned())];
         self.call("psp.cancel", reqwest::Method::POST, &path, Some(key), &form)
+            .await
+    }
+
+    async fn capture(&self, key: &str, reference: &PspReference) -> Result<PaymentIntent, PspError> {
+        let path = format!("/v1/payment_intents/{}/capture", path_segment(reference));
+        self.call("psp.capture", reqwest::Method::POST, &path, Some(key), &[])
             .await
     }
 

@@ -29,7 +29,7 @@ pub mod settings;
 pub mod stripe;
 
 pub use breaker::{BreakerSettings, CircuitBreaker};
-pub use client::{ApiKey, PspSettings, StripeClient};
+pub use client::{ApiKey, CaptureMethod, PspSettings, StripeClient};
 pub use set::{GuardedAdyen, PspRoute, PspSet, PspSetSettings, Psps, ADYEN_BREAKER, STRIPE_BREAKER};
 pub use stripe::{IntentStatus, PaymentIntent, Refund};
 
@@ -160,6 +160,14 @@ pub trait Psp: Send + Sync {
 
     /// Cancels the PaymentIntent, once per `key`. Refused (with the PaymentIntent) when it already succeeded.
     fn cancel(
+        &self,
+        key: &str,
+        reference: &PspReference,
+    ) -> impl Future<Output = Result<PaymentIntent, PspError>> + Send;
+
+    /// Captures all of an authorized PaymentIntent (`requires_capture`), once per `key`. Refused (with the
+    /// PaymentIntent) when it is in any other status: captured already, canceled, or its authorization lapsed.
+    fn capture(
         &self,
         key: &str,
         reference: &PspReference,

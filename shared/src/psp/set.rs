@@ -203,6 +203,15 @@ impl PspSetSettings {
         self
     }
 
+    /// These settings for the checkout functions, which alone charge: Stripe's charges captured as
+    /// `capture` says (`STRIPE_CAPTURE_METHOD`, [`super::CaptureMethod::from`]).
+    pub fn capturing(mut self, capture: super::CaptureMethod) -> Self {
+        if let Some(stripe) = &mut self.stripe {
+            stripe.capture = capture;
+        }
+        self
+    }
+
     /// The PSPs these settings configure, as [`PspSet::providers`] will name them.
     pub fn providers(&self) -> Vec<PspName> {
         let stripe = self.stripe.as_ref().map(|_| PspName::Stripe);

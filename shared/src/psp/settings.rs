@@ -102,6 +102,34 @@ impl Redirects {
     }
 }
 
+/// When a charge's money is taken: Stripe's `capture_method` of the PaymentIntents the saga creates.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum CaptureMethod {
+    /// Taken when the customer's bank says yes (`capture_method` not sent: Stripe's default). A
+    /// compensation after the charge is a refund.
+    #[default]
+    Automatic,
+    /// `capture_method=manual`: authorized at the charge (`requires_capture`), taken by our capture when the
+    /// order is confirmed; a compensation cancels the authorization (no money moved, no refund). The
+    /// authorization lapses at the charge's `capture_before` (7 days for customer-initiated card payments).
+    Manual,
+}
+
+impl CaptureMethod {
+    /// `STRIPE_CAPTURE_METHOD`: `automatic` (default) or `manual`, read by the checkout functions only.
+    pub fn from(env: &Env) -> Result<Self, ConfigError> {
+        match env.optional("STRIPE_CAPTURE_METHOD").as_deref().map(str::trim) {
+            None | Some("automatic") => Ok(Self::Automatic),
+            Some("manual") => Ok(Self::Manual),
+            Some(other) => Err(ConfigError::Invalid {
+                name: "STRIPE_CAPTURE_METHOD",
+                expected: "automatic or manual",
+                value: other.to_owned(),
+            }),
+        }
+    }
+}
+
 /// The URL in `name`, without a trailing `/`: `https://`, or `http://` only to 127.0.0.1 (the simulator).
 pub(super) fn endpoint(env: &Env, name: &'static str) -> Result<String, ConfigError> {
     let url = env.required(name)?;
@@ -150,6 +178,9 @@ pub struct PspSettings {
     /// The request rate a scanner's client keeps to (`PSP_SCAN_RATE_PER_SECOND`: [`super::pace::ScanRates`],
     /// set by the scanners); `None` (the checkout functions): unpaced.
     pub scan_rate: Option<NonZeroU32>,
+    /// How the charges this client makes are captured (`STRIPE_CAPTURE_METHOD`: [`CaptureMethod::from`], set
+    /// by the checkout functions, which alone charge); automatic otherwise.
+    pub capture: CaptureMethod,
 }
 
 impl PspSettings {
@@ -175,6 +206,7 @@ impl PspSettings {
             request_timeout,
             retries,
             scan_rate: None,
+            capture: CaptureMethod::Automatic,
         })
     }
 

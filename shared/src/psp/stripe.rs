@@ -246,6 +246,23 @@ pub struct Charge {
     pub currency: String,
     #[serde(default)]
     pub payment_intent: Option<String>,
+    #[serde(default)]
+    pub payment_method_details: Option<PaymentMethodDetails>,
+}
+
+/// `payment_method_details` of a charge: of a card, what an authorization's capture depends on.
+#[derive(Debug, Clone, Deserialize)]
+pub struct PaymentMethodDetails {
+    #[serde(default)]
+    pub card: Option<CardDetails>,
+}
+
+/// `payment_method_details.card`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct CardDetails {
+    /// Manual capture: when (epoch seconds) Stripe releases the authorization if it is not captured.
+    #[serde(default)]
+    pub capture_before: Option<i64>,
 }
 
 /// A Stripe Refund (`object: "refund"`). `status`: `pending`, `requires_action`, `succeeded`, `failed` or
@@ -343,6 +360,20 @@ impl PaymentIntent {
         }
     }
 
+    /// An authorization's capture deadline (epoch ms), when the charge is expanded and says it.
+    pub fn capture_before_ms(&self) -> Option<i64> {
+        match &self.latest_charge {
+            Some(LatestCharge::Expanded(charge)) => charge
+                .payment_method_details
+                .as_ref()?
+                .card
+                .as_ref()?
+                .capture_before
+                .map(|s| s.saturating_mul(1000)),
+            _ => None,
+        }
+    }
+
     /// What this PaymentIntent's status tells about our payment (the core's table, [`IntentStatus::outcome`]);
     /// `None` when it tells nothing new. `Err` when Stripe asks for an action we cannot hand on (no client secret and
     /// no usable URL).
@@ -351,6 +382,7 @@ impl PaymentIntent {
             declined: self.last_payment_error.as_ref().map(LastPaymentError::raw_reason),
             refunded_minor: self.amount_refunded(),
             cancellation_reason: self.cancellation_reason.as_deref(),
+            capture_before_ms: self.capture_before_ms(),
         };
         self.status.outcome(&facts, || self.action())
     }

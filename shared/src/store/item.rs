@@ -44,6 +44,8 @@ struct PaymentItem {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     retry_token: Option<RetryToken>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    capture_before_ms: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     reason: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     seen_psp_events: Vec<PspEventId>,
@@ -127,6 +129,7 @@ pub fn payment_to_item(p: &Payment) -> Result<Item, StoreError> {
         client_secret: p.action.as_ref().and_then(|a| a.client_secret().cloned()),
         redirect_url: p.action.as_ref().and_then(|a| a.redirect_url().cloned()),
         retry_token: p.retry_token.clone(),
+        capture_before_ms: p.capture_before_ms,
         reason: p.reason.clone(),
         seen_psp_events: p.seen_psp_events.clone(),
         refused_psp_events: p.refused_psp_events.clone(),
@@ -165,6 +168,7 @@ pub fn payment_from_item(item: Item) -> Result<Payment, StoreError> {
         metadata: i.metadata,
         action,
         retry_token: i.retry_token,
+        capture_before_ms: i.capture_before_ms,
         reason: i.reason,
         seen_psp_events: i.seen_psp_events,
         refused_psp_events: i.refused_psp_events,

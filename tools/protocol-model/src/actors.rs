@@ -683,7 +683,9 @@ impl Step<'_> {
                 self.save_and_go_on(next, s.payment_failed(reason, now));
             }
             Awaited::HandToRecovery => self.save_and_go_on(next, s.recovery_requested(now)),
-            Awaited::Wait => return None,
+            // The model charges with automatic capture (issue 34's manual capture is tested against the
+            // simulator): no payment of it is ever authorized, so its saga never captures one.
+            Awaited::Authorized | Awaited::Wait => return None,
         }
         Some(())
     }

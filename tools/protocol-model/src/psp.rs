@@ -129,6 +129,8 @@ impl IntentView {
             declined: Some("card_declined"),
             refunded_minor: Some(self.refunded),
             cancellation_reason: Some("requested_by_customer"),
+            // The model charges with automatic capture: its PaymentIntents never hold an authorization.
+            capture_before_ms: None,
         };
         let outcome = self
             .status

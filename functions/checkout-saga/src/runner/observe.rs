@@ -108,14 +108,24 @@ impl<P: Psps> Runner<P> {
         payment: &PaymentId,
         deadlines: AwaitDeadlines,
     ) -> Result<Option<PaymentStatus>, RunError> {
-        let key = order_projection::key(order, payment);
-        let item = read_item(self.sagas.client(), self.table(), key, "read order projection").await?;
-        let projected = item
-            .and_then(|i| i.get("payment_status").and_then(|v| v.as_s().ok()).cloned())
-            .and_then(|s| PaymentStatus::parse(&s).ok());
+        let projected = self.projected_status(order, payment).await?;
         if !deadlines.read_item(projected) {
             return Ok(projected);
         }
         Ok(self.payments().get(payment).await?.map(|p| p.status).or(projected))
+    }
+
+    /// The payment's status as the order projection shows it (`None` before its first event arrived): what
+    /// the saga waits on, and what `GET /checkouts/{order}` shows (`authorized` apart from `captured`).
+    pub async fn projected_status(
+        &self,
+        order: &OrderId,
+        payment: &PaymentId,
+    ) -> Result<Option<PaymentStatus>, RunError> {
+        let key = order_projection::key(order, payment);
+        let item = read_item(self.sagas.client(), self.table(), key, "read order projection").await?;
+        Ok(item
+            .and_then(|i| i.get("payment_status").and_then(|v| v.as_s().ok()).cloned())
+            .and_then(|s| PaymentStatus::parse(&s).ok()))
     }
 }

@@ -18,7 +18,7 @@ use tracing::{info, warn};
 
 /// The PSP whose steps a saga's payment takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Via {
+pub(super) enum Via {
     Stripe,
     Adyen,
 }
@@ -67,7 +67,7 @@ impl<P: Psps> Runner<P> {
     /// Which PSP's steps the saga's payment takes, the provider it recorded, and the payment as read (the
     /// step's own, not read twice). A Standard Webhooks provider's payment is never the saga's; one would be a
     /// deployment fault, deferred and alarmed.
-    async fn via(&self, saga: &SagaRecord, operation: &str) -> Result<(Via, Payment), RunError> {
+    pub(super) async fn via(&self, saga: &SagaRecord, operation: &str) -> Result<(Via, Payment), RunError> {
         let payment = self.saga_payment(saga).await?;
         match &payment.provider {
             PspName::Stripe => Ok((Via::Stripe, payment)),
@@ -137,6 +137,8 @@ impl<P: Psps> Runner<P> {
                 let (next, event) = saga.payment_captured(reference, now);
                 self.moved(next, event, vec![]).await
             }
+            // Manual capture: the money is held; captured now, as the order is confirmed next (`capture`).
+            Awaited::Authorized => Box::pin(self.capture_authorized(saga, now)).await,
             Awaited::Failed(status) => {
                 let (next, event) = saga.payment_failed(format!("payment {status}"), now);
                 self.moved(next, event, vec![]).await

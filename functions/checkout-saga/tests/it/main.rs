@@ -25,6 +25,7 @@ mod limits;
 mod liveness;
 /// Every loop has an end: escalated sagas set aside, deadlines in every state, permanent refusals.
 mod loops;
+mod manual_capture;
 /// The age of the oldest open payment and saga that each scheduled run publishes.
 mod oldest;
 /// The refund step's read-back recorded whatever it decides (the core's rule the protocol model runs too).

@@ -136,6 +136,15 @@ impl World {
         StripeClient::new(&settings, shared::psp::ApiKey::parse(TEST_KEY).unwrap()).expect("psp client")
     }
 
+    /// The simulator's Stripe client as a checkout function builds it with `STRIPE_CAPTURE_METHOD=manual`:
+    /// its charges authorize, the saga captures.
+    pub fn manual_capture_psp(&self) -> StripeClient {
+        let mut settings = PspSettings::local(&self.psp_url, TEST_KEY).expect("PSP settings");
+        settings.retries = fast_backoff();
+        settings.capture = shared::psp::CaptureMethod::Manual;
+        StripeClient::new(&settings, shared::psp::ApiKey::parse(TEST_KEY).unwrap()).expect("psp client")
+    }
+
     /// A runner whose payments are past their deadline as soon as they are requested.
     pub fn runner_past_deadline(&self) -> Runner<StripeClient> {
         self.runner_with(
@@ -222,11 +231,30 @@ impl World {
         self.deliver_with(runner.sagas.client().clone(), runner, record).await
     }
 
+    /// Applies the payment's events to the order projection only (the consumer, no resume).
+    pub async fn project(&self, record: &SagaRecord) {
+        let consumer = Consumer::new(self.ctx.client.clone(), &self.ctx.table, OrderProjection);
+        let (response, _) = consumer.process(&self.messages(record).await).await;
+        assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    }
+
     async fn deliver_with<P: Psps>(&self, client: aws_sdk_dynamodb::Client, runner: &Runner<P>, record: &SagaRecord) {
-        let Some(payment) = &record.payment_id else { return };
+        if record.payment_id.is_none() {
+            return;
+        }
         let consumer = Consumer::new(client, &self.ctx.table, OrderProjection);
-        let records: Vec<SqsMessage> = self
-            .ctx
+        let mut batch = SqsEvent::default();
+        batch.records = self.messages(record).await;
+        let response = events::handle(&consumer, runner, batch, later()).await;
+        assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    }
+
+    /// The saga's payment's events as SQS hands them to its consumers.
+    async fn messages(&self, record: &SagaRecord) -> Vec<SqsMessage> {
+        let Some(payment) = &record.payment_id else {
+            return Vec::new();
+        };
+        self.ctx
             .store
             .events(payment)
             .await
@@ -240,11 +268,7 @@ impl World {
                     "messageAttributes": {} }))
                 .expect("message")
             })
-            .collect();
-        let mut batch = SqsEvent::default();
-        batch.records = records;
-        let response = events::handle(&consumer, runner, batch, later()).await;
-        assert!(response.batch_item_failures.is_empty(), "{response:?}");
+            .collect()
     }
 
     pub async fn saga(&self, order: &OrderId) -> SagaRecord {
@@ -455,6 +479,9 @@ impl Psp for Quirky {
     }
     async fn cancel(&self, key: &str, reference: &PspReference) -> Result<PaymentIntent, PspError> {
         self.0.cancel(key, reference).await
+    }
+    async fn capture(&self, key: &str, reference: &PspReference) -> Result<PaymentIntent, PspError> {
+        self.0.capture(key, reference).await
     }
     async fn refund(&self, key: &str, reference: &PspReference, amount: Option<u64>) -> Result<Refund, PspError> {
         match &self.1 {

@@ -4,12 +4,15 @@
 use super::{ChargeState, Intent, Scenario, WebhookEvent};
 use serde_json::{json, Value};
 
-/// The Charge object of a succeeded intent.
+/// The Charge object of a succeeded (or authorized) intent; an authorization's card details carry its
+/// `capture_before`.
 fn charge_object(intent: &Intent, charge: &ChargeState) -> Value {
-    json!({ "id": charge.id, "object": "charge", "amount": intent.amount, "amount_captured": intent.amount,
-        "amount_refunded": charge.amount_refunded, "captured": true, "created": charge.created,
+    let card = json!({ "capture_before": charge.capture_before });
+    json!({ "id": charge.id, "object": "charge", "amount": intent.amount, "amount_captured": charge.amount_captured,
+        "amount_refunded": charge.amount_refunded, "captured": charge.captured, "created": charge.created,
         "currency": intent.currency, "livemode": false, "metadata": intent.metadata, "paid": true,
-        "payment_intent": intent.id, "refunded": charge.amount_refunded == intent.amount, "status": "succeeded" })
+        "payment_intent": intent.id, "payment_method_details": { "type": "card", "card": card },
+        "refunded": charge.amount_refunded == intent.amount, "status": "succeeded" })
 }
 
 /// The PaymentIntent object as Stripe returns it (the fields every integration reads, with Stripe's names
@@ -25,10 +28,14 @@ pub(super) fn payment_intent(intent: &Intent, expand_charge: bool) -> Value {
         Some(charge) => json!(charge.id),
         None => Value::Null,
     };
-    let amount_received = if intent.status == "succeeded" { intent.amount } else { 0 };
+    let amount_received = match (&intent.charge, intent.status) {
+        (Some(charge), "succeeded") => charge.amount_captured,
+        _ => 0,
+    };
     json!({
-        "id": intent.id, "object": "payment_intent", "amount": intent.amount, "amount_capturable": 0,
-        "amount_received": amount_received, "capture_method": "automatic",
+        "id": intent.id, "object": "payment_intent", "amount": intent.amount,
+        "amount_capturable": intent.amount_capturable, "amount_received": amount_received,
+        "capture_method": intent.capture_method.as_str(),
         "cancellation_reason": intent.cancellation_reason,
         "client_secret": format!("{}_secret_sim{}", intent.id, intent.created),
         "confirmation_method": "automatic", "created": intent.created, "currency": intent.currency,
@@ -63,6 +70,7 @@ pub(super) fn event_of(intent: &Intent, now: i64) -> WebhookEvent {
         ("canceled", _) => "payment_intent.canceled",
         ("processing", _) => "payment_intent.processing",
         ("requires_action", _) => "payment_intent.requires_action",
+        ("requires_capture", _) => "payment_intent.amount_capturable_updated",
         (_, true) => "payment_intent.payment_failed",
         _ => "payment_intent.created",
     };

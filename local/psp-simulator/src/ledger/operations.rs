@@ -1,9 +1,10 @@
 //! What the simulated PSP does: create (with a scenario's timeline), advance a PaymentIntent through its due
-//! steps, search, cancel and refund, each as Stripe does it.
+//! steps, search, cancel and refund, each as Stripe does it (an authorization's capture and expiry: `capture`).
 
 use super::answers::{answer, missing, no_such};
+use super::capture::{self, CaptureMethod};
 use super::objects::{charge_refunded_event, event, event_id, event_of, payment_intent, refund_object};
-use super::{now_ms, Answer, ChargeState, Effects, Intent, Ledger, Scenario, State, Step, WebhookEvent};
+use super::{expands_charge, now_ms, Answer, Effects, Intent, Ledger, Scenario, State, Step, WebhookEvent};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
@@ -37,7 +38,7 @@ pub(super) fn search(state: &State, params: &BTreeMap<String, String>) -> Effect
     })))
 }
 
-/// Applies the due steps; returns their webhooks.
+/// Applies the due steps, then an authorization's expiry once due; returns their webhooks.
 pub(super) fn advance(intent: &mut Intent, now: i64) -> Vec<WebhookEvent> {
     let mut events = Vec::new();
     while intent.steps.front().is_some_and(|(at, _)| *at <= now) {
@@ -45,15 +46,7 @@ pub(super) fn advance(intent: &mut Intent, now: i64) -> Vec<WebhookEvent> {
             break;
         };
         match step {
-            Step::Succeed => {
-                intent.status = "succeeded";
-                intent.last_payment_error = None;
-                intent.charge = Some(ChargeState {
-                    id: format!("ch_{}", intent.id.trim_start_matches("pi_")),
-                    amount_refunded: 0,
-                    created: now / 1000,
-                });
-            }
+            Step::Succeed => capture::succeed(intent, now),
             Step::Cancel => {
                 intent.status = "canceled";
                 intent.cancellation_reason = Some("abandoned");
@@ -63,6 +56,7 @@ pub(super) fn advance(intent: &mut Intent, now: i64) -> Vec<WebhookEvent> {
             events.push(event_of(intent, now));
         }
     }
+    events.extend(capture::expire(intent, now));
     events
 }
 
@@ -91,6 +85,7 @@ pub(super) fn cancel(state: &mut State, id: &str, params: &BTreeMap<String, Stri
         return answer_with(refused, webhooks);
     }
     intent.status = "canceled";
+    capture::release(intent);
     intent.cancellation_reason = Some(match params.get("cancellation_reason").map(String::as_str) {
         Some("duplicate") => "duplicate",
         Some("fraudulent") => "fraudulent",
@@ -165,7 +160,7 @@ struct NewRefund {
 }
 
 /// The effects of `answer` with the webhooks of the steps that fell due before it.
-fn answer_with(answer: Answer, webhooks: Vec<WebhookEvent>) -> Effects {
+pub(super) fn answer_with(answer: Answer, webhooks: Vec<WebhookEvent>) -> Effects {
     Effects {
         answer: Some(answer),
         webhooks,
@@ -241,7 +236,7 @@ impl Ledger {
         let mut intent = new_intent(Self::next_id(state, "pi"), &request, params, now);
         let slow = now + i64::try_from(self.timings.slow.as_millis()).unwrap_or(i64::MAX);
         let declined = start_timeline(&mut intent, now, slow);
-        let (created, webhooks) = first_steps(&mut intent, now);
+        let (created, webhooks) = first_steps(&mut intent, now, expands_charge(params));
         let later = intent
             .steps
             .front()
@@ -333,6 +328,8 @@ fn new_intent(id: String, request: &CreateRequest, params: &BTreeMap<String, Str
         steps: VecDeque::new(),
         webhooks: request.scenario != Scenario::Silent,
         scenario: request.scenario,
+        capture_method: CaptureMethod::from_param(params.get("capture_method").map(String::as_str)),
+        amount_capturable: 0,
     }
 }
 
@@ -368,8 +365,8 @@ fn start_timeline(intent: &mut Intent, now: i64, slow: i64) -> Option<Value> {
 /// The PaymentIntent the create answer shows, and the webhooks of its first status and of the steps due at
 /// once. Succeeded at once: the answer already shows it (Stripe answers a confirmed card payment with its
 /// final status). Otherwise the answer shows the first status and the due steps follow right after, their
-/// webhooks in one batch with the first.
-fn first_steps(intent: &mut Intent, now: i64) -> (Value, Vec<WebhookEvent>) {
+/// webhooks in one batch with the first. `expand`: the answer shows the charge expanded (`expand[]`).
+fn first_steps(intent: &mut Intent, now: i64, expand: bool) -> (Value, Vec<WebhookEvent>) {
     let mut webhooks = Vec::new();
     if matches!(
         intent.scenario,
@@ -377,7 +374,7 @@ fn first_steps(intent: &mut Intent, now: i64) -> (Value, Vec<WebhookEvent>) {
     ) {
         webhooks.extend(advance(intent, now));
     }
-    let created = payment_intent(intent, false);
+    let created = payment_intent(intent, expand);
     if intent.webhooks && webhooks.is_empty() {
         webhooks.push(event_of(intent, now));
     }

@@ -4,6 +4,7 @@
 
 mod adyen;
 mod adyen_client;
+mod capture;
 mod demo;
 mod fixtures;
 mod openapi;

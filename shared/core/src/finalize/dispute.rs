@@ -15,7 +15,8 @@ pub(super) fn on_dispute(current: &Payment, report: &DisputeReport) -> Result<Ch
         Captured | Refunded => {}
         Failed if current.stray_capture.is_some() => {}
         Failed => return Ok(Change::Anomaly("dispute on a payment that took no money".into())),
-        Pending | RequiresAction | Processing | AttemptFailed => {
+        // An authorization took no money yet: a dispute of it waits for the capture, as before one.
+        Pending | RequiresAction | Processing | AttemptFailed | Authorized => {
             return Err(Decision::Defer(DeferReason::DisputeBeforeCapture))
         }
     }

@@ -19,6 +19,7 @@ fn payment_in(status: PaymentStatus) -> Payment {
         PaymentStatus::RequiresAction => vec![requires_action()],
         PaymentStatus::Processing => vec![Outcome::Processing],
         PaymentStatus::AttemptFailed => vec![attempt_failed()],
+        PaymentStatus::Authorized => vec![authorized(None)],
         PaymentStatus::Captured => vec![requires_action(), Outcome::Succeeded],
         PaymentStatus::Failed => vec![requires_action(), failed()],
         PaymentStatus::Refunded => vec![Outcome::Succeeded, refunded(1000, true)],
@@ -240,6 +241,60 @@ fn transition_table() {
     }
 }
 
+fn authorized(capture_before_ms: Option<i64>) -> Outcome {
+    Outcome::Authorized { capture_before_ms }
+}
+
+/// Manual capture (issue 34): an authorization is recorded as `authorized`, not as paid; only the capture
+/// (captured) or its cancel or lapse (failed) moves it on, and late news of the way there is stale.
+#[test]
+fn an_authorization_is_held_until_it_is_captured_or_released() {
+    let to_authorized = || To(S::Authorized, EventKind::PaymentAuthorized);
+    let rows: Vec<(PaymentStatus, Outcome, Expect)> = vec![
+        (S::Pending, authorized(Some(NOW)), to_authorized()),
+        (S::RequiresAction, authorized(None), to_authorized()),
+        (S::Processing, authorized(None), to_authorized()),
+        (S::AttemptFailed, authorized(None), to_authorized()),
+        (S::Authorized, authorized(None), Ignore(NoOp)),
+        // The deadline learned later (a read with the charge after a webhook without it) is recorded.
+        (S::Authorized, authorized(Some(NOW)), to_authorized()),
+        (
+            S::Authorized,
+            Outcome::Succeeded,
+            To(S::Captured, EventKind::PaymentCaptured),
+        ),
+        (S::Authorized, failed(), To(S::Failed, EventKind::PaymentFailed)),
+        (S::Authorized, Outcome::Processing, Ignore(Stale)),
+        (S::Authorized, requires_action(), Ignore(Stale)),
+        (S::Authorized, attempt_failed(), Ignore(Stale)),
+        (
+            S::Authorized,
+            refunded(1000, false),
+            Defer(DeferReason::RefundBeforeCapture),
+        ),
+        (S::Captured, authorized(Some(NOW)), Ignore(Stale)),
+        (S::Failed, authorized(Some(NOW)), Ignore(Stale)),
+        (S::Refunded, authorized(None), Ignore(Stale)),
+    ];
+    for (from, outcome, expected) in rows {
+        let label = format!("{from} + {outcome:?}");
+        assert_eq!(run(from, outcome), expected, "{label}");
+    }
+    let held = payment_in(S::Authorized);
+    let Decision::Apply(t) = decide(&held, &observe(Channel::Recovery, authorized(Some(NOW + 7))), NOW) else {
+        panic!("the deadline is recorded");
+    };
+    assert_eq!(
+        (t.payment.status, t.payment.capture_before_ms),
+        (S::Authorized, Some(NOW + 7))
+    );
+    assert!(!t.payment.status.is_terminal(), "an authorization is not the end");
+    let Decision::Apply(t) = decide(&t.payment, &observe(Channel::Webhook, Outcome::Succeeded), NOW) else {
+        panic!("captured");
+    };
+    assert_eq!(t.payment.capture_before_ms, Some(NOW + 7), "kept for the record");
+}
+
 #[test]
 fn partial_refunds_accumulate_and_reach_refunded_at_the_full_amount() {
     let p = payment_in(S::Captured);
@@ -388,6 +443,9 @@ fn arb_outcome() -> impl Strategy<Value = Outcome> {
     prop_oneof![
         Just(requires_action()),
         Just(Outcome::Processing),
+        Just(Outcome::Authorized {
+            capture_before_ms: Some(NOW)
+        }),
         Just(Outcome::Succeeded),
         Just(attempt_failed()),
         Just(Outcome::AttemptFailed {

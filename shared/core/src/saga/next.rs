@@ -195,6 +195,10 @@ impl AwaitDeadlines {
 pub enum Awaited {
     /// Money taken: `payment_captured`.
     Captured,
+    /// The money is held for us (manual capture): capture it now, as the order is about to be confirmed,
+    /// unless the order was cancelled or the authorization lapsed ([`authorization_lapsed`]): then
+    /// `payment_failed`, and the cancel releases it (no refund). Never handed to recovery: the saga acts.
+    Authorized,
     /// The payment ended without money (`failed`, `refunded`): `payment_failed`, then cancel and release.
     Failed(PaymentStatus),
     /// Still the customer's turn past the abandonment deadline: given up (`payment_failed`), the PaymentIntent
@@ -210,6 +214,7 @@ pub enum Awaited {
 pub fn awaited(saga: &SagaRecord, deadlines: AwaitDeadlines, outcome: Option<PaymentStatus>) -> Awaited {
     match outcome {
         Some(PaymentStatus::Captured) => Awaited::Captured,
+        Some(PaymentStatus::Authorized) => Awaited::Authorized,
         Some(status @ (PaymentStatus::Failed | PaymentStatus::Refunded)) => Awaited::Failed(status),
         Some(status @ (PaymentStatus::Pending | PaymentStatus::RequiresAction | PaymentStatus::AttemptFailed))
             if deadlines.abandoned =>
@@ -219,6 +224,13 @@ pub fn awaited(saga: &SagaRecord, deadlines: AwaitDeadlines, outcome: Option<Pay
         _ if deadlines.past_deadline && !saga.recovery_requested => Awaited::HandToRecovery,
         _ => Awaited::Wait,
     }
+}
+
+/// An authorization past its capture deadline (`capture_before_ms`, the charge's `capture_before`) can no
+/// longer be captured: the PSP released it (Stripe then reports the PaymentIntent `canceled`). Without a
+/// known deadline it is asked to capture, and the PSP's answer says.
+pub fn authorization_lapsed(capture_before_ms: Option<i64>, now_ms: i64) -> bool {
+    capture_before_ms.is_some_and(|before| now_ms >= before)
 }
 
 /// Stripe keeps an idempotency key for 24 hours: a charge first tried longer ago than this (with a margin)

@@ -591,6 +591,30 @@ fn a_waiting_saga_acts_on_the_outcome_then_on_its_deadlines() {
     assert_eq!(awaited(&r, gone, Some(PaymentStatus::Captured)), Awaited::Captured);
 }
 
+/// Manual capture (issue 34): an authorized payment is captured by the saga itself, whatever its deadlines
+/// (never abandoned, never handed to recovery), unless its authorization lapsed.
+#[test]
+fn a_waiting_saga_captures_an_authorization_until_it_lapses() {
+    let pending = charging()
+        .payment_requested(Some(PspReference::parse("pi_1").expect("valid")), false, T0 + 2)
+        .0;
+    let r = pending.record().clone();
+    for now in [T0 + 3, r.payment_deadline_ms, T0 + 900_000] {
+        let deadlines = AwaitDeadlines::of(&r, now, 900_000);
+        assert_eq!(
+            awaited(&r, deadlines, Some(PaymentStatus::Authorized)),
+            Awaited::Authorized,
+            "at {now}"
+        );
+    }
+    assert!(
+        !authorization_lapsed(None, T0),
+        "no known deadline: the PSP's answer says"
+    );
+    assert!(!authorization_lapsed(Some(T0 + 1), T0));
+    assert!(authorization_lapsed(Some(T0), T0), "due at the deadline itself");
+}
+
 #[test]
 fn a_charge_reads_a_bound_payment_intent_and_searches_once_the_key_may_be_forgotten() {
     let reference = PspReference::parse("pi_1").expect("valid reference");

@@ -16,6 +16,9 @@ fn payment_in(status: PaymentStatus) -> Payment {
         PaymentStatus::RequiresAction => vec![fixtures::requires_action()],
         PaymentStatus::Processing => vec![Outcome::Processing],
         PaymentStatus::AttemptFailed => vec![attempt_failed()],
+        PaymentStatus::Authorized => vec![Outcome::Authorized {
+            capture_before_ms: None,
+        }],
         PaymentStatus::Captured => vec![Outcome::Succeeded],
         PaymentStatus::Failed => vec![failed()],
         PaymentStatus::Refunded => vec![Outcome::Succeeded, refunded(1000, true)],
@@ -40,6 +43,13 @@ fn intent(status: &str, extra: serde_json::Value) -> PaymentIntent {
 
 fn redirect() -> serde_json::Value {
     json!({ "next_action": { "type": "redirect_to_url", "redirect_to_url": { "url": REDIRECT } } })
+}
+
+/// An authorization read with its charge, which says until when it holds.
+fn held() -> serde_json::Value {
+    json!({ "latest_charge": { "id": "ch_r", "object": "charge", "amount": 1000, "amount_refunded": 0,
+                               "captured": false, "currency": "eur", "payment_intent": "pi_r",
+                               "payment_method_details": { "type": "card", "card": { "capture_before": 1_700_604_800 } } } })
 }
 
 fn charge(refunded: u64) -> serde_json::Value {
@@ -79,41 +89,44 @@ fn every_stripe_status_against_every_local_status() {
         RequiresAction,
         Processing,
         AttemptFailed,
+        Authorized,
         Captured,
         Failed,
         Refunded,
     ];
     #[rustfmt::skip]
-    let rows: Vec<(&str, PaymentIntent, [&str; 7])> = vec![
-        //                                                         pending            requires_action    processing         attempt_failed     captured    failed     refunded
+    let rows: Vec<(&str, PaymentIntent, [&str; 8])> = vec![
+        //                                                         pending            requires_action    processing         attempt_failed     authorized    captured    failed     refunded
         ("requires_payment_method", intent("requires_payment_method", json!({})),
-                                                                 ["-", "-", "-", "-", "-", "-", "-"]),
+                                                                 ["-", "-", "-", "-", "-", "-", "-", "-"]),
         ("requires_payment_method after a decline", intent("requires_payment_method", declined),
-                                                                 ["attempt_failed", "attempt_failed", "attempt_failed", "attempt_failed", "stale", "stale", "stale"]),
+                                                                 ["attempt_failed", "attempt_failed", "attempt_failed", "attempt_failed", "stale", "stale", "stale", "stale"]),
         ("requires_confirmation", intent("requires_confirmation", json!({})),
-                                                                 ["-", "-", "-", "-", "-", "-", "-"]),
+                                                                 ["-", "-", "-", "-", "-", "-", "-", "-"]),
         ("requires_action, the action we hold", intent("requires_action", redirect()),
-                                                                 ["requires_action", "noop", "requires_action", "requires_action", "stale", "stale", "stale"]),
+                                                                 ["requires_action", "noop", "requires_action", "requires_action", "stale", "stale", "stale", "stale"]),
         ("requires_action, a new action", intent("requires_action", other_action),
-                                                                 ["requires_action", "requires_action", "requires_action", "requires_action", "stale", "stale", "stale"]),
+                                                                 ["requires_action", "requires_action", "requires_action", "requires_action", "stale", "stale", "stale", "stale"]),
         ("processing", intent("processing", json!({})),
-                                                                 ["processing", "noop", "noop", "noop", "stale", "stale", "stale"]),
+                                                                 ["processing", "noop", "noop", "noop", "stale", "stale", "stale", "stale"]),
         ("requires_capture", intent("requires_capture", json!({})),
-                                                                 ["processing", "noop", "noop", "noop", "stale", "stale", "stale"]),
+                                                                 ["authorized", "authorized", "authorized", "authorized", "noop", "stale", "stale", "stale"]),
+        ("requires_capture, capture_before known", intent("requires_capture", held()),
+                                                                 ["authorized", "authorized", "authorized", "authorized", "authorized", "stale", "stale", "stale"]),
         ("succeeded", intent("succeeded", charge(0)),
-                                                                 ["captured", "captured", "captured", "captured", "noop", "anomaly", "stale"]),
+                                                                 ["captured", "captured", "captured", "captured", "captured", "noop", "anomaly", "stale"]),
         ("succeeded, charge not expanded", intent("succeeded", json!({ "latest_charge": "ch_r" })),
-                                                                 ["captured", "captured", "captured", "captured", "noop", "anomaly", "stale"]),
+                                                                 ["captured", "captured", "captured", "captured", "captured", "noop", "anomaly", "stale"]),
         ("succeeded, 4.00 refunded", intent("succeeded", charge(400)),
-                                                                 ["captured", "captured", "captured", "captured", "captured", "anomaly", "stale"]),
+                                                                 ["captured", "captured", "captured", "captured", "captured", "captured", "anomaly", "stale"]),
         ("succeeded, refunded in full", intent("succeeded", charge(1000)),
-                                                                 ["refunded", "refunded", "refunded", "refunded", "refunded", "anomaly", "noop"]),
+                                                                 ["refunded", "refunded", "refunded", "refunded", "refunded", "refunded", "anomaly", "noop"]),
         ("canceled", intent("canceled", json!({ "cancellation_reason": "abandoned" })),
-                                                                 ["failed", "failed", "failed", "failed", "stale", "noop", "stale"]),
+                                                                 ["failed", "failed", "failed", "failed", "failed", "stale", "noop", "stale"]),
         ("succeeded, another amount", intent("succeeded", json!({ "amount": 1200 })),
-                                                                 ["refused", "refused", "refused", "refused", "refused", "refused", "refused"]),
+                                                                 ["refused", "refused", "refused", "refused", "refused", "refused", "refused", "refused"]),
         ("succeeded, another currency", intent("succeeded", json!({ "currency": "usd" })),
-                                                                 ["refused", "refused", "refused", "refused", "refused", "refused", "refused"]),
+                                                                 ["refused", "refused", "refused", "refused", "refused", "refused", "refused", "refused"]),
     ];
     let mut wrong = Vec::new();
     for (name, pi, expected) in &rows {
@@ -244,12 +257,15 @@ proptest! {
         prop_assert!(next.status == current.status || current.status.can_move_to(next.status),
             "{} -> {}", current.status, next.status);
         prop_assert!(!current.status.is_terminal() || next.status.is_terminal());
-        if pi.status == IntentStatus::RequiresAction && !next.status.is_terminal() {
+        // An authorization is past every action (Stripe never asks one of a `requires_capture` PaymentIntent).
+        if pi.status == IntentStatus::RequiresAction && !next.status.is_terminal()
+            && current.status != PaymentStatus::Authorized {
             prop_assert_eq!(next.status, PaymentStatus::RequiresAction);
             prop_assert_eq!(next.action.as_ref(), Some(&pi.action().unwrap()));
         }
+        // An authorization (`requires_capture`) ends the attempt too: the customer did what was asked.
         let ends_attempt = matches!(pi.status, IntentStatus::Succeeded | IntentStatus::Canceled
-            | IntentStatus::RequiresAction | IntentStatus::RequiresPaymentMethod);
+            | IntentStatus::RequiresAction | IntentStatus::RequiresPaymentMethod | IntentStatus::RequiresCapture);
         if !ends_attempt {
             prop_assert_eq!(&next.action, &current.action, "action dropped by {:?}", pi.status);
             prop_assert_eq!(&next.retry_token, &current.retry_token, "retry dropped by {:?}", pi.status);

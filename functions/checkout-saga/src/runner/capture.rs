@@ -1,0 +1,111 @@
+//! Manual capture at Stripe (`STRIPE_CAPTURE_METHOD=manual`): the charge only authorizes (the payment is
+//! `authorized`, with the charge's `capture_before`), and the saga takes the money when it confirms the
+//! order. A saga waiting for its payment that finds it authorized:
+//!
+//! | the authorization | what the saga does |
+//! |---|---|
+//! | past `capture_before` (`payments_core::saga::authorization_lapsed`) | `payment_failed` ("authorization expired"), and the cancel step releases it (or finds Stripe did: `canceled`, `automatic`); no refund |
+//! | the order is no longer pending (the customer cancelled) | `payment_failed`, cancel: no money moved |
+//! | otherwise | captures it (key `<order>:capture`, the same on every retry), applies the answer through the one finalize, and goes on from the capture: the order is confirmed next |
+//!
+//! A capture Stripe refuses with the PaymentIntent (captured already by a call whose answer was lost, or
+//! canceled: the authorization lapsed) is applied as that PaymentIntent says. A capture that fails for a
+//! moment is retried and escalated like any step, and the sweeper resumes the saga; Stripe's own deadline
+//! ends the wait.
+
+use super::steps::Via;
+use super::{Advanced, RunError, Runner};
+use crate::orders;
+use shared::psp::{PaymentIntent, Psp, Psps};
+use shared::saga::{authorization_lapsed, PaymentPending, Saga};
+use shared::{Payment, PaymentStatus};
+use tracing::info;
+
+/// Why an authorization is released instead of captured.
+enum NotCaptured {
+    Lapsed(Option<i64>),
+    OrderCancelled,
+}
+
+impl NotCaptured {
+    fn reason(&self) -> String {
+        match self {
+            Self::Lapsed(Some(before)) => {
+                format!("authorization expired: not captured before {before} (epoch ms, the charge's capture_before)")
+            }
+            Self::Lapsed(None) => "authorization expired".into(),
+            Self::OrderCancelled => "cancelled by the customer before the capture".into(),
+        }
+    }
+}
+
+impl<P: Psps> Runner<P> {
+    /// The payment is authorized: capture it as the order is confirmed, or release it (module table).
+    pub(super) async fn capture_authorized(&self, saga: Saga<PaymentPending>, now: i64) -> Result<Advanced, RunError> {
+        let (via, payment) = self.via(saga.record(), "capture").await?;
+        let after = match (via, payment.status) {
+            (Via::Stripe, PaymentStatus::Authorized) => match self.not_captured(&saga, &payment, now).await? {
+                Some(not) => {
+                    let (next, event) = saga.payment_failed(not.reason(), now);
+                    return self.moved(next, event, vec![]).await;
+                }
+                None => self.capture(&saga, &payment).await?,
+            },
+            // Moved on since the projection was written (a capture whose saga step was cut), or not a Stripe
+            // authorization (Adyen's are captured when authorised): what the payment holds now decides.
+            (_, status) => status,
+        };
+        match after {
+            PaymentStatus::Captured => {
+                let reference = self.captured_reference(saga.payment_id()).await?;
+                let (next, event) = saga.payment_captured(reference, now);
+                self.moved(next, event, vec![]).await
+            }
+            status @ (PaymentStatus::Failed | PaymentStatus::Refunded) => {
+                let reason = format!("authorization not captured: the payment is {status} at the PSP");
+                let (next, event) = saga.payment_failed(reason, now);
+                self.moved(next, event, vec![]).await
+            }
+            _ => Ok(Advanced::Stopped),
+        }
+    }
+
+    /// Whether the authorization must be released rather than captured: lapsed, or its order cancelled.
+    async fn not_captured(
+        &self,
+        saga: &Saga<PaymentPending>,
+        payment: &Payment,
+        now: i64,
+    ) -> Result<Option<NotCaptured>, RunError> {
+        if authorization_lapsed(payment.capture_before_ms, now) {
+            return Ok(Some(NotCaptured::Lapsed(payment.capture_before_ms)));
+        }
+        let order = orders::status(self.sagas.client(), self.table(), saga.order_id()).await?;
+        Ok(match order {
+            Some((status, _)) if status != "pending" => Some(NotCaptured::OrderCancelled),
+            _ => None,
+        })
+    }
+
+    /// Captures the authorization at Stripe (key `<order>:capture`) and applies the PaymentIntent it answers
+    /// (or the one a refusal carries); the payment's status afterwards.
+    async fn capture(&self, saga: &Saga<PaymentPending>, payment: &Payment) -> Result<PaymentStatus, RunError> {
+        let reference = payment
+            .psp_reference
+            .clone()
+            .ok_or_else(|| RunError::Invalid(format!("authorized payment {} without a PSP reference", payment.id)))?;
+        let key = format!("{}:capture", saga.order_id());
+        let intent: PaymentIntent = match self.psp()?.capture(&key, &reference).await {
+            Ok(intent) => intent,
+            Err(refused) => match refused.payment_intent().cloned() {
+                Some(intent) => intent,
+                None => return Err(refused.into()),
+            },
+        };
+        info!(order_id = %saga.order_id(), psp_status = intent.status.as_str(), "capture at confirmation answered");
+        Ok(self
+            .observe_intent(saga.payment_id(), saga.record(), &intent)
+            .await?
+            .unwrap_or(payment.status))
+    }
+}
