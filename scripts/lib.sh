@@ -88,3 +88,19 @@ start_api() {
   api_pid=$!
   wait_for_port "$port" "the local API"
 }
+
+# Prints the command that runs an arm64 Linux binary on this x86-64 machine: Debian's qemu-user
+# (`qemu-aarch64`) with the arm64 C library of `libc6-arm64-cross` as the loader's root (`-L`). Installs both
+# with apt-get when either is missing (as root, else through sudo); its output goes to stderr.
+qemu_arm64() {
+  local libc=/usr/aarch64-linux-gnu
+  if ! command -v qemu-aarch64 >/dev/null || [ ! -e "$libc/lib/ld-linux-aarch64.so.1" ]; then
+    echo "== installing qemu-user and libc6-arm64-cross (apt-get)" >&2
+    local sudo=""
+    [ "$(id -u)" = 0 ] || sudo=sudo
+    $sudo apt-get update -qq >&2
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      qemu-user libc6-arm64-cross >&2
+  fi
+  echo "$(command -v qemu-aarch64) -L $libc"
+}
