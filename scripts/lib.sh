@@ -29,7 +29,12 @@ local_env() {
   local ddb_port="$1" sqs_port="${2:-}"
   export AWS_ENDPOINT_URL_DYNAMODB="http://127.0.0.1:$ddb_port"
   export AWS_ENDPOINT_URL_DYNAMODB_STREAMS="http://127.0.0.1:$ddb_port"
-  if [ -n "$sqs_port" ]; then export AWS_ENDPOINT_URL_SQS="http://127.0.0.1:$sqs_port"; fi
+  # moto plays SQS and Secrets Manager: the local stack stores its secrets there and the functions read
+  # them by ARN, as in AWS.
+  if [ -n "$sqs_port" ]; then
+    export AWS_ENDPOINT_URL_SQS="http://127.0.0.1:$sqs_port"
+    export AWS_ENDPOINT_URL_SECRETS_MANAGER="http://127.0.0.1:$sqs_port"
+  fi
   export AWS_REGION="${AWS_REGION:-us-east-1}"
   export AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-local}"
   export AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-local}"

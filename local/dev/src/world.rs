@@ -32,18 +32,27 @@ pub async fn create(sdk: &aws_config::SdkConfig, prefix: &str) -> Result<Stack, 
     ] {
         stack.resources.insert(resource.into(), url);
     }
-    let secrets = aws_sdk_secretsmanager::Client::new(sdk);
     for (parameter, name, variable) in SECRETS {
         let value = std::env::var(variable).map_err(|_| format!("{variable} is not set: the secret {name}'s value"))?;
-        let created = secrets
-            .create_secret()
-            .name(format!("{prefix}-{name}"))
-            .secret_string(value)
-            .send()
-            .await
-            .map_err(|e| format!("create the secret {name} in the local Secrets Manager: {e:?}"))?;
-        let arn = created.arn().ok_or_else(|| format!("the secret {name} has no ARN"))?;
-        stack.parameters.insert(parameter.into(), arn.to_owned());
+        let arn = store_secret(sdk, &format!("{prefix}-{name}"), &value).await?;
+        stack.parameters.insert(parameter.into(), arn);
     }
     Ok(stack)
+}
+
+/// Creates the secret `name` holding `value` in the local Secrets Manager (`AWS_ENDPOINT_URL_SECRETS_MANAGER`
+/// of `sdk`) and returns its ARN, which a function reads it by as in AWS.
+pub async fn store_secret(sdk: &aws_config::SdkConfig, name: &str, value: &str) -> Result<String, String> {
+    let created = aws_sdk_secretsmanager::Client::new(sdk)
+        .create_secret()
+        .name(name)
+        .secret_string(value)
+        .send()
+        .await
+        // The error names the secret, never its value.
+        .map_err(|e| format!("create the secret {name} in the local Secrets Manager: {e:?}"))?;
+    created
+        .arn()
+        .map(str::to_owned)
+        .ok_or_else(|| format!("the secret {name} has no ARN"))
 }
