@@ -133,15 +133,22 @@ impl RuntimeApi {
             .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
             .env("AWS_LAMBDA_LOG_STREAM_NAME", function)
             .env("AWS_LAMBDA_LOG_GROUP_NAME", function)
-            .env("AWS_REGION", "us-east-1")
-            .env("AWS_ACCESS_KEY_ID", "local")
-            .env("AWS_SECRET_ACCESS_KEY", "local")
+            // The caller's region and key where it has them: DynamoDB Local keeps one database per key and
+            // region, so a function with other credentials would not see the tables its caller made.
+            .env("AWS_REGION", inherited("AWS_REGION", "us-east-1"))
+            .env("AWS_ACCESS_KEY_ID", inherited("AWS_ACCESS_KEY_ID", "local"))
+            .env("AWS_SECRET_ACCESS_KEY", inherited("AWS_SECRET_ACCESS_KEY", "local"))
             .envs(settings.iter().map(|(k, v)| (k, v)))
             .stdout(stdout)
             .stderr(stderr)
             .kill_on_drop(true);
         Ok(spawned.spawn()?)
     }
+}
+
+/// This process's `name`, or `default` when unset.
+fn inherited(name: &str, default: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| default.to_owned())
 }
 
 impl Drop for RuntimeApi {
