@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Checks what `sam package` uploaded: every function's zip is a Lambda custom runtime for arm64.
 
-Usage: check_package.py PACKAGED_TEMPLATE | check_package.py --self-test
+Usage: check_package.py PACKAGED_TEMPLATE [--extract DIR] | check_package.py --self-test
 
 Reads the packaged template's `AWS::Serverless::Function` CodeUri (s3://bucket/key), fetches each object from
 S3 (boto3; AWS_ENDPOINT_URL_S3 points it at a local S3 such as moto's) and fails unless the zip holds an
 executable `bootstrap` at its root that is an arm64 ELF (the template's Architectures), and nothing else of
 size: a `sam deploy` of the source template zips the repository instead (no bootstrap at the root, or target/
-and .local/ inside, over Lambda's 250 MB). `--self-test` runs the zip
+and .local/ inside, over Lambda's 250 MB). `--extract DIR` writes each good zip's `bootstrap` to
+DIR/<LogicalId>/bootstrap (executable), for the cold start of exactly those binaries (`cold-start` in
+scripts/release-check). `--self-test` runs the zip
 rule on zips it makes (one good, one per way of being wrong) so a rule that cannot fail does not go unnoticed.
 """
 import io
@@ -76,7 +78,14 @@ def functions(template_path):
     return found
 
 
-def check_packaged(template_path):
+def extract_bootstrap(blob, target):
+    """Writes the `bootstrap` of the zip `blob` to `target`, executable."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(zipfile.ZipFile(io.BytesIO(blob)).read("bootstrap"))
+    target.chmod(0o755)
+
+
+def check_packaged(template_path, extract_dir=None):
     import boto3  # noqa: PLC0415 (the self-test needs no SDK)
 
     s3 = boto3.client("s3")
@@ -90,6 +99,8 @@ def check_packaged(template_path):
         findings += problems
         if not problems:
             print(f"{logical_id}: s3://{bucket}/{key} holds an arm64 bootstrap ({len(blob)} bytes zipped)")
+            if extract_dir is not None:
+                extract_bootstrap(blob, Path(extract_dir) / logical_id / "bootstrap")
     return findings
 
 
@@ -140,7 +151,8 @@ def main(argv):
     if not argv or argv[0].startswith("-"):
         print(__doc__, file=sys.stderr)
         return 2
-    findings = check_packaged(argv[0])
+    extract_dir = argv[argv.index("--extract") + 1] if "--extract" in argv[1:-1] else None
+    findings = check_packaged(argv[0], extract_dir)
     for finding in findings:
         print(finding, file=sys.stderr)
     return 1 if findings else 0

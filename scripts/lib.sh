@@ -29,7 +29,12 @@ local_env() {
   local ddb_port="$1" sqs_port="${2:-}"
   export AWS_ENDPOINT_URL_DYNAMODB="http://127.0.0.1:$ddb_port"
   export AWS_ENDPOINT_URL_DYNAMODB_STREAMS="http://127.0.0.1:$ddb_port"
-  if [ -n "$sqs_port" ]; then export AWS_ENDPOINT_URL_SQS="http://127.0.0.1:$sqs_port"; fi
+  # moto plays SQS and Secrets Manager: the local stack stores its secrets there and the functions read
+  # them by ARN, as in AWS.
+  if [ -n "$sqs_port" ]; then
+    export AWS_ENDPOINT_URL_SQS="http://127.0.0.1:$sqs_port"
+    export AWS_ENDPOINT_URL_SECRETS_MANAGER="http://127.0.0.1:$sqs_port"
+  fi
   export AWS_REGION="${AWS_REGION:-us-east-1}"
   export AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-local}"
   export AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-local}"
@@ -87,4 +92,20 @@ start_api() {
   WEBHOOK_PROVIDERS="${WEBHOOK_PROVIDERS:-$providers}" LOCAL_API_PORT="$port" "$bin" >>"$log" 2>&1 &
   api_pid=$!
   wait_for_port "$port" "the local API"
+}
+
+# Prints the command that runs an arm64 Linux binary on this x86-64 machine: Debian's qemu-user
+# (`qemu-aarch64`) with the arm64 C library of `libc6-arm64-cross` as the loader's root (`-L`). Installs both
+# with apt-get when either is missing (as root, else through sudo); its output goes to stderr.
+qemu_arm64() {
+  local libc=/usr/aarch64-linux-gnu
+  if ! command -v qemu-aarch64 >/dev/null || [ ! -e "$libc/lib/ld-linux-aarch64.so.1" ]; then
+    echo "== installing qemu-user and libc6-arm64-cross (apt-get)" >&2
+    local sudo=""
+    [ "$(id -u)" = 0 ] || sudo=sudo
+    $sudo apt-get update -qq >&2
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      qemu-user libc6-arm64-cross >&2
+  fi
+  echo "$(command -v qemu-aarch64) -L $libc"
 }

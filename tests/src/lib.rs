@@ -46,6 +46,11 @@ pub fn local_sdk_config(endpoint: &str) -> aws_config::SdkConfig {
         .build()
 }
 
+/// SDK settings for the local Secrets Manager: moto's, the server that also plays SQS.
+pub fn secrets_manager_sdk_config() -> aws_config::SdkConfig {
+    local_sdk_config(&local_dev::service::SQS.endpoint())
+}
+
 /// A DynamoDB Streams client on DynamoDB Local.
 pub fn streams_client() -> aws_sdk_dynamodbstreams::Client {
     aws_sdk_dynamodbstreams::Client::new(&local_sdk_config(&dynamodb_local::endpoint()))

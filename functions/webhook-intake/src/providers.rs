@@ -237,6 +237,20 @@ fn check_secret(scheme: Scheme, secret: &SigningSecret) -> Result<(), String> {
 pub type SecretsLoader =
     Arc<dyn Fn() -> Pin<Box<dyn Future<Output = Result<String, ProvidersError>> + Send>> + Send + Sync>;
 
+/// Reads the secret `arn` (its current version) from Secrets Manager at each call.
+pub fn secrets_manager_loader(sdk: &aws_config::SdkConfig, arn: &str) -> SecretsLoader {
+    let client = shared::aws::secrets_client(sdk);
+    let arn = arn.to_owned();
+    Arc::new(move || {
+        let (client, arn) = (client.clone(), arn.clone());
+        Box::pin(async move {
+            shared::aws::secret_string(&client, &arn)
+                .await
+                .map_err(ProvidersError::SecretsManager)
+        })
+    })
+}
+
 /// The providers, re-read from their secrets' source after [`SECRETS_TTL`] or a failed signature.
 #[derive(Clone)]
 pub struct ProviderSource {
@@ -386,16 +400,7 @@ impl ProviderSource {
     ) -> Result<Self, ProvidersError> {
         match &settings.secrets {
             SecretsFrom::SecretsManager(arn) => {
-                let client = shared::aws::secrets_client(sdk);
-                let arn = arn.clone();
-                let loader: SecretsLoader = Arc::new(move || {
-                    let (client, arn) = (client.clone(), arn.clone());
-                    Box::pin(async move {
-                        shared::aws::secret_string(&client, &arn)
-                            .await
-                            .map_err(ProvidersError::SecretsManager)
-                    })
-                });
+                let loader = secrets_manager_loader(sdk, arn);
                 Self::load(&settings.providers_json, loader, Arc::new(Instant::now)).await
             }
             SecretsFrom::Value(secrets) => Ok(Providers::from_json(&settings.providers_json, secrets)?.into()),

@@ -8,8 +8,8 @@
 //! CloudWatch Logs ingests) per webhook feed the bill ([`crate::bill`]).
 
 use crate::coldinit::{rss_kb, target_dir};
-use crate::runtime_api::RuntimeApi;
 use integration_tests::TestContext;
+use local_dev::runtime_api::RuntimeApi;
 use payments_core::fixtures;
 use serde_json::json;
 use serde_json::Value;
@@ -169,7 +169,12 @@ pub async fn run(out: &mut String, n: usize) -> Result<BTreeMap<&'static str, Pr
     );
     let mut api = RuntimeApi::start().await?;
     let log = local_dev::service::repo_root().join(".local/bench-intake.log");
-    let child = api.spawn(&binary, &ctx.table, Some(&log))?;
+    let child = api.spawn(
+        &[binary.as_os_str()],
+        "bench",
+        &crate::deployed_settings(&ctx.table),
+        Some(&log),
+    )?;
     let pid = child.id().ok_or("the intake exited at once")?;
     // Warm-up (connections, lazy tables): not counted.
     let warm_up = Phase {

@@ -14,13 +14,34 @@ mod counts;
 mod intake_process;
 mod load;
 mod prices;
-mod runtime_api;
 
 use shared::SigningSecret;
 
 /// The local stack's development Stripe signing secret (`scripts/lib.sh`).
 const WEBHOOK_SECRET: &str = "whsec_local_dev_stripe_signing_secret";
 use std::fmt::Write;
+
+/// The settings a deployed function gets, for the functions the bench runs as processes: the stage every
+/// function needs, `table`, and the settings the checkout functions and the reconciler refuse to start
+/// without (none of them is used here).
+fn deployed_settings(table: &str) -> Vec<(String, String)> {
+    [
+        ("STAGE", "bench"),
+        ("TABLE_NAME", table),
+        ("QUEUE_URL", "http://127.0.0.1:9/queue.fifo"),
+        ("ESCALATION_QUEUE_URL", "http://127.0.0.1:9/escalations"),
+        ("PSP_BASE_URL", "https://psp.example"),
+        ("PSP_API_KEY", "sk_test_bench"),
+        ("PSP_REDIRECTS", "never"),
+        (
+            "WEBHOOK_SECRETS",
+            r#"{"stripe":["whsec_local_dev_stripe_signing_secret"],"standard":["whsec_bG9jYWwtZGV2LXN0YW5kYXJkLXNlY3JldA=="]}"#,
+        ),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect()
+}
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {

@@ -1,12 +1,17 @@
 //! What the tests and the local stack share: the local stand-ins for AWS (DynamoDB Local and moto's SQS on
 //! 127.0.0.1), tables and queues created from the one definition in `infra/template.yaml`, and the stream
-//! pump that plays the event source mapping locally.
+//! pump that plays the event source mapping locally. For running a function binary as Lambda runs it: the
+//! Lambda Runtime API (`runtime_api`), a function's environment as the template gives it (`template`) and
+//! the local counterparts of the resources it names (`world`); the `cold-start` binary puts them together.
 
 pub mod aws_calls;
 pub mod dynamodb_local;
 pub mod eventbridge;
 pub mod queues;
+pub mod runtime_api;
 pub mod service;
 pub mod sqs_poller;
 pub mod stream_pump;
 pub mod table;
+pub mod template;
+pub mod world;

@@ -5,9 +5,9 @@ use aws_sdk_sqs::types::QueueAttributeName;
 use serde_yaml_ng::Value;
 use std::collections::HashMap;
 
-const ESCALATION_RESOURCE: &str = "SagaEscalationQueue";
-const RELAY_FAILURES_RESOURCE: &str = "RelayFailuresQueue";
-const QUEUE_RESOURCE: &str = "PaymentEventsQueue";
+pub const ESCALATION_RESOURCE: &str = "SagaEscalationQueue";
+pub const RELAY_FAILURES_RESOURCE: &str = "RelayFailuresQueue";
+pub const QUEUE_RESOURCE: &str = "PaymentEventsQueue";
 pub const DLQ_RESOURCE: &str = "PaymentEventsDlq";
 
 /// URLs of a created queue pair.

@@ -20,6 +20,7 @@
 //! Configuration by convention: `TABLE_NAME`, `AWS_ENDPOINT_URL_DYNAMODB`, `AWS_ENDPOINT_URL_SQS`,
 //! `PSP_BASE_URL`, `WEBHOOK_SECRETS`, `WEBHOOK_PROVIDERS`, `STRIPE_EVENT_SOURCE`, `STRIPE_EVENT_AWS_ACCOUNT`,
 //! `LOCAL_API_PORT` (default 3000),
+//! `AWS_ENDPOINT_URL_SECRETS_MANAGER` (set: the secrets given by value are stored there and read by ARN),
 //! `SAGA_PAYMENT_TIMEOUT_SECONDS`, `RECOVERY_STALE_AFTER_SECONDS` (default 10 here), `CATCHUP_SETTLE_SECONDS`
 //! (default 5 here), `SAGA_STUCK_AFTER_SECONDS` (default 10 here). Each function reads its own settings from
 //! these (its `Settings::from_env`) and is built with its own constructor on its own clients, as its `main`
@@ -96,9 +97,9 @@ fn main() -> Result<(), Error> {
 /// Builds each function with its constructor on its own clients, then serves.
 async fn run() -> Result<(), Error> {
     telemetry::init();
-    let env = local_env(Env::process());
-    let config = Config::from(&env)?;
     let sdk = aws::sdk_config().await;
+    let env = local_secrets(local_env(Env::process()), &sdk).await?;
+    let config = Config::from(&env)?;
     // The stack's own client (the table, the stream's ARN); each function gets its own clients.
     let client = aws::dynamodb_client(&sdk);
     let clients = FunctionClients::new(&sdk);
@@ -141,6 +142,32 @@ fn local_env(mut env: Env) -> Env {
         }
     }
     env
+}
+
+/// The secrets each function reads by ARN in AWS, as in AWS: with a local Secrets Manager
+/// (`AWS_ENDPOINT_URL_SECRETS_MANAGER`, moto's), each secret given by value (`WEBHOOK_SECRETS`, `PSP_API_KEY`,
+/// `ADYEN_API_KEY`) and not by ARN is stored there, and the functions get its ARN instead (which their settings
+/// prefer), so the intake and the PSP clients read, cache and re-read it as they do in AWS.
+async fn local_secrets(mut env: Env, sdk: &aws_config::SdkConfig) -> Result<Env, Error> {
+    if env.optional("AWS_ENDPOINT_URL_SECRETS_MANAGER").is_none() {
+        return Ok(env);
+    }
+    let secrets = [
+        ("WEBHOOK_SECRETS", "WEBHOOK_SECRETS_ARN", "webhook-secrets"),
+        ("PSP_API_KEY", "PSP_API_KEY_ARN", "psp-api-key"),
+        ("ADYEN_API_KEY", "ADYEN_API_KEY_ARN", "adyen-api-key"),
+    ];
+    for (by_value, by_arn, name) in secrets {
+        let Some(value) = env.optional(by_value).filter(|_| env.optional(by_arn).is_none()) else {
+            continue;
+        };
+        // One name per process: the e2e runs start two stacks on one moto.
+        let name = format!("local-stack-{}-{name}", std::process::id());
+        let arn = local_dev::world::store_secret(sdk, &name, &value).await?;
+        info!(secret = %name, variable = by_arn, "secret stored in the local Secrets Manager");
+        env = env.with(by_arn, arn);
+    }
+    Ok(env)
 }
 
 /// Creates the queues and starts the outbox (relay and inbox); with `PSP_BASE_URL` also the saga's functions

@@ -381,40 +381,65 @@ async fn every_refusal_writes_nothing() {
     assert_eq!(t.ctx.store.get(&id).await.unwrap().unwrap().version, 1);
 }
 
-/// A secret rotated in Secrets Manager reaches a warm instance at the first webhook it signs: the failed
-/// signature re-reads the secrets (a loader stands in for Secrets Manager) and the webhook is applied; a
-/// forged webhook right after it costs no second read (at most one per 30 s).
+/// A secret rotated in Secrets Manager reaches a warm instance at the first webhook it signs, end to end
+/// against a local Secrets Manager (moto's): the intake loads the secret by its ARN as in AWS; a webhook
+/// signed with the new secret is refused while only the old one is stored; after a new version of the
+/// secret holds only the new one, the first such webhook fails the loaded secrets, re-reads the secret and
+/// is applied; one signed with the old secret is then refused, and a forged one right after costs no second
+/// read (at most one per 30 s).
 #[tokio::test]
-async fn a_rotated_secret_is_used_from_the_first_webhook_it_signs() {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::{Arc, Mutex};
-    use webhook_intake::providers::{ProviderSource, SecretsLoader, DEFAULT_PROVIDERS};
+async fn a_secret_rotated_in_secrets_manager_is_used_from_the_first_webhook_it_signs() {
+    use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use webhook_intake::providers::{secrets_manager_loader, ProviderSource, SecretsLoader, DEFAULT_PROVIDERS};
     let mut t = TestIntake::new().await;
-    let stored = Arc::new(Mutex::new(
-        json!({ "stripe": [STRIPE_OLD], "standard": [STANDARD] }).to_string(),
-    ));
+    let sdk = integration_tests::secrets_manager_sdk_config();
+    let secrets = shared::aws::secrets_client(&sdk);
+    let stored = |stripe: &str| json!({ "stripe": [stripe], "standard": [STANDARD] }).to_string();
+    let created = secrets
+        .create_secret()
+        .name(format!("webhook-secrets-{}", uuid::Uuid::new_v4().simple()))
+        .secret_string(stored(STRIPE_OLD))
+        .send()
+        .await
+        .unwrap();
+    let arn = created.arn().unwrap().to_owned();
+    // Secrets Manager's own reads, counted: the loader is the intake's, on moto.
     let reads = Arc::new(AtomicUsize::new(0));
     let loader: SecretsLoader = {
-        let (stored, reads) = (stored.clone(), reads.clone());
+        let (inner, reads) = (secrets_manager_loader(&sdk, &arn), reads.clone());
         Arc::new(move || {
             reads.fetch_add(1, Ordering::SeqCst);
-            let json = stored.lock().unwrap().clone();
-            Box::pin(async move { Ok(json) })
+            inner()
         })
     };
-    // The cache's clock, moved 31 s past the load below: a failed signature may then re-read at once.
+    // The cache's clock, moved past the 30-s limit on re-reads when a failed signature may re-read.
     let start = std::time::Instant::now();
-    let elapsed = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let elapsed = Arc::new(AtomicU64::new(0));
     let clock = {
         let elapsed = elapsed.clone();
         Arc::new(move || start + Duration::from_secs(elapsed.load(Ordering::SeqCst)))
     };
     t.app.providers = ProviderSource::load(DEFAULT_PROVIDERS, loader, clock).await.unwrap();
-    assert_eq!(reads.load(Ordering::SeqCst), 1);
-    elapsed.store(31, Ordering::SeqCst);
-
     let id = t.payment("pay_rot").await;
-    *stored.lock().unwrap() = json!({ "stripe": [STRIPE_NEW], "standard": [STANDARD] }).to_string();
+
+    let early = intent_event("evt_rot_0", "payment_intent.processing", &id, now());
+    let answer = t.send(stripe(&early, STRIPE_NEW)).await;
+    assert_eq!(
+        answer.status,
+        StatusCode::UNAUTHORIZED,
+        "the old secret refuses the new one's signature"
+    );
+    assert_eq!(reads.load(Ordering::SeqCst), 1, "no re-read within 30 s of the load");
+
+    elapsed.store(31, Ordering::SeqCst);
+    secrets
+        .put_secret_value()
+        .secret_id(&arn)
+        .secret_string(stored(STRIPE_NEW))
+        .send()
+        .await
+        .unwrap();
     let event = intent_event("evt_rot_1", "payment_intent.succeeded", &id, now());
     let answer = t.send(stripe(&event, STRIPE_NEW)).await;
     assert_eq!((answer.status, result(&answer)), (StatusCode::OK, "applied"));
@@ -424,9 +449,11 @@ async fn a_rotated_secret_is_used_from_the_first_webhook_it_signs() {
         "one re-read after the failed signature"
     );
 
-    let forged = intent_event("evt_rot_2", "payment_intent.canceled", &id, now());
-    let answer = t.send(stripe(&forged, "whsec_attacker_secret_0123456789")).await;
-    assert_eq!(answer.status, StatusCode::UNAUTHORIZED);
+    for (n, secret) in [(2, STRIPE_OLD), (3, "whsec_attacker_secret_0123456789")] {
+        let late = intent_event(&format!("evt_rot_{n}"), "payment_intent.canceled", &id, now());
+        let answer = t.send(stripe(&late, secret)).await;
+        assert_eq!(answer.status, StatusCode::UNAUTHORIZED, "signed with {secret}");
+    }
     assert_eq!(reads.load(Ordering::SeqCst), 2, "re-reads are rate-limited");
     assert_eq!(
         t.ctx.store.get(&id).await.unwrap().unwrap().status,

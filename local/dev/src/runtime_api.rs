@@ -1,6 +1,7 @@
 //! A stand-in for the Lambda runtime API, enough to run a release function binary here: it hands out one
 //! invocation at a time (as Lambda does), collects each answer, and can spawn the function against itself
-//! with the environment a deployed function has.
+//! with what Lambda gives every function plus the function's own settings (the bench's, or the template's in
+//! CI's cold start of the packaged arm64 binary under qemu: `cold-start`).
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -10,6 +11,7 @@ use hyper::service::service_fn;
 use hyper::{Method, Request, Response};
 use hyper_util::rt::TokioIo;
 use serde_json::Value;
+use std::ffi::OsStr;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
@@ -84,55 +86,69 @@ impl RuntimeApi {
         answer.ok_or_else(|| "runtime API stopped".into())
     }
 
-    /// Spawns `binary` as a deployed function would run, against this runtime API and `table`; its output
-    /// goes to `log` (the function's own log lines, as CloudWatch would get them) or nowhere.
-    pub fn spawn(&self, binary: &Path, table: &str, log: Option<&Path>) -> Result<tokio::process::Child, BoxError> {
-        let stdout = match log {
-            Some(path) => std::process::Stdio::from(std::fs::File::create(path)?),
-            None => std::process::Stdio::null(),
+    /// Spawns `command` (the binary, or an emulator and its arguments then the binary) as a deployed function
+    /// runs: nothing of this process's environment but the DynamoDB and SQS endpoints, what Lambda sets for
+    /// every function (this runtime API, the name `function`, memory, version, log names, region, dummy
+    /// credentials), then the function's own `settings`. Its output goes to `log` (its own log lines, as
+    /// CloudWatch would get them) or nowhere.
+    pub fn spawn(
+        &self,
+        command: &[&OsStr],
+        function: &str,
+        settings: &[(String, String)],
+        log: Option<&Path>,
+    ) -> Result<tokio::process::Child, BoxError> {
+        let (program, args) = command.split_first().ok_or("no command to spawn")?;
+        // Both streams into one log, as CloudWatch gets both: a function that refuses its configuration
+        // says why on either.
+        let (stdout, stderr) = match log {
+            Some(path) => {
+                let file = std::fs::File::create(path)?;
+                (
+                    std::process::Stdio::from(file.try_clone()?),
+                    std::process::Stdio::from(file),
+                )
+            }
+            None => (std::process::Stdio::null(), std::process::Stdio::null()),
         };
-        let mut command = tokio::process::Command::new(binary);
-        // Only what a deployed function gets (nothing of the bench's own settings, such as `RUST_LOG`), and
-        // the DynamoDB Local and SQS endpoints the bench was started with.
-        command.env_clear();
+        let mut spawned = tokio::process::Command::new(program);
+        spawned.args(args).env_clear();
+        // The local endpoints (nothing Lambda sets; a function in AWS reaches the real services), and the
+        // catch-all one that keeps any other service's call on this machine.
         for endpoint in [
+            "AWS_ENDPOINT_URL",
             "AWS_ENDPOINT_URL_DYNAMODB",
             "AWS_ENDPOINT_URL_DYNAMODB_STREAMS",
             "AWS_ENDPOINT_URL_SQS",
+            "AWS_ENDPOINT_URL_SECRETS_MANAGER",
         ] {
             if let Ok(url) = std::env::var(endpoint) {
-                command.env(endpoint, url);
+                spawned.env(endpoint, url);
             }
         }
-        command
+        spawned
             .env("AWS_LAMBDA_RUNTIME_API", self.addr.to_string())
-            .env("AWS_LAMBDA_FUNCTION_NAME", "bench")
-            // Every function refuses to start in Lambda without the stage its metrics carry.
-            .env("STAGE", "bench")
+            .env("AWS_LAMBDA_FUNCTION_NAME", function)
             .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")
             .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
-            .env("AWS_LAMBDA_LOG_STREAM_NAME", "bench")
-            .env("AWS_LAMBDA_LOG_GROUP_NAME", "bench")
-            .env("AWS_REGION", "us-east-1")
-            .env("AWS_ACCESS_KEY_ID", "local")
-            .env("AWS_SECRET_ACCESS_KEY", "local")
-            .env("TABLE_NAME", table)
-            .env("QUEUE_URL", "http://127.0.0.1:9/queue.fifo")
-            .env("ESCALATION_QUEUE_URL", "http://127.0.0.1:9/escalations")
-            .env("PSP_BASE_URL", "https://psp.example")
-            // The checkout functions and the reconciler refuse to start without a PSP key and a redirect choice;
-            // neither is used here.
-            .env("PSP_API_KEY", "sk_test_bench")
-            .env("PSP_REDIRECTS", "never")
-            .env(
-                "WEBHOOK_SECRETS",
-                r#"{"stripe":["whsec_local_dev_stripe_signing_secret"],"standard":["whsec_bG9jYWwtZGV2LXN0YW5kYXJkLXNlY3JldA=="]}"#,
-            )
+            .env("AWS_LAMBDA_LOG_STREAM_NAME", function)
+            .env("AWS_LAMBDA_LOG_GROUP_NAME", function)
+            // The caller's region and key where it has them: DynamoDB Local keeps one database per key and
+            // region, so a function with other credentials would not see the tables its caller made.
+            .env("AWS_REGION", inherited("AWS_REGION", "us-east-1"))
+            .env("AWS_ACCESS_KEY_ID", inherited("AWS_ACCESS_KEY_ID", "local"))
+            .env("AWS_SECRET_ACCESS_KEY", inherited("AWS_SECRET_ACCESS_KEY", "local"))
+            .envs(settings.iter().map(|(k, v)| (k, v)))
             .stdout(stdout)
-            .stderr(std::process::Stdio::null())
+            .stderr(stderr)
             .kill_on_drop(true);
-        Ok(command.spawn()?)
+        Ok(spawned.spawn()?)
     }
+}
+
+/// This process's `name`, or `default` when unset.
+fn inherited(name: &str, default: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| default.to_owned())
 }
 
 impl Drop for RuntimeApi {
@@ -152,13 +168,16 @@ async fn serve(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<F
             return Ok(Response::new(Full::new(Bytes::new())));
         };
         let id = shared.next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let deadline = shared::clock::now_ms().saturating_add(30_000);
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis());
+        let deadline = now_ms.saturating_add(30_000);
         let response = Response::builder()
-            .header("lambda-runtime-aws-request-id", format!("bench-{id}"))
+            .header("lambda-runtime-aws-request-id", format!("local-{id}"))
             .header("lambda-runtime-deadline-ms", deadline.to_string())
             .header(
                 "lambda-runtime-invoked-function-arn",
-                "arn:aws:lambda:us-east-1:000000000000:function:bench",
+                "arn:aws:lambda:us-east-1:000000000000:function:local",
             )
             .header("content-type", "application/json")
             .body(Full::new(Bytes::from(event.to_string())));
