@@ -6,6 +6,7 @@
 //! Stripe provider the PSP's settings `PSP_BASE_URL`, `PSP_API_KEY_ARN` or `PSP_API_KEY`, ..., paced at
 //! `PSP_SCAN_RATE_PER_SECOND`;
 //! `CATCHUP_OVERLAP_SECONDS`, `CATCHUP_SETTLE_SECONDS`, `CATCHUP_MAX_PAGES`, `CATCHUP_FIRST_LOOK_BACK_SECONDS`,
+//! `STRIPE_EVENT_SOURCE` (when set, each run reports whether that partner event source is active),
 //! the intake's settings, lease settings).
 
 use lambda_runtime::Error;
