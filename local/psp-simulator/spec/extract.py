@@ -19,6 +19,7 @@ OPERATIONS = [
     ("post", "/v1/payment_intents/{intent}/cancel"),
     ("post", "/v1/payment_intents/{intent}/confirm"),
     ("post", "/v1/refunds"),
+    ("get", "/v1/refunds"),
     ("get", "/v1/refunds/{refund}"),
     ("get", "/v1/events"),
 ]

@@ -26,6 +26,7 @@ mod endpoints;
 mod events;
 mod objects;
 mod operations;
+mod refunds;
 
 mod keys;
 mod rules;
@@ -308,6 +309,7 @@ fn read(state: &mut State, method: &str, path: &str, params: &BTreeMap<String, S
         ("GET", ["v1", "events"]) => events::list(&state.events, params),
         ("GET", ["v1", "webhook_endpoints"]) => endpoints::list(&state.webhook_endpoints, params),
         ("GET", ["v1", "webhook_endpoints", id]) => endpoints::get(&state.webhook_endpoints, id),
+        ("GET", ["v1", "refunds"]) => refunds::list(&state.refunds, &state.intents, params),
         ("GET", ["v1", "refunds", id]) => match state.refunds.get(*id) {
             Some(refund) => answer(Answer::ok(refund.clone())),
             None => answer(no_such("refund", id)),
