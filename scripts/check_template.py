@@ -488,14 +488,17 @@ REQUIRED_CUSTOM_ALARMS = {
     ("Payments/Psp", "PspRefusals"): "requests Stripe refuses (a setting it does not accept)",
     ("Payments/Psp", "PspAuthFailed"): "Stripe refusing our API key",
     ("Payments/Finalize", "RefundsFailed"): "refunds Stripe reports failed (money to give back again)",
+    ("Payments/Recovery", "RefundsForOperator"): "money only a person can return (refunds failed past the bound)",
     ("Payments/Finalize", "DisputesOpened"): "a customer disputing a charge (days to answer it)",
 }
 MUST_BREACH_WHEN_MISSING = ("RecoveryLagSeconds", "SweeperLagSeconds")
 # An open item's age is published only by a run that reads it, and a backed-off item is read again at most
 # this many seconds later (plus one run): an age alarm must take the Maximum over at least that long, or an
 # item backed off past the period is missing from it. shared/src/store/open_index.rs MAX_RECHECK_INTERVAL
-# (6 h) for payments; functions/checkout-saga/src/sweeper.rs MAX_SAGA_RECHECK (5 min) and one sweep for sagas.
-AGE_ALARM_LEAST_PERIOD = {"OldestOpenPaymentAgeSeconds": 6 * 3600, "OldestOpenSagaAgeSeconds": 6 * 60}
+# (6 h) for payments; functions/checkout-saga/src/sweeper.rs MAX_SAGA_RECHECK (5 min) and one sweep for sagas;
+# shared/src/recovery.rs OPERATOR_RECHECK (30 min) and one run for a payment that waits for a person.
+AGE_ALARM_LEAST_PERIOD = {"OldestOpenPaymentAgeSeconds": 6 * 3600, "OldestOpenSagaAgeSeconds": 6 * 60,
+                          "RefundsForOperator": 3600}
 
 
 def metric_stats(props, metric):
@@ -1140,6 +1143,10 @@ MUTATIONS += [
      "no alarm reads Payments/Psp PspAuthFailed"),
     ("no alarm on failed refunds", lambda d: d["Resources"].pop("RefundsFailedAlarm"),
      "no alarm reads Payments/Finalize RefundsFailed"),
+    ("no alarm on money waiting for a person", lambda d: d["Resources"].pop("RefundsForOperatorAlarm"),
+     "no alarm reads Payments/Recovery RefundsForOperator"),
+    ("a for-operator alarm that goes quiet between looks", lambda d: _alarm(d, "RefundsForOperatorAlarm")
+     .update(Period=300), "RefundsForOperatorAlarm reads RefundsForOperator as Maximum over 300 s"),
     ("no alarm on disputes", lambda d: d["Resources"].pop("DisputesOpenedAlarm"),
      "no alarm reads Payments/Finalize DisputesOpened"),
     ("a reader of a setting left without it (the payments API before issue 32)", lambda d: d["Resources"]

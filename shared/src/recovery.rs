@@ -41,7 +41,10 @@
 //! never refunds twice and a new failure gets a new attempt. The PSP's answer is recorded as a refund report
 //! answering give-back `n`: `pending` or `succeeded` ends the give-back (a later failure is failure `n+1`), a
 //! `failed` answer does not count as given back; the core stops giving back after
-//! [`payments_core::refund::MAX_GIVE_BACKS`] failures, which then only alarm.
+//! [`payments_core::refund::MAX_GIVE_BACKS`] failures. The payment then stays open with the money still ours
+//! ([`Payment::refund_for_operator`]): recovery asks no PSP about it, counts it every half hour
+//! (`RefundsForOperator`, whose alarm so keeps firing) and `paymentsctl doctor` lists it, until a person's
+//! refund at the PSP is reported succeeded and the payment is `refunded`.
 //!
 //! At Adyen, which has no refund or payment to read back, the same money is given back under the same keys
 //! and bound, the outcome read from Adyen's notification (`adyen`).
@@ -113,7 +116,16 @@ pub enum Reconciled {
     /// Past the age at a PSP without a status read (Adyen): its end (a cancel or reversal) was requested; the
     /// PSP's notification records it (backed off meanwhile).
     EndRequested,
+    /// More refunds failed than recovery gives back ([`Payment::refund_for_operator`]): the PSP is not asked
+    /// (nothing recovery may do moves the money), the payment is counted (`RefundsForOperator`, alarmed) and
+    /// looked at again after [`OPERATOR_RECHECK`], until a person's refund makes it `refunded`.
+    ForOperator,
 }
+
+/// How often recovery counts a payment that waits for a person ([`Reconciled::ForOperator`]): every half
+/// hour, so each hour of `RefundsForOperator` (its alarm's period) has a datapoint while the payment waits,
+/// and the alarm does not go quiet before someone acts.
+pub const OPERATOR_RECHECK: Duration = Duration::from_secs(30 * 60);
 
 /// Counts of one recovery run (also an EMF record).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -132,6 +144,8 @@ pub struct RecoveryReport {
     /// Expired payments whose end was requested at a PSP without a status read (Adyen), awaiting its
     /// notification.
     pub end_requested: u32,
+    /// Payments whose money only a person can return now ([`Reconciled::ForOperator`]): `RefundsForOperator`.
+    pub for_operator: u32,
     pub errors: u32,
     /// Cut by the run's deadline (it and the payments not reached are the next run's).
     pub left: u32,
@@ -174,6 +188,7 @@ impl RecoveryReport {
             Ok(Reconciled::Refused) => self.refused = self.refused.saturating_add(1),
             Ok(Reconciled::Deferred) => self.deferred = self.deferred.saturating_add(1),
             Ok(Reconciled::EndRequested) => self.end_requested = self.end_requested.saturating_add(1),
+            Ok(Reconciled::ForOperator) => self.for_operator = self.for_operator.saturating_add(1),
             Err(e) => {
                 self.errors = self.errors.saturating_add(1);
                 warn!(payment_id = %id, error = %ErrorChain(&e), "recovery of one payment failed; retried after its back-off");
@@ -360,7 +375,9 @@ impl<P: Psps> Recovery<P> {
         // A failure (the PSP's, the store's) or a deferral is not retried every run: due again after its
         // back-off, also when it failed before the payment was read (an item no release can read would else
         // be the first of its shard on every run).
-        if matches!(reconciled, Err(_) | Ok(Reconciled::Deferred)) {
+        if matches!(reconciled, Ok(Reconciled::ForOperator)) {
+            self.recheck_for_operator(id).await;
+        } else if matches!(reconciled, Err(_) | Ok(Reconciled::Deferred)) {
             match seen.open_since {
                 Some(created_at_ms) => self.back_off(id, created_at_ms).await,
                 None => self.back_off_unread(id).await,
@@ -447,6 +464,11 @@ impl<P: Psps> Recovery<P> {
         };
         seen.open_since = Some(current.created_at_ms);
         seen.provider = Some(current.provider.clone());
+        if current.refund_for_operator() {
+            warn!(payment_id = %id, refunds_failed = current.refund_failures,
+                  "refunds failed past the give-back bound: the money waits for a person's refund at the PSP");
+            return Ok((Reconciled::ForOperator, false));
+        }
         if seen.deferred.contains(&current.provider) {
             return Ok((Reconciled::Deferred, false));
         }
@@ -675,6 +697,17 @@ impl<P: Psps> Recovery<P> {
         }
     }
 
+    /// Makes a payment that waits for a person due again after [`OPERATOR_RECHECK`] (not on the doubling
+    /// schedule, whose 6-hour steps would leave hours of its alarm without a datapoint).
+    async fn recheck_for_operator(&self, id: &PaymentId) {
+        let due = clock::now_ms()
+            .saturating_add(millis(OPERATOR_RECHECK))
+            .saturating_sub(millis(self.settings.stale_after));
+        if let Err(e) = defer(self.store.client(), self.store.table(), crate::keys::payment(id), due).await {
+            warn!(payment_id = %id, error = %ErrorChain(&e), "could not defer the payment's next check");
+        }
+    }
+
     /// [`Recovery::back_off`] for a payment whose reconcile failed before it was read: the schedule is counted
     /// from the item's `created_at_ms` as stored (read alone, so a payment that cannot be read whole is still
     /// backed off); if even that cannot be read, it is due again after the longest interval.
@@ -779,15 +812,44 @@ impl<P: Psps> Recovery<P> {
         open_since: &mut Option<i64>,
     ) -> Result<(Reconciled, bool), RecoveryError> {
         let (psp, current, reference) = (asked.psp, &asked.current, &asked.reference);
+        // The PaymentIntent's refunds first: one the payment has not recorded (an earlier give-back whose
+        // answer and webhooks were lost) is recorded and ends this look, so a key Stripe forgot after a day
+        // never makes that give-back twice (found by the protocol model, `refund_owner`).
+        let listed = match psp.list_refunds(reference).await {
+            Ok(listed) => listed,
+            Err(e) if e.is_deferred() => return Ok((Reconciled::Deferred, false)),
+            Err(e) => return Err(e.into()),
+        };
+        if let Some(missed) = unrecorded(current, &listed).first() {
+            warn!(payment_id = %current.id, refund_id = %missed.id, status = %missed.status,
+                  "a refund Stripe made that the payment had not recorded: recorded before any give-back");
+            let observation = refund_observation(missed, Channel::Recovery, None, asked.correlation.clone())
+                .map_err(|e| PspError::BadAnswer(e.into()))?;
+            let outcome = self
+                .store
+                .finalize_from(current.clone(), &observation, Some(asked.lease))
+                .await?;
+            return Ok(self.after_give_back(&outcome, open_since).await);
+        }
         let key = payments_core::give_back_key(&current.id, give_back.failure);
         let refund = match psp.refund(&key, reference, Some(give_back.amount_minor)).await {
             Ok(refund) => refund,
             Err(e) if e.is_deferred() => return Ok((Reconciled::Deferred, false)),
+            // Refused for good (nothing left on the charge: a refund made by hand whose webhook was lost; a
+            // disputed charge): the give-back's attempt is spent, recorded as failed under `refused:<key>`, so
+            // the next look gives back the next failure's and, past MAX_GIVE_BACKS, the payment waits for a
+            // person (`Reconciled::ForOperator`): the same refused call is never made on every look.
             Err(e @ PspError::Refused { .. }) => {
                 warn!(payment_id = %current.id, failure = give_back.failure, error = %ErrorChain(&e),
-                      "giving back a failed refund was refused; an operator decides");
-                self.back_off(&current.id, current.created_at_ms).await;
-                return Ok((Reconciled::Refused, false));
+                      "giving back a failed refund was refused: recorded as that give-back's failed attempt");
+                Refund {
+                    id: format!("refused:{key}"),
+                    amount: give_back.amount_minor,
+                    currency: current.money.currency().as_str().to_ascii_lowercase(),
+                    status: RefundStatus::Failed.as_str().to_owned(),
+                    payment_intent: Some(reference.to_string()),
+                    charge: None,
+                }
             }
             Err(e) => return Err(e.into()),
         };
@@ -804,13 +866,34 @@ impl<P: Psps> Recovery<P> {
             .await?;
         warn!(payment_id = %outcome.payment.id, refund_id = %refund.id, status = %refund.status,
               failure = give_back.failure, result = ?outcome.result, "failed refund given back again");
+        Ok(self.after_give_back(&outcome, open_since).await)
+    }
+
+    /// The end of a give-back look that wrote `outcome`: a payment still open backs off, a closed one is no
+    /// longer counted open.
+    async fn after_give_back(&self, outcome: &FinalizeOutcome, open_since: &mut Option<i64>) -> (Reconciled, bool) {
         if outcome.payment.is_open() {
             self.back_off(&outcome.payment.id, outcome.payment.created_at_ms).await;
         } else {
             *open_since = None;
         }
-        Ok((reconciled(&outcome), outcome.lease_released))
+        (reconciled(outcome), outcome.lease_released)
     }
+}
+
+/// The refunds of `listed` (a PaymentIntent's, as Stripe lists them) that `payment` has not recorded as they
+/// stand: what a read of the PSP's refunds adds before anyone refunds again (the saga's refund step,
+/// recovery's give-back), so nobody makes again a refund whose answer and webhooks were lost.
+pub fn unrecorded<'a>(payment: &Payment, listed: &'a [Refund]) -> Vec<&'a Refund> {
+    listed
+        .iter()
+        .filter(|r| {
+            !payment
+                .refunds
+                .iter()
+                .any(|k| k.refund_id == r.id && k.status.as_str() == r.status)
+        })
+        .collect()
 }
 
 /// The payment item's `created_at_ms` alone (`None` when it has none or it is not a number).
@@ -968,8 +1051,8 @@ pub fn refund_observation(
 /// Namespace of the reconciler's metrics.
 pub const NAMESPACE: &str = "Payments/Recovery";
 
-/// The reconciler's EMF record, one per run: its counts, `RecoveryLagSeconds` and
-/// `OldestOpenPaymentAgeSeconds` (both alarmed; see [`RecoveryReport`]).
+/// The reconciler's EMF record, one per run: its counts, `RecoveryLagSeconds`, `OldestOpenPaymentAgeSeconds`
+/// and `RefundsForOperator` (alarmed; see [`RecoveryReport`]).
 pub fn emf(r: &RecoveryReport, now_ms: i64) -> serde_json::Value {
     crate::metrics::emf(
         NAMESPACE,
@@ -985,6 +1068,7 @@ pub fn emf(r: &RecoveryReport, now_ms: i64) -> serde_json::Value {
             ("Refused", "Count"),
             ("Deferred", "Count"),
             ("EndRequested", "Count"),
+            ("RefundsForOperator", "Count"),
             ("Errors", "Count"),
             ("RecoveryLagSeconds", "Seconds"),
             ("OldestOpenPaymentAgeSeconds", "Seconds"),
@@ -995,7 +1079,7 @@ pub fn emf(r: &RecoveryReport, now_ms: i64) -> serde_json::Value {
             "Found": r.found, "Applied": r.applied, "Unchanged": r.unchanged, "Busy": r.busy,
             "NoReference": r.no_reference, "NoClient": r.no_client,
             "Expired": r.expired, "Refused": r.refused, "Deferred": r.deferred, "EndRequested": r.end_requested,
-            "Errors": r.errors,
+            "RefundsForOperator": r.for_operator, "Errors": r.errors,
             "Left": r.left, "RecoveryLagSeconds": r.lag_seconds,
             "OldestOpenPaymentAgeSeconds": r.oldest_open_age_seconds,
             "Rechecked": r.rechecked, "RechecksUnread": r.rechecks_unread,

@@ -20,6 +20,7 @@ OPERATIONS = [
     ("post", "/v1/payment_intents/{intent}/capture"),
     ("post", "/v1/payment_intents/{intent}/confirm"),
     ("post", "/v1/refunds"),
+    ("get", "/v1/refunds"),
     ("get", "/v1/refunds/{refund}"),
     ("get", "/v1/events"),
 ]

@@ -28,6 +28,7 @@ mod events;
 mod health;
 mod objects;
 mod operations;
+mod refunds;
 
 mod keys;
 mod rules;
@@ -335,6 +336,7 @@ fn read(state: &mut State, method: &str, path: &str, params: &BTreeMap<String, S
         ("GET", ["v1", "disputes", id]) => disputes::get(state, id),
         ("GET", ["v1", "webhook_endpoints"]) => endpoints::list(&state.webhook_endpoints, params),
         ("GET", ["v1", "webhook_endpoints", id]) => endpoints::get(&state.webhook_endpoints, id),
+        ("GET", ["v1", "refunds"]) => refunds::list(&state.refunds, &state.intents, params),
         ("GET", ["v1", "refunds", id]) => match state.refunds.get(*id) {
             Some(refund) => answer(Answer::ok(refund.clone())),
             None => answer(no_such("refund", id)),

@@ -7,6 +7,7 @@
 //! | `GET /v1/payment_intents/{id}` | the PaymentIntent as it stands (`expand[]=latest_charge` expands the charge) |
 //! | `POST /v1/payment_intents/{id}/cancel` | cancel; 400 `payment_intent_unexpected_state` once it succeeded |
 //! | `POST /v1/refunds` | `payment_intent`, `amount` (optional: the rest): a Refund; `charge.refunded` is sent; 400 `charge_disputed` once the charge is disputed; a `pm_refund_fails` charge's refund is answered `pending`, then `refund.created`, `refund.updated` and `refund.failed` report it failed |
+//! | `GET /v1/refunds` | a PaymentIntent's (`payment_intent`) or charge's refunds, newest first, `limit` 1 to 100, `starting_after`; an unknown `payment_intent` or cursor is `resource_missing` (`ledger::refunds`) |
 //! | `GET /v1/refunds/{id}` | the Refund as it stands (a `pm_refund_fails` charge's: `failed`, as its webhooks said) |
 //! | `POST /_sim/charges/{id}/dispute` | admin, no key: dispute a captured charge (`status`: `needs_response`, `under_review`, `won`, `lost`); the `charge.dispute.*` webhooks are sent (`ledger::disputes`) |
 //! | `GET /v1/disputes/{id}` | the dispute as it stands (`ledger::disputes`); 404 `resource_missing` for an unknown id |

@@ -278,6 +278,7 @@ mod tests {
                 "PostPaymentIntentsIntentCancel",
             ),
             ("POST", "/v1/refunds", "PostRefunds"),
+            ("GET", "/v1/refunds", "GetRefunds"),
             ("GET", "/v1/refunds/re_1", "GetRefundsRefund"),
             ("GET", "/v1/events", "GetEvents"),
         ] {

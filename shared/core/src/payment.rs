@@ -8,7 +8,7 @@ use crate::metadata::Metadata;
 use crate::money::Money;
 use crate::observation::Channel;
 use crate::provider::PspName;
-use crate::refund::{GiveBack, RefundEntry};
+use crate::refund::{GiveBack, RefundEntry, MAX_GIVE_BACKS};
 use crate::secret::{ClientSecret, RedirectUrl, RetryToken};
 use crate::status::PaymentStatus;
 use serde::{Deserialize, Serialize};
@@ -148,14 +148,28 @@ impl Payment {
         self.stray_capture.filter(|s| !s.refunded).map(|s| s.anomaly)
     }
 
-    /// Someone still has work to do on it: not terminal, stray money or a failed refund to give back, or a
-    /// refund still pending (recovery reads it back by id until it ends). Open payments are in the
-    /// `open-items` index, where recovery finds them.
+    /// Someone still has work to do on it: not terminal, stray money or a failed refund to give back, a
+    /// refund still pending (recovery reads it back by id until it ends), or money no give-back may return any
+    /// more ([`Payment::refund_for_operator`]). Open payments are in the `open-items` index, where recovery
+    /// finds them.
     pub fn is_open(&self) -> bool {
         !self.status.is_terminal()
             || self.refund_due().is_some()
             || self.give_back.is_some()
             || self.pending_refunds().next().is_some()
+            || self.refund_for_operator()
+    }
+
+    /// More refunds failed than recovery gives back ([`MAX_GIVE_BACKS`]), none is pending or still to give
+    /// back, and the payment is `captured` (the money is with us): only a person can return it (a refund made
+    /// by hand at the PSP, whose report makes the payment `refunded`). It stays open until then, so recovery
+    /// keeps reporting it (`RefundsForOperator`, alarmed) and `paymentsctl doctor` keeps listing it, instead
+    /// of leaving the index after the last failure's one alarm.
+    pub fn refund_for_operator(&self) -> bool {
+        self.refund_failures > MAX_GIVE_BACKS
+            && self.status == PaymentStatus::Captured
+            && self.give_back.is_none()
+            && self.pending_refunds().next().is_none()
     }
 
     /// The refunds the PSP last reported `pending` or `requires_action`.

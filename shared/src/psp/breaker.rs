@@ -365,6 +365,9 @@ impl<P: Psp> Psp for CircuitBreaker<P> {
         self.guarded(Request::Unkeyed, self.inner.retrieve_generation_failure(event))
             .await
     }
+    async fn list_refunds(&self, reference: &PspReference) -> Result<Vec<Refund>, PspError> {
+        self.guarded(Request::Unkeyed, self.inner.list_refunds(reference)).await
+    }
 
     async fn find_for_payment(&self, payment: &PaymentId) -> Result<Option<PaymentIntent>, PspError> {
         self.guarded(Request::Unkeyed, self.inner.find_for_payment(payment))

@@ -353,6 +353,10 @@ impl StripeClient {
     }
 }
 
+/// Refunds asked per page of `GET /v1/refunds` (Stripe's most), and the pages read at most.
+const REFUND_PAGE: usize = 100;
+const REFUND_PAGES: usize = 3;
+
 /// A `what` id (a refund's, a dispute's) as a path segment: it comes from the PSP's answers, so it is checked
 /// like a [`PspReference`] (ASCII letters, digits, `_-.:`) before it goes into a URL.
 fn id_segment<'a>(what: &str, id: &'a str) -> Result<&'a str, PspError> {
@@ -446,6 +450,37 @@ impl Psp for StripeClient {
         let path = format!("/v2/core/events/{event}");
         self.call("psp.retrieve_event", reqwest::Method::GET, &path, None, &[])
             .await
+    }
+
+    async fn list_refunds(&self, reference: &PspReference) -> Result<Vec<Refund>, PspError> {
+        let mut refunds: Vec<Refund> = Vec::new();
+        // Page by page (newest first), each after the last one read, while Stripe says there are more; a
+        // payment has a few refunds (the saga's and at most MAX_GIVE_BACKS give-backs), so one page is usual
+        // and more than REFUND_PAGES is an answer we do not act on.
+        for _ in 0..REFUND_PAGES {
+            let mut form = vec![
+                ("payment_intent", reference.to_string()),
+                ("limit", REFUND_PAGE.to_string()),
+            ];
+            if let Some(last) = refunds.last() {
+                form.push(("starting_after", last.id.clone()));
+            }
+            let page: super::stripe::SearchResult<Refund> = self
+                .call("psp.list_refunds", reqwest::Method::GET, "/v1/refunds", None, &form)
+                .await?;
+            let more = page.has_more && !page.data.is_empty();
+            refunds.extend(page.data);
+            if !more {
+                return Ok(refunds);
+            }
+        }
+        Err(PspError::BadAnswer(
+            format!(
+                "PaymentIntent {reference} has more than {} refunds",
+                REFUND_PAGES * REFUND_PAGE
+            )
+            .into(),
+        ))
     }
 
     async fn find_for_payment(&self, payment: &PaymentId) -> Result<Option<PaymentIntent>, PspError> {

@@ -196,6 +196,11 @@ pub trait Psp: Send + Sync {
         event: &PspEventId,
     ) -> impl Future<Output = Result<stripe::GenerationFailure, PspError>> + Send;
 
+    /// Every refund the PSP made of the PaymentIntent, whatever its key or status: how the saga's refund step
+    /// learns, before it creates one, that an earlier attempt made it (its answer and webhooks lost, its key
+    /// forgotten after 24 hours), so it never creates a second.
+    fn list_refunds(&self, reference: &PspReference) -> impl Future<Output = Result<Vec<Refund>, PspError>> + Send;
+
     /// The PaymentIntent created for our payment (by `metadata[payment_id]`), if any: how a charge retried
     /// after the PSP forgot its idempotency key finds the first one. Stripe's search is eventually consistent
     /// (seconds), so it is asked only about charges long past.

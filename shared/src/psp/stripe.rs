@@ -45,7 +45,7 @@ pub struct PaymentIntent {
     pub created: i64,
 }
 
-/// A page of a search (`object: "search_result"`).
+/// A page of a search (`object: "search_result"`) or of a list (`object: "list"`, `GET /v1/refunds`).
 #[derive(Debug, Clone, Deserialize)]
 pub struct SearchResult<T> {
     pub data: Vec<T>,

@@ -31,31 +31,36 @@ impl<P: Psps> Recovery<P> {
         };
         let money = Money::new(refund.amount_minor, current.money.currency())
             .map_err(|e| PspError::BadAnswer(e.to_string().into()))?;
-        let received = match adyen.refund(&refund.key, reference, &money).await {
-            Ok(received) => received,
+        let report = match adyen.refund(&refund.key, reference, &money).await {
+            Ok(received) => report(&refund, received.psp_reference.to_string(), RefundStatus::Pending),
             Err(e) if e.is_deferred() => return Ok(Some((Reconciled::Deferred, false))),
-            // Refused for good (a validation error): not retried sooner than the back-off; the payment stays
-            // open, and its age alarms, for an operator.
+            // A give-back refused for good (a validation error): its attempt is spent, recorded failed under
+            // `refused:<key>` (as Stripe's), so the next failure's key follows and, past MAX_GIVE_BACKS, a
+            // person; never the same refused call on every look.
+            Err(e @ PspError::Refused { .. }) if refund.answers_give_back.is_some() => {
+                warn!(payment_id = %current.id, key = %refund.key, error = %ErrorChain(&e),
+                      "Adyen refused the give-back: recorded as its failed attempt");
+                report(&refund, format!("refused:{}", refund.key), RefundStatus::Failed)
+            }
+            // A stray capture's refund refused: not retried sooner than the back-off; the payment stays open,
+            // and its age alarms, for an operator.
             Err(e @ PspError::Refused { .. }) => {
                 warn!(payment_id = %current.id, key = %refund.key, error = %ErrorChain(&e),
-                      "Adyen refused the give-back; an operator decides");
+                      "Adyen refused the refund of a stray capture; an operator decides");
                 self.back_off(&current.id, current.created_at_ms).await;
                 return Ok(Some((Reconciled::Refused, false)));
             }
             Err(e) => return Err(e.into()),
         };
-        let mut observation = Observation::new(
-            Channel::Recovery,
-            Outcome::Refund(pending(&refund, received.psp_reference.to_string())),
-            correlation,
-        );
+        let observation_refund = report.refund.refund_id.clone();
+        let mut observation = Observation::new(Channel::Recovery, Outcome::Refund(report), correlation);
         observation.psp_reference = Some(reference.clone());
         let outcome = self
             .store
             .finalize_from(current.clone(), &observation, Some(lease))
             .await?;
-        warn!(payment_id = %current.id, refund = %received.psp_reference, amount_minor = refund.amount_minor,
-              key = %refund.key, result = ?outcome.result, "money given back at Adyen; its REFUND notification tells");
+        warn!(payment_id = %current.id, refund = %observation_refund, amount_minor = refund.amount_minor,
+              key = %refund.key, result = ?outcome.result, "give-back at Adyen recorded; its REFUND notification tells how it ends");
         if outcome.payment.is_open() {
             self.back_off(&outcome.payment.id, outcome.payment.created_at_ms).await;
         } else {
@@ -65,14 +70,14 @@ impl<P: Psps> Recovery<P> {
     }
 }
 
-/// Adyen's `received` for `refund`, as its refund report: `pending` under the modification's pspReference
-/// (`refund_id`), answering its give-back.
-fn pending(refund: &GiveBackRefund, refund_id: String) -> RefundReport {
+/// Adyen's answer to `refund` as its refund report, answering its give-back: `received` is `pending` under the
+/// modification's pspReference (`refund_id`), a refusal `failed` under `refused:<key>`.
+fn report(refund: &GiveBackRefund, refund_id: String, status: RefundStatus) -> RefundReport {
     RefundReport {
         refund: RefundEntry {
             refund_id,
             amount_minor: refund.amount_minor,
-            status: RefundStatus::Pending,
+            status,
         },
         failure_reason: None,
         answers_give_back: refund.answers_give_back,

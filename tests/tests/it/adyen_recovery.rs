@@ -376,11 +376,55 @@ async fn an_adyen_refund_failed_is_given_back_once_per_failure_and_alarmed_after
         "{:?}",
         alarm.reason
     );
-    w.recovery(7).run(deadline()).await.unwrap();
+    // Past the bound the payment stays open for a person (the money is still ours): recovery asks Adyen
+    // nothing, counts it (`RefundsForOperator`, alarmed) on every look, and refunds nothing.
+    assert!(last.refund_for_operator() && last.is_open(), "{last:?}");
+    for _ in 0..2 {
+        w.due_now(&paid).await;
+        let report = w.recovery(7).run(deadline()).await.unwrap();
+        assert_eq!(
+            (report.found, report.for_operator, report.applied),
+            (1, 1, 0),
+            "{report:?}"
+        );
+    }
     assert_eq!(
         count(&w.notified(), "REFUND"),
         1 + payments_core::refund::MAX_GIVE_BACKS as usize,
         "past the bound: no refund, only the alarm"
+    );
+}
+
+/// Adyen reports a capture the card scheme rejected after it was received as `CAPTURE_FAILED` with
+/// `success: true` (the event happened; the why in `reason`). The simulator sends it so, and the intake
+/// applies it: an anomaly on the payment, for an operator (a `success: false` one was acknowledged and
+/// ignored, so the failed capture went unnoticed).
+#[tokio::test]
+async fn a_capture_failed_notification_from_the_simulator_is_applied_by_the_intake() {
+    let w = World::new().await;
+    let paid = id("capturefails");
+    let reference = w.authorised_for(&paid, "CAPTURE_FAILED").await;
+    w.payment(&paid, Some(&reference), 0).await;
+    w.adyen()
+        .capture(&format!("{paid}:capture"), &reference, &money())
+        .await
+        .unwrap();
+    assert_eq!(count(&w.notified(), "CAPTURE_FAILED"), 1);
+    w.deliver(0).await;
+    let p = w.ctx.store.get(&paid).await.unwrap().unwrap();
+    assert_eq!(p.anomalies, 1, "{p:?}");
+    let events = w.ctx.store.events(&paid).await.unwrap();
+    let anomaly = events
+        .iter()
+        .find(|e| e.kind == EventKind::AnomalyRecorded)
+        .expect("the failed capture recorded");
+    assert!(
+        anomaly
+            .reason
+            .as_deref()
+            .unwrap_or_default()
+            .contains("failed at the scheme"),
+        "{anomaly:?}"
     );
 }
 

@@ -1,6 +1,7 @@
 //! `paymentsctl doctor`: is the stack healthy, in one command. It reads what on call otherwise gathers from
 //! five consoles: alarms in ALARM with their reason, the events DLQ, the escalations waiting, the parked
-//! webhooks not replayed, each PSP's breaker, the oldest open payment and saga with their ages, and (with a
+//! webhooks not replayed, each PSP's breaker, the oldest open payment and saga with their ages, the payments
+//! whose refunds failed past the give-back bound (money only a person can return), and (with a
 //! Stripe key) the webhook endpoint's status and API version at Stripe. Each thing that needs a person is a
 //! finding naming the command to run next; any finding is exit 3. A source that cannot be asked (no alarms
 //! locally, no key, a queue not configured) is said not checked, with why, and is no finding.
@@ -58,6 +59,9 @@ pub struct Report {
     pub parked_not_replayed: usize,
     pub breakers: Vec<Breaker>,
     pub oldest_open_payment: Option<Oldest>,
+    /// Open payments whose money only a person can return (refunds failed past the give-back bound:
+    /// `Payment::refund_for_operator`), among the open payments read; each is a finding until it is refunded.
+    pub refunds_for_operator: Vec<String>,
     pub oldest_open_saga: Option<Oldest>,
     pub webhook_endpoints: Option<Vec<WebhookEndpoint>>,
     /// Sources not asked, and why.
@@ -98,7 +102,7 @@ pub async fn run(ctx: &Ctx) -> Result<Report, crate::Error> {
             ends_at_ms: view.ends_at_ms,
         });
     }
-    report.oldest_open_payment = oldest_payment(ctx, now).await?;
+    (report.oldest_open_payment, report.refunds_for_operator) = open_payments(ctx, now).await?;
     report.oldest_open_saga = oldest_saga(ctx, now).await?;
     match webhook_endpoints(&ctx.env).await {
         Ok(endpoints) => report.webhook_endpoints = Some(endpoints),
@@ -156,6 +160,12 @@ pub fn findings(report: &Report, thresholds: &Options) -> Vec<String> {
                 o.id, o.status, o.age_seconds, o.id
             ));
         }
+    }
+    for id in &report.refunds_for_operator {
+        out.push(format!(
+            "payment {id}: refunds failed past the give-back bound, the money is still ours: refund the \
+             customer by hand at the PSP (`paymentsctl timeline {id}`)"
+        ));
     }
     for e in report
         .webhook_endpoints
@@ -226,15 +236,20 @@ async fn open_ids(ctx: &Ctx, kind: OpenKind, prefix: &str, now: i64) -> Result<V
         .collect())
 }
 
-/// The open payment created longest ago.
-async fn oldest_payment(ctx: &Ctx, now: i64) -> Result<Option<Oldest>, crate::Error> {
+/// The open payment created longest ago, and the open payments whose money waits for a person, from one
+/// read of each open payment.
+async fn open_payments(ctx: &Ctx, now: i64) -> Result<(Option<Oldest>, Vec<String>), crate::Error> {
     let ids = open_ids(ctx, OpenKind::Payment, "PAYMENT#", now).await?;
     let store = ctx.store();
     let mut oldest: Option<Oldest> = None;
+    let mut for_operator = Vec::new();
     for id in &ids {
         let Some(p) = store.get(&PaymentId::parse(id)?).await? else {
             continue;
         };
+        if p.refund_for_operator() {
+            for_operator.push(id.clone());
+        }
         let age = age_seconds(p.created_at_ms, now);
         if !p.status.is_terminal() && oldest.as_ref().is_none_or(|o| age > o.age_seconds) {
             oldest = Some(Oldest {
@@ -245,7 +260,7 @@ async fn oldest_payment(ctx: &Ctx, now: i64) -> Result<Option<Oldest>, crate::Er
             });
         }
     }
-    Ok(oldest)
+    Ok((oldest, for_operator))
 }
 
 /// The open saga started longest ago.
@@ -310,6 +325,10 @@ pub fn render(r: &Report) -> String {
         rows.push(vec![format!("breaker {}", b.name), format!("{}{until}", b.state)]);
     }
     rows.push(vec!["oldest open payment".to_owned(), oldest(&r.oldest_open_payment)]);
+    rows.push(vec![
+        "refunds for an operator".to_owned(),
+        r.refunds_for_operator.len().to_string(),
+    ]);
     rows.push(vec!["oldest open saga".to_owned(), oldest(&r.oldest_open_saga)]);
     for e in r.webhook_endpoints.iter().flatten() {
         let version = e.api_version.as_deref().unwrap_or("account default");

@@ -320,7 +320,7 @@ impl Model for LeaseModel {
     }
 }
 
-/// What one exhaustive run of the lease model found.
+/// What one exhaustive run of a small model (the lease's, [`crate::refund_owner`]'s) found.
 #[derive(Debug)]
 pub struct LeaseReport {
     pub unique_states: usize,
@@ -335,8 +335,13 @@ impl LeaseReport {
     }
 }
 
-/// Checks `model` breadth-first, every reachable state.
-pub fn check(model: LeaseModel) -> LeaseReport {
+/// Checks `model` (the lease's, or another small model's) breadth-first, every reachable state.
+pub fn check<M>(model: M) -> LeaseReport
+where
+    M: Model + Send + Sync + 'static,
+    M::State: Clone + std::fmt::Debug + Eq + std::hash::Hash + Send + Sync,
+    M::Action: Clone + std::fmt::Debug + Eq + Send + Sync,
+{
     use stateright::Checker;
     let checker = model.checker().threads(2).spawn_bfs().join();
     let discoveries = checker

@@ -21,6 +21,8 @@
 //! | [`actors`] | saga runner (its escalation and deferral), webhook intake, recovery (with its refund of money taken on a failed payment), customer, order projection, the sweeper, the PSP's faults: one step per call | see the table in [`actors`] |
 //! | [`model`] | the stateright model: actions, faults, refusals, properties, the fair run behind the liveness check | |
 //! | [`check`] | one breadth-first run and its report: state counts, counterexample traces | |
+//! | [`lease`] | the lease rule on its own (two takers, crashes, lost answers, expiry) | `shared/src/lease.rs` |
+//! | [`refund_owner`] | one owner per refund at Stripe and Adyen: the saga's refund step and recovery's give-backs, lost answers and webhooks, Stripe's keys forgotten after a day | `functions/checkout-saga/src/runner/steps.rs` (`refund_payment`), `shared/src/recovery.rs` (`give_back_failed_refund`, `unrecorded`), `shared/src/recovery/adyen.rs` |
 //!
 //! # What it covers
 //! One order of one unit of the last unit in stock, one amount, with every payment scenario (captured at
@@ -83,6 +85,7 @@ pub mod ids;
 pub mod lease;
 pub mod model;
 pub mod psp;
+pub mod refund_owner;
 pub mod world;
 
 pub use model::{CancelMode, Config, ProtocolModel};

@@ -149,6 +149,27 @@ impl<P: Psps> Runner<P> {
         }
     }
 
+    /// `payment` with every refund Stripe made of the saga's PaymentIntent recorded on it (read again when one
+    /// was new to it): the refunds the saga's step would otherwise not know of before it creates its own.
+    pub(super) async fn with_stripe_refunds(
+        &self,
+        saga: &Saga<RefundingPayment>,
+        payment: shared::Payment,
+    ) -> Result<shared::Payment, RunError> {
+        let (reference, _) = super::steps::refund_of(saga)?;
+        let listed = self.psp()?.list_refunds(&reference).await?;
+        let unknown = shared::recovery::unrecorded(&payment, &listed);
+        if unknown.is_empty() {
+            return Ok(payment);
+        }
+        for refund in unknown {
+            warn!(order_id = %saga.order_id(), refund_id = %refund.id, status = %refund.status,
+                  "a refund Stripe made that the payment had not recorded (its answer lost): recorded, not made again");
+            self.observe_refund(saga.payment_id(), saga.record(), refund).await?;
+        }
+        self.saga_payment(saga.record()).await
+    }
+
     /// The refund step's end at Stripe: the PaymentIntent read back and recorded, then refunded, or impossible
     /// when the call was `refused` for good and the charge does not show the money back.
     async fn read_back_refund(

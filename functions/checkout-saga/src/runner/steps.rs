@@ -78,10 +78,21 @@ impl<P: Psps> Runner<P> {
 
     /// The refund step at the payment's PSP. One owner per refund: once the payment's refunds ask the money
     /// back (or one failed: recovery's), the saga creates no refund again ([`shared::saga_refund_settled`]).
+    /// Before it creates one at Stripe it reads the PaymentIntent's refunds there and records those the
+    /// payment does not know (an earlier attempt's answer and webhooks lost), so a resume after Stripe forgot
+    /// the step's key (24 hours) creates only what is missing. Adyen has no such read: there the saga's key
+    /// (`<order>:refund`) and the payment's records decide, and a failed refund is recovery's alone.
     async fn refund_payment(&self, saga: Saga<RefundingPayment>, now: i64) -> Result<Advanced, RunError> {
         let (via, payment) = self.via(saga.record(), "refund").await?;
         let owed = saga.record().checkout.money.amount_minor();
-        match (shared::saga_refund_settled(&payment, owed), via) {
+        let settled = match shared::saga_refund_settled(&payment, owed) {
+            None if via == Via::Stripe => {
+                let payment = self.with_stripe_refunds(&saga, payment).await?;
+                shared::saga_refund_settled(&payment, owed)
+            }
+            settled => settled,
+        };
+        match (settled, via) {
             (Some(step), via) => self.refund_settled(saga, step, via == Via::Adyen, now).await,
             (None, Via::Stripe) => self.refund(saga, now).await,
             (None, Via::Adyen) => self.adyen_refund(saga, now).await,

@@ -510,10 +510,10 @@ async fn a_saga_that_cannot_be_loaded_is_escalated_once_and_set_aside() {
     assert!(w.escalations().await.len() <= 1, "no second escalation message");
 }
 
-/// Found by the protocol model: the refund's answers are lost until the saga is escalated; a day later the
-/// PSP has forgotten the refund's key, so the retry asks again for "all that is left" and is refused (nothing
-/// is left). The saga reads the charge back, sees the money returned, and finishes the compensation instead
-/// of being refused on every resume for good.
+/// Found by the protocol model: the refund's answers are lost, and a day later the PSP has forgotten the
+/// refund's key, so a retry under it would ask again for "all that is left". Since issue 33 the step reads the
+/// PaymentIntent's refunds before it refunds again: the retry in the same resume finds the refund whose
+/// answer was lost, records it and ends the compensation; a resume 25 hours later makes no second refund.
 #[tokio::test]
 async fn a_refund_retried_after_its_key_expired_reads_back_and_the_saga_ends() {
     let w = world().await;
@@ -524,13 +524,20 @@ async fn a_refund_retried_after_its_key_expired_reads_back_and_the_saga_ends() {
         .await
         .expect("start");
     orders::cancel(&w.ctx.client, &w.ctx.table, &id).await.expect("cancel");
-    let escalated = lossy.resume_within(&id, later()).await;
+    let resumed = lossy.resume_within(&id, later()).await;
     w.deliver(&lossy, &waiting).await;
-    let stuck = w.saga(&id).await;
-    assert_eq!(stuck.status, SagaStatus::RefundingPayment, "{escalated:?}");
-    w.sim.ledger.age_keys(Duration::from_secs(25 * 3600));
-    let done = w.runner().resume(&id).await.expect("resume").expect("saga");
-    assert_eq!(done.status, SagaStatus::Compensated);
+    let done = w.saga(&id).await;
+    assert_eq!(done.status, SagaStatus::Compensated, "{resumed:?}");
     w.assert_charged_once(&done, 2500);
     assert_eq!(w.stock().await, STOCK);
+    let intent = done.psp_reference.clone().expect("a PaymentIntent");
+    assert_eq!(
+        w.sim.ledger.refunds_of(intent.as_str()).len(),
+        1,
+        "the lost answer's refund, found"
+    );
+    w.sim.ledger.age_keys(Duration::from_secs(25 * 3600));
+    w.runner().resume(&id).await.expect("resume");
+    assert_eq!(w.saga(&id).await.status, SagaStatus::Compensated);
+    assert_eq!(w.sim.ledger.refunds_of(intent.as_str()).len(), 1, "no second refund");
 }

@@ -105,16 +105,17 @@ async fn a_failed_refund_is_given_back_once_under_its_failures_key_even_after_a_
     assert_eq!(last.refund.as_ref().map(|r| r.amount_minor), Some(amount));
 }
 
+/// A give-back Stripe would refuse (`amount_too_large`: all of the charge was refunded elsewhere, its webhooks
+/// lost): recovery reads the PaymentIntent's refunds before it gives back, records the one it missed, and the
+/// payment is refunded; no refund is asked for, nothing is left open.
 #[tokio::test]
-async fn a_give_back_the_psp_refuses_keeps_the_payment_open_for_an_operator() {
+async fn a_give_back_of_money_refunded_elsewhere_records_that_refund_instead() {
     let w = world().await;
     let runner = w.runner();
     let record = captured(&w).await;
     let id = record.payment_id.clone().expect("payment");
     let reference = record.psp_reference.clone().expect("a PaymentIntent");
     let amount = fixture_money().amount_minor();
-    // All of the charge was refunded at the PSP (its webhooks lost) and a refund we heard of failed: the
-    // give-back is refused (nothing left to refund).
     w.psp().refund("elsewhere", &reference, None).await.expect("refund");
     w.ctx
         .store
@@ -124,15 +125,67 @@ async fn a_give_back_the_psp_refuses_keeps_the_payment_open_for_an_operator() {
     let correlation = CorrelationId::parse("corr-recovery").unwrap();
     assert_eq!(
         runner.recovery.reconcile(&id, correlation).await.expect("reconcile"),
-        Reconciled::Refused
+        Reconciled::Applied(EventKind::PaymentRefunded)
     );
     let p = w.ctx.store.get(&id).await.unwrap().unwrap();
-    assert!(p.is_open() && p.give_back.is_some(), "{p:?}");
-    let intents = w.sim.ledger.intents_for(id.as_str());
+    assert!(!p.is_open() && p.give_back.is_none(), "{p:?}");
     assert_eq!(
-        intents[0]["latest_charge"]["amount_refunded"].as_u64(),
-        Some(amount),
-        "never refunded twice"
+        w.sim.ledger.refunds_of(reference.as_str()).len(),
+        1,
+        "no give-back asked"
+    );
+}
+
+/// A give-back Stripe refuses for good (`charge_disputed`): each refusal is recorded as that give-back's
+/// failed attempt (`refused:<key>`), the next failure's key follows, and past MAX_GIVE_BACKS the payment waits
+/// for a person (`ForOperator`, open): a bounded number of refund calls, never the same refused call on every
+/// look.
+#[tokio::test]
+async fn a_give_back_the_psp_refuses_ends_with_an_operator_after_the_bound_without_a_loop() {
+    let w = world().await;
+    let runner = w.runner();
+    let record = captured(&w).await;
+    let id = record.payment_id.clone().expect("payment");
+    let amount = fixture_money().amount_minor();
+    let charge = w.sim.ledger.intents_for(id.as_str())[0]["latest_charge"]["id"]
+        .as_str()
+        .expect("charge")
+        .to_owned();
+    w.sim.ledger.dispute(&charge, "needs_response").expect("dispute");
+    w.ctx
+        .store
+        .finalize(&id, &failed_refund("re_other", amount, "evt_rf_3"), None)
+        .await
+        .expect("finalize");
+    let look = || async {
+        let correlation = CorrelationId::parse("corr-recovery").unwrap();
+        runner.recovery.reconcile(&id, correlation).await.expect("reconcile")
+    };
+    let mut looks = Vec::new();
+    for _ in 0..8 {
+        looks.push(look().await);
+    }
+    let refund_calls = |w: &World| {
+        w.sim
+            .ledger
+            .requests()
+            .iter()
+            .filter(|r| r.method == "POST" && r.path == "/v1/refunds")
+            .count()
+    };
+    assert_eq!(
+        refund_calls(&w),
+        payments_core::refund::MAX_GIVE_BACKS as usize,
+        "one refused call per give-back: {looks:?}"
+    );
+    assert_eq!(looks.last(), Some(&Reconciled::ForOperator), "{looks:?}");
+    let p = w.ctx.store.get(&id).await.unwrap().unwrap();
+    assert!(p.refund_for_operator() && p.is_open(), "{p:?}");
+    look().await;
+    assert_eq!(
+        refund_calls(&w),
+        payments_core::refund::MAX_GIVE_BACKS as usize,
+        "no loop"
     );
 }
 
@@ -507,4 +560,54 @@ async fn a_refund_failing_for_two_days_creates_no_refund_beyond_the_give_back_bo
         SagaStatus::RefundingPayment,
         "the stock stays held"
     );
+}
+
+/// One owner per refund across time: the saga's refund was made at Stripe and failed there, but its answer and
+/// its webhooks were lost. The step reads the PaymentIntent's refunds (`GET /v1/refunds?payment_intent=`)
+/// before it refunds again, records the failed one, and leaves the money to recovery's give-back under the
+/// failure's key; a resume 25 hours later (Stripe has forgotten `<order>:refund`) makes no second refund.
+#[tokio::test]
+async fn a_resume_a_day_after_a_lost_failed_refund_records_it_and_creates_no_second_refund() {
+    let w = world().await;
+    let lossy = w.runner_over(Quirky(w.psp(), Quirk::RefundAnswersLost));
+    let id = order();
+    let waiting = lossy
+        .start(id.clone(), w.checkout("pm_refund_fails", 1))
+        .await
+        .expect("start");
+    orders::cancel(&w.ctx.client, &w.ctx.table, &id).await.expect("cancel");
+    w.deliver(&lossy, &waiting).await;
+    let payment = waiting.payment_id.clone().expect("payment");
+    let intent = w.sim.ledger.intents_for(payment.as_str())[0]["id"]
+        .as_str()
+        .expect("intent")
+        .to_owned();
+    assert_eq!(
+        w.sim.ledger.refunds_of(&intent).len(),
+        1,
+        "made at Stripe, its answer lost"
+    );
+    w.sim.ledger.age_keys(Duration::from_secs(25 * 3600));
+    let resumed = w.runner().resume(&id).await;
+    assert_eq!(
+        w.sim.ledger.refunds_of(&intent).len(),
+        1,
+        "no second refund under the saga's forgotten key: {resumed:?}"
+    );
+    assert!(resumed.is_err(), "recovery's now, not done: {resumed:?}");
+    let p = w.ctx.store.get(&payment).await.unwrap().unwrap();
+    assert_eq!(
+        (p.refund_failures, p.give_back.map(|g| g.failure)),
+        (1, Some(1)),
+        "the failure recorded, for recovery to give back: {:?}",
+        p.refunds
+    );
+    assert_eq!(w.saga(&id).await.status, SagaStatus::RefundingPayment);
+    // Recovery gives it back once, under `<payment>:refund-failure-1`; the saga's next resume makes none.
+    reconciler(&w, w.psp())
+        .reconcile(&payment, CorrelationId::parse("corr-recovery").unwrap())
+        .await
+        .expect("give back");
+    assert!(w.runner().resume(&id).await.is_err());
+    assert_eq!(w.sim.ledger.refunds_of(&intent).len(), 2, "the saga's and give-back 1");
 }

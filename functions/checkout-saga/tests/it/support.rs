@@ -514,6 +514,9 @@ impl Psp for Quirky {
     ) -> Result<shared::psp::stripe::GenerationFailure, PspError> {
         self.0.retrieve_generation_failure(event).await
     }
+    async fn list_refunds(&self, reference: &PspReference) -> Result<Vec<Refund>, PspError> {
+        self.0.list_refunds(reference).await
+    }
     async fn find_for_payment(&self, payment: &PaymentId) -> Result<Option<PaymentIntent>, PspError> {
         if let Quirk::SearchRefused(calls) = &self.1 {
             calls.fetch_add(1, Ordering::SeqCst);

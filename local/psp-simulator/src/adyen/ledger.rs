@@ -519,14 +519,13 @@ fn capture(payment: &mut Payment, modification: &str, (value, currency): (u64, S
     }
     let mut notices = vec![notice(payment, "CAPTURE", modification, value, None)];
     if payment.scenario.capture_fails {
-        // Accepted, then refused by the scheme: the money never moves.
-        notices.push(notice(
-            payment,
-            "CAPTURE_FAILED",
-            modification,
-            value,
-            Some("Capture failed"),
-        ));
+        // Accepted, then refused by the scheme: the money never moves. Adyen reports the event that
+        // happened, the capture's failure: `success: true`, the why in `reason` (as for `REFUND_FAILED`; the
+        // intake acknowledges and ignores a `CAPTURE_FAILED` with `success: false`).
+        notices.push(Notice {
+            reason: Some("Capture failed".into()),
+            ..notice(payment, "CAPTURE_FAILED", modification, value, None)
+        });
     } else {
         payment.captured += value;
     }

@@ -8,7 +8,8 @@ fn params(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
     pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
 }
 
-fn create(l: &Ledger, key: &str, method: &str) -> Effects {
+/// A confirmed PaymentIntent of 1000 for `pay_1`, made under `key` with the payment method `method`.
+pub(super) fn create(l: &Ledger, key: &str, method: &str) -> Effects {
     let p = params(&[
         ("amount", "1000"),
         ("currency", "eur"),

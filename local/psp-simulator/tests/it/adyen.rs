@@ -359,8 +359,10 @@ fn captures_and_refunds_can_fail_after_they_were_received() {
     let h = post(&l, &format!("/v71/payments/{psp}/captures"), None, &money);
     assert_eq!(
         (h.answer.body["status"].as_str(), events(&h)),
-        (Some("received"), vec![("CAPTURE", true), ("CAPTURE_FAILED", false)])
+        (Some("received"), vec![("CAPTURE", true), ("CAPTURE_FAILED", true)]),
+        "Adyen reports the capture's failure as an event that happened"
     );
+    assert_eq!(h.notices[1].reason.as_deref(), Some("Capture failed"));
     assert_eq!(
         h.notices[0].psp_reference, h.notices[1].psp_reference,
         "both about the one capture"

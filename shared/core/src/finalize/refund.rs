@@ -14,9 +14,11 @@ use crate::status::PaymentStatus::*;
 /// What `report` does to `current` (see the module doc).
 pub(super) fn on_refund(current: &Payment, report: &RefundReport) -> Result<Change, Decision> {
     let new = &report.refund;
-    let ends_give_back = report.answers_give_back.is_some()
-        && report.answers_give_back == current.give_back.map(|g| g.failure)
-        && !new.status.is_undone();
+    // The answer to the give-back due ends it, whatever it says: pending or succeeded, the money is on its
+    // way; failed (or refused for good by the PSP, recorded so), that attempt is spent and its failure is the
+    // next give-back's (or, past the bound, a person's): never the same give-back again.
+    let ends_give_back =
+        report.answers_give_back.is_some() && report.answers_give_back == current.give_back.map(|g| g.failure);
     let known = current.refunds.iter().find(|r| r.refund_id == new.refund_id);
     match known {
         Some(k) if k == new && !ends_give_back => return ignore(IgnoreReason::NoOp),
@@ -96,7 +98,7 @@ pub(super) fn record_refund(
 }
 
 /// A refund that will not return its money: counted, and given back again while the failures stay within
-/// [`MAX_GIVE_BACKS`] (a further one only alarms, for an operator). A give-back not yet made takes this
+/// [`MAX_GIVE_BACKS`] (a further one only alarms, for an operator, and ends any give-back still due). A give-back not yet made takes this
 /// failure's amount too, under this failure's number, never more than what no other refund asks back: the
 /// failed refund may be that give-back's own (its answer lost, its failure heard first), whose money is
 /// already counted.
@@ -105,6 +107,10 @@ fn record_failure(next: &mut Payment, entry: &RefundEntry, report: &RefundReport
     let failure = next.refund_failures;
     let why = report.failure_reason.as_deref().unwrap_or("no reason given");
     if failure > MAX_GIVE_BACKS {
+        // Past the bound nothing is given back again, not even a give-back still due: its attempt may have
+        // been made with its answer lost, and its key (Stripe keeps one a day) made again later would be one
+        // refund more than the bound (found by the protocol model, `refund_owner`).
+        next.give_back = None;
         return format!("{what} ({why}); {failure} refunds failed: not given back again, for an operator");
     }
     let earlier = next.give_back.map_or(0, |g| g.amount_minor);
@@ -279,10 +285,14 @@ mod tests {
             assert_eq!(p.refund_failures, n + 1);
             assert_eq!(p.give_back.is_some(), n < MAX_GIVE_BACKS, "failure {}", n + 1);
         }
-        assert!(
-            !p.is_open(),
-            "after the bound, nothing is replayed: the alarm is for an operator"
-        );
+        // After the bound nothing is given back again, and the payment stays open for an operator (listed,
+        // alarmed) instead of leaving the index with the money still ours.
+        assert_eq!(p.give_back, None);
+        assert!(p.refund_for_operator() && p.is_open(), "{p:?}");
+        // The operator refunds by hand at the PSP: its success ends the question, and the payment closes.
+        let (done, kind, _) = apply(&p, refund("re_by_hand", 1000, Succeeded));
+        assert_eq!(kind, PaymentRefunded);
+        assert!(!done.refund_for_operator() && !done.is_open(), "{done:?}");
     }
 
     #[test]

@@ -334,3 +334,61 @@ async fn doctor_on_a_healthy_world_exits_0_and_on_a_missing_table_exits_1() {
         text(&missing.stderr)
     );
 }
+
+/// A payment whose refunds failed past the give-back bound (the saga's, then one give-back per failure, each
+/// answered pending and then failed) stays open with the money ours: `doctor` lists it as a finding naming
+/// its timeline, exit 3, until a person's refund is reported succeeded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_lists_a_payment_whose_refunds_failed_past_the_bound_until_it_is_refunded() {
+    use payments_core::refund::{RefundStatus, MAX_GIVE_BACKS};
+    let ctx = TestContext::new().await;
+    let queues = fresh_queues(&sqs_client(None)).await;
+    let (_sim, psp, _) = stripe().await;
+    let id = shared::PaymentId::parse("pay_doc_refunds").unwrap();
+    ctx.store
+        .create(fixtures::new_payment(id.as_str(), 1000))
+        .await
+        .unwrap();
+    let apply = |outcome: shared::Outcome| {
+        let (store, id) = (&ctx.store, &id);
+        async move {
+            store
+                .finalize(id, &fixtures::observe(shared::Channel::Webhook, outcome), None)
+                .await
+                .expect("finalize")
+                .payment
+        }
+    };
+    apply(shared::Outcome::Succeeded).await;
+    apply(fixtures::refund("re_saga", 1000, RefundStatus::Failed)).await;
+    for n in 1..=MAX_GIVE_BACKS {
+        let give_back = format!("re_give_back_{n}");
+        let mut answer = fixtures::refund(&give_back, 1000, RefundStatus::Pending);
+        if let shared::Outcome::Refund(r) = &mut answer {
+            r.answers_give_back = Some(n);
+        }
+        apply(answer).await;
+        apply(fixtures::refund(&give_back, 1000, RefundStatus::Failed)).await;
+    }
+    let p = ctx.store.get(&id).await.unwrap().unwrap();
+    assert!(p.refund_for_operator(), "{p:?}");
+
+    let out = doctor(&ctx.table, &queues, &psp, true);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    let report = &serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["result"];
+    assert_eq!(
+        report["refunds_for_operator"],
+        serde_json::json!(["pay_doc_refunds"]),
+        "{report}"
+    );
+    assert!(
+        report["findings"]
+            .to_string()
+            .contains("paymentsctl timeline pay_doc_refunds"),
+        "{report}"
+    );
+
+    apply(fixtures::refund("re_by_hand", 1000, RefundStatus::Succeeded)).await;
+    let out = doctor(&ctx.table, &queues, &psp, true);
+    assert_eq!(out.status.code(), Some(0), "refunded by hand: {}", text(&out.stdout));
+}

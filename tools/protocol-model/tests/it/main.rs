@@ -4,3 +4,4 @@
 
 mod lease;
 mod model;
+mod refund_owner;
