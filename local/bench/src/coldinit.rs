@@ -1,7 +1,7 @@
 //! Each function's cold init (process start to its first poll of the Lambda runtime API), its RSS at that
 //! point, and the size of the release `bootstrap` binaries for arm64 if `cargo lambda build` made them.
 
-use local_dev::runtime_api::RuntimeApi;
+use local_dev::runtime_api::{RuntimeApi, INIT_DEADLINE};
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -37,14 +37,14 @@ pub fn rss_kb(pid: u32, field: &str) -> Option<u64> {
 
 /// Spawns `binary` against the runtime API stand-in and waits for its first `invocation/next` poll.
 async fn cold_init(binary: &Path) -> Result<(Duration, Option<u64>), Box<dyn std::error::Error + Send + Sync>> {
-    let mut api = RuntimeApi::start().await?;
+    let mut api = RuntimeApi::start(Duration::from_secs(30)).await?;
     let started = Instant::now();
     let mut child = api.spawn(&[binary.as_os_str()], "bench", &crate::deployed_settings("bench"), None)?;
     // A function that refuses its configuration exits before it polls: say so rather than wait it out.
-    let first_poll = tokio::select! {
-        poll = tokio::time::timeout(Duration::from_secs(10), api.first_poll.recv()) => poll?.ok_or("no poll")?,
-        exited = child.wait() => return Err(format!("exited before its first poll ({})", exited?).into()),
-    };
+    let first_poll = api
+        .ready(&mut child, "bench", INIT_DEADLINE)
+        .await
+        .map_err(|failed| format!("cold start failed: {}", failed.payload))?;
     let rss = child.id().and_then(|pid| rss_kb(pid, "VmHWM:"));
     child.kill().await.ok();
     Ok((first_poll - started, rss))

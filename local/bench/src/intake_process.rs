@@ -167,7 +167,8 @@ pub async fn run(out: &mut String, n: usize) -> Result<BTreeMap<&'static str, Pr
         payments(&ctx, "cpu_late", n).await?,
         (0..n).map(|i| format!("pay_cpu_foreign_{i}")).collect(),
     );
-    let mut api = RuntimeApi::start().await?;
+    // The intake's own `Timeout` (infra/template.yaml's Globals).
+    let mut api = RuntimeApi::start(Duration::from_secs(10)).await?;
     let log = local_dev::service::repo_root().join(".local/bench-intake.log");
     let child = api.spawn(
         &[binary.as_os_str()],

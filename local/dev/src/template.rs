@@ -58,6 +58,17 @@ impl Template {
             .collect()
     }
 
+    /// The parsed document (for `triggers`, which reads the same template's events).
+    pub(crate) fn doc(&self) -> &Value {
+        &self.doc
+    }
+
+    /// The parsed document, to change in a test.
+    #[cfg(test)]
+    pub(crate) fn doc_mut(&mut self) -> &mut Value {
+        &mut self.doc
+    }
+
     /// The environment `function` gets in a stack standing in as `stack`: `{variable: value}`.
     pub fn environment(&self, function: &str, stack: &Stack) -> Result<BTreeMap<String, String>, String> {
         let resource = &self.doc["Resources"][function];
@@ -103,15 +114,15 @@ fn scalar(value: &Value) -> Result<String, String> {
 }
 
 /// The parameters (defaults, then the stack's values, then the pseudo parameters), the resources and the
-/// conditions one resolution sees.
-struct Scope<'a> {
+/// conditions one resolution sees (also `triggers`' for the properties of a function's events).
+pub(crate) struct Scope<'a> {
     parameters: BTreeMap<String, Option<String>>,
     resources: &'a BTreeMap<String, String>,
     conditions: &'a Value,
 }
 
 impl<'a> Scope<'a> {
-    fn new(doc: &'a Value, stack: &'a Stack) -> Self {
+    pub(crate) fn new(doc: &'a Value, stack: &'a Stack) -> Self {
         let mut parameters: BTreeMap<String, Option<String>> = doc["Parameters"]
             .as_mapping()
             .into_iter()
@@ -132,7 +143,7 @@ impl<'a> Scope<'a> {
     }
 
     /// `value` with every intrinsic applied; `None` for `AWS::NoValue`.
-    fn resolve(&self, value: &Value) -> Result<Option<Value>, String> {
+    pub(crate) fn resolve(&self, value: &Value) -> Result<Option<Value>, String> {
         let Some((function, argument)) = intrinsic(value) else {
             return Ok(Some(value.clone()));
         };
@@ -204,7 +215,7 @@ impl<'a> Scope<'a> {
     }
 
     /// The template's condition `name`, decided on the parameters.
-    fn condition(&self, name: &str) -> Result<bool, String> {
+    pub(crate) fn condition(&self, name: &str) -> Result<bool, String> {
         let expression = self
             .conditions
             .get(name)
@@ -240,7 +251,7 @@ impl<'a> Scope<'a> {
 
 /// An intrinsic function call in either form (`!Ref X` or `{Ref: X}`; `!If` or `{Fn::If: ...}`): its full
 /// name and argument.
-fn intrinsic(value: &Value) -> Option<(String, &Value)> {
+pub(crate) fn intrinsic(value: &Value) -> Option<(String, &Value)> {
     match value {
         Value::Tagged(tagged) => {
             let tag = tagged.tag.to_string();

@@ -21,6 +21,10 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// about a second here; Lambda's own init limit is 10 s, but emulation is slower than a Graviton).
 const START_DEADLINE: Duration = Duration::from_secs(60);
 
+/// How long one sample's answer may take under the emulator (the functions' own `Timeout`s are 10 to 120 s
+/// on a Graviton; this checks that the binary answers, not how fast).
+const INVOKE_DEADLINE: Duration = Duration::from_secs(30);
+
 /// The sample of `events/` each function answers: one of the kind its trigger delivers.
 const SAMPLES: [(&str, &str); 8] = [
     ("PaymentsApiFunction", "api-create-payment.json"),
@@ -101,22 +105,21 @@ async fn cold_start(
     env: &[(String, String)],
     event: serde_json::Value,
 ) -> Result<(Duration, String), String> {
-    let mut api = RuntimeApi::start().await.map_err(|e| e.to_string())?;
+    let mut api = RuntimeApi::start(INVOKE_DEADLINE).await.map_err(|e| e.to_string())?;
     let log = local_dev::service::repo_root().join(format!(".local/cold-start-{function}.log"));
     let started = Instant::now();
     let mut child = api
         .spawn(command, function, env, Some(&log))
         .map_err(|e| format!("spawn {command:?}: {e}"))?;
-    // A function that refuses its configuration exits before it polls: that is its cold start failure.
-    let why = tokio::select! {
-        poll = tokio::time::timeout(START_DEADLINE, api.first_poll.recv()) => match poll {
-            Ok(Some(_)) => None,
-            _ => Some(format!("no poll of the Runtime API within {START_DEADLINE:?}")),
-        },
-        exited = child.wait() => Some(format!("exited before its first poll ({})", exited.map_err(|e| e.to_string())?)),
-    };
-    if let Some(why) = why {
-        return Err(format!("{why}; its log ({}):\n{}", log.display(), log_tail(&log)));
+    // A function that refuses its configuration exits (or reports an init error) before it polls: that is
+    // its cold start failure.
+    if let Err(failed) = api.ready(&mut child, "cold-start", START_DEADLINE).await {
+        let why = failed.payload;
+        return Err(format!(
+            "cold start failed: {why}; its log ({}):\n{}",
+            log.display(),
+            log_tail(&log)
+        ));
     }
     let cold = started.elapsed();
     let answer = api.invoke(event).await.map_err(|e| format!("no answer: {e}"))?;

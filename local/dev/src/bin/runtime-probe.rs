@@ -1,0 +1,73 @@
+//! `runtime-probe`: the smallest function that speaks the Lambda Runtime API, for the tests of the local
+//! Lambda (`local/dev/tests`): the real functions take minutes to build and cannot be told to hang or fail.
+//! Its init does what `PROBE_INIT` says (`error`: reports an init error then exits, `exit`: exits with 3,
+//! otherwise polls); each event's order `{"sleep_ms": n, "fail": bool, "answer": ...}` (the event itself, or
+//! the JSON body of an HTTP API event) makes it wait `n` ms, then report an error, answer `answer`, or answer
+//! `{"pid": its process id, "event": the event}`. Std only: no runtime crate to hide what goes over the wire.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+
+type BoxError = Box<dyn std::error::Error>;
+
+/// One HTTP/1.1 exchange with the runtime API (a connection each, closed by the server's answer): the
+/// answer's headers and body.
+fn exchange(api: &str, method: &str, path: &str, body: &str) -> Result<(String, String), BoxError> {
+    let mut stream = TcpStream::connect(api)?;
+    write!(
+        stream,
+        "{method} /2018-06-01/runtime/{path} HTTP/1.1\r\nHost: {api}\r\nConnection: close\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer)?;
+    let (head, body) = answer.split_once("\r\n\r\n").ok_or("no end of headers")?;
+    Ok((head.to_owned(), body.to_owned()))
+}
+
+/// The value of `name` in `head` (case-insensitive, as HTTP headers are).
+fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
+    head.lines().find_map(|line| {
+        let (key, value) = line.split_once(':')?;
+        key.trim().eq_ignore_ascii_case(name).then(|| value.trim())
+    })
+}
+
+fn main() -> Result<(), BoxError> {
+    let api = std::env::var("AWS_LAMBDA_RUNTIME_API")?;
+    match std::env::var("PROBE_INIT").as_deref() {
+        Ok("error") => {
+            let report = r#"{"errorType":"Probe.InitRefused","errorMessage":"PROBE_INIT says no"}"#;
+            exchange(&api, "POST", "init/error", report)?;
+            std::process::exit(1);
+        }
+        Ok("exit") => std::process::exit(3),
+        _ => {}
+    }
+    loop {
+        let (head, event) = exchange(&api, "GET", "invocation/next", "")?;
+        let id = header(&head, "lambda-runtime-aws-request-id").ok_or("no request id")?;
+        let parsed: serde_json::Value = serde_json::from_str(&event)?;
+        let order = match parsed["body"].as_str() {
+            Some(body) if parsed["version"] == "2.0" => serde_json::from_str(body).unwrap_or_default(),
+            _ => parsed.clone(),
+        };
+        let sleep = order["sleep_ms"].as_u64().unwrap_or(0);
+        std::thread::sleep(std::time::Duration::from_millis(sleep));
+        if order["fail"].as_bool() == Some(true) {
+            let report = r#"{"errorType":"Probe.Failed","errorMessage":"the event said fail"}"#;
+            exchange(&api, "POST", &format!("invocation/{id}/error"), report)?;
+        } else if !order["answer"].is_null() {
+            exchange(
+                &api,
+                "POST",
+                &format!("invocation/{id}/response"),
+                &order["answer"].to_string(),
+            )?;
+        } else {
+            let answer = serde_json::json!({"pid": std::process::id(), "event": parsed});
+            exchange(&api, "POST", &format!("invocation/{id}/response"), &answer.to_string())?;
+        }
+    }
+}

@@ -1,0 +1,188 @@
+//! The HTTP API's front as API Gateway runs it for the template's `HttpApi` routes: a request matched on
+//! method and path (`{name}` one segment), refused 403 on an `AWS_IAM` route without a SigV4 `Authorization`
+//! header (the signature itself is not verified here: docs/LOCAL.md), 404 where no route matches, else handed
+//! to the route's function (`function_pool`) as a payload format 2.0 event; its answer becomes the response,
+//! a function error 502 and a throttled invocation 500, both `{"message":"Internal Server Error"}`, as API
+//! Gateway answers them.
+
+use crate::function_pool::{FunctionPool, Outcome};
+use crate::runtime_api::serve_connections;
+use crate::triggers::RouteAuth;
+use base64::Engine;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::{Request, Response, StatusCode};
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+
+/// One route of the API and the function behind it.
+pub struct Route {
+    /// `POST`, `GET`, ... or `ANY`.
+    pub method: String,
+    /// As the template writes it: `/payments/{id}`.
+    pub path: String,
+    pub auth: RouteAuth,
+    pub function: Arc<FunctionPool>,
+}
+
+/// Serves `routes` on `listener` until the task is dropped.
+pub async fn serve(listener: TcpListener, routes: Vec<Route>) {
+    let routes = Arc::new(routes);
+    serve_connections(listener, move |req| answer(routes.clone(), req)).await;
+}
+
+/// API Gateway's own answer: `status` with `{"message": message}`.
+fn gateway(status: StatusCode, message: &str) -> Response<Full<Bytes>> {
+    let body = json!({ "message": message }).to_string();
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        "content-type",
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+async fn answer(routes: Arc<Vec<Route>>, req: Request<Incoming>) -> Result<Response<Full<Bytes>>, hyper::Error> {
+    let method = req.method().as_str().to_owned();
+    let path = req.uri().path().to_owned();
+    let Some((route, parameters)) = routes.iter().find_map(|r| matches(r, &method, &path).map(|p| (r, p))) else {
+        return Ok(gateway(StatusCode::NOT_FOUND, "Not Found"));
+    };
+    let signed = req
+        .headers()
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("AWS4-HMAC-SHA256 "));
+    if route.auth == RouteAuth::Iam && !signed {
+        return Ok(gateway(StatusCode::FORBIDDEN, "Forbidden"));
+    }
+    let (head, body) = req.into_parts();
+    let body = body.collect().await?.to_bytes();
+    let event = event(route, &head, &body, parameters);
+    Ok(match route.function.invoke(event).await {
+        Ok(Outcome::Response(answer)) => response(&answer),
+        Ok(Outcome::FunctionError(_)) => gateway(StatusCode::BAD_GATEWAY, "Internal Server Error"),
+        Ok(Outcome::Throttled) | Err(_) => gateway(StatusCode::INTERNAL_SERVER_ERROR, "Internal Server Error"),
+    })
+}
+
+/// The path parameters when `route` takes `method` on `path`.
+fn matches(route: &Route, method: &str, path: &str) -> Option<BTreeMap<String, String>> {
+    if route.method != "ANY" && !route.method.eq_ignore_ascii_case(method) {
+        return None;
+    }
+    let wanted: Vec<&str> = route.path.trim_matches('/').split('/').collect();
+    let given: Vec<&str> = path.trim_matches('/').split('/').collect();
+    if wanted.len() != given.len() {
+        return None;
+    }
+    let mut parameters = BTreeMap::new();
+    for (w, g) in wanted.iter().zip(&given) {
+        match w.strip_prefix('{').and_then(|n| n.strip_suffix('}')) {
+            Some(_) if g.is_empty() => return None,
+            Some(name) => {
+                parameters.insert(name.to_owned(), (*g).to_owned());
+            }
+            None if w == g => {}
+            None => return None,
+        }
+    }
+    Some(parameters)
+}
+
+/// The payload format 2.0 event API Gateway hands the function.
+fn event(
+    route: &Route,
+    head: &hyper::http::request::Parts,
+    body: &[u8],
+    parameters: BTreeMap<String, String>,
+) -> Value {
+    let mut headers = Map::new();
+    for (name, value) in &head.headers {
+        let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
+        let joined = match headers.get(name.as_str()).and_then(Value::as_str) {
+            Some(before) => format!("{before},{value}"),
+            None => value,
+        };
+        headers.insert(name.as_str().to_owned(), Value::String(joined));
+    }
+    let query = head.uri.query().unwrap_or_default();
+    let mut query_parameters = Map::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        query_parameters.insert(key.to_owned(), Value::String(value.to_owned()));
+    }
+    let (body, encoded) = match std::str::from_utf8(body) {
+        Ok(text) => (text.to_owned(), false),
+        Err(_) => (base64::engine::general_purpose::STANDARD.encode(body), true),
+    };
+    let route_key = format!("{} {}", route.method, route.path);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    json!({
+        "version": "2.0",
+        "routeKey": route_key,
+        "rawPath": head.uri.path(),
+        "rawQueryString": query,
+        "headers": headers,
+        "queryStringParameters": (!query_parameters.is_empty()).then_some(query_parameters),
+        "pathParameters": (!parameters.is_empty()).then_some(parameters),
+        "requestContext": {
+            "accountId": "000000000000",
+            "apiId": "local",
+            "domainName": "localhost",
+            "domainPrefix": "localhost",
+            "http": {
+                "method": head.method.as_str(),
+                "path": head.uri.path(),
+                "protocol": "HTTP/1.1",
+                "sourceIp": "127.0.0.1",
+                "userAgent": headers.get("user-agent").cloned().unwrap_or_default(),
+            },
+            "requestId": uuid::Uuid::new_v4().to_string(),
+            "routeKey": route_key,
+            "stage": "$default",
+            "timeEpoch": now,
+        },
+        "body": body,
+        "isBase64Encoded": encoded,
+    })
+}
+
+/// The function's answer as API Gateway returns it: a `statusCode` answer as it says, anything else as a
+/// 200 JSON body (payload format 2.0's rule).
+fn response(answer: &Value) -> Response<Full<Bytes>> {
+    let Some(status) = answer.get("statusCode").and_then(Value::as_u64) else {
+        let mut response = Response::new(Full::new(Bytes::from(answer.to_string())));
+        response.headers_mut().insert(
+            "content-type",
+            hyper::header::HeaderValue::from_static("application/json"),
+        );
+        return response;
+    };
+    let text = answer["body"].as_str().unwrap_or_default();
+    let body = if answer["isBase64Encoded"].as_bool() == Some(true) {
+        match base64::engine::general_purpose::STANDARD.decode(text) {
+            Ok(bytes) => bytes,
+            Err(_) => return gateway(StatusCode::BAD_GATEWAY, "Internal Server Error"),
+        }
+    } else {
+        text.as_bytes().to_vec()
+    };
+    let mut builder = Response::builder().status(u16::try_from(status).unwrap_or(500));
+    for (name, value) in answer["headers"].as_object().into_iter().flatten() {
+        builder = builder.header(name.as_str(), value.as_str().unwrap_or_default());
+    }
+    for cookie in answer["cookies"].as_array().into_iter().flatten() {
+        builder = builder.header("set-cookie", cookie.as_str().unwrap_or_default());
+    }
+    // A malformed answer (a status or header HTTP refuses) is API Gateway's 502.
+    builder
+        .body(Full::new(Bytes::from(body)))
+        .unwrap_or_else(|_| gateway(StatusCode::BAD_GATEWAY, "Internal Server Error"))
+}

@@ -1,0 +1,236 @@
+//! The local Lambda (`function_pool` over `runtime_api`) against a real process speaking the Runtime API
+//! (`runtime-probe`): the function's `Timeout` kills the invocation and answers as Lambda does, the
+//! reservation throttles, environments are reused warm and cold-started when none is idle, a failed init is
+//! reported with the function's own error; the HTTP API front routes, refuses and answers as API Gateway.
+
+use local_dev::function_pool::{FunctionPool, FunctionSpec, Outcome};
+use local_dev::http_api::Route;
+use local_dev::triggers::RouteAuth;
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+fn probe(timeout: Duration, reserved: Option<usize>, init: &str) -> FunctionPool {
+    FunctionPool::new(FunctionSpec {
+        name: "Probe".into(),
+        command: vec![env!("CARGO_BIN_EXE_runtime-probe").into()],
+        environment: vec![("PROBE_INIT".into(), init.into())],
+        timeout,
+        reserved,
+        log_dir: None,
+    })
+}
+
+/// The answering process's id, or the outcome when it is not an answer.
+fn pid(outcome: &Outcome) -> u64 {
+    match outcome {
+        Outcome::Response(body) => body["pid"].as_u64().unwrap_or_default(),
+        other => panic!("expected an answer, got {other:?}"),
+    }
+}
+
+fn error_of(outcome: Outcome) -> Value {
+    match outcome {
+        Outcome::FunctionError(payload) => payload,
+        other => panic!("expected a function error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_warm_environment_answers_again_without_a_cold_start() {
+    let pool = probe(Duration::from_secs(3), None, "ok");
+    let first = pool.invoke(json!({"n": 1})).await.expect("invoke");
+    let second = pool.invoke(json!({"n": 2})).await.expect("invoke");
+    assert_eq!(pid(&first), pid(&second));
+    assert_eq!(pool.cold_starts(), 1);
+    let Outcome::Response(body) = second else {
+        unreachable!()
+    };
+    assert_eq!(body["event"], json!({"n": 2}));
+}
+
+#[tokio::test]
+async fn an_invocation_past_the_timeout_is_killed_and_answered_as_lambda_does() {
+    let pool = probe(Duration::from_secs(1), None, "ok");
+    let warm = pid(&pool.invoke(json!({})).await.expect("invoke"));
+    let started = Instant::now();
+    let payload = error_of(pool.invoke(json!({"sleep_ms": 5000})).await.expect("invoke"));
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "waited {:?}",
+        started.elapsed()
+    );
+    assert_eq!(payload["errorType"], "Sandbox.Timedout");
+    let message = payload["errorMessage"].as_str().unwrap_or_default();
+    assert!(
+        message.ends_with("Error: Task timed out after 1.00 seconds"),
+        "{message}"
+    );
+    // The environment that timed out is gone: the next invocation is a cold start in a new process.
+    let next = pid(&pool.invoke(json!({})).await.expect("invoke"));
+    assert_ne!(next, warm);
+    assert_eq!(pool.cold_starts(), 2);
+}
+
+#[tokio::test]
+async fn the_reservation_bounds_the_environments_and_throttles_beyond_it() {
+    let pool = probe(Duration::from_secs(5), Some(2), "ok");
+    let slow = || pool.invoke(json!({"sleep_ms": 1500}));
+    let (a, b, c) = tokio::join!(slow(), slow(), async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        pool.invoke(json!({})).await
+    });
+    let (a, b) = (a.expect("invoke"), b.expect("invoke"));
+    assert_ne!(pid(&a), pid(&b), "two at once run in two environments");
+    assert!(matches!(c.expect("invoke"), Outcome::Throttled));
+    // Once they are done, an invocation takes one of the two warm environments.
+    let after = pid(&pool.invoke(json!({})).await.expect("invoke"));
+    assert!([pid(&a), pid(&b)].contains(&after));
+    assert_eq!(pool.cold_starts(), 2);
+}
+
+#[tokio::test]
+async fn a_reservation_of_zero_throttles_every_invocation() {
+    let pool = probe(Duration::from_secs(1), Some(0), "ok");
+    assert!(matches!(
+        pool.invoke(json!({})).await.expect("invoke"),
+        Outcome::Throttled
+    ));
+    assert_eq!(pool.cold_starts(), 0);
+}
+
+#[tokio::test]
+async fn a_reported_error_is_the_function_error_and_the_environment_stays() {
+    let pool = probe(Duration::from_secs(3), None, "ok");
+    let payload = error_of(pool.invoke(json!({"fail": true})).await.expect("invoke"));
+    assert_eq!(payload["errorType"], "Probe.Failed");
+    pid(&pool.invoke(json!({})).await.expect("invoke"));
+    assert_eq!(pool.cold_starts(), 1);
+}
+
+#[tokio::test]
+async fn an_init_error_is_answered_with_the_functions_own_report() {
+    let pool = probe(Duration::from_secs(3), None, "error");
+    let payload = error_of(pool.invoke(json!({})).await.expect("invoke"));
+    assert_eq!(
+        payload,
+        json!({"errorType": "Probe.InitRefused", "errorMessage": "PROBE_INIT says no"})
+    );
+}
+
+#[tokio::test]
+async fn a_runtime_that_exits_in_its_init_is_a_runtime_exit_error() {
+    let pool = probe(Duration::from_secs(3), None, "exit");
+    let payload = error_of(pool.invoke(json!({})).await.expect("invoke"));
+    assert_eq!(payload["errorType"], "Runtime.ExitError");
+    let message = payload["errorMessage"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("Runtime exited with error: exit status: 3"),
+        "{message}"
+    );
+}
+
+/// The HTTP API front on a free port with `routes`: its address.
+async fn http_api(routes: Vec<Route>) -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(local_dev::http_api::serve(listener, routes));
+    addr
+}
+
+fn route(method: &str, path: &str, auth: RouteAuth, function: &Arc<FunctionPool>) -> Route {
+    Route {
+        method: method.into(),
+        path: path.into(),
+        auth,
+        function: function.clone(),
+    }
+}
+
+/// One HTTP/1.1 request: the answer's status, headers and body.
+async fn request(addr: std::net::SocketAddr, head: &str, body: &str) -> (u16, String, String) {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let text = format!(
+        "{head}\r\nHost: local\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(text.as_bytes()).await.expect("send");
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.expect("read");
+    let (head, body) = answer.split_once("\r\n\r\n").expect("an HTTP answer");
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("a status");
+    (status, head.to_owned(), body.to_owned())
+}
+
+#[tokio::test]
+async fn a_public_route_hands_its_function_api_gateways_event() {
+    let function = Arc::new(probe(Duration::from_secs(3), None, "ok"));
+    let addr = http_api(vec![route("POST", "/things/{id}", RouteAuth::None, &function)]).await;
+    let (status, _, body) = request(addr, "POST /things/42?mode=fast HTTP/1.1\r\nX-Trace: t1", r#"{"n":1}"#).await;
+    assert_eq!(status, 200, "{body}");
+    let event = serde_json::from_str::<Value>(&body).expect("the probe's answer")["event"].clone();
+    assert_eq!(event["routeKey"], "POST /things/{id}");
+    assert_eq!(
+        (event["body"].as_str(), event["headers"]["x-trace"].as_str()),
+        (Some(r#"{"n":1}"#), Some("t1"))
+    );
+    // What the functions' runtime (lambda_http) reads it as.
+    let parsed: aws_lambda_events::apigw::ApiGatewayV2httpRequest = serde_json::from_value(event).expect("2.0 event");
+    assert_eq!(parsed.path_parameters.get("id").map(String::as_str), Some("42"));
+    assert_eq!(parsed.query_string_parameters.first("mode"), Some("fast"));
+    assert_eq!(parsed.request_context.http.method, hyper::Method::POST);
+}
+
+#[tokio::test]
+async fn an_iam_route_refuses_an_unsigned_caller_before_the_function() {
+    let function = Arc::new(probe(Duration::from_secs(3), None, "ok"));
+    let addr = http_api(vec![route("GET", "/payments/{id}", RouteAuth::Iam, &function)]).await;
+    let (status, _, body) = request(addr, "GET /payments/p1 HTTP/1.1", "").await;
+    assert_eq!((status, body.as_str()), (403, r#"{"message":"Forbidden"}"#));
+    assert_eq!(
+        function.cold_starts(),
+        0,
+        "API Gateway refused it: the function never ran"
+    );
+    let signed = "GET /payments/p1 HTTP/1.1\r\nAuthorization: AWS4-HMAC-SHA256 Credential=local/20261204/us-east-1/execute-api/aws4_request, SignedHeaders=host, Signature=00";
+    assert_eq!(request(addr, signed, "").await.0, 200);
+}
+
+#[tokio::test]
+async fn no_route_is_404_and_the_functions_answer_is_the_response() {
+    let function = Arc::new(probe(Duration::from_secs(3), None, "ok"));
+    let addr = http_api(vec![route("POST", "/things/{id}", RouteAuth::None, &function)]).await;
+    for head in [
+        "GET /things/1 HTTP/1.1",
+        "POST /things HTTP/1.1",
+        "POST /things/1/more HTTP/1.1",
+    ] {
+        let (status, _, body) = request(addr, head, "").await;
+        assert_eq!((status, body.as_str()), (404, r#"{"message":"Not Found"}"#), "{head}");
+    }
+    let order = json!({"answer": {"statusCode": 409, "headers": {"x-why": "taken"}, "body": "{\"error\":\"x\"}"}});
+    let (status, head, body) = request(addr, "POST /things/1 HTTP/1.1", &order.to_string()).await;
+    assert_eq!((status, body.as_str()), (409, r#"{"error":"x"}"#));
+    assert!(head.to_ascii_lowercase().contains("x-why: taken"), "{head}");
+}
+
+#[tokio::test]
+async fn a_function_error_is_502_and_a_throttle_500_as_api_gateway_answers() {
+    let failing = Arc::new(probe(Duration::from_secs(3), None, "ok"));
+    let none_reserved = Arc::new(probe(Duration::from_secs(3), Some(0), "ok"));
+    let addr = http_api(vec![
+        route("POST", "/fail", RouteAuth::None, &failing),
+        route("POST", "/throttled", RouteAuth::None, &none_reserved),
+    ])
+    .await;
+    let internal = r#"{"message":"Internal Server Error"}"#;
+    let (status, _, body) = request(addr, "POST /fail HTTP/1.1", r#"{"fail":true}"#).await;
+    assert_eq!((status, body.as_str()), (502, internal));
+    let (status, _, body) = request(addr, "POST /throttled HTTP/1.1", "{}").await;
+    assert_eq!((status, body.as_str()), (500, internal));
+}
