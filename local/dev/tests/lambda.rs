@@ -1,11 +1,13 @@
 //! The local Lambda (`function_pool` over `runtime_api`) against a real process speaking the Runtime API
 //! (`runtime-probe`): the function's `Timeout` kills the invocation and answers as Lambda does, the
 //! reservation throttles, environments are reused warm and cold-started when none is idle, a failed init is
-//! reported with the function's own error; the HTTP API front routes, refuses and answers as API Gateway.
+//! reported with the function's own error; the HTTP API front routes, refuses and answers as API Gateway;
+//! an asynchronous event is retried and sent to its on-failure destination (a queue in moto) as Lambda does.
 
+use local_dev::async_invoke::{AsyncInvoker, Delivery, Waits};
 use local_dev::function_pool::{FunctionPool, FunctionSpec, Outcome};
 use local_dev::http_api::Route;
-use local_dev::triggers::RouteAuth;
+use local_dev::triggers::{AsyncConfig, RouteAuth};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -233,4 +235,136 @@ async fn a_function_error_is_502_and_a_throttle_500_as_api_gateway_answers() {
     assert_eq!((status, body.as_str()), (502, internal));
     let (status, _, body) = request(addr, "POST /throttled HTTP/1.1", "{}").await;
     assert_eq!((status, body.as_str()), (500, internal));
+}
+
+/// A queue in moto standing in for an on-failure destination: its client and URL.
+async fn destination() -> (aws_sdk_sqs::Client, String) {
+    let sdk = aws_config::SdkConfig::builder()
+        .region(aws_sdk_sqs::config::Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_sqs::config::SharedCredentialsProvider::new(
+            aws_sdk_sqs::config::Credentials::new("local", "local", None, None, "lambda-tests"),
+        ))
+        .endpoint_url(local_dev::service::SQS.endpoint())
+        .behavior_version(aws_config::BehaviorVersion::latest())
+        .build();
+    let sqs = aws_sdk_sqs::Client::new(&sdk);
+    let name = format!("on-failure-{}", uuid::Uuid::new_v4());
+    let created = sqs.create_queue().queue_name(name).send().await.expect("create queue");
+    let url = created.queue_url().expect("a queue URL").to_owned();
+    (sqs, url)
+}
+
+/// The records on the destination queue.
+async fn records(sqs: &aws_sdk_sqs::Client, url: &str) -> Vec<Value> {
+    let received = sqs
+        .receive_message()
+        .queue_url(url)
+        .max_number_of_messages(10)
+        .send()
+        .await
+        .expect("receive");
+    received
+        .messages()
+        .iter()
+        .map(|m| serde_json::from_str(m.body().unwrap_or_default()).expect("a JSON record"))
+        .collect()
+}
+
+fn asynchronous(
+    function: FunctionPool,
+    max_retries: u64,
+    max_age_ms: u64,
+    to: Option<(aws_sdk_sqs::Client, String)>,
+) -> AsyncInvoker {
+    AsyncInvoker {
+        function: Arc::new(function),
+        name: "Probe".into(),
+        config: AsyncConfig {
+            max_retries,
+            max_event_age: Duration::from_millis(max_age_ms),
+            on_failure: None,
+        },
+        destination: to,
+        waits: Waits {
+            after_error: [Duration::from_millis(50), Duration::from_millis(100)],
+            throttle_first: Duration::from_millis(20),
+            throttle_max: Duration::from_millis(80),
+        },
+    }
+}
+
+#[tokio::test]
+async fn an_asynchronous_event_that_keeps_failing_is_retried_then_sent_to_the_destination() {
+    let (sqs, url) = destination().await;
+    let invoker = asynchronous(
+        probe(Duration::from_secs(3), None, "ok"),
+        2,
+        60_000,
+        Some((sqs.clone(), url.clone())),
+    );
+    let event = json!({"fail": true, "run": "r1"});
+    let delivery = invoker.deliver(event.clone()).await.expect("delivered");
+    assert_eq!(
+        delivery,
+        Delivery::Failed {
+            condition: "RetriesExhausted",
+            invocations: 3
+        },
+        "Lambda's default: 2 retries"
+    );
+    let records = records(&sqs, &url).await;
+    let [record] = records.as_slice() else {
+        panic!("one record: {records:?}")
+    };
+    assert_eq!(record["requestContext"]["condition"], "RetriesExhausted");
+    assert_eq!(record["requestContext"]["approximateInvokeCount"], 3);
+    assert_eq!(record["requestPayload"], event);
+    assert_eq!(record["responsePayload"]["errorType"], "Probe.Failed");
+}
+
+#[tokio::test]
+async fn no_retry_runs_once_and_a_success_is_done() {
+    let failing = asynchronous(probe(Duration::from_secs(3), None, "ok"), 0, 60_000, None);
+    let delivery = failing.deliver(json!({"fail": true})).await.expect("delivered");
+    assert_eq!(
+        delivery,
+        Delivery::Failed {
+            condition: "RetriesExhausted",
+            invocations: 1
+        }
+    );
+    let answering = Arc::new(asynchronous(probe(Duration::from_secs(3), None, "ok"), 0, 60_000, None));
+    let delivery = answering.invoke(json!({})).await.expect("joined").expect("delivered");
+    assert_eq!(delivery, Delivery::Done { invocations: 1 });
+}
+
+#[tokio::test]
+async fn a_throttled_event_waits_until_its_age_runs_out_then_goes_to_the_destination() {
+    let (sqs, url) = destination().await;
+    let invoker = asynchronous(
+        probe(Duration::from_secs(3), Some(0), "ok"),
+        2,
+        400,
+        Some((sqs.clone(), url.clone())),
+    );
+    let started = Instant::now();
+    let delivery = invoker.deliver(json!({"run": "r2"})).await.expect("delivered");
+    assert_eq!(
+        delivery,
+        Delivery::Failed {
+            condition: "EventAgeExceeded",
+            invocations: 0
+        }
+    );
+    assert!(
+        started.elapsed() >= Duration::from_millis(250),
+        "it waited: {:?}",
+        started.elapsed()
+    );
+    let records = records(&sqs, &url).await;
+    let [record] = records.as_slice() else {
+        panic!("one record: {records:?}")
+    };
+    assert_eq!(record["requestContext"]["condition"], "EventAgeExceeded");
+    assert!(record.get("responsePayload").is_none(), "{record}");
 }
