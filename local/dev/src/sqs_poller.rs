@@ -2,7 +2,10 @@
 //! handler in the shape Lambda delivers (`SqsEvent`, with `MessageGroupId` and `ApproximateReceiveCount`,
 //! and the message attributes, which carry the trace context), and deletes the ones the handler did not
 //! report as failed (ReportBatchItemFailures). Failed messages come back after their visibility timeout.
+//! The handler is a function's code called in this process, or the function as Lambda runs it
+//! ([`invoke_batch`] on its `function_pool`).
 
+use crate::function_pool::{FunctionPool, Outcome};
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use aws_sdk_sqs::types::{Message, MessageSystemAttributeName};
 use serde_json::json;
@@ -16,6 +19,8 @@ pub struct SqsPoller {
     queue_url: String,
     /// Visibility timeout of each receive, in seconds.
     pub visibility_timeout: i32,
+    /// The mapping's `BatchSize`: the most messages one receive (and so one invocation) takes (SQS: 1 to 10).
+    pub batch_size: i32,
     /// Tests: forget to delete every n-th handled message, as if the delete was lost.
     pub lose_every_nth_ack: Option<usize>,
     handled: usize,
@@ -50,12 +55,34 @@ fn message_attributes(m: &Message) -> serde_json::Map<String, serde_json::Value>
         .collect()
 }
 
+/// Hands `event` to `function` as the SQS event source mapping does: its `batchItemFailures` are the failed
+/// messages; a function error, a throttle or no answer fails the whole batch (every message comes back after
+/// its visibility timeout), as Lambda's mapping leaves them on the queue.
+pub async fn invoke_batch(function: &FunctionPool, event: SqsEvent) -> SqsBatchResponse {
+    let everything = || {
+        let mut all = SqsBatchResponse::default();
+        for record in &event.records {
+            all.add_failure(record.message_id.clone().unwrap_or_default());
+        }
+        all
+    };
+    let Ok(payload) = serde_json::to_value(&event) else {
+        return everything();
+    };
+    match function.invoke(payload).await {
+        // A function answer that is no batch response (or none) reports no failure, as Lambda reads it.
+        Ok(Outcome::Response(answer)) => serde_json::from_value(answer).unwrap_or_default(),
+        Ok(Outcome::FunctionError(_) | Outcome::Throttled) | Err(_) => everything(),
+    }
+}
+
 impl SqsPoller {
     pub fn new(sqs: aws_sdk_sqs::Client, queue_url: impl Into<String>) -> Self {
         Self {
             sqs,
             queue_url: queue_url.into(),
             visibility_timeout: 1,
+            batch_size: 10,
             lose_every_nth_ack: None,
             handled: 0,
         }
@@ -71,7 +98,7 @@ impl SqsPoller {
             .sqs
             .receive_message()
             .queue_url(&self.queue_url)
-            .max_number_of_messages(10)
+            .max_number_of_messages(self.batch_size)
             .visibility_timeout(self.visibility_timeout)
             .message_system_attribute_names(MessageSystemAttributeName::All)
             .message_attribute_names("All")

@@ -183,11 +183,7 @@ impl Reader<'_> {
         Ok(match kind {
             "HttpApi" => self.route(p)?,
             "DynamoDB" => Trigger::Stream(self.stream(p)?),
-            "SQS" => Trigger::Queue {
-                queue: self.logical_id(&p["Queue"], "Queue")?,
-                batch_size: self.count(&p["BatchSize"])?.unwrap_or(10),
-                item_failures: self.item_failures(p)?,
-            },
+            "SQS" => self.queue(p)?,
             _ => self.schedule(p)?,
         })
     }
@@ -255,6 +251,22 @@ impl Reader<'_> {
                     EventPattern::parse(&text).map_err(|why| format!("{}: {why}", self.at))
                 })
                 .collect::<Result<_, _>>()?,
+        })
+    }
+
+    /// An SQS mapping: one receive per batch here, so at most 10 (more needs a batching window).
+    fn queue(&self, p: &Value) -> Result<Trigger, String> {
+        let batch_size = self.count(&p["BatchSize"])?.unwrap_or(10);
+        if !(1..=10).contains(&batch_size) {
+            return Err(format!(
+                "{}: an SQS BatchSize of {batch_size} (over 10) is not emulated locally",
+                self.at
+            ));
+        }
+        Ok(Trigger::Queue {
+            queue: self.logical_id(&p["Queue"], "Queue")?,
+            batch_size,
+            item_failures: self.item_failures(p)?,
         })
     }
 
@@ -544,6 +556,11 @@ mod tests {
             err.contains("event Outbox: the filter operator \"wildcard\" at eventName"),
             "{err}"
         );
+        let big_batch = changed("CheckoutEventsFunction", |p| {
+            p["Events"]["PaymentEvents"]["Properties"]["BatchSize"] = Value::from(50);
+        });
+        let err = read(&big_batch, "CheckoutEventsFunction").expect_err("BatchSize 50");
+        assert!(err.contains("event PaymentEvents: an SQS BatchSize of 50"), "{err}");
         let jwt = changed("PaymentsApiFunction", |p| {
             p["Events"]["CreatePayment"]["Properties"]["Auth"]["Authorizer"] = Value::from("MyJwt");
         });

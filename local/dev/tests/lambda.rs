@@ -7,6 +7,7 @@
 use local_dev::async_invoke::{AsyncInvoker, Delivery, Waits};
 use local_dev::function_pool::{FunctionPool, FunctionSpec, Outcome};
 use local_dev::http_api::Route;
+use local_dev::sqs_poller::{invoke_batch, SqsPoller};
 use local_dev::triggers::{AsyncConfig, RouteAuth};
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -367,4 +368,88 @@ async fn a_throttled_event_waits_until_its_age_runs_out_then_goes_to_the_destina
     };
     assert_eq!(record["requestContext"]["condition"], "EventAgeExceeded");
     assert!(record.get("responsePayload").is_none(), "{record}");
+}
+
+/// A FIFO queue in moto holding `bodies` (one message group), and its client.
+async fn fifo_with(bodies: &[&str]) -> (aws_sdk_sqs::Client, String) {
+    let (sqs, _) = destination().await;
+    let name = format!("mapping-{}.fifo", uuid::Uuid::new_v4());
+    let created = sqs
+        .create_queue()
+        .queue_name(name)
+        .attributes(aws_sdk_sqs::types::QueueAttributeName::FifoQueue, "true")
+        .send()
+        .await
+        .expect("create FIFO queue");
+    let url = created.queue_url().expect("a queue URL").to_owned();
+    for (n, body) in bodies.iter().enumerate() {
+        sqs.send_message()
+            .queue_url(&url)
+            .message_body(*body)
+            .message_group_id("pay_1")
+            .message_deduplication_id(n.to_string())
+            .send()
+            .await
+            .expect("send");
+    }
+    (sqs, url)
+}
+
+/// The messages on `url`, visible or in flight.
+async fn left_on(sqs: &aws_sdk_sqs::Client, url: &str) -> u64 {
+    use aws_sdk_sqs::types::QueueAttributeName as A;
+    let attributes = sqs
+        .get_queue_attributes()
+        .queue_url(url)
+        .attribute_names(A::ApproximateNumberOfMessages)
+        .attribute_names(A::ApproximateNumberOfMessagesNotVisible)
+        .send()
+        .await
+        .expect("attributes");
+    let count = |a: A| {
+        attributes
+            .attributes()
+            .and_then(|m| m.get(&a))
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    count(A::ApproximateNumberOfMessages) + count(A::ApproximateNumberOfMessagesNotVisible)
+}
+
+#[tokio::test]
+async fn the_queue_mapping_deletes_what_the_function_handled_and_keeps_its_failed_items() {
+    let (sqs, url) = fifo_with(&[r#"{"n":1}"#, r#"{"n":2,"fail":true}"#, r#"{"n":3}"#]).await;
+    let function = probe(Duration::from_secs(3), None, "ok");
+    let mut poller = SqsPoller::new(sqs.clone(), &url);
+    let received = poller
+        .poll_once(|event| invoke_batch(&function, event))
+        .await
+        .expect("polled");
+    assert_eq!(received, 3);
+    assert_eq!(left_on(&sqs, &url).await, 1, "the reported item failure stays");
+}
+
+#[tokio::test]
+async fn a_function_error_leaves_the_whole_batch() {
+    let (sqs, url) = fifo_with(&[r#"{"n":1}"#, r#"{"n":2,"crash":true}"#]).await;
+    let function = probe(Duration::from_secs(3), None, "ok");
+    let mut poller = SqsPoller::new(sqs.clone(), &url);
+    let received = poller
+        .poll_once(|event| invoke_batch(&function, event))
+        .await
+        .expect("polled");
+    assert_eq!((received, left_on(&sqs, &url).await), (2, 2));
+}
+
+#[tokio::test]
+async fn a_throttled_batch_is_left_whole_and_batch_size_bounds_it() {
+    let (sqs, url) = fifo_with(&[r#"{"n":1}"#, r#"{"n":2}"#, r#"{"n":3}"#]).await;
+    let throttled = probe(Duration::from_secs(3), Some(0), "ok");
+    let mut poller = SqsPoller::new(sqs.clone(), &url);
+    poller.batch_size = 2;
+    let received = poller
+        .poll_once(|event| invoke_batch(&throttled, event))
+        .await
+        .expect("polled");
+    assert_eq!((received, left_on(&sqs, &url).await), (2, 3));
 }

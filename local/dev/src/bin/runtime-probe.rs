@@ -3,7 +3,8 @@
 //! Its init does what `PROBE_INIT` says (`error`: reports an init error then exits, `exit`: exits with 3,
 //! otherwise polls); each event's order `{"sleep_ms": n, "fail": bool, "answer": ...}` (the event itself, or
 //! the JSON body of an HTTP API event) makes it wait `n` ms, then report an error, answer `answer`, or answer
-//! `{"pid": its process id, "event": the event}`. Std only: no runtime crate to hide what goes over the wire.
+//! `{"pid": its process id, "event": the event}`; a batch (`Records`) is answered with the records whose body
+//! holds `"fail":true` as `batchItemFailures` (one holding `"crash":true` makes it report an error). Std only: no runtime crate to hide what goes over the wire.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -53,11 +54,27 @@ fn main() -> Result<(), BoxError> {
             Some(body) if parsed["version"] == "2.0" => serde_json::from_str(body).unwrap_or_default(),
             _ => parsed.clone(),
         };
+        // A batch (SQS or a stream): each record whose body says `"fail": true` is a reported item failure.
+        let failed_items: Vec<serde_json::Value> = parsed["Records"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|r| r["body"].as_str().is_some_and(|b| b.contains(r#""fail":true"#)))
+            .map(|r| serde_json::json!({"itemIdentifier": r["messageId"]}))
+            .collect();
         let sleep = order["sleep_ms"].as_u64().unwrap_or(0);
         std::thread::sleep(std::time::Duration::from_millis(sleep));
-        if order["fail"].as_bool() == Some(true) {
+        let crash = parsed["Records"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|r| r["body"].as_str().is_some_and(|b| b.contains(r#""crash":true"#)));
+        if order["fail"].as_bool() == Some(true) || crash {
             let report = r#"{"errorType":"Probe.Failed","errorMessage":"the event said fail"}"#;
             exchange(&api, "POST", &format!("invocation/{id}/error"), report)?;
+        } else if parsed["Records"].is_array() {
+            let answer = serde_json::json!({"batchItemFailures": failed_items});
+            exchange(&api, "POST", &format!("invocation/{id}/response"), &answer.to_string())?;
         } else if !order["answer"].is_null() {
             exchange(
                 &api,
