@@ -5,7 +5,7 @@
 //! the local counterparts of the resources it names (`world`); the `cold-start` binary puts them together,
 //! `function_pool` runs a function as Lambda does (its environments, `Timeout`, reserved concurrency),
 //! `triggers` reads what starts it (with `event_pattern`, the mappings' filters), `http_api` fronts its routes,
-//! `async_invoke` runs its asynchronous events (the schedules') with Lambda's retries and destination.
+//! `async_invoke` runs its asynchronous events (`schedule`'s runs) with Lambda's retries and destination.
 
 pub mod async_invoke;
 pub mod aws_calls;
@@ -16,6 +16,7 @@ pub mod function_pool;
 pub mod http_api;
 pub mod queues;
 pub mod runtime_api;
+pub mod schedule;
 pub mod service;
 pub mod sqs_poller;
 pub mod stream_pump;

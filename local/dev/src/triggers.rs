@@ -65,7 +65,8 @@ pub enum Trigger {
     },
     /// A `ScheduleV2`: EventBridge Scheduler invoking asynchronously.
     Schedule {
-        expression: String,
+        /// The `rate(...)` expression's period (`schedule::rate`).
+        period: Duration,
         /// The schedule's own retries: of delivery to Lambda only (throttled or unreachable).
         delivery_retries: u64,
         delivery_max_age: Duration,
@@ -278,7 +279,8 @@ impl Reader<'_> {
             ref arn => Some(self.logical_id(arn, "DeadLetterConfig's Arn")?),
         };
         Ok(Trigger::Schedule {
-            expression: self.needed(&p["ScheduleExpression"], "ScheduleExpression")?,
+            period: crate::schedule::rate(&self.needed(&p["ScheduleExpression"], "ScheduleExpression")?)
+                .map_err(|why| format!("{}: {why}", self.at))?,
             // EventBridge Scheduler's defaults: 185 retries over 24 hours.
             delivery_retries: self.count(&p["RetryPolicy"]["MaximumRetryAttempts"])?.unwrap_or(185),
             delivery_max_age: Duration::from_secs(
@@ -466,7 +468,8 @@ mod tests {
         assert_eq!(sweeper.asynchronous.on_failure.as_deref(), Some("ScheduleDlq"));
         assert!(matches!(
             event(&sweeper, "EveryMinute"),
-            Trigger::Schedule { delivery_retries: 3, dead_letter: Some(dlq), .. } if dlq == "ScheduleDlq"
+            Trigger::Schedule { delivery_retries: 3, dead_letter: Some(dlq), period, .. }
+                if dlq == "ScheduleDlq" && *period == Duration::from_secs(60)
         ));
         let events = read(&template, "CheckoutEventsFunction")
             .expect("events")
@@ -561,6 +564,14 @@ mod tests {
         });
         let err = read(&big_batch, "CheckoutEventsFunction").expect_err("BatchSize 50");
         assert!(err.contains("event PaymentEvents: an SQS BatchSize of 50"), "{err}");
+        let cron = changed("ReconcilerFunction", |p| {
+            p["Events"]["EveryFiveMinutes"]["Properties"]["ScheduleExpression"] = Value::from("cron(0/5 * * * ? *)");
+        });
+        let err = read(&cron, "ReconcilerFunction").expect_err("cron");
+        assert!(
+            err.contains("event EveryFiveMinutes: the schedule expression \"cron(0/5 * * * ? *)\""),
+            "{err}"
+        );
         let jwt = changed("PaymentsApiFunction", |p| {
             p["Events"]["CreatePayment"]["Properties"]["Auth"]["Authorizer"] = Value::from("MyJwt");
         });

@@ -453,3 +453,34 @@ async fn a_throttled_batch_is_left_whole_and_batch_size_bounds_it() {
         .expect("polled");
     assert_eq!((received, left_on(&sqs, &url).await), (2, 3));
 }
+
+#[tokio::test]
+async fn a_schedule_runs_every_period_into_the_asynchronous_invocation() {
+    let (sqs, url) = destination().await;
+    // Every run fails (the function exits in its init) and is not retried: each leaves one record.
+    let invoker = Arc::new(asynchronous(
+        probe(Duration::from_secs(3), None, "exit"),
+        0,
+        60_000,
+        Some((sqs.clone(), url.clone())),
+    ));
+    let timer = local_dev::schedule::start("payments-local-probe".into(), Duration::from_millis(200), invoker);
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    timer.abort();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let records = records(&sqs, &url).await;
+    assert!(
+        (2..=4).contains(&records.len()),
+        "runs at 200, 400, 600 ms: {}",
+        records.len()
+    );
+    let payload = &records[0]["requestPayload"];
+    assert_eq!(
+        (payload["source"].as_str(), payload["detail-type"].as_str()),
+        (Some("aws.scheduler"), Some("Scheduled Event"))
+    );
+    assert!(payload["resources"][0]
+        .as_str()
+        .unwrap_or_default()
+        .ends_with("schedule/default/payments-local-probe"));
+}
