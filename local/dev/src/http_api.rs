@@ -1,13 +1,14 @@
 //! The HTTP API's front as API Gateway runs it for the template's `HttpApi` routes: a request matched on
 //! method and path (`{name}` one segment), refused 403 on an `AWS_IAM` route without a SigV4 `Authorization`
 //! header (the signature itself is not verified here: docs/LOCAL.md), 404 where no route matches, else handed
-//! to the route's function (`function_pool`) as a payload format 2.0 event; its answer becomes the response,
+//! to the route's function (`function_pool`) as a payload format 2.0 event (past the route's throttling, a
+//! token bucket as API Gateway's: 429 `{"message":"Too Many Requests"}`); its answer becomes the response,
 //! a function error 502 and a throttled invocation 500, both `{"message":"Internal Server Error"}`, as API
 //! Gateway answers them.
 
 use crate::function_pool::{FunctionPool, Outcome};
 use crate::runtime_api::serve_connections;
-use crate::triggers::RouteAuth;
+use crate::triggers::{RouteAuth, Throttle};
 use base64::Engine;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -15,7 +16,8 @@ use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 use tokio::net::TcpListener;
 
 /// One route of the API and the function behind it.
@@ -25,12 +27,51 @@ pub struct Route {
     /// As the template writes it: `/payments/{id}`.
     pub path: String,
     pub auth: RouteAuth,
+    /// API Gateway's throttling of the route (`triggers::ApiSettings::throttle`); `None`: unthrottled.
+    pub throttle: Option<Throttle>,
     pub function: Arc<FunctionPool>,
+}
+
+/// A route's token bucket: `burst` requests at once, refilled at `rate` a second.
+struct Bucket {
+    tokens: f64,
+    filled: Instant,
+}
+
+impl Route {
+    /// Takes a token from the route's bucket; `false`: API Gateway's 429.
+    fn admit(&self, bucket: &Mutex<Bucket>) -> bool {
+        let Some(throttle) = self.throttle else { return true };
+        let Ok(mut bucket) = bucket.lock() else { return true };
+        let now = Instant::now();
+        let refill = now.duration_since(bucket.filled).as_secs_f64() * throttle.rate;
+        // Lossy only past 2^52 requests of burst: no API's limit.
+        #[allow(clippy::cast_precision_loss)]
+        let burst = throttle.burst as f64;
+        bucket.tokens = (bucket.tokens + refill).min(burst);
+        bucket.filled = now;
+        if bucket.tokens < 1.0 {
+            return false;
+        }
+        bucket.tokens -= 1.0;
+        true
+    }
 }
 
 /// Serves `routes` on `listener` until the task is dropped.
 pub async fn serve(listener: TcpListener, routes: Vec<Route>) {
-    let routes = Arc::new(routes);
+    #[allow(clippy::cast_precision_loss)]
+    let buckets = routes
+        .iter()
+        .map(|r| {
+            let tokens = r.throttle.map_or(0.0, |t| t.burst as f64);
+            Mutex::new(Bucket {
+                tokens,
+                filled: Instant::now(),
+            })
+        })
+        .collect();
+    let routes: Arc<(Vec<Route>, Vec<Mutex<Bucket>>)> = Arc::new((routes, buckets));
     serve_connections(listener, move |req| answer(routes.clone(), req)).await;
 }
 
@@ -46,12 +87,23 @@ fn gateway(status: StatusCode, message: &str) -> Response<Full<Bytes>> {
     response
 }
 
-async fn answer(routes: Arc<Vec<Route>>, req: Request<Incoming>) -> Result<Response<Full<Bytes>>, hyper::Error> {
+async fn answer(
+    api: Arc<(Vec<Route>, Vec<Mutex<Bucket>>)>,
+    req: Request<Incoming>,
+) -> Result<Response<Full<Bytes>>, hyper::Error> {
+    let (routes, buckets) = &*api;
     let method = req.method().as_str().to_owned();
     let path = req.uri().path().to_owned();
-    let Some((route, parameters)) = routes.iter().find_map(|r| matches(r, &method, &path).map(|p| (r, p))) else {
+    let found = routes
+        .iter()
+        .zip(buckets)
+        .find_map(|(r, b)| matches(r, &method, &path).map(|p| (r, b, p)));
+    let Some((route, bucket, parameters)) = found else {
         return Ok(gateway(StatusCode::NOT_FOUND, "Not Found"));
     };
+    if !route.admit(bucket) {
+        return Ok(gateway(StatusCode::TOO_MANY_REQUESTS, "Too Many Requests"));
+    }
     let signed = req
         .headers()
         .get("authorization")

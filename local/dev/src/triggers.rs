@@ -46,6 +46,36 @@ pub enum RouteAuth {
     None,
 }
 
+/// API Gateway's throttling of a route: a token bucket of `burst` requests refilled at `rate` a second.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Throttle {
+    pub rate: f64,
+    pub burst: u64,
+}
+
+/// An `AWS::Serverless::HttpApi`'s settings the front plays: each route's throttling (its `RouteSettings`
+/// entry, else `DefaultRouteSettings`). Its `Auth` is read with each route; its `Name`, `Description`, access
+/// log and `DetailedMetricsEnabled` change nothing a caller sees.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiSettings {
+    pub default: Option<Throttle>,
+    /// By route key (`POST /webhooks/{provider}`).
+    pub routes: Vec<(String, Throttle)>,
+}
+
+impl ApiSettings {
+    /// The throttling of the route `method path`.
+    #[must_use]
+    pub fn throttle(&self, method: &str, path: &str) -> Option<Throttle> {
+        let key = format!("{method} {path}");
+        self.routes
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, t)| *t)
+            .or(self.default)
+    }
+}
+
 /// One event of a function, as the local world emulates it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Trigger {
@@ -164,6 +194,49 @@ impl Template {
     }
 }
 
+impl Template {
+    /// The settings of the HTTP API `api` (a logical id) in a stack standing in as `stack`; a property it does
+    /// not play is refused by name.
+    pub fn http_api(&self, api: &str, stack: &Stack) -> Result<ApiSettings, String> {
+        let doc = self.doc();
+        let resource = &doc["Resources"][api];
+        if resource["Type"].as_str() != Some("AWS::Serverless::HttpApi") {
+            return Err(format!("{api} is no AWS::Serverless::HttpApi of the template"));
+        }
+        let scope = Scope::new(doc, stack);
+        let read = Reader {
+            doc,
+            scope: &scope,
+            at: api.to_owned(),
+        };
+        let p = &resource["Properties"];
+        read.only(
+            p,
+            &[
+                "Name",
+                "Description",
+                "Auth",
+                "DefaultRouteSettings",
+                "RouteSettings",
+                "AccessLogSettings",
+            ],
+        )?;
+        read.only(&p["Auth"], &["EnableIamAuthorizer", "DefaultAuthorizer"])?;
+        read.only(&p["AccessLogSettings"], &["DestinationArn", "Format"])?;
+        let mut routes = Vec::new();
+        for (key, settings) in p["RouteSettings"].as_mapping().into_iter().flatten() {
+            let key = key.as_str().ok_or_else(|| format!("{api}: a route key is no string"))?;
+            if let Some(throttle) = read.throttle(settings)? {
+                routes.push((key.to_owned(), throttle));
+            }
+        }
+        Ok(ApiSettings {
+            default: read.throttle(&p["DefaultRouteSettings"])?,
+            routes,
+        })
+    }
+}
+
 /// Reads one function's (or one event's) properties, errors naming where (`at`).
 struct Reader<'a> {
     doc: &'a Value,
@@ -253,6 +326,29 @@ impl Reader<'_> {
                 })
                 .collect::<Result<_, _>>()?,
         })
+    }
+
+    /// A route's `ThrottlingRateLimit` and `ThrottlingBurstLimit` (both, or neither: no throttling).
+    fn throttle(&self, settings: &Value) -> Result<Option<Throttle>, String> {
+        self.only(
+            settings,
+            &["ThrottlingRateLimit", "ThrottlingBurstLimit", "DetailedMetricsEnabled"],
+        )?;
+        let rate = self.text(&settings["ThrottlingRateLimit"])?;
+        let burst = self.count(&settings["ThrottlingBurstLimit"])?;
+        match (rate, burst) {
+            (None, None) => Ok(None),
+            (Some(rate), Some(burst)) => {
+                let rate = rate
+                    .parse()
+                    .map_err(|_| format!("{}: ThrottlingRateLimit {rate} is no number", self.at))?;
+                Ok(Some(Throttle { rate, burst }))
+            }
+            _ => Err(format!(
+                "{}: a throttle needs both ThrottlingRateLimit and ThrottlingBurstLimit here",
+                self.at
+            )),
+        }
     }
 
     /// An SQS mapping: one receive per batch here, so at most 10 (more needs a batching window).
@@ -501,6 +597,32 @@ mod tests {
             .expect("read")
             .expect("in the stack");
         assert!(matches!(event(&bridge, "StripeEvents"), Trigger::Queue { queue, .. } if queue == "StripeEventsQueue"));
+    }
+
+    #[test]
+    fn the_http_apis_throttling_is_read_per_route() {
+        let template = Template::from_repo().expect("infra/template.yaml");
+        let api = template.http_api("HttpApi", &Stack::default()).expect("HttpApi");
+        assert_eq!(
+            api.throttle("GET", "/payments/{id}"),
+            Some(Throttle {
+                rate: 100.0,
+                burst: 200
+            })
+        );
+        assert_eq!(
+            api.throttle("POST", "/webhooks/{provider}"),
+            Some(Throttle { rate: 50.0, burst: 100 })
+        );
+        let mut cors = Template::from_repo().expect("infra/template.yaml");
+        cors.doc_mut()["Resources"]["HttpApi"]["Properties"]["CorsConfiguration"] = Value::from(true);
+        let err = cors
+            .http_api("HttpApi", &Stack::default())
+            .expect_err("CorsConfiguration");
+        assert!(
+            err.contains("HttpApi: the property CorsConfiguration is not emulated"),
+            "{err}"
+        );
     }
 
     #[test]

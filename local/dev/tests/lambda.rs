@@ -8,7 +8,7 @@ use local_dev::async_invoke::{AsyncInvoker, Delivery, Waits};
 use local_dev::function_pool::{FunctionPool, FunctionSpec, Outcome};
 use local_dev::http_api::Route;
 use local_dev::sqs_poller::{invoke_batch, SqsPoller};
-use local_dev::triggers::{AsyncConfig, RouteAuth};
+use local_dev::triggers::{AsyncConfig, RouteAuth, Throttle};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -147,6 +147,7 @@ fn route(method: &str, path: &str, auth: RouteAuth, function: &Arc<FunctionPool>
         method: method.into(),
         path: path.into(),
         auth,
+        throttle: None,
         function: function.clone(),
     }
 }
@@ -483,4 +484,19 @@ async fn a_schedule_runs_every_period_into_the_asynchronous_invocation() {
         .as_str()
         .unwrap_or_default()
         .ends_with("schedule/default/payments-local-probe"));
+}
+
+#[tokio::test]
+async fn a_throttled_route_answers_429_past_its_burst() {
+    let function = Arc::new(probe(Duration::from_secs(3), None, "ok"));
+    let mut limited = route("POST", "/webhooks/{provider}", RouteAuth::None, &function);
+    limited.throttle = Some(Throttle { rate: 0.5, burst: 2 });
+    let addr = http_api(vec![limited]).await;
+    let mut statuses = Vec::new();
+    for _ in 0..3 {
+        statuses.push(request(addr, "POST /webhooks/stripe HTTP/1.1", "{}").await);
+    }
+    let codes: Vec<u16> = statuses.iter().map(|(status, _, _)| *status).collect();
+    assert_eq!(codes, [200, 200, 429]);
+    assert_eq!(statuses[2].2, r#"{"message":"Too Many Requests"}"#);
 }
