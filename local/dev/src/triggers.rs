@@ -644,63 +644,71 @@ mod tests {
         template
     }
 
+    /// `function` of the repository's template, with `value` at `path` under its `Properties` (a number
+    /// indexes a list), is refused with an error containing `expected`.
+    fn refused(function: &str, path: &[&str], value: Value, expected: &str) {
+        let template = changed(function, |p| {
+            let target = path.iter().fold(p, |at, key| match key.parse::<usize>() {
+                Ok(i) if at.is_sequence() => &mut at[i],
+                _ => &mut at[*key],
+            });
+            *target = value;
+        });
+        let err = read(&template, function).expect_err(expected);
+        assert!(err.contains(expected), "{function}: {err}");
+    }
+
     #[test]
     fn an_unknown_property_or_trigger_type_is_refused_by_name() {
-        let tumbling = changed("OutboxRelayFunction", |p| {
-            p["Events"]["Outbox"]["Properties"]["TumblingWindowInSeconds"] = Value::from(60);
-        });
-        let err = read(&tumbling, "OutboxRelayFunction").expect_err("TumblingWindowInSeconds");
-        assert!(
-            err.contains("OutboxRelayFunction's event Outbox: the property TumblingWindowInSeconds"),
-            "{err}"
+        let outbox = ["Events", "Outbox", "Properties"];
+        refused(
+            "OutboxRelayFunction",
+            &[&outbox[..], &["TumblingWindowInSeconds"]].concat(),
+            Value::from(60),
+            "OutboxRelayFunction's event Outbox: the property TumblingWindowInSeconds",
         );
-        let kinesis = changed("OutboxRelayFunction", |p| {
-            p["Events"]["Outbox"]["Type"] = Value::from("Kinesis");
-        });
-        let err = read(&kinesis, "OutboxRelayFunction").expect_err("Kinesis");
-        assert!(err.contains("the trigger type \"Kinesis\" is not emulated"), "{err}");
-        let lambda_destination = changed("CheckoutSweeperFunction", |p| {
-            p["EventInvokeConfig"]["DestinationConfig"]["OnFailure"]["Type"] = Value::from("Lambda");
-        });
-        let err = read(&lambda_destination, "CheckoutSweeperFunction").expect_err("Lambda destination");
-        assert!(
-            err.contains("CheckoutSweeperFunction: an on-failure destination of type"),
-            "{err}"
+        refused(
+            "OutboxRelayFunction",
+            &["Events", "Outbox", "Type"],
+            Value::from("Kinesis"),
+            "the trigger type \"Kinesis\" is not emulated",
         );
-        let on_success = changed("CheckoutSweeperFunction", |p| {
-            p["EventInvokeConfig"]["DestinationConfig"]["OnSuccess"] = Value::from("x");
-        });
-        let err = read(&on_success, "CheckoutSweeperFunction").expect_err("OnSuccess");
-        assert!(err.contains("the property OnSuccess is not emulated"), "{err}");
-        let cidr = changed("OutboxRelayFunction", |p| {
-            let filters = &mut p["Events"]["Outbox"]["Properties"]["FilterCriteria"]["Filters"];
-            filters[0]["Pattern"] = Value::from(r#"{"eventName": [{"wildcard": "IN*"}]}"#);
-        });
-        let err = read(&cidr, "OutboxRelayFunction").expect_err("wildcard");
-        assert!(
-            err.contains("event Outbox: the filter operator \"wildcard\" at eventName"),
-            "{err}"
+        let on_failure = ["EventInvokeConfig", "DestinationConfig", "OnFailure", "Type"];
+        refused(
+            "CheckoutSweeperFunction",
+            &on_failure,
+            Value::from("Lambda"),
+            "CheckoutSweeperFunction: an on-failure destination of type",
         );
-        let big_batch = changed("CheckoutEventsFunction", |p| {
-            p["Events"]["PaymentEvents"]["Properties"]["BatchSize"] = Value::from(50);
-        });
-        let err = read(&big_batch, "CheckoutEventsFunction").expect_err("BatchSize 50");
-        assert!(err.contains("event PaymentEvents: an SQS BatchSize of 50"), "{err}");
-        let cron = changed("ReconcilerFunction", |p| {
-            p["Events"]["EveryFiveMinutes"]["Properties"]["ScheduleExpression"] = Value::from("cron(0/5 * * * ? *)");
-        });
-        let err = read(&cron, "ReconcilerFunction").expect_err("cron");
-        assert!(
-            err.contains("event EveryFiveMinutes: the schedule expression \"cron(0/5 * * * ? *)\""),
-            "{err}"
+        refused(
+            "CheckoutSweeperFunction",
+            &["EventInvokeConfig", "DestinationConfig", "OnSuccess"],
+            Value::from("x"),
+            "the property OnSuccess is not emulated",
         );
-        let jwt = changed("PaymentsApiFunction", |p| {
-            p["Events"]["CreatePayment"]["Properties"]["Auth"]["Authorizer"] = Value::from("MyJwt");
-        });
-        let err = read(&jwt, "PaymentsApiFunction").expect_err("JWT authorizer");
-        assert!(
-            err.contains("PaymentsApiFunction's event CreatePayment: the authorizer MyJwt"),
-            "{err}"
+        refused(
+            "OutboxRelayFunction",
+            &[&outbox[..], &["FilterCriteria", "Filters", "0", "Pattern"]].concat(),
+            Value::from(r#"{"eventName": [{"wildcard": "IN*"}]}"#),
+            "event Outbox: the filter operator \"wildcard\" at eventName",
+        );
+        refused(
+            "CheckoutEventsFunction",
+            &["Events", "PaymentEvents", "Properties", "BatchSize"],
+            Value::from(50),
+            "event PaymentEvents: an SQS BatchSize of 50",
+        );
+        refused(
+            "ReconcilerFunction",
+            &["Events", "EveryFiveMinutes", "Properties", "ScheduleExpression"],
+            Value::from("cron(0/5 * * * ? *)"),
+            "event EveryFiveMinutes: the schedule expression \"cron(0/5 * * * ? *)\"",
+        );
+        refused(
+            "PaymentsApiFunction",
+            &["Events", "CreatePayment", "Properties", "Auth", "Authorizer"],
+            Value::from("MyJwt"),
+            "PaymentsApiFunction's event CreatePayment: the authorizer MyJwt",
         );
     }
 }
