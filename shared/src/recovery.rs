@@ -1033,16 +1033,33 @@ pub fn refund_observation(
         failure_reason: None,
         answers_give_back,
     };
-    let mut observation = Observation::new(path, Outcome::Refund(report), correlation);
-    observation.psp_reference = refund
-        .payment_intent
-        .as_deref()
+    read_observation(
+        path,
+        Outcome::Refund(report),
+        refund.payment_intent.as_deref(),
+        &refund.currency,
+        correlation,
+    )
+}
+
+/// An object read at the PSP (a refund, a dispute) as `path`'s observation of `outcome`: found by its
+/// PaymentIntent (none: not ours, nothing to find), its currency a claim on the payment's (its amount is its
+/// own, no claim), stamped with the query's time (to the second, as the PSP's own).
+pub(crate) fn read_observation(
+    path: Channel,
+    outcome: Outcome,
+    payment_intent: Option<&str>,
+    currency: &str,
+    correlation: CorrelationId,
+) -> Result<Observation, String> {
+    let mut observation = Observation::new(path, outcome, correlation);
+    observation.psp_reference = payment_intent
         .map(PspReference::parse)
         .transpose()
         .map_err(|e| e.to_string())?;
     observation.claims = Claims {
         amount_minor: None,
-        currency: Some(Currency::parse(&refund.currency).map_err(|e| e.to_string())?),
+        currency: Some(Currency::parse(currency).map_err(|e| e.to_string())?),
     };
     observation.occurred_at_ms = Some(clock::now_ms().div_euclid(1000).saturating_mul(1000));
     Ok(observation)

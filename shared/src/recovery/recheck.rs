@@ -12,14 +12,13 @@
 //! A "no" for good (Stripe does not know the event or the object, an object type recovery does not read:
 //! a charge, a payout, ...) is logged with the object, counted `RechecksUnread` (alarmed) and deleted, once.
 
-use super::{reconciled, refund_observation, Reconciled, Recovery, RecoveryError, RecoveryReport};
+use super::{read_observation, reconciled, refund_observation, Reconciled, Recovery, RecoveryError, RecoveryReport};
 use crate::psp::stripe::{Dispute, GenerationFailureImpact, RelatedObject};
 use crate::psp::{Psp, PspError, Psps};
 use crate::store::{recheck, StoreError};
 use crate::telemetry::ErrorChain;
 use crate::{
-    clock, Channel, Claims, CorrelationId, Currency, DisputeFact, Observation, Outcome, PaymentId, PspEventId, PspName,
-    PspReference,
+    clock, Channel, CorrelationId, DisputeFact, Observation, Outcome, PaymentId, PspEventId, PspName, PspReference,
 };
 use std::collections::HashSet;
 use tracing::{error, info, warn};
@@ -205,26 +204,19 @@ async fn object_observation(
     Ok(ObjectRead::Observed(Box::new(observation)))
 }
 
-/// A dispute as read, reporting `fact`, found by its PaymentIntent (none: not ours, nothing to find); its
-/// amount is its own, its currency a claim.
+/// A dispute as read, reporting `fact`, found by its PaymentIntent (none: not ours, nothing to find).
 fn dispute_observation(
     dispute: &Dispute,
     fact: DisputeFact,
     correlation: CorrelationId,
 ) -> Result<Observation, String> {
-    let mut observation = Observation::new(Channel::Recovery, Outcome::Dispute(dispute.report(fact)?), correlation);
-    observation.psp_reference = dispute
-        .payment_intent
-        .as_deref()
-        .map(PspReference::parse)
-        .transpose()
-        .map_err(|e| e.to_string())?;
-    observation.claims = Claims {
-        amount_minor: None,
-        currency: Some(Currency::parse(&dispute.currency).map_err(|e| e.to_string())?),
-    };
-    observation.occurred_at_ms = Some(clock::now_ms().div_euclid(1000).saturating_mul(1000));
-    Ok(observation)
+    read_observation(
+        Channel::Recovery,
+        Outcome::Dispute(dispute.report(fact)?),
+        dispute.payment_intent.as_deref(),
+        &dispute.currency,
+        correlation,
+    )
 }
 
 /// A failed read: Stripe's "no" for good (it does not know the event or the object) is unread, escalated

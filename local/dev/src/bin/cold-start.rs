@@ -26,9 +26,10 @@ const START_DEADLINE: Duration = Duration::from_secs(60);
 const INVOKE_DEADLINE: Duration = Duration::from_secs(30);
 
 /// The sample of `events/` each function answers: one of the kind its trigger delivers.
-const SAMPLES: [(&str, &str); 8] = [
+const SAMPLES: [(&str, &str); 9] = [
     ("PaymentsApiFunction", "api-create-payment.json"),
     ("WebhookIntakeFunction", "webhook-stripe-payment_intent.succeeded.json"),
+    ("WebhookEventBridgeFunction", "sqs-stripe-eventbridge.json"),
     ("OutboxRelayFunction", "stream-outbox-insert.json"),
     ("CheckoutApiFunction", "api-put-stock.json"),
     ("CheckoutEventsFunction", "sqs-payment-event.json"),

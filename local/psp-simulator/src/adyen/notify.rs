@@ -85,20 +85,10 @@ pub fn notification(items: &[Value]) -> Value {
 
 /// `2026-12-02T12:00:00+00:00` (Adyen's `eventDate` format) for epoch milliseconds.
 pub fn event_date(now_ms: i64) -> String {
-    let secs = now_ms.div_euclid(1000);
-    let (days, rest) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Days to civil date (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    let (h, m, s) = (rest / 3600, rest % 3600 / 60, rest % 60);
-    format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}+00:00")
+    let at =
+        std::time::UNIX_EPOCH + std::time::Duration::from_secs(u64::try_from(now_ms.div_euclid(1000)).unwrap_or(0));
+    let utc = humantime::format_rfc3339_seconds(at).to_string();
+    format!("{}+00:00", utc.trim_end_matches('Z'))
 }
 
 /// One queued item; `copy` marks a duplicate (never duplicated again).
