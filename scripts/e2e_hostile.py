@@ -24,6 +24,8 @@ import boto3
 import stripe
 from standardwebhooks.webhooks import Webhook
 
+import sigv4
+
 API = urllib.parse.urlparse(os.environ["API"])
 TABLE = os.environ["TABLE_NAME"]
 LOG = os.environ["LOG"]
@@ -62,6 +64,9 @@ def raw(method, path, body=None, headers=None, with_headers=False):
         for k, v in (headers or {}).items():
             conn.putheader(k, v)
         data = body if isinstance(body, bytes) else (json.dumps(body).encode() if body is not None else b"")
+        if sigv4.iam_route(path) and not any(k.lower() == "authorization" for k in (headers or {})):
+            for k, v in sigv4.sign(method, f"http://{API.netloc}{path}", data).items():
+                conn.putheader(k, v)
         conn.putheader("Content-Length", str(len(data)))
         conn.endheaders(data)
         resp = conn.getresponse()
@@ -171,6 +176,13 @@ def standard_body(**data):
 
 before = settled()
 started = time.monotonic()
+
+# ---- the API's IAM auth: an unsigned call never reaches the function -------------------------------------
+for method, path in [("POST", "/payments"), ("GET", f"/payments/{pid_standard}"), ("POST", "/checkouts")]:
+    status, answer = raw(method, path, {"order_id": "o-unsigned", "amount_minor": 1000, "currency": "EUR"},
+                         {"Authorization": "none"})
+    check(f"unsigned {method} {path} -> 403 as API Gateway answers", (status, answer) == (403, {"message": "Forbidden"}),
+          (status, answer))
 
 # ---- Stripe-Signature variants: all 401 ------------------------------------------------------------------
 payload = stripe_body()

@@ -20,6 +20,8 @@ import stripe
 from Adyen.util import generate_notification_sig, is_valid_hmac_notification
 from standardwebhooks.webhooks import Webhook
 
+import sigv4
+
 API = os.environ["API"]
 STRIPE_SECRET = os.environ["DEV_STRIPE_SECRET"]
 STANDARD_SECRET = os.environ["DEV_STANDARD_SECRET"]
@@ -31,6 +33,8 @@ checks = {"passed": 0}
 
 def call(method, path, body=None, headers=None):
     data = body if isinstance(body, bytes) else (json.dumps(body).encode() if body is not None else None)
+    if sigv4.iam_route(path):
+        headers = sigv4.sign(method, API + path, data, headers)
     req = urllib.request.Request(API + path, data=data, method=method, headers=headers or {})
     try:
         with urllib.request.urlopen(req, timeout=10) as resp:

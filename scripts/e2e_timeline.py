@@ -23,6 +23,8 @@ import urllib.request
 
 import boto3
 
+import sigv4
+
 API = os.environ["API"]
 TABLE = os.environ["TABLE_NAME"]
 CTL = sys.argv[1]
@@ -114,7 +116,8 @@ def quarantine(payment):
 
 saga = compensated_order()
 order, payment = saga["order_id"], saga["payment_id"]
-with urllib.request.urlopen(f"{API}/payments/{payment}/events") as r:
+events_url = f"{API}/payments/{payment}/events"
+with urllib.request.urlopen(urllib.request.Request(events_url, headers=sigv4.sign("GET", events_url))) as r:
     log = json.load(r)["events"]
 
 # The consumer applies asynchronously: give it a few seconds to reach the last version.

@@ -14,10 +14,17 @@ free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
+# Waits up to 2 minutes for 127.0.0.1:$1 ($2 names what should answer); with a process id $3, fails as soon as
+# that process ends, showing the end of its log $4 (a local world that refused to start says why there).
 wait_for_port() {
-  local port="$1" what="$2"
+  local port="$1" what="$2" pid="${3:-}" log="${4:-}"
   for _ in $(seq 1 600); do
     if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then return 0; fi
+    if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then
+      echo "$what exited before it answered on 127.0.0.1:$port" >&2
+      [ -f "$log" ] && tail -n 30 "$log" >&2
+      return 1
+    fi
     sleep 0.2
   done
   echo "$what did not answer on 127.0.0.1:$port" >&2
@@ -81,17 +88,42 @@ start_psp() {
   export ADYEN_RETURN_URL="${ADYEN_RETURN_URL:-http://127.0.0.1:$api_port/checkout/return}"
 }
 
-# Builds and starts the local API on 127.0.0.1:$1 in the background, its output to $2 (default: this
-# terminal); sets api_pid.
+# The template's functions' binaries (each `Metadata.BuildProperties.Binary`, what `sam build` packages as
+# its bootstrap), built for this host, and the local world that runs them (local/stack, docs/LOCAL.md).
+build_stack() {
+  local bins
+  bins="$(sed -n 's/^ *Binary: *//p' "$root/infra/template.yaml" | sort -u | sed 's/^/--bin /' | tr '\n' ' ')"
+  echo "== building the functions for this host (cargo build $bins) and local-stack; the first build takes minutes" >&2
+  # shellcheck disable=SC2086
+  cargo build $bins --bin local-stack
+}
+
+# Builds and starts the local world (local/stack: infra/template.yaml's functions, each its own processes,
+# triggered as the template declares) on 127.0.0.1:$1 in the background, its output to $2 (default: this
+# terminal: the functions write their logs there too); sets api_pid. The template's parameters
+# come from this environment (the PSP simulator's or your PSP's, the webhook providers, the EventBridge source,
+# the capture method); the waits the tests shorten are the stack's --set, and its schedules run 60 times as
+# often (--time-scale 60): a rate(1 minute) every second.
 start_api() {
   local port="$1" log="${2:-/dev/stdout}"
-  build_bin local-stack
+  build_stack
   local bin="${CARGO_TARGET_DIR:-$root/target}/debug/local-stack"
   # The default providers and Adyen's endpoint (test mode; its secrets are in local_env's WEBHOOK_SECRETS).
   local providers='[{"name":"stripe","scheme":"stripe"},{"name":"standard","scheme":"standard"},{"name":"adyen","scheme":"adyen","livemode":false}]'
-  WEBHOOK_PROVIDERS="${WEBHOOK_PROVIDERS:-$providers}" LOCAL_API_PORT="$port" "$bin" >>"$log" 2>&1 &
+  local params=("WebhookProviders=${WEBHOOK_PROVIDERS:-$providers}" "RecoveryStaleAfterSeconds=${RECOVERY_STALE_AFTER_SECONDS:-10}")
+  [ -n "${PSP_BASE_URL:-}" ] && params+=("PspBaseUrl=$PSP_BASE_URL")
+  [ -n "${PSP_REDIRECTS:-}" ] && params+=("PspRedirects=$PSP_REDIRECTS")
+  [ -n "${PSP_RETURN_URL:-}" ] && params+=("PspRedirects=allowed" "PspReturnUrl=$PSP_RETURN_URL")
+  [ -n "${STRIPE_EVENT_SOURCE:-}" ] && params+=("StripePartnerEventSource=$STRIPE_EVENT_SOURCE")
+  [ -n "${ADYEN_BASE_URL:-}" ] && params+=("AdyenBaseUrl=$ADYEN_BASE_URL" "AdyenMerchantAccount=${ADYEN_MERCHANT_ACCOUNT:-}" "AdyenReturnUrl=${ADYEN_RETURN_URL:-}")
+  [ -n "${SAGA_PSP:-}" ] && params+=("SagaPsp=$SAGA_PSP")
+  [ -n "${STRIPE_CAPTURE_METHOD:-}" ] && params+=("StripeCaptureMethod=$STRIPE_CAPTURE_METHOD")
+  local sets=(--set "CATCHUP_SETTLE_SECONDS=${CATCHUP_SETTLE_SECONDS:-5}" --set "SAGA_STUCK_AFTER_SECONDS=${SAGA_STUCK_AFTER_SECONDS:-10}")
+  [ -n "${SAGA_PAYMENT_TIMEOUT_SECONDS:-}" ] && sets+=(--set "SAGA_PAYMENT_TIMEOUT_SECONDS=$SAGA_PAYMENT_TIMEOUT_SECONDS")
+  [ -n "${CHECKOUT_ABANDON_AFTER_SECONDS:-}" ] && sets+=(--set "CHECKOUT_ABANDON_AFTER_SECONDS=$CHECKOUT_ABANDON_AFTER_SECONDS")
+  LOCAL_API_PORT="$port" "$bin" --time-scale 60 "${sets[@]}" "${params[@]}" >>"$log" 2>&1 &
   api_pid=$!
-  wait_for_port "$port" "the local API"
+  wait_for_port "$port" "the local API" "$api_pid" "$log"
 }
 
 # Prints the command that runs an arm64 Linux binary on this x86-64 machine: Debian's qemu-user

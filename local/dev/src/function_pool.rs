@@ -33,7 +33,7 @@ pub struct FunctionSpec {
     /// here).
     pub reserved: Option<usize>,
     /// Where each environment's output goes (`<dir>/<name>-<n>.log`, as CloudWatch has one stream per
-    /// environment), or nowhere.
+    /// environment), or `None`: into this process's own output.
     pub log_dir: Option<PathBuf>,
 }
 
@@ -81,6 +81,25 @@ impl FunctionPool {
     /// How many environments were cold-started so far.
     pub fn cold_starts(&self) -> usize {
         self.started.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Cold-starts one environment and keeps it idle for the first invocation, as a deployed function's first
+    /// request would: Lambda's payload (the function's own init error, or `Runtime.ExitError`) when it does not
+    /// start.
+    pub async fn start(&self) -> Result<Result<(), Value>, BoxError> {
+        let id = uuid::Uuid::new_v4().to_string();
+        Ok(match self.cold_start(&id).await? {
+            Ok(environment) => {
+                self.idle.lock().await.push(environment);
+                Ok(())
+            }
+            Err(payload) => Err(payload),
+        })
+    }
+
+    /// The function's logical id.
+    pub fn name(&self) -> &str {
+        &self.spec.name
     }
 
     /// Invokes the function with `event` as Lambda does for a synchronous call: an idle environment, or a

@@ -9,6 +9,9 @@ pub const ESCALATION_RESOURCE: &str = "SagaEscalationQueue";
 pub const RELAY_FAILURES_RESOURCE: &str = "RelayFailuresQueue";
 pub const QUEUE_RESOURCE: &str = "PaymentEventsQueue";
 pub const DLQ_RESOURCE: &str = "PaymentEventsDlq";
+pub const STRIPE_EVENTS_RESOURCE: &str = "StripeEventsQueue";
+pub const STRIPE_EVENTS_DLQ_RESOURCE: &str = "StripeEventsDlq";
+pub const SCHEDULE_DLQ_RESOURCE: &str = "ScheduleDlq";
 
 /// URLs of a created queue pair.
 #[derive(Debug, Clone)]
@@ -129,6 +132,13 @@ fn redrive_policy(props: &Value, dlq_arn: &str) -> String {
         .as_i64()
         .expect("RedrivePolicy.maxReceiveCount");
     format!(r#"{{"deadLetterTargetArn":"{dlq_arn}","maxReceiveCount":{max_receive}}}"#)
+}
+
+/// The schedules' dead-letter queue and their runs' on-failure destination (`ScheduleDlq`) as
+/// `<prefix>-schedule-dlq`; its URL.
+pub async fn create_schedule_dlq(sqs: &aws_sdk_sqs::Client, prefix: &str) -> String {
+    let attrs = attributes(&properties(SCHEDULE_DLQ_RESOURCE));
+    create_queue(sqs, format!("{prefix}-schedule-dlq"), attrs, "schedule DLQ").await
 }
 
 /// The Stripe events queue of the EventBridge way in and its DLQ (`StripeEventsQueue`, `StripeEventsDlq` of the

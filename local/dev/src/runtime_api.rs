@@ -161,7 +161,8 @@ impl RuntimeApi {
                     std::process::Stdio::from(file),
                 )
             }
-            None => (std::process::Stdio::null(), std::process::Stdio::null()),
+            // The caller's own output, as `sam local` shows its functions' logs in its console.
+            None => (std::process::Stdio::inherit(), std::process::Stdio::inherit()),
         };
         let mut spawned = tokio::process::Command::new(program);
         spawned.args(args).env_clear();

@@ -47,6 +47,15 @@ impl Template {
         Self::load(&crate::service::repo_root().join("infra/template.yaml"))
     }
 
+    /// The binary `sam build` packages as `function`'s `bootstrap` (`Metadata.BuildProperties.Binary`, the
+    /// cargo-lambda build's name of it).
+    pub fn binary(&self, function: &str) -> Result<String, String> {
+        self.doc["Resources"][function]["Metadata"]["BuildProperties"]["Binary"]
+            .as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| format!("{function} has no Metadata.BuildProperties.Binary"))
+    }
+
     /// The logical ids of the template's `AWS::Serverless::Function` resources, in the template's order.
     pub fn functions(&self) -> Vec<String> {
         self.doc["Resources"]

@@ -1,4 +1,6 @@
-//! A small JSON-over-HTTP client (hyper) for webhook delivery and the demo. Local addresses only.
+//! A small JSON-over-HTTP client (hyper) for webhook delivery and the demo. Local addresses only. Calls to the
+//! payments and checkout API go through [`HttpClient::api_json`], SigV4-signed as the HTTP API's `AWS_IAM`
+//! routes require (`local_dev::sigv4`).
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -44,6 +46,23 @@ impl HttpClient {
         Ok((status, serde_json::from_slice(&bytes).unwrap_or(Value::Null)))
     }
 
+    /// [`Self::json`] to an `AWS_IAM` route of the HTTP API: signed with this process's AWS credentials.
+    pub async fn api_json(
+        &self,
+        method: &str,
+        url: &str,
+        headers: &[(&str, String)],
+        body: &Value,
+    ) -> Result<(u16, Value), BoxError> {
+        let bytes = json_bytes(body)?;
+        let plain: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+        let signed = local_dev::sigv4::signed_headers(method, url, &plain, &bytes)?;
+        let mut all: Vec<(&str, String)> = headers.to_vec();
+        all.extend(signed.iter().map(|(n, v)| (n.as_str(), v.clone())));
+        self.send(method, url, &all, bytes).await
+    }
+
+    /// Sends `body` as JSON (none when it is `Null`).
     pub async fn json(
         &self,
         method: &str,
@@ -51,11 +70,16 @@ impl HttpClient {
         headers: &[(&str, String)],
         body: &Value,
     ) -> Result<(u16, Value), BoxError> {
-        let bytes = if body.is_null() {
-            Vec::new()
-        } else {
-            serde_json::to_vec(body)?
-        };
+        let bytes = json_bytes(body)?;
         self.send(method, url, headers, bytes).await
     }
+}
+
+/// `body` as JSON bytes; none for `Null`.
+fn json_bytes(body: &Value) -> Result<Vec<u8>, BoxError> {
+    Ok(if body.is_null() {
+        Vec::new()
+    } else {
+        serde_json::to_vec(body)?
+    })
 }
