@@ -78,6 +78,18 @@ impl FunctionPool {
         }
     }
 
+    /// The function's logical id.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.spec.name
+    }
+
+    /// The function's (unqualified) ARN in the local world's account, as Lambda's records name it.
+    #[must_use]
+    pub fn arn(&self) -> String {
+        format!("arn:aws:lambda:us-east-1:000000000000:function:{}", self.spec.name)
+    }
+
     /// How many environments were cold-started so far.
     pub fn cold_starts(&self) -> usize {
         self.started.load(std::sync::atomic::Ordering::Relaxed)

@@ -1,12 +1,13 @@
-//! The local stand-in for the DynamoDB Streams event source mapping: reads DynamoDB Local's stream
-//! (DescribeStream, GetShardIterator, GetRecords), parents before children along the shard lineage, and
-//! hands each batch to a handler in the exact shape Lambda delivers. A checkpoint per shard advances only
-//! past records the handler did not report as failed, so a reported record and everything after it is
-//! delivered again on the next poll, as the real mapping does with ReportBatchItemFailures.
+//! The stream's records handed to a handler in this process (the relay's code, in the tests that drive it
+//! step by step): each batch in the exact shape Lambda delivers, read through `stream_reader`. A checkpoint
+//! per shard advances only past records the handler did not report as failed, so a reported record and
+//! everything after it is delivered again on the next poll, as the real mapping does with
+//! ReportBatchItemFailures. The mapping on a function as Lambda runs it is `stream_mapping`.
 
+use crate::stream_reader::{sequence_number, Position, StreamReader};
 use aws_lambda_events::event::dynamodb::Event as StreamEvent;
 use aws_lambda_events::event::streams::DynamoDbEventResponse;
-use aws_sdk_dynamodbstreams::types::{Record, ShardIteratorType};
+use aws_sdk_dynamodbstreams::types::Record;
 use serde_json::json;
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
@@ -14,44 +15,12 @@ use std::future::Future;
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 pub struct StreamPump {
-    streams: aws_sdk_dynamodbstreams::Client,
-    stream_arn: String,
+    reader: StreamReader,
     /// Last sequence number handled per shard.
     checkpoints: HashMap<String, String>,
     /// Closed shards read to their end.
     finished: HashSet<String>,
     pub batch_size: i32,
-}
-
-/// The Lambda (DynamoDB Streams) JSON of one SDK stream record.
-fn lambda_record(record: &Record, stream_arn: &str) -> Result<serde_json::Value, BoxError> {
-    let change = record.dynamodb().ok_or("record without dynamodb")?;
-    let image = |item: Option<&HashMap<String, aws_sdk_dynamodbstreams::types::AttributeValue>>| -> Result<serde_json::Value, BoxError> {
-        match item {
-            Some(item) => {
-                let item: serde_dynamo::Item = item.clone().into();
-                Ok(serde_json::to_value(item)?)
-            }
-            None => Ok(json!({})),
-        }
-    };
-    Ok(json!({
-        "eventID": record.event_id(),
-        "eventName": record.event_name().map(|n| n.as_str()).unwrap_or_default(),
-        "eventVersion": record.event_version(),
-        "eventSource": "aws:dynamodb",
-        "awsRegion": record.aws_region().unwrap_or("us-east-1"),
-        "eventSourceARN": stream_arn,
-        "dynamodb": {
-            "ApproximateCreationDateTime": change.approximate_creation_date_time().map(|t| t.as_secs_f64()).unwrap_or(0.0),
-            "Keys": image(change.keys())?,
-            "NewImage": image(change.new_image())?,
-            "OldImage": image(change.old_image())?,
-            "SequenceNumber": change.sequence_number(),
-            "SizeBytes": change.size_bytes().unwrap_or(0),
-            "StreamViewType": change.stream_view_type().map(|v| v.as_str()).unwrap_or("NEW_IMAGE"),
-        }
-    }))
 }
 
 impl StreamPump {
@@ -61,67 +30,12 @@ impl StreamPump {
         streams: aws_sdk_dynamodbstreams::Client,
         table: &str,
     ) -> Result<Self, BoxError> {
-        let described = dynamodb.describe_table().table_name(table).send().await?;
-        let stream_arn = described
-            .table()
-            .and_then(|t| t.latest_stream_arn())
-            .ok_or("the table has no stream")?
-            .to_owned();
         Ok(Self {
-            streams,
-            stream_arn,
+            reader: StreamReader::for_table(dynamodb, streams, table).await?,
             checkpoints: HashMap::new(),
             finished: HashSet::new(),
             batch_size: 100,
         })
-    }
-
-    /// Shards in lineage order: a parent before its children.
-    async fn shards(&self) -> Result<Vec<(String, bool)>, BoxError> {
-        let mut shards = Vec::new();
-        let mut start: Option<String> = None;
-        loop {
-            let out = self
-                .streams
-                .describe_stream()
-                .stream_arn(&self.stream_arn)
-                .set_exclusive_start_shard_id(start.clone())
-                .send()
-                .await?;
-            let description = out.stream_description().ok_or("no stream description")?;
-            for shard in description.shards() {
-                let closed = shard
-                    .sequence_number_range()
-                    .and_then(|r| r.ending_sequence_number())
-                    .is_some();
-                shards.push((
-                    shard.shard_id().unwrap_or_default().to_owned(),
-                    shard.parent_shard_id().map(str::to_owned),
-                    closed,
-                ));
-            }
-            start = description.last_evaluated_shard_id().map(str::to_owned);
-            if start.is_none() {
-                break;
-            }
-        }
-        let ids: HashSet<String> = shards.iter().map(|(id, _, _)| id.clone()).collect();
-        let mut ordered = Vec::new();
-        let mut placed: HashSet<String> = HashSet::new();
-        while ordered.len() < shards.len() {
-            let before = ordered.len();
-            for (id, parent, closed) in &shards {
-                let parent_ready = parent.as_ref().is_none_or(|p| !ids.contains(p) || placed.contains(p));
-                if !placed.contains(id) && parent_ready {
-                    placed.insert(id.clone());
-                    ordered.push((id.clone(), *closed));
-                }
-            }
-            if ordered.len() == before {
-                break; // a lineage cycle cannot happen; stop rather than spin
-            }
-        }
-        Ok(ordered)
     }
 
     /// Reads every shard once up to its current end and delivers the records in batches. Returns how many
@@ -132,14 +46,14 @@ impl StreamPump {
         Fut: Future<Output = DynamoDbEventResponse>,
     {
         let mut accepted = 0;
-        for (shard, closed) in self.shards().await? {
-            if self.finished.contains(&shard) {
+        for shard in self.reader.shards().await? {
+            if self.finished.contains(&shard.id) {
                 continue;
             }
-            let (handled, shard_done) = self.pump_shard(&shard, &mut handler).await?;
+            let (handled, shard_done) = self.pump_shard(&shard.id, &mut handler).await?;
             accepted += handled;
-            if closed && shard_done {
-                self.finished.insert(shard);
+            if shard.closed && shard_done {
+                self.finished.insert(shard.id);
             }
         }
         Ok(accepted)
@@ -154,48 +68,29 @@ impl StreamPump {
         Fut: Future<Output = DynamoDbEventResponse>,
     {
         let mut accepted = 0;
-        let Some(mut iterator) = self.shard_iterator(shard).await? else {
+        let position = self
+            .checkpoints
+            .get(shard)
+            .map_or(Position::Start, |seq| Position::After(seq.clone()));
+        let Some(mut iterator) = self.reader.iterator(shard, &position).await? else {
             return Ok((0, false));
         };
         loop {
-            let out = self
-                .streams
-                .get_records()
-                .shard_iterator(&iterator)
-                .limit(self.batch_size)
-                .send()
-                .await?;
-            let records = out.records();
+            let (records, next) = self.reader.records(&iterator, self.batch_size).await?;
             if records.is_empty() {
-                return Ok((accepted, out.next_shard_iterator().is_none()));
+                return Ok((accepted, next.is_none()));
             }
-            let failed = self.deliver(records, handler).await?;
-            let (handled, all_ok) = self.checkpoint(shard, records, &failed);
+            let failed = self.deliver(&records, handler).await?;
+            let (handled, all_ok) = self.checkpoint(shard, &records, &failed);
             accepted += handled;
             if !all_ok {
                 return Ok((accepted, false));
             }
-            match out.next_shard_iterator() {
-                Some(next) => iterator = next.to_owned(),
+            match next {
+                Some(next) => iterator = next,
                 None => return Ok((accepted, true)),
             }
         }
-    }
-
-    /// An iterator on `shard` just after its checkpoint, or at its oldest record when none was handled yet.
-    async fn shard_iterator(&self, shard: &str) -> Result<Option<String>, BoxError> {
-        let request = self
-            .streams
-            .get_shard_iterator()
-            .stream_arn(&self.stream_arn)
-            .shard_id(shard);
-        let request = match self.checkpoints.get(shard) {
-            Some(seq) => request
-                .shard_iterator_type(ShardIteratorType::AfterSequenceNumber)
-                .sequence_number(seq),
-            None => request.shard_iterator_type(ShardIteratorType::TrimHorizon),
-        };
-        Ok(request.send().await?.shard_iterator().map(str::to_owned))
     }
 
     /// Hands `records` to the handler as Lambda's event; returns the sequence numbers it reported failed.
@@ -206,7 +101,7 @@ impl StreamPump {
     {
         let lambda: Vec<serde_json::Value> = records
             .iter()
-            .map(|r| lambda_record(r, &self.stream_arn))
+            .map(|r| self.reader.mapped(r).map(|r| r.lambda))
             .collect::<Result<_, _>>()?;
         let event: StreamEvent = serde_json::from_value(json!({ "Records": lambda }))?;
         let response = handler(event).await;
@@ -222,11 +117,7 @@ impl StreamPump {
     fn checkpoint(&mut self, shard: &str, records: &[Record], failed: &HashSet<String>) -> (usize, bool) {
         let mut accepted = 0;
         for record in records {
-            let seq = record
-                .dynamodb()
-                .and_then(|d| d.sequence_number())
-                .unwrap_or_default()
-                .to_owned();
+            let seq = sequence_number(record);
             if failed.contains(&seq) {
                 return (accepted, false);
             }

@@ -2,13 +2,17 @@
 //! (`runtime-probe`): the function's `Timeout` kills the invocation and answers as Lambda does, the
 //! reservation throttles, environments are reused warm and cold-started when none is idle, a failed init is
 //! reported with the function's own error; the HTTP API front routes, refuses and answers as API Gateway;
-//! an asynchronous event is retried and sent to its on-failure destination (a queue in moto) as Lambda does.
+//! an asynchronous event is retried and sent to its on-failure destination (a queue in moto) as Lambda does;
+//! the queue mapping's loop and the stream mapping (on DynamoDB Local's stream) deliver, retry, bisect and drop
+//! as Lambda's event source mappings do.
 
 use local_dev::async_invoke::{AsyncInvoker, Delivery, Waits};
+use local_dev::event_pattern::EventPattern;
 use local_dev::function_pool::{FunctionPool, FunctionSpec, Outcome};
 use local_dev::http_api::Route;
 use local_dev::sqs_poller::{invoke_batch, SqsPoller};
-use local_dev::triggers::{AsyncConfig, RouteAuth, Throttle};
+use local_dev::stream_mapping::{StreamConsumer, Waits as StreamWaits};
+use local_dev::triggers::{AsyncConfig, RouteAuth, StreamMapping, Throttle};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -239,17 +243,21 @@ async fn a_function_error_is_502_and_a_throttle_500_as_api_gateway_answers() {
     assert_eq!((status, body.as_str()), (500, internal));
 }
 
-/// A queue in moto standing in for an on-failure destination: its client and URL.
-async fn destination() -> (aws_sdk_sqs::Client, String) {
-    let sdk = aws_config::SdkConfig::builder()
+/// The SDK's configuration for a local service.
+fn sdk(service: &'static local_dev::service::Service) -> aws_config::SdkConfig {
+    aws_config::SdkConfig::builder()
         .region(aws_sdk_sqs::config::Region::new("us-east-1"))
         .credentials_provider(aws_sdk_sqs::config::SharedCredentialsProvider::new(
             aws_sdk_sqs::config::Credentials::new("local", "local", None, None, "lambda-tests"),
         ))
-        .endpoint_url(local_dev::service::SQS.endpoint())
+        .endpoint_url(service.endpoint())
         .behavior_version(aws_config::BehaviorVersion::latest())
-        .build();
-    let sqs = aws_sdk_sqs::Client::new(&sdk);
+        .build()
+}
+
+/// A queue in moto standing in for an on-failure destination: its client and URL.
+async fn destination() -> (aws_sdk_sqs::Client, String) {
+    let sqs = aws_sdk_sqs::Client::new(&sdk(&local_dev::service::SQS));
     let name = format!("on-failure-{}", uuid::Uuid::new_v4());
     let created = sqs.create_queue().queue_name(name).send().await.expect("create queue");
     let url = created.queue_url().expect("a queue URL").to_owned();
@@ -499,4 +507,274 @@ async fn a_throttled_route_answers_429_past_its_burst() {
     let codes: Vec<u16> = statuses.iter().map(|(status, _, _)| *status).collect();
     assert_eq!(codes, [200, 200, 429]);
     assert_eq!(statuses[2].2, r#"{"message":"Too Many Requests"}"#);
+}
+
+// ---- the DynamoDB Streams event source mapping, on DynamoDB Local's stream ----
+
+/// A fresh table with the template's stream, holding items `n` = 1, 2, ... each with its `probe` marker
+/// (`ok`, `fail`, `crash`) and `kind`; the clients and the stream's ARN.
+async fn stream_with(items: &[(&str, &str)]) -> (aws_sdk_dynamodbstreams::Client, String) {
+    let config = sdk(&local_dev::service::DYNAMODB);
+    let dynamodb = aws_sdk_dynamodb::Client::new(&config);
+    let table = local_dev::table::create_fresh_table(&dynamodb).await;
+    for (n, (probe, kind)) in items.iter().enumerate() {
+        put(&dynamodb, &table, n + 1, probe, kind).await;
+    }
+    let streams = aws_sdk_dynamodbstreams::Client::new(&config);
+    let reader = local_dev::stream_reader::StreamReader::for_table(&dynamodb, streams.clone(), &table)
+        .await
+        .expect("the table's stream");
+    (streams, reader.stream_arn().to_owned())
+}
+
+async fn put(dynamodb: &aws_sdk_dynamodb::Client, table: &str, n: usize, probe: &str, kind: &str) {
+    use aws_sdk_dynamodb::types::AttributeValue as A;
+    dynamodb
+        .put_item()
+        .table_name(table)
+        .item("pk", A::S(format!("item#{n:02}")))
+        .item("sk", A::S("v".into()))
+        .item("n", A::N(n.to_string()))
+        .item("probe", A::S(probe.into()))
+        .item("kind", A::S(kind.into()))
+        .send()
+        .await
+        .expect("put");
+}
+
+/// A stream mapping as the template's reader gives it, from the start of the stream, no window.
+fn stream_mapping(batch_size: u64, max_retries: Option<u64>, filters: &[&str]) -> StreamMapping {
+    StreamMapping {
+        table: "PaymentsTable".into(),
+        starting_position: "TRIM_HORIZON".into(),
+        batch_size,
+        batching_window: Duration::ZERO,
+        bisect: false,
+        max_retries,
+        max_record_age: None,
+        item_failures: true,
+        on_failure: None,
+        filters: filters
+            .iter()
+            .map(|f| EventPattern::parse(f).expect("a pattern"))
+            .collect(),
+    }
+}
+
+/// `runtime-probe` writing each event it gets to a file of its own: the function and the file.
+fn recording_probe(reserved: Option<usize>) -> (Arc<FunctionPool>, std::path::PathBuf) {
+    let file = std::env::temp_dir().join(format!("probe-{}.jsonl", uuid::Uuid::new_v4()));
+    let pool = FunctionPool::new(FunctionSpec {
+        name: "Probe".into(),
+        command: vec![env!("CARGO_BIN_EXE_runtime-probe").into()],
+        environment: vec![("PROBE_RECORD".into(), file.display().to_string())],
+        timeout: Duration::from_secs(3),
+        reserved,
+        log_dir: None,
+    });
+    (Arc::new(pool), file)
+}
+
+/// The batches the probe got, each as its records' `n` and sequence numbers.
+fn batches(file: &std::path::Path) -> Vec<Vec<(u64, String)>> {
+    let text = std::fs::read_to_string(file).unwrap_or_default();
+    // Complete lines only: the probe may be writing the next one.
+    text.split_inclusive('\n')
+        .filter(|line| line.ends_with('\n'))
+        .map(|line| {
+            let event: Value = serde_json::from_str(line).expect("a JSON event");
+            let records = event["Records"].as_array().cloned().unwrap_or_default();
+            records
+                .iter()
+                .map(|r| {
+                    let n = r["dynamodb"]["NewImage"]["n"]["N"].as_str().expect("n");
+                    let seq = r["dynamodb"]["SequenceNumber"].as_str().expect("a sequence number");
+                    (n.parse().expect("a number"), seq.to_owned())
+                })
+                .collect()
+        })
+        .collect()
+}
+
+fn numbers(batches: &[Vec<(u64, String)>]) -> Vec<Vec<u64>> {
+    batches.iter().map(|b| b.iter().map(|(n, _)| *n).collect()).collect()
+}
+
+/// Runs `mapping` on the stream until `done` holds of the probe's batches and the destination's records
+/// (20 s at most), then a little longer to see nothing more comes; returns both.
+async fn run_stream_mapping(
+    (streams, stream_arn): (aws_sdk_dynamodbstreams::Client, String),
+    mapping: StreamMapping,
+    (function, file): (Arc<FunctionPool>, std::path::PathBuf),
+    done: impl Fn(&[Vec<(u64, String)>], &[Value]) -> bool,
+) -> (Vec<Vec<(u64, String)>>, Vec<Value>) {
+    let (sqs, url) = destination().await;
+    let consumer = StreamConsumer {
+        reader: local_dev::stream_reader::StreamReader::new(streams, stream_arn),
+        mapping,
+        function,
+        on_failure: Some((sqs.clone(), url.clone())),
+        waits: StreamWaits {
+            poll: Duration::from_millis(50),
+            retry: Duration::from_millis(10),
+            throttle: Duration::from_millis(50),
+            read_error: Duration::from_millis(100),
+        },
+    };
+    let running = consumer.start();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut dropped = Vec::new();
+    while !done(&batches(&file), &dropped) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        dropped.extend(records(&sqs, &url).await);
+    }
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    running.abort();
+    dropped.extend(records(&sqs, &url).await);
+    (batches(&file), dropped)
+}
+
+fn delivered(batches: &[Vec<(u64, String)>]) -> usize {
+    batches.iter().map(Vec::len).sum()
+}
+
+#[tokio::test]
+async fn the_stream_mapping_skips_what_no_filter_matches_and_delivers_batches_in_order() {
+    let items = [
+        ("ok", "event"),
+        ("ok", "event"),
+        ("ok", "other"),
+        ("ok", "event"),
+        ("ok", "event"),
+        ("ok", "event"),
+    ];
+    let filter = r#"{"eventName": ["INSERT"], "dynamodb": {"NewImage": {"kind": {"S": ["event"]}}}}"#;
+    let (got, dropped) = run_stream_mapping(
+        stream_with(&items).await,
+        stream_mapping(2, None, &[filter]),
+        recording_probe(None),
+        |b, _| delivered(b) >= 5,
+    )
+    .await;
+    assert_eq!(numbers(&got), [vec![1, 2], vec![4, 5], vec![6]]);
+    assert!(dropped.is_empty(), "{dropped:?}");
+}
+
+#[tokio::test]
+async fn item_failures_retry_from_the_failed_record_then_go_to_the_destination_and_the_shard_moves_on() {
+    let items = [
+        ("ok", "event"),
+        ("fail", "event"),
+        ("ok", "event"),
+        ("ok", "event"),
+        ("ok", "event"),
+    ];
+    let (got, dropped) = run_stream_mapping(
+        stream_with(&items).await,
+        stream_mapping(4, Some(1), &[]),
+        recording_probe(None),
+        |b, _| numbers(b).last() == Some(&vec![5]),
+    )
+    .await;
+    assert_eq!(numbers(&got), [vec![1, 2, 3, 4], vec![2, 3, 4], vec![5]]);
+    let [record] = dropped.as_slice() else {
+        panic!("one failure record: {dropped:?}")
+    };
+    let info = &record["DDBStreamBatchInfo"];
+    assert_eq!(info["startSequenceNumber"].as_str(), Some(got[0][1].1.as_str()));
+    assert_eq!(info["endSequenceNumber"].as_str(), Some(got[0][3].1.as_str()));
+    assert_eq!(info["batchSize"], 3);
+    assert!(
+        info["streamArn"].as_str().is_some_and(|a| a.contains("/stream/")),
+        "{info}"
+    );
+    assert_eq!(record["requestContext"]["condition"], "RetryAttemptsExhausted");
+    assert_eq!(record["requestContext"]["approximateInvokeCount"], 2);
+    assert_eq!(
+        record["responseContext"]["functionError"],
+        Value::Null,
+        "item failures are no function error"
+    );
+    assert_eq!(record["version"], "1.0");
+}
+
+#[tokio::test]
+async fn bisect_narrows_a_failed_batch_to_its_poison_record() {
+    let items = [("ok", "event"), ("ok", "event"), ("crash", "event"), ("ok", "event")];
+    let mut mapping = stream_mapping(4, Some(0), &[]);
+    mapping.bisect = true;
+    let (got, dropped) = run_stream_mapping(stream_with(&items).await, mapping, recording_probe(None), |b, _| {
+        numbers(b).last() == Some(&vec![4])
+    })
+    .await;
+    assert_eq!(
+        numbers(&got),
+        [vec![1, 2, 3, 4], vec![1, 2], vec![3, 4], vec![3], vec![4]]
+    );
+    let [record] = dropped.as_slice() else {
+        panic!("one failure record: {dropped:?}")
+    };
+    let poison = &got[3][0].1;
+    let info = &record["DDBStreamBatchInfo"];
+    assert_eq!(
+        (info["startSequenceNumber"].as_str(), info["endSequenceNumber"].as_str()),
+        (Some(poison.as_str()), Some(poison.as_str()))
+    );
+    assert_eq!(info["batchSize"], 1);
+    assert_eq!(
+        record["requestContext"]["approximateInvokeCount"], 3,
+        "the batch, its half, the record"
+    );
+    assert_eq!(record["responseContext"]["functionError"], "Unhandled");
+}
+
+#[tokio::test]
+async fn a_record_failing_without_a_retry_limit_is_dropped_past_its_age() {
+    let mut mapping = stream_mapping(10, None, &[]);
+    mapping.max_record_age = Some(Duration::from_secs(2));
+    let (got, dropped) = run_stream_mapping(
+        stream_with(&[("crash", "event")]).await,
+        mapping,
+        recording_probe(None),
+        |_, dropped| !dropped.is_empty(),
+    )
+    .await;
+    assert!(got.len() > 3, "retried until its age ran out: {} runs", got.len());
+    let [record] = dropped.as_slice() else {
+        panic!("one failure record: {dropped:?}")
+    };
+    assert_eq!(record["requestContext"]["condition"], "RecordAgeExceeded");
+    assert_eq!(
+        record["DDBStreamBatchInfo"]["startSequenceNumber"].as_str(),
+        Some(got[0][0].1.as_str())
+    );
+}
+
+#[tokio::test]
+async fn a_throttled_batch_uses_no_retry_and_waits_until_its_age_runs_out() {
+    let mut mapping = stream_mapping(10, Some(0), &[]);
+    mapping.max_record_age = Some(Duration::from_secs(2));
+    let started = Instant::now();
+    let (got, dropped) = run_stream_mapping(
+        stream_with(&[("ok", "event")]).await,
+        mapping,
+        recording_probe(Some(0)),
+        |_, dropped| !dropped.is_empty(),
+    )
+    .await;
+    assert!(got.is_empty(), "never ran: {got:?}");
+    assert!(
+        started.elapsed() > Duration::from_secs(2),
+        "waited: {:?}",
+        started.elapsed()
+    );
+    let [record] = dropped.as_slice() else {
+        panic!("one failure record: {dropped:?}")
+    };
+    assert_eq!(
+        record["requestContext"]["condition"], "RecordAgeExceeded",
+        "not RetryAttemptsExhausted: a throttle is no retry"
+    );
+    assert_eq!(record["requestContext"]["approximateInvokeCount"], 0);
+    assert!(record.get("responseContext").is_none(), "{record}");
 }

@@ -3,8 +3,11 @@
 //! Its init does what `PROBE_INIT` says (`error`: reports an init error then exits, `exit`: exits with 3,
 //! otherwise polls); each event's order `{"sleep_ms": n, "fail": bool, "answer": ...}` (the event itself, or
 //! the JSON body of an HTTP API event) makes it wait `n` ms, then report an error, answer `answer`, or answer
-//! `{"pid": its process id, "event": the event}`; a batch (`Records`) is answered with the records whose body
-//! holds `"fail":true` as `batchItemFailures` (one holding `"crash":true` makes it report an error). Std only: no runtime crate to hide what goes over the wire.
+//! `{"pid": its process id, "event": the event}`; a batch (`Records`) is answered with its failed records as
+//! `batchItemFailures` (an SQS message whose body holds `"fail":true`, a stream record whose `NewImage` has
+//! `probe` = `fail`), and a record marked so with `crash` makes it report an error. With `PROBE_RECORD` set to
+//! a file, each event is appended to it as one JSON line (what the tests read to see the batches it got).
+//! Std only: no runtime crate to hide what goes over the wire.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -35,6 +38,23 @@ fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
     })
 }
 
+/// Whether a batch record is marked `what` (`fail` or `crash`): an SQS body holding `"<what>":true`, a
+/// stream record whose `NewImage` has `probe` = `<what>`.
+fn marked(record: &serde_json::Value, what: &str) -> bool {
+    let in_body = record["body"]
+        .as_str()
+        .is_some_and(|b| b.contains(&format!(r#""{what}":true"#)));
+    in_body || record["dynamodb"]["NewImage"]["probe"]["S"] == what
+}
+
+/// The batch item identifier of a record: an SQS message's id, a stream record's sequence number.
+fn identifier(record: &serde_json::Value) -> &serde_json::Value {
+    match &record["messageId"] {
+        serde_json::Value::Null => &record["dynamodb"]["SequenceNumber"],
+        id => id,
+    }
+}
+
 fn main() -> Result<(), BoxError> {
     let api = std::env::var("AWS_LAMBDA_RUNTIME_API")?;
     match std::env::var("PROBE_INIT").as_deref() {
@@ -54,21 +74,20 @@ fn main() -> Result<(), BoxError> {
             Some(body) if parsed["version"] == "2.0" => serde_json::from_str(body).unwrap_or_default(),
             _ => parsed.clone(),
         };
-        // A batch (SQS or a stream): each record whose body says `"fail": true` is a reported item failure.
-        let failed_items: Vec<serde_json::Value> = parsed["Records"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|r| r["body"].as_str().is_some_and(|b| b.contains(r#""fail":true"#)))
-            .map(|r| serde_json::json!({"itemIdentifier": r["messageId"]}))
+        if let Ok(file) = std::env::var("PROBE_RECORD") {
+            let mut file = std::fs::OpenOptions::new().create(true).append(true).open(file)?;
+            // One write of the whole line: a reader never sees half an event followed by another.
+            file.write_all(format!("{parsed}\n").as_bytes())?;
+        }
+        let records = parsed["Records"].as_array().into_iter().flatten();
+        let failed_items: Vec<serde_json::Value> = records
+            .clone()
+            .filter(|r| marked(r, "fail"))
+            .map(|r| serde_json::json!({"itemIdentifier": identifier(r)}))
             .collect();
         let sleep = order["sleep_ms"].as_u64().unwrap_or(0);
         std::thread::sleep(std::time::Duration::from_millis(sleep));
-        let crash = parsed["Records"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .any(|r| r["body"].as_str().is_some_and(|b| b.contains(r#""crash":true"#)));
+        let crash = records.clone().any(|r| marked(r, "crash"));
         if order["fail"].as_bool() == Some(true) || crash {
             let report = r#"{"errorType":"Probe.Failed","errorMessage":"the event said fail"}"#;
             exchange(&api, "POST", &format!("invocation/{id}/error"), report)?;
