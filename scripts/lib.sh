@@ -121,7 +121,8 @@ start_api() {
   local sets=(--set "CATCHUP_SETTLE_SECONDS=${CATCHUP_SETTLE_SECONDS:-5}" --set "SAGA_STUCK_AFTER_SECONDS=${SAGA_STUCK_AFTER_SECONDS:-10}")
   [ -n "${SAGA_PAYMENT_TIMEOUT_SECONDS:-}" ] && sets+=(--set "SAGA_PAYMENT_TIMEOUT_SECONDS=$SAGA_PAYMENT_TIMEOUT_SECONDS")
   [ -n "${CHECKOUT_ABANDON_AFTER_SECONDS:-}" ] && sets+=(--set "CHECKOUT_ABANDON_AFTER_SECONDS=$CHECKOUT_ABANDON_AFTER_SECONDS")
-  LOCAL_API_PORT="$port" "$bin" --time-scale 60 "${sets[@]}" "${params[@]}" >>"$log" 2>&1 &
+  # AWS_ENDPOINT_URL: any other service a function calls (EventBridge's DescribeEventSource) stays on this machine.
+  AWS_ENDPOINT_URL="${AWS_ENDPOINT_URL_SQS:-}" LOCAL_API_PORT="$port" "$bin" --time-scale 60 "${sets[@]}" "${params[@]}" >>"$log" 2>&1 &
   api_pid=$!
   wait_for_port "$port" "the local API" "$api_pid" "$log"
 }

@@ -109,11 +109,6 @@ impl FunctionPool {
         })
     }
 
-    /// The function's logical id.
-    pub fn name(&self) -> &str {
-        &self.spec.name
-    }
-
     /// Invokes the function with `event` as Lambda does for a synchronous call: an idle environment, or a
     /// new one while the reservation allows it, or throttled.
     pub async fn invoke(&self, event: Value) -> Result<Outcome, BoxError> {
