@@ -3,14 +3,18 @@
 //! and the message attributes, which carry the trace context), and deletes the ones the handler did not
 //! report as failed (ReportBatchItemFailures). Failed messages come back after their visibility timeout.
 //! The handler is a function's code called in this process, or the function as Lambda runs it
-//! ([`invoke_batch`] on its `function_pool`).
+//! ([`invoke_batch`] on its `function_pool`); [`start_mapping`] polls for that function without end, as the
+//! mapping does: long polling, the queue's own visibility timeout, a backoff after an error. On a FIFO queue
+//! SQS itself keeps a message group's later messages back while an earlier one is in flight or failed.
 
 use crate::function_pool::{FunctionPool, Outcome};
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
-use aws_sdk_sqs::types::{Message, MessageSystemAttributeName};
+use aws_sdk_sqs::types::{Message, MessageSystemAttributeName, QueueAttributeName};
 use serde_json::json;
 use std::collections::HashMap;
 use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -21,6 +25,8 @@ pub struct SqsPoller {
     pub visibility_timeout: i32,
     /// The mapping's `BatchSize`: the most messages one receive (and so one invocation) takes (SQS: 1 to 10).
     pub batch_size: i32,
+    /// How long one receive waits for a message (`WaitTimeSeconds`; 0: a short poll).
+    pub wait_time_seconds: i32,
     /// Tests: forget to delete every n-th handled message, as if the delete was lost.
     pub lose_every_nth_ack: Option<usize>,
     handled: usize,
@@ -76,13 +82,71 @@ pub async fn invoke_batch(function: &FunctionPool, event: SqsEvent) -> SqsBatchR
     }
 }
 
+/// The mapping's long poll (Lambda's: the longest SQS allows).
+const LONG_POLL_SECONDS: i32 = 20;
+/// The first wait after a failed receive or delete, doubled after each further failure up to the last.
+const ERROR_BACKOFF: (Duration, Duration) = (Duration::from_millis(100), Duration::from_secs(5));
+
+/// Runs the SQS event source mapping of `queue_url` to `function` until aborted: batches of up to
+/// `batch_size` ([`invoke_batch`]), each receive a long poll, messages hidden for the queue's own visibility
+/// timeout (read from the queue, so a failed batch comes back when SQS would bring it back). An error (the
+/// queue unreachable or gone) is reported and tried again after a backoff, never the end of the mapping.
+pub fn start_mapping(
+    sqs: aws_sdk_sqs::Client,
+    queue_url: String,
+    batch_size: i32,
+    function: Arc<FunctionPool>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut poller = SqsPoller::new(sqs, queue_url);
+        poller.batch_size = batch_size;
+        poller.wait_time_seconds = LONG_POLL_SECONDS;
+        let mut visibility_read = false;
+        let mut backoff = ERROR_BACKOFF.0;
+        loop {
+            let polled = async {
+                if !visibility_read {
+                    poller.visibility_timeout = poller.queue_visibility_timeout().await?;
+                    visibility_read = true;
+                }
+                poller.poll_once(|event| invoke_batch(&function, event)).await
+            };
+            match polled.await {
+                Ok(_) => backoff = ERROR_BACKOFF.0,
+                Err(e) => {
+                    eprintln!("queue mapping of {} on {}: {e}", function.name(), poller.queue_url);
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(ERROR_BACKOFF.1);
+                }
+            }
+        }
+    })
+}
+
 impl SqsPoller {
+    /// The queue's `VisibilityTimeout` attribute, in seconds.
+    async fn queue_visibility_timeout(&self) -> Result<i32, BoxError> {
+        let out = self
+            .sqs
+            .get_queue_attributes()
+            .queue_url(&self.queue_url)
+            .attribute_names(QueueAttributeName::VisibilityTimeout)
+            .send()
+            .await?;
+        let value = out
+            .attributes()
+            .and_then(|a| a.get(&QueueAttributeName::VisibilityTimeout))
+            .ok_or("the queue has no VisibilityTimeout")?;
+        Ok(value.parse()?)
+    }
+
     pub fn new(sqs: aws_sdk_sqs::Client, queue_url: impl Into<String>) -> Self {
         Self {
             sqs,
             queue_url: queue_url.into(),
             visibility_timeout: 1,
             batch_size: 10,
+            wait_time_seconds: 0,
             lose_every_nth_ack: None,
             handled: 0,
         }
@@ -100,6 +164,7 @@ impl SqsPoller {
             .queue_url(&self.queue_url)
             .max_number_of_messages(self.batch_size)
             .visibility_timeout(self.visibility_timeout)
+            .wait_time_seconds(self.wait_time_seconds)
             .message_system_attribute_names(MessageSystemAttributeName::All)
             .message_attribute_names("All")
             .send()

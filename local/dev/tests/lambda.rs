@@ -10,7 +10,7 @@ use local_dev::async_invoke::{AsyncInvoker, Delivery, Waits};
 use local_dev::event_pattern::EventPattern;
 use local_dev::function_pool::{FunctionPool, FunctionSpec, Outcome};
 use local_dev::http_api::Route;
-use local_dev::sqs_poller::{invoke_batch, SqsPoller};
+use local_dev::sqs_poller::{invoke_batch, start_mapping, SqsPoller};
 use local_dev::stream_mapping::{StreamConsumer, Waits as StreamWaits};
 use local_dev::triggers::{AsyncConfig, RouteAuth, StreamMapping, Throttle};
 use serde_json::{json, Value};
@@ -381,12 +381,19 @@ async fn a_throttled_event_waits_until_its_age_runs_out_then_goes_to_the_destina
 
 /// A FIFO queue in moto holding `bodies` (one message group), and its client.
 async fn fifo_with(bodies: &[&str]) -> (aws_sdk_sqs::Client, String) {
+    fifo_hiding_for(bodies, "30").await
+}
+
+/// [`fifo_with`], the queue's `VisibilityTimeout` `seconds`.
+async fn fifo_hiding_for(bodies: &[&str], seconds: &str) -> (aws_sdk_sqs::Client, String) {
+    use aws_sdk_sqs::types::QueueAttributeName as A;
     let (sqs, _) = destination().await;
     let name = format!("mapping-{}.fifo", uuid::Uuid::new_v4());
     let created = sqs
         .create_queue()
         .queue_name(name)
-        .attributes(aws_sdk_sqs::types::QueueAttributeName::FifoQueue, "true")
+        .attributes(A::FifoQueue, "true")
+        .attributes(A::VisibilityTimeout, seconds)
         .send()
         .await
         .expect("create FIFO queue");
@@ -777,4 +784,90 @@ async fn a_throttled_batch_uses_no_retry_and_waits_until_its_age_runs_out() {
     );
     assert_eq!(record["requestContext"]["approximateInvokeCount"], 0);
     assert!(record.get("responseContext").is_none(), "{record}");
+}
+
+// ---- the SQS event source mapping's loop, on moto's queues ----
+
+/// The messages' `n` in the order the probe got them (its recorded SQS events).
+fn messages_seen(file: &std::path::Path) -> Vec<u64> {
+    let text = std::fs::read_to_string(file).unwrap_or_default();
+    let events = text.split_inclusive('\n').filter(|line| line.ends_with('\n'));
+    let mut seen = Vec::new();
+    for line in events {
+        let event: Value = serde_json::from_str(line).expect("a JSON event");
+        for record in event["Records"].as_array().into_iter().flatten() {
+            let body: Value = serde_json::from_str(record["body"].as_str().expect("a body")).expect("JSON");
+            seen.push(body["n"].as_u64().expect("n"));
+        }
+    }
+    seen
+}
+
+/// Waits (20 s at most) until `done` holds of what the probe has seen.
+async fn until_seen(file: &std::path::Path, done: impl Fn(&[u64]) -> bool) -> Vec<u64> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !done(&messages_seen(file)) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    messages_seen(file)
+}
+
+#[tokio::test]
+async fn a_message_groups_later_messages_wait_while_an_earlier_one_fails() {
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_millis();
+    let first = json!({"n": 1, "fail_until_ms": now_ms + 2500}).to_string();
+    let (sqs, url) = fifo_hiding_for(&[&first, r#"{"n":2}"#, r#"{"n":3}"#], "1").await;
+    let (function, file) = recording_probe(None);
+    let mapping = start_mapping(sqs.clone(), url.clone(), 1, function);
+    let seen = until_seen(&file, |seen| seen.contains(&3)).await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while left_on(&sqs, &url).await > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    mapping.abort();
+    let failing = seen.iter().take_while(|n| **n == 1).count();
+    assert!(
+        failing >= 2,
+        "the first message came back after its visibility timeout: {seen:?}"
+    );
+    assert_eq!(
+        seen.get(failing..),
+        Some(&[2, 3][..]),
+        "2 and 3 only after 1 succeeded: {seen:?}"
+    );
+    assert_eq!(left_on(&sqs, &url).await, 0, "all delivered and deleted");
+}
+
+#[tokio::test]
+async fn the_queue_mapping_outlives_a_missing_queue() {
+    let (sqs, _) = destination().await;
+    let name = format!("mapping-{}", uuid::Uuid::new_v4());
+    let url = sqs
+        .create_queue()
+        .queue_name(&name)
+        .send()
+        .await
+        .expect("create")
+        .queue_url()
+        .expect("a URL")
+        .to_owned();
+    sqs.delete_queue().queue_url(&url).send().await.expect("delete");
+    let (function, file) = recording_probe(None);
+    let mapping = start_mapping(sqs.clone(), url.clone(), 10, function);
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert!(!mapping.is_finished(), "an error is no end of the mapping");
+    let again = sqs.create_queue().queue_name(&name).send().await.expect("create again");
+    assert_eq!(again.queue_url(), Some(url.as_str()));
+    sqs.send_message()
+        .queue_url(&url)
+        .message_body(r#"{"n":7}"#)
+        .send()
+        .await
+        .expect("send");
+    let seen = until_seen(&file, |seen| !seen.is_empty()).await;
+    mapping.abort();
+    assert_eq!(seen, [7]);
 }

@@ -5,7 +5,8 @@
 //! the JSON body of an HTTP API event) makes it wait `n` ms, then report an error, answer `answer`, or answer
 //! `{"pid": its process id, "event": the event}`; a batch (`Records`) is answered with its failed records as
 //! `batchItemFailures` (an SQS message whose body holds `"fail":true`, a stream record whose `NewImage` has
-//! `probe` = `fail`), and a record marked so with `crash` makes it report an error. With `PROBE_RECORD` set to
+//! `probe` = `fail`, or an SQS message whose body says `"fail_until_ms": t` until then), and a record marked
+//! so with `crash` makes it report an error. With `PROBE_RECORD` set to
 //! a file, each event is appended to it as one JSON line (what the tests read to see the batches it got).
 //! Std only: no runtime crate to hide what goes over the wire.
 
@@ -44,7 +45,22 @@ fn marked(record: &serde_json::Value, what: &str) -> bool {
     let in_body = record["body"]
         .as_str()
         .is_some_and(|b| b.contains(&format!(r#""{what}":true"#)));
-    in_body || record["dynamodb"]["NewImage"]["probe"]["S"] == what
+    in_body || record["dynamodb"]["NewImage"]["probe"]["S"] == what || (what == "fail" && failing_still(record))
+}
+
+/// Whether an SQS message's body says `"fail_until_ms": t` with `t` (milliseconds since the epoch) still ahead:
+/// a message that fails for a while, then succeeds.
+fn failing_still(record: &serde_json::Value) -> bool {
+    let body: serde_json::Value = record["body"]
+        .as_str()
+        .and_then(|b| serde_json::from_str(b).ok())
+        .unwrap_or_default();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    body["fail_until_ms"]
+        .as_u64()
+        .is_some_and(|until| u128::from(until) > now)
 }
 
 /// The batch item identifier of a record: an SQS message's id, a stream record's sequence number.
