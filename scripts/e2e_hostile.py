@@ -343,26 +343,31 @@ for name, data, expected in [
     refused(name, status, answer, expected)
 
 # ---- odd paths and methods ------------------------------------------------------------------------------
-for name, method, path, allow in [
-    ("GET /payments", "GET", "/payments", "POST"),
-    ("DELETE a payment", "DELETE", f"/payments/{pid}", "GET"),
-    ("PUT sync-result", "PUT", f"/payments/{pid}/sync-result", "POST"),
-    ("GET a webhook", "GET", "/webhooks/stripe", "POST"),
-    ("PATCH checkouts", "PATCH", "/checkouts", "POST"),
-    ("DELETE a stock item", "DELETE", f"/inventory/sku-{RUN}", "GET, PUT"),
+# A method or path no route of the template takes never reaches a function: API Gateway answers 404 with its
+# own body (the local world is the template's HTTP API).
+def gateway_refused(name, status, answer):
+    check(f"{name} -> API Gateway's 404", (status, answer) == (404, {"message": "Not Found"}), (status, answer))
+
+
+for name, method, path in [
+    ("GET /payments", "GET", "/payments"),
+    ("DELETE a payment", "DELETE", f"/payments/{pid}"),
+    ("PUT sync-result", "PUT", f"/payments/{pid}/sync-result"),
+    ("GET a webhook", "GET", "/webhooks/stripe"),
+    ("PATCH checkouts", "PATCH", "/checkouts"),
+    ("DELETE a stock item", "DELETE", f"/inventory/sku-{RUN}"),
+    ("an unknown sub-resource", "GET", f"/payments/{pid}/secrets"),
+    ("dot segments", "GET", "/../../etc/passwd"),
+    ("no route", "GET", "/"),
+    ("a provider path with extra segments", "POST", "/webhooks/stripe/x"),
 ]:
-    status, answer, headers = raw(method, path, with_headers=True)
-    refused(name, status, answer, 405)
-    check(f"{name}: Allow names every method the route serves", headers.get("Allow") == allow, headers.get("Allow"))
+    gateway_refused(name, *raw(method, path))
+# A path a route takes, with a value its function refuses: the function's own JSON error.
 for name, method, path, expected in [
     ("a NUL in the id", "GET", "/payments/pay%00x", 400),
     ("an id over 64 characters", "GET", "/payments/" + "p" * 65, 400),
     ("a 6 KB path", "GET", "/payments/" + "p" * 6000, 400),
-    ("an unknown sub-resource", "GET", f"/payments/{pid}/secrets", 404),
-    ("dot segments", "GET", "/../../etc/passwd", 404),
-    ("no route", "GET", "/", 404),
     ("an unknown provider", "POST", "/webhooks/paypal", 404),
-    ("a provider path with extra segments", "POST", "/webhooks/stripe/x", 404),
     ("an order id over 128 characters", "GET", "/checkouts/" + "o" * 129, 400),
     ("a sku with a slash encoded", "GET", "/inventory/a%2Fb", 400),
 ]:

@@ -30,6 +30,10 @@ pub struct Route {
     /// API Gateway's throttling of the route (`triggers::ApiSettings::throttle`); `None`: unthrottled.
     pub throttle: Option<Throttle>,
     pub function: Arc<FunctionPool>,
+    /// Who a signed request to an `AWS_IAM` route is (`requestContext.authorizer.iam.userArn`): the local
+    /// world has one set of credentials, which stand for a session of the role its callers assume in AWS (the
+    /// checkout orchestrator's).
+    pub caller: Option<String>,
 }
 
 /// A route's token bucket: `burst` requests at once, refilled at `rate` a second.
@@ -176,7 +180,7 @@ fn event(
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis());
-    json!({
+    let mut event = json!({
         "version": "2.0",
         "routeKey": route_key,
         "rawPath": head.uri.path(),
@@ -203,7 +207,31 @@ fn event(
         },
         "body": body,
         "isBase64Encoded": encoded,
-    })
+    });
+    if route.auth == RouteAuth::Iam {
+        event["requestContext"]["authorizer"] = iam_authorizer(route, head);
+    }
+    event
+}
+
+/// API Gateway's `authorizer.iam` of a signed request: its access key (from the `Authorization` header's
+/// `Credential=`) and the identity the route's caller stands for.
+fn iam_authorizer(route: &Route, head: &hyper::http::request::Parts) -> Value {
+    let access_key = head
+        .headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split("Credential=").nth(1))
+        .and_then(|c| c.split('/').next())
+        .unwrap_or_default();
+    json!({ "iam": {
+        "accessKey": access_key,
+        "accountId": "000000000000",
+        "callerId": access_key,
+        "principalOrgId": null,
+        "userArn": route.caller,
+        "userId": access_key,
+    }})
 }
 
 /// The function's answer as API Gateway returns it: a `statusCode` answer as it says, anything else as a

@@ -153,6 +153,7 @@ fn route(method: &str, path: &str, auth: RouteAuth, function: &Arc<FunctionPool>
         auth,
         throttle: None,
         function: function.clone(),
+        caller: None,
     }
 }
 

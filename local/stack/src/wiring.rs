@@ -26,6 +26,7 @@ pub fn start(
     clients: &MappingClients,
 ) -> Result<Vec<Route>, Error> {
     let api = template.http_api(API, stack)?;
+    let caller = orchestrator_session(stack);
     let mut routes = Vec::new();
     for function in functions {
         for (event, trigger) in &function.triggers.events {
@@ -36,6 +37,7 @@ pub fn start(
                     auth: auth.clone(),
                     throttle: api.throttle(method, path),
                     function: function.pool.clone(),
+                    caller: caller.clone(),
                 }),
                 Trigger::Stream(mapping) => {
                     let stream = resource(stack, &format!("{}.StreamArn", mapping.table), &function.name)?;
@@ -64,6 +66,15 @@ pub fn start(
         }
     }
     Ok(routes)
+}
+
+/// A session of the role `OrchestratorRoleArn` names (`arn:aws:sts::<account>:assumed-role/<name>/local`): who the
+/// local world's callers are, as the payments and checkout APIs allow only the orchestrator's sessions.
+fn orchestrator_session(stack: &Stack) -> Option<String> {
+    let role = stack.parameters.get("OrchestratorRoleArn")?;
+    let (head, name) = role.split_once(":role/")?;
+    let account = head.rsplit(':').next()?;
+    Some(format!("arn:aws:sts::{account}:assumed-role/{name}/local"))
 }
 
 /// The local counterpart of the stack's resource `id`, which `function`'s trigger names.

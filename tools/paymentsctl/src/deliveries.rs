@@ -8,7 +8,8 @@
 //!   window before its creation to now. The query keeps to `fields`, `filter ... like`, `sort` and `limit`,
 //!   which CloudWatch runs and moto parses (moto ignores `filter` and returns every line of the range), and
 //!   the rows are filtered again here, so both answer the same.
-//! - **Locally**: the local stack's log file (`--log`), whose text lines carry no time: rows in file order.
+//! - **Locally**: the local stack's log file (`--log`): the functions' JSON lines as in CloudWatch (the local
+//!   world runs them with the template's `LOG_FORMAT`), or text lines, which carry no time; rows in file order.
 //!
 //! A row is about the payment when its line names the payment id or its PSP reference (the intake's request
 //! span carries `payment_id`; a delivery deferred before the payment was found names what the event targets).
@@ -230,10 +231,27 @@ pub fn from_local_log(path: &std::path::Path, needles: &[String]) -> Result<Vec<
     Ok(log
         .lines()
         .map(strip_ansi)
-        .filter(|l| l.contains("path=\"webhook\"") && needles.iter().any(|n| l.contains(n.as_str())))
-        .map(|l| text_line(&l))
+        .filter(|l| {
+            let webhook = l.contains("path=\"webhook\"") || l.contains("\"path\":\"webhook\"");
+            webhook && needles.iter().any(|n| l.contains(n.as_str()))
+        })
+        .filter_map(|l| local_line(&l))
         .filter(|d| d.message != SPAN_CLOSE)
         .collect())
+}
+
+/// One line of the local log: a JSON line (its `timestamp` its time) or a text line.
+fn local_line(line: &str) -> Option<Delivery> {
+    if !line.trim_start().starts_with('{') {
+        return Some(text_line(line));
+    }
+    let at_ms = serde_json::from_str::<Value>(line)
+        .ok()
+        .and_then(|json| json.get("timestamp").and_then(Value::as_str).and_then(|t| parse_instant(t).ok()));
+    json_line(line, at_ms).map(|d| Delivery {
+        origin: Origin::LocalLog,
+        ..d
+    })
 }
 
 /// What a span's close line says instead of a message (written when no OTLP endpoint takes the spans).
@@ -304,6 +322,29 @@ mod tests {
                 result: Some("Ignored(Duplicate)".into()),
                 correlation_id: Some("c-1".into()),
                 psp_event_id: None,
+            }]
+        );
+    }
+
+    #[test]
+    fn the_local_worlds_json_lines_are_read_as_cloudwatch_has_them() {
+        let line = r#"{"timestamp":"2025-12-01T10:00:00.123Z","level":"INFO","message":"webhook finalized","result":"Applied(ProcessingStarted)","psp_event_id":"evt_1","span":{"correlation_id":"c-1","path":"webhook","payment_id":"pay_1","name":"request"},"spans":[{"requestId":"r-1","name":"Lambda runtime invoke"},{"correlation_id":"c-1","path":"webhook","payment_id":"pay_1","name":"request"}]}"#;
+        let other = line.replace("pay_1", "pay_2");
+        let sync = line.replace("\"path\":\"webhook\"", "\"path\":\"sync\"");
+        let file = std::env::temp_dir().join(format!("paymentsctl-json-log-{}", std::process::id()));
+        std::fs::write(&file, format!("{line}\n{other}\n{sync}\n")).unwrap();
+        let rows = from_local_log(&file, &["pay_1".to_owned()]).unwrap();
+        std::fs::remove_file(&file).unwrap();
+        assert_eq!(
+            rows,
+            [Delivery {
+                origin: Origin::LocalLog,
+                at_ms: Some(1_764_583_200_123),
+                level: "INFO".into(),
+                message: "webhook finalized".into(),
+                result: Some("Applied(ProcessingStarted)".into()),
+                correlation_id: Some("c-1".into()),
+                psp_event_id: Some("evt_1".into()),
             }]
         );
     }
