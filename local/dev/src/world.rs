@@ -26,9 +26,13 @@ pub async fn create(sdk: &aws_config::SdkConfig, prefix: &str) -> Result<Stack, 
     let dynamodb = aws_sdk_dynamodb::Client::new(sdk);
     // A second start on the same DynamoDB Local finds its table.
     if dynamodb.describe_table().table_name(prefix).send().await.is_err() {
-        crate::table::TableDefinition::from_repo().create(&dynamodb, prefix).await;
+        crate::table::TableDefinition::from_repo()
+            .create(&dynamodb, prefix)
+            .await;
     }
-    stack.resources.insert(crate::table::TABLE_RESOURCE.into(), prefix.into());
+    stack
+        .resources
+        .insert(crate::table::TABLE_RESOURCE.into(), prefix.into());
     let described = dynamodb.describe_table().table_name(prefix).send().await;
     let stream = described
         .map_err(|e| format!("describe the table {prefix}: {e:?}"))?
@@ -65,7 +69,10 @@ async fn create_queues(sdk: &aws_config::SdkConfig, prefix: &str) -> Vec<(&'stat
         (queues::RELAY_FAILURES_RESOURCE, events.relay_failures_url),
         (queues::STRIPE_EVENTS_RESOURCE, stripe_events),
         (queues::STRIPE_EVENTS_DLQ_RESOURCE, stripe_events_dlq),
-        (queues::SCHEDULE_DLQ_RESOURCE, queues::create_schedule_dlq(&sqs, prefix).await),
+        (
+            queues::SCHEDULE_DLQ_RESOURCE,
+            queues::create_schedule_dlq(&sqs, prefix).await,
+        ),
     ]
 }
 

@@ -31,7 +31,9 @@ pub async fn start(template: &Template, stack: &Stack, settings: &Settings) -> R
             continue;
         };
         let binary = template.binary(&name)?;
-        let pool = Arc::new(FunctionPool::new(spec(template, stack, settings, &name, &binary, &triggers)?));
+        let pool = Arc::new(FunctionPool::new(spec(
+            template, stack, settings, &name, &binary, &triggers,
+        )?));
         if let Err(report) = pool.start().await? {
             return Err(format!("{name} failed its cold start: {report} (its output is above)").into());
         }

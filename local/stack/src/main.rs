@@ -34,7 +34,12 @@ async fn main() -> Result<(), Error> {
     announce(&settings);
     let functions = functions::start(&template, &stack, &settings).await?;
     let clients = clients::MappingClients::new(&sdk);
-    let routes = wiring::start(&template, &stack, &functions, &settings, &clients)?;
+    let world = wiring::World {
+        stack: &stack,
+        clients: &clients,
+        settings: &settings,
+    };
+    let routes = wiring::start(&template, &world, &functions)?;
     let addr = SocketAddr::from(([127, 0, 0, 1], settings.port));
     let listener = TcpListener::bind(addr).await?;
     println!("local API on http://{addr} (table {})", settings.table);

@@ -9,24 +9,27 @@ use crate::settings::Settings;
 use local_dev::async_invoke::{AsyncInvoker, Waits};
 use local_dev::http_api::Route;
 use local_dev::template::{Stack, Template};
-use local_dev::triggers::Trigger;
+use local_dev::triggers::{StreamMapping, Trigger};
+use local_dev::{schedule, sqs_poller, stream_mapping};
 use std::sync::Arc;
+use std::time::Duration;
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
 /// The HTTP API's logical id: every `HttpApi` event of the template is on it.
 const API: &str = "HttpApi";
 
+/// What the triggers share: the stack's resources, the mappings' clients, the schedules' scale.
+pub struct World<'a> {
+    pub stack: &'a Stack,
+    pub clients: &'a MappingClients,
+    pub settings: &'a Settings,
+}
+
 /// Starts every function's mappings and schedules, and returns the HTTP API's routes for `http_api::serve`.
-pub fn start(
-    template: &Template,
-    stack: &Stack,
-    functions: &[Function],
-    settings: &Settings,
-    clients: &MappingClients,
-) -> Result<Vec<Route>, Error> {
-    let api = template.http_api(API, stack)?;
-    let caller = orchestrator_session(stack);
+pub fn start(template: &Template, world: &World<'_>, functions: &[Function]) -> Result<Vec<Route>, Error> {
+    let api = template.http_api(API, world.stack)?;
+    let caller = orchestrator_session(world.stack);
     let mut routes = Vec::new();
     for function in functions {
         for (event, trigger) in &function.triggers.events {
@@ -34,38 +37,47 @@ pub fn start(
                 Trigger::HttpApi { method, path, auth } => routes.push(Route {
                     method: method.clone(),
                     path: path.clone(),
-                    auth: auth.clone(),
+                    auth: *auth,
                     throttle: api.throttle(method, path),
                     function: function.pool.clone(),
                     caller: caller.clone(),
                 }),
-                Trigger::Stream(mapping) => {
-                    let stream = resource(stack, &format!("{}.StreamArn", mapping.table), &function.name)?;
-                    let on_failure = destination(stack, mapping.on_failure.as_deref(), function, clients)?;
-                    let streams = clients.streams(&function.binary);
-                    local_dev::stream_mapping::start(streams, stream, mapping.clone(), function.pool.clone(), on_failure);
-                }
+                Trigger::Stream(mapping) => stream(world, function, mapping)?,
                 Trigger::Queue { queue, batch_size, .. } => {
-                    let url = resource(stack, queue, &function.name)?;
-                    let size = i32::try_from(*batch_size)?;
-                    local_dev::sqs_poller::start_mapping(clients.sqs(&function.binary), url, size, function.pool.clone());
+                    let url = resource(world.stack, queue, &function.name)?;
+                    let sqs = world.clients.sqs(&function.binary);
+                    sqs_poller::start_mapping(sqs, url, i32::try_from(*batch_size)?, function.pool.clone());
                 }
-                Trigger::Schedule { period, .. } => {
-                    let invoker = AsyncInvoker {
-                        function: function.pool.clone(),
-                        name: function.name.clone(),
-                        config: function.triggers.asynchronous.clone(),
-                        destination: destination(stack, function.triggers.asynchronous.on_failure.as_deref(), function, clients)?,
-                        waits: scaled(Waits::default(), settings.time_scale),
-                    };
-                    let every = *period / settings.time_scale;
-                    println!("{}: {event} every {every:?}", function.name);
-                    local_dev::schedule::start(event.clone(), every, Arc::new(invoker));
-                }
+                Trigger::Schedule { period, .. } => schedule(world, function, event, *period)?,
             }
         }
     }
     Ok(routes)
+}
+
+/// The table's stream mapping into `function`, read with its role's client.
+fn stream(world: &World<'_>, function: &Function, mapping: &StreamMapping) -> Result<(), Error> {
+    let stream = resource(world.stack, &format!("{}.StreamArn", mapping.table), &function.name)?;
+    let on_failure = destination(world, mapping.on_failure.as_deref(), function)?;
+    let streams = world.clients.streams(&function.binary);
+    stream_mapping::start(streams, stream, mapping.clone(), function.pool.clone(), on_failure);
+    Ok(())
+}
+
+/// The schedule `event` of `function`: every `period` (scaled), invoked asynchronously as Scheduler does.
+fn schedule(world: &World<'_>, function: &Function, event: &str, period: Duration) -> Result<(), Error> {
+    let config = &function.triggers.asynchronous;
+    let invoker = AsyncInvoker {
+        function: function.pool.clone(),
+        name: function.name.clone(),
+        config: config.clone(),
+        destination: destination(world, config.on_failure.as_deref(), function)?,
+        waits: scaled(Waits::default(), world.settings.time_scale),
+    };
+    let every = period / world.settings.time_scale;
+    println!("{}: {event} every {every:?}", function.name);
+    schedule::start(event.to_owned(), every, Arc::new(invoker));
+    Ok(())
 }
 
 /// A session of the role `OrchestratorRoleArn` names (`arn:aws:sts::<account>:assumed-role/<name>/local`): who the
@@ -79,22 +91,20 @@ fn orchestrator_session(stack: &Stack) -> Option<String> {
 
 /// The local counterpart of the stack's resource `id`, which `function`'s trigger names.
 fn resource(stack: &Stack, id: &str, function: &str) -> Result<String, Error> {
-    stack
-        .resources
-        .get(id)
-        .cloned()
-        .ok_or_else(|| format!("{function}: its trigger names {id}, which the local world has no counterpart of").into())
+    stack.resources.get(id).cloned().ok_or_else(|| {
+        format!("{function}: its trigger names {id}, which the local world has no counterpart of").into()
+    })
 }
 
 /// An on-failure destination's queue (a logical id) as the client that sends to it and its URL.
 fn destination(
-    stack: &Stack,
+    world: &World<'_>,
     queue: Option<&str>,
     function: &Function,
-    clients: &MappingClients,
 ) -> Result<Option<(aws_sdk_sqs::Client, String)>, Error> {
+    let sqs = || world.clients.sqs(&function.binary);
     queue
-        .map(|id| Ok((clients.sqs(&function.binary), resource(stack, id, &function.name)?)))
+        .map(|id| Ok((sqs(), resource(world.stack, id, &function.name)?)))
         .transpose()
 }
 

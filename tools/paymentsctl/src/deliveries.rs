@@ -245,9 +245,11 @@ fn local_line(line: &str) -> Option<Delivery> {
     if !line.trim_start().starts_with('{') {
         return Some(text_line(line));
     }
-    let at_ms = serde_json::from_str::<Value>(line)
-        .ok()
-        .and_then(|json| json.get("timestamp").and_then(Value::as_str).and_then(|t| parse_instant(t).ok()));
+    let at_ms = serde_json::from_str::<Value>(line).ok().and_then(|json| {
+        json.get("timestamp")
+            .and_then(Value::as_str)
+            .and_then(|t| parse_instant(t).ok())
+    });
     json_line(line, at_ms).map(|d| Delivery {
         origin: Origin::LocalLog,
         ..d
