@@ -18,6 +18,7 @@ pub mod queues;
 pub mod runtime_api;
 pub mod schedule;
 pub mod service;
+pub mod sigv4;
 pub mod sqs_poller;
 pub mod stream_mapping;
 pub mod stream_pump;

@@ -205,8 +205,48 @@ async fn an_iam_route_refuses_an_unsigned_caller_before_the_function() {
         0,
         "API Gateway refused it: the function never ran"
     );
-    let signed = "GET /payments/p1 HTTP/1.1\r\nAuthorization: AWS4-HMAC-SHA256 Credential=local/20261204/us-east-1/execute-api/aws4_request, SignedHeaders=host, Signature=00";
-    assert_eq!(request(addr, signed, "").await.0, 200);
+    let local = std::env::var("AWS_SECRET_ACCESS_KEY").unwrap_or_else(|_| "local".into());
+    let (status, _, body) = request(addr, &signed_head("GET", "/payments/p1", &local), "").await;
+    assert_eq!(status, 200, "signed with the local world's credentials: {body}");
+    let (status, _, body) = request(addr, &signed_head("GET", "/payments/p1", "another secret"), "").await;
+    assert_eq!(
+        (status, body.as_str()),
+        (403, r#"{"message":"Forbidden"}"#),
+        "another secret"
+    );
+    let bogus = "GET /payments/p1 HTTP/1.1\r\nAuthorization: AWS4-HMAC-SHA256 Credential=local/20261204/us-east-1/execute-api/aws4_request, SignedHeaders=host, Signature=00";
+    assert_eq!(
+        request(addr, bogus, "").await.0,
+        403,
+        "a header that only looks like SigV4"
+    );
+    let elsewhere = signed_head("GET", "/payments/p2", &local).replacen("/payments/p2", "/payments/p1", 1);
+    assert_eq!(request(addr, &elsewhere, "").await.0, 403, "signed for another path");
+}
+
+/// A request head for `method` `path` (host `local`, as [`request`] sends it) signed as the SDK signs for
+/// API Gateway (`execute-api`) with the local world's key id and `secret`.
+fn signed_head(method: &str, path: &str, secret: &str) -> String {
+    use aws_sigv4::http_request::{sign, SignableBody, SignableRequest, SigningSettings};
+    let key = std::env::var("AWS_ACCESS_KEY_ID").unwrap_or_else(|_| "local".into());
+    let identity = aws_sdk_sqs::config::Credentials::new(key, secret, None, None, "test").into();
+    let params = aws_sigv4::sign::v4::SigningParams::builder()
+        .identity(&identity)
+        .region("us-east-1")
+        .name("execute-api")
+        .time(std::time::SystemTime::now())
+        .settings(SigningSettings::default())
+        .build()
+        .expect("signing parameters")
+        .into();
+    let request = SignableRequest::new(method, path, [("host", "local")].into_iter(), SignableBody::Bytes(b""))
+        .expect("a signable request");
+    let (instructions, _) = sign(request, &params).expect("signed").into_parts();
+    let mut head = format!("{method} {path} HTTP/1.1");
+    for (name, value) in instructions.headers() {
+        head.push_str(&format!("\r\n{name}: {value}"));
+    }
+    head
 }
 
 #[tokio::test]
