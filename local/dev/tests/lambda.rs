@@ -559,19 +559,30 @@ async fn a_throttled_route_answers_429_past_its_burst() {
 // ---- the DynamoDB Streams event source mapping, on DynamoDB Local's stream ----
 
 /// A fresh table with the template's stream, holding items `n` = 1, 2, ... each with its `probe` marker
-/// (`ok`, `fail`, `crash`) and `kind`; the clients and the stream's ARN.
+/// (`ok`, `fail`, `crash`) and `kind`; the stream's client and ARN.
 async fn stream_with(items: &[(&str, &str)]) -> (aws_sdk_dynamodbstreams::Client, String) {
-    let config = sdk(&local_dev::service::DYNAMODB);
-    let dynamodb = aws_sdk_dynamodb::Client::new(&config);
-    let table = local_dev::table::create_fresh_table(&dynamodb).await;
+    let (dynamodb, table, stream) = stream_table().await;
     for (n, (probe, kind)) in items.iter().enumerate() {
         put(&dynamodb, &table, n + 1, probe, kind).await;
     }
+    stream
+}
+
+/// A fresh table with the template's stream: its client and name, the stream's client and ARN.
+async fn stream_table() -> (
+    aws_sdk_dynamodb::Client,
+    String,
+    (aws_sdk_dynamodbstreams::Client, String),
+) {
+    let config = sdk(&local_dev::service::DYNAMODB);
+    let dynamodb = aws_sdk_dynamodb::Client::new(&config);
+    let table = local_dev::table::create_fresh_table(&dynamodb).await;
     let streams = aws_sdk_dynamodbstreams::Client::new(&config);
     let reader = local_dev::stream_reader::StreamReader::for_table(&dynamodb, streams.clone(), &table)
         .await
         .expect("the table's stream");
-    (streams, reader.stream_arn().to_owned())
+    let arn = reader.stream_arn().to_owned();
+    (dynamodb, table, (streams, arn))
 }
 
 async fn put(dynamodb: &aws_sdk_dynamodb::Client, table: &str, n: usize, probe: &str, kind: &str) {
@@ -910,4 +921,20 @@ async fn the_queue_mapping_outlives_a_missing_queue() {
     let seen = until_seen(&file, |seen| !seen.is_empty()).await;
     mapping.abort();
     assert_eq!(seen, [7]);
+}
+
+#[tokio::test]
+async fn latest_starts_at_the_end_of_the_stream() {
+    let (dynamodb, table, stream) = stream_table().await;
+    put(&dynamodb, &table, 1, "ok", "event").await;
+    let mut mapping = stream_mapping(10, None, &[]);
+    mapping.starting_position = "LATEST".into();
+    let later = tokio::spawn(async move {
+        // After the mapping's first pass (it polls every 50 ms here).
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        put(&dynamodb, &table, 2, "ok", "event").await;
+    });
+    let (got, _) = run_stream_mapping(stream, mapping, recording_probe(None), |b, _| delivered(b) >= 1).await;
+    later.await.expect("written");
+    assert_eq!(numbers(&got), [vec![2]], "only what was written after the start");
 }
