@@ -929,12 +929,44 @@ async fn latest_starts_at_the_end_of_the_stream() {
     put(&dynamodb, &table, 1, "ok", "event").await;
     let mut mapping = stream_mapping(10, None, &[]);
     mapping.starting_position = "LATEST".into();
-    let later = tokio::spawn(async move {
-        // After the mapping's first pass (it polls every 50 ms here).
-        tokio::time::sleep(Duration::from_millis(800)).await;
-        put(&dynamodb, &table, 2, "ok", "event").await;
-    });
+    // After the mapping's first pass (it polls every 50 ms here).
+    let later = put_later(dynamodb, table, 2, Duration::from_millis(800));
     let (got, _) = run_stream_mapping(stream, mapping, recording_probe(None), |b, _| delivered(b) >= 1).await;
     later.await.expect("written");
     assert_eq!(numbers(&got), [vec![2]], "only what was written after the start");
+}
+
+/// Writes item `n` after `wait`, while a mapping runs.
+fn put_later(
+    dynamodb: aws_sdk_dynamodb::Client,
+    table: String,
+    n: usize,
+    wait: Duration,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        tokio::time::sleep(wait).await;
+        put(&dynamodb, &table, n, "ok", "event").await;
+    })
+}
+
+#[tokio::test]
+async fn the_batching_window_gathers_what_comes_within_it() {
+    let (dynamodb, table, stream) = stream_table().await;
+    put(&dynamodb, &table, 1, "ok", "event").await;
+    let mut mapping = stream_mapping(10, None, &[]);
+    mapping.batching_window = Duration::from_millis(1500);
+    let later = put_later(dynamodb, table, 2, Duration::from_millis(400));
+    let started = Instant::now();
+    let (got, _) = run_stream_mapping(stream, mapping, recording_probe(None), |b, _| delivered(b) >= 2).await;
+    later.await.expect("written");
+    assert_eq!(
+        numbers(&got),
+        [vec![1, 2]],
+        "one batch: the second came within the window"
+    );
+    assert!(
+        started.elapsed() >= Duration::from_millis(1500),
+        "{:?}",
+        started.elapsed()
+    );
 }
