@@ -1,13 +1,13 @@
 //! The HTTP API's front as API Gateway runs it for the template's `HttpApi` routes: a request matched on
-//! method and path (`{name}` one segment), refused 403 on an `AWS_IAM` route without a SigV4 `Authorization`
-//! header (the signature itself is not verified here: docs/LOCAL.md), 404 where no route matches, else handed
+//! method and path (`{name}` one segment), refused 403 on an `AWS_IAM` route unless its SigV4 signature is
+//! the local world's credentials' (`sigv4`), 404 where no route matches, else handed
 //! to the route's function (`function_pool`) as a payload format 2.0 event (past the route's throttling, a
 //! token bucket as API Gateway's: 429 `{"message":"Too Many Requests"}`); its answer becomes the response,
 //! a function error 502 and a throttled invocation 500, both `{"message":"Internal Server Error"}`, as API
 //! Gateway answers them.
 
 use crate::function_pool::{FunctionPool, Outcome};
-use crate::runtime_api::serve_connections;
+use crate::runtime_api::{inherited, serve_connections};
 use crate::triggers::{RouteAuth, Throttle};
 use base64::Engine;
 use bytes::Bytes;
@@ -75,8 +75,56 @@ pub async fn serve(listener: TcpListener, routes: Vec<Route>) {
             })
         })
         .collect();
-    let routes: Arc<(Vec<Route>, Vec<Mutex<Bucket>>)> = Arc::new((routes, buckets));
-    serve_connections(listener, move |req| answer(routes.clone(), req)).await;
+    let credentials = aws_sdk_sqs::config::Credentials::new(
+        inherited("AWS_ACCESS_KEY_ID", "local"),
+        inherited("AWS_SECRET_ACCESS_KEY", "local"),
+        None,
+        None,
+        "the local world",
+    );
+    let api = Arc::new(Api {
+        routes,
+        buckets,
+        credentials,
+    });
+    serve_connections(listener, move |req| answer(api.clone(), req)).await;
+}
+
+/// The API: its routes, each one's bucket, and the credentials an `AWS_IAM` caller must sign with (the local
+/// world's, as its functions get them: `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`).
+struct Api {
+    routes: Vec<Route>,
+    buckets: Vec<Mutex<Bucket>>,
+    credentials: aws_sdk_sqs::config::Credentials,
+}
+
+/// Whether `head` and `body` are signed with `credentials` for API Gateway (`execute-api`); why not, if not.
+fn signed(
+    head: &hyper::http::request::Parts,
+    body: &[u8],
+    credentials: &aws_sdk_sqs::config::Credentials,
+) -> Result<(), String> {
+    let headers: Vec<(String, String)> = head
+        .headers
+        .iter()
+        .filter_map(|(name, value)| Some((name.as_str().to_owned(), value.to_str().ok()?.to_owned())))
+        .collect();
+    let scope = headers
+        .iter()
+        .find(|(n, _)| n == "authorization")
+        .and_then(|(_, v)| crate::sigv4::authorization(v));
+    if scope.is_none_or(|s| s.service != "execute-api") {
+        return Err("no SigV4 Authorization for execute-api".into());
+    }
+    let target = head.uri.path_and_query().map_or("/", |p| p.as_str());
+    crate::sigv4::verify(
+        head.method.as_str(),
+        target,
+        &headers,
+        body,
+        credentials,
+        std::time::SystemTime::now(),
+    )
 }
 
 /// API Gateway's own answer: `status` with `{"message": message}`.
@@ -91,11 +139,12 @@ fn gateway(status: StatusCode, message: &str) -> Response<Full<Bytes>> {
     response
 }
 
-async fn answer(
-    api: Arc<(Vec<Route>, Vec<Mutex<Bucket>>)>,
-    req: Request<Incoming>,
-) -> Result<Response<Full<Bytes>>, hyper::Error> {
-    let (routes, buckets) = &*api;
+async fn answer(api: Arc<Api>, req: Request<Incoming>) -> Result<Response<Full<Bytes>>, hyper::Error> {
+    let Api {
+        routes,
+        buckets,
+        credentials,
+    } = &*api;
     let method = req.method().as_str().to_owned();
     let path = req.uri().path().to_owned();
     let found = routes
@@ -108,16 +157,14 @@ async fn answer(
     if !route.admit(bucket) {
         return Ok(gateway(StatusCode::TOO_MANY_REQUESTS, "Too Many Requests"));
     }
-    let signed = req
-        .headers()
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("AWS4-HMAC-SHA256 "));
-    if route.auth == RouteAuth::Iam && !signed {
-        return Ok(gateway(StatusCode::FORBIDDEN, "Forbidden"));
-    }
     let (head, body) = req.into_parts();
     let body = body.collect().await?.to_bytes();
+    if route.auth == RouteAuth::Iam {
+        if let Err(why) = signed(&head, &body, credentials) {
+            eprintln!("HTTP API: {} {path} refused 403: {why}", head.method);
+            return Ok(gateway(StatusCode::FORBIDDEN, "Forbidden"));
+        }
+    }
     let event = event(route, &head, &body, parameters);
     Ok(match route.function.invoke(event).await {
         Ok(Outcome::Response(answer)) => response(&answer),

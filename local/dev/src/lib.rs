@@ -4,8 +4,10 @@
 //! Lambda Runtime API (`runtime_api`), a function's environment as the template gives it (`template`) and
 //! the local counterparts of the resources it names (`world`); the `cold-start` binary puts them together,
 //! `function_pool` runs a function as Lambda does (its environments, `Timeout`, reserved concurrency),
-//! `triggers` reads what starts it (with `event_pattern`, the mappings' filters), `http_api` fronts its routes,
-//! `async_invoke` runs its asynchronous events (`schedule`'s runs) with Lambda's retries and destination.
+//! `triggers` reads what starts it (with `event_pattern`, the mappings' filters), `http_api` fronts its routes
+//! (`sigv4` checks an `AWS_IAM` caller), `async_invoke` runs its asynchronous events (`schedule`'s runs) with
+//! Lambda's retries and destination, `stream_mapping` (over `stream_reader`) and `sqs_poller::start_mapping`
+//! are its event source mappings.
 
 pub mod async_invoke;
 pub mod aws_calls;

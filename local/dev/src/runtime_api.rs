@@ -229,7 +229,7 @@ pub fn lambda_error(error_type: &str, id: &str, what: &str) -> Value {
 }
 
 /// This process's `name`, or `default` when unset.
-fn inherited(name: &str, default: &str) -> String {
+pub(crate) fn inherited(name: &str, default: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| default.to_owned())
 }
 

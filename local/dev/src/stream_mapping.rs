@@ -184,14 +184,18 @@ impl StreamConsumer {
             let mut first = true;
             loop {
                 match self.pass(&mut shards, first).await {
-                    Ok(true) => {}
-                    Ok(false) => tokio::time::sleep(self.waits.poll).await,
+                    Ok(busy) => {
+                        // The shards of the first pass that read them are those `LATEST` starts at the end of.
+                        first = false;
+                        if !busy {
+                            tokio::time::sleep(self.waits.poll).await;
+                        }
+                    }
                     Err(e) => {
                         eprintln!("stream mapping of {}: {e}", self.function.name());
                         tokio::time::sleep(self.waits.read_error).await;
                     }
                 }
-                first = false;
             }
         })
     }

@@ -206,8 +206,48 @@ async fn an_iam_route_refuses_an_unsigned_caller_before_the_function() {
         0,
         "API Gateway refused it: the function never ran"
     );
-    let signed = "GET /payments/p1 HTTP/1.1\r\nAuthorization: AWS4-HMAC-SHA256 Credential=local/20261204/us-east-1/execute-api/aws4_request, SignedHeaders=host, Signature=00";
-    assert_eq!(request(addr, signed, "").await.0, 200);
+    let local = std::env::var("AWS_SECRET_ACCESS_KEY").unwrap_or_else(|_| "local".into());
+    let (status, _, body) = request(addr, &signed_head("GET", "/payments/p1", &local), "").await;
+    assert_eq!(status, 200, "signed with the local world's credentials: {body}");
+    let (status, _, body) = request(addr, &signed_head("GET", "/payments/p1", "another secret"), "").await;
+    assert_eq!(
+        (status, body.as_str()),
+        (403, r#"{"message":"Forbidden"}"#),
+        "another secret"
+    );
+    let bogus = "GET /payments/p1 HTTP/1.1\r\nAuthorization: AWS4-HMAC-SHA256 Credential=local/20261204/us-east-1/execute-api/aws4_request, SignedHeaders=host, Signature=00";
+    assert_eq!(
+        request(addr, bogus, "").await.0,
+        403,
+        "a header that only looks like SigV4"
+    );
+    let elsewhere = signed_head("GET", "/payments/p2", &local).replacen("/payments/p2", "/payments/p1", 1);
+    assert_eq!(request(addr, &elsewhere, "").await.0, 403, "signed for another path");
+}
+
+/// A request head for `method` `path` (host `local`, as [`request`] sends it) signed as the SDK signs for
+/// API Gateway (`execute-api`) with the local world's key id and `secret`.
+fn signed_head(method: &str, path: &str, secret: &str) -> String {
+    use aws_sigv4::http_request::{sign, SignableBody, SignableRequest, SigningSettings};
+    let key = std::env::var("AWS_ACCESS_KEY_ID").unwrap_or_else(|_| "local".into());
+    let identity = aws_sdk_sqs::config::Credentials::new(key, secret, None, None, "test").into();
+    let params = aws_sigv4::sign::v4::SigningParams::builder()
+        .identity(&identity)
+        .region("us-east-1")
+        .name("execute-api")
+        .time(std::time::SystemTime::now())
+        .settings(SigningSettings::default())
+        .build()
+        .expect("signing parameters")
+        .into();
+    let request = SignableRequest::new(method, path, [("host", "local")].into_iter(), SignableBody::Bytes(b""))
+        .expect("a signable request");
+    let (instructions, _) = sign(request, &params).expect("signed").into_parts();
+    let mut head = format!("{method} {path} HTTP/1.1");
+    for (name, value) in instructions.headers() {
+        head.push_str(&format!("\r\n{name}: {value}"));
+    }
+    head
 }
 
 #[tokio::test]
@@ -520,19 +560,30 @@ async fn a_throttled_route_answers_429_past_its_burst() {
 // ---- the DynamoDB Streams event source mapping, on DynamoDB Local's stream ----
 
 /// A fresh table with the template's stream, holding items `n` = 1, 2, ... each with its `probe` marker
-/// (`ok`, `fail`, `crash`) and `kind`; the clients and the stream's ARN.
+/// (`ok`, `fail`, `crash`) and `kind`; the stream's client and ARN.
 async fn stream_with(items: &[(&str, &str)]) -> (aws_sdk_dynamodbstreams::Client, String) {
-    let config = sdk(&local_dev::service::DYNAMODB);
-    let dynamodb = aws_sdk_dynamodb::Client::new(&config);
-    let table = local_dev::table::create_fresh_table(&dynamodb).await;
+    let (dynamodb, table, stream) = stream_table().await;
     for (n, (probe, kind)) in items.iter().enumerate() {
         put(&dynamodb, &table, n + 1, probe, kind).await;
     }
+    stream
+}
+
+/// A fresh table with the template's stream: its client and name, the stream's client and ARN.
+async fn stream_table() -> (
+    aws_sdk_dynamodb::Client,
+    String,
+    (aws_sdk_dynamodbstreams::Client, String),
+) {
+    let config = sdk(&local_dev::service::DYNAMODB);
+    let dynamodb = aws_sdk_dynamodb::Client::new(&config);
+    let table = local_dev::table::create_fresh_table(&dynamodb).await;
     let streams = aws_sdk_dynamodbstreams::Client::new(&config);
     let reader = local_dev::stream_reader::StreamReader::for_table(&dynamodb, streams.clone(), &table)
         .await
         .expect("the table's stream");
-    (streams, reader.stream_arn().to_owned())
+    let arn = reader.stream_arn().to_owned();
+    (dynamodb, table, (streams, arn))
 }
 
 async fn put(dynamodb: &aws_sdk_dynamodb::Client, table: &str, n: usize, probe: &str, kind: &str) {
@@ -871,4 +922,52 @@ async fn the_queue_mapping_outlives_a_missing_queue() {
     let seen = until_seen(&file, |seen| !seen.is_empty()).await;
     mapping.abort();
     assert_eq!(seen, [7]);
+}
+
+#[tokio::test]
+async fn latest_starts_at_the_end_of_the_stream() {
+    let (dynamodb, table, stream) = stream_table().await;
+    put(&dynamodb, &table, 1, "ok", "event").await;
+    let mut mapping = stream_mapping(10, None, &[]);
+    mapping.starting_position = "LATEST".into();
+    // After the mapping's first pass (it polls every 50 ms here).
+    let later = put_later(dynamodb, table, 2, Duration::from_millis(800));
+    let (got, _) = run_stream_mapping(stream, mapping, recording_probe(None), |b, _| delivered(b) >= 1).await;
+    later.await.expect("written");
+    assert_eq!(numbers(&got), [vec![2]], "only what was written after the start");
+}
+
+/// Writes item `n` after `wait`, while a mapping runs.
+fn put_later(
+    dynamodb: aws_sdk_dynamodb::Client,
+    table: String,
+    n: usize,
+    wait: Duration,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        tokio::time::sleep(wait).await;
+        put(&dynamodb, &table, n, "ok", "event").await;
+    })
+}
+
+#[tokio::test]
+async fn the_batching_window_gathers_what_comes_within_it() {
+    let (dynamodb, table, stream) = stream_table().await;
+    put(&dynamodb, &table, 1, "ok", "event").await;
+    let mut mapping = stream_mapping(10, None, &[]);
+    mapping.batching_window = Duration::from_millis(1500);
+    let later = put_later(dynamodb, table, 2, Duration::from_millis(400));
+    let started = Instant::now();
+    let (got, _) = run_stream_mapping(stream, mapping, recording_probe(None), |b, _| delivered(b) >= 2).await;
+    later.await.expect("written");
+    assert_eq!(
+        numbers(&got),
+        [vec![1, 2]],
+        "one batch: the second came within the window"
+    );
+    assert!(
+        started.elapsed() >= Duration::from_millis(1500),
+        "{:?}",
+        started.elapsed()
+    );
 }
