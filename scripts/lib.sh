@@ -85,7 +85,9 @@ start_psp() {
   wait_for_port "$adyen_port" "the PSP simulator's Adyen side"
   export PSP_BASE_URL="http://127.0.0.1:$port"
   export ADYEN_BASE_URL="http://127.0.0.1:$adyen_port"
-  export ADYEN_RETURN_URL="${ADYEN_RETURN_URL:-http://127.0.0.1:$api_port/checkout/return}"
+  # https, as the template's AdyenReturnUrl must be: the functions run as in Lambda, where a redirect URL is
+  # https only (the shop's page is never fetched: the demo's shopper hands redirectResult on itself).
+  export ADYEN_RETURN_URL="${ADYEN_RETURN_URL:-https://shop.localhost/checkout/return}"
 }
 
 # The template's functions' binaries (each `Metadata.BuildProperties.Binary`, what `sam build` packages as
