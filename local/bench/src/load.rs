@@ -16,7 +16,8 @@ async fn create(client: &HttpClient, api: &str, n: usize) -> Result<Vec<String>,
     let mut ids = Vec::new();
     for i in 0..n {
         let (status, body) = client
-            .api_json(
+            .signed()
+            .json(
                 "POST",
                 &format!("{api}/payments"),
                 &[("idempotency-key", uuid::Uuid::new_v4().to_string())],

@@ -199,7 +199,7 @@ struct Started {
 }
 
 async fn expect_ok(client: &HttpClient, method: &str, url: &str, body: &Value) -> Result<Value, BoxError> {
-    let (status, answer) = client.api_json(method, url, &[], body).await?;
+    let (status, answer) = client.signed().json(method, url, &[], body).await?;
     if !(200..300).contains(&status) {
         return Err(format!("{method} {url} answered {status}: {answer}").into());
     }
@@ -220,7 +220,8 @@ async fn start(
     expect_ok(client, "POST", &format!("{}/checkouts", config.api), &body).await?;
     let cancelled = if rand::rng().random_bool(config.cancel_rate) {
         let (status, _) = client
-            .api_json(
+            .signed()
+            .json(
                 "POST",
                 &format!("{}/checkouts/{order}/cancel", config.api),
                 &[],

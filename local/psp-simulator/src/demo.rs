@@ -97,7 +97,8 @@ async fn create(
         body["provider"] = json!(provider);
     }
     let (status, created) = client
-        .api_json(
+        .signed()
+        .json(
             "POST",
             &format!("{}/payments", config.api),
             &[("idempotency-key", format!("demo-{n}-{}", uuid::Uuid::new_v4()))],
@@ -118,7 +119,7 @@ async fn post_sync(
     sync: &Value,
 ) -> Result<Value, BoxError> {
     let url = format!("{}/payments/{payment_id}/sync-result", config.api);
-    let (_, answer) = client.api_json("POST", &url, &[], sync).await?;
+    let (_, answer) = client.signed().json("POST", &url, &[], sync).await?;
     Ok(answer)
 }
 
@@ -280,7 +281,8 @@ pub async fn run(config: DemoConfig) -> Result<Summary, BoxError> {
         let view = settled(&client, &config, c, says, deadline).await?;
         summary.final_view(c, &view, says);
         let (_, log) = client
-            .api_json(
+            .signed()
+            .json(
                 "GET",
                 &format!("{}/payments/{}/events", config.api, c.payment_id),
                 &[],
@@ -306,7 +308,7 @@ async fn settled(
 ) -> Result<Value, BoxError> {
     let url = format!("{}/payments/{}", config.api, c.payment_id);
     loop {
-        let (_, view) = client.api_json("GET", &url, &[], &Value::Null).await?;
+        let (_, view) = client.signed().json("GET", &url, &[], &Value::Null).await?;
         let status = view["status"].as_str().unwrap_or("");
         let agreed = says.is_none_or(|says| says == status);
         if (is_terminal(status) && agreed) || Instant::now() > deadline {

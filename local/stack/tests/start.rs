@@ -17,7 +17,11 @@ fn start(binaries: &Path) -> (bool, String) {
         .env("LOCAL_API_PORT", "0")
         .output()
         .expect("local-stack runs");
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     (out.status.success(), text)
 }
 
@@ -35,7 +39,10 @@ fn a_missing_binary_stops_the_start_naming_the_function() {
     std::fs::create_dir_all(&empty).unwrap();
     let (ok, out) = start(&empty);
     assert!(!ok, "{out}");
-    assert!(out.contains("PaymentsApiFunction: no binary") && out.contains("payments-api"), "{out}");
+    assert!(
+        out.contains("PaymentsApiFunction: no binary") && out.contains("payments-api"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -48,7 +55,10 @@ fn a_function_whose_cold_start_fails_stops_the_start_with_lambdas_report() {
     let (ok, out) = start(&dir);
     assert!(!ok, "{out}");
     assert!(out.contains("PaymentsApiFunction failed its cold start"), "{out}");
-    assert!(out.contains("Runtime.ExitError") && out.contains("exit status: 3"), "{out}");
+    assert!(
+        out.contains("Runtime.ExitError") && out.contains("exit status: 3"),
+        "{out}"
+    );
     // Its own output, as CloudWatch would have it.
     assert!(out.contains("refusing my configuration"), "{out}");
 }

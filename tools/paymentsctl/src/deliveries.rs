@@ -304,18 +304,23 @@ fn strip_ansi(line: &str) -> String {
 mod tests {
     use super::*;
 
+    /// The rows of `pay_1` that `from_local_log` reads from a file holding `log`.
+    fn pay_1_rows(kind: &str, log: &str) -> Vec<Delivery> {
+        let file = std::env::temp_dir().join(format!("paymentsctl-{kind}-log-{}", std::process::id()));
+        std::fs::write(&file, log).unwrap();
+        let rows = from_local_log(&file, &["pay_1".to_owned()]).unwrap();
+        std::fs::remove_file(&file).unwrap();
+        rows
+    }
+
     #[test]
     fn the_local_log_yields_the_payments_webhook_lines_without_colours() {
         let log = "\u{1b}[32m INFO\u{1b}[0m \u{1b}[1mrequest\u{1b}[0m: webhook finalized \u{1b}[3mresult\u{1b}[0m\u{1b}[2m=\u{1b}[0mIgnored(Duplicate) \u{1b}[2m\u{1b}[3mpath\u{1b}[0m\u{1b}[2m=\u{1b}[0m\"webhook\" \u{1b}[3mcorrelation_id\u{1b}[0m\u{1b}[2m=\u{1b}[0m\"c-1\" \u{1b}[3mpayment_id\u{1b}[0m\u{1b}[2m=\u{1b}[0m\"pay_1\"\u{1b}[0m
  INFO request: close path=\"webhook\" payment_id=\"pay_1\"
  INFO request: payment transition written payment_id=pay_1 path=\"sync\"
  INFO request: webhook finalized result=Applied path=\"webhook\" payment_id=\"pay_2\"";
-        let file = std::env::temp_dir().join(format!("paymentsctl-local-log-{}", std::process::id()));
-        std::fs::write(&file, log).unwrap();
-        let rows = from_local_log(&file, &["pay_1".to_owned()]).unwrap();
-        std::fs::remove_file(&file).unwrap();
         assert_eq!(
-            rows,
+            pay_1_rows("text", log),
             [Delivery {
                 origin: Origin::LocalLog,
                 at_ms: None,
@@ -333,12 +338,8 @@ mod tests {
         let line = r#"{"timestamp":"2025-12-01T10:00:00.123Z","level":"INFO","message":"webhook finalized","result":"Applied(ProcessingStarted)","psp_event_id":"evt_1","span":{"correlation_id":"c-1","path":"webhook","payment_id":"pay_1","name":"request"},"spans":[{"requestId":"r-1","name":"Lambda runtime invoke"},{"correlation_id":"c-1","path":"webhook","payment_id":"pay_1","name":"request"}]}"#;
         let other = line.replace("pay_1", "pay_2");
         let sync = line.replace("\"path\":\"webhook\"", "\"path\":\"sync\"");
-        let file = std::env::temp_dir().join(format!("paymentsctl-json-log-{}", std::process::id()));
-        std::fs::write(&file, format!("{line}\n{other}\n{sync}\n")).unwrap();
-        let rows = from_local_log(&file, &["pay_1".to_owned()]).unwrap();
-        std::fs::remove_file(&file).unwrap();
         assert_eq!(
-            rows,
+            pay_1_rows("json", &format!("{line}\n{other}\n{sync}\n")),
             [Delivery {
                 origin: Origin::LocalLog,
                 at_ms: Some(1_764_583_200_123),
