@@ -114,7 +114,7 @@ start_api() {
   local providers='[{"name":"stripe","scheme":"stripe"},{"name":"standard","scheme":"standard"},{"name":"adyen","scheme":"adyen","livemode":false}]'
   # The orchestrator's role: the local world's credentials stand for a session of it (docs/LOCAL.md).
   local params=("WebhookProviders=${WEBHOOK_PROVIDERS:-$providers}" "RecoveryStaleAfterSeconds=${RECOVERY_STALE_AFTER_SECONDS:-10}"
-    "OrchestratorRoleArn=arn:aws:iam::000000000000:role/local-orchestrator")
+    "OrchestratorRoleArn=arn:aws:iam::123456789012:role/local-orchestrator")
   [ -n "${PSP_BASE_URL:-}" ] && params+=("PspBaseUrl=$PSP_BASE_URL")
   [ -n "${PSP_REDIRECTS:-}" ] && params+=("PspRedirects=$PSP_REDIRECTS")
   [ -n "${PSP_RETURN_URL:-}" ] && params+=("PspRedirects=allowed" "PspReturnUrl=$PSP_RETURN_URL")

@@ -6,6 +6,7 @@
 //! retries are exhausted or whose age ran out goes to the on-failure destination (an SQS queue) as Lambda's
 //! invocation record, else it is dropped. The waits are [`Waits`]: Lambda's by default, shorter in tests.
 
+use crate::eventbridge::LOCAL_ACCOUNT;
 use crate::function_pool::{FunctionPool, Outcome};
 use crate::triggers::AsyncConfig;
 use serde_json::{json, Value};
@@ -114,7 +115,7 @@ impl AsyncInvoker {
                 "timestamp": now_ms.to_string(),
                 "requestContext": {
                     "requestId": uuid::Uuid::new_v4().to_string(),
-                    "functionArn": format!("arn:aws:lambda:us-east-1:000000000000:function:{}:$LATEST", self.name),
+                    "functionArn": format!("arn:aws:lambda:us-east-1:{LOCAL_ACCOUNT}:function:{}:$LATEST", self.name),
                     "condition": condition,
                     "approximateInvokeCount": invocations,
                 },

@@ -6,6 +6,7 @@
 //! report or Lambda's `Runtime.ExitError`. What each trigger does with these outcomes (API Gateway's 502/503,
 //! a poller's retry, the asynchronous queue's retries) is the trigger's: see docs/LOCAL.md.
 
+use crate::eventbridge::LOCAL_ACCOUNT;
 use crate::runtime_api::{lambda_error, timed_out, RuntimeApi, INIT_DEADLINE};
 use serde_json::Value;
 use std::ffi::OsString;
@@ -87,7 +88,7 @@ impl FunctionPool {
     /// The function's (unqualified) ARN in the local world's account, as Lambda's records name it.
     #[must_use]
     pub fn arn(&self) -> String {
-        format!("arn:aws:lambda:us-east-1:000000000000:function:{}", self.spec.name)
+        format!("arn:aws:lambda:us-east-1:{LOCAL_ACCOUNT}:function:{}", self.spec.name)
     }
 
     /// How many environments were cold-started so far.

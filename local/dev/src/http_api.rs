@@ -6,6 +6,7 @@
 //! a function error 502 and a throttled invocation 500, both `{"message":"Internal Server Error"}`, as API
 //! Gateway answers them.
 
+use crate::eventbridge::LOCAL_ACCOUNT;
 use crate::function_pool::{FunctionPool, Outcome};
 use crate::runtime_api::{inherited, serve_connections};
 use crate::triggers::{RouteAuth, Throttle};
@@ -236,7 +237,7 @@ fn event(
         "queryStringParameters": (!query_parameters.is_empty()).then_some(query_parameters),
         "pathParameters": (!parameters.is_empty()).then_some(parameters),
         "requestContext": {
-            "accountId": "000000000000",
+            "accountId": LOCAL_ACCOUNT,
             "apiId": "local",
             "domainName": "localhost",
             "domainPrefix": "localhost",
@@ -273,7 +274,7 @@ fn iam_authorizer(route: &Route, head: &hyper::http::request::Parts) -> Value {
         .unwrap_or_default();
     json!({ "iam": {
         "accessKey": access_key,
-        "accountId": "000000000000",
+        "accountId": LOCAL_ACCOUNT,
         "callerId": access_key,
         "principalOrgId": null,
         "userArn": route.caller,

@@ -5,6 +5,7 @@
 //! bench's, the template's in CI's cold start of the packaged arm64 binary under qemu: `cold-start`, and
 //! each environment of `function_pool`).
 
+use crate::eventbridge::LOCAL_ACCOUNT;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
@@ -258,7 +259,7 @@ async fn serve(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<F
             .header("lambda-runtime-deadline-ms", deadline.to_string())
             .header(
                 "lambda-runtime-invoked-function-arn",
-                "arn:aws:lambda:us-east-1:000000000000:function:local",
+                format!("arn:aws:lambda:us-east-1:{LOCAL_ACCOUNT}:function:local"),
             )
             .header("content-type", "application/json")
             .body(Full::new(Bytes::from(event.to_string())));

@@ -6,6 +6,7 @@
 //! functions do not read it).
 
 use crate::async_invoke::AsyncInvoker;
+use crate::eventbridge::LOCAL_ACCOUNT;
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,9 +45,9 @@ pub fn start(name: String, period: Duration, invoker: Arc<AsyncInvoker>) -> toki
                 "id": uuid::Uuid::new_v4().to_string(),
                 "detail-type": "Scheduled Event",
                 "source": "aws.scheduler",
-                "account": "000000000000",
+                "account": LOCAL_ACCOUNT,
                 "region": "us-east-1",
-                "resources": [format!("arn:aws:scheduler:us-east-1:000000000000:schedule/default/{name}")],
+                "resources": [format!("arn:aws:scheduler:us-east-1:{LOCAL_ACCOUNT}:schedule/default/{name}")],
                 "detail": {},
             });
             // Accepted and left to Lambda's queue: the next run does not wait for this one.

@@ -11,10 +11,11 @@ use serde_yaml_ng::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// CloudFormation's pseudo parameters, as a local stack in `us-east-1` of a placeholder account has them.
+/// CloudFormation's pseudo parameters, as a local stack in `us-east-1` of moto's account has them (the account
+/// of every queue ARN moto gives, and of the envelopes the local EventBridge bus writes).
 const PSEUDO_PARAMETERS: [(&str, &str); 4] = [
     ("AWS::Region", "us-east-1"),
-    ("AWS::AccountId", "000000000000"),
+    ("AWS::AccountId", crate::eventbridge::LOCAL_ACCOUNT),
     ("AWS::Partition", "aws"),
     ("AWS::URLSuffix", "amazonaws.com"),
 ];

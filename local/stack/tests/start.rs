@@ -12,7 +12,7 @@ fn start(binaries: &Path) -> (bool, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_local-stack"))
         .arg("--binaries")
         .arg(binaries)
-        .arg("OrchestratorRoleArn=arn:aws:iam::000000000000:role/local-orchestrator")
+        .arg("OrchestratorRoleArn=arn:aws:iam::123456789012:role/local-orchestrator")
         .env("TABLE_NAME", &table)
         .env("LOCAL_API_PORT", "0")
         .output()
