@@ -66,7 +66,7 @@ use crate::lambda::{BuildError, Clients};
 use crate::lease::{Lease, Leases};
 use crate::psp::pace::ScanRates;
 use crate::psp::stripe::Refund;
-use crate::psp::{GuardedAdyen, Psp, PspError, PspRoute, PspSet, PspSetSettings, Psps};
+use crate::psp::{GuardedAdyen, PspError, PspRoute, PspSet, PspSetSettings, Psps, StripeApi};
 use crate::store::open_index::{age_seconds, defer, due_items, next_due, OpenKind, MAX_RECHECK_INTERVAL};
 use crate::store::{FinalizeOutcome, FinalizeResult, PaymentStore, StoreError};
 use crate::telemetry::ErrorChain;
@@ -917,7 +917,7 @@ async fn created_at(client: &aws_sdk_dynamodb::Client, table: &str, id: &Payment
 /// it then stands: canceled, or as the refusal carries it when it moved meanwhile (a success is then
 /// recorded, not an expiry). `None` when the call was deferred (breaker open, key refused).
 async fn cancel_expired(
-    psp: &impl Psp,
+    psp: &impl StripeApi,
     current: &Payment,
     reference: &PspReference,
 ) -> Result<Option<crate::psp::PaymentIntent>, RecoveryError> {
@@ -939,7 +939,12 @@ async fn cancel_expired(
 /// Refunds money the PSP took on a payment we had failed: all that is left on the charge, with the key
 /// `<payment>:anomaly-<n>:refund`, the same on every run, so a retry never refunds twice. The caller then
 /// reads the PaymentIntent back, whose charge's refunded total records the refund on the payment.
-async fn give_back(psp: &impl Psp, payment: &Payment, reference: &PspReference, anomaly: u32) -> Result<(), PspError> {
+async fn give_back(
+    psp: &impl StripeApi,
+    payment: &Payment,
+    reference: &PspReference,
+    anomaly: u32,
+) -> Result<(), PspError> {
     let key = payments_core::stray_refund_key(&payment.id, anomaly);
     match psp.refund(&key, reference, None).await {
         Ok(refund) => {

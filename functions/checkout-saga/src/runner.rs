@@ -37,7 +37,7 @@
 //! `cancelling_payment` releases it: a compensation before the capture moves no money and makes no refund.
 //!
 //! This module holds the loop, its retries and escalation; each state's step is in `steps` (stock, payment
-//! item, order), `psp` (charge, refund, cancel at Stripe), `capture` (Stripe's capture at confirmation) or
+//! item, order), `stripe` (charge, refund, cancel at Stripe), `capture` (Stripe's capture at confirmation) or
 //! `adyen` (the same at Adyen), what the saga learns
 //! goes through `observe`, and what is done at a deadline or the first escalation is in `deadline`.
 
@@ -45,8 +45,8 @@ mod adyen;
 mod capture;
 mod deadline;
 mod observe;
-mod psp;
 mod steps;
+mod stripe;
 
 use crate::metrics;
 use crate::orders;
@@ -235,7 +235,7 @@ impl<P: Psps> Runner<P> {
     }
 
     /// The Stripe client, for a payment of Stripe's; without one here a deployment fault, deferred.
-    fn psp(&self) -> Result<&P::Stripe, PspError> {
+    fn stripe(&self) -> Result<&P::Stripe, PspError> {
         self.psps()
             .stripe()
             .ok_or_else(|| set::not_configured(&PspName::Stripe, "stripe"))

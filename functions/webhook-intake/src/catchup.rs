@@ -49,7 +49,7 @@ use serde::Serialize;
 use shared::lambda::{BuildError, Clients};
 use shared::psp::pace::ScanRates;
 use shared::psp::stripe::EventQuery;
-use shared::psp::{GuardedStripe, PspError, PspSettings};
+use shared::psp::{GuardedStripe, PspError, StripeSettings};
 use shared::telemetry::ErrorChain;
 use shared::{clock, Config, ConfigError, Env, StoreError};
 use std::time::Duration;
@@ -114,7 +114,7 @@ pub struct Settings {
     pub config: Config,
     /// The Stripe provider (its endpoint checks) and the PSP's settings, paced at `PSP_SCAN_RATE_PER_SECOND`
     /// ([`ScanRates`]); `None` without a Stripe provider.
-    pub stripe: Option<(Provider, PspSettings)>,
+    pub stripe: Option<(Provider, StripeSettings)>,
     /// The Adyen provider whose parked items each run retries, if one is configured.
     pub adyen: Option<Provider>,
     /// The intake's settings, which its steps read.
@@ -143,7 +143,7 @@ impl Settings {
         let stripe = match find(Scheme::Stripe) {
             Some(provider) => {
                 // A scanner: the events list and the reads it leads to keep to the scan rate.
-                let mut psp = PspSettings::from(env)?;
+                let mut psp = StripeSettings::from(env)?;
                 psp.scan_rate = Some(ScanRates::stripe_from(env)?);
                 Some((provider, psp))
             }

@@ -7,8 +7,8 @@
 //! Secrets Manager call per interval, not one per request. A key from the environment cannot change and is
 //! never re-read. A failed re-read keeps the key loaded before.
 
+use super::error::PspError;
 use super::settings::{ApiKey, KeySource};
-use super::PspError;
 use crate::clock::MonotonicClock;
 use crate::telemetry::ErrorChain;
 use std::future::Future;

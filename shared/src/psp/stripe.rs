@@ -1,416 +1,164 @@
-//! Stripe's objects as the system reads them (PaymentIntent, Charge, Refund, the error object).
+//! Stripe: its PaymentIntents API as a trait ([`StripeApi`]), the client that speaks it over HTTPS
+//! ([`StripeClient`]), its settings ([`StripeSettings`]: the `PSP_*` variables deployments have always set),
+//! its objects and what a PaymentIntent's status means in our terms, and the same calls through Stripe's circuit
+//! breaker.
 //!
-//! Only the fields we act on are read; everything else Stripe sends is ignored, so a new Stripe field never
-//! breaks us. Values that let someone pay or authenticate (the client secret, the next action's URL) are kept
-//! in types whose `Debug` prints `[redacted]`.
-//!
-//! What a PaymentIntent's status means in our terms is the core's one table
-//! ([`payments_core::stripe::IntentStatus`]), which the protocol model decides with too.
+//! | module | owns |
+//! |---|---|
+//! | `objects` | Stripe's objects (PaymentIntent, Charge, Refund, Dispute, event-generation failure, error), re-exported here |
+//! | `client` | [`StripeClient`]: form bodies, Bearer key, pinned `Stripe-Version`, an `Idempotency-Key` on every POST, timeouts, retries that honour `Stripe-Should-Retry`, Stripe's errors in our terms |
+//! | [`settings`] | [`StripeSettings`], [`Redirects`], [`CaptureMethod`] |
 
-use crate::{
-    Claims, ClientSecret, Currency, CustomerAction, DisputeFact, DisputeId, DisputeReport, DisputeStatus, Observation,
-    Outcome, PspReference, RedirectPolicy, RedirectUrl,
-};
-use serde::Deserialize;
-use std::collections::HashMap;
-use std::fmt;
+mod client;
+pub(crate) mod objects;
+pub mod settings;
 
-pub use payments_core::stripe::{IntentFacts, IntentStatus};
+pub use client::{StripeClient, STRIPE_API_VERSION};
+pub use objects::*;
+pub use settings::{CaptureMethod, Redirects, StripeSettings};
 
-/// A Stripe PaymentIntent (`object: "payment_intent"`).
-#[derive(Debug, Clone, Deserialize)]
-pub struct PaymentIntent {
-    pub id: String,
-    pub amount: u64,
-    /// Lowercase ISO code, as Stripe writes it.
-    pub currency: String,
-    pub status: IntentStatus,
-    #[serde(default)]
-    pub client_secret: Option<ClientSecret>,
-    #[serde(default)]
-    pub next_action: Option<NextAction>,
-    #[serde(default)]
-    pub last_payment_error: Option<LastPaymentError>,
-    #[serde(default)]
-    pub cancellation_reason: Option<String>,
-    /// The charge's id, or the charge itself when requested with `expand[]=latest_charge`.
-    #[serde(default)]
-    pub latest_charge: Option<LatestCharge>,
-    #[serde(default)]
-    pub metadata: HashMap<String, String>,
-    #[serde(default)]
-    pub livemode: bool,
-    /// Epoch seconds.
-    #[serde(default)]
-    pub created: i64,
-}
+use crate::psp::breaker::CircuitBreaker;
+use crate::psp::error::PspError;
+use crate::psp::ChargeRequest;
+use crate::{PaymentId, PspEventId, PspName, PspReference};
+use payments_core::breaker::Request;
+use std::future::Future;
 
-/// A page of a search (`object: "search_result"`) or of a list (`object: "list"`, `GET /v1/refunds`).
-#[derive(Debug, Clone, Deserialize)]
-pub struct SearchResult<T> {
-    pub data: Vec<T>,
-    #[serde(default)]
-    pub has_more: bool,
-}
-
-/// A page of `GET /v1/events` (`object: "list"`), newest first. Each event stays raw JSON: the webhook
-/// intake's own parser reads it, exactly as it reads a delivered webhook's body.
-#[derive(Debug, Clone, Deserialize)]
-pub struct EventList {
-    pub data: Vec<serde_json::Value>,
-    #[serde(default)]
-    pub has_more: bool,
-}
-
-/// A Stripe Dispute (`object: "dispute"`), as `charge.dispute.*` events carry it and `GET /v1/disputes/{id}`
-/// answers. It names our payment only by its `payment_intent` (a dispute carries no metadata of ours).
-#[derive(Debug, Clone, Deserialize)]
-pub struct Dispute {
-    pub id: String,
-    pub amount: u64,
-    pub currency: String,
-    pub status: String,
-    #[serde(default)]
-    pub payment_intent: Option<String>,
-}
-
-impl Dispute {
-    /// The dispute reporting `fact`; an error for a status or id we cannot read.
-    pub fn report(&self, fact: DisputeFact) -> Result<DisputeReport, String> {
-        let status = DisputeStatus::parse(&self.status).ok_or_else(|| {
-            format!(
-                "unknown dispute status {:?}",
-                self.status.chars().take(40).collect::<String>()
-            )
-        })?;
-        Ok(DisputeReport {
-            id: DisputeId::parse(self.id.as_str()).map_err(|e| e.to_string())?,
-            status,
-            amount_minor: self.amount,
-            fact,
-        })
-    }
-}
-
-/// The type of the thin event by which Stripe says it failed to generate an event (never delivered, never
-/// listed by `GET /v1/events`) and names the object it was about.
-pub const GENERATION_FAILURE_RESOLVED: &str = "v2.core.health.event_generation_failure.resolved";
-
-/// Stripe's event-generation failure as `GET /v2/core/events/{id}` answers it: the thin event delivered to an
-/// event destination carries no data, only its id, so the object is learnt from this read.
-#[derive(Debug, Clone, Deserialize)]
-pub struct GenerationFailure {
-    pub id: String,
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub data: GenerationFailureData,
-}
-
-/// The failure's `data`; only `impact` is read (`alert_id`, `summary`, `severity`, ... are for people).
-#[derive(Debug, Clone, Deserialize)]
-pub struct GenerationFailureData {
-    pub impact: GenerationFailureImpact,
-}
-
-/// What the failure kept from us: the event type never generated and the object it was about.
-#[derive(Debug, Clone, Deserialize)]
-pub struct GenerationFailureImpact {
-    /// The type of event Stripe failed to generate (`refund.updated`, ...).
-    pub event_type: String,
-    pub related_object: RelatedObject,
-}
-
-/// The object an event-generation failure names (`id` `re_...`, `type` `refund`, `url` `/v1/refunds/re_...`).
-#[derive(Debug, Clone, Deserialize)]
-pub struct RelatedObject {
-    pub id: String,
-    #[serde(rename = "type")]
-    pub kind: String,
-}
-
-/// Which events one `GET /v1/events` asks for: created within `[created_gte, created_lte]` (epoch seconds),
-/// of `types` (at most 20, Stripe's limit), after the event `starting_after` in the list's order (newest first).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EventQuery<'a> {
-    pub created_gte: i64,
-    pub created_lte: i64,
-    pub types: &'a [&'a str],
-    pub starting_after: Option<&'a str>,
-    /// 1 to 100.
-    pub limit: u8,
-}
-
-/// What the customer must do (`next_action`). Only a redirect carries a URL we hand on; `use_stripe_sdk` is
-/// served by the client secret.
-#[derive(Debug, Clone, Deserialize)]
-pub struct NextAction {
-    #[serde(rename = "type", default)]
-    pub kind: Option<String>,
-    #[serde(default)]
-    pub redirect_to_url: Option<RedirectToUrl>,
-}
-
-#[derive(Clone, Deserialize)]
-pub struct RedirectToUrl {
-    #[serde(default)]
-    pub url: Option<String>,
-}
-
-impl fmt::Debug for RedirectToUrl {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("RedirectToUrl([redacted])")
-    }
-}
-
-/// Why the last attempt failed (`last_payment_error`).
-#[derive(Debug, Clone, Deserialize)]
-pub struct LastPaymentError {
-    #[serde(rename = "type", default)]
-    pub kind: Option<String>,
-    #[serde(default)]
-    pub code: Option<String>,
-    #[serde(default)]
-    pub decline_code: Option<String>,
-}
-
-impl LastPaymentError {
-    /// The decline as we record it: the decline code, else the error code, made to follow the text rules
-    /// (`crate::text::sanitized`): recovery cannot refuse a PSP's answer, and the webhook intake checks the
-    /// raw values itself before it gets here.
-    pub fn reason(&self) -> String {
-        crate::text::sanitized(self.raw_reason(), crate::text::MAX_REASON_CHARS)
+/// Stripe's PaymentIntents API: a PSP whose payments can be read (charge, read, search by our payment id,
+/// cancel, refund, read a refund back). [`StripeClient`] speaks it; [`CircuitBreaker`] wraps any
+/// implementation (a test's quirky client too). Adyen's Checkout API is not one (it has no read and no search):
+/// it is [`GuardedAdyen`](crate::psp::GuardedAdyen), with its own operations, and a
+/// [`PspSet`](crate::psp::PspSet) hands out one or the other by the payment's PSP
+/// ([`PspRoute`](crate::psp::PspRoute)), so asking Adyen for a read does not compile.
+pub trait StripeApi: Send + Sync {
+    /// The PSP this client speaks to: a payment the saga creates through it records it, and recovery asks
+    /// it only about payments that belong to it (invariant 13). Every implementation of this trait speaks
+    /// Stripe's PaymentIntents (its answers are PaymentIntents), hence the default.
+    fn provider(&self) -> PspName {
+        PspName::Stripe
     }
 
-    /// The decline code, else the error code, as Stripe sent it.
-    pub fn raw_reason(&self) -> &str {
-        self.decline_code
-            .as_deref()
-            .or(self.code.as_deref())
-            .unwrap_or("payment_failed")
-    }
-}
-
-/// The customer's action from a PaymentIntent's client secret and `next_action` (webhooks and status queries
-/// alike), under this process's redirect policy: see [`customer_action_with`].
-pub fn customer_action(
-    client_secret: Option<&ClientSecret>,
-    next_action: Option<&NextAction>,
-) -> Result<CustomerAction, String> {
-    customer_action_with(client_secret, next_action, RedirectPolicy::current())
-}
-
-/// The secret, and the URL when the action is a redirect. A URL `policy` refuses (another host than
-/// `REDIRECT_HOSTS`, plain http, user info) is not handed on, but it drops only itself: the client secret
-/// alone serves the action (Stripe.js handles 3-D Secure with it), so the payment still waits for the
-/// customer instead of the answer being unusable. Only an action with neither is an error. The decision is
-/// the core's [`CustomerAction::offered`] (the protocol model takes it too); this logs the refusal.
-pub fn customer_action_with(
-    client_secret: Option<&ClientSecret>,
-    next_action: Option<&NextAction>,
-    policy: &RedirectPolicy,
-) -> Result<CustomerAction, String> {
-    // Deserialized as it came; checked here like any secret that enters (an empty one is none).
-    let secret = client_secret
-        .map(|s| ClientSecret::parse(s.expose()))
-        .transpose()
-        .map_err(|e| e.to_string())?;
-    let raw = next_action
-        .and_then(|a| a.redirect_to_url.as_ref())
-        .and_then(|r| r.url.clone());
-    let url = raw.map(|url| RedirectUrl::parse_with(url, policy));
-    let offered = CustomerAction::offered(secret, url).map_err(|e| format!("next_action: {e}"))?;
-    if let Some(refused) = &offered.refused_url {
-        // The URL itself is never logged: it may carry a one-time token.
-        tracing::warn!(error = %refused, "redirect URL refused by our policy; the client secret alone is handed on");
-    }
-    Ok(offered.action)
-}
-
-/// `latest_charge`: an id, or the expanded Charge.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
-pub enum LatestCharge {
-    Expanded(Box<Charge>),
-    Id(String),
-}
-
-/// A Stripe Charge (`object: "charge"`).
-#[derive(Debug, Clone, Deserialize)]
-pub struct Charge {
-    pub id: String,
-    pub amount: u64,
-    /// Cumulative, in the smallest unit.
-    pub amount_refunded: u64,
-    #[serde(default)]
-    pub captured: bool,
-    pub currency: String,
-    #[serde(default)]
-    pub payment_intent: Option<String>,
-    #[serde(default)]
-    pub payment_method_details: Option<PaymentMethodDetails>,
-}
-
-/// `payment_method_details` of a charge: of a card, what an authorization's capture depends on.
-#[derive(Debug, Clone, Deserialize)]
-pub struct PaymentMethodDetails {
-    #[serde(default)]
-    pub card: Option<CardDetails>,
-}
-
-/// `payment_method_details.card`.
-#[derive(Debug, Clone, Deserialize)]
-pub struct CardDetails {
-    /// Manual capture: when (epoch seconds) Stripe releases the authorization if it is not captured.
-    #[serde(default)]
-    pub capture_before: Option<i64>,
-}
-
-/// A Stripe Refund (`object: "refund"`). `status`: `pending`, `requires_action`, `succeeded`, `failed` or
-/// `canceled`.
-#[derive(Debug, Clone, Deserialize)]
-pub struct Refund {
-    pub id: String,
-    pub amount: u64,
-    pub currency: String,
-    pub status: String,
-    #[serde(default)]
-    pub payment_intent: Option<String>,
-    #[serde(default)]
-    pub charge: Option<String>,
-}
-
-impl Refund {
-    /// The money is on its way back (or back): `pending` or `succeeded`.
-    pub fn is_accepted(&self) -> bool {
-        matches!(self.status.as_str(), "pending" | "succeeded")
-    }
-}
-
-/// Stripe's error object (`{"error": {...}}`).
-#[derive(Debug, Clone, Deserialize)]
-pub struct ErrorObject {
-    #[serde(rename = "type")]
-    pub kind: ErrorType,
-    #[serde(default)]
-    pub code: Option<String>,
-    #[serde(default)]
-    pub decline_code: Option<String>,
-    #[serde(default)]
-    pub message: Option<String>,
-    #[serde(default)]
-    pub param: Option<String>,
-    /// The PaymentIntent as it stands, sent with errors about one (a decline, a cancel in the wrong state).
-    #[serde(default)]
-    pub payment_intent: Option<Box<PaymentIntent>>,
-}
-
-/// `{"error": ...}`, the body of every Stripe error answer.
-#[derive(Debug, Clone, Deserialize)]
-pub struct ErrorBody {
-    pub error: ErrorObject,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ErrorType {
-    ApiError,
-    AuthenticationError,
-    CardError,
-    IdempotencyError,
-    InvalidRequestError,
-    PermissionError,
-    #[serde(other)]
-    Other,
-}
-
-impl ErrorType {
-    /// Stripe's name of the type (`other` for one this version does not know).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::ApiError => "api_error",
-            Self::AuthenticationError => "authentication_error",
-            Self::CardError => "card_error",
-            Self::IdempotencyError => "idempotency_error",
-            Self::InvalidRequestError => "invalid_request_error",
-            Self::PermissionError => "permission_error",
-            Self::Other => "other",
-        }
-    }
-}
-
-impl ErrorObject {
-    /// One line for logs and escalations: type, code and decline code, never a secret (Stripe's messages
-    /// name parameters, not their values).
-    pub fn summary(&self) -> String {
-        let mut s = format!("{:?}", self.kind);
-        for part in [&self.code, &self.decline_code, &self.message].into_iter().flatten() {
-            s.push_str(": ");
-            s.push_str(part);
-        }
-        s
-    }
-}
-
-impl PaymentIntent {
-    /// The cumulative refunded amount, when the charge is expanded.
-    pub fn amount_refunded(&self) -> Option<u64> {
-        match &self.latest_charge {
-            Some(LatestCharge::Expanded(charge)) => Some(charge.amount_refunded),
-            _ => None,
-        }
-    }
-
-    /// An authorization's capture deadline (epoch ms), when the charge is expanded and says it.
-    pub fn capture_before_ms(&self) -> Option<i64> {
-        match &self.latest_charge {
-            Some(LatestCharge::Expanded(charge)) => charge
-                .payment_method_details
-                .as_ref()?
-                .card
-                .as_ref()?
-                .capture_before
-                .map(|s| s.saturating_mul(1000)),
-            _ => None,
-        }
-    }
-
-    /// What this PaymentIntent's status tells about our payment (the core's table, [`IntentStatus::outcome`]);
-    /// `None` when it tells nothing new. `Err` when Stripe asks for an action we cannot hand on (no client secret and
-    /// no usable URL).
-    pub fn outcome(&self) -> Result<Option<Outcome>, String> {
-        let facts = IntentFacts {
-            declined: self.last_payment_error.as_ref().map(LastPaymentError::raw_reason),
-            refunded_minor: self.amount_refunded(),
-            cancellation_reason: self.cancellation_reason.as_deref(),
-            capture_before_ms: self.capture_before_ms(),
-        };
-        self.status.outcome(&facts, || self.action())
-    }
-
-    /// The customer's action: the client secret, and the redirect URL when the action is a redirect.
-    pub fn action(&self) -> Result<CustomerAction, String> {
-        customer_action(self.client_secret.as_ref(), self.next_action.as_ref())
-    }
-
-    /// The observation of this PaymentIntent on `path`: its outcome, the PaymentIntent id as the PSP
-    /// reference, and its amount and currency as claims, which the decision checks against the payment.
-    pub fn observation(
+    /// Creates and confirms a PaymentIntent for our payment (`confirm=true`, `metadata[payment_id]`,
+    /// `metadata[order_id]`), once per `key`.
+    fn charge(
         &self,
-        path: crate::Channel,
-        correlation: crate::CorrelationId,
-    ) -> Result<Option<Observation>, String> {
-        let Some(outcome) = self.outcome()? else {
-            return Ok(None);
-        };
-        let mut observation = Observation::new(path, outcome, correlation);
-        observation.psp_reference = Some(PspReference::parse(self.id.as_str()).map_err(|e| e.to_string())?);
-        observation.claims = Claims {
-            amount_minor: Some(self.amount),
-            currency: Some(Currency::parse(&self.currency).map_err(|e| e.to_string())?),
-        };
-        Ok(Some(observation))
+        key: &str,
+        request: &ChargeRequest<'_>,
+    ) -> impl Future<Output = Result<PaymentIntent, PspError>> + Send;
+
+    /// The PaymentIntent as it stands, with its latest charge expanded (refunds are on the charge).
+    fn retrieve(&self, reference: &PspReference) -> impl Future<Output = Result<PaymentIntent, PspError>> + Send;
+
+    /// Cancels the PaymentIntent, once per `key`. Refused (with the PaymentIntent) when it already succeeded.
+    fn cancel(
+        &self,
+        key: &str,
+        reference: &PspReference,
+    ) -> impl Future<Output = Result<PaymentIntent, PspError>> + Send;
+
+    /// Captures all of an authorized PaymentIntent (`requires_capture`), once per `key`. Refused (with the
+    /// PaymentIntent) when it is in any other status: captured already, canceled, or its authorization lapsed.
+    fn capture(
+        &self,
+        key: &str,
+        reference: &PspReference,
+    ) -> impl Future<Output = Result<PaymentIntent, PspError>> + Send;
+
+    /// Refunds `amount_minor` of the PaymentIntent's charge (all of what is left when `None`), once per `key`.
+    fn refund(
+        &self,
+        key: &str,
+        reference: &PspReference,
+        amount_minor: Option<u64>,
+    ) -> impl Future<Output = Result<Refund, PspError>> + Send;
+
+    /// The refund `refund` (a `re_...` id the PSP gave us) as it stands: how recovery learns what became of
+    /// a refund still `pending` when its webhooks were lost.
+    fn retrieve_refund(&self, refund: &str) -> impl Future<Output = Result<Refund, PspError>> + Send;
+
+    /// The dispute `dispute` (a `du_...` id) as it stands: what recovery reads when Stripe failed to generate
+    /// a `charge.dispute.*` event about it.
+    fn retrieve_dispute(&self, dispute: &str) -> impl Future<Output = Result<Dispute, PspError>> + Send;
+
+    /// Stripe's event-generation failure `event` (`GET /v2/core/events/{id}`): the object whose event Stripe
+    /// never made, which recovery then reads (`store::recheck`).
+    fn retrieve_generation_failure(
+        &self,
+        event: &PspEventId,
+    ) -> impl Future<Output = Result<GenerationFailure, PspError>> + Send;
+
+    /// Every refund the PSP made of the PaymentIntent, whatever its key or status: how the saga's refund step
+    /// learns, before it creates one, that an earlier attempt made it (its answer and webhooks lost, its key
+    /// forgotten after 24 hours), so it never creates a second.
+    fn list_refunds(&self, reference: &PspReference) -> impl Future<Output = Result<Vec<Refund>, PspError>> + Send;
+
+    /// The PaymentIntent created for our payment (by `metadata[payment_id]`), if any: how a charge retried
+    /// after the PSP forgot its idempotency key finds the first one. Stripe's search is eventually consistent
+    /// (seconds), so it is asked only about charges long past.
+    fn find_for_payment(
+        &self,
+        payment: &PaymentId,
+    ) -> impl Future<Output = Result<Option<PaymentIntent>, PspError>> + Send;
+}
+
+impl<P: StripeApi> StripeApi for CircuitBreaker<P> {
+    fn provider(&self) -> crate::PspName {
+        self.inner().provider()
+    }
+
+    async fn charge(&self, key: &str, request: &ChargeRequest<'_>) -> Result<PaymentIntent, PspError> {
+        self.guarded(Request::Keyed(key), self.inner().charge(key, request))
+            .await
+    }
+
+    async fn retrieve(&self, reference: &PspReference) -> Result<PaymentIntent, PspError> {
+        self.guarded(Request::Unkeyed, self.inner().retrieve(reference)).await
+    }
+
+    async fn cancel(&self, key: &str, reference: &PspReference) -> Result<PaymentIntent, PspError> {
+        self.guarded(Request::Keyed(key), self.inner().cancel(key, reference))
+            .await
+    }
+
+    async fn capture(&self, key: &str, reference: &PspReference) -> Result<PaymentIntent, PspError> {
+        self.guarded(Request::Keyed(key), self.inner().capture(key, reference))
+            .await
+    }
+
+    async fn refund(&self, key: &str, reference: &PspReference, amount_minor: Option<u64>) -> Result<Refund, PspError> {
+        self.guarded(Request::Keyed(key), self.inner().refund(key, reference, amount_minor))
+            .await
+    }
+
+    async fn retrieve_refund(&self, refund: &str) -> Result<Refund, PspError> {
+        self.guarded(Request::Unkeyed, self.inner().retrieve_refund(refund))
+            .await
+    }
+
+    async fn retrieve_dispute(&self, dispute: &str) -> Result<Dispute, PspError> {
+        self.guarded(Request::Unkeyed, self.inner().retrieve_dispute(dispute))
+            .await
+    }
+
+    async fn retrieve_generation_failure(&self, event: &crate::PspEventId) -> Result<GenerationFailure, PspError> {
+        self.guarded(Request::Unkeyed, self.inner().retrieve_generation_failure(event))
+            .await
+    }
+    async fn list_refunds(&self, reference: &PspReference) -> Result<Vec<Refund>, PspError> {
+        self.guarded(Request::Unkeyed, self.inner().list_refunds(reference))
+            .await
+    }
+
+    async fn find_for_payment(&self, payment: &PaymentId) -> Result<Option<PaymentIntent>, PspError> {
+        self.guarded(Request::Unkeyed, self.inner().find_for_payment(payment))
+            .await
     }
 }
 
-#[cfg(test)]
-mod tests;
+impl CircuitBreaker<StripeClient> {
+    /// [`StripeClient::list_events`](StripeClient::list_events) through the breaker: the catch-up job
+    /// stops when Stripe keeps failing, as every other caller does.
+    pub async fn list_events(&self, query: &EventQuery<'_>) -> Result<EventList, PspError> {
+        self.guarded(Request::Unkeyed, self.inner().list_events(query)).await
+    }
+}

@@ -14,7 +14,7 @@
 
 use super::{read_observation, reconciled, refund_observation, Reconciled, Recovery, RecoveryError, RecoveryReport};
 use crate::psp::stripe::{Dispute, GenerationFailureImpact, RelatedObject};
-use crate::psp::{Psp, PspError, Psps};
+use crate::psp::{PspError, Psps, StripeApi};
 use crate::store::{recheck, StoreError};
 use crate::telemetry::ErrorChain;
 use crate::{
@@ -171,7 +171,7 @@ enum ObjectRead {
 
 /// Reads the object a failure names, as it stands now.
 async fn object_observation(
-    psp: &impl Psp,
+    psp: &impl StripeApi,
     impact: &GenerationFailureImpact,
     correlation: CorrelationId,
 ) -> Result<ObjectRead, PspError> {

@@ -11,7 +11,9 @@ use psp_simulator::delivery::DeliveryOptions;
 use psp_simulator::ledger::{Ledger, Timings};
 use psp_simulator::server::Simulator;
 use shared::psp::breaker::BreakerState;
-use shared::psp::{ApiKey, BreakerSettings, ChargeRequest, CircuitBreaker, Psp, PspError, PspSettings, StripeClient};
+use shared::psp::{
+    ApiKey, BreakerSettings, ChargeRequest, CircuitBreaker, PspError, StripeApi, StripeClient, StripeSettings,
+};
 use shared::retry::Backoff;
 use shared::{clock, Currency, Money, OrderId, PaymentId, PspReference, SigningSecret};
 use std::sync::Arc;
@@ -53,7 +55,7 @@ async fn world() -> World {
 impl World {
     /// The Stripe client as the functions build it, with retries in milliseconds and `timeout` per attempt.
     fn client(&self, timeout: Duration) -> StripeClient {
-        let mut settings = PspSettings::local(&self.url, KEY).expect("settings");
+        let mut settings = StripeSettings::local(&self.url, KEY).expect("settings");
         settings.retries = Backoff::new(3, Duration::from_millis(10), Duration::from_millis(40));
         settings.request_timeout = timeout;
         StripeClient::new(&settings, ApiKey::parse(KEY).unwrap()).expect("client")
@@ -94,7 +96,7 @@ impl World {
     }
 }
 
-async fn charge(psp: &impl Psp, key: &str, payment: &str) -> Result<shared::psp::PaymentIntent, PspError> {
+async fn charge(psp: &impl StripeApi, key: &str, payment: &str) -> Result<shared::psp::PaymentIntent, PspError> {
     let money = Money::new(1500, Currency::parse("EUR").unwrap()).unwrap();
     let (payment, order) = (
         PaymentId::parse(payment).unwrap(),

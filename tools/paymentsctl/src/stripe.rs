@@ -9,7 +9,7 @@
 //! operator puts it into the intake's Secrets Manager secret.
 
 use serde::{Deserialize, Serialize};
-use shared::psp::client::STRIPE_API_VERSION;
+use shared::psp::stripe::STRIPE_API_VERSION;
 use std::io::Write;
 use std::path::Path;
 

@@ -53,7 +53,7 @@ impl<P: Psps> Runner<P> {
         now: i64,
     ) -> Result<Advanced, RunError> {
         let adyen = self.adyen("authorise")?;
-        let request = super::psp::charge_request(&saga, &payment);
+        let request = super::stripe::charge_request(&saga, &payment);
         let answer = match adyen.authorise(&format!("{}:charge", saga.order_id()), &request).await {
             Ok(answer) => answer,
             Err(refused @ (PspError::Declined(_) | PspError::Refused { .. })) => {
@@ -177,7 +177,7 @@ impl<P: Psps> Runner<P> {
         let received = match adyen.refund(&key, &reference, &money).await {
             Ok(received) => received,
             Err(refused @ PspError::Refused { .. }) => {
-                let why = match after_refund(super::psp::refused_call(&refused)) {
+                let why = match after_refund(super::stripe::refused_call(&refused)) {
                     AfterRefund::Impossible(why) => why,
                     AfterRefund::ReadBack { .. } | AfterRefund::Wait | AfterRefund::Undone => RefundImpossible::Refused,
                 };

@@ -7,7 +7,7 @@ use checkout_saga::runner::RunError;
 use checkout_saga::runner::{Runner, Settings};
 use checkout_saga::{orders, sweeper};
 use integration_tests::TestContext;
-use shared::psp::{BreakerSettings, GuardedStripe, Psp};
+use shared::psp::{BreakerSettings, GuardedStripe, StripeApi};
 use shared::saga::{SagaRecord, SagaStatus};
 use shared::store::open_index::{shard_of, OpenKind, OPEN_SHARDS};
 use shared::{CorrelationId, OrderId, PaymentStatus, PspReference};

@@ -6,7 +6,7 @@ use crate::support::*;
 use checkout_saga::orders;
 use checkout_saga::runner::Settings;
 use shared::clock::WallClock;
-use shared::psp::Psp;
+use shared::psp::StripeApi;
 use shared::saga::SagaStatus;
 use std::time::Duration;
 

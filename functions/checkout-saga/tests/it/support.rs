@@ -15,8 +15,8 @@ use serde_json::json;
 use shared::consumer::Consumer;
 use shared::psp::stripe::{ErrorObject, ErrorType, NextAction, RedirectToUrl};
 use shared::psp::{
-    BreakerSettings, ChargeRequest, CircuitBreaker, GuardedStripe, PaymentIntent, Psp, PspError, PspSettings, Psps,
-    Refund, StripeClient, BREAKER_NAME,
+    BreakerSettings, ChargeRequest, CircuitBreaker, GuardedStripe, PaymentIntent, PspError, Psps, Refund, StripeApi,
+    StripeClient, StripeSettings, BREAKER_NAME,
 };
 use shared::recovery::{Recovery, RecoverySettings};
 use shared::retry::Backoff;
@@ -131,7 +131,7 @@ impl World {
     }
 
     pub fn psp(&self) -> StripeClient {
-        let mut settings = PspSettings::local(&self.psp_url, TEST_KEY).expect("PSP settings");
+        let mut settings = StripeSettings::local(&self.psp_url, TEST_KEY).expect("PSP settings");
         settings.retries = fast_backoff();
         StripeClient::new(&settings, shared::psp::ApiKey::parse(TEST_KEY).unwrap()).expect("psp client")
     }
@@ -139,7 +139,7 @@ impl World {
     /// The simulator's Stripe client as a checkout function builds it with `STRIPE_CAPTURE_METHOD=manual`:
     /// its charges authorize, the saga captures.
     pub fn manual_capture_psp(&self) -> StripeClient {
-        let mut settings = PspSettings::local(&self.psp_url, TEST_KEY).expect("PSP settings");
+        let mut settings = StripeSettings::local(&self.psp_url, TEST_KEY).expect("PSP settings");
         settings.retries = fast_backoff();
         settings.capture = shared::psp::CaptureMethod::Manual;
         StripeClient::new(&settings, shared::psp::ApiKey::parse(TEST_KEY).unwrap()).expect("psp client")
@@ -161,7 +161,7 @@ impl World {
     /// a deployment fault.
     pub fn psp_with_rolled_key(&self) -> StripeClient {
         const ROLLED: &str = "sk_test_rolled";
-        let mut settings = PspSettings::local(&self.psp_url, ROLLED).expect("PSP settings");
+        let mut settings = StripeSettings::local(&self.psp_url, ROLLED).expect("PSP settings");
         settings.retries = fast_backoff();
         StripeClient::new(&settings, shared::psp::ApiKey::parse(ROLLED).unwrap()).expect("psp client")
     }
@@ -194,7 +194,7 @@ impl World {
 
     /// `psp` behind the circuit breaker as `function` builds it (`PspSetSettings::build`): the breaker's
     /// item (`BREAKER#stripe`, shared by every function) read and written on `function`'s client.
-    pub fn guarded_for<P: Psp>(&self, function: &str, psp: P, breaker: BreakerSettings) -> CircuitBreaker<P> {
+    pub fn guarded_for<P: StripeApi>(&self, function: &str, psp: P, breaker: BreakerSettings) -> CircuitBreaker<P> {
         CircuitBreaker::new(
             psp,
             self.ctx.client_for(function),
@@ -205,7 +205,7 @@ impl World {
     }
 
     /// A runner with the tests' settings over another PSP (a `Quirky` one).
-    pub fn runner_over<P: Psp>(&self, psp: P) -> Runner<P> {
+    pub fn runner_over<P: StripeApi>(&self, psp: P) -> Runner<P> {
         self.runner_with(self.ctx.client.clone(), psp, settings())
     }
 
@@ -434,7 +434,7 @@ fn answer_lost() -> PspError {
     PspError::Unavailable("connection reset after the request was sent".into())
 }
 
-impl Psp for Quirky {
+impl StripeApi for Quirky {
     async fn charge(&self, key: &str, request: &ChargeRequest<'_>) -> Result<PaymentIntent, PspError> {
         match &self.1 {
             Quirk::ChargeAnswersLost => {

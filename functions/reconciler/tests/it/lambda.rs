@@ -10,7 +10,7 @@ use psp_simulator::client::HttpClient;
 use psp_simulator::delivery::DeliveryOptions;
 use psp_simulator::ledger::{Ledger, Timings};
 use psp_simulator::server::Simulator;
-use shared::psp::{IntentStatus, PaymentIntent, Psp, PspSettings, StripeClient};
+use shared::psp::{IntentStatus, PaymentIntent, StripeApi, StripeClient, StripeSettings};
 use shared::{
     Channel, ClientView, CorrelationId, EventKind, Money, NewPayment, OrderId, Payment, PaymentId, PaymentStatus,
     PspReference, SigningSecret,
@@ -99,7 +99,7 @@ impl World {
 
     pub(crate) fn psp(&self) -> StripeClient {
         StripeClient::new(
-            &PspSettings::local(&self.psp_url, KEY).expect("PSP settings"),
+            &StripeSettings::local(&self.psp_url, KEY).expect("PSP settings"),
             shared::psp::ApiKey::parse(KEY).unwrap(),
         )
         .unwrap()

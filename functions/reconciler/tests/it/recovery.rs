@@ -3,7 +3,7 @@
 //! shard's unused share of a run goes to the others. Against DynamoDB Local and the Stripe simulator.
 
 use crate::lambda::World;
-use shared::psp::{IntentStatus, PaymentIntent, Psp, StripeClient};
+use shared::psp::{IntentStatus, PaymentIntent, StripeApi, StripeClient};
 use shared::recovery::{Recovery, RecoverySettings};
 use shared::store::open_index::{due_items, shard_of, OpenKind, OPEN_SHARDS};
 use shared::{
@@ -164,7 +164,7 @@ async fn a_reconcile_that_fails_is_backed_off_too() {
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", closed.local_addr().unwrap());
     drop(closed);
-    let settings = shared::psp::PspSettings::local(&url, "sk_test_down").unwrap();
+    let settings = shared::psp::StripeSettings::local(&url, "sk_test_down").unwrap();
     down.psp = StripeClient::new(&settings, shared::psp::ApiKey::parse("sk_test_down").unwrap()).unwrap();
 
     let report = down.run(deadline()).await.unwrap();

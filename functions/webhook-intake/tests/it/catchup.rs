@@ -10,7 +10,7 @@ use psp_simulator::client::HttpClient;
 use psp_simulator::delivery::DeliveryOptions;
 use psp_simulator::ledger::{Ledger, Timings};
 use psp_simulator::server::Simulator;
-use shared::psp::{ApiKey, BreakerSettings, ChargeRequest, CircuitBreaker, Psp, PspSettings, StripeClient};
+use shared::psp::{ApiKey, BreakerSettings, ChargeRequest, CircuitBreaker, StripeApi, StripeClient, StripeSettings};
 use shared::store::ParkedKind;
 use shared::{
     Channel, CorrelationId, Currency, EventKind, Money, NewPayment, OrderId, PaymentId, PaymentStatus, PspReference,
@@ -51,7 +51,7 @@ impl World {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         tokio::spawn(sim.clone().serve(listener));
-        let psp = StripeClient::new(&PspSettings::local(&url, KEY).unwrap(), ApiKey::parse(KEY).unwrap()).unwrap();
+        let psp = StripeClient::new(&StripeSettings::local(&url, KEY).unwrap(), ApiKey::parse(KEY).unwrap()).unwrap();
         Self {
             ctx: TestContext::new().await,
             sim,

@@ -343,7 +343,7 @@ fn the_settings_refuse_to_start_without_what_adyen_needs() {
     assert_eq!(settings.base_url, "https://checkout-test.adyen.com");
     assert_eq!(
         settings.key,
-        shared::psp::client::KeySource::Value(shared::psp::ApiKey::parse("AQE_key").expect("key"))
+        shared::psp::settings::KeySource::Value(shared::psp::ApiKey::parse("AQE_key").expect("key"))
     );
     for name in [
         "ADYEN_BASE_URL",

@@ -7,7 +7,7 @@ use crate::support::{params, served, KEY};
 use psp_simulator::ledger::LoggedRequest;
 use psp_simulator::spec::{self, Violation};
 use shared::psp::stripe::EventQuery;
-use shared::psp::{ChargeRequest, Psp};
+use shared::psp::{ChargeRequest, StripeApi};
 use shared::{Currency, Money, OrderId, PaymentId, PspReference};
 use std::collections::BTreeSet;
 

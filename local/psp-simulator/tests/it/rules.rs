@@ -3,7 +3,7 @@
 
 use crate::support::{params, served, KEY};
 use psp_simulator::ledger::{Answer, Effects, Ledger, Timings, RETURN_URL_REQUIRED};
-use shared::psp::{ChargeRequest, IntentStatus, Psp, PspError};
+use shared::psp::{ChargeRequest, IntentStatus, PspError, StripeApi};
 use shared::{Currency, Money, OrderId, PaymentId};
 use std::collections::BTreeMap;
 use std::time::Duration;

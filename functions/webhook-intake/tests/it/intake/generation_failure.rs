@@ -9,7 +9,7 @@ use psp_simulator::client::HttpClient;
 use psp_simulator::delivery::DeliveryOptions;
 use psp_simulator::ledger::{Ledger, Timings};
 use psp_simulator::server::Simulator;
-use shared::psp::{ApiKey, ChargeRequest, Psp, PspSettings, StripeClient};
+use shared::psp::{ApiKey, ChargeRequest, StripeApi, StripeClient, StripeSettings};
 use shared::recovery::{Recovery, RecoverySettings};
 use shared::{
     CorrelationId, Currency, EventKind, Money, NewPayment, OrderId, PaymentId, PaymentStatus, PspReference,
@@ -50,7 +50,7 @@ impl World {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         tokio::spawn(sim.clone().serve(listener));
-        let psp = StripeClient::new(&PspSettings::local(&url, KEY).unwrap(), ApiKey::parse(KEY).unwrap()).unwrap();
+        let psp = StripeClient::new(&StripeSettings::local(&url, KEY).unwrap(), ApiKey::parse(KEY).unwrap()).unwrap();
         let intake = TestIntake::with(ctx);
         let recovery = Recovery::new(
             &intake.ctx.client_for("reconciler"),

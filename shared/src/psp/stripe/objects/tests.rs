@@ -194,7 +194,7 @@ fn a_refused_redirect_url_keeps_the_client_secret() {
 #[test]
 fn stripe_objects_as_published_read_into_ours() {
     let fixtures: serde_json::Value =
-        serde_json::from_str(include_str!("../../../../tests/fixtures/stripe-fixtures.json")).unwrap();
+        serde_json::from_str(include_str!("../../../../../tests/fixtures/stripe-fixtures.json")).unwrap();
     let pi: PaymentIntent = serde_json::from_value(fixtures["payment_intent"].clone()).unwrap();
     assert_eq!((pi.amount, pi.status), (1099, IntentStatus::RequiresPaymentMethod));
     assert!(
