@@ -1,6 +1,7 @@
 //! The one library every function uses: the pure payments core (re-exported by name below) and everything
 //! that touches AWS or a PSP: the DynamoDB payment store with its versioned write, leases, the outbox and
-//! consumer contracts, the saga's storage, recovery, the PSP clients, configuration, serving and telemetry.
+//! consumer contracts, the saga's storage, the PSP clients, configuration, serving and telemetry. Recovery is
+//! the reconciler's (`functions/reconciler`, a library the checkout functions use too).
 //!
 //! # Layout
 //!
@@ -18,7 +19,6 @@
 //! | [`outbox`] | which stream records are outbox events and the SQS message each becomes | send an event a queue or a stream shard cannot carry |
 //! | [`consumer`] | applying each payment's events once and in version order, with the consumer's cursor in the same transaction | skip an event after a gap (it is held back and redelivered) |
 //! | [`saga`] | the checkout saga's state and event log in the table, escalations | delete a saga's events: compensations are new events |
-//! | [`recovery`] | asking the PSP about payments left open, and about the objects of events Stripe never made (`recovery::recheck`), and applying its answer through the same finalize | ask any PSP but the payment's own (invariant 13), or move a payment backward |
 //! | [`psp`] | the Stripe and Adyen clients, each behind its circuit breaker, routed by the payment's recorded PSP ([`psp::PspRoute`]) | call a PSP without the caller's idempotency key on a call that moves money |
 //! | [`http`] | JSON answers and errors of the HTTP functions, the caller guard | answer with a secret of a terminal payment (the core's [`ClientView`] makes that a type error) |
 //! | [`router`] | the one HTTP route table matcher (404, 405 with `Allow`, stage prefixes) | decode percent-escapes into a different route |
@@ -35,7 +35,7 @@
 //! The core's types are re-exported under their own names, so a function depends on `shared` alone; the list
 //! below is what the functions, tools and tests use. The core's modules stay in the core (`payments_core::saga`
 //! is the saga's state machine, [`saga`] here its storage; `payments_core::recovery` is recovery's pure step,
-//! [`recovery`] here its shell), except [`text`], the input rules every entry point applies.
+//! the reconciler crate its shell), except [`text`], the input rules every entry point applies.
 
 // Unit tests may be long (a table of cases, a story): the 60-line limit is for the code they test.
 #![cfg_attr(test, allow(clippy::too_many_lines))]
@@ -52,7 +52,6 @@ pub mod lease;
 pub mod metrics;
 pub mod outbox;
 pub mod psp;
-pub mod recovery;
 pub mod retry;
 pub mod router;
 pub mod saga;

@@ -50,9 +50,9 @@ mod stripe;
 
 use crate::metrics;
 use crate::orders;
+use reconciler::Recovery;
 use shared::clock::WallClock;
 use shared::psp::{set, PspError, Psps};
-use shared::recovery::Recovery;
 use shared::retry::Backoff;
 pub use shared::saga::CheckoutPsp;
 use shared::saga::{

@@ -36,9 +36,9 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use lambda_http::Body;
 use outbox_relay::Publisher;
+use reconciler::Recovery;
 use shared::http::ApiError;
 use shared::psp::PspSet;
-use shared::recovery::Recovery;
 use shared::router::{RouteTableError, Router};
 use shared::telemetry::ErrorChain;
 use shared::{aws, telemetry, Config, Env};
@@ -248,7 +248,7 @@ struct CheckoutFunctions {
 
 async fn checkout_functions(clients: &FunctionClients, env: &Env) -> Result<CheckoutFunctions, Error> {
     let saga = checkout_saga::Settings::from_env(env)?;
-    let recovery = shared::recovery::Settings::from_env(env)?;
+    let recovery = reconciler::Settings::from(env)?;
     let mut catchup = webhook_intake::catchup::Settings::from_env(env)?;
     // The local bus is a stand-in with no partner event source to describe (`local_dev::eventbridge`).
     catchup.event_source = None;

@@ -11,9 +11,9 @@ use local_dev::sqs_poller::SqsPoller;
 use local_dev::stream_pump::StreamPump;
 use order_projection::OrderProjection;
 use outbox_relay::{relay, Publisher};
+use reconciler::Recovery;
 use shared::consumer::Consumer;
 use shared::psp::PspSet;
-use shared::recovery::{self, Recovery};
 use shared::telemetry::ErrorChain;
 use std::time::Duration;
 use tracing::{error, info};
@@ -92,7 +92,7 @@ pub async fn schedules(sweeper: CheckoutSweeper, reconciler: Recovery<PspSet>, c
             Err(e) => error!(error = %ErrorChain(&e), "saga sweep failed"),
         }
         match reconciler.run(tokio::time::Instant::now() + CONSUMER_TIMEOUT).await {
-            Ok(report) if report.found > 0 => shared::metrics::emit(&recovery::emf(&report, shared::clock::now_ms())),
+            Ok(report) if report.found > 0 => shared::metrics::emit(&reconciler::emf(&report, shared::clock::now_ms())),
             Ok(_) => {}
             Err(e) => error!(error = %ErrorChain(&e), "recovery run failed"),
         }

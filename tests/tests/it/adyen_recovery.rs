@@ -9,11 +9,11 @@ use psp_simulator::adyen::ledger::AdyenLedger;
 use psp_simulator::adyen::notify::{self, Endpoint};
 use psp_simulator::adyen::{self as sim_adyen, AdyenSimulator};
 use psp_simulator::delivery::DeliveryOptions;
+use reconciler::{Recovery, RecoverySettings};
 use serde_json::{json, Value};
 use shared::psp::adyen::{AdyenClient, AdyenSettings};
 use shared::psp::set::{guarded, ADYEN_BREAKER};
 use shared::psp::{ChargeRequest, GuardedAdyen, PspSet, StripeClient};
-use shared::recovery::{Recovery, RecoverySettings};
 use shared::{
     Channel, CorrelationId, Currency, EventKind, Money, NewPayment, Observation, OrderId, Outcome, PaymentId,
     PaymentStatus, PspName, PspReference,

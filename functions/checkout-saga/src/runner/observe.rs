@@ -46,9 +46,8 @@ impl<P: Psps> Runner<P> {
         saga: &SagaRecord,
         refund: &Refund,
     ) -> Result<(RefundStatus, RefundStep), RunError> {
-        let observation =
-            shared::recovery::refund_observation(refund, Channel::Sync, None, correlation(&saga.order_id))
-                .map_err(|e| RunError::Psp(PspError::BadAnswer(e.into())))?;
+        let observation = reconciler::refund_observation(refund, Channel::Sync, None, correlation(&saga.order_id))
+            .map_err(|e| RunError::Psp(PspError::BadAnswer(e.into())))?;
         self.refund_recorded(payment_id, saga, observation, RefundStatus::parse(&refund.status))
             .await
     }

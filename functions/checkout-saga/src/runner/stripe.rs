@@ -158,7 +158,7 @@ impl<P: Psps> Runner<P> {
     ) -> Result<shared::Payment, RunError> {
         let (reference, _) = super::steps::refund_of(saga)?;
         let listed = self.stripe()?.list_refunds(&reference).await?;
-        let unknown = shared::recovery::unrecorded(&payment, &listed);
+        let unknown = reconciler::unrecorded(&payment, &listed);
         if unknown.is_empty() {
             return Ok(payment);
         }

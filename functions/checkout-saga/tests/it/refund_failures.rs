@@ -6,8 +6,8 @@
 use crate::support::*;
 use checkout_saga::orders;
 use checkout_saga::sweeper;
+use reconciler::Reconciled;
 use shared::psp::StripeApi;
-use shared::recovery::Reconciled;
 use shared::saga::{SagaRecord, SagaStatus};
 use shared::{
     Channel, CorrelationId, EventKind, GiveBack, Observation, Outcome, PaymentStatus, RefundEntry, RefundReport,
@@ -370,7 +370,7 @@ async fn a_charge_whose_refunds_fail_at_the_simulator_keeps_the_saga_refunding()
 
 /// The reconciler's recovery over `psp` as its function builds it (breaker included), its DynamoDB calls
 /// recorded under its name.
-fn reconciler<P: StripeApi>(w: &World, psp: P) -> shared::recovery::Recovery<shared::psp::CircuitBreaker<P>> {
+fn reconciler<P: StripeApi>(w: &World, psp: P) -> reconciler::Recovery<shared::psp::CircuitBreaker<P>> {
     let guarded = w.guarded_for("reconciler", psp, shared::psp::BreakerSettings::default());
     w.runner_as("reconciler", guarded, settings()).recovery
 }

@@ -7,8 +7,8 @@ use checkout_saga::runner::Settings;
 use checkout_saga::{inventory, orders, sweeper};
 use integration_tests::{dying_client, Fault, FaultInjector, TestContext};
 use psp_simulator::ledger::WebhookEvent;
+use reconciler::Reconciled;
 use shared::psp::BreakerSettings;
-use shared::recovery::Reconciled;
 use shared::retry::Backoff;
 use shared::saga::SagaStatus;
 use shared::{

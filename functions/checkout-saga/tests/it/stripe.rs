@@ -6,10 +6,10 @@
 use crate::support::*;
 use checkout_saga::runner::Runner;
 use checkout_saga::sweeper;
+use reconciler::Reconciled;
 use shared::psp::breaker::BreakerState;
 use shared::psp::{BreakerSettings, CircuitBreaker, IntentStatus};
 use shared::psp::{ChargeRequest, PspError, StripeApi};
-use shared::recovery::Reconciled;
 use shared::saga::{SagaRecord, SagaStatus};
 use shared::{Channel, CorrelationId, PaymentStatus, PspReference};
 use shared::{EventKind, Observation, Payment};

@@ -11,6 +11,7 @@ use psp_simulator::client::HttpClient;
 use psp_simulator::delivery::DeliveryOptions;
 use psp_simulator::ledger::{Ledger, Timings};
 use psp_simulator::server::Simulator;
+use reconciler::{Recovery, RecoverySettings};
 use serde_json::json;
 use shared::consumer::Consumer;
 use shared::psp::stripe::{ErrorObject, ErrorType, NextAction, RedirectToUrl};
@@ -18,7 +19,6 @@ use shared::psp::{
     BreakerSettings, ChargeRequest, CircuitBreaker, GuardedStripe, PaymentIntent, PspError, Psps, Refund, StripeApi,
     StripeClient, StripeSettings, BREAKER_NAME,
 };
-use shared::recovery::{Recovery, RecoverySettings};
 use shared::retry::Backoff;
 use shared::saga::{Checkout, Escalation, SagaEventKind, SagaRecord, SagaStore, Step};
 use shared::{Money, OrderId, PaymentId, PaymentStatus, PspReference, SigningSecret, Sku};

@@ -3,8 +3,8 @@
 //! shard's unused share of a run goes to the others. Against DynamoDB Local and the Stripe simulator.
 
 use crate::lambda::World;
+use reconciler::{Recovery, RecoverySettings};
 use shared::psp::{IntentStatus, PaymentIntent, StripeApi, StripeClient};
-use shared::recovery::{Recovery, RecoverySettings};
 use shared::store::open_index::{due_items, shard_of, OpenKind, OPEN_SHARDS};
 use shared::{
     Channel, CorrelationId, EventKind, Money, NewPayment, Observation, OrderId, Outcome, PaymentId, PaymentStatus,
@@ -114,7 +114,7 @@ async fn payments_with_no_psp_to_ask_expire_after_the_configured_age() {
         (4, 3, 1),
         "{report:?}"
     );
-    let record = shared::recovery::emf(&report, shared::clock::now_ms());
+    let record = reconciler::emf(&report, shared::clock::now_ms());
     assert_eq!(record["Expired"].as_u64(), Some(3), "the alarmed metric: {record}");
     for id in [&abandoned, &standard, &unknown] {
         assert_expired(&w, id).await;
@@ -267,7 +267,7 @@ async fn an_abandoned_payment_whose_intent_still_waits_for_the_customer_is_cance
     let report = recovery(&w).run(deadline()).await.unwrap();
 
     assert_eq!((report.found, report.errors, report.expired), (4, 0, 2), "{report:?}");
-    let record = shared::recovery::emf(&report, shared::clock::now_ms());
+    let record = reconciler::emf(&report, shared::clock::now_ms());
     assert_eq!(record["Expired"].as_u64(), Some(2), "the alarmed metric: {record}");
     for (id, intent) in [(&in_challenge, &challenge), (&after_decline, &declined)] {
         assert_expired(&w, id).await;
@@ -493,7 +493,7 @@ async fn a_run_keeps_to_the_scan_rate_at_the_psp() {
         .with("PSP_API_KEY", crate::lambda::KEY)
         .with("PSP_REDIRECTS", "never")
         .with("PSP_SCAN_RATE_PER_SECOND", "5");
-    let settings = shared::recovery::Settings::from_env(&env).expect("the reconciler's settings");
+    let settings = reconciler::Settings::from(&env).expect("the reconciler's settings");
     let stripe = settings.psps.stripe.as_ref().expect("Stripe configured");
     let client = StripeClient::new(stripe, shared::psp::ApiKey::parse(crate::lambda::KEY).unwrap()).unwrap();
     let recovery = Recovery::new(
