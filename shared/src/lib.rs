@@ -1,7 +1,8 @@
 //! The one library every function uses: the pure payments core (re-exported by name below) and everything
-//! that touches AWS or a PSP: the DynamoDB payment store with its versioned write, leases, the outbox and
-//! consumer contracts, the saga's storage, the PSP clients, configuration, serving and telemetry. Recovery is
-//! the reconciler's (`functions/reconciler`, a library the checkout functions use too).
+//! around it that touches AWS: the DynamoDB payment store with its versioned write, leases, the outbox and
+//! consumer contracts, the saga's storage, configuration, serving and telemetry. The PSP clients are their
+//! own crate (`psp`, `shared/psp`); recovery is the reconciler's (`functions/reconciler`, a library the
+//! checkout functions use too).
 //!
 //! # Layout
 //!
@@ -19,7 +20,6 @@
 //! | [`outbox`] | which stream records are outbox events and the SQS message each becomes | send an event a queue or a stream shard cannot carry |
 //! | [`consumer`] | applying each payment's events once and in version order, with the consumer's cursor in the same transaction | skip an event after a gap (it is held back and redelivered) |
 //! | [`saga`] | the checkout saga's state and event log in the table, escalations | delete a saga's events: compensations are new events |
-//! | [`psp`] | the Stripe and Adyen clients, each behind its circuit breaker, routed by the payment's recorded PSP ([`psp::PspRoute`]) | call a PSP without the caller's idempotency key on a call that moves money |
 //! | [`http`] | JSON answers and errors of the HTTP functions, the caller guard | answer with a secret of a terminal payment (the core's [`ClientView`] makes that a type error) |
 //! | [`router`] | the one HTTP route table matcher (404, 405 with `Allow`, stage prefixes) | decode percent-escapes into a different route |
 //! | [`lambda`] | what every `main` does around its handler: the cold start, the clients, serving with a deadline | answer before the telemetry is flushed, or lose an error's cause on the way to the runtime |
@@ -51,7 +51,6 @@ pub mod lambda;
 pub mod lease;
 pub mod metrics;
 pub mod outbox;
-pub mod psp;
 pub mod retry;
 pub mod router;
 pub mod saga;

@@ -270,7 +270,6 @@ mod tests {
             dispute_opened("webhook", 1),
             refund_failed("recovery", 1),
             counts("N", &[&[], &["A", "B"]], &["X"], json!({ "X": 1 }), 1),
-            crate::psp::breaker::emf("stripe", 1),
             crate::consumer::emf("orders", &BatchReport::default(), 1),
         ];
         for r in &records {

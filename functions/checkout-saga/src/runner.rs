@@ -50,9 +50,9 @@ mod stripe;
 
 use crate::metrics;
 use crate::orders;
+use psp::{set, PspError, Psps};
 use reconciler::Recovery;
 use shared::clock::WallClock;
-use shared::psp::{set, PspError, Psps};
 use shared::retry::Backoff;
 pub use shared::saga::CheckoutPsp;
 use shared::saga::{
@@ -204,7 +204,7 @@ fn from_ms(ms: i64) -> Duration {
 pub struct Runner<P> {
     pub sagas: SagaStore,
     /// Recovery: the payment store, the payment leases and the PSP clients the saga's steps use too (a
-    /// [`shared::psp::PspSet`], or one Stripe client alone).
+    /// [`psp::PspSet`], or one Stripe client alone).
     pub recovery: Recovery<P>,
     pub escalation: Escalation,
     pub settings: Settings,

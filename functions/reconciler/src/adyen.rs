@@ -9,8 +9,8 @@
 
 use crate::{reconciled, Reconciled, Recovery, RecoveryError};
 use payments_core::{give_back_refund, GiveBackRefund};
+use psp::{GuardedAdyen, PspError, Psps};
 use shared::lease::Lease;
-use shared::psp::{GuardedAdyen, PspError, Psps};
 use shared::telemetry::ErrorChain;
 use shared::{Channel, CorrelationId, Money, Observation, Outcome, Payment, RefundEntry, RefundReport, RefundStatus};
 use tracing::warn;

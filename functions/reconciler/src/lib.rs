@@ -25,7 +25,7 @@
 //! [`shared::lease`]), and read again under it; a write frees the lease by moving the version.
 //!
 //! The PSP's answer is its status at the time of the query. What each PaymentIntent status means is in
-//! [`shared::psp::stripe`]; the decision ([`shared::decide`]) checks the PaymentIntent's id, amount and currency
+//! [`psp::stripe`]; the decision ([`shared::decide`]) checks the PaymentIntent's id, amount and currency
 //! against the payment like any webhook's (a mismatch is an anomaly, never applied), never moves a payment
 //! backward and never takes away an action the PSP still asks the customer for. The observation is stamped
 //! with the query's time (to the second, Stripe's resolution), so a webhook about an older state that
@@ -64,12 +64,12 @@ mod recheck;
 use payments_core::recovery::{
     after_read, canceled_expiry, expiry, recovery_step, unanswered, AfterRead, NothingToAsk, RecoveryStep, Unasked,
 };
+use psp::pace::ScanRates;
+use psp::stripe::Refund;
+use psp::{GuardedAdyen, PspError, PspRoute, PspSet, PspSetSettings, Psps, StripeApi};
 use shared::clock;
 use shared::lambda::{BuildError, Clients};
 use shared::lease::{Lease, Leases};
-use shared::psp::pace::ScanRates;
-use shared::psp::stripe::Refund;
-use shared::psp::{GuardedAdyen, PspError, PspRoute, PspSet, PspSetSettings, Psps, StripeApi};
 use shared::store::open_index::{age_seconds, defer, due_items, next_due, OpenKind, MAX_RECHECK_INTERVAL};
 use shared::store::{FinalizeOutcome, FinalizeResult, PaymentStore, StoreError};
 use shared::telemetry::ErrorChain;
@@ -640,7 +640,7 @@ impl<P: Psps> Recovery<P> {
     async fn record(
         &self,
         current: Payment,
-        intent: &shared::psp::PaymentIntent,
+        intent: &psp::PaymentIntent,
         read: Read,
         lease: &Lease,
         correlation: CorrelationId,
@@ -920,7 +920,7 @@ async fn cancel_expired(
     psp: &impl StripeApi,
     current: &Payment,
     reference: &PspReference,
-) -> Result<Option<shared::psp::PaymentIntent>, RecoveryError> {
+) -> Result<Option<psp::PaymentIntent>, RecoveryError> {
     let key = format!("{}:expire", current.id);
     match psp.cancel(&key, reference).await {
         Ok(intent) => Ok(Some(intent)),

@@ -13,8 +13,8 @@
 //! a charge, a payout, ...) is logged with the object, counted `RechecksUnread` (alarmed) and deleted, once.
 
 use crate::{read_observation, reconciled, refund_observation, Reconciled, Recovery, RecoveryError, RecoveryReport};
-use shared::psp::stripe::{Dispute, GenerationFailureImpact, RelatedObject};
-use shared::psp::{PspError, Psps, StripeApi};
+use psp::stripe::{Dispute, GenerationFailureImpact, RelatedObject};
+use psp::{PspError, Psps, StripeApi};
 use shared::store::{recheck, StoreError};
 use shared::telemetry::ErrorChain;
 use shared::{

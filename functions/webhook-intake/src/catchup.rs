@@ -45,11 +45,11 @@ use crate::metrics::RequestMetrics;
 use crate::providers::{Provider, ProviderSpec, Scheme};
 use crate::stripe::SUBSCRIBED_TYPES;
 use crate::{apply_fetched, App, IntakeSettings};
+use psp::pace::ScanRates;
+use psp::stripe::EventQuery;
+use psp::{GuardedStripe, PspError, StripeSettings};
 use serde::Serialize;
 use shared::lambda::{BuildError, Clients};
-use shared::psp::pace::ScanRates;
-use shared::psp::stripe::EventQuery;
-use shared::psp::{GuardedStripe, PspError, StripeSettings};
 use shared::telemetry::ErrorChain;
 use shared::{clock, Config, ConfigError, Env, StoreError};
 use std::time::Duration;
@@ -232,7 +232,7 @@ impl CatchUp {
         let stripe = match &settings.stripe {
             Some((provider, psp)) => Some(StripeEvents {
                 provider: provider.clone(),
-                psp: shared::psp::guarded_stripe(psp, &clients.sdk, clients.dynamodb.clone(), table).await?,
+                psp: psp::guarded_stripe(psp, &clients.sdk, clients.dynamodb.clone(), table).await?,
                 cursor: CursorStore {
                     client: clients.dynamodb.clone(),
                     table: table.clone(),

@@ -16,14 +16,14 @@
 //! captures; a challenge never finished is abandoned after `CHECKOUT_ABANDON_AFTER_SECONDS` and cancelled, so
 //! no money is taken.
 //!
-//! **No read, no search**: Adyen has neither ([`shared::psp::GuardedAdyen`] has no such call), so no step
+//! **No read, no search**: Adyen has neither ([`psp::GuardedAdyen`] has no such call), so no step
 //! reads a payment back; a retried authorise is Adyen's replay for its key, and a charge given up without a
 //! pspReference is cancelled by our own reference.
 
 use super::observe::in_checkout_trace;
 use super::{correlation, Advanced, RunError, Runner};
-use shared::psp::adyen::{AdyenPayment, ResultCode};
-use shared::psp::{set, GuardedAdyen, PspError, Psps};
+use psp::adyen::{AdyenPayment, ResultCode};
+use psp::{set, GuardedAdyen, PspError, Psps};
 use shared::saga::{
     after_refund, AfterRefund, CancellingPayment, Charging, Loaded, RefundCalled, RefundImpossible, RefundingPayment,
     Saga, SagaRecord,

@@ -16,7 +16,7 @@
 use super::steps::Via;
 use super::{Advanced, RunError, Runner};
 use crate::orders;
-use shared::psp::{PaymentIntent, Psps, StripeApi};
+use psp::{PaymentIntent, Psps, StripeApi};
 use shared::saga::{authorization_lapsed, PaymentPending, Saga};
 use shared::{Payment, PaymentStatus};
 use tracing::info;

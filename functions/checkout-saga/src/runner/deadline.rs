@@ -14,7 +14,7 @@
 
 use super::{action_name, Advanced, RunError, Runner};
 use crate::metrics;
-use shared::psp::{PspError, PspRoute, Psps, StripeApi};
+use psp::{PspError, PspRoute, Psps, StripeApi};
 use shared::saga::{passed, Charging, Loaded, Next, OnDeadline, Saga, SagaRecord, SagaStoreError, StockReserved};
 use shared::telemetry::ErrorChain;
 use shared::PaymentId;

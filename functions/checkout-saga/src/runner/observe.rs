@@ -2,8 +2,8 @@
 //! finalize, and the payment's outcome read from the order projection (or the payment item past the deadline).
 
 use super::{correlation, RunError, Runner};
-use shared::psp::stripe::Refund;
-use shared::psp::{PaymentIntent, PspError, Psps};
+use psp::stripe::Refund;
+use psp::{PaymentIntent, PspError, Psps};
 use shared::saga::{AwaitDeadlines, SagaRecord};
 use shared::store::read_item;
 use shared::{Channel, Observation, OrderId, Outcome, PaymentId, PaymentStatus, RefundStatus, RefundStep};

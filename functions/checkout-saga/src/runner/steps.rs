@@ -6,8 +6,8 @@
 
 use super::{correlation, Advanced, RunError, Runner};
 use crate::{inventory, orders};
+use psp::{set, Psps};
 use reconciler::Reconciled;
-use shared::psp::{set, Psps};
 use shared::saga::{
     awaited, AwaitDeadlines, Awaited, Next, PaymentCaptured, PaymentPending, RefundingPayment, ReleasingStock, Saga,
     SagaRecord, SagaStoreError, Started, StockReserved,

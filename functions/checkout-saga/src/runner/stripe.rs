@@ -3,7 +3,7 @@
 
 use super::observe::in_checkout_trace;
 use super::{correlation, Advanced, RunError, Runner};
-use shared::psp::{ChargeRequest, IntentStatus, PaymentIntent, PspError, Psps, StripeApi};
+use psp::{ChargeRequest, IntentStatus, PaymentIntent, PspError, Psps, StripeApi};
 use shared::saga::{
     after_refund, after_search, cancel_start, charge_call, read_back, AfterRefund, CancelStart, CancellingPayment,
     ChargeCall, Charging, ReadBack, RefundCalled, RefundImpossible, RefundingPayment, Saga,

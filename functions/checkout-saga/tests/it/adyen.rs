@@ -8,14 +8,14 @@ use super::support::*;
 use checkout_saga::orders;
 use checkout_saga::runner::{CheckoutPsp, Runner, Settings};
 use lambda_http::http::{Method, StatusCode};
+use psp::adyen::{merchant_reference, AdyenClient, AdyenPayment, AdyenSettings};
+use psp::set::{guarded, ADYEN_BREAKER};
+use psp::{ChargeRequest, GuardedAdyen, PspSet, StripeClient};
 use psp_simulator::adyen::ledger::AdyenLedger;
 use psp_simulator::adyen::notify::{self, Endpoint};
 use psp_simulator::adyen::{self as sim_adyen, AdyenSimulator};
 use psp_simulator::delivery::DeliveryOptions;
 use serde_json::{json, Value};
-use shared::psp::adyen::{merchant_reference, AdyenClient, AdyenPayment, AdyenSettings};
-use shared::psp::set::{guarded, ADYEN_BREAKER};
-use shared::psp::{ChargeRequest, GuardedAdyen, PspSet, StripeClient};
 use shared::retry::Backoff;
 use shared::saga::SagaStatus;
 use shared::{OrderId, PaymentStatus, PspName};
@@ -432,8 +432,8 @@ async fn a_challenge_authorised_by_notification_is_captured_by_the_waiting_saga(
 
 #[tokio::test]
 async fn adyen_failing_opens_adyens_own_breaker_and_its_checkouts_wait_without_escalation() {
-    use shared::psp::breaker::BreakerState;
-    use shared::psp::{BreakerSettings, PspError};
+    use psp::breaker::BreakerState;
+    use psp::{BreakerSettings, PspError};
     let a = adyen_world().await;
     let adyen = a.adyen();
     // Three requests (other keys) that Adyen keeps failing: each counts twice, five open the breaker.
@@ -464,9 +464,9 @@ async fn adyen_failing_opens_adyens_own_breaker_and_its_checkouts_wait_without_e
 
 #[tokio::test]
 async fn a_key_adyen_refuses_is_a_deployment_fault_and_a_rolled_one_is_read_again_from_its_secret() {
+    use psp::key::{CurrentKey, KeyLoader};
+    use psp::{ApiKey, PspError};
     use shared::clock::MonotonicClock;
-    use shared::psp::key::{CurrentKey, KeyLoader};
-    use shared::psp::{ApiKey, PspError};
     use std::sync::atomic::{AtomicU64, Ordering};
     let a = adyen_world().await;
     let settings = AdyenSettings::local(&a.url, "AQE_revoked", sim_adyen::DEV_MERCHANT_ACCOUNT).expect("settings");

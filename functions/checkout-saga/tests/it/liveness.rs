@@ -7,7 +7,7 @@ use checkout_saga::runner::RunError;
 use checkout_saga::runner::{Runner, Settings};
 use checkout_saga::{orders, sweeper};
 use integration_tests::TestContext;
-use shared::psp::{BreakerSettings, GuardedStripe, StripeApi};
+use psp::{BreakerSettings, GuardedStripe, StripeApi};
 use shared::saga::{SagaRecord, SagaStatus};
 use shared::store::open_index::{shard_of, OpenKind, OPEN_SHARDS};
 use shared::{CorrelationId, OrderId, PaymentStatus, PspReference};
@@ -123,7 +123,7 @@ async fn two_hundred_unresolvable_payments_in_one_shard_do_not_hide_a_resolvable
     let last = OPEN_SHARDS - 1;
     let id = payment_in_shard(last, 0);
     let (order_id, money) = (OrderId::parse("order-shard").unwrap(), fixture_money());
-    let request = shared::psp::ChargeRequest {
+    let request = psp::ChargeRequest {
         payment_id: &id,
         order_id: &order_id,
         money: &money,

@@ -5,8 +5,8 @@
 use crate::support::*;
 use checkout_saga::orders;
 use checkout_saga::runner::Settings;
+use psp::StripeApi;
 use shared::clock::WallClock;
-use shared::psp::StripeApi;
 use shared::saga::SagaStatus;
 use std::time::Duration;
 

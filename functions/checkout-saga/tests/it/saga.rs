@@ -6,9 +6,9 @@ use crate::support::*;
 use checkout_saga::runner::Settings;
 use checkout_saga::{inventory, orders, sweeper};
 use integration_tests::{dying_client, Fault, FaultInjector, TestContext};
+use psp::BreakerSettings;
 use psp_simulator::ledger::WebhookEvent;
 use reconciler::Reconciled;
-use shared::psp::BreakerSettings;
 use shared::retry::Backoff;
 use shared::saga::SagaStatus;
 use shared::{

@@ -6,10 +6,10 @@
 use crate::support::*;
 use checkout_saga::runner::Runner;
 use checkout_saga::sweeper;
+use psp::breaker::BreakerState;
+use psp::{BreakerSettings, CircuitBreaker, IntentStatus};
+use psp::{ChargeRequest, PspError, StripeApi};
 use reconciler::Reconciled;
-use shared::psp::breaker::BreakerState;
-use shared::psp::{BreakerSettings, CircuitBreaker, IntentStatus};
-use shared::psp::{ChargeRequest, PspError, StripeApi};
 use shared::saga::{SagaRecord, SagaStatus};
 use shared::{Channel, CorrelationId, PaymentStatus, PspReference};
 use shared::{EventKind, Observation, Payment};
@@ -368,7 +368,7 @@ async fn a_failed_probe_keeps_the_breaker_open_for_another_cool_down() {
         breaker.retrieve(&reference).await,
         Err(PspError::CircuitOpen { .. })
     ));
-    let emf = shared::psp::breaker::emf("stripe", 1);
+    let emf = psp::breaker::emf("stripe", 1);
     assert_eq!(emf["_aws"]["CloudWatchMetrics"][0]["Namespace"], "Payments/Psp");
     // The template's alarm watches the metric by stage only.
     assert_eq!(
@@ -509,9 +509,9 @@ async fn a_refused_key_defers_the_saga_and_recovery_until_the_key_is_right() {
     let good = w.runner();
     let open = good.start(order(), w.checkout("pm_silent", 1)).await.expect("start");
     let rolled = {
-        let mut settings = shared::psp::StripeSettings::local(&w.psp_url, "sk_test_rolled").expect("settings");
+        let mut settings = psp::StripeSettings::local(&w.psp_url, "sk_test_rolled").expect("settings");
         settings.retries = fast_backoff();
-        shared::psp::StripeClient::new(&settings, shared::psp::ApiKey::parse("sk_test_rolled").unwrap()).unwrap()
+        psp::StripeClient::new(&settings, psp::ApiKey::parse("sk_test_rolled").unwrap()).unwrap()
     };
     let refused = rolled.retrieve(&w.intent_id(&open)).await.unwrap_err();
     assert!(

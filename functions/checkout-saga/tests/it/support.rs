@@ -7,6 +7,11 @@ use checkout_saga::runner::{Runner, Settings};
 use checkout_saga::{events, inventory};
 use integration_tests::{sqs_client, TestContext};
 use order_projection::OrderProjection;
+use psp::stripe::{ErrorObject, ErrorType, NextAction, RedirectToUrl};
+use psp::{
+    BreakerSettings, ChargeRequest, CircuitBreaker, GuardedStripe, PaymentIntent, PspError, Psps, Refund, StripeApi,
+    StripeClient, StripeSettings, BREAKER_NAME,
+};
 use psp_simulator::client::HttpClient;
 use psp_simulator::delivery::DeliveryOptions;
 use psp_simulator::ledger::{Ledger, Timings};
@@ -14,11 +19,6 @@ use psp_simulator::server::Simulator;
 use reconciler::{Recovery, RecoverySettings};
 use serde_json::json;
 use shared::consumer::Consumer;
-use shared::psp::stripe::{ErrorObject, ErrorType, NextAction, RedirectToUrl};
-use shared::psp::{
-    BreakerSettings, ChargeRequest, CircuitBreaker, GuardedStripe, PaymentIntent, PspError, Psps, Refund, StripeApi,
-    StripeClient, StripeSettings, BREAKER_NAME,
-};
 use shared::retry::Backoff;
 use shared::saga::{Checkout, Escalation, SagaEventKind, SagaRecord, SagaStore, Step};
 use shared::{Money, OrderId, PaymentId, PaymentStatus, PspReference, SigningSecret, Sku};
@@ -133,7 +133,7 @@ impl World {
     pub fn psp(&self) -> StripeClient {
         let mut settings = StripeSettings::local(&self.psp_url, TEST_KEY).expect("PSP settings");
         settings.retries = fast_backoff();
-        StripeClient::new(&settings, shared::psp::ApiKey::parse(TEST_KEY).unwrap()).expect("psp client")
+        StripeClient::new(&settings, psp::ApiKey::parse(TEST_KEY).unwrap()).expect("psp client")
     }
 
     /// The simulator's Stripe client as a checkout function builds it with `STRIPE_CAPTURE_METHOD=manual`:
@@ -141,8 +141,8 @@ impl World {
     pub fn manual_capture_psp(&self) -> StripeClient {
         let mut settings = StripeSettings::local(&self.psp_url, TEST_KEY).expect("PSP settings");
         settings.retries = fast_backoff();
-        settings.capture = shared::psp::CaptureMethod::Manual;
-        StripeClient::new(&settings, shared::psp::ApiKey::parse(TEST_KEY).unwrap()).expect("psp client")
+        settings.capture = psp::CaptureMethod::Manual;
+        StripeClient::new(&settings, psp::ApiKey::parse(TEST_KEY).unwrap()).expect("psp client")
     }
 
     /// A runner whose payments are past their deadline as soon as they are requested.
@@ -163,7 +163,7 @@ impl World {
         const ROLLED: &str = "sk_test_rolled";
         let mut settings = StripeSettings::local(&self.psp_url, ROLLED).expect("PSP settings");
         settings.retries = fast_backoff();
-        StripeClient::new(&settings, shared::psp::ApiKey::parse(ROLLED).unwrap()).expect("psp client")
+        StripeClient::new(&settings, psp::ApiKey::parse(ROLLED).unwrap()).expect("psp client")
     }
 
     pub fn runner(&self) -> Runner<StripeClient> {
@@ -505,13 +505,13 @@ impl StripeApi for Quirky {
     async fn retrieve_refund(&self, refund: &str) -> Result<Refund, PspError> {
         self.0.retrieve_refund(refund).await
     }
-    async fn retrieve_dispute(&self, dispute: &str) -> Result<shared::psp::stripe::Dispute, PspError> {
+    async fn retrieve_dispute(&self, dispute: &str) -> Result<psp::stripe::Dispute, PspError> {
         self.0.retrieve_dispute(dispute).await
     }
     async fn retrieve_generation_failure(
         &self,
         event: &shared::PspEventId,
-    ) -> Result<shared::psp::stripe::GenerationFailure, PspError> {
+    ) -> Result<psp::stripe::GenerationFailure, PspError> {
         self.0.retrieve_generation_failure(event).await
     }
     async fn list_refunds(&self, reference: &PspReference) -> Result<Vec<Refund>, PspError> {

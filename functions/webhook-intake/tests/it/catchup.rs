@@ -6,11 +6,11 @@
 //! intake parks it. A PSP outage ends each run quietly, opens the breaker, and leaves the cursor.
 
 use integration_tests::TestContext;
+use psp::{ApiKey, BreakerSettings, ChargeRequest, CircuitBreaker, StripeApi, StripeClient, StripeSettings};
 use psp_simulator::client::HttpClient;
 use psp_simulator::delivery::DeliveryOptions;
 use psp_simulator::ledger::{Ledger, Timings};
 use psp_simulator::server::Simulator;
-use shared::psp::{ApiKey, BreakerSettings, ChargeRequest, CircuitBreaker, StripeApi, StripeClient, StripeSettings};
 use shared::store::ParkedKind;
 use shared::{
     Channel, CorrelationId, Currency, EventKind, Money, NewPayment, OrderId, PaymentId, PaymentStatus, PspReference,
@@ -76,7 +76,7 @@ impl World {
                     self.psp.clone(),
                     client.clone(),
                     &self.ctx.table,
-                    shared::psp::BREAKER_NAME,
+                    psp::BREAKER_NAME,
                     BreakerSettings::default(),
                 ),
                 cursor: CursorStore {
@@ -247,7 +247,7 @@ async fn a_dispute_whose_webhooks_were_lost_is_found_by_its_charge_and_an_unknow
     };
     w.psp.charge("orphan:charge", &request).await.unwrap();
     let charge = match w.psp.retrieve(&reference).await.unwrap().latest_charge {
-        Some(shared::psp::stripe::LatestCharge::Expanded(charge)) => charge.id,
+        Some(psp::stripe::LatestCharge::Expanded(charge)) => charge.id,
         other => panic!("{other:?}"),
     };
     let (_, events) = w.sim.ledger.dispute(&charge, "needs_response").unwrap();
@@ -283,7 +283,7 @@ async fn a_psp_outage_ends_runs_quietly_opens_the_breaker_and_keeps_the_cursor()
     assert!(
         matches!(
             stripe(&job).psp.state().await.unwrap(),
-            shared::psp::breaker::BreakerState::Open { .. }
+            psp::breaker::BreakerState::Open { .. }
         ),
         "five failed runs open the breaker"
     );
@@ -412,7 +412,7 @@ async fn an_event_deferred_now_does_not_stop_a_later_payments_event() {
         "the later payment's event applied"
     );
     assert_eq!(w.status(&early).await, PaymentStatus::Pending, "deferred");
-    let successes = shared::psp::stripe::EventQuery {
+    let successes = psp::stripe::EventQuery {
         created_gte: 0,
         created_lte: i64::MAX,
         types: &["payment_intent.succeeded"],

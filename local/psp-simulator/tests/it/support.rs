@@ -1,10 +1,10 @@
 //! A simulator served on 127.0.0.1 and our real `StripeClient` pointed at it.
 
+use psp::{ApiKey, StripeClient, StripeSettings};
 use psp_simulator::client::HttpClient;
 use psp_simulator::delivery::DeliveryOptions;
 use psp_simulator::ledger::{Ledger, Timings};
 use psp_simulator::server::Simulator;
-use shared::psp::{ApiKey, StripeClient, StripeSettings};
 use shared::SigningSecret;
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -757,13 +757,13 @@ async fn an_order_with_a_declined_payment_and_its_retry_shows_both_payments_in_o
 
 mod breaker {
     //! `paymentsctl breaker show|reset` on the item the functions' breaker writes (through its own writer,
-    //! `shared::psp::breaker::item`), and on one left damaged on purpose.
+    //! `psp::breaker::item`), and on one left damaged on purpose.
 
     use super::*;
     use payments_core::breaker::Opening;
     use paymentsctl::breaker::{self, ResetOutcome};
-    use shared::psp::breaker::item::BreakerItem;
-    use shared::psp::BREAKER_NAME;
+    use psp::breaker::item::BreakerItem;
+    use psp::BREAKER_NAME;
 
     const COOL_DOWN_MS: i64 = 30_000;
 

@@ -5,12 +5,12 @@
 
 use super::{result, stripe, TestIntake, STRIPE_NEW};
 use integration_tests::{Fault, FaultInjector, TestContext};
+use psp::{ApiKey, ChargeRequest, StripeApi, StripeClient, StripeSettings};
 use psp_simulator::client::HttpClient;
 use psp_simulator::delivery::DeliveryOptions;
 use psp_simulator::ledger::{Ledger, Timings};
 use psp_simulator::server::Simulator;
 use reconciler::{Recovery, RecoverySettings};
-use shared::psp::{ApiKey, ChargeRequest, StripeApi, StripeClient, StripeSettings};
 use shared::{
     CorrelationId, Currency, EventKind, Money, NewPayment, OrderId, PaymentId, PaymentStatus, PspReference,
     RefundStatus, SigningSecret,
@@ -218,7 +218,7 @@ async fn a_captured_payments_dispute_whose_events_stripe_never_made_is_read_once
         .await
         .unwrap();
     let charge = match w.psp.retrieve(&reference).await.unwrap().latest_charge {
-        Some(shared::psp::stripe::LatestCharge::Expanded(charge)) => charge.id,
+        Some(psp::stripe::LatestCharge::Expanded(charge)) => charge.id,
         other => panic!("{other:?}"),
     };
     w.sim

@@ -6,9 +6,9 @@
 //! sends neither a `return_url` nor `automatic_payment_methods[allow_redirects]=never`, so a function started
 //! with neither would have every checkout refused. It refuses to start instead.
 
-use crate::psp::settings::{endpoint, transport, ApiKey, KeySource};
-use crate::retry::Backoff;
-use crate::{ConfigError, Env};
+use crate::settings::{endpoint, transport, ApiKey, KeySource};
+use shared::retry::Backoff;
+use shared::{ConfigError, Env};
 use std::num::NonZeroU32;
 use std::time::Duration;
 
@@ -99,7 +99,7 @@ pub struct StripeSettings {
     pub request_timeout: Duration,
     /// `PSP_MAX_RETRIES` (default 2): retries after the first attempt.
     pub retries: Backoff,
-    /// The request rate a scanner's client keeps to (`PSP_SCAN_RATE_PER_SECOND`: [`crate::psp::pace::ScanRates`],
+    /// The request rate a scanner's client keeps to (`PSP_SCAN_RATE_PER_SECOND`: [`crate::pace::ScanRates`],
     /// set by the scanners); `None` (the checkout functions): unpaced.
     pub scan_rate: Option<NonZeroU32>,
     /// How the charges this client makes are captured (`STRIPE_CAPTURE_METHOD`: [`CaptureMethod::from`], set

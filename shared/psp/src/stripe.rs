@@ -17,19 +17,19 @@ pub use client::{StripeClient, STRIPE_API_VERSION};
 pub use objects::*;
 pub use settings::{CaptureMethod, Redirects, StripeSettings};
 
-use crate::psp::breaker::CircuitBreaker;
-use crate::psp::error::PspError;
-use crate::psp::ChargeRequest;
-use crate::{PaymentId, PspEventId, PspName, PspReference};
+use crate::breaker::CircuitBreaker;
+use crate::error::PspError;
+use crate::ChargeRequest;
 use payments_core::breaker::Request;
+use shared::{PaymentId, PspEventId, PspName, PspReference};
 use std::future::Future;
 
 /// Stripe's PaymentIntents API: a PSP whose payments can be read (charge, read, search by our payment id,
 /// cancel, refund, read a refund back). [`StripeClient`] speaks it; [`CircuitBreaker`] wraps any
 /// implementation (a test's quirky client too). Adyen's Checkout API is not one (it has no read and no search):
-/// it is [`GuardedAdyen`](crate::psp::GuardedAdyen), with its own operations, and a
-/// [`PspSet`](crate::psp::PspSet) hands out one or the other by the payment's PSP
-/// ([`PspRoute`](crate::psp::PspRoute)), so asking Adyen for a read does not compile.
+/// it is [`GuardedAdyen`](crate::GuardedAdyen), with its own operations, and a
+/// [`PspSet`](crate::PspSet) hands out one or the other by the payment's PSP
+/// ([`PspRoute`](crate::PspRoute)), so asking Adyen for a read does not compile.
 pub trait StripeApi: Send + Sync {
     /// The PSP this client speaks to: a payment the saga creates through it records it, and recovery asks
     /// it only about payments that belong to it (invariant 13). Every implementation of this trait speaks
@@ -102,7 +102,7 @@ pub trait StripeApi: Send + Sync {
 }
 
 impl<P: StripeApi> StripeApi for CircuitBreaker<P> {
-    fn provider(&self) -> crate::PspName {
+    fn provider(&self) -> shared::PspName {
         self.inner().provider()
     }
 
@@ -140,7 +140,7 @@ impl<P: StripeApi> StripeApi for CircuitBreaker<P> {
             .await
     }
 
-    async fn retrieve_generation_failure(&self, event: &crate::PspEventId) -> Result<GenerationFailure, PspError> {
+    async fn retrieve_generation_failure(&self, event: &shared::PspEventId) -> Result<GenerationFailure, PspError> {
         self.guarded(Request::Unkeyed, self.inner().retrieve_generation_failure(event))
             .await
     }

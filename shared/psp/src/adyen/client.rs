@@ -2,20 +2,20 @@
 //! Adyen's own circuit breaker.
 
 use super::{idempotency_key, merchant_reference, AdyenPayment, AdyenSettings, Modification, ResultCode, API_VERSION};
-use crate::psp::breaker::CircuitBreaker;
-use crate::psp::error::PspError;
-use crate::psp::http::{self, report_refusal, AttemptFailure, STAGE_MARKER};
-use crate::psp::key::CurrentKey;
-use crate::psp::pace::Pace;
-use crate::psp::settings::{ApiKey, KeySource};
-use crate::psp::stripe::objects::{ErrorObject, ErrorType};
-use crate::psp::ChargeRequest;
-use crate::retry::Backoff;
-use crate::{Money, PaymentId, PspReference};
+use crate::breaker::CircuitBreaker;
+use crate::error::PspError;
+use crate::http::{self, report_refusal, AttemptFailure, STAGE_MARKER};
+use crate::key::CurrentKey;
+use crate::pace::Pace;
+use crate::settings::{ApiKey, KeySource};
+use crate::stripe::objects::{ErrorObject, ErrorType};
+use crate::ChargeRequest;
 use payments_core::breaker::{Attempt, Request};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};
+use shared::retry::Backoff;
+use shared::{Money, PaymentId, PspReference};
 use std::fmt;
 
 /// Adyen's error object.
@@ -232,7 +232,7 @@ impl AdyenClient {
         // rate limit ("Too Many Requests": slow down, the request may succeed later), not an outage: retried
         // with back-off, never counted by the breaker (as Stripe's).
         if failed.status >= 500 {
-            crate::psp::breaker::attempt_failed(Attempt::PspFailed);
+            crate::breaker::attempt_failed(Attempt::PspFailed);
         }
         Err(classify(failed.status, &failed.body))
     }
@@ -255,7 +255,7 @@ impl AdyenClient {
             "additionalData": { "manualCapture": "true" },
             "metadata": {
                 "order_id": request.order_id.as_str(),
-                STAGE_MARKER: crate::metrics::stage(),
+                STAGE_MARKER: shared::metrics::stage(),
             },
         });
         settled(self.call("psp.authorise", "/payments", key, &body).await?)
@@ -328,9 +328,9 @@ impl AdyenClient {
 /// stops only Adyen's calls. Only what Adyen has: no status read, no search, no refund read (there are none),
 /// so neither the saga nor recovery can ask Adyen for them.
 impl CircuitBreaker<AdyenClient> {
-    /// Always [`crate::PspName::Adyen`]: the payments this client may be asked about.
-    pub fn provider(&self) -> crate::PspName {
-        crate::PspName::Adyen
+    /// Always [`shared::PspName::Adyen`]: the payments this client may be asked about.
+    pub fn provider(&self) -> shared::PspName {
+        shared::PspName::Adyen
     }
 
     /// [`AdyenClient::authorise`](AdyenClient::authorise) through the breaker.

@@ -43,7 +43,7 @@ pub use set::{
 pub use settings::ApiKey;
 pub use stripe::{CaptureMethod, IntentStatus, PaymentIntent, Refund, StripeApi, StripeClient, StripeSettings};
 
-use crate::{Money, OrderId, PaymentId};
+use shared::{Money, OrderId, PaymentId};
 
 /// One charge: a PaymentIntent created and confirmed in one call.
 #[derive(Debug, Clone)]

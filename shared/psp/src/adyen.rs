@@ -20,7 +20,7 @@
 //!   own reference, the payment id) after a deadline.
 //! - **Errors** (`{status, errorCode, message, errorType, pspReference}`): 401/403 are `AuthFailed`; 429 and
 //!   5xx (and no answer) are [`PspError::Unavailable`], retried like the Stripe client's (the same
-//!   [`crate::retry::Backoff`], timeouts per attempt), each failed attempt reported to the breaker the call
+//!   [`shared::retry::Backoff`], timeouts per attempt), each failed attempt reported to the breaker the call
 //!   runs in (Adyen's own, `BREAKER#adyen`: [`super::GuardedAdyen`]; [`super::breaker::attempt_failed`]; Adyen
 //!   marks no replayed answer, so every 5xx counts; a 429 is Adyen's rate limit, retried but never counted); other
 //!   4xx (`validation`: a field missing, an idempotency key reused for another request) are
@@ -36,11 +36,11 @@ mod client;
 pub use client::AdyenClient;
 
 use super::settings::{self, ApiKey, KeySource};
-use crate::config::{ConfigError, Env};
-use crate::retry::Backoff;
-use crate::{PaymentId, PspReference};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use shared::config::{ConfigError, Env};
+use shared::retry::Backoff;
+use shared::{PaymentId, PspReference};
 use std::borrow::Cow;
 use std::num::NonZeroU32;
 use std::time::Duration;
@@ -72,7 +72,7 @@ pub const STAGE_SEPARATOR: char = '@';
 /// notification's HMAC (unlike `metadata` and `additionalData`), so the stage travels signed, and a
 /// notification of another stage sharing the merchant account is known as such from signed data.
 pub fn merchant_reference(payment: &PaymentId) -> String {
-    format!("{payment}{STAGE_SEPARATOR}{}", crate::metrics::stage())
+    format!("{payment}{STAGE_SEPARATOR}{}", shared::metrics::stage())
 }
 
 /// A `merchantReference` read back: the payment id's text and the stage, when it carries one (a reference

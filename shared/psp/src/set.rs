@@ -18,7 +18,7 @@ use super::breaker::{BreakerSettings, CircuitBreaker};
 use super::error::PspError;
 use super::pace::ScanRates;
 use super::stripe::{CaptureMethod, StripeApi, StripeClient, StripeSettings};
-use crate::{clock, ConfigError, Env, PspName};
+use shared::{clock, ConfigError, Env, PspName};
 use tracing::error;
 
 /// The PSP every function calls: Stripe's API behind the shared circuit breaker.
@@ -35,7 +35,7 @@ pub async fn guarded_stripe(
     sdk: &aws_config::SdkConfig,
     dynamodb: aws_sdk_dynamodb::Client,
     table: &str,
-) -> Result<GuardedStripe, crate::lambda::BuildError> {
+) -> Result<GuardedStripe, shared::lambda::BuildError> {
     let client = StripeClient::from_settings(settings, sdk).await?;
     Ok(guarded(client, dynamodb, table, STRIPE_BREAKER))
 }
@@ -170,7 +170,7 @@ impl<P: StripeApi> PspSet<P> {
 /// the error defers the caller ([`PspError::is_deferred`]) until the settings are fixed.
 pub fn not_configured(provider: &PspName, operation: &str) -> PspError {
     error!(provider = %provider, operation, "no client of the payment's PSP in this deployment: deferred");
-    crate::metrics::emit(&crate::metrics::counts(
+    shared::metrics::emit(&shared::metrics::counts(
         super::http::NAMESPACE,
         &[&[]],
         &["PspNotConfigured"],
@@ -246,7 +246,7 @@ impl PspSetSettings {
         sdk: &aws_config::SdkConfig,
         dynamodb: aws_sdk_dynamodb::Client,
         table: &str,
-    ) -> Result<PspSet<GuardedStripe>, crate::lambda::BuildError> {
+    ) -> Result<PspSet<GuardedStripe>, shared::lambda::BuildError> {
         let stripe = match &self.stripe {
             Some(settings) => {
                 let client = StripeClient::from_settings(settings, sdk).await?;
@@ -285,7 +285,7 @@ mod tests {
 
     fn stripe() -> StripeClient {
         let settings = StripeSettings::local("http://127.0.0.1:9", "sk_test_x").expect("settings");
-        StripeClient::new(&settings, crate::psp::ApiKey::parse("sk_test_x").expect("key")).expect("client")
+        StripeClient::new(&settings, crate::ApiKey::parse("sk_test_x").expect("key")).expect("client")
     }
 
     #[test]

@@ -27,11 +27,11 @@
 pub mod item;
 
 use super::error::PspError;
-use crate::clock;
-use crate::telemetry::ErrorChain;
 use aws_sdk_dynamodb::Client;
 use item::{BreakerItem, BreakerRecord, Written};
 use payments_core::breaker::{Attempt, BreakerRule, Failures, Opening, Request};
+use shared::clock;
+use shared::telemetry::ErrorChain;
 use std::cell::RefCell;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -166,7 +166,7 @@ fn millis(d: Duration) -> i64 {
 /// PSP's breaker opened (one per PSP: `stripe`, `adyen`). The breaker's name rides along as a property for
 /// Logs Insights.
 pub fn emf(name: &str, now_ms: i64) -> serde_json::Value {
-    crate::metrics::counts(
+    shared::metrics::counts(
         "Payments/Psp",
         &[&[]],
         &["BreakerOpened"],
@@ -175,7 +175,7 @@ pub fn emf(name: &str, now_ms: i64) -> serde_json::Value {
     )
 }
 
-fn log_write_failure(what: &str, result: Result<Written, crate::store::StoreError>) -> Option<Written> {
+fn log_write_failure(what: &str, result: Result<Written, shared::store::StoreError>) -> Option<Written> {
     match result {
         Ok(written) => Some(written),
         Err(e) => {
@@ -212,11 +212,11 @@ impl<P> CircuitBreaker<P> {
     }
 
     /// The shared state, from the cache while it is fresh.
-    pub async fn state(&self) -> Result<BreakerState, crate::store::StoreError> {
+    pub async fn state(&self) -> Result<BreakerState, shared::store::StoreError> {
         self.record().await.map(|r| r.state)
     }
 
-    async fn record(&self) -> Result<BreakerRecord, crate::store::StoreError> {
+    async fn record(&self) -> Result<BreakerRecord, shared::store::StoreError> {
         let now = clock::now_ms();
         if let Some((read_at, record)) = &self.local().cached {
             if now.saturating_sub(*read_at) < millis(self.shared.settings.cache_ttl) {
@@ -312,11 +312,30 @@ impl<P> CircuitBreaker<P> {
                             requests = opening.requests,
                             "PSP keeps failing; breaker opened, calls paused"
                         );
-                        crate::metrics::emit(&emf(self.shared.item.name(), clock::now_ms()));
+                        shared::metrics::emit(&emf(self.shared.item.name(), clock::now_ms()));
                     }
                 }
             }
         }
         result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The `BreakerOpened` record publishes per stage, as every record of `shared::metrics` does (its test of
+    /// them held this one while the PSP clients lived in `shared`): each dimension set starts with `Stage`,
+    /// which the record holds.
+    #[test]
+    fn the_opened_record_carries_the_stage() {
+        let r = emf("stripe", 1);
+        let sets = r["_aws"]["CloudWatchMetrics"][0]["Dimensions"].as_array().cloned().unwrap_or_default();
+        assert!(!sets.is_empty(), "{r}");
+        for set in &sets {
+            assert_eq!(set[0], "Stage", "{r}");
+        }
+        assert_eq!(r["Stage"].as_str(), Some(shared::metrics::stage()), "{r}");
     }
 }

@@ -9,17 +9,17 @@
 //! whether its PSP replayed it for the key.
 
 use super::error::PspError;
-use crate::clock;
-use crate::retry::Backoff;
-use crate::telemetry::ErrorChain;
 use payments_core::breaker::Attempt;
 use reqwest::header::HeaderMap;
 use serde::de::DeserializeOwned;
+use shared::clock;
+use shared::retry::Backoff;
+use shared::telemetry::ErrorChain;
 use std::time::Duration;
 use tracing::{debug, error, warn, Instrument};
 
 /// The metadata key that marks every PaymentIntent this system creates with its stage (`STAGE`, as
-/// `crate::metrics::stage` holds it): the webhook intake acknowledges and ignores events of objects that
+/// `shared::metrics::stage` holds it): the webhook intake acknowledges and ignores events of objects that
 /// carry another stage's marker, or none and no payment of ours (one PSP account holds other stages' and
 /// other products' PaymentIntents).
 pub const STAGE_MARKER: &str = "payments_stage";
@@ -146,7 +146,7 @@ where
 {
     retries
         .retry(op, |failure: &AttemptFailure| failure.retry)
-        .instrument(crate::telemetry::step_span(step))
+        .instrument(shared::telemetry::step_span(step))
         .await
         .map_err(|(failure, attempts)| {
             if failure.retry {
@@ -195,7 +195,7 @@ pub(super) fn report_refusal(step: &'static str, e: &PspError) {
             "PSP refused the request"
         );
     }
-    crate::metrics::emit(&crate::metrics::counts(
+    shared::metrics::emit(&shared::metrics::counts(
         NAMESPACE,
         &[&[], &["Operation"]],
         &[metric],

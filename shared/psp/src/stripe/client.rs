@@ -7,7 +7,7 @@
 //!   with the same key), 429 and 5xx are retried with exponential backoff and full jitter, unless Stripe's
 //!   `Stripe-Should-Retry` header says otherwise (it wins either way, as in Stripe's own libraries).
 //! - Each failed attempt (no answer, a 5xx) is reported as it happens to the circuit breaker the call runs
-//!   in ([`crate::psp::breaker::attempt_failed`]), marked when Stripe replayed it for the key
+//!   in ([`crate::breaker::attempt_failed`]), marked when Stripe replayed it for the key
 //!   (`Idempotent-Replayed: true`): the breaker counts attempts, so a PSP that hangs opens it. A 429
 //!   (`rate_limit`, or `lock_timeout` when a webhook and our call touch one object) is Stripe asking us to
 //!   slow down, not failing: retried as above, as Stripe's libraries retry it, and never counted.
@@ -20,7 +20,7 @@
 //!   would only show as a compensated checkout.
 //! - The API key comes from Secrets Manager (`PSP_API_KEY_ARN`) in AWS or `PSP_API_KEY` locally. It is an
 //!   [`ApiKey`], whose `Debug` is redacted, and it is never logged; neither are request bodies. After a 401/403
-//!   the key is read again (see [`crate::psp::key`]) and, if it changed, the call is made once more with it.
+//!   the key is read again (see [`crate::key`]) and, if it changed, the call is made once more with it.
 //! - A charge sends `return_url` or `automatic_payment_methods[allow_redirects]=never`, as the settings say
 //!   ([`Redirects`]): Stripe refuses a confirm with neither.
 //! - With manual capture ([`CaptureMethod::Manual`], the checkout functions' `STRIPE_CAPTURE_METHOD`) a charge
@@ -33,18 +33,18 @@ use super::objects::{
 };
 use super::settings::{CaptureMethod, Redirects, StripeSettings};
 use super::StripeApi;
-use crate::psp::breaker::attempt_failed;
-use crate::psp::error::PspError;
-use crate::psp::http::{self, header, operation, report_refusal, AttemptFailure, Unreadable};
-use crate::psp::key::CurrentKey;
-use crate::psp::pace::Pace;
-use crate::psp::settings::ApiKey;
-use crate::psp::ChargeRequest;
-use crate::retry::Backoff;
-use crate::{PaymentId, PspEventId, PspReference};
+use crate::breaker::attempt_failed;
+use crate::error::PspError;
+use crate::http::{self, header, operation, report_refusal, AttemptFailure, Unreadable};
+use crate::key::CurrentKey;
+use crate::pace::Pace;
+use crate::settings::ApiKey;
+use crate::ChargeRequest;
 use payments_core::breaker::Attempt;
 use reqwest::header::HeaderMap;
 use serde::de::DeserializeOwned;
+use shared::retry::Backoff;
+use shared::{PaymentId, PspEventId, PspReference};
 use std::fmt;
 
 /// The Stripe API version every request is pinned to (the one the pinned official library speaks).
@@ -276,7 +276,7 @@ fn classify(status: u16, headers: &HeaderMap, body: &[u8]) -> AttemptFailure {
 impl StripeClient {
     /// One page of `GET /v1/events` (newest first): how the catch-up job finds events whose webhooks were
     /// lost. Not part of [`StripeApi`]: only the catch-up reads events, through
-    /// [`CircuitBreaker::list_events`](crate::psp::CircuitBreaker::list_events).
+    /// [`CircuitBreaker::list_events`](crate::CircuitBreaker::list_events).
     pub async fn list_events(&self, query: &EventQuery<'_>) -> Result<EventList, PspError> {
         let mut form = vec![
             ("created[gte]", query.created_gte.to_string()),
@@ -325,7 +325,7 @@ impl StripeApi for StripeClient {
             ("confirm", "true".to_owned()),
             ("metadata[payment_id]", request.payment_id.to_string()),
             ("metadata[order_id]", request.order_id.to_string()),
-            ("metadata[payments_stage]", crate::metrics::stage().to_owned()),
+            ("metadata[payments_stage]", shared::metrics::stage().to_owned()),
         ];
         match &self.redirects {
             Redirects::ReturnTo(url) => form.push(("return_url", url.clone())),

@@ -1,6 +1,6 @@
 use super::*;
-use crate::psp::settings::KeySource;
-use crate::ConfigError;
+use crate::settings::KeySource;
+use shared::ConfigError;
 
 fn settings(vars: &[(&str, &str)]) -> Result<StripeSettings, ConfigError> {
     let vars: Vec<(String, String)> = vars.iter().map(|(n, v)| ((*n).to_owned(), (*v).to_owned())).collect();

@@ -2,7 +2,7 @@
 //! ([`ErrorObject`]), which Adyen's client fills too, so every caller reads one shape.
 
 use super::stripe::objects::{ErrorObject, PaymentIntent};
-use crate::PspName;
+use shared::PspName;
 use thiserror::Error;
 
 /// What a PSP call ended in, in our terms.
@@ -23,13 +23,13 @@ pub enum PspError {
     /// The cause (HTTP status and Stripe's error, or the transport failure with reqwest's error) is the
     /// `source()`.
     #[error("PSP unavailable: {0}")]
-    Unavailable(#[source] crate::store::Cause),
+    Unavailable(#[source] shared::store::Cause),
     /// The circuit breaker is open: the call was not made. Defer; do not retry now.
     #[error("PSP calls paused by the circuit breaker until {until_ms} (epoch ms)")]
     CircuitOpen { until_ms: i64 },
     /// A 2xx answer we cannot read.
     #[error("PSP answer unreadable: {0}")]
-    BadAnswer(#[source] crate::store::Cause),
+    BadAnswer(#[source] shared::store::Cause),
     /// Stripe refused our key (401, 403: `authentication_error`, `permission_error`, a rolled or revoked key),
     /// also after the key was read again. A deployment fault, never the customer's refusal: the caller defers
     /// (no compensation, no decline) until the key is fixed; `PspAuthFailed` alarms.

@@ -2,8 +2,8 @@
 //! from, the endpoint and the transport (timeouts, retries), read once per cold start from the environment.
 //! Each PSP's own settings are its module's ([`super::stripe::StripeSettings`], [`super::adyen::AdyenSettings`]).
 
-use crate::retry::Backoff;
-use crate::{ConfigError, Env};
+use shared::retry::Backoff;
+use shared::{ConfigError, Env};
 use std::fmt;
 use std::time::Duration;
 
