@@ -1,8 +1,16 @@
 //! The one library every function uses: the pure payments core (re-exported by name below) and everything
 //! around it that touches AWS: the DynamoDB payment store with its versioned write, leases, the outbox and
-//! consumer contracts, the saga's storage, configuration, serving and telemetry. The PSP clients are their
-//! own crate (`psp`, `shared/psp`); recovery is the reconciler's (`functions/reconciler`, a library the
-//! checkout functions use too).
+//! consumer contracts, configuration, serving and telemetry.
+//!
+//! # What it keeps, and what it does not
+//!
+//! It keeps what more than one function uses: the payment store and its one write (the API, the intake,
+//! recovery, the saga, `paymentsctl`), leases, settings, serving, telemetry, metrics, retries and the clock,
+//! and the two contracts between functions that belong to no one of them (`outbox`: what the relay
+//! publishes; `consumer`: how a queue's consumer applies it). A feature lives with the function that runs it:
+//! the PSP clients are their own crate (`psp`, `shared/psp`: the checkout functions, recovery and the
+//! catch-up call a PSP), recovery is the reconciler's library (`functions/reconciler`, which the checkout
+//! functions use too), the saga's storage is the saga's (`checkout_saga::saga`).
 //!
 //! # Layout
 //!
@@ -19,7 +27,6 @@
 //! | [`keys`] | every partition and sort key of the one table | be bypassed: no other module spells a key prefix |
 //! | [`outbox`] | which stream records are outbox events and the SQS message each becomes | send an event a queue or a stream shard cannot carry |
 //! | [`consumer`] | applying each payment's events once and in version order, with the consumer's cursor in the same transaction | skip an event after a gap (it is held back and redelivered) |
-//! | [`saga`] | the checkout saga's state and event log in the table, escalations | delete a saga's events: compensations are new events |
 //! | [`http`] | JSON answers and errors of the HTTP functions, the caller guard | answer with a secret of a terminal payment (the core's [`ClientView`] makes that a type error) |
 //! | [`router`] | the one HTTP route table matcher (404, 405 with `Allow`, stage prefixes) | decode percent-escapes into a different route |
 //! | [`lambda`] | what every `main` does around its handler: the cold start, the clients, serving with a deadline | answer before the telemetry is flushed, or lose an error's cause on the way to the runtime |
@@ -34,8 +41,8 @@
 //!
 //! The core's types are re-exported under their own names, so a function depends on `shared` alone; the list
 //! below is what the functions, tools and tests use. The core's modules stay in the core (`payments_core::saga`
-//! is the saga's state machine, [`saga`] here its storage; `payments_core::recovery` is recovery's pure step,
-//! the reconciler crate its shell), except [`text`], the input rules every entry point applies.
+//! is the saga's state machine, `checkout_saga::saga` its storage; `payments_core::recovery` is recovery's
+//! pure step, the reconciler crate its shell), except [`text`], the input rules every entry point applies.
 
 // Unit tests may be long (a table of cases, a story): the 60-line limit is for the code they test.
 #![cfg_attr(test, allow(clippy::too_many_lines))]
@@ -53,7 +60,6 @@ pub mod metrics;
 pub mod outbox;
 pub mod retry;
 pub mod router;
-pub mod saga;
 pub mod store;
 pub mod telemetry;
 

@@ -4,6 +4,7 @@
 
 use crate::resume::{ResumeError, SweeperRequest};
 use crate::runner::Runner;
+use crate::saga::{Escalation, SagaStore};
 use crate::sweeper::{sweep, SweepReport};
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use order_projection::OrderProjection;
@@ -12,7 +13,6 @@ use reconciler::{Recovery, RecoverySettings};
 use shared::consumer::Consumer;
 use shared::http::CallerGuard;
 use shared::lambda::{BuildError, Clients};
-use shared::saga::{Escalation, SagaStore};
 use shared::store::StoreError;
 use shared::{Config, ConfigError, Env};
 use std::convert::Infallible;

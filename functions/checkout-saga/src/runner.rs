@@ -50,14 +50,14 @@ mod stripe;
 
 use crate::metrics;
 use crate::orders;
+pub use crate::saga::CheckoutPsp;
+use crate::saga::{
+    Checkout, Deadlines, Escalation, Loaded, NextStep, Saga, SagaEvent, SagaRecord, SagaStore, SagaStoreError, Started,
+};
 use psp::{set, PspError, Psps};
 use reconciler::Recovery;
 use shared::clock::WallClock;
 use shared::retry::Backoff;
-pub use shared::saga::CheckoutPsp;
-use shared::saga::{
-    Checkout, Deadlines, Escalation, Loaded, NextStep, Saga, SagaEvent, SagaRecord, SagaStore, SagaStoreError, Started,
-};
 use shared::store::{PaymentStore, StoreError};
 use shared::telemetry::ErrorChain;
 use shared::{CorrelationId, OrderId, PspName};
@@ -105,7 +105,7 @@ impl RunError {
 /// Stripe keeps an idempotency key for 24 hours. A charge first tried longer ago than this (with a margin)
 /// may have outlived its key, so before it is sent again the PSP is searched for the PaymentIntent of the
 /// first attempt.
-pub const PSP_KEY_TRUSTED_FOR: Duration = Duration::from_millis(shared::saga::PSP_KEY_TRUSTED_FOR_MS.unsigned_abs());
+pub const PSP_KEY_TRUSTED_FOR: Duration = Duration::from_millis(crate::saga::PSP_KEY_TRUSTED_FOR_MS.unsigned_abs());
 
 /// Load-and-advance rounds of one resume.
 const MAX_ROUNDS: usize = 32;

@@ -331,7 +331,10 @@ mod tests {
     #[test]
     fn the_opened_record_carries_the_stage() {
         let r = emf("stripe", 1);
-        let sets = r["_aws"]["CloudWatchMetrics"][0]["Dimensions"].as_array().cloned().unwrap_or_default();
+        let sets = r["_aws"]["CloudWatchMetrics"][0]["Dimensions"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
         assert!(!sets.is_empty(), "{r}");
         for set in &sets {
             assert_eq!(set[0], "Stage", "{r}");

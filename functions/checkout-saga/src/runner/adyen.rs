@@ -22,12 +22,12 @@
 
 use super::observe::in_checkout_trace;
 use super::{correlation, Advanced, RunError, Runner};
-use psp::adyen::{AdyenPayment, ResultCode};
-use psp::{set, GuardedAdyen, PspError, Psps};
-use shared::saga::{
+use crate::saga::{
     after_refund, AfterRefund, CancellingPayment, Charging, Loaded, RefundCalled, RefundImpossible, RefundingPayment,
     Saga, SagaRecord,
 };
+use psp::adyen::{AdyenPayment, ResultCode};
+use psp::{set, GuardedAdyen, PspError, Psps};
 use shared::{
     Channel, ClientSecret, CustomerAction, Observation, OrderId, Outcome, Payment, PaymentStatus, PspName,
     PspReference, RedirectPolicy, RedirectUrl, RefundEntry, RefundReport, RefundStatus,

@@ -16,8 +16,8 @@
 use super::steps::Via;
 use super::{Advanced, RunError, Runner};
 use crate::orders;
+use crate::saga::{authorization_lapsed, PaymentPending, Saga};
 use psp::{PaymentIntent, Psps, StripeApi};
-use shared::saga::{authorization_lapsed, PaymentPending, Saga};
 use shared::{Payment, PaymentStatus};
 use tracing::info;
 

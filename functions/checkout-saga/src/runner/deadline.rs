@@ -14,8 +14,8 @@
 
 use super::{action_name, Advanced, RunError, Runner};
 use crate::metrics;
+use crate::saga::{passed, Charging, Loaded, Next, OnDeadline, Saga, SagaRecord, SagaStoreError, StockReserved};
 use psp::{PspError, PspRoute, Psps, StripeApi};
-use shared::saga::{passed, Charging, Loaded, Next, OnDeadline, Saga, SagaRecord, SagaStoreError, StockReserved};
 use shared::telemetry::ErrorChain;
 use shared::PaymentId;
 use std::time::Duration;

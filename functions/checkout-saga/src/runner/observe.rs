@@ -2,9 +2,9 @@
 //! finalize, and the payment's outcome read from the order projection (or the payment item past the deadline).
 
 use super::{correlation, RunError, Runner};
+use crate::saga::{AwaitDeadlines, SagaRecord};
 use psp::stripe::Refund;
 use psp::{PaymentIntent, PspError, Psps};
-use shared::saga::{AwaitDeadlines, SagaRecord};
 use shared::store::read_item;
 use shared::{Channel, Observation, OrderId, Outcome, PaymentId, PaymentStatus, RefundStatus, RefundStep};
 

@@ -3,11 +3,11 @@
 
 use super::observe::in_checkout_trace;
 use super::{correlation, Advanced, RunError, Runner};
-use psp::{ChargeRequest, IntentStatus, PaymentIntent, PspError, Psps, StripeApi};
-use shared::saga::{
+use crate::saga::{
     after_refund, after_search, cancel_start, charge_call, read_back, AfterRefund, CancelStart, CancellingPayment,
     ChargeCall, Charging, ReadBack, RefundCalled, RefundImpossible, RefundingPayment, Saga,
 };
+use psp::{ChargeRequest, IntentStatus, PaymentIntent, PspError, Psps, StripeApi};
 use shared::{Channel, OrderId, Outcome, PaymentStatus};
 use tracing::{error, info, warn};
 

@@ -7,6 +7,7 @@ use super::api::call;
 use super::support::*;
 use checkout_saga::orders;
 use checkout_saga::runner::{CheckoutPsp, Runner, Settings};
+use checkout_saga::saga::SagaStatus;
 use lambda_http::http::{Method, StatusCode};
 use psp::adyen::{merchant_reference, AdyenClient, AdyenPayment, AdyenSettings};
 use psp::set::{guarded, ADYEN_BREAKER};
@@ -17,7 +18,6 @@ use psp_simulator::adyen::{self as sim_adyen, AdyenSimulator};
 use psp_simulator::delivery::DeliveryOptions;
 use serde_json::{json, Value};
 use shared::retry::Backoff;
-use shared::saga::SagaStatus;
 use shared::{OrderId, PaymentStatus, PspName};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -142,7 +142,7 @@ impl AdyenWorld {
 
     /// The `redirectResult` the shopper brings back from the challenge of `record`'s payment, read from the
     /// action the customer's page was handed: Adyen's `action` whole (its `url` leads to the return page).
-    async fn challenge(&self, record: &shared::saga::SagaRecord) -> String {
+    async fn challenge(&self, record: &checkout_saga::saga::SagaRecord) -> String {
         let payment = self.payment(record).await;
         assert_eq!(payment.status, PaymentStatus::RequiresAction, "{payment:?}");
         let kept = payment
@@ -156,7 +156,7 @@ impl AdyenWorld {
         url.split("redirectResult=").nth(1).expect("redirectResult").to_owned()
     }
 
-    async fn payment(&self, record: &shared::saga::SagaRecord) -> shared::Payment {
+    async fn payment(&self, record: &checkout_saga::saga::SagaRecord) -> shared::Payment {
         let id = record.payment_id.as_ref().expect("payment");
         self.w.ctx.store.get(id).await.expect("read").expect("payment")
     }

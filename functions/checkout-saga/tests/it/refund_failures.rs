@@ -5,10 +5,10 @@
 
 use crate::support::*;
 use checkout_saga::orders;
+use checkout_saga::saga::{SagaRecord, SagaStatus};
 use checkout_saga::sweeper;
 use psp::StripeApi;
 use reconciler::Reconciled;
-use shared::saga::{SagaRecord, SagaStatus};
 use shared::{
     Channel, CorrelationId, EventKind, GiveBack, Observation, Outcome, PaymentStatus, RefundEntry, RefundReport,
     RefundStatus,

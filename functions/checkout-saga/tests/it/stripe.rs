@@ -5,12 +5,12 @@
 
 use crate::support::*;
 use checkout_saga::runner::Runner;
+use checkout_saga::saga::{SagaRecord, SagaStatus};
 use checkout_saga::sweeper;
 use psp::breaker::BreakerState;
 use psp::{BreakerSettings, CircuitBreaker, IntentStatus};
 use psp::{ChargeRequest, PspError, StripeApi};
 use reconciler::Reconciled;
-use shared::saga::{SagaRecord, SagaStatus};
 use shared::{Channel, CorrelationId, PaymentStatus, PspReference};
 use shared::{EventKind, Observation, Payment};
 use std::time::Duration;

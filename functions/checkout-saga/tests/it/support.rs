@@ -4,6 +4,7 @@
 
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use checkout_saga::runner::{Runner, Settings};
+use checkout_saga::saga::{Checkout, Escalation, SagaEventKind, SagaRecord, SagaStore, Step};
 use checkout_saga::{events, inventory};
 use integration_tests::{sqs_client, TestContext};
 use order_projection::OrderProjection;
@@ -20,7 +21,6 @@ use reconciler::{Recovery, RecoverySettings};
 use serde_json::json;
 use shared::consumer::Consumer;
 use shared::retry::Backoff;
-use shared::saga::{Checkout, Escalation, SagaEventKind, SagaRecord, SagaStore, Step};
 use shared::{Money, OrderId, PaymentId, PaymentStatus, PspReference, SigningSecret, Sku};
 use std::future::Future;
 use std::pin::Pin;
@@ -338,7 +338,7 @@ pub fn order() -> OrderId {
     OrderId::parse(format!("order-{}", uuid::Uuid::new_v4().simple())).expect("order id")
 }
 
-pub use shared::saga::{SagaEventKind as K, Step as S};
+pub use checkout_saga::saga::{SagaEventKind as K, Step as S};
 
 pub const HAPPY: [(K, S); 6] = [
     (K::SagaStarted, S::ReserveStock),

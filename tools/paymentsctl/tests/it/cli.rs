@@ -486,7 +486,7 @@ async fn a_conflicting_table_name_is_warned_about_and_refused_for_a_write() {
 #[tokio::test]
 async fn a_retry_and_a_replay_without_yes_and_without_a_terminal_are_refused_and_change_nothing() {
     use crate::paymentsctl::{park, stripe_body};
-    use shared::saga::SagaStore;
+    use checkout_saga::saga::SagaStore;
     let ctx = TestContext::new().await;
     let sqs = sqs_client(None);
     let queues = fresh_queues(&sqs).await;
@@ -509,7 +509,7 @@ async fn a_retry_and_a_replay_without_yes_and_without_a_terminal_are_refused_and
 
     let order = crate::paymentsctl::escalated_before_stock_release(&ctx, &queues.escalation_url, "order-ask").await;
     let sagas = SagaStore::new(ctx.client.clone(), &ctx.table);
-    let version = |loaded: Option<shared::saga::Loaded>| loaded.unwrap().record().version;
+    let version = |loaded: Option<checkout_saga::saga::Loaded>| loaded.unwrap().record().version;
     let before = version(sagas.load(&order).await.unwrap());
     let retry = [
         "escalations",

@@ -2,6 +2,7 @@
 //! stores, saga transitions and consumer library, never by hand (except the damage a test inflicts on purpose).
 
 use aws_sdk_dynamodb::types::AttributeValue;
+use checkout_saga::saga::{Escalation, PaymentPending, Saga, SagaStore, Started};
 use integration_tests::{fresh_queues, sqs_client, TestContext};
 use order_projection::OrderProjection;
 use payments_core::fixtures;
@@ -10,7 +11,6 @@ use paymentsctl::timeline::{self, Level, Options, Source, Timeline};
 use paymentsctl::{escalations, parked, replay};
 use serde_json::json;
 use shared::consumer::Consumer;
-use shared::saga::{Escalation, PaymentPending, Saga, SagaStore, Started};
 use shared::store::ParkedKind;
 use shared::{clock, Channel, Config, OrderId, Outcome, PaymentId, PaymentStatus, PspReference};
 
