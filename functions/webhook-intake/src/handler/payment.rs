@@ -17,8 +17,7 @@ use shared::lease::HeldLease;
 use shared::store::ParkedKind;
 use shared::telemetry::ErrorChain;
 use shared::{
-    clock, decide, telemetry, Decision, FinalizeOutcome, FinalizeResult, IgnoreReason, Observation, Payment, PaymentId,
-    StoreError,
+    clock, decide, telemetry, Decision, FinalizeOutcome, FinalizeResult, Observation, Payment, PaymentId, StoreError,
 };
 
 /// One delivery on its way through the steps on the payment: what each step reads, and the request's
@@ -199,8 +198,7 @@ async fn quarantine(d: &mut Delivery<'_>, reason: &str) -> Result<&'static str, 
 fn answer(result: FinalizeResult) -> Result<&'static str, ApiError> {
     match result {
         FinalizeResult::Applied(_) => Ok("applied"),
-        FinalizeResult::Ignored(IgnoreReason::Duplicate | IgnoreReason::NoOp) => Ok("duplicate"),
-        FinalizeResult::Ignored(IgnoreReason::Stale) => Ok("stale"),
+        FinalizeResult::Ignored(reason) => Ok(reason.answer()),
         FinalizeResult::Deferred(reason) => Err(retry_later(&format!("cannot apply yet ({reason:?}); retry later"))),
     }
 }
