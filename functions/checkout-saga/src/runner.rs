@@ -318,8 +318,11 @@ impl<P: Psps> Runner<P> {
                 .backoff
                 .retry(
                     |_| {
-                        self.step_or_deadline(loaded.clone())
-                            .instrument(shared::telemetry::step_span(action))
+                        // The saga's next step as the core gives it now, deadlines included: past its state's
+                        // deadline a payment not created or a charge not answered in time is given up.
+                        let now = self.settings.clock.now_ms();
+                        let next = loaded.clone().next_at(&self.settings.deadlines(), now);
+                        self.advance(next, now).instrument(shared::telemetry::step_span(action))
                     },
                     RunError::is_transient,
                 )

@@ -44,7 +44,7 @@ pub use source::SourceWatch;
 use crate::metrics::RequestMetrics;
 use crate::providers::{Provider, ProviderSpec, Scheme};
 use crate::stripe::SUBSCRIBED_TYPES;
-use crate::{apply_fetched, App, IntakeSettings};
+use crate::{apply_fetched, Answer, App, IntakeSettings};
 use psp::pace::ScanRates;
 use psp::stripe::EventQuery;
 use psp::{GuardedStripe, PspError, StripeSettings};
@@ -399,7 +399,7 @@ impl CatchUp {
         report.events = report.events.saturating_add(1);
         match apply_fetched(&self.app, provider, &body, &mut metrics).await {
             Ok(answer) => {
-                if answer == "applied" {
+                if answer == Answer::Applied {
                     report.applied = report.applied.saturating_add(1);
                     warn!(psp_event_id = %id, "catch-up applied an event its webhook did not bring");
                 } else {

@@ -318,7 +318,7 @@ async fn job_from_env(ctx: &TestContext, env: &shared::Env) -> CatchUp {
 /// retries the Adyen items the intake parked, reading no Stripe page.
 #[tokio::test]
 async fn without_a_stripe_provider_the_job_starts_and_retries_parked_adyen_items() {
-    use webhook_intake::adyen::retry::ParkedItem;
+    use webhook_intake::adyen::parked::ParkedItem;
     use webhook_signatures::adyen::{Amount, AmountValue, Item, Mode};
     let ctx = TestContext::new().await;
     let env = env_without_stripe(&ctx, r#"[{"name":"adyen","scheme":"adyen","livemode":false}]"#);
