@@ -60,7 +60,7 @@ impl Settings {
         Ok(Self {
             config: Config::from(env)?,
             psps,
-            recovery: RecoverySettings::from(env)?,
+            recovery: RecoverySettings::from_env(env)?,
             escalation_queue_url: env.required("ESCALATION_QUEUE_URL")?,
             runner,
             stuck_after: env.seconds("SAGA_STUCK_AFTER_SECONDS", Duration::from_secs(60))?,

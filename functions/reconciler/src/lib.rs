@@ -1,5 +1,5 @@
-//! Recovery (reconciliation), the reconciler's library: payments that stayed open longer than a threshold are asked about at the PSP
-//! and the answer is applied through the same finalize as the sync and webhook paths.
+//! Recovery (reconciliation), the reconciler's library: payments that stayed open longer than a threshold are
+//! asked about at the PSP and the answer is applied through the same finalize as the sync and webhook paths.
 //!
 //! Only a payment's own PSP is asked (invariant 13): [`Recovery::psp`] holds a client per configured PSP
 //! ([`Psps`]), a payment's calls go to the one its recorded provider routes to, and the core's
@@ -211,8 +211,9 @@ pub struct RecoverySettings {
 
 impl RecoverySettings {
     /// `RECOVERY_STALE_AFTER_SECONDS`, `RECOVERY_BATCH_LIMIT` and `RECOVERY_EXPIRE_AFTER_SECONDS`, else the
-    /// defaults.
-    pub fn from(env: &Env) -> Result<Self, ConfigError> {
+    /// defaults: the one reader of recovery's own settings, the reconciler's ([`Settings::from_env`]) and the
+    /// checkout functions' alike.
+    pub fn from_env(env: &Env) -> Result<Self, ConfigError> {
         let default = Self::default();
         Ok(Self {
             stale_after: env.seconds("RECOVERY_STALE_AFTER_SECONDS", default.stale_after)?,
@@ -272,11 +273,11 @@ pub struct Settings {
 
 impl Settings {
     /// Reads the settings from `env` (see the type); a missing or malformed one fails the start.
-    pub fn from(env: &Env) -> Result<Self, ConfigError> {
+    pub fn from_env(env: &Env) -> Result<Self, ConfigError> {
         Ok(Self {
             config: Config::from(env)?,
             psps: PspSetSettings::from_env(env)?.paced(&ScanRates::from(env)?),
-            recovery: RecoverySettings::from(env)?,
+            recovery: RecoverySettings::from_env(env)?,
         })
     }
 }
@@ -1108,25 +1109,4 @@ pub fn emf(r: &RecoveryReport, now_ms: i64) -> serde_json::Value {
         }),
         now_ms,
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Recovery's run record publishes per stage, as every record of `shared::metrics` does (its test of them
-    /// held this one while recovery lived there): each dimension set starts with `Stage`, which the record holds.
-    #[test]
-    fn the_run_record_carries_the_stage() {
-        let r = emf(&RecoveryReport::default(), 1);
-        let sets = r["_aws"]["CloudWatchMetrics"][0]["Dimensions"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        assert!(!sets.is_empty(), "{r}");
-        for set in &sets {
-            assert_eq!(set[0], "Stage", "{r}");
-        }
-        assert_eq!(r["Stage"].as_str(), Some(shared::metrics::stage()), "{r}");
-    }
 }

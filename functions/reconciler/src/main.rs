@@ -18,6 +18,6 @@ use shared::lambda::{serve_event, ColdStart};
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
     let start = ColdStart::begin().await?;
-    let recovery = Recovery::build(&Settings::from(&start.env)?, start.clients()).await?;
+    let recovery = Recovery::build(&Settings::from_env(&start.env)?, start.clients()).await?;
     serve_event(|_: serde_json::Value, deadline| recovery.invoke(deadline)).await
 }

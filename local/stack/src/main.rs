@@ -248,7 +248,7 @@ struct CheckoutFunctions {
 
 async fn checkout_functions(clients: &FunctionClients, env: &Env) -> Result<CheckoutFunctions, Error> {
     let saga = checkout_saga::Settings::from_env(env)?;
-    let recovery = reconciler::Settings::from(env)?;
+    let recovery = reconciler::Settings::from_env(env)?;
     let mut catchup = webhook_intake::catchup::Settings::from_env(env)?;
     // The local bus is a stand-in with no partner event source to describe (`local_dev::eventbridge`).
     catchup.event_source = None;

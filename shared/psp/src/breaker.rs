@@ -320,25 +320,3 @@ impl<P> CircuitBreaker<P> {
         result
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The `BreakerOpened` record publishes per stage, as every record of `shared::metrics` does (its test of
-    /// them held this one while the PSP clients lived in `shared`): each dimension set starts with `Stage`,
-    /// which the record holds.
-    #[test]
-    fn the_opened_record_carries_the_stage() {
-        let r = emf("stripe", 1);
-        let sets = r["_aws"]["CloudWatchMetrics"][0]["Dimensions"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        assert!(!sets.is_empty(), "{r}");
-        for set in &sets {
-            assert_eq!(set[0], "Stage", "{r}");
-        }
-        assert_eq!(r["Stage"].as_str(), Some(shared::metrics::stage()), "{r}");
-    }
-}

@@ -493,7 +493,7 @@ async fn a_run_keeps_to_the_scan_rate_at_the_psp() {
         .with("PSP_API_KEY", crate::lambda::KEY)
         .with("PSP_REDIRECTS", "never")
         .with("PSP_SCAN_RATE_PER_SECOND", "5");
-    let settings = reconciler::Settings::from(&env).expect("the reconciler's settings");
+    let settings = reconciler::Settings::from_env(&env).expect("the reconciler's settings");
     let stripe = settings.psps.stripe.as_ref().expect("Stripe configured");
     let client = StripeClient::new(stripe, psp::ApiKey::parse(crate::lambda::KEY).unwrap()).unwrap();
     let recovery = Recovery::new(
