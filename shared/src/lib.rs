@@ -37,6 +37,26 @@
 //! | [`retry`] | exponential backoff with full jitter | retry without a bound |
 //! | [`clock`] | wall-clock time in the items' units ([`clock::WallClock`]), the invocation's deadline, the monotonic clock of caches ([`clock::MonotonicClock`]) | let a decision read the system time past the [`clock::WallClock`] it was given (tests move that one ahead) |
 //!
+//! # Errors
+//!
+//! Each layer has its own error types, and each becomes an answer in one place: an HTTP function's answer is
+//! one [`http::ApiError`] (status, `{"error": code, "message": ...}`, `Retry-After` on a 503:
+//! [`http::ApiError::into_response`]), an event function's is the error its handler returns to
+//! [`lambda::serve_event`] (the invocation fails, its whole cause chain recorded: the event source retries it
+//! and the failure is counted and alarmed), or, for a queue batch, the messages it lists as failed (partial
+//! batch failure). Below that edge an error is a value (`thiserror` enums wrapping the layer below with
+//! `#[from]`, the cause kept as `source()`), returned rather than logged as well: it is logged, with its whole
+//! [`telemetry::ErrorChain`], where it becomes an answer or is handled (a retry, a back-off). A 4xx writes
+//! nothing.
+//!
+//! | layer | error types | how each becomes an answer |
+//! |---|---|---|
+//! | the core (`payments_core`) | [`DomainError`] (input that breaks a rule), `saga::InconsistentSaga` (a stored saga that fails its check) | parsed at the edge: a 400 ([`http::ApiError::bad_request`]); an inconsistent saga is escalated for an operator and answered 500 `checkout_needs_operator` |
+//! | settings ([`config`], [`lambda`]) | [`ConfigError`], [`lambda::BuildError`] | the cold start fails: the function never serves with a setting it cannot read |
+//! | storage ([`store`], [`lease`], [`apply`]) | [`StoreError`] ([`StoreError::is_transient`]), `store::transact::TransactError`, `apply::ApplyError`, `consumer::ConsumerError` | over HTTP `From<StoreError> for ApiError`: 404, 409, a transient failure 503 to retry, anything else a logged 500; in an event function, the handler's error |
+//! | the PSP clients (`psp`) | `PspError` (`is_transient`, `is_deferred`) | never an answer by itself: the saga retries a transient one, waits out a deferred one (breaker open, key refused) and compensates a decline or refusal; recovery backs the payment off |
+//! | each function | `RunError`, `SagaStoreError`, `ResumeError`, `SweeperError` (checkout), `RecoveryError` (reconciler), `CatchUpError`, `ProvidersError` (intake), `RelayError` (relay), each wrapping the layers above | an HTTP function turns them into its `ApiError` in one function (the checkout API's `run_failed`; the intake ends a delivery in an `Answer` or an `ApiError`); an event function returns them to `serve_event` |
+//!
 //! # Names
 //!
 //! The core's types are re-exported under their own names, so a function depends on `shared` alone; the list
