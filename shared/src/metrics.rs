@@ -181,7 +181,6 @@ pub fn refund_failed(path: &str, now_ms: i64) -> Value {
 mod tests {
     use super::*;
     use crate::consumer::BatchReport;
-    use crate::recovery::RecoveryReport;
 
     /// The dimension sets of a record, and the stage it holds.
     fn sets_and_stage(r: &Value) -> (Vec<Vec<String>>, Option<String>) {
@@ -271,9 +270,7 @@ mod tests {
             dispute_opened("webhook", 1),
             refund_failed("recovery", 1),
             counts("N", &[&[], &["A", "B"]], &["X"], json!({ "X": 1 }), 1),
-            crate::psp::breaker::emf("stripe", 1),
             crate::consumer::emf("orders", &BatchReport::default(), 1),
-            crate::recovery::emf(&RecoveryReport::default(), 1),
         ];
         for r in &records {
             assert_staged(r, stage());

@@ -19,14 +19,14 @@
 use crate::inventory;
 use crate::orders::{self, Cancel};
 use crate::runner::{CheckoutPsp, RunError, Runner};
+use crate::saga::{Checkout, InconsistentSaga, SagaEvent, SagaRecord, SagaStoreError};
 use lambda_http::http::{Method, StatusCode};
 use lambda_http::{Body, Request, RequestExt, Response};
+use psp::set::PspRoute;
+use psp::Psps;
 use serde::{Deserialize, Serialize};
 use shared::http::{self, ApiError};
-use shared::psp::set::PspRoute;
-use shared::psp::Psps;
 use shared::router::{RouteTableError, Router};
-use shared::saga::{Checkout, InconsistentSaga, SagaEvent, SagaRecord, SagaStoreError};
 use shared::telemetry::ErrorChain;
 use shared::{text, Currency, Money, OrderId, PaymentStatus, Sku};
 use std::sync::LazyLock;

@@ -6,8 +6,8 @@
 use crate::runner::Runner;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use order_projection::OrderProjection;
+use psp::Psps;
 use shared::consumer::{self, Consumer};
-use shared::psp::Psps;
 use shared::telemetry::ErrorChain;
 use shared::{clock, outbox, PaymentStatus};
 use std::collections::HashSet;

@@ -4,15 +4,15 @@
 
 use crate::resume::{ResumeError, SweeperRequest};
 use crate::runner::Runner;
+use crate::saga::{Escalation, SagaStore};
 use crate::sweeper::{sweep, SweepReport};
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use order_projection::OrderProjection;
+use psp::{CaptureMethod, PspSet, PspSetSettings};
+use reconciler::{Recovery, RecoverySettings};
 use shared::consumer::Consumer;
 use shared::http::CallerGuard;
 use shared::lambda::{BuildError, Clients};
-use shared::psp::{CaptureMethod, PspSet, PspSetSettings};
-use shared::recovery::{Recovery, RecoverySettings};
-use shared::saga::{Escalation, SagaStore};
 use shared::store::StoreError;
 use shared::{Config, ConfigError, Env};
 use std::convert::Infallible;
@@ -60,7 +60,7 @@ impl Settings {
         Ok(Self {
             config: Config::from(env)?,
             psps,
-            recovery: RecoverySettings::from(env)?,
+            recovery: RecoverySettings::from_env(env)?,
             escalation_queue_url: env.required("ESCALATION_QUEUE_URL")?,
             runner,
             stuck_after: env.seconds("SAGA_STUCK_AFTER_SECONDS", Duration::from_secs(60))?,

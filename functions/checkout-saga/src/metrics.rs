@@ -11,9 +11,9 @@
 //!
 //! Every record also carries the stage, which `shared::metrics` puts first in each dimension set.
 
+use crate::saga::{SagaEvent, SagaEventKind, SagaRecord, SagaStatus};
 use serde_json::{json, Value};
 use shared::clock;
-use shared::saga::{SagaEvent, SagaEventKind, SagaRecord, SagaStatus};
 
 pub const NAMESPACE: &str = "Payments/Checkout";
 /// The latency objective for sagas that need no customer action.
@@ -111,8 +111,8 @@ pub fn escalated_order(order_id: &shared::OrderId, action: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::saga::{Saga, Started};
     use payments_core::fixtures;
-    use shared::saga::{Saga, Started};
     use shared::{OrderId, PaymentId};
 
     fn captured_then(fail: bool, duration_ms: i64) -> Vec<Value> {

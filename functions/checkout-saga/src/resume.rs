@@ -8,8 +8,8 @@
 
 use crate::function::CheckoutSweeper;
 use crate::runner::RunError;
+use crate::saga::Loaded;
 use serde::{Deserialize, Serialize};
-use shared::saga::Loaded;
 use shared::{DomainError, OrderId};
 use tokio::time::Instant;
 

@@ -37,7 +37,7 @@
 //! `cancelling_payment` releases it: a compensation before the capture moves no money and makes no refund.
 //!
 //! This module holds the loop, its retries and escalation; each state's step is in `steps` (stock, payment
-//! item, order), `psp` (charge, refund, cancel at Stripe), `capture` (Stripe's capture at confirmation) or
+//! item, order), `stripe` (charge, refund, cancel at Stripe), `capture` (Stripe's capture at confirmation) or
 //! `adyen` (the same at Adyen), what the saga learns
 //! goes through `observe`, and what is done at a deadline or the first escalation is in `deadline`.
 
@@ -45,19 +45,19 @@ mod adyen;
 mod capture;
 mod deadline;
 mod observe;
-mod psp;
 mod steps;
+mod stripe;
 
 use crate::metrics;
 use crate::orders;
-use shared::clock::WallClock;
-use shared::psp::{set, PspError, Psps};
-use shared::recovery::Recovery;
-use shared::retry::Backoff;
-pub use shared::saga::CheckoutPsp;
-use shared::saga::{
+pub use crate::saga::CheckoutPsp;
+use crate::saga::{
     Checkout, Deadlines, Escalation, Loaded, NextStep, Saga, SagaEvent, SagaRecord, SagaStore, SagaStoreError, Started,
 };
+use psp::{set, PspError, Psps};
+use reconciler::Recovery;
+use shared::clock::WallClock;
+use shared::retry::Backoff;
 use shared::store::{PaymentStore, StoreError};
 use shared::telemetry::ErrorChain;
 use shared::{CorrelationId, OrderId, PspName};
@@ -105,7 +105,7 @@ impl RunError {
 /// Stripe keeps an idempotency key for 24 hours. A charge first tried longer ago than this (with a margin)
 /// may have outlived its key, so before it is sent again the PSP is searched for the PaymentIntent of the
 /// first attempt.
-pub const PSP_KEY_TRUSTED_FOR: Duration = Duration::from_millis(shared::saga::PSP_KEY_TRUSTED_FOR_MS.unsigned_abs());
+pub const PSP_KEY_TRUSTED_FOR: Duration = Duration::from_millis(crate::saga::PSP_KEY_TRUSTED_FOR_MS.unsigned_abs());
 
 /// Load-and-advance rounds of one resume.
 const MAX_ROUNDS: usize = 32;
@@ -204,7 +204,7 @@ fn from_ms(ms: i64) -> Duration {
 pub struct Runner<P> {
     pub sagas: SagaStore,
     /// Recovery: the payment store, the payment leases and the PSP clients the saga's steps use too (a
-    /// [`shared::psp::PspSet`], or one Stripe client alone).
+    /// [`psp::PspSet`], or one Stripe client alone).
     pub recovery: Recovery<P>,
     pub escalation: Escalation,
     pub settings: Settings,
@@ -235,7 +235,7 @@ impl<P: Psps> Runner<P> {
     }
 
     /// The Stripe client, for a payment of Stripe's; without one here a deployment fault, deferred.
-    fn psp(&self) -> Result<&P::Stripe, PspError> {
+    fn stripe(&self) -> Result<&P::Stripe, PspError> {
         self.psps()
             .stripe()
             .ok_or_else(|| set::not_configured(&PspName::Stripe, "stripe"))
@@ -318,8 +318,11 @@ impl<P: Psps> Runner<P> {
                 .backoff
                 .retry(
                     |_| {
-                        self.step_or_deadline(loaded.clone())
-                            .instrument(shared::telemetry::step_span(action))
+                        // The saga's next step as the core gives it now, deadlines included: past its state's
+                        // deadline a payment not created or a charge not answered in time is given up.
+                        let now = self.settings.clock.now_ms();
+                        let next = loaded.clone().next_at(&self.settings.deadlines(), now);
+                        self.advance(next, now).instrument(shared::telemetry::step_span(action))
                     },
                     RunError::is_transient,
                 )

@@ -14,8 +14,8 @@
 //! deferring it would retry the same call on every look, past the deadline, without end.
 
 use crate::runner::{RunError, Runner};
-use shared::psp::Psps;
-use shared::saga::{after_resume, saga_key, Loaded, SagaRecord, Sweep};
+use crate::saga::{after_resume, saga_key, Loaded, SagaRecord, Sweep};
+use psp::Psps;
 use shared::store::open_index::{age_seconds, defer as defer_item, due_items, next_due, OpenKind};
 use shared::store::StoreError;
 use shared::telemetry::ErrorChain;

@@ -10,7 +10,7 @@
 //! - **One queue per endpoint**: Adyen retries an endpoint's notifications in order, so a 503 for one
 //!   payment would hold up every other payment's. What cannot be applied now (its payment's lease held, its
 //!   payment not written yet, a refund before its capture, storage refusing the write) is accepted and
-//!   parked for the intake's own retry ([`retry`]), which ends: applied, or after its deadline quarantined
+//!   parked ([`parked`]) for the intake's own retry ([`retry`]), which ends: applied, or after its deadline quarantined
 //!   and alarmed. Only when even the parking fails (storage down) is the answer a 503, since nothing could
 //!   be kept.
 //! - **Secrets** ([`config`]): HMAC keys marked test or live, and Basic auth credentials, from the same
@@ -20,6 +20,7 @@ pub mod config;
 pub mod fact;
 mod intake;
 pub mod notification;
+pub mod parked;
 pub mod retry;
 
-pub use intake::{accepted, intake, ACCEPTED};
+pub use intake::intake;

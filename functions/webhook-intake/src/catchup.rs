@@ -44,12 +44,12 @@ pub use source::SourceWatch;
 use crate::metrics::RequestMetrics;
 use crate::providers::{Provider, ProviderSpec, Scheme};
 use crate::stripe::SUBSCRIBED_TYPES;
-use crate::{apply_fetched, App, IntakeSettings};
+use crate::{apply_fetched, Answer, App, IntakeSettings};
+use psp::pace::ScanRates;
+use psp::stripe::EventQuery;
+use psp::{GuardedStripe, PspError, StripeSettings};
 use serde::Serialize;
 use shared::lambda::{BuildError, Clients};
-use shared::psp::pace::ScanRates;
-use shared::psp::stripe::EventQuery;
-use shared::psp::{GuardedStripe, PspError, PspSettings};
 use shared::telemetry::ErrorChain;
 use shared::{clock, Config, ConfigError, Env, StoreError};
 use std::time::Duration;
@@ -114,7 +114,7 @@ pub struct Settings {
     pub config: Config,
     /// The Stripe provider (its endpoint checks) and the PSP's settings, paced at `PSP_SCAN_RATE_PER_SECOND`
     /// ([`ScanRates`]); `None` without a Stripe provider.
-    pub stripe: Option<(Provider, PspSettings)>,
+    pub stripe: Option<(Provider, StripeSettings)>,
     /// The Adyen provider whose parked items each run retries, if one is configured.
     pub adyen: Option<Provider>,
     /// The intake's settings, which its steps read.
@@ -143,7 +143,7 @@ impl Settings {
         let stripe = match find(Scheme::Stripe) {
             Some(provider) => {
                 // A scanner: the events list and the reads it leads to keep to the scan rate.
-                let mut psp = PspSettings::from(env)?;
+                let mut psp = StripeSettings::from(env)?;
                 psp.scan_rate = Some(ScanRates::stripe_from(env)?);
                 Some((provider, psp))
             }
@@ -232,7 +232,7 @@ impl CatchUp {
         let stripe = match &settings.stripe {
             Some((provider, psp)) => Some(StripeEvents {
                 provider: provider.clone(),
-                psp: shared::psp::guarded_stripe(psp, &clients.sdk, clients.dynamodb.clone(), table).await?,
+                psp: psp::guarded_stripe(psp, &clients.sdk, clients.dynamodb.clone(), table).await?,
                 cursor: CursorStore {
                     client: clients.dynamodb.clone(),
                     table: table.clone(),
@@ -399,7 +399,7 @@ impl CatchUp {
         report.events = report.events.saturating_add(1);
         match apply_fetched(&self.app, provider, &body, &mut metrics).await {
             Ok(answer) => {
-                if answer == "applied" {
+                if answer == Answer::Applied {
                     report.applied = report.applied.saturating_add(1);
                     warn!(psp_event_id = %id, "catch-up applied an event its webhook did not bring");
                 } else {

@@ -187,7 +187,7 @@ impl StripeBridge {
         let received_secs = clock::now_ms() / 1000;
         let way = Unsigned::EventBridge { received_secs };
         match apply_unsigned(&self.app, &self.provider, &detail, way, metrics).await {
-            Ok(answer) => Delivered::Answered(answer),
+            Ok(answer) => Delivered::Answered(answer.as_str()),
             Err(e) if e.status.is_server_error() => {
                 info!(code = e.code, message = %e.message, "EventBridge delivery left for a later receive");
                 Delivered::Retry

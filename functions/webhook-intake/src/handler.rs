@@ -6,25 +6,24 @@
 //! stale by the time the lease is ours (a holder wrote in between) makes the versioned write conflict, and
 //! the decision is taken again from the item that won.
 //!
-//! This module holds the request's flow and its first two steps (verified, parsed); [`payment`] the two on
-//! the payment (leased or read first, applied); [`app`] what the intake is built from.
+//! This module holds the request's flow and its first two steps (verified, parsed); `crate::admission` the
+//! admission every scheme shares, `crate::payment` the two steps on the payment (leased or read first,
+//! finalized), `crate::answer` what the request is answered.
 
-mod app;
 mod fetched;
-mod payment;
 
-pub use app::{App, IntakeSettings, Settings};
 pub use fetched::{apply_fetched, apply_unsigned, Unsigned};
-pub(crate) use payment::locate;
-use payment::{applied, leased, read_first, Delivery};
 
+use crate::admission::admitted;
+use crate::answer::{unknown_provider, Answer, Flow};
+use crate::app::{App, IntakeSettings};
 use crate::metrics::RequestMetrics;
+use crate::payment::on_payment_with;
 use crate::providers::{Provider, Providers, Scheme};
 use crate::psp_event::{Parsed, PspEvent};
 use crate::{redact::redact, standard, stripe};
 use lambda_http::http::{Method, StatusCode};
 use lambda_http::{Body, Request, Response};
-use serde_json::json;
 use shared::http::{self, ApiError};
 use shared::router::{RouteTableError, Router};
 use shared::store::{recheck, ParkedKind};
@@ -53,12 +52,8 @@ pub async fn process(app: &App, req: Request) -> (Response<Body>, RequestMetrics
     let result = intake(app, &req, correlation_id, &mut metrics).instrument(span).await;
     let response = match result {
         Ok(answer) => {
-            metrics.result = answer.to_owned();
-            if answer == crate::adyen::ACCEPTED {
-                crate::adyen::accepted()
-            } else {
-                http::json(StatusCode::OK, &json!({ "result": answer }))
-            }
+            metrics.result = answer.as_str().to_owned();
+            answer.into_response()
         }
         Err(error) => {
             metrics.result = error.code.to_owned();
@@ -93,10 +88,6 @@ fn provider_name(method: &Method, path: &str) -> Result<String, ApiError> {
     Ok(ROUTER.at(method, path)?.param("provider").to_owned())
 }
 
-pub(crate) fn retry_later(message: &str) -> ApiError {
-    ApiError::unavailable(message, 5)
-}
-
 /// The four steps of a webhook: verify the signature, parse the event, read the payment and take its lease
 /// at the version read (a redelivery may end at the read), and apply the event through the one
 /// finalize. A step that ends the request early (an acknowledged type, a quarantine, an unknown payment, an
@@ -106,7 +97,7 @@ async fn intake(
     req: &Request,
     correlation_id: shared::CorrelationId,
     metrics: &mut RequestMetrics,
-) -> Result<&'static str, ApiError> {
+) -> Result<Answer, ApiError> {
     let name = &provider_name(req.method(), req.uri().path())?;
     // Adyen signs each item of a batch, not the request: its own steps, the same ones on the payment.
     if (app.providers.current().await.get(name)).is_some_and(|p| p.scheme == Scheme::Adyen) {
@@ -122,8 +113,8 @@ async fn intake(
         return thin_event(app, provider, thin, body, metrics).await;
     }
     let event = match parsed(app, req, provider, body, signed_at, metrics).await? {
-        Next::Go(event) => event,
-        Next::Answer(answer) => return Ok(answer),
+        Flow::Go(event) => event,
+        Flow::Answered(answer) => return Ok(answer),
     };
     let redelivery = is_redelivery(&app.settings, &event, signed_at);
     on_payment(app, provider, &event, redelivery, correlation_id, body, metrics).await
@@ -139,54 +130,15 @@ async fn on_payment(
     correlation_id: shared::CorrelationId,
     body: &[u8],
     metrics: &mut RequestMetrics,
-) -> Result<&'static str, ApiError> {
+) -> Result<Answer, ApiError> {
     let observation = event.observation(event.check(&provider.expect).err(), correlation_id);
     on_payment_with(app, provider, event, observation, redelivery, body, metrics).await
-}
-
-/// Steps 3 and 4 with the observation made already (Adyen's, which carries no event time).
-pub(crate) async fn on_payment_with(
-    app: &App,
-    provider: &Provider,
-    event: &PspEvent,
-    observation: shared::Observation,
-    redelivery: bool,
-    body: &[u8],
-    metrics: &mut RequestMetrics,
-) -> Result<&'static str, ApiError> {
-    let mut delivery = Delivery {
-        app,
-        provider,
-        event,
-        body,
-        metrics,
-    };
-    let step = if redelivery {
-        read_first(&mut delivery, &observation).await?
-    } else {
-        leased(&mut delivery).await?
-    };
-    let (lease, current) = match step {
-        Next::Go(held) => held,
-        Next::Answer(answer) => return Ok(answer),
-    };
-    applied(&mut delivery, lease, current, observation).await
 }
 
 /// Signed well after the event was created: the PSP's retry of an earlier delivery, or a resend.
 fn is_redelivery(settings: &IntakeSettings, event: &PspEvent, signed_at: i64) -> bool {
     let late_by = signed_at.saturating_sub(event.created_secs);
     u64::try_from(late_by).is_ok_and(|secs| secs >= settings.redelivery_after.as_secs())
-}
-
-/// Where a step leaves the request: on to the next step with `T`, or answered with this result.
-pub(crate) enum Next<T> {
-    Go(T),
-    Answer(&'static str),
-}
-
-pub(crate) fn unknown_provider(name: &str) -> ApiError {
-    ApiError::not_found(format!("unknown provider {name}"))
 }
 
 /// Step 1: the body's size, then the signature over the exact raw bytes (lambda_http decoded a base64 body
@@ -224,35 +176,6 @@ async fn verified(
     }
 }
 
-/// The providers as loaded now, once the request names one of them (404) and its body is one the intake
-/// takes at all (see [`within_limits`]); the request's metrics name the provider from here on.
-pub(crate) async fn admitted(
-    app: &App,
-    name: &str,
-    body: &[u8],
-    metrics: &mut RequestMetrics,
-) -> Result<Arc<Providers>, ApiError> {
-    let providers = app.providers.current().await;
-    metrics.provider = providers.get(name).ok_or_else(|| unknown_provider(name))?.name.clone();
-    within_limits(&app.settings, body)?;
-    Ok(providers)
-}
-
-/// A body the intake takes at all: not empty, within `WEBHOOK_MAX_BODY_BYTES` (413).
-fn within_limits(settings: &IntakeSettings, body: &[u8]) -> Result<(), ApiError> {
-    if body.len() > settings.max_body_bytes {
-        return Err(ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "payload_too_large",
-            format!("body over {} bytes", settings.max_body_bytes),
-        ));
-    }
-    if body.is_empty() {
-        return Err(ApiError::bad_request("empty body: not a webhook"));
-    }
-    Ok(())
-}
-
 /// Step 2: the event in our terms; what we cannot read is quarantined, what we do not handle acknowledged.
 async fn parsed(
     app: &App,
@@ -261,7 +184,7 @@ async fn parsed(
     body: &[u8],
     signed_at: i64,
     metrics: &mut RequestMetrics,
-) -> Result<Next<Box<PspEvent>>, ApiError> {
+) -> Result<Flow<Box<PspEvent>>, ApiError> {
     // The quarantine key comes only from what the signature covers: Stripe does not sign `webhook-id`.
     let webhook_id = http::header(req, "webhook-id");
     let (parsed, signed_id) = match provider.scheme {
@@ -315,16 +238,16 @@ async fn triaged(
     signed_id: Option<&str>,
     body: &[u8],
     metrics: &mut RequestMetrics,
-) -> Result<Next<Box<PspEvent>>, ApiError> {
+) -> Result<Flow<Box<PspEvent>>, ApiError> {
     match parsed {
-        Ok(Parsed::Event(event)) => Ok(Next::Go(event)),
+        Ok(Parsed::Event(event)) => Ok(Flow::Go(event)),
         Ok(Parsed::Ignored { event_type }) => {
             info!(event_type, "event type not handled; acknowledged");
-            Ok(Next::Answer("ignored"))
+            Ok(Flow::Answered(Answer::Ignored))
         }
         Err(unparseable) => quarantine(app, provider, &unparseable.0, signed_id, body, metrics)
             .await
-            .map(Next::Answer),
+            .map(Flow::Answered),
     }
 }
 
@@ -337,14 +260,14 @@ async fn quarantine(
     signed_id: Option<&str>,
     body: &[u8],
     metrics: &mut RequestMetrics,
-) -> Result<&'static str, ApiError> {
+) -> Result<Answer, ApiError> {
     metrics.quarantines = 1;
     let key = quarantine_key(signed_id, body);
     app.store
         .park(ParkedKind::Quarantined, &provider.name, &key, reason, &redact(body))
         .await?;
     warn!(reason, "signed but unusable webhook quarantined");
-    Ok("quarantined")
+    Ok(Answer::Quarantined)
 }
 
 /// A thin event (Stripe's API v2, from an event destination): an event-generation failure is handed to
@@ -357,13 +280,13 @@ async fn thin_event(
     thin: Result<Thin, crate::psp_event::Unparseable>,
     body: &[u8],
     metrics: &mut RequestMetrics,
-) -> Result<&'static str, ApiError> {
+) -> Result<Answer, ApiError> {
     let signed_id = body_event_id(body);
     let (id, livemode) = match thin {
         Ok(Thin::GenerationFailure { id, livemode }) => (id, livemode),
         Ok(Thin::Ignored { event_type }) => {
             info!(event_type, "thin event type not handled; acknowledged");
-            return Ok("ignored");
+            return Ok(Answer::Ignored);
         }
         Err(e) => return quarantine(app, provider, &e.0, signed_id.as_deref(), body, metrics).await,
     };
@@ -373,7 +296,7 @@ async fn thin_event(
     }
     let recorded = recheck::record(app.store.client(), app.store.table(), &id, clock::now_ms()).await?;
     info!(event_id = %id, recorded, "Stripe failed to generate an event: recovery reads the object it names");
-    Ok(if recorded { "queued" } else { "duplicate" })
+    Ok(if recorded { Answer::Queued } else { Answer::Duplicate })
 }
 
 fn verify(provider: &Provider, req: &Request, body: &[u8]) -> Result<i64, SignatureError> {

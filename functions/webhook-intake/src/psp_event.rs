@@ -16,7 +16,7 @@ pub struct PaymentRef {
 /// The metadata key every PaymentIntent this system creates carries, valued with its stage (`STAGE`; the
 /// charge sends it): one PSP account also holds other stages', Billing's, Checkout's and Payment Links'
 /// objects, whose events reach the same endpoint.
-pub use shared::psp::client::STAGE_MARKER;
+pub use psp::STAGE_MARKER;
 
 /// Whose an event's object is, by what it carries, before any lookup.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -6,7 +6,7 @@
 use serde_json::{Map, Value};
 
 /// Fields kept with their value when it is a scalar (a string, number, boolean or null). The camelCase
-/// ones are an Adyen item's signed fields (`crate::adyen::retry::ParkedItem`).
+/// ones are an Adyen item's signed fields (`crate::adyen::parked::ParkedItem`).
 const SCALARS: [&str; 34] = [
     "id",
     "object",

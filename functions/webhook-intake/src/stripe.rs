@@ -8,8 +8,8 @@ pub mod thin;
 pub mod version;
 
 use crate::psp_event::{self, Facts, Parsed, PaymentRef, PspEvent, Unparseable, STAGE_MARKER};
+use psp::stripe::{customer_action, LastPaymentError, NextAction};
 use serde::Deserialize;
-use shared::psp::stripe::{customer_action, LastPaymentError, NextAction};
 use shared::{ClientSecret, Currency, Outcome, PaymentId, PspEventId, PspReference};
 use std::collections::HashMap;
 

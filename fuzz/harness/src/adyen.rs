@@ -4,7 +4,7 @@
 use crate::{after_parse, split_lines, SAMPLE_NOW};
 use webhook_intake::adyen::config::AdyenSecrets;
 use webhook_intake::adyen::notification::{self, MAX_ITEMS};
-use webhook_intake::adyen::{fact, retry};
+use webhook_intake::adyen::{fact, parked};
 use webhook_intake::psp_event::Parsed;
 use webhook_signatures::adyen::{verify, AdditionalData, HmacKey, Mode};
 
@@ -48,8 +48,8 @@ pub fn adyen_notification(data: &[u8]) {
             assert_eq!(n.event.facts.livemode, Some(false));
             after_parse(Parsed::Event(Box::new(n.event.clone())));
             // As parked for the retry, it reads back as the same event.
-            let parked = retry::ParkedItem::new(item.clone(), mode, SAMPLE_NOW);
-            let back = retry::parse_parked(&parked.to_body());
+            let parked = parked::ParkedItem::new(item.clone(), mode, SAMPLE_NOW);
+            let back = parked::parse_parked(&parked.to_body());
             assert_eq!(
                 back.ok(),
                 Some(Parsed::Event(Box::new(n.event))),

@@ -12,7 +12,7 @@
 mod adyen;
 
 pub use adyen::adyen_notification;
-use shared::saga::{saga_event_from_item, saga_from_item};
+use checkout_saga::saga::{saga_event_from_item, saga_from_item};
 use shared::store::item::{event_from_item, event_to_item, payment_from_item, payment_to_item, Item};
 use shared::{CorrelationId, SigningSecret};
 use webhook_intake::psp_event::{Expectations, Parsed};

@@ -2,7 +2,7 @@
 //! scenario, Charges that carry refunds, Refunds, Stripe's error objects, and Stripe's idempotency (the same
 //! key with the same parameters replays the first answer, with other parameters is an `idempotency_error`).
 //!
-//! Objects are built here as Stripe documents them, independently of the client in `shared::psp`, so the
+//! Objects are built here as Stripe documents them, independently of the client in the `psp` crate, so the
 //! client is tested against Stripe's shapes and not against itself (`tests/fixtures.rs` compares them with
 //! Stripe's published fixtures).
 //!

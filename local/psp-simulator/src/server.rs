@@ -1,5 +1,5 @@
 //! The simulator's HTTP API on 127.0.0.1: Stripe's paths, form bodies, objects, errors and idempotency, so
-//! the system's real Stripe client (`shared::psp::StripeClient`) is what every test and demo exercises.
+//! the system's real Stripe client (`psp::StripeClient`) is what every test and demo exercises.
 //!
 //! | route | does |
 //! |---|---|

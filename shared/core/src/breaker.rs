@@ -1,5 +1,5 @@
 //! The PSP circuit breaker's rule, pure: which failures count, when they open the breaker, and when an open
-//! state ends. The breaker in `shared::psp::breaker` does the I/O (the shared DynamoDB item, the calls); the
+//! state ends. The breaker in `psp::breaker` does the I/O (the shared DynamoDB item, the calls); the
 //! protocol model calls these same functions, so what it checks is what runs.
 //!
 //! **What counts.** The breaker is about the PSP, not about one request. A failure is one *attempt* that got

@@ -34,6 +34,18 @@ pub enum IgnoreReason {
     NoOp,
 }
 
+impl IgnoreReason {
+    /// The one wording of each reason outside the code: what the intake answers the PSP (its `result`) and
+    /// what `paymentsctl parked replay` reports. A no-op is worded as a duplicate: to the PSP and to an
+    /// operator both say the same, that the event changed nothing and needs no retry.
+    pub fn answer(self) -> &'static str {
+        match self {
+            Self::Duplicate | Self::NoOp => "duplicate",
+            Self::Stale => "stale",
+        }
+    }
+}
+
 /// Why an observation cannot be applied yet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]

@@ -23,7 +23,7 @@
 //! | [`saga`] | the checkout saga's states as types, their transitions and the one table of its next step | let a stored saga run a step out of order |
 //! | [`breaker`] | the PSP circuit breaker's rule: what counts, when it opens, when it closes | keep state of its own (the shell stores it) |
 //! | [`provider`] | the PSP a payment belongs to ([`PspName`]) and which references it can issue | be a client: it names a PSP, it does not call one |
-//! | [`stripe`] | what a Stripe PaymentIntent's status means for our payment ([`stripe::IntentStatus`]: its outcome, the cancel's view of it) | read Stripe's objects (`shared::psp::stripe` does) |
+//! | [`stripe`] | what a Stripe PaymentIntent's status means for our payment ([`stripe::IntentStatus`]: its outcome, the cancel's view of it) | read Stripe's objects (`psp::stripe` does) |
 //! | [`ids`], [`money`], [`metadata`], [`text`], [`error`] | values parsed once at the edge (ids, amounts, metadata, text within its limits) and their one error ([`DomainError`]) | accept text a queue or a stream cannot carry |
 //! | `fixtures` (feature `fixtures`) | builders for other crates' tests | be used outside tests |
 

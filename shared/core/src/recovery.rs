@@ -1,6 +1,6 @@
 //! What recovery does with one open payment before any I/O: ask the payment's own PSP, or, when there is
 //! nothing to ask, wait (backed off) and past a configured age expire it. Pure, so the shell
-//! (`shared::recovery`) and the protocol model make the same choice.
+//! (`reconciler`) and the protocol model make the same choice.
 //!
 //! Invariant 13: a payment is asked about only at its own PSP, through the client recovery holds for it. A
 //! payment of a PSP recovery has no client for (a Standard Webhooks provider only sends webhooks), one without

@@ -1,5 +1,5 @@
 //! Stripe's PaymentIntent `status` and what each one means in our terms: the one table that Stripe's client
-//! (`shared::psp::stripe`, whose answers the saga's charge, its cancel and recovery read) and the protocol
+//! (`psp::stripe`, whose answers the saga's charge, its cancel and recovery read) and the protocol
 //! model (`tools/protocol-model`, whose PSP speaks the same statuses) both decide with, so the model checks
 //! the mapping that runs instead of a retelling of it.
 //!

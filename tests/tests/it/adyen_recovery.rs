@@ -5,15 +5,15 @@
 //! Against DynamoDB Local and the simulator's Adyen side, through the multi-PSP set.
 
 use integration_tests::TestContext;
+use psp::adyen::{AdyenClient, AdyenSettings};
+use psp::set::{guarded, ADYEN_BREAKER};
+use psp::{ChargeRequest, GuardedAdyen, PspSet, StripeClient};
 use psp_simulator::adyen::ledger::AdyenLedger;
 use psp_simulator::adyen::notify::{self, Endpoint};
 use psp_simulator::adyen::{self as sim_adyen, AdyenSimulator};
 use psp_simulator::delivery::DeliveryOptions;
+use reconciler::{Recovery, RecoverySettings};
 use serde_json::{json, Value};
-use shared::psp::adyen::{AdyenClient, AdyenSettings};
-use shared::psp::set::{guarded, ADYEN_BREAKER};
-use shared::psp::{ChargeRequest, GuardedAdyen, PspSet, StripeClient};
-use shared::recovery::{Recovery, RecoverySettings};
 use shared::{
     Channel, CorrelationId, Currency, EventKind, Money, NewPayment, Observation, OrderId, Outcome, PaymentId,
     PaymentStatus, PspName, PspReference,
@@ -291,7 +291,7 @@ async fn adyens_429_is_retried_and_not_counted_by_its_breaker() {
     }
     assert_eq!(
         breaker.state().await.unwrap(),
-        shared::psp::breaker::BreakerState::Closed,
+        psp::breaker::BreakerState::Closed,
         "throttling is not an outage"
     );
     let id = PaymentId::parse("pay_throttled_ok").unwrap();

@@ -6,12 +6,12 @@
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use integration_tests::TestContext;
+use psp::breaker::BreakerState;
+use psp::{ApiKey, BreakerSettings, ChargeRequest, CircuitBreaker, PspError, StripeApi, StripeClient, StripeSettings};
 use psp_simulator::client::HttpClient;
 use psp_simulator::delivery::DeliveryOptions;
 use psp_simulator::ledger::{Ledger, Timings};
 use psp_simulator::server::Simulator;
-use shared::psp::breaker::BreakerState;
-use shared::psp::{ApiKey, BreakerSettings, ChargeRequest, CircuitBreaker, Psp, PspError, PspSettings, StripeClient};
 use shared::retry::Backoff;
 use shared::{clock, Currency, Money, OrderId, PaymentId, PspReference, SigningSecret};
 use std::sync::Arc;
@@ -53,7 +53,7 @@ async fn world() -> World {
 impl World {
     /// The Stripe client as the functions build it, with retries in milliseconds and `timeout` per attempt.
     fn client(&self, timeout: Duration) -> StripeClient {
-        let mut settings = PspSettings::local(&self.url, KEY).expect("settings");
+        let mut settings = StripeSettings::local(&self.url, KEY).expect("settings");
         settings.retries = Backoff::new(3, Duration::from_millis(10), Duration::from_millis(40));
         settings.request_timeout = timeout;
         StripeClient::new(&settings, ApiKey::parse(KEY).unwrap()).expect("client")
@@ -65,7 +65,7 @@ impl World {
             self.client(Duration::from_secs(5)),
             self.ctx.client_for("reconciler"),
             &self.ctx.table,
-            shared::psp::BREAKER_NAME,
+            psp::BREAKER_NAME,
             settings,
         )
     }
@@ -94,7 +94,7 @@ impl World {
     }
 }
 
-async fn charge(psp: &impl Psp, key: &str, payment: &str) -> Result<shared::psp::PaymentIntent, PspError> {
+async fn charge(psp: &impl StripeApi, key: &str, payment: &str) -> Result<psp::PaymentIntent, PspError> {
     let money = Money::new(1500, Currency::parse("EUR").unwrap()).unwrap();
     let (payment, order) = (
         PaymentId::parse(payment).unwrap(),
@@ -244,7 +244,7 @@ async fn a_hanging_psp_opens_the_breaker_within_its_window() {
         w.client(Duration::from_secs(5) / SCALE),
         w.ctx.client_for("reconciler"),
         &w.ctx.table,
-        shared::psp::BREAKER_NAME,
+        psp::BREAKER_NAME,
         scaled,
     );
     // Every request is held far past the client's timeout: one instance's calls, one after another.

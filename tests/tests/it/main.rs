@@ -10,6 +10,7 @@ mod configuration_doc;
 mod deploy_doc;
 mod faults;
 mod leases;
+mod metrics;
 mod openapi;
 mod store;
 mod stripe_client;

@@ -4,8 +4,8 @@
 //! comes). No fake of Stripe's behaviour: only its answers, byte for byte.
 
 use integration_tests::http_stub::{self, StubRequest, StubResponse};
-use shared::psp::client::Redirects;
-use shared::psp::{ApiKey, ChargeRequest, Psp, PspError, PspSettings, StripeClient};
+use psp::stripe::Redirects;
+use psp::{ApiKey, ChargeRequest, PspError, StripeApi, StripeClient, StripeSettings};
 use shared::retry::Backoff;
 use shared::{Currency, Money, OrderId, PaymentId, PspReference};
 use std::collections::VecDeque;
@@ -47,7 +47,7 @@ async fn serve(answers: Vec<StubResponse>) -> Server {
 }
 
 fn client(url: &str) -> StripeClient {
-    let mut settings = PspSettings::local(url, KEY).expect("PSP settings");
+    let mut settings = StripeSettings::local(url, KEY).expect("PSP settings");
     settings.retries = Backoff::new(3, Duration::from_millis(1), Duration::from_millis(5));
     settings.request_timeout = Duration::from_millis(300);
     settings.redirects = Redirects::ReturnTo("https://shop.example/return".into());
@@ -63,7 +63,7 @@ fn reference() -> PspReference {
     PspReference::parse("pi_1PgafyB7WZ01zgkWSjxsAJo3").unwrap()
 }
 
-async fn charge(c: &StripeClient) -> Result<shared::psp::PaymentIntent, PspError> {
+async fn charge(c: &StripeClient) -> Result<psp::PaymentIntent, PspError> {
     let money = Money::new(1099, Currency::parse("USD").unwrap()).unwrap();
     let (payment, order) = (PaymentId::parse("pay_1").unwrap(), OrderId::parse("order-1").unwrap());
     let request = ChargeRequest {
@@ -89,7 +89,7 @@ async fn a_charge_is_a_form_encoded_confirmed_payment_intent_with_key_version_an
     assert_eq!(seen.header("idempotency-key").as_deref(), Some("order-1:charge"));
     assert_eq!(
         seen.header("stripe-version").as_deref(),
-        Some(shared::psp::client::STRIPE_API_VERSION)
+        Some(psp::stripe::STRIPE_API_VERSION)
     );
     assert_eq!(
         seen.header("content-type").as_deref(),
@@ -104,7 +104,7 @@ async fn a_charge_is_a_form_encoded_confirmed_payment_intent_with_key_version_an
     assert_eq!(get("metadata[payment_id]"), Some("pay_1"));
     assert_eq!(get("metadata[order_id]"), Some("order-1"));
     // The marker the intake tells our objects by (`webhook_intake::psp_event::STAGE_MARKER` is this key).
-    let marker = format!("metadata[{}]", shared::psp::client::STAGE_MARKER);
+    let marker = format!("metadata[{}]", psp::STAGE_MARKER);
     assert_eq!(get(&marker), Some(shared::metrics::stage()));
     assert_eq!(get("return_url"), Some("https://shop.example/return"));
     assert_eq!(get("automatic_payment_methods[allow_redirects]"), None);
@@ -113,7 +113,7 @@ async fn a_charge_is_a_form_encoded_confirmed_payment_intent_with_key_version_an
 #[tokio::test]
 async fn a_charge_without_redirects_says_so_and_sends_no_return_url() {
     let server = serve(vec![ok(fixture("payment_intent").to_string())]).await;
-    let settings = PspSettings::local(&server.url, KEY).expect("settings");
+    let settings = StripeSettings::local(&server.url, KEY).expect("settings");
     assert_eq!(settings.redirects, Redirects::Never, "the tests' explicit choice");
     charge(&StripeClient::new(&settings, ApiKey::parse(KEY).unwrap()).unwrap())
         .await
@@ -148,7 +148,7 @@ async fn retrieve_expands_the_charge_and_refund_and_cancel_are_idempotent_posts(
     assert_eq!((refund.amount, refund.is_accepted()), (100, true));
     assert_eq!(
         c.cancel("order-1:cancel", &reference()).await.unwrap().status,
-        shared::psp::IntentStatus::Canceled
+        psp::IntentStatus::Canceled
     );
     let seen = server.seen.lock().unwrap().clone();
     assert_eq!(
@@ -205,19 +205,19 @@ async fn each_stripe_error_type_maps_to_our_terms() {
             let PspError::Declined(ref d) = e else { unreachable!() };
             assert_eq!(d.decline_code.as_deref(), Some("insufficient_funds"));
             let pi = e.payment_intent().expect("the PaymentIntent comes with the decline");
-            assert_eq!(pi.status, shared::psp::IntentStatus::RequiresPaymentMethod);
+            assert_eq!(pi.status, psp::IntentStatus::RequiresPaymentMethod);
             assert!(!e.is_transient());
         }
         other => panic!("a decline, got {other:?}"),
     }
     let idempotency = charge(&c).await.unwrap_err();
     assert!(
-        matches!(&idempotency, PspError::Refused { status: 400, error } if error.kind == shared::psp::stripe::ErrorType::IdempotencyError)
+        matches!(&idempotency, PspError::Refused { status: 400, error } if error.kind == psp::stripe::ErrorType::IdempotencyError)
     );
     let cancel = c.cancel("k", &reference()).await.unwrap_err();
     assert_eq!(
         cancel.payment_intent().map(|p| p.status),
-        Some(shared::psp::IntentStatus::Succeeded)
+        Some(psp::IntentStatus::Succeeded)
     );
     let auth = c.retrieve(&reference()).await.unwrap_err();
     assert!(matches!(auth, PspError::AuthFailed { status: 401, .. }), "{auth}");
@@ -305,8 +305,8 @@ async fn an_answer_that_never_comes_is_a_timeout_retried_with_the_same_key() {
 }
 
 /// A key-refresh source whose secret the test sets, and a clock 31 s ahead, past the re-read's interval.
-fn refreshable(first: &str, secret: Arc<Mutex<String>>) -> shared::psp::key::CurrentKey {
-    let loader: shared::psp::key::KeyLoader = Arc::new(move || {
+fn refreshable(first: &str, secret: Arc<Mutex<String>>) -> psp::key::CurrentKey {
+    let loader: psp::key::KeyLoader = Arc::new(move || {
         let value = secret.lock().unwrap().clone();
         Box::pin(async move { Ok(ApiKey::parse(&value)?) })
     });
@@ -317,7 +317,7 @@ fn refreshable(first: &str, secret: Arc<Mutex<String>>) -> shared::psp::key::Cur
         let n = calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         start + Duration::from_secs(31u64.saturating_mul(n as u64))
     });
-    shared::psp::key::CurrentKey::refreshable(ApiKey::parse(first).unwrap(), loader, clock)
+    psp::key::CurrentKey::refreshable(ApiKey::parse(first).unwrap(), loader, clock)
 }
 
 fn rolled_key_answer() -> StubResponse {
@@ -333,7 +333,7 @@ fn rolled_key_answer() -> StubResponse {
 async fn a_refused_key_is_read_again_and_the_call_made_once_more_with_the_new_one() {
     let server = serve(vec![rolled_key_answer(), ok(fixture("payment_intent").to_string())]).await;
     let secret = Arc::new(Mutex::new("sk_test_new_5678".to_owned()));
-    let settings = PspSettings::local(&server.url, KEY).expect("settings");
+    let settings = StripeSettings::local(&server.url, KEY).expect("settings");
     let c = StripeClient::with_key(&settings, refreshable(KEY, secret)).unwrap();
     charge(&c).await.expect("charged with the new key");
     let seen = server.seen.lock().unwrap().clone();
@@ -355,7 +355,7 @@ async fn a_refused_key_is_read_again_and_the_call_made_once_more_with_the_new_on
 async fn a_key_still_refused_after_the_re_read_is_deferred_not_retried() {
     let server = serve(vec![rolled_key_answer(), rolled_key_answer()]).await;
     let secret = Arc::new(Mutex::new(KEY.to_owned()));
-    let settings = PspSettings::local(&server.url, KEY).expect("settings");
+    let settings = StripeSettings::local(&server.url, KEY).expect("settings");
     let c = StripeClient::with_key(&settings, refreshable(KEY, secret)).unwrap();
     let e = charge(&c).await.unwrap_err();
     assert!(

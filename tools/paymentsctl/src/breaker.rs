@@ -1,7 +1,7 @@
 //! The PSP circuit breakers' shared items, one per PSP (`BREAKER#stripe`, `BREAKER#adyen`): `breaker show`
 //! says what each holds and what it means now; `breaker reset --psp NAME` closes one.
 //!
-//! The state is read and judged exactly as the functions read it (`shared::psp::breaker::item` and the core's
+//! The state is read and judged exactly as the functions read it (`psp::breaker::item` and the core's
 //! end-time rule, with the functions' default settings), so "ends at" is when the functions will probe. A
 //! reset is conditioned on the item being as it was shown (its `state` and `changed_at_ms`): if a function
 //! opened, probed or closed it in between, nothing is written and the command says so. The failure counts
@@ -9,11 +9,11 @@
 
 use crate::settings::Ctx;
 use crate::when::format_ms;
+use psp::breaker::item::{BreakerItem, BreakerRecord, Written};
+use psp::breaker::BreakerState;
+use psp::set::{ADYEN_BREAKER, STRIPE_BREAKER};
+use psp::BreakerSettings;
 use serde::Serialize;
-use shared::psp::breaker::item::{BreakerItem, BreakerRecord, Written};
-use shared::psp::breaker::BreakerState;
-use shared::psp::set::{ADYEN_BREAKER, STRIPE_BREAKER};
-use shared::psp::BreakerSettings;
 
 /// Every PSP's breaker, in the order `breaker show` lists them.
 pub const BREAKERS: [&str; 2] = [STRIPE_BREAKER, ADYEN_BREAKER];

@@ -266,7 +266,7 @@ async fn open_payments(ctx: &Ctx, now: i64) -> Result<(Option<Oldest>, Vec<Strin
 /// The open saga started longest ago.
 async fn oldest_saga(ctx: &Ctx, now: i64) -> Result<Option<Oldest>, crate::Error> {
     let ids = open_ids(ctx, OpenKind::Saga, "SAGA#", now).await?;
-    let sagas = shared::saga::SagaStore::new(ctx.dynamodb.clone(), ctx.table());
+    let sagas = checkout_saga::saga::SagaStore::new(ctx.dynamodb.clone(), ctx.table());
     let mut oldest: Option<Oldest> = None;
     for id in &ids {
         let Some(loaded) = sagas.load(&OrderId::parse(id)?).await? else {

@@ -1,4 +1,4 @@
-//! The saga escalation queue: what the checkout saga could not fix by retrying (`shared::saga::Escalation`
+//! The saga escalation queue: what the checkout saga could not fix by retrying (`checkout_saga::saga::Escalation`
 //! writes `{"order_id", "action", "attempts", "error", "escalated_at_ms"}`).
 //!
 //! **Listing without consuming.** SQS has no browse: the command receives every message with a short
@@ -19,8 +19,8 @@ use crate::when::format_ms;
 use aws_sdk_lambda::primitives::Blob;
 use aws_sdk_lambda::types::InvocationType;
 use checkout_saga::resume::{ResumeError, Resumed, SweeperRequest};
+use checkout_saga::saga::{Loaded, NextStep, SagaStore};
 use serde::{Deserialize, Serialize};
-use shared::saga::{Loaded, NextStep, SagaStore};
 use shared::OrderId;
 
 /// How long a resume may run in this process (`--local`): the sweeper function's own timeout.

@@ -98,8 +98,9 @@ pub struct ReplayReport {
     pub key: String,
     pub dry_run: bool,
     pub payment_id: Option<String>,
-    /// `would_apply`/`applied`, `duplicate`, `stale`, `no_op`, `deferred`, `refused`, `unparseable`,
-    /// `ignored`, `unknown_payment`, `redacted`, `unchanged`. A lease another worker still holds after
+    /// `would_apply`/`applied`, `duplicate` or `stale` (worded as the intake answers them:
+    /// [`shared::IgnoreReason::answer`]), `deferred`, `refused`, `unparseable`, `ignored`, `unknown_payment`,
+    /// `redacted`, `unchanged`. A lease another worker still holds after
     /// [`LEASE_WAIT`] is an error, not a result.
     pub result: String,
     pub detail: String,
@@ -297,21 +298,14 @@ fn describe(decision: &Decision, current: &shared::Payment) -> (&'static str, St
                 ),
             ),
         },
-        Decision::Ignore(reason) => {
-            let name = match reason {
-                shared::IgnoreReason::Duplicate => "duplicate",
-                shared::IgnoreReason::Stale => "stale",
-                shared::IgnoreReason::NoOp => "no_op",
-            };
-            (
-                name,
-                format!(
-                    "changes nothing: the payment is {} at v{}",
-                    current.status.as_str(),
-                    current.version
-                ),
-            )
-        }
+        Decision::Ignore(reason) => (
+            reason.answer(),
+            format!(
+                "changes nothing: the payment is {} at v{}",
+                current.status.as_str(),
+                current.version
+            ),
+        ),
         Decision::Defer(reason) => ("deferred", format!("cannot apply yet: {reason:?}")),
     }
 }
@@ -344,4 +338,24 @@ pub fn render_replay(r: &ReplayReport) -> String {
         if r.wrote { "yes" } else { "nothing" },
         r.limits
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shared::IgnoreReason;
+
+    /// A replay that would change nothing is worded as the intake answers the same event: one wording per
+    /// reason (`IgnoreReason::answer`), so a no-op reads `duplicate` here as in the intake's `result`.
+    #[test]
+    fn an_ignored_replay_is_worded_as_the_intake_answers_it() {
+        let current = payments_core::fixtures::payment("pay_1");
+        for (reason, worded) in [
+            (IgnoreReason::Duplicate, "duplicate"),
+            (IgnoreReason::NoOp, "duplicate"),
+            (IgnoreReason::Stale, "stale"),
+        ] {
+            assert_eq!(describe(&Decision::Ignore(reason), &current).0, worded, "{reason:?}");
+        }
+    }
 }

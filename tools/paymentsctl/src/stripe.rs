@@ -8,8 +8,8 @@
 //! create answer only, is never printed: it goes to `--secret-file` (created new, mode 0600), from where the
 //! operator puts it into the intake's Secrets Manager secret.
 
+use psp::stripe::STRIPE_API_VERSION;
 use serde::{Deserialize, Serialize};
-use shared::psp::client::STRIPE_API_VERSION;
 use std::io::Write;
 use std::path::Path;
 

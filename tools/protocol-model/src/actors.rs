@@ -5,7 +5,7 @@
 //! |---|---|
 //! | saga runner ([`RunnerPc`]) | `functions/checkout-saga/src/runner.rs`: `Runner::drive` (a deferred call waits, a failing step escalates: `escalate`, `deferred`), `Runner::advance` and its steps (`reserve_stock`, `create_payment`, `await_payment`, `confirm_order`, `refund` with `refund_impossible`, `release_stock`), `Runner::charge` (with `send_charge`), `Runner::cancel_payment` with `cancel_intent`, `Runner::payment_outcome` |
 //! | the sweeper ([`sweep`], [`look`]) | `functions/checkout-saga/src/sweeper.rs`: the shard's oldest due saga, one a run; a set-aside saga on its schedule (`after_resume`, `set_aside_due`) |
-//! | time ([`late`], [`act_on_deadline`]) | a state's deadline passes (`saga::deadline`): `Runner::step_or_deadline` gives a charge or a payment creation up, `Runner::waiting` escalates a wait once, and the sweeper's `Runner::act_on_deadline` does either for a saga deferred by the PSP |
+//! | time ([`late`], [`act_on_deadline`]) | a state's deadline passes (`saga::deadline`): `Runner::drive` gives a charge or a payment creation up, `Runner::waiting` escalates a wait once, and the sweeper's `Runner::act_on_deadline` does either for a saga deferred by the PSP |
 //! | the PSP's faults ([`dispute`], [`key_rejected`], [`key_fixed`], [`deploy`], [`breaker_closes`]) | a cardholder's dispute, a rejected API key and its fix, a deploy that changes the charge request, the breaker's cool-down and probe |
 //! | webhook intake ([`intake`]) | `functions/webhook-intake/src/handler.rs`: `intake`'s steps `leased` (read, then the lease at the version read) and `applied` (finalize: its new version frees the lease) |
 //! | recovery ([`RecoveryPc`], [`recovery_ask`], [`recovery_finalize`]) | `shared/src/recovery.rs`: `Recovery::reconcile` / `reconcile_leased` (lease, read, the core's `recovery_step` choosing what to ask, `give_back` when a refund is due, PSP status query, finalize) |
@@ -84,7 +84,7 @@ pub enum Sub {
     CancelSave(PaymentStatus),
     /// `releasing_stock`: put the stock back and save `compensated`.
     Release,
-    /// Past its state's deadline (`Runner::step_or_deadline`): `stock_reserved` saves `payment_not_created`,
+    /// Past its state's deadline (`Runner::drive`): `stock_reserved` saves `payment_not_created`,
     /// `charging` saves `charge_failed` (then the cancel reaches what the charge made).
     PastDeadline,
 }
@@ -124,7 +124,7 @@ pub struct CustomerPc {
     pub cancel: CancelPc,
 }
 
-/// The sub-step a runner starts a loaded saga's step with (`Runner::step_or_deadline`): the core's table with
+/// The sub-step a runner starts a loaded saga's step with (`Runner::drive`): the core's table with
 /// the deadlines ([`Loaded::step_at`]), which `Runner::advance` dispatches on: past its state's deadline a
 /// payment creation or a charge is given up ([`Sub::PastDeadline`]). `late`: the state's deadline has passed
 /// ([`World::late`]). `None` for a saga that waits (decided at its load) or has ended.

@@ -16,8 +16,8 @@
 //! | module | owns | mirrors |
 //! |---|---|---|
 //! | [`ids`] | the one checkout: order, SKU, amount, deadlines | |
-//! | [`psp`] | Stripe: PaymentIntents, refunds, idempotency keys (replaying the first answer, a saved 500, `idempotency_error` after a changed request, pruned after a day), disputes, 401s, the search by payment id, webhooks in flight | `shared/src/psp/mod.rs` (`Psp`, `find_for_payment`), `shared/src/psp/stripe.rs` (`PaymentIntent::outcome`, `observation`), `local/psp-simulator/src/ledger.rs` |
-//! | [`world`] | the state: DynamoDB items, PSP, the sweeper's index, the breaker, escalations, actors' local state, fault budgets; the saga save and the finalize write | `shared/src/saga.rs` (`SagaStore::save`), `shared/src/store/mod.rs` (`create_writes`), `shared/src/store/finalize.rs` (`finalize_from`), `shared/src/lease.rs` |
+//! | [`psp`] | Stripe: PaymentIntents, refunds, idempotency keys (replaying the first answer, a saved 500, `idempotency_error` after a changed request, pruned after a day), disputes, 401s, the search by payment id, webhooks in flight | `shared/psp/src/stripe.rs` (`StripeApi`, `find_for_payment`), `shared/psp/src/stripe/objects.rs` (`PaymentIntent::outcome`, `observation`), `local/psp-simulator/src/ledger.rs` |
+//! | [`world`] | the state: DynamoDB items, PSP, the sweeper's index, the breaker, escalations, actors' local state, fault budgets; the saga save and the finalize write | `functions/checkout-saga/src/saga.rs` (`SagaStore::save`), `shared/src/store/mod.rs` (`create_writes`), `shared/src/store/finalize.rs` (`finalize_from`), `shared/src/lease.rs` |
 //! | [`actors`] | saga runner (its escalation and deferral), webhook intake, recovery (with its refund of money taken on a failed payment), customer, order projection, the sweeper, the PSP's faults: one step per call | see the table in [`actors`] |
 //! | [`model`] | the stateright model: actions, faults, refusals, properties, the fair run behind the liveness check | |
 //! | [`check`] | one breadth-first run and its report: state counts, counterexample traces | |

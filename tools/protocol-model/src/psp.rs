@@ -1,7 +1,7 @@
 //! The PSP as the model sees it: Stripe's PaymentIntents and Refunds with idempotency keys, webhooks in
 //! flight, and what a PaymentIntent tells our payment.
 //!
-//! Mirrors the contract the real client relies on (`shared/src/psp/mod.rs`, trait `Psp`, and the
+//! Mirrors the contract the real client relies on (`shared/psp/src/stripe.rs`, trait `StripeApi`, and the
 //! Stripe-speaking simulator `local/psp-simulator`):
 //! - `charge`, `cancel` and `refund` are decided by their idempotency key: the same key replays the *first*
 //!   answer (a snapshot, possibly stale by now), the same key with another payment is refused
@@ -18,7 +18,7 @@
 //!   [`Psp::webhooks`] and the model delivers them in any order, late, twice or never.
 //!
 //! What a PaymentIntent snapshot means for our payment is decided by the core's table
-//! ([`IntentStatus::outcome`]), as `PaymentIntent::outcome` in `shared/src/psp/stripe.rs` decides it; the
+//! ([`IntentStatus::outcome`]), as `PaymentIntent::outcome` in `shared/psp/src/stripe/objects.rs` decides it; the
 //! observation around it mirrors `PaymentIntent::observation`.
 
 use crate::ids;

@@ -4,9 +4,9 @@
 //! The items are the real types (`SagaRecord`, `Payment`), wrapped only to be hashed (stateright
 //! fingerprints states by their hash, so every field that can differ between two states is hashed).
 //!
-//! - [`World::save_saga`] mirrors `SagaStore::save` (`shared/src/saga.rs`): the saga put conditioned on the
-//!   version it was loaded at, its event, and the step's own writes (the stock; the payment's creation in
-//!   `payment_created`), in one transaction.
+//! - [`World::save_saga`] mirrors `SagaStore::save` (`functions/checkout-saga/src/saga.rs`): the saga put
+//!   conditioned on the version it was loaded at, its event, and the step's own writes (the stock; the
+//!   payment's creation in `payment_created`), in one transaction.
 //! - [`World::finalize`] mirrors `PaymentStore::finalize_from` (`shared/src/store/finalize.rs`): the real
 //!   [`payments_core::decide`] against the current item (a version conflict decides again from the item that
 //!   won, so the write lands on the newest version), the payment put under the version token, and the lease

@@ -16,18 +16,18 @@
 //! captures; a challenge never finished is abandoned after `CHECKOUT_ABANDON_AFTER_SECONDS` and cancelled, so
 //! no money is taken.
 //!
-//! **No read, no search**: Adyen has neither ([`shared::psp::GuardedAdyen`] has no such call), so no step
+//! **No read, no search**: Adyen has neither ([`psp::GuardedAdyen`] has no such call), so no step
 //! reads a payment back; a retried authorise is Adyen's replay for its key, and a charge given up without a
 //! pspReference is cancelled by our own reference.
 
 use super::observe::in_checkout_trace;
 use super::{correlation, Advanced, RunError, Runner};
-use shared::psp::adyen::{AdyenPayment, ResultCode};
-use shared::psp::{set, GuardedAdyen, PspError, Psps};
-use shared::saga::{
+use crate::saga::{
     after_refund, AfterRefund, CancellingPayment, Charging, Loaded, RefundCalled, RefundImpossible, RefundingPayment,
     Saga, SagaRecord,
 };
+use psp::adyen::{AdyenPayment, ResultCode};
+use psp::{set, GuardedAdyen, PspError, Psps};
 use shared::{
     Channel, ClientSecret, CustomerAction, Observation, OrderId, Outcome, Payment, PaymentStatus, PspName,
     PspReference, RedirectPolicy, RedirectUrl, RefundEntry, RefundReport, RefundStatus,
@@ -53,7 +53,7 @@ impl<P: Psps> Runner<P> {
         now: i64,
     ) -> Result<Advanced, RunError> {
         let adyen = self.adyen("authorise")?;
-        let request = super::psp::charge_request(&saga, &payment);
+        let request = super::stripe::charge_request(&saga, &payment);
         let answer = match adyen.authorise(&format!("{}:charge", saga.order_id()), &request).await {
             Ok(answer) => answer,
             Err(refused @ (PspError::Declined(_) | PspError::Refused { .. })) => {
@@ -177,7 +177,7 @@ impl<P: Psps> Runner<P> {
         let received = match adyen.refund(&key, &reference, &money).await {
             Ok(received) => received,
             Err(refused @ PspError::Refused { .. }) => {
-                let why = match after_refund(super::psp::refused_call(&refused)) {
+                let why = match after_refund(super::stripe::refused_call(&refused)) {
                     AfterRefund::Impossible(why) => why,
                     AfterRefund::ReadBack { .. } | AfterRefund::Wait | AfterRefund::Undone => RefundImpossible::Refused,
                 };

@@ -16,8 +16,8 @@
 use super::steps::Via;
 use super::{Advanced, RunError, Runner};
 use crate::orders;
-use shared::psp::{PaymentIntent, Psp, Psps};
-use shared::saga::{authorization_lapsed, PaymentPending, Saga};
+use crate::saga::{authorization_lapsed, PaymentPending, Saga};
+use psp::{PaymentIntent, Psps, StripeApi};
 use shared::{Payment, PaymentStatus};
 use tracing::info;
 
@@ -95,7 +95,7 @@ impl<P: Psps> Runner<P> {
             .clone()
             .ok_or_else(|| RunError::Invalid(format!("authorized payment {} without a PSP reference", payment.id)))?;
         let key = format!("{}:capture", saga.order_id());
-        let intent: PaymentIntent = match self.psp()?.capture(&key, &reference).await {
+        let intent: PaymentIntent = match self.stripe()?.capture(&key, &reference).await {
             Ok(intent) => intent,
             Err(refused) => match refused.payment_intent().cloned() {
                 Some(intent) => intent,

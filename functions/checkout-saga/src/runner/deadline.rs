@@ -14,8 +14,8 @@
 
 use super::{action_name, Advanced, RunError, Runner};
 use crate::metrics;
-use shared::psp::{Psp, PspError, PspRoute, Psps};
-use shared::saga::{passed, Charging, Loaded, Next, OnDeadline, Saga, SagaRecord, SagaStoreError, StockReserved};
+use crate::saga::{passed, Charging, Loaded, Next, OnDeadline, Saga, SagaRecord, SagaStoreError, StockReserved};
+use psp::{PspError, PspRoute, Psps, StripeApi};
 use shared::telemetry::ErrorChain;
 use shared::PaymentId;
 use std::time::Duration;
@@ -30,14 +30,6 @@ const CAUSE_LOOK: Duration = Duration::from_secs(5);
 const CHARGE: &str = "charge";
 
 impl<P: Psps> Runner<P> {
-    /// The saga's next step as the core gives it now, deadlines included (`Loaded::next_at`): past its
-    /// state's deadline a payment not created (the stock goes back) or a charge not answered (what it made at
-    /// the PSP is canceled) in time is given up; otherwise the state's step.
-    pub(super) async fn step_or_deadline(&self, loaded: Loaded) -> Result<Advanced, RunError> {
-        let now = self.settings.clock.now_ms();
-        self.advance(loaded.next_at(&self.settings.deadlines(), now), now).await
-    }
-
     /// No payment created before the step's deadline (`Next::PaymentNotCreated`): nothing was charged, the
     /// stock goes back.
     pub(super) async fn payment_not_created(&self, saga: Saga<StockReserved>, now: i64) -> Result<Advanced, RunError> {

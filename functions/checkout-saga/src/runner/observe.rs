@@ -2,9 +2,9 @@
 //! finalize, and the payment's outcome read from the order projection (or the payment item past the deadline).
 
 use super::{correlation, RunError, Runner};
-use shared::psp::stripe::Refund;
-use shared::psp::{PaymentIntent, PspError, Psps};
-use shared::saga::{AwaitDeadlines, SagaRecord};
+use crate::saga::{AwaitDeadlines, SagaRecord};
+use psp::stripe::Refund;
+use psp::{PaymentIntent, PspError, Psps};
 use shared::store::read_item;
 use shared::{Channel, Observation, OrderId, Outcome, PaymentId, PaymentStatus, RefundStatus, RefundStep};
 
@@ -46,9 +46,8 @@ impl<P: Psps> Runner<P> {
         saga: &SagaRecord,
         refund: &Refund,
     ) -> Result<(RefundStatus, RefundStep), RunError> {
-        let observation =
-            shared::recovery::refund_observation(refund, Channel::Sync, None, correlation(&saga.order_id))
-                .map_err(|e| RunError::Psp(PspError::BadAnswer(e.into())))?;
+        let observation = reconciler::refund_observation(refund, Channel::Sync, None, correlation(&saga.order_id))
+            .map_err(|e| RunError::Psp(PspError::BadAnswer(e.into())))?;
         self.refund_recorded(payment_id, saga, observation, RefundStatus::parse(&refund.status))
             .await
     }

@@ -5,13 +5,13 @@
 //! `GetItem`), so a checkout ends at the PSP it started with whatever `SAGA_PSP` says later.
 
 use super::{correlation, Advanced, RunError, Runner};
-use crate::{inventory, orders};
-use shared::psp::{set, Psps};
-use shared::recovery::Reconciled;
-use shared::saga::{
+use crate::saga::{
     awaited, AwaitDeadlines, Awaited, Next, PaymentCaptured, PaymentPending, RefundingPayment, ReleasingStock, Saga,
     SagaRecord, SagaStoreError, Started, StockReserved,
 };
+use crate::{inventory, orders};
+use psp::{set, Psps};
+use reconciler::Reconciled;
 use shared::telemetry::ErrorChain;
 use shared::{Metadata, NewPayment, OrderId, Payment, PaymentId, PaymentStatus, PspName, PspReference};
 use tracing::{info, warn};

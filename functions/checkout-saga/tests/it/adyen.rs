@@ -7,17 +7,17 @@ use super::api::call;
 use super::support::*;
 use checkout_saga::orders;
 use checkout_saga::runner::{CheckoutPsp, Runner, Settings};
+use checkout_saga::saga::SagaStatus;
 use lambda_http::http::{Method, StatusCode};
+use psp::adyen::{merchant_reference, AdyenClient, AdyenPayment, AdyenSettings};
+use psp::set::{guarded, ADYEN_BREAKER};
+use psp::{ChargeRequest, GuardedAdyen, PspSet, StripeClient};
 use psp_simulator::adyen::ledger::AdyenLedger;
 use psp_simulator::adyen::notify::{self, Endpoint};
 use psp_simulator::adyen::{self as sim_adyen, AdyenSimulator};
 use psp_simulator::delivery::DeliveryOptions;
 use serde_json::{json, Value};
-use shared::psp::adyen::{merchant_reference, AdyenClient, AdyenPayment, AdyenSettings};
-use shared::psp::set::{guarded, ADYEN_BREAKER};
-use shared::psp::{ChargeRequest, GuardedAdyen, PspSet, StripeClient};
 use shared::retry::Backoff;
-use shared::saga::SagaStatus;
 use shared::{OrderId, PaymentStatus, PspName};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -142,7 +142,7 @@ impl AdyenWorld {
 
     /// The `redirectResult` the shopper brings back from the challenge of `record`'s payment, read from the
     /// action the customer's page was handed: Adyen's `action` whole (its `url` leads to the return page).
-    async fn challenge(&self, record: &shared::saga::SagaRecord) -> String {
+    async fn challenge(&self, record: &checkout_saga::saga::SagaRecord) -> String {
         let payment = self.payment(record).await;
         assert_eq!(payment.status, PaymentStatus::RequiresAction, "{payment:?}");
         let kept = payment
@@ -156,7 +156,7 @@ impl AdyenWorld {
         url.split("redirectResult=").nth(1).expect("redirectResult").to_owned()
     }
 
-    async fn payment(&self, record: &shared::saga::SagaRecord) -> shared::Payment {
+    async fn payment(&self, record: &checkout_saga::saga::SagaRecord) -> shared::Payment {
         let id = record.payment_id.as_ref().expect("payment");
         self.w.ctx.store.get(id).await.expect("read").expect("payment")
     }
@@ -432,8 +432,8 @@ async fn a_challenge_authorised_by_notification_is_captured_by_the_waiting_saga(
 
 #[tokio::test]
 async fn adyen_failing_opens_adyens_own_breaker_and_its_checkouts_wait_without_escalation() {
-    use shared::psp::breaker::BreakerState;
-    use shared::psp::{BreakerSettings, PspError};
+    use psp::breaker::BreakerState;
+    use psp::{BreakerSettings, PspError};
     let a = adyen_world().await;
     let adyen = a.adyen();
     // Three requests (other keys) that Adyen keeps failing: each counts twice, five open the breaker.
@@ -464,9 +464,9 @@ async fn adyen_failing_opens_adyens_own_breaker_and_its_checkouts_wait_without_e
 
 #[tokio::test]
 async fn a_key_adyen_refuses_is_a_deployment_fault_and_a_rolled_one_is_read_again_from_its_secret() {
+    use psp::key::{CurrentKey, KeyLoader};
+    use psp::{ApiKey, PspError};
     use shared::clock::MonotonicClock;
-    use shared::psp::key::{CurrentKey, KeyLoader};
-    use shared::psp::{ApiKey, PspError};
     use std::sync::atomic::{AtomicU64, Ordering};
     let a = adyen_world().await;
     let settings = AdyenSettings::local(&a.url, "AQE_revoked", sim_adyen::DEV_MERCHANT_ACCOUNT).expect("settings");
@@ -659,7 +659,7 @@ async fn an_adyen_refund_that_failed_is_given_back_by_recovery_and_then_the_saga
     let id = failed.id.clone();
     let correlation = shared::CorrelationId::parse("corr-recovery").expect("correlation");
     let given = runner.recovery.reconcile(&id, correlation).await.expect("give back");
-    assert!(matches!(given, shared::recovery::Reconciled::Applied(_)), "{given:?}");
+    assert!(matches!(given, reconciler::Reconciled::Applied(_)), "{given:?}");
     assert_eq!(
         a.notified("REFUND", reference.as_str()),
         2,

@@ -7,8 +7,8 @@ use checkout_saga::runner::Runner;
 use checkout_saga::{inventory, orders};
 use lambda_http::http::{Method, StatusCode};
 use lambda_http::{Body, Request};
+use psp::Psps;
 use serde_json::{json, Value};
-use shared::psp::Psps;
 use shared::{OrderId, Sku};
 
 /// One request through the API's handler: the answer's status and JSON body.

@@ -3,7 +3,7 @@
 //! metadata the saga derives from them stay inside Stripe's limits, so Stripe takes the charge and the refund.
 
 use crate::support::*;
-use shared::saga::SagaStatus;
+use checkout_saga::saga::SagaStatus;
 use shared::{OrderId, PaymentStatus};
 
 /// An order id of the maximum length (128 characters), unique per test.

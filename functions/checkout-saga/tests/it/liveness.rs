@@ -5,10 +5,10 @@
 use crate::support::*;
 use checkout_saga::runner::RunError;
 use checkout_saga::runner::{Runner, Settings};
+use checkout_saga::saga::{SagaRecord, SagaStatus};
 use checkout_saga::{orders, sweeper};
 use integration_tests::TestContext;
-use shared::psp::{BreakerSettings, GuardedStripe, Psp};
-use shared::saga::{SagaRecord, SagaStatus};
+use psp::{BreakerSettings, GuardedStripe, StripeApi};
 use shared::store::open_index::{shard_of, OpenKind, OPEN_SHARDS};
 use shared::{CorrelationId, OrderId, PaymentStatus, PspReference};
 use shared::{NewPayment, PaymentId};
@@ -123,7 +123,7 @@ async fn two_hundred_unresolvable_payments_in_one_shard_do_not_hide_a_resolvable
     let last = OPEN_SHARDS - 1;
     let id = payment_in_shard(last, 0);
     let (order_id, money) = (OrderId::parse("order-shard").unwrap(), fixture_money());
-    let request = shared::psp::ChargeRequest {
+    let request = psp::ChargeRequest {
         payment_id: &id,
         order_id: &order_id,
         money: &money,
@@ -483,7 +483,7 @@ async fn a_saga_that_cannot_be_loaded_is_escalated_once_and_set_aside() {
         .client
         .update_item()
         .table_name(&w.ctx.table)
-        .set_key(Some(shared::saga::saga_key(&broken)))
+        .set_key(Some(checkout_saga::saga::saga_key(&broken)))
         .update_expression("SET #s = :bad")
         .expression_attribute_names("#s", "status")
         .expression_attribute_values(":bad", AttributeValue::S("teleported".into()))

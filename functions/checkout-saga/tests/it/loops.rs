@@ -8,13 +8,13 @@ mod deadlines;
 use crate::support::*;
 use checkout_saga::api::handle;
 use checkout_saga::runner::{RunError, Runner, Settings};
+use checkout_saga::saga::{SagaRecord, SagaStatus};
 use checkout_saga::{orders, sweeper};
 use lambda_http::http::{Method, StatusCode};
 use lambda_http::{Body, Request, RequestExt};
+use psp::StripeApi;
 use serde_json::{json, Value};
 use shared::clock::WallClock;
-use shared::psp::Psp;
-use shared::saga::{SagaRecord, SagaStatus};
 use shared::store::open_index::{shard_of, OpenKind};
 use shared::{Channel, CorrelationId, OrderId, PaymentStatus, PspEventId};
 use std::time::Duration;
@@ -30,7 +30,7 @@ fn order_in(shard: &str) -> OrderId {
 }
 
 /// `runner`'s settings with the clock moved `ahead`.
-fn ahead<P: Psp>(w: &World, psp: P, ahead: Duration) -> Runner<P> {
+fn ahead<P: StripeApi>(w: &World, psp: P, ahead: Duration) -> Runner<P> {
     w.runner_with(
         w.ctx.client.clone(),
         psp,

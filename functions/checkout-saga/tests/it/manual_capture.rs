@@ -6,11 +6,11 @@
 use crate::support::*;
 use checkout_saga::orders;
 use checkout_saga::runner::{Runner, Settings};
+use checkout_saga::saga::{SagaRecord, SagaStatus};
 use lambda_http::http::Method;
+use psp::StripeClient;
 use psp_simulator::ledger::AUTHORIZATION_VALIDITY;
 use shared::clock::WallClock;
-use shared::psp::StripeClient;
-use shared::saga::{SagaRecord, SagaStatus};
 use shared::{ClientView, OrderId, PaymentStatus};
 use std::time::Duration;
 

@@ -6,8 +6,8 @@
 
 use crate::support::*;
 use aws_sdk_dynamodb::types::AttributeValue;
+use checkout_saga::saga::SagaStatus;
 use checkout_saga::{metrics, sweeper};
-use shared::saga::SagaStatus;
 use shared::{CorrelationId, NewPayment, OrderId, PaymentId};
 use std::time::Duration;
 
@@ -49,7 +49,7 @@ async fn the_reconciler_reports_the_oldest_open_payment_s_age_apart_from_its_lag
         (0, 0, 0),
         "{empty:?}"
     );
-    let record = shared::recovery::emf(&empty, shared::clock::now_ms());
+    let record = reconciler::emf(&empty, shared::clock::now_ms());
     assert_eq!(record["OldestOpenPaymentAgeSeconds"].as_u64(), Some(0), "{record}");
     assert_eq!(record["RecoveryLagSeconds"].as_u64(), Some(0), "{record}");
 
@@ -82,7 +82,7 @@ async fn the_reconciler_reports_the_oldest_open_payment_s_age_apart_from_its_lag
     );
     assert!(due_for_a_minute(report.lag_seconds), "a small lag: {report:?}");
     assert!(about_a_day(report.oldest_open_age_seconds), "its true age: {report:?}");
-    let record = shared::recovery::emf(&report, shared::clock::now_ms());
+    let record = reconciler::emf(&report, shared::clock::now_ms());
     assert_eq!(
         (
             record["OldestOpenPaymentAgeSeconds"].as_u64(),
@@ -136,13 +136,18 @@ async fn the_sweeper_reports_the_oldest_open_saga_s_age_apart_from_its_lag_and_z
         .client
         .update_item()
         .table_name(&w.ctx.table)
-        .set_key(Some(shared::saga::saga_key(&id)))
+        .set_key(Some(checkout_saga::saga::saga_key(&id)))
         .update_expression("SET started_at_ms = :t")
         .expression_attribute_values(":t", AttributeValue::N(a_day_ago.to_string()))
         .send()
         .await
         .expect("start it a day ago");
-    index_at(&w, shared::saga::saga_key(&id), shared::clock::now_ms() - 120_000).await;
+    index_at(
+        &w,
+        checkout_saga::saga::saga_key(&id),
+        shared::clock::now_ms() - 120_000,
+    )
+    .await;
 
     let report = sweeper::sweep(&runner, stuck_after, 100, later()).await.expect("sweep");
     assert_eq!((report.found, report.resumed), (1, 1), "{report:?}");

@@ -5,9 +5,9 @@
 use crate::support::*;
 use checkout_saga::orders;
 use checkout_saga::runner::Settings;
+use checkout_saga::saga::SagaStatus;
+use psp::StripeApi;
 use shared::clock::WallClock;
-use shared::psp::Psp;
-use shared::saga::SagaStatus;
 use std::time::Duration;
 
 /// Part of the charge was refunded at the PSP (the dashboard), the customer cancels, and the saga's refund of

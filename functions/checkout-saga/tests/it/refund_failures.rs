@@ -5,10 +5,10 @@
 
 use crate::support::*;
 use checkout_saga::orders;
+use checkout_saga::saga::{SagaRecord, SagaStatus};
 use checkout_saga::sweeper;
-use shared::psp::Psp;
-use shared::recovery::Reconciled;
-use shared::saga::{SagaRecord, SagaStatus};
+use psp::StripeApi;
+use reconciler::Reconciled;
 use shared::{
     Channel, CorrelationId, EventKind, GiveBack, Observation, Outcome, PaymentStatus, RefundEntry, RefundReport,
     RefundStatus,
@@ -190,7 +190,7 @@ async fn a_give_back_the_psp_refuses_ends_with_an_operator_after_the_bound_witho
 }
 
 /// A checkout whose order was cancelled after its capture, so the saga refunds, over `runner`.
-async fn refunding<P: Psp>(w: &World, runner: &checkout_saga::runner::Runner<P>) -> SagaRecord {
+async fn refunding<P: StripeApi>(w: &World, runner: &checkout_saga::runner::Runner<P>) -> SagaRecord {
     let id = order();
     let waiting = w
         .runner_for("checkout-api")
@@ -370,8 +370,8 @@ async fn a_charge_whose_refunds_fail_at_the_simulator_keeps_the_saga_refunding()
 
 /// The reconciler's recovery over `psp` as its function builds it (breaker included), its DynamoDB calls
 /// recorded under its name.
-fn reconciler<P: Psp>(w: &World, psp: P) -> shared::recovery::Recovery<shared::psp::CircuitBreaker<P>> {
-    let guarded = w.guarded_for("reconciler", psp, shared::psp::BreakerSettings::default());
+fn reconciler<P: StripeApi>(w: &World, psp: P) -> reconciler::Recovery<psp::CircuitBreaker<P>> {
+    let guarded = w.guarded_for("reconciler", psp, psp::BreakerSettings::default());
     w.runner_as("reconciler", guarded, settings()).recovery
 }
 

@@ -6,8 +6,8 @@
 use crate::support::{world, TEST_KEY};
 use checkout_saga::resume::{ResumeError, SweeperRequest};
 use checkout_saga::runner::Settings as RunnerSettings;
+use checkout_saga::saga::SagaStatus;
 use checkout_saga::{CheckoutSweeper, Settings, SweeperError};
-use shared::saga::SagaStatus;
 use shared::{Env, OrderId, PaymentStatus};
 use std::time::Duration;
 

@@ -4,13 +4,13 @@
 
 use crate::support::*;
 use checkout_saga::runner::Settings;
+use checkout_saga::saga::SagaStatus;
 use checkout_saga::{inventory, orders, sweeper};
 use integration_tests::{dying_client, Fault, FaultInjector, TestContext};
+use psp::BreakerSettings;
 use psp_simulator::ledger::WebhookEvent;
-use shared::psp::BreakerSettings;
-use shared::recovery::Reconciled;
+use reconciler::Reconciled;
 use shared::retry::Backoff;
-use shared::saga::SagaStatus;
 use shared::{
     Channel, CorrelationId, DisputeFact, DisputeId, DisputeReport, DisputeStatus, Observation, OrderId, Outcome,
     PaymentId, PaymentStatus, PspEventId, PspReference,

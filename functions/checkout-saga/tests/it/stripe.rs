@@ -5,12 +5,12 @@
 
 use crate::support::*;
 use checkout_saga::runner::Runner;
+use checkout_saga::saga::{SagaRecord, SagaStatus};
 use checkout_saga::sweeper;
-use shared::psp::breaker::BreakerState;
-use shared::psp::{BreakerSettings, CircuitBreaker, IntentStatus};
-use shared::psp::{ChargeRequest, Psp, PspError};
-use shared::recovery::Reconciled;
-use shared::saga::{SagaRecord, SagaStatus};
+use psp::breaker::BreakerState;
+use psp::{BreakerSettings, CircuitBreaker, IntentStatus};
+use psp::{ChargeRequest, PspError, StripeApi};
+use reconciler::Reconciled;
 use shared::{Channel, CorrelationId, PaymentStatus, PspReference};
 use shared::{EventKind, Observation, Payment};
 use std::time::Duration;
@@ -21,7 +21,7 @@ impl World {
         self.ctx.store.get(id).await.expect("read").expect("payment")
     }
 
-    async fn reconcile<P: Psp>(&self, runner: &Runner<P>, record: &SagaRecord) -> Reconciled {
+    async fn reconcile<P: StripeApi>(&self, runner: &Runner<P>, record: &SagaRecord) -> Reconciled {
         let id = record.payment_id.as_ref().expect("payment");
         runner
             .recovery
@@ -32,7 +32,7 @@ impl World {
 
     /// Once the simulator's slow scenario is over, recovery (the webhook here goes nowhere) captures the
     /// payment, and its event completes the checkout, charged once.
-    async fn recovery_completes_after_the_slow_scenario<P: Psp>(&self, runner: &Runner<P>, waiting: &SagaRecord) {
+    async fn recovery_completes_after_the_slow_scenario<P: StripeApi>(&self, runner: &Runner<P>, waiting: &SagaRecord) {
         tokio::time::sleep(SLOW + Duration::from_millis(100)).await;
         assert_eq!(
             self.reconcile(runner, waiting).await,
@@ -368,7 +368,7 @@ async fn a_failed_probe_keeps_the_breaker_open_for_another_cool_down() {
         breaker.retrieve(&reference).await,
         Err(PspError::CircuitOpen { .. })
     ));
-    let emf = shared::psp::breaker::emf("stripe", 1);
+    let emf = psp::breaker::emf("stripe", 1);
     assert_eq!(emf["_aws"]["CloudWatchMetrics"][0]["Namespace"], "Payments/Psp");
     // The template's alarm watches the metric by stage only.
     assert_eq!(
@@ -509,9 +509,9 @@ async fn a_refused_key_defers_the_saga_and_recovery_until_the_key_is_right() {
     let good = w.runner();
     let open = good.start(order(), w.checkout("pm_silent", 1)).await.expect("start");
     let rolled = {
-        let mut settings = shared::psp::PspSettings::local(&w.psp_url, "sk_test_rolled").expect("settings");
+        let mut settings = psp::StripeSettings::local(&w.psp_url, "sk_test_rolled").expect("settings");
         settings.retries = fast_backoff();
-        shared::psp::StripeClient::new(&settings, shared::psp::ApiKey::parse("sk_test_rolled").unwrap()).unwrap()
+        psp::StripeClient::new(&settings, psp::ApiKey::parse("sk_test_rolled").unwrap()).unwrap()
     };
     let refused = rolled.retrieve(&w.intent_id(&open)).await.unwrap_err();
     assert!(

@@ -4,23 +4,23 @@
 
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use checkout_saga::runner::{Runner, Settings};
+use checkout_saga::saga::{Checkout, Escalation, SagaEventKind, SagaRecord, SagaStore, Step};
 use checkout_saga::{events, inventory};
 use integration_tests::{sqs_client, TestContext};
 use order_projection::OrderProjection;
+use psp::stripe::{ErrorObject, ErrorType, NextAction, RedirectToUrl};
+use psp::{
+    BreakerSettings, ChargeRequest, CircuitBreaker, GuardedStripe, PaymentIntent, PspError, Psps, Refund, StripeApi,
+    StripeClient, StripeSettings, BREAKER_NAME,
+};
 use psp_simulator::client::HttpClient;
 use psp_simulator::delivery::DeliveryOptions;
 use psp_simulator::ledger::{Ledger, Timings};
 use psp_simulator::server::Simulator;
+use reconciler::{Recovery, RecoverySettings};
 use serde_json::json;
 use shared::consumer::Consumer;
-use shared::psp::stripe::{ErrorObject, ErrorType, NextAction, RedirectToUrl};
-use shared::psp::{
-    BreakerSettings, ChargeRequest, CircuitBreaker, GuardedStripe, PaymentIntent, Psp, PspError, PspSettings, Psps,
-    Refund, StripeClient, BREAKER_NAME,
-};
-use shared::recovery::{Recovery, RecoverySettings};
 use shared::retry::Backoff;
-use shared::saga::{Checkout, Escalation, SagaEventKind, SagaRecord, SagaStore, Step};
 use shared::{Money, OrderId, PaymentId, PaymentStatus, PspReference, SigningSecret, Sku};
 use std::future::Future;
 use std::pin::Pin;
@@ -131,18 +131,18 @@ impl World {
     }
 
     pub fn psp(&self) -> StripeClient {
-        let mut settings = PspSettings::local(&self.psp_url, TEST_KEY).expect("PSP settings");
+        let mut settings = StripeSettings::local(&self.psp_url, TEST_KEY).expect("PSP settings");
         settings.retries = fast_backoff();
-        StripeClient::new(&settings, shared::psp::ApiKey::parse(TEST_KEY).unwrap()).expect("psp client")
+        StripeClient::new(&settings, psp::ApiKey::parse(TEST_KEY).unwrap()).expect("psp client")
     }
 
     /// The simulator's Stripe client as a checkout function builds it with `STRIPE_CAPTURE_METHOD=manual`:
     /// its charges authorize, the saga captures.
     pub fn manual_capture_psp(&self) -> StripeClient {
-        let mut settings = PspSettings::local(&self.psp_url, TEST_KEY).expect("PSP settings");
+        let mut settings = StripeSettings::local(&self.psp_url, TEST_KEY).expect("PSP settings");
         settings.retries = fast_backoff();
-        settings.capture = shared::psp::CaptureMethod::Manual;
-        StripeClient::new(&settings, shared::psp::ApiKey::parse(TEST_KEY).unwrap()).expect("psp client")
+        settings.capture = psp::CaptureMethod::Manual;
+        StripeClient::new(&settings, psp::ApiKey::parse(TEST_KEY).unwrap()).expect("psp client")
     }
 
     /// A runner whose payments are past their deadline as soon as they are requested.
@@ -161,9 +161,9 @@ impl World {
     /// a deployment fault.
     pub fn psp_with_rolled_key(&self) -> StripeClient {
         const ROLLED: &str = "sk_test_rolled";
-        let mut settings = PspSettings::local(&self.psp_url, ROLLED).expect("PSP settings");
+        let mut settings = StripeSettings::local(&self.psp_url, ROLLED).expect("PSP settings");
         settings.retries = fast_backoff();
-        StripeClient::new(&settings, shared::psp::ApiKey::parse(ROLLED).unwrap()).expect("psp client")
+        StripeClient::new(&settings, psp::ApiKey::parse(ROLLED).unwrap()).expect("psp client")
     }
 
     pub fn runner(&self) -> Runner<StripeClient> {
@@ -194,7 +194,7 @@ impl World {
 
     /// `psp` behind the circuit breaker as `function` builds it (`PspSetSettings::build`): the breaker's
     /// item (`BREAKER#stripe`, shared by every function) read and written on `function`'s client.
-    pub fn guarded_for<P: Psp>(&self, function: &str, psp: P, breaker: BreakerSettings) -> CircuitBreaker<P> {
+    pub fn guarded_for<P: StripeApi>(&self, function: &str, psp: P, breaker: BreakerSettings) -> CircuitBreaker<P> {
         CircuitBreaker::new(
             psp,
             self.ctx.client_for(function),
@@ -205,7 +205,7 @@ impl World {
     }
 
     /// A runner with the tests' settings over another PSP (a `Quirky` one).
-    pub fn runner_over<P: Psp>(&self, psp: P) -> Runner<P> {
+    pub fn runner_over<P: StripeApi>(&self, psp: P) -> Runner<P> {
         self.runner_with(self.ctx.client.clone(), psp, settings())
     }
 
@@ -338,7 +338,7 @@ pub fn order() -> OrderId {
     OrderId::parse(format!("order-{}", uuid::Uuid::new_v4().simple())).expect("order id")
 }
 
-pub use shared::saga::{SagaEventKind as K, Step as S};
+pub use checkout_saga::saga::{SagaEventKind as K, Step as S};
 
 pub const HAPPY: [(K, S); 6] = [
     (K::SagaStarted, S::ReserveStock),
@@ -434,7 +434,7 @@ fn answer_lost() -> PspError {
     PspError::Unavailable("connection reset after the request was sent".into())
 }
 
-impl Psp for Quirky {
+impl StripeApi for Quirky {
     async fn charge(&self, key: &str, request: &ChargeRequest<'_>) -> Result<PaymentIntent, PspError> {
         match &self.1 {
             Quirk::ChargeAnswersLost => {
@@ -505,13 +505,13 @@ impl Psp for Quirky {
     async fn retrieve_refund(&self, refund: &str) -> Result<Refund, PspError> {
         self.0.retrieve_refund(refund).await
     }
-    async fn retrieve_dispute(&self, dispute: &str) -> Result<shared::psp::stripe::Dispute, PspError> {
+    async fn retrieve_dispute(&self, dispute: &str) -> Result<psp::stripe::Dispute, PspError> {
         self.0.retrieve_dispute(dispute).await
     }
     async fn retrieve_generation_failure(
         &self,
         event: &shared::PspEventId,
-    ) -> Result<shared::psp::stripe::GenerationFailure, PspError> {
+    ) -> Result<psp::stripe::GenerationFailure, PspError> {
         self.0.retrieve_generation_failure(event).await
     }
     async fn list_refunds(&self, reference: &PspReference) -> Result<Vec<Refund>, PspError> {

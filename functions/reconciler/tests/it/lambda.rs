@@ -6,11 +6,11 @@
 
 use integration_tests::http_stub::{self, StubResponse};
 use integration_tests::TestContext;
+use psp::{IntentStatus, PaymentIntent, StripeApi, StripeClient, StripeSettings};
 use psp_simulator::client::HttpClient;
 use psp_simulator::delivery::DeliveryOptions;
 use psp_simulator::ledger::{Ledger, Timings};
 use psp_simulator::server::Simulator;
-use shared::psp::{IntentStatus, PaymentIntent, Psp, PspSettings, StripeClient};
 use shared::{
     Channel, ClientView, CorrelationId, EventKind, Money, NewPayment, OrderId, Payment, PaymentId, PaymentStatus,
     PspReference, SigningSecret,
@@ -99,8 +99,8 @@ impl World {
 
     pub(crate) fn psp(&self) -> StripeClient {
         StripeClient::new(
-            &PspSettings::local(&self.psp_url, KEY).expect("PSP settings"),
-            shared::psp::ApiKey::parse(KEY).unwrap(),
+            &StripeSettings::local(&self.psp_url, KEY).expect("PSP settings"),
+            psp::ApiKey::parse(KEY).unwrap(),
         )
         .unwrap()
     }
@@ -112,7 +112,7 @@ impl World {
             OrderId::parse("o-1").unwrap(),
         );
         let money = Money::new(amount, shared::Currency::parse("EUR").unwrap()).unwrap();
-        let request = shared::psp::ChargeRequest {
+        let request = psp::ChargeRequest {
             payment_id: &payment,
             order_id: &order,
             money: &money,

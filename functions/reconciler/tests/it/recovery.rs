@@ -3,8 +3,8 @@
 //! shard's unused share of a run goes to the others. Against DynamoDB Local and the Stripe simulator.
 
 use crate::lambda::World;
-use shared::psp::{IntentStatus, PaymentIntent, Psp, StripeClient};
-use shared::recovery::{Recovery, RecoverySettings};
+use psp::{IntentStatus, PaymentIntent, StripeApi, StripeClient};
+use reconciler::{Recovery, RecoverySettings};
 use shared::store::open_index::{due_items, shard_of, OpenKind, OPEN_SHARDS};
 use shared::{
     Channel, CorrelationId, EventKind, Money, NewPayment, Observation, OrderId, Outcome, PaymentId, PaymentStatus,
@@ -114,7 +114,7 @@ async fn payments_with_no_psp_to_ask_expire_after_the_configured_age() {
         (4, 3, 1),
         "{report:?}"
     );
-    let record = shared::recovery::emf(&report, shared::clock::now_ms());
+    let record = reconciler::emf(&report, shared::clock::now_ms());
     assert_eq!(record["Expired"].as_u64(), Some(3), "the alarmed metric: {record}");
     for id in [&abandoned, &standard, &unknown] {
         assert_expired(&w, id).await;
@@ -164,8 +164,8 @@ async fn a_reconcile_that_fails_is_backed_off_too() {
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", closed.local_addr().unwrap());
     drop(closed);
-    let settings = shared::psp::PspSettings::local(&url, "sk_test_down").unwrap();
-    down.psp = StripeClient::new(&settings, shared::psp::ApiKey::parse("sk_test_down").unwrap()).unwrap();
+    let settings = psp::StripeSettings::local(&url, "sk_test_down").unwrap();
+    down.psp = StripeClient::new(&settings, psp::ApiKey::parse("sk_test_down").unwrap()).unwrap();
 
     let report = down.run(deadline()).await.unwrap();
     assert_eq!((report.found, report.errors), (1, 1), "{report:?}");
@@ -267,7 +267,7 @@ async fn an_abandoned_payment_whose_intent_still_waits_for_the_customer_is_cance
     let report = recovery(&w).run(deadline()).await.unwrap();
 
     assert_eq!((report.found, report.errors, report.expired), (4, 0, 2), "{report:?}");
-    let record = shared::recovery::emf(&report, shared::clock::now_ms());
+    let record = reconciler::emf(&report, shared::clock::now_ms());
     assert_eq!(record["Expired"].as_u64(), Some(2), "the alarmed metric: {record}");
     for (id, intent) in [(&in_challenge, &challenge), (&after_decline, &declined)] {
         assert_expired(&w, id).await;
@@ -408,10 +408,10 @@ async fn a_reconcile_that_fails_before_the_payment_is_read_is_backed_off() {
 /// the same run, wherever the shards put it.
 #[tokio::test]
 async fn one_psp_deferred_stops_only_its_own_calls_in_the_run() {
+    use psp::adyen::{AdyenClient, AdyenSettings};
+    use psp::set::{guarded, ADYEN_BREAKER};
+    use psp::PspSet;
     use psp_simulator::adyen::{self as sim_adyen, ledger::AdyenLedger, AdyenSimulator};
-    use shared::psp::adyen::{AdyenClient, AdyenSettings};
-    use shared::psp::set::{guarded, ADYEN_BREAKER};
-    use shared::psp::PspSet;
     let w = World::new().await;
     // Adyen's account knows another key than ours: every call is answered 401.
     let hmac =
@@ -493,9 +493,9 @@ async fn a_run_keeps_to_the_scan_rate_at_the_psp() {
         .with("PSP_API_KEY", crate::lambda::KEY)
         .with("PSP_REDIRECTS", "never")
         .with("PSP_SCAN_RATE_PER_SECOND", "5");
-    let settings = shared::recovery::Settings::from_env(&env).expect("the reconciler's settings");
+    let settings = reconciler::Settings::from_env(&env).expect("the reconciler's settings");
     let stripe = settings.psps.stripe.as_ref().expect("Stripe configured");
-    let client = StripeClient::new(stripe, shared::psp::ApiKey::parse(crate::lambda::KEY).unwrap()).unwrap();
+    let client = StripeClient::new(stripe, psp::ApiKey::parse(crate::lambda::KEY).unwrap()).unwrap();
     let recovery = Recovery::new(
         &w.ctx.client_for("reconciler"),
         &w.ctx.config(),

@@ -30,7 +30,7 @@
 //! and retried), a refund's status only moves forward, a dispute's facts are each recorded once.
 
 use crate::psp_event::{Facts, PaymentRef, PspEvent, Unparseable};
-use shared::psp::adyen::split_reference;
+use psp::adyen::split_reference;
 use shared::{
     text, Currency, DisputeFact, DisputeId, DisputeReport, DisputeStatus, Outcome, PaymentId, PspEventId, PspReference,
     RefundEntry, RefundReport, RefundStatus,

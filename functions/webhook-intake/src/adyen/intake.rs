@@ -4,13 +4,16 @@
 use super::config::AdyenSecrets;
 use super::fact::{self, Notification};
 use super::notification;
-use super::retry::{self, ParkedItem};
-use crate::handler::{admitted, locate, on_payment_with, unknown_provider, App};
+use super::parked::{self, ParkedItem};
+use crate::admission::admitted;
+use crate::answer::{unknown_provider, Answer};
+use crate::app::App;
 use crate::metrics::RequestMetrics;
+use crate::payment::{locate, on_payment_with};
 use crate::providers::{Provider, Providers};
 use crate::redact::redact;
 use lambda_http::http::StatusCode;
-use lambda_http::{Body, Request, Response};
+use lambda_http::Request;
 use shared::http::{self, ApiError};
 use shared::store::ParkedKind;
 use shared::{CorrelationId, PaymentStatus};
@@ -18,22 +21,10 @@ use std::sync::Arc;
 use tracing::{info, warn};
 use webhook_signatures::adyen::{self, Item, Mode, Unsigned};
 
-/// What Adyen is answered once every item is handled: a 2xx with this body satisfies its old and new rules.
-pub const ACCEPTED: &str = "[accepted]";
-
-/// 200 `[accepted]` (text).
-pub fn accepted() -> Response<Body> {
-    let mut response = Response::new(Body::from(ACCEPTED));
-    if let Ok(text) = "text/plain".parse() {
-        response.headers_mut().insert("content-type", text);
-    }
-    response
-}
-
 /// What became of one item.
 pub(crate) enum Handled {
     /// Applied, a duplicate, stale, ignored, quarantined or parked as an unknown payment: done with.
-    Done(&'static str),
+    Done(Answer),
     /// Cannot be applied now (the intake's 503 answer): the caller parks it or leaves it parked.
     NotNow(ApiError),
 }
@@ -45,7 +36,7 @@ pub async fn intake(
     name: &str,
     correlation_id: CorrelationId,
     metrics: &mut RequestMetrics,
-) -> Result<&'static str, ApiError> {
+) -> Result<Answer, ApiError> {
     let body = http::body_bytes(req);
     let (providers, verified) = verified(app, req, name, body, metrics).await?;
     let provider = providers.get(name).ok_or_else(|| unknown_provider(name))?;
@@ -53,10 +44,10 @@ pub async fn intake(
     for (item, mode) in verified {
         let parked = ParkedItem::new(item, mode, received);
         if let Handled::NotNow(why) = handle(app, provider, &parked, false, correlation_id.clone(), metrics).await? {
-            retry::park(app, provider, &parked, &why).await?;
+            parked::park(app, provider, &parked, &why).await?;
         }
     }
-    Ok(ACCEPTED)
+    Ok(Answer::Accepted)
 }
 
 /// The body's size, the Basic auth, and every item's HMAC. A refusal (401) re-reads the secrets once (Adyen
@@ -128,7 +119,7 @@ pub(crate) async fn handle(
         Ok(Some(n)) => n,
         Ok(None) => {
             info!(event_code = ?parked.item.event_code, "Adyen eventCode not handled; acknowledged");
-            return Ok(Handled::Done("ignored"));
+            return Ok(Handled::Done(Answer::Ignored));
         }
         Err(unparseable) => {
             metrics.quarantines = 1;
@@ -143,11 +134,11 @@ pub(crate) async fn handle(
                 )
                 .await?;
             warn!(reason = %unparseable.0, key, "signed but unusable Adyen item quarantined");
-            return Ok(Handled::Done("quarantined"));
+            return Ok(Handled::Done(Answer::Quarantined));
         }
     };
     Ok(
-        match apply(app, provider, &notification, redelivery, correlation_id, &body, metrics).await {
+        match on_notification(app, provider, &notification, redelivery, correlation_id, &body, metrics).await {
             Ok(answer) => Handled::Done(answer),
             Err(e) => Handled::NotNow(e),
         },
@@ -157,7 +148,7 @@ pub(crate) async fn handle(
 /// The notification through the intake's steps on the payment (lookup, lease, the one finalize). A
 /// `CANCEL_OR_REFUND` is a refund when the payment holds a capture, else a cancel; if the payment was
 /// captured meanwhile (the write then finds the cancel stale), it is applied once more as the refund.
-async fn apply(
+async fn on_notification(
     app: &App,
     provider: &Provider,
     n: &Notification,
@@ -165,24 +156,26 @@ async fn apply(
     correlation_id: CorrelationId,
     body: &[u8],
     metrics: &mut RequestMetrics,
-) -> Result<&'static str, ApiError> {
+) -> Result<Answer, ApiError> {
     let Some(if_captured) = &n.if_captured else {
-        return applied(app, provider, &n.event, redelivery, correlation_id, body, metrics).await;
+        return event_on_payment(app, provider, &n.event, redelivery, correlation_id, body, metrics).await;
     };
     let captured = holds_capture(app, n).await?;
     let mut event = n.event.clone();
     if captured {
         event.outcome = if_captured.clone();
     }
-    let answer = applied(app, provider, &event, redelivery, correlation_id.clone(), body, metrics).await?;
-    if answer != "stale" || captured || !holds_capture(app, n).await? {
+    let answer = event_on_payment(app, provider, &event, redelivery, correlation_id.clone(), body, metrics).await?;
+    if answer != Answer::Stale || captured || !holds_capture(app, n).await? {
         return Ok(answer);
     }
     event.outcome = if_captured.clone();
-    applied(app, provider, &event, true, correlation_id, body, metrics).await
+    event_on_payment(app, provider, &event, true, correlation_id, body, metrics).await
 }
 
-async fn applied(
+/// One event of a notification through the steps on the payment every scheme shares, its observation
+/// without a time.
+async fn event_on_payment(
     app: &App,
     provider: &Provider,
     event: &crate::psp_event::PspEvent,
@@ -190,7 +183,7 @@ async fn applied(
     correlation_id: CorrelationId,
     body: &[u8],
     metrics: &mut RequestMetrics,
-) -> Result<&'static str, ApiError> {
+) -> Result<Answer, ApiError> {
     let mut observation = event.observation(event.check(&provider.expect).err(), correlation_id);
     // Adyen's `eventDate` is unsigned: no time is recorded or compared (the order is the decision's rules).
     observation.occurred_at_ms = None;

@@ -5,7 +5,8 @@
 //! lookup, lease, the one finalize), so an event ends the same whichever way it came; dedup by its id
 //! answers the second way in `duplicate`.
 
-use super::{is_redelivery, on_payment, stripe_parsed, triaged, Next};
+use super::{is_redelivery, on_payment, stripe_parsed, triaged};
+use crate::answer::{Answer, Flow};
 use crate::metrics::RequestMetrics;
 use crate::providers::Provider;
 use shared::http::ApiError;
@@ -26,25 +27,25 @@ pub enum Unsigned {
 /// the answer is the webhook's (`applied`, `duplicate`, `stale`, `ignored`, `quarantined`,
 /// `unknown_payment`), an `Err` what the webhook would have answered with an error (a 503 to retry later).
 pub async fn apply_fetched(
-    app: &super::App,
+    app: &crate::app::App,
     provider: &Provider,
     body: &[u8],
     metrics: &mut RequestMetrics,
-) -> Result<&'static str, ApiError> {
+) -> Result<Answer, ApiError> {
     apply_unsigned(app, provider, body, Unsigned::EventsApi, metrics).await
 }
 
 /// Applies one unsigned Stripe event (its JSON) that came `way`, with the answers of [`apply_fetched`].
 pub async fn apply_unsigned(
-    app: &super::App,
+    app: &crate::app::App,
     provider: &Provider,
     body: &[u8],
     way: Unsigned,
     metrics: &mut RequestMetrics,
-) -> Result<&'static str, ApiError> {
+) -> Result<Answer, ApiError> {
     let event = match triaged(app, provider, stripe_parsed(body, metrics), None, body, metrics).await? {
-        Next::Go(event) => event,
-        Next::Answer(answer) => return Ok(answer),
+        Flow::Go(event) => event,
+        Flow::Answered(answer) => return Ok(answer),
     };
     let (prefix, redelivery) = match way {
         Unsigned::EventsApi => ("catchup", true),

@@ -5,8 +5,8 @@
 
 use super::About;
 use crate::psp_event::Unparseable;
+use psp::stripe::Dispute;
 use serde::Deserialize;
-use shared::psp::stripe::Dispute;
 use shared::{DisputeFact, Outcome};
 
 /// What a dispute event says; `None` for a dispute of a charge that has no PaymentIntent.

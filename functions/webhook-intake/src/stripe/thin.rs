@@ -5,8 +5,8 @@
 //! reads (`GET /v2/core/events/{id}`) with the object itself (`shared::store::recheck`).
 
 use crate::psp_event::{self, Unparseable};
+use psp::stripe::GENERATION_FAILURE_RESOLVED;
 use serde::Deserialize;
-use shared::psp::stripe::GENERATION_FAILURE_RESOLVED;
 use shared::PspEventId;
 
 /// A thin event in our terms.

@@ -1,5 +1,5 @@
 //! Which Stripe API version rendered an event (`api_version`), against the one our client pins
-//! (`shared::psp::client::STRIPE_API_VERSION`). Webhooks and the Events API render in the endpoint's version,
+//! (`psp::stripe::STRIPE_API_VERSION`). Webhooks and the Events API render in the endpoint's version,
 //! else the account's default, never in the version of the request that caused them: an endpoint created
 //! without `api_version` (`paymentsctl stripe setup` sets it) silently changes what events say, e.g.
 //! `refund.*` covers card refunds only from `2024-10-28.acacia`.
@@ -8,7 +8,7 @@
 //! release family renders alike. Any other version is still parsed, and counted (`VersionMismatches`, alarmed)
 //! and logged, so an operator pins the endpoint before a field that moved is missed.
 
-use shared::psp::client::STRIPE_API_VERSION;
+use psp::stripe::STRIPE_API_VERSION;
 use tracing::warn;
 
 /// The release family of a version (`endive` of `2026-10-28.endive`); none for the dated versions before

@@ -6,11 +6,11 @@
 //! intake parks it. A PSP outage ends each run quietly, opens the breaker, and leaves the cursor.
 
 use integration_tests::TestContext;
+use psp::{ApiKey, BreakerSettings, ChargeRequest, CircuitBreaker, StripeApi, StripeClient, StripeSettings};
 use psp_simulator::client::HttpClient;
 use psp_simulator::delivery::DeliveryOptions;
 use psp_simulator::ledger::{Ledger, Timings};
 use psp_simulator::server::Simulator;
-use shared::psp::{ApiKey, BreakerSettings, ChargeRequest, CircuitBreaker, Psp, PspSettings, StripeClient};
 use shared::store::ParkedKind;
 use shared::{
     Channel, CorrelationId, Currency, EventKind, Money, NewPayment, OrderId, PaymentId, PaymentStatus, PspReference,
@@ -51,7 +51,7 @@ impl World {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         tokio::spawn(sim.clone().serve(listener));
-        let psp = StripeClient::new(&PspSettings::local(&url, KEY).unwrap(), ApiKey::parse(KEY).unwrap()).unwrap();
+        let psp = StripeClient::new(&StripeSettings::local(&url, KEY).unwrap(), ApiKey::parse(KEY).unwrap()).unwrap();
         Self {
             ctx: TestContext::new().await,
             sim,
@@ -76,7 +76,7 @@ impl World {
                     self.psp.clone(),
                     client.clone(),
                     &self.ctx.table,
-                    shared::psp::BREAKER_NAME,
+                    psp::BREAKER_NAME,
                     BreakerSettings::default(),
                 ),
                 cursor: CursorStore {
@@ -247,7 +247,7 @@ async fn a_dispute_whose_webhooks_were_lost_is_found_by_its_charge_and_an_unknow
     };
     w.psp.charge("orphan:charge", &request).await.unwrap();
     let charge = match w.psp.retrieve(&reference).await.unwrap().latest_charge {
-        Some(shared::psp::stripe::LatestCharge::Expanded(charge)) => charge.id,
+        Some(psp::stripe::LatestCharge::Expanded(charge)) => charge.id,
         other => panic!("{other:?}"),
     };
     let (_, events) = w.sim.ledger.dispute(&charge, "needs_response").unwrap();
@@ -283,7 +283,7 @@ async fn a_psp_outage_ends_runs_quietly_opens_the_breaker_and_keeps_the_cursor()
     assert!(
         matches!(
             stripe(&job).psp.state().await.unwrap(),
-            shared::psp::breaker::BreakerState::Open { .. }
+            psp::breaker::BreakerState::Open { .. }
         ),
         "five failed runs open the breaker"
     );
@@ -318,7 +318,7 @@ async fn job_from_env(ctx: &TestContext, env: &shared::Env) -> CatchUp {
 /// retries the Adyen items the intake parked, reading no Stripe page.
 #[tokio::test]
 async fn without_a_stripe_provider_the_job_starts_and_retries_parked_adyen_items() {
-    use webhook_intake::adyen::retry::ParkedItem;
+    use webhook_intake::adyen::parked::ParkedItem;
     use webhook_signatures::adyen::{Amount, AmountValue, Item, Mode};
     let ctx = TestContext::new().await;
     let env = env_without_stripe(&ctx, r#"[{"name":"adyen","scheme":"adyen","livemode":false}]"#);
@@ -412,7 +412,7 @@ async fn an_event_deferred_now_does_not_stop_a_later_payments_event() {
         "the later payment's event applied"
     );
     assert_eq!(w.status(&early).await, PaymentStatus::Pending, "deferred");
-    let successes = shared::psp::stripe::EventQuery {
+    let successes = psp::stripe::EventQuery {
         created_gte: 0,
         created_lte: i64::MAX,
         types: &["payment_intent.succeeded"],

@@ -76,7 +76,7 @@ pub const KNOWN_API_VERSIONS: &[&str] = &[
     "2024-06-20",
     "2024-10-28.acacia",
     "2025-03-31.basil",
-    shared::psp::client::STRIPE_API_VERSION,
+    psp::stripe::STRIPE_API_VERSION,
 ];
 
 fn invalid(param: &str, code: Option<&str>, message: &str) -> Answer {
@@ -231,7 +231,7 @@ mod tests {
     }
 
     const URL: (&str, &str) = ("url", "https://shop.example/webhooks/stripe");
-    const PINNED: (&str, &str) = ("api_version", shared::psp::client::STRIPE_API_VERSION);
+    const PINNED: (&str, &str) = ("api_version", psp::stripe::STRIPE_API_VERSION);
 
     #[test]
     fn an_endpoint_is_created_with_its_version_and_events_and_its_secret_shown_once() {
@@ -242,7 +242,7 @@ mod tests {
         ];
         let (status, created) = post(&l, &[URL, PINNED, events[0], events[1]]);
         assert_eq!(status, 200, "{created}");
-        assert_eq!(created["api_version"], shared::psp::client::STRIPE_API_VERSION);
+        assert_eq!(created["api_version"], psp::stripe::STRIPE_API_VERSION);
         assert_eq!(
             created["enabled_events"],
             serde_json::json!(["payment_intent.succeeded", "refund.failed"])

@@ -123,7 +123,7 @@ impl Ledger {
         let loss = state.loss_rate;
         for e in events
             .iter()
-            .filter(|e| e.kind != shared::psp::stripe::GENERATION_FAILURE_RESOLVED)
+            .filter(|e| e.kind != psp::stripe::GENERATION_FAILURE_RESOLVED)
         {
             state.seq += 1;
             let seq = state.seq;

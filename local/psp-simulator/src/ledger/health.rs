@@ -10,8 +10,8 @@
 
 use super::answers::{answer, no_such};
 use super::{Answer, Effects, Ledger, WebhookEvent};
+use psp::stripe::GENERATION_FAILURE_RESOLVED;
 use serde_json::{json, Value};
-use shared::psp::stripe::GENERATION_FAILURE_RESOLVED;
 
 /// The failure event Stripe makes for `lost` (an event never generated), full (as the v2 read answers it)
 /// and thin (as delivered: no data).

@@ -53,7 +53,7 @@ fn scenario_name(s: Scenario) -> String {
 }
 
 pub(super) fn event(id: String, kind: &'static str, object: Value, now: i64) -> WebhookEvent {
-    let body = json!({ "id": id, "object": "event", "api_version": shared::psp::client::STRIPE_API_VERSION,
+    let body = json!({ "id": id, "object": "event", "api_version": psp::stripe::STRIPE_API_VERSION,
         "created": now / 1000, "livemode": false, "pending_webhooks": 1,
         "request": { "id": null, "idempotency_key": null }, "type": kind, "data": { "object": object } });
     WebhookEvent { id, kind, body }

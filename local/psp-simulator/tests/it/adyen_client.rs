@@ -1,13 +1,13 @@
-//! Our Adyen client (`shared::psp::adyen::AdyenClient`) against the simulator's Adyen side: each call in
+//! Our Adyen client (`psp::adyen::AdyenClient`) against the simulator's Adyen side: each call in
 //! Adyen's shapes, the 3-D Secure action kept for the customer, refusals, errors and outages in our terms, and
 //! idempotency keys Adyen accepts.
 
+use psp::adyen::{idempotency_key, AdyenClient, AdyenSettings, ModificationStatus, ResultCode, MAX_KEY_CHARS};
+use psp::{ChargeRequest, PspError};
 use psp_simulator::adyen::ledger::AdyenLedger;
 use psp_simulator::adyen::AdyenSimulator;
 use psp_simulator::delivery::DeliveryOptions;
 use serde_json::{json, Value};
-use shared::psp::adyen::{idempotency_key, AdyenClient, AdyenSettings, ModificationStatus, ResultCode, MAX_KEY_CHARS};
-use shared::psp::{ChargeRequest, PspError};
 use shared::retry::Backoff;
 use shared::{Currency, Money, OrderId, PaymentId, PspReference};
 use std::sync::Arc;
@@ -119,7 +119,7 @@ async fn a_card_is_authorised_then_captured_and_refunded_each_notified_under_its
     let half = Money::new(500, Currency::parse("EUR").expect("currency")).expect("money");
     let refund = c.refund("order_adyen_1:refund", &psp, &half).await.expect("refund");
     let reversal = c.reverse("order_adyen_1:reverse", &psp).await.expect("reversal");
-    let mine = |m: &shared::psp::adyen::Modification| Some(m.psp_reference.as_str().to_owned());
+    let mine = |m: &psp::adyen::Modification| Some(m.psp_reference.as_str().to_owned());
     let notified = s.notified();
     let original = Some(psp.as_str().to_owned());
     assert_eq!(
@@ -343,7 +343,7 @@ fn the_settings_refuse_to_start_without_what_adyen_needs() {
     assert_eq!(settings.base_url, "https://checkout-test.adyen.com");
     assert_eq!(
         settings.key,
-        shared::psp::client::KeySource::Value(shared::psp::ApiKey::parse("AQE_key").expect("key"))
+        psp::settings::KeySource::Value(psp::ApiKey::parse("AQE_key").expect("key"))
     );
     for name in [
         "ADYEN_BASE_URL",

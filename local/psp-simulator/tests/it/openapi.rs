@@ -4,10 +4,10 @@
 //! every parameter declared, with a matching type, and every required one sent.
 
 use crate::support::{params, served, KEY};
+use psp::stripe::EventQuery;
+use psp::{ChargeRequest, StripeApi};
 use psp_simulator::ledger::LoggedRequest;
 use psp_simulator::spec::{self, Violation};
-use shared::psp::stripe::EventQuery;
-use shared::psp::{ChargeRequest, Psp};
 use shared::{Currency, Money, OrderId, PaymentId, PspReference};
 use std::collections::BTreeSet;
 

@@ -2,8 +2,8 @@
 //! against each rule: it stays inside it, or (a rolled key) reports the refusal as a key problem.
 
 use crate::support::{params, served, KEY};
+use psp::{ChargeRequest, IntentStatus, PspError, StripeApi};
 use psp_simulator::ledger::{Answer, Effects, Ledger, Timings, RETURN_URL_REQUIRED};
-use shared::psp::{ChargeRequest, IntentStatus, Psp, PspError};
 use shared::{Currency, Money, OrderId, PaymentId};
 use std::collections::BTreeMap;
 use std::time::Duration;

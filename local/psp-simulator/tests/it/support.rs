@@ -1,10 +1,10 @@
 //! A simulator served on 127.0.0.1 and our real `StripeClient` pointed at it.
 
+use psp::{ApiKey, StripeClient, StripeSettings};
 use psp_simulator::client::HttpClient;
 use psp_simulator::delivery::DeliveryOptions;
 use psp_simulator::ledger::{Ledger, Timings};
 use psp_simulator::server::Simulator;
-use shared::psp::{ApiKey, PspSettings, StripeClient};
 use shared::SigningSecret;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -37,9 +37,9 @@ pub async fn served() -> Served {
 }
 
 impl Served {
-    /// Our client as the functions build it locally (`PspSettings::local`), with `key`.
+    /// Our client as the functions build it locally (`StripeSettings::local`), with `key`.
     pub fn client(&self, key: &str) -> StripeClient {
-        let settings = PspSettings::local(&self.url, key).expect("settings");
+        let settings = StripeSettings::local(&self.url, key).expect("settings");
         StripeClient::new(&settings, ApiKey::parse(key).expect("key")).expect("client")
     }
 }

@@ -2,7 +2,7 @@
 //! money starts (the payment's PaymentIntent, or a search for one the failed charge may have made), and what
 //! a refund's answer and its read-back lead to.
 //!
-//! The runner (`functions/checkout-saga/src/runner/psp.rs`) only makes the calls and the writes these name,
+//! The runner (`functions/checkout-saga/src/runner/stripe.rs`) only makes the calls and the writes these name,
 //! and the protocol model (`tools/protocol-model`) calls the same functions at its steps: one rule, checked
 //! where it runs.
 

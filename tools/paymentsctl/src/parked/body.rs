@@ -46,8 +46,8 @@ pub(super) fn parse(env: &Env, item: &ParkedItem) -> Result<(ParseResult, bool),
             webhook_intake::standard::parse(body, &item.event_key, parked_at, endpoint.tolerance_secs)
                 .map_err(Into::into)
         }
-        // An Adyen item is parked as its signed fields (`webhook_intake::adyen::retry::ParkedItem`).
-        Scheme::Adyen => webhook_intake::adyen::retry::parse_parked(body),
+        // An Adyen item is parked as its signed fields (`webhook_intake::adyen::parked::ParkedItem`).
+        Scheme::Adyen => webhook_intake::adyen::parked::parse_parked(body),
     };
     Ok((parsed, redacted))
 }

@@ -2,7 +2,7 @@
 //! payment.
 
 use super::{Level, Options, Timeline};
-use shared::saga::{SagaEvent, SagaEventKind, SagaRecord, SagaStatus};
+use checkout_saga::saga::{SagaEvent, SagaEventKind, SagaRecord, SagaStatus};
 use shared::{EventKind, Payment, PaymentEvent};
 
 /// Versions 1..=payment.version each exactly once, each based on the one before; no terminal regression.

@@ -280,7 +280,7 @@ pub(crate) async fn open_breaker(ctx: &TestContext, name: &str) {
         failures: 5,
         requests: 3,
     };
-    shared::psp::breaker::item::BreakerItem::new(ctx.client.clone(), ctx.table.clone(), name)
+    psp::breaker::item::BreakerItem::new(ctx.client.clone(), ctx.table.clone(), name)
         .open(Some(opening), now, now + 60_000)
         .await
         .unwrap();
@@ -289,7 +289,7 @@ pub(crate) async fn open_breaker(ctx: &TestContext, name: &str) {
 #[tokio::test]
 async fn a_breaker_reset_without_a_terminal_needs_yes_and_leaves_the_breaker_open_until_given() {
     let ctx = TestContext::new().await;
-    open_breaker(&ctx, shared::psp::BREAKER_NAME).await;
+    open_breaker(&ctx, psp::BREAKER_NAME).await;
     let state =
         |out: Output| serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["result"]["state"].clone();
 
@@ -324,7 +324,7 @@ async fn a_breaker_reset_without_a_terminal_needs_yes_and_leaves_the_breaker_ope
 #[tokio::test]
 async fn breaker_show_and_reset_take_the_psp_and_leave_the_other_breaker_alone() {
     let ctx = TestContext::new().await;
-    open_breaker(&ctx, shared::psp::set::ADYEN_BREAKER).await;
+    open_breaker(&ctx, psp::set::ADYEN_BREAKER).await;
     let json = |out: Output| {
         assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
         serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["result"].clone()
@@ -408,7 +408,7 @@ pub(crate) fn text(bytes: &[u8]) -> String {
 async fn a_conflicting_table_name_is_warned_about_and_refused_for_a_write() {
     let ctx = TestContext::new().await;
     let queues = fresh_queues(&sqs_client(None)).await;
-    open_breaker(&ctx, shared::psp::BREAKER_NAME).await;
+    open_breaker(&ctx, psp::BREAKER_NAME).await;
     let name = stack(&ctx.table, &queues).await;
     let sts = [("AWS_ENDPOINT_URL_STS", local_dev::service::SQS.endpoint())];
     let sts: Vec<(&str, &str)> = sts.iter().map(|(k, v)| (*k, v.as_str())).collect();
@@ -486,7 +486,7 @@ async fn a_conflicting_table_name_is_warned_about_and_refused_for_a_write() {
 #[tokio::test]
 async fn a_retry_and_a_replay_without_yes_and_without_a_terminal_are_refused_and_change_nothing() {
     use crate::paymentsctl::{park, stripe_body};
-    use shared::saga::SagaStore;
+    use checkout_saga::saga::SagaStore;
     let ctx = TestContext::new().await;
     let sqs = sqs_client(None);
     let queues = fresh_queues(&sqs).await;
@@ -509,7 +509,7 @@ async fn a_retry_and_a_replay_without_yes_and_without_a_terminal_are_refused_and
 
     let order = crate::paymentsctl::escalated_before_stock_release(&ctx, &queues.escalation_url, "order-ask").await;
     let sagas = SagaStore::new(ctx.client.clone(), &ctx.table);
-    let version = |loaded: Option<shared::saga::Loaded>| loaded.unwrap().record().version;
+    let version = |loaded: Option<checkout_saga::saga::Loaded>| loaded.unwrap().record().version;
     let before = version(sagas.load(&order).await.unwrap());
     let retry = [
         "escalations",

@@ -256,7 +256,7 @@ async fn doctor_reports_a_parked_item_an_open_breaker_and_an_old_open_payment_an
         &stripe_body("payment_intent.succeeded", "pay_doc", 1000),
     )
     .await;
-    open_breaker(&ctx, shared::psp::BREAKER_NAME).await;
+    open_breaker(&ctx, psp::BREAKER_NAME).await;
     let hour_ago = shared::clock::now_ms() - 3_600_000;
     ctx.store
         .create(shared::NewPayment {

@@ -8,10 +8,10 @@
 use crate::cli::{paymentsctl_with, text};
 use crate::paymentsctl::{escalated_before_stock_release, stock};
 use bytes::Bytes;
+use checkout_saga::saga::SagaStore;
 use checkout_saga::{CheckoutSweeper, Settings};
 use http_body_util::{BodyExt, Full};
 use integration_tests::{fresh_queues, sqs_client, TestContext};
-use shared::saga::SagaStore;
 use shared::Env;
 use std::sync::Arc;
 

@@ -7,16 +7,16 @@
 //! emulator and checks the step the runner took is the one the dry run printed.
 
 use super::paymentsctl::ctl;
+use checkout_saga::saga::{deadline, Loaded, Saga, SagaRecord, SagaStatus, SagaStore, Started};
 use integration_tests::{fresh_queues, sqs_client, TestContext};
 use payments_core::fixtures;
 use payments_core::fixtures::saga_in;
 use paymentsctl::escalations::{self, describe_next, runner_step};
-use shared::saga::{deadline, Loaded, Saga, SagaRecord, SagaStatus, SagaStore, Started};
 use shared::{clock, Env, OrderId, PaymentId};
 
 /// `record` as stored `age_ms` after its state's deadline (negative: before it), every time in it moved by
 /// the same amount (so it loads as it did); an ended saga as it was.
-fn aged(record: &SagaRecord, age_ms: i64, limits: &shared::saga::Deadlines) -> SagaRecord {
+fn aged(record: &SagaRecord, age_ms: i64, limits: &checkout_saga::saga::Deadlines) -> SagaRecord {
     let Some(d) = deadline(record, limits) else {
         return record.clone();
     };

@@ -2,6 +2,7 @@
 //! stores, saga transitions and consumer library, never by hand (except the damage a test inflicts on purpose).
 
 use aws_sdk_dynamodb::types::AttributeValue;
+use checkout_saga::saga::{Escalation, PaymentPending, Saga, SagaStore, Started};
 use integration_tests::{fresh_queues, sqs_client, TestContext};
 use order_projection::OrderProjection;
 use payments_core::fixtures;
@@ -10,7 +11,6 @@ use paymentsctl::timeline::{self, Level, Options, Source, Timeline};
 use paymentsctl::{escalations, parked, replay};
 use serde_json::json;
 use shared::consumer::Consumer;
-use shared::saga::{Escalation, PaymentPending, Saga, SagaStore, Started};
 use shared::store::ParkedKind;
 use shared::{clock, Channel, Config, OrderId, Outcome, PaymentId, PaymentStatus, PspReference};
 
@@ -757,13 +757,13 @@ async fn an_order_with_a_declined_payment_and_its_retry_shows_both_payments_in_o
 
 mod breaker {
     //! `paymentsctl breaker show|reset` on the item the functions' breaker writes (through its own writer,
-    //! `shared::psp::breaker::item`), and on one left damaged on purpose.
+    //! `psp::breaker::item`), and on one left damaged on purpose.
 
     use super::*;
     use payments_core::breaker::Opening;
     use paymentsctl::breaker::{self, ResetOutcome};
-    use shared::psp::breaker::item::BreakerItem;
-    use shared::psp::BREAKER_NAME;
+    use psp::breaker::item::BreakerItem;
+    use psp::BREAKER_NAME;
 
     const COOL_DOWN_MS: i64 = 30_000;
 

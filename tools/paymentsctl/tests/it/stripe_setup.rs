@@ -29,7 +29,7 @@ async fn setup_creates_the_endpoint_in_the_pinned_version_and_keeps_the_secret_o
     .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let endpoint: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(endpoint["api_version"], shared::psp::client::STRIPE_API_VERSION);
+    assert_eq!(endpoint["api_version"], psp::stripe::STRIPE_API_VERSION);
     assert_eq!(endpoint["url"], url);
     let events: Vec<&str> = endpoint["enabled_events"]
         .as_array()

@@ -513,7 +513,7 @@ fn the_old_client_drops_the_action_of_a_refused_redirect_and_the_customer_cannot
     assert_fails(&check(today, THREADS, false), ESCALATED_ONCE);
 }
 
-/// The per-state deadlines (the core's `saga::deadline`, as `Runner::step_or_deadline` and `Runner::waiting`
+/// The per-state deadlines (the core's `saga::deadline`, as `Runner::drive` and `Runner::waiting`
 /// read them), every scenario, a lost answer, no customer (with one, 592,354 states and 32 s): a charge
 /// unanswered past its deadline is given up and the cancel searches for what it made; a cancel waiting for a
 /// processing PaymentIntent past its deadline is escalated once and set aside, and the sweeper looks at it

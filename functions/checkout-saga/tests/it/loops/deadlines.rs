@@ -6,11 +6,11 @@
 use super::{ahead, cancelled_after_capture, escalations_of};
 use crate::support::*;
 use checkout_saga::runner::{Runner, Settings};
+use checkout_saga::saga::{Saga, SagaStatus, Started};
 use checkout_saga::{inventory, orders, sweeper};
 use integration_tests::TestContext;
+use psp::Psps;
 use shared::clock::WallClock;
-use shared::psp::Psps;
-use shared::saga::{Saga, SagaStatus, Started};
 use shared::{EventKind, OrderId, PaymentStatus};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -439,7 +439,7 @@ async fn the_stage_in_the_signed_merchant_reference_decides_whose_a_notification
     let ctx = TestContext::new().await;
     let app = adyen_app(&ctx, "webhook-intake");
     let ours = PaymentId::parse("pay_adyen_stage_ours").unwrap();
-    let our_reference = shared::psp::adyen::merchant_reference(&ours);
+    let our_reference = psp::adyen::merchant_reference(&ours);
     assert_eq!(
         our_reference,
         format!("pay_adyen_stage_ours@{}", shared::metrics::stage())

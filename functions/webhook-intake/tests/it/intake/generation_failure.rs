@@ -5,12 +5,12 @@
 
 use super::{result, stripe, TestIntake, STRIPE_NEW};
 use integration_tests::{Fault, FaultInjector, TestContext};
+use psp::{ApiKey, ChargeRequest, StripeApi, StripeClient, StripeSettings};
 use psp_simulator::client::HttpClient;
 use psp_simulator::delivery::DeliveryOptions;
 use psp_simulator::ledger::{Ledger, Timings};
 use psp_simulator::server::Simulator;
-use shared::psp::{ApiKey, ChargeRequest, Psp, PspSettings, StripeClient};
-use shared::recovery::{Recovery, RecoverySettings};
+use reconciler::{Recovery, RecoverySettings};
 use shared::{
     CorrelationId, Currency, EventKind, Money, NewPayment, OrderId, PaymentId, PaymentStatus, PspReference,
     RefundStatus, SigningSecret,
@@ -50,7 +50,7 @@ impl World {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         tokio::spawn(sim.clone().serve(listener));
-        let psp = StripeClient::new(&PspSettings::local(&url, KEY).unwrap(), ApiKey::parse(KEY).unwrap()).unwrap();
+        let psp = StripeClient::new(&StripeSettings::local(&url, KEY).unwrap(), ApiKey::parse(KEY).unwrap()).unwrap();
         let intake = TestIntake::with(ctx);
         let recovery = Recovery::new(
             &intake.ctx.client_for("reconciler"),
@@ -120,7 +120,7 @@ impl World {
             .count()
     }
 
-    async fn run(&self) -> shared::recovery::RecoveryReport {
+    async fn run(&self) -> reconciler::RecoveryReport {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
         self.recovery.run(deadline).await.unwrap()
     }
@@ -218,7 +218,7 @@ async fn a_captured_payments_dispute_whose_events_stripe_never_made_is_read_once
         .await
         .unwrap();
     let charge = match w.psp.retrieve(&reference).await.unwrap().latest_charge {
-        Some(shared::psp::stripe::LatestCharge::Expanded(charge)) => charge.id,
+        Some(psp::stripe::LatestCharge::Expanded(charge)) => charge.id,
         other => panic!("{other:?}"),
     };
     w.sim

@@ -3,7 +3,7 @@
 //! counted (`VersionMismatches`), the pinned one not.
 
 use super::*;
-use shared::psp::client::STRIPE_API_VERSION;
+use psp::stripe::STRIPE_API_VERSION;
 
 fn rendered_in(id: &str, payment: &PaymentId, version: &str) -> Value {
     let mut event = intent_event(id, "payment_intent.processing", payment, now());

@@ -8,11 +8,11 @@
 //! missing or unreadable time still ends.
 
 use super::BreakerState;
-use crate::store::item::Item;
-use crate::store::{read_item, StoreError};
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 use payments_core::breaker::{open_end, BreakerRule, Opening};
+use shared::store::item::Item;
+use shared::store::{read_item, StoreError};
 
 /// The breaker's item in a table.
 #[derive(Debug, Clone)]
@@ -155,7 +155,7 @@ impl BreakerItem {
         Self {
             client,
             table: table.into(),
-            key: crate::keys::breaker(name),
+            key: shared::keys::breaker(name),
             name: name.to_owned(),
         }
     }

@@ -1,63 +1,16 @@
-//! The PSP client's settings: the API key (redacted in `Debug`, never logged), where it comes from, the
-//! endpoint, how a charge handles redirects, timeouts and retries, read once per cold start from the
-//! environment.
+//! The Stripe client's settings: the endpoint and key (`PSP_*`: the names deployments have always had), how a
+//! charge handles redirects, how its money is captured, timeouts and retries, read once per cold start from
+//! the environment.
 //!
 //! Redirects are a required choice, not a default: since API version 2023-08-16 Stripe refuses a confirm that
 //! sends neither a `return_url` nor `automatic_payment_methods[allow_redirects]=never`, so a function started
 //! with neither would have every checkout refused. It refuses to start instead.
 
-use crate::retry::Backoff;
-use crate::{ConfigError, Env};
-use std::fmt;
+use crate::settings::{endpoint, transport, ApiKey, KeySource};
+use shared::retry::Backoff;
+use shared::{ConfigError, Env};
 use std::num::NonZeroU32;
 use std::time::Duration;
-
-/// A PSP secret key (`sk_live_...`, `sk_test_...`). `Debug` is redacted; read only through `expose`.
-#[derive(Clone, PartialEq, Eq)]
-pub struct ApiKey(String);
-
-impl ApiKey {
-    /// Trims whitespace (a secret pasted with a newline); refuses an empty key.
-    pub fn parse(value: &str) -> Result<Self, ConfigError> {
-        let value = value.trim();
-        if value.is_empty() {
-            return Err(ConfigError::Invalid {
-                name: "PSP_API_KEY",
-                expected: "non-empty PSP secret key",
-                value: String::new(),
-            });
-        }
-        Ok(Self(value.to_owned()))
-    }
-
-    /// The key. Called only to build the `Authorization` header.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-
-    /// A Secrets Manager secret string: the key itself, or JSON `{"api_key": "..."}`.
-    pub fn from_secret_string(secret: &str) -> Result<Self, ConfigError> {
-        let inner = serde_json::from_str::<serde_json::Value>(secret)
-            .ok()
-            .and_then(|v| v.get("api_key").and_then(|k| k.as_str()).map(str::to_owned));
-        Self::parse(inner.as_deref().unwrap_or(secret))
-    }
-}
-
-impl fmt::Debug for ApiKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("ApiKey([redacted])")
-    }
-}
-
-/// Where the key comes from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum KeySource {
-    /// A Secrets Manager secret (ARN), read once per cold start.
-    SecretArn(String),
-    /// The key itself (local development and tests).
-    Value(ApiKey),
-}
 
 /// How a charge's confirm lets Stripe send the customer elsewhere (a bank's page, a wallet's app).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -130,38 +83,9 @@ impl CaptureMethod {
     }
 }
 
-/// The URL in `name`, without a trailing `/`: `https://`, or `http://` only to 127.0.0.1 (the simulator).
-pub(super) fn endpoint(env: &Env, name: &'static str) -> Result<String, ConfigError> {
-    let url = env.required(name)?;
-    if !(url.starts_with("https://") || url.starts_with("http://127.0.0.1")) {
-        return Err(ConfigError::Invalid {
-            name,
-            expected: "https:// URL (http:// only for 127.0.0.1)",
-            value: url,
-        });
-    }
-    Ok(url.trim_end_matches('/').to_owned())
-}
-
-/// The connect timeout, request timeout and retries every PSP client takes: `PSP_CONNECT_TIMEOUT_MS`
-/// (default 3000), `PSP_REQUEST_TIMEOUT_MS` (default 5000) and `PSP_MAX_RETRIES` (default 2, after the first
-/// attempt).
-pub(super) fn transport(env: &Env) -> Result<(Duration, Duration, Backoff), ConfigError> {
-    let retries: u32 = env.number("PSP_MAX_RETRIES", 2)?;
-    Ok((
-        env.millis("PSP_CONNECT_TIMEOUT_MS", Duration::from_millis(3000))?,
-        env.millis("PSP_REQUEST_TIMEOUT_MS", Duration::from_millis(5_000))?,
-        Backoff::new(
-            retries.saturating_add(1),
-            Duration::from_millis(250),
-            Duration::from_secs(2),
-        ),
-    ))
-}
-
-/// The PSP client's settings, read once per cold start.
+/// The Stripe client's settings, read once per cold start.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PspSettings {
+pub struct StripeSettings {
     /// `PSP_BASE_URL`: `https://api.stripe.com` in AWS, the simulator locally. Required.
     pub base_url: String,
     /// `PSP_API_KEY_ARN` or `PSP_API_KEY`. Required.
@@ -175,7 +99,7 @@ pub struct PspSettings {
     pub request_timeout: Duration,
     /// `PSP_MAX_RETRIES` (default 2): retries after the first attempt.
     pub retries: Backoff,
-    /// The request rate a scanner's client keeps to (`PSP_SCAN_RATE_PER_SECOND`: [`super::pace::ScanRates`],
+    /// The request rate a scanner's client keeps to (`PSP_SCAN_RATE_PER_SECOND`: [`crate::pace::ScanRates`],
     /// set by the scanners); `None` (the checkout functions): unpaced.
     pub scan_rate: Option<NonZeroU32>,
     /// How the charges this client makes are captured (`STRIPE_CAPTURE_METHOD`: [`CaptureMethod::from`], set
@@ -183,7 +107,7 @@ pub struct PspSettings {
     pub capture: CaptureMethod,
 }
 
-impl PspSettings {
+impl StripeSettings {
     /// Reads through `lookup`, so tests need not touch the process environment.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String> + Send + Sync + 'static) -> Result<Self, ConfigError> {
         Self::from(&Env::from_lookup(lookup))

@@ -1,13 +1,13 @@
-//! The steps that move money at the PSP: charge the saved payment, refund it, cancel its PaymentIntent. Each
+//! The steps that move money at Stripe: charge the saved payment, refund it, cancel its PaymentIntent. Each
 //! call carries a key derived from (order, step), so a retry or a resume after a crash never moves money twice.
 
 use super::observe::in_checkout_trace;
 use super::{correlation, Advanced, RunError, Runner};
-use shared::psp::{ChargeRequest, IntentStatus, PaymentIntent, Psp, PspError, Psps};
-use shared::saga::{
+use crate::saga::{
     after_refund, after_search, cancel_start, charge_call, read_back, AfterRefund, CancelStart, CancellingPayment,
     ChargeCall, Charging, ReadBack, RefundCalled, RefundImpossible, RefundingPayment, Saga,
 };
+use psp::{ChargeRequest, IntentStatus, PaymentIntent, PspError, Psps, StripeApi};
 use shared::{Channel, OrderId, Outcome, PaymentStatus};
 use tracing::{error, info, warn};
 
@@ -26,8 +26,8 @@ impl<P: Psps> Runner<P> {
         let order = saga.order_id().clone();
         // Which call comes first is the core's decision (the protocol model runs the same one).
         let answer = match charge_call(payment.psp_reference.as_ref(), payment.created_at_ms, now) {
-            ChargeCall::Retrieve(reference) => self.psp()?.retrieve(&reference).await,
-            ChargeCall::SearchFirst => match self.psp()?.find_for_payment(&payment.id).await? {
+            ChargeCall::Retrieve(reference) => self.stripe()?.retrieve(&reference).await,
+            ChargeCall::SearchFirst => match self.stripe()?.find_for_payment(&payment.id).await? {
                 Some(first) => {
                     warn!(order_id = %order, payment_id = %payment.id, intent = %first.id,
                           "charge retried after the PSP's key expired: the first PaymentIntent is used");
@@ -69,7 +69,7 @@ impl<P: Psps> Runner<P> {
 
     /// Creates and confirms the PaymentIntent for `payment`, with the key `<order>:charge`.
     async fn send_charge(&self, saga: &Saga<Charging>, payment: &shared::Payment) -> Result<PaymentIntent, PspError> {
-        self.psp()?
+        self.stripe()?
             .charge(&format!("{}:charge", saga.order_id()), &charge_request(saga, payment))
             .await
     }
@@ -91,7 +91,7 @@ impl<P: Psps> Runner<P> {
         let (reference, key) = super::steps::refund_of(&saga)?;
         // What each answer leads to is the core's decision (`after_refund`, `read_back`); the protocol model
         // takes the same.
-        let refused = match self.psp()?.refund(&key, &reference, None).await {
+        let refused = match self.stripe()?.refund(&key, &reference, None).await {
             // Done only when the PSP says `succeeded` (issue 23): a pending refund is waited for (its webhook
             // records the outcome; the sweeper resumes the saga), a failed one is given back by recovery, whose
             // succeeded give-back ends the step.
@@ -157,8 +157,8 @@ impl<P: Psps> Runner<P> {
         payment: shared::Payment,
     ) -> Result<shared::Payment, RunError> {
         let (reference, _) = super::steps::refund_of(saga)?;
-        let listed = self.psp()?.list_refunds(&reference).await?;
-        let unknown = shared::recovery::unrecorded(&payment, &listed);
+        let listed = self.stripe()?.list_refunds(&reference).await?;
+        let unknown = reconciler::unrecorded(&payment, &listed);
         if unknown.is_empty() {
             return Ok(payment);
         }
@@ -181,7 +181,7 @@ impl<P: Psps> Runner<P> {
         let payment_id = saga.payment_id().clone();
         let amount = saga.record().checkout.money.amount_minor();
         let (reference, _) = super::steps::refund_of(&saga)?;
-        let intent = self.psp()?.retrieve(&reference).await?;
+        let intent = self.stripe()?.retrieve(&reference).await?;
         // Recorded whatever the saga decides: the payment keeps the PSP's truth (a part refunded at the PSP
         // too) for the person an impossible refund is escalated to.
         self.observe_intent(&payment_id, saga.record(), &intent).await?;
@@ -284,7 +284,7 @@ impl<P: Psps> Runner<P> {
         saga: &Saga<CancellingPayment>,
         payment_id: &shared::PaymentId,
     ) -> Result<Option<shared::PspReference>, RunError> {
-        let Some(found) = self.psp()?.find_for_payment(payment_id).await? else {
+        let Some(found) = self.stripe()?.find_for_payment(payment_id).await? else {
             return Ok(None);
         };
         warn!(order_id = %saga.order_id(), intent = %found.id, "the failed charge made a PaymentIntent; cancelling it");
@@ -336,12 +336,12 @@ impl<P: Psps> Runner<P> {
         order: &OrderId,
         reference: &shared::PspReference,
     ) -> Result<PaymentIntent, RunError> {
-        let current = self.psp()?.retrieve(reference).await?;
+        let current = self.stripe()?.retrieve(reference).await?;
         if !current.status.state().to_cancel() {
             return Ok(current);
         }
         let key = format!("{order}:cancel:{}", current.status.as_str());
-        match self.psp()?.cancel(&key, reference).await {
+        match self.stripe()?.cancel(&key, reference).await {
             Ok(intent) => Ok(intent),
             // Refused with the PaymentIntent: it moved between the read and the cancel.
             Err(refused) => match refused.payment_intent().cloned() {

@@ -7,10 +7,10 @@
 //! Secrets Manager call per interval, not one per request. A key from the environment cannot change and is
 //! never re-read. A failed re-read keeps the key loaded before.
 
+use super::error::PspError;
 use super::settings::{ApiKey, KeySource};
-use super::PspError;
-use crate::clock::MonotonicClock;
-use crate::telemetry::ErrorChain;
+use shared::clock::MonotonicClock;
+use shared::telemetry::ErrorChain;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, PoisonError, RwLock};
@@ -86,11 +86,11 @@ impl CurrentKey {
         match source {
             KeySource::Value(key) => Ok(Self::fixed(key.clone())),
             KeySource::SecretArn(arn) => {
-                let (client, arn) = (crate::aws::secrets_client(sdk), arn.clone());
+                let (client, arn) = (shared::aws::secrets_client(sdk), arn.clone());
                 let loader: KeyLoader = Arc::new(move || {
                     let (client, arn) = (client.clone(), arn.clone());
                     Box::pin(async move {
-                        let secret = crate::aws::secret_string(&client, &arn).await?;
+                        let secret = shared::aws::secret_string(&client, &arn).await?;
                         Ok(ApiKey::from_secret_string(&secret)?)
                     })
                 });

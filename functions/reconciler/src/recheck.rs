@@ -12,12 +12,12 @@
 //! A "no" for good (Stripe does not know the event or the object, an object type recovery does not read:
 //! a charge, a payout, ...) is logged with the object, counted `RechecksUnread` (alarmed) and deleted, once.
 
-use super::{read_observation, reconciled, refund_observation, Reconciled, Recovery, RecoveryError, RecoveryReport};
-use crate::psp::stripe::{Dispute, GenerationFailureImpact, RelatedObject};
-use crate::psp::{Psp, PspError, Psps};
-use crate::store::{recheck, StoreError};
-use crate::telemetry::ErrorChain;
-use crate::{
+use crate::{read_observation, reconciled, refund_observation, Reconciled, Recovery, RecoveryError, RecoveryReport};
+use psp::stripe::{Dispute, GenerationFailureImpact, RelatedObject};
+use psp::{PspError, Psps, StripeApi};
+use shared::store::{recheck, StoreError};
+use shared::telemetry::ErrorChain;
+use shared::{
     clock, Channel, CorrelationId, DisputeFact, Observation, Outcome, PaymentId, PspEventId, PspName, PspReference,
 };
 use std::collections::HashSet;
@@ -171,7 +171,7 @@ enum ObjectRead {
 
 /// Reads the object a failure names, as it stands now.
 async fn object_observation(
-    psp: &impl Psp,
+    psp: &impl StripeApi,
     impact: &GenerationFailureImpact,
     correlation: CorrelationId,
 ) -> Result<ObjectRead, PspError> {

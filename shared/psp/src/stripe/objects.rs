@@ -7,11 +7,11 @@
 //! What a PaymentIntent's status means in our terms is the core's one table
 //! ([`payments_core::stripe::IntentStatus`]), which the protocol model decides with too.
 
-use crate::{
+use serde::Deserialize;
+use shared::{
     Claims, ClientSecret, Currency, CustomerAction, DisputeFact, DisputeId, DisputeReport, DisputeStatus, Observation,
     Outcome, PspReference, RedirectPolicy, RedirectUrl,
 };
-use serde::Deserialize;
 use std::collections::HashMap;
 use std::fmt;
 
@@ -175,10 +175,10 @@ pub struct LastPaymentError {
 
 impl LastPaymentError {
     /// The decline as we record it: the decline code, else the error code, made to follow the text rules
-    /// (`crate::text::sanitized`): recovery cannot refuse a PSP's answer, and the webhook intake checks the
+    /// (`shared::text::sanitized`): recovery cannot refuse a PSP's answer, and the webhook intake checks the
     /// raw values itself before it gets here.
     pub fn reason(&self) -> String {
-        crate::text::sanitized(self.raw_reason(), crate::text::MAX_REASON_CHARS)
+        shared::text::sanitized(self.raw_reason(), shared::text::MAX_REASON_CHARS)
     }
 
     /// The decline code, else the error code, as Stripe sent it.
@@ -396,8 +396,8 @@ impl PaymentIntent {
     /// reference, and its amount and currency as claims, which the decision checks against the payment.
     pub fn observation(
         &self,
-        path: crate::Channel,
-        correlation: crate::CorrelationId,
+        path: shared::Channel,
+        correlation: shared::CorrelationId,
     ) -> Result<Option<Observation>, String> {
         let Some(outcome) = self.outcome()? else {
             return Ok(None);

@@ -2,10 +2,10 @@
 //! property that recovery never moves a payment backward nor takes away an action the PSP still requires.
 
 use super::*;
-use crate::{decide, Channel, Decision, EventKind, IgnoreReason, Payment, PaymentStatus};
 use payments_core::fixtures::{self, attempt_failed, failed, observe, payment, refunded, REDIRECT, SECRET};
 use proptest::prelude::*;
 use serde_json::json;
+use shared::{decide, Channel, Decision, EventKind, IgnoreReason, Payment, PaymentStatus};
 
 const NOW: i64 = 1_700_000_100_000;
 
@@ -147,7 +147,7 @@ fn a_payment_whose_customer_is_in_a_challenge_keeps_its_secret_while_stripe_says
     let current = payment_in(PaymentStatus::RequiresAction);
     let pi = intent("requires_action", redirect());
     assert_eq!(recover(&current, &pi), "noop");
-    let view = crate::ClientView::from(&current);
+    let view = shared::ClientView::from(&current);
     let shown = serde_json::to_string(&view).unwrap();
     assert!(shown.contains(SECRET) && shown.contains(REDIRECT), "{shown}");
     // A processing payment gets the PSP's action back, secret and URL included.
@@ -167,10 +167,10 @@ fn a_payment_whose_customer_is_in_a_challenge_keeps_its_secret_while_stripe_says
 #[test]
 fn a_refused_redirect_url_keeps_the_client_secret() {
     let mut pi = intent("requires_action", redirect());
-    let only = crate::RedirectPolicy::from_values(false, Some("bank.example"));
+    let only = shared::RedirectPolicy::from_values(false, Some("bank.example"));
     let kept = customer_action_with(pi.client_secret.as_ref(), pi.next_action.as_ref(), &only).unwrap();
     assert!(kept.client_secret().is_some() && kept.redirect_url().is_none());
-    let any = crate::RedirectPolicy::from_values(false, None);
+    let any = shared::RedirectPolicy::from_values(false, None);
     let both = customer_action_with(pi.client_secret.as_ref(), pi.next_action.as_ref(), &any).unwrap();
     assert!(both.redirect_url().is_some());
     pi.client_secret = None;
@@ -186,7 +186,7 @@ fn a_refused_redirect_url_keeps_the_client_secret() {
         .unwrap()
         .unwrap();
     assert!(
-        matches!(observation.outcome, crate::Outcome::RequiresAction(_)),
+        matches!(observation.outcome, shared::Outcome::RequiresAction(_)),
         "{observation:?}"
     );
 }
@@ -194,7 +194,7 @@ fn a_refused_redirect_url_keeps_the_client_secret() {
 #[test]
 fn stripe_objects_as_published_read_into_ours() {
     let fixtures: serde_json::Value =
-        serde_json::from_str(include_str!("../../../../tests/fixtures/stripe-fixtures.json")).unwrap();
+        serde_json::from_str(include_str!("../../../../../tests/fixtures/stripe-fixtures.json")).unwrap();
     let pi: PaymentIntent = serde_json::from_value(fixtures["payment_intent"].clone()).unwrap();
     assert_eq!((pi.amount, pi.status), (1099, IntentStatus::RequiresPaymentMethod));
     assert!(

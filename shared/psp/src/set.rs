@@ -3,7 +3,7 @@
 //!
 //! Each PSP has its own circuit breaker (`BREAKER#stripe`, `BREAKER#adyen`), by the same rule
 //! ([`super::breaker`]): an Adyen outage stops Adyen's calls only. What each PSP can be asked differs, and the
-//! difference is in the types, not in a runtime refusal: [`PspRoute::Stripe`] is a [`Psp`] (a PaymentIntent can
+//! difference is in the types, not in a runtime refusal: [`PspRoute::Stripe`] is a [`StripeApi`] (a PaymentIntent can
 //! be read, searched by our payment id, its refunds read back), [`PspRoute::Adyen`] is [`GuardedAdyen`], which has
 //! no read and no search because Adyen's Checkout API has none (its modifications are answered `received`;
 //! what became of them arrives by notification, and a payment whose pspReference never reached us is
@@ -15,10 +15,30 @@
 
 use super::adyen::{AdyenClient, AdyenSettings};
 use super::breaker::{BreakerSettings, CircuitBreaker};
+use super::error::PspError;
 use super::pace::ScanRates;
-use super::{GuardedStripe, Psp, PspError, PspSettings, StripeClient};
-use crate::{clock, ConfigError, Env, PspName};
+use super::stripe::{CaptureMethod, StripeApi, StripeClient, StripeSettings};
+use shared::{clock, ConfigError, Env, PspName};
 use tracing::error;
+
+/// The PSP every function calls: Stripe's API behind the shared circuit breaker.
+pub type GuardedStripe = CircuitBreaker<StripeClient>;
+
+/// The Stripe breaker's name (its item is `BREAKER#stripe`): [`STRIPE_BREAKER`], as the tools name it.
+pub const BREAKER_NAME: &str = STRIPE_BREAKER;
+
+/// Builds [`GuardedStripe`] alone from its settings (the key from Secrets Manager when `PSP_API_KEY_ARN` is
+/// set), once per cold start, for what speaks only to Stripe (the events catch-up). Every PSP configured:
+/// [`PspSetSettings::build`].
+pub async fn guarded_stripe(
+    settings: &StripeSettings,
+    sdk: &aws_config::SdkConfig,
+    dynamodb: aws_sdk_dynamodb::Client,
+    table: &str,
+) -> Result<GuardedStripe, shared::lambda::BuildError> {
+    let client = StripeClient::from_settings(settings, sdk).await?;
+    Ok(guarded(client, dynamodb, table, STRIPE_BREAKER))
+}
 
 /// Adyen's Checkout client behind its own breaker (`BREAKER#adyen`).
 pub type GuardedAdyen = CircuitBreaker<AdyenClient>;
@@ -52,7 +72,7 @@ pub enum PspRoute<'a, P> {
 /// client alone (a set of one, as the tests and tools hold it), so the saga and recovery take either.
 pub trait Psps: Send + Sync {
     /// The Stripe-speaking client.
-    type Stripe: Psp;
+    type Stripe: StripeApi;
 
     /// The client of `provider`, the PSP a payment recorded when it was created.
     fn route(&self, provider: &PspName) -> PspRoute<'_, Self::Stripe>;
@@ -65,7 +85,7 @@ pub trait Psps: Send + Sync {
 }
 
 /// One client alone answers for its own PSP only.
-impl<P: Psp> Psps for P {
+impl<P: StripeApi> Psps for P {
     type Stripe = P;
 
     fn route(&self, provider: &PspName) -> PspRoute<'_, P> {
@@ -85,7 +105,7 @@ impl<P: Psp> Psps for P {
     }
 }
 
-impl<P: Psp> Psps for PspSet<P> {
+impl<P: StripeApi> Psps for PspSet<P> {
     type Stripe = P;
 
     fn route(&self, provider: &PspName) -> PspRoute<'_, P> {
@@ -101,7 +121,7 @@ impl<P: Psp> Psps for PspSet<P> {
     }
 }
 
-impl<P: Psp> PspSet<P> {
+impl<P: StripeApi> PspSet<P> {
     /// The set of these clients (at least one, for a set that can call anyone).
     pub fn new(stripe: Option<P>, adyen: Option<GuardedAdyen>) -> Self {
         Self { stripe, adyen }
@@ -150,8 +170,8 @@ impl<P: Psp> PspSet<P> {
 /// the error defers the caller ([`PspError::is_deferred`]) until the settings are fixed.
 pub fn not_configured(provider: &PspName, operation: &str) -> PspError {
     error!(provider = %provider, operation, "no client of the payment's PSP in this deployment: deferred");
-    crate::metrics::emit(&crate::metrics::counts(
-        super::client::NAMESPACE,
+    shared::metrics::emit(&shared::metrics::counts(
+        super::http::NAMESPACE,
         &[&[]],
         &["PspNotConfigured"],
         serde_json::json!({ "Provider": provider.to_string(), "Operation": operation, "PspNotConfigured": 1 }),
@@ -161,13 +181,13 @@ pub fn not_configured(provider: &PspName, operation: &str) -> PspError {
 }
 
 /// Which PSPs a function calls, and their settings, read once per cold start: Stripe when `PSP_BASE_URL` is
-/// set (its [`PspSettings`]), Adyen when `ADYEN_BASE_URL` is set ([`AdyenSettings`]: `ADYEN_API_KEY_ARN` or
+/// set (its [`StripeSettings`]), Adyen when `ADYEN_BASE_URL` is set ([`AdyenSettings`]: `ADYEN_API_KEY_ARN` or
 /// `ADYEN_API_KEY`, `ADYEN_MERCHANT_ACCOUNT`, `ADYEN_RETURN_URL`). Neither, or a malformed setting, fails the
 /// start.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PspSetSettings {
     /// Stripe's client settings, when `PSP_BASE_URL` is set.
-    pub stripe: Option<PspSettings>,
+    pub stripe: Option<StripeSettings>,
     /// Adyen's client settings, when `ADYEN_BASE_URL` is set.
     pub adyen: Option<AdyenSettings>,
 }
@@ -176,7 +196,7 @@ impl PspSetSettings {
     /// The PSPs `env` configures (see the type).
     pub fn from_env(env: &Env) -> Result<Self, ConfigError> {
         let stripe = match env.optional("PSP_BASE_URL") {
-            Some(_) => Some(PspSettings::from(env)?),
+            Some(_) => Some(StripeSettings::from(env)?),
             None => None,
         };
         let adyen = match env.optional("ADYEN_BASE_URL") {
@@ -204,8 +224,8 @@ impl PspSetSettings {
     }
 
     /// These settings for the checkout functions, which alone charge: Stripe's charges captured as
-    /// `capture` says (`STRIPE_CAPTURE_METHOD`, [`super::CaptureMethod::from`]).
-    pub fn capturing(mut self, capture: super::CaptureMethod) -> Self {
+    /// `capture` says (`STRIPE_CAPTURE_METHOD`, [`CaptureMethod::from`]).
+    pub fn capturing(mut self, capture: CaptureMethod) -> Self {
         if let Some(stripe) = &mut self.stripe {
             stripe.capture = capture;
         }
@@ -226,7 +246,7 @@ impl PspSetSettings {
         sdk: &aws_config::SdkConfig,
         dynamodb: aws_sdk_dynamodb::Client,
         table: &str,
-    ) -> Result<PspSet<GuardedStripe>, crate::lambda::BuildError> {
+    ) -> Result<PspSet<GuardedStripe>, shared::lambda::BuildError> {
         let stripe = match &self.stripe {
             Some(settings) => {
                 let client = StripeClient::from_settings(settings, sdk).await?;
@@ -264,8 +284,8 @@ mod tests {
     }
 
     fn stripe() -> StripeClient {
-        let settings = PspSettings::local("http://127.0.0.1:9", "sk_test_x").expect("settings");
-        StripeClient::new(&settings, super::super::ApiKey::parse("sk_test_x").expect("key")).expect("client")
+        let settings = StripeSettings::local("http://127.0.0.1:9", "sk_test_x").expect("settings");
+        StripeClient::new(&settings, crate::ApiKey::parse("sk_test_x").expect("key")).expect("client")
     }
 
     #[test]

@@ -1,22 +1,31 @@
 //! The HTTP pieces every PSP client shares (Stripe's [`super::StripeClient`], Adyen's
 //! [`super::adyen::AdyenClient`]): one reqwest client per PSP with a connect and a request timeout, one
-//! attempt (send, read, log, a 2xx read as the path's JSON), the retry loop with backoff and full jitter, and
-//! the transport causes errors keep. What differs per PSP (how it authenticates, its bodies, its error object,
+//! attempt (send, read, log, a 2xx read as the path's JSON), the retry loop with backoff and full jitter, the
+//! transport causes errors keep, the one refusal reporter and the stage marker both clients write. What differs per PSP (how it authenticates, its bodies, its error object,
 //! which answers to retry) stays in its client: an attempt hands a non-2xx answer back untouched.
 //!
 //! Each attempt that gets no answer, or an answer cut off, is reported to the circuit breaker the call runs in
 //! ([`super::breaker::attempt_failed`]) as it happens; a 5xx is reported by the client, which knows
 //! whether its PSP replayed it for the key.
 
-use super::PspError;
-use crate::clock;
-use crate::retry::Backoff;
-use crate::telemetry::ErrorChain;
+use super::error::PspError;
 use payments_core::breaker::Attempt;
 use reqwest::header::HeaderMap;
 use serde::de::DeserializeOwned;
+use shared::clock;
+use shared::retry::Backoff;
+use shared::telemetry::ErrorChain;
 use std::time::Duration;
-use tracing::{debug, warn, Instrument};
+use tracing::{debug, error, warn, Instrument};
+
+/// The metadata key that marks every PaymentIntent this system creates with its stage (`STAGE`, as
+/// `shared::metrics::stage` holds it): the webhook intake acknowledges and ignores events of objects that
+/// carry another stage's marker, or none and no payment of ours (one PSP account holds other stages' and
+/// other products' PaymentIntents).
+pub const STAGE_MARKER: &str = "payments_stage";
+
+/// Namespace of the client's metrics (`PspRefusals`, `PspAuthFailed`; the breaker's `BreakerOpened`).
+pub const NAMESPACE: &str = "Payments/Psp";
 
 /// Why one attempt failed, and whether another may succeed.
 pub(super) struct AttemptFailure {
@@ -137,7 +146,7 @@ where
 {
     retries
         .retry(op, |failure: &AttemptFailure| failure.retry)
-        .instrument(crate::telemetry::step_span(step))
+        .instrument(shared::telemetry::step_span(step))
         .await
         .map_err(|(failure, attempts)| {
             if failure.retry {
@@ -145,4 +154,52 @@ where
             }
             failure.error
         })
+}
+
+/// `operation` of a step's span name: `psp.charge` is `charge`.
+pub(super) fn operation(step: &str) -> &str {
+    step.strip_prefix("psp.").unwrap_or(step)
+}
+
+/// Logs and counts a refusal, of either PSP (Adyen's error comes in Stripe's shape): `PspAuthFailed` for our
+/// key, `PspRefusals` for a request the PSP will never accept. Declines (the customer's card) and transient
+/// failures are neither. The PSP's message has had its key-like words redacted by its client's `classify`; the
+/// key and the request body are never logged.
+pub(super) fn report_refusal(step: &'static str, e: &PspError) {
+    let (metric, status, api) = match e {
+        PspError::AuthFailed { status, error } => ("PspAuthFailed", *status, error),
+        PspError::Refused { status, error } => ("PspRefusals", *status, error),
+        _ => return,
+    };
+    let (kind, code, param) = (api.kind.as_str(), api.code.as_deref(), api.param.as_deref());
+    let stripe_message = api.message.as_deref().unwrap_or("");
+    let operation = operation(step);
+    if metric == "PspAuthFailed" {
+        error!(
+            operation,
+            status,
+            error_type = kind,
+            code,
+            param,
+            stripe_message,
+            "PSP refused our API key: calls deferred until the key is fixed (check the PSP key secret)"
+        );
+    } else {
+        warn!(
+            operation,
+            status,
+            error_type = kind,
+            code,
+            param,
+            stripe_message,
+            "PSP refused the request"
+        );
+    }
+    shared::metrics::emit(&shared::metrics::counts(
+        NAMESPACE,
+        &[&[], &["Operation"]],
+        &[metric],
+        serde_json::json!({ "Operation": operation, metric: 1, "ErrorType": kind, "Code": code }),
+        clock::now_ms(),
+    ));
 }

@@ -7,12 +7,12 @@
 //! notification records how it ended through the intake: a failure is the next give-back, up to
 //! [`payments_core::refund::MAX_GIVE_BACKS`], then alarmed only, as for Stripe.
 
-use super::{reconciled, Reconciled, Recovery, RecoveryError};
-use crate::lease::Lease;
-use crate::psp::{GuardedAdyen, PspError, Psps};
-use crate::telemetry::ErrorChain;
-use crate::{Channel, CorrelationId, Money, Observation, Outcome, Payment, RefundEntry, RefundReport, RefundStatus};
+use crate::{reconciled, Reconciled, Recovery, RecoveryError};
 use payments_core::{give_back_refund, GiveBackRefund};
+use psp::{GuardedAdyen, PspError, Psps};
+use shared::lease::Lease;
+use shared::telemetry::ErrorChain;
+use shared::{Channel, CorrelationId, Money, Observation, Outcome, Payment, RefundEntry, RefundReport, RefundStatus};
 use tracing::warn;
 
 impl<P: Psps> Recovery<P> {

@@ -7,7 +7,7 @@
 //!   with the same key), 429 and 5xx are retried with exponential backoff and full jitter, unless Stripe's
 //!   `Stripe-Should-Retry` header says otherwise (it wins either way, as in Stripe's own libraries).
 //! - Each failed attempt (no answer, a 5xx) is reported as it happens to the circuit breaker the call runs
-//!   in ([`super::breaker::attempt_failed`]), marked when Stripe replayed it for the key
+//!   in ([`crate::breaker::attempt_failed`]), marked when Stripe replayed it for the key
 //!   (`Idempotent-Replayed: true`): the breaker counts attempts, so a PSP that hangs opens it. A 429
 //!   (`rate_limit`, or `lock_timeout` when a webhook and our call touch one object) is Stripe asking us to
 //!   slow down, not failing: retried as above, as Stripe's libraries retry it, and never counted.
@@ -20,42 +20,35 @@
 //!   would only show as a compensated checkout.
 //! - The API key comes from Secrets Manager (`PSP_API_KEY_ARN`) in AWS or `PSP_API_KEY` locally. It is an
 //!   [`ApiKey`], whose `Debug` is redacted, and it is never logged; neither are request bodies. After a 401/403
-//!   the key is read again (see [`super::key`]) and, if it changed, the call is made once more with it.
+//!   the key is read again (see [`crate::key`]) and, if it changed, the call is made once more with it.
 //! - A charge sends `return_url` or `automatic_payment_methods[allow_redirects]=never`, as the settings say
 //!   ([`Redirects`]): Stripe refuses a confirm with neither.
 //! - With manual capture ([`CaptureMethod::Manual`], the checkout functions' `STRIPE_CAPTURE_METHOD`) a charge
 //!   sends `capture_method=manual` and asks for its charge expanded (its `capture_before`); `capture` takes
 //!   the money of an authorized PaymentIntent.
 
-use super::breaker::attempt_failed;
-use super::http::{self, header, AttemptFailure, Unreadable};
-use super::key::CurrentKey;
-use super::pace::Pace;
-use super::stripe::{
+use super::objects::{
     Dispute, ErrorBody, ErrorObject, ErrorType, EventList, EventQuery, GenerationFailure, PaymentIntent, Refund,
+    SearchResult,
 };
-use super::{ChargeRequest, Psp, PspError};
-use crate::retry::Backoff;
-use crate::{clock, PaymentId, PspEventId, PspReference};
+use super::settings::{CaptureMethod, Redirects, StripeSettings};
+use super::StripeApi;
+use crate::breaker::attempt_failed;
+use crate::error::PspError;
+use crate::http::{self, header, operation, report_refusal, AttemptFailure, Unreadable};
+use crate::key::CurrentKey;
+use crate::pace::Pace;
+use crate::settings::ApiKey;
+use crate::ChargeRequest;
 use payments_core::breaker::Attempt;
 use reqwest::header::HeaderMap;
 use serde::de::DeserializeOwned;
+use shared::retry::Backoff;
+use shared::{PaymentId, PspEventId, PspReference};
 use std::fmt;
-use tracing::{error, warn};
 
 /// The Stripe API version every request is pinned to (the one the pinned official library speaks).
 pub const STRIPE_API_VERSION: &str = "2026-10-28.endive";
-
-/// The metadata key that marks every PaymentIntent this system creates with its stage (`STAGE`, as
-/// `crate::metrics::stage` holds it): the webhook intake acknowledges and ignores events of objects that
-/// carry another stage's marker, or none and no payment of ours (one PSP account holds other stages' and
-/// other products' PaymentIntents).
-pub const STAGE_MARKER: &str = "payments_stage";
-
-pub use super::settings::{ApiKey, CaptureMethod, KeySource, PspSettings, Redirects};
-
-/// Namespace of the client's metrics (`PspRefusals`, `PspAuthFailed`; the breaker's `BreakerOpened`).
-pub const NAMESPACE: &str = "Payments/Psp";
 
 /// Stripe's API over HTTPS. Cheap to clone (the connection pool is shared).
 #[derive(Clone)]
@@ -79,12 +72,12 @@ impl fmt::Debug for StripeClient {
 
 impl StripeClient {
     /// A client with `key` (already resolved), fixed for the process.
-    pub fn new(settings: &PspSettings, key: ApiKey) -> Result<Self, PspError> {
+    pub fn new(settings: &StripeSettings, key: ApiKey) -> Result<Self, PspError> {
         Self::with_key(settings, CurrentKey::fixed(key))
     }
 
     /// A client with `key`, which may be read again after a 401/403 ([`CurrentKey::refreshable`]).
-    pub fn with_key(settings: &PspSettings, key: CurrentKey) -> Result<Self, PspError> {
+    pub fn with_key(settings: &StripeSettings, key: CurrentKey) -> Result<Self, PspError> {
         let http = http::client(settings.connect_timeout, settings.request_timeout)?;
         Ok(Self {
             http,
@@ -100,7 +93,7 @@ impl StripeClient {
     /// Resolves the key (Secrets Manager when `PSP_API_KEY_ARN` is set, then read again from there after a
     /// 401/403: [`CurrentKey::resolve`]) and builds the client.
     pub async fn from_settings(
-        settings: &PspSettings,
+        settings: &StripeSettings,
         sdk: &aws_config::SdkConfig,
     ) -> Result<Self, Box<dyn std::error::Error + Send + Sync>> {
         let key = CurrentKey::resolve(&settings.key, sdk).await?;
@@ -200,53 +193,6 @@ fn breaker_attempt(status: u16, headers: &HeaderMap) -> Option<Attempt> {
     })
 }
 
-/// `operation` of a step's span name: `psp.charge` is `charge`.
-fn operation(step: &str) -> &str {
-    step.strip_prefix("psp.").unwrap_or(step)
-}
-
-/// Logs and counts a refusal: `PspAuthFailed` for our key, `PspRefusals` for a request Stripe will never
-/// accept. Declines (the customer's card) and transient failures are neither. Stripe's message has had its
-/// key-like words redacted by [`classify`]; the key and the request body are never logged.
-pub(super) fn report_refusal(step: &'static str, e: &PspError) {
-    let (metric, status, api) = match e {
-        PspError::AuthFailed { status, error } => ("PspAuthFailed", *status, error),
-        PspError::Refused { status, error } => ("PspRefusals", *status, error),
-        _ => return,
-    };
-    let (kind, code, param) = (api.kind.as_str(), api.code.as_deref(), api.param.as_deref());
-    let stripe_message = api.message.as_deref().unwrap_or("");
-    let operation = operation(step);
-    if metric == "PspAuthFailed" {
-        error!(
-            operation,
-            status,
-            error_type = kind,
-            code,
-            param,
-            stripe_message,
-            "PSP refused our API key: calls deferred until the key is fixed (check the PSP key secret)"
-        );
-    } else {
-        warn!(
-            operation,
-            status,
-            error_type = kind,
-            code,
-            param,
-            stripe_message,
-            "PSP refused the request"
-        );
-    }
-    crate::metrics::emit(&crate::metrics::counts(
-        NAMESPACE,
-        &[&[], &["Operation"]],
-        &[metric],
-        serde_json::json!({ "Operation": operation, metric: 1, "ErrorType": kind, "Code": code }),
-        clock::now_ms(),
-    ));
-}
-
 /// Stripe's message with every run that looks like a key (`sk_live_...`, `rk_test_****1234`) redacted: its
 /// answer to a wrong key quotes part of it. A run is cut at any character a key cannot hold, so a key glued
 /// to punctuation (`key:sk_live_...`, `'rk_...'`) is found as well as one between spaces.
@@ -329,8 +275,8 @@ fn classify(status: u16, headers: &HeaderMap, body: &[u8]) -> AttemptFailure {
 
 impl StripeClient {
     /// One page of `GET /v1/events` (newest first): how the catch-up job finds events whose webhooks were
-    /// lost. Not part of [`Psp`]: only the catch-up reads events, through
-    /// [`CircuitBreaker::list_events`](super::CircuitBreaker::list_events).
+    /// lost. Not part of [`StripeApi`]: only the catch-up reads events, through
+    /// [`CircuitBreaker::list_events`](crate::CircuitBreaker::list_events).
     pub async fn list_events(&self, query: &EventQuery<'_>) -> Result<EventList, PspError> {
         let mut form = vec![
             ("created[gte]", query.created_gte.to_string()),
@@ -370,7 +316,7 @@ fn path_segment(reference: &PspReference) -> &str {
     reference.as_str()
 }
 
-impl Psp for StripeClient {
+impl StripeApi for StripeClient {
     async fn charge(&self, key: &str, request: &ChargeRequest<'_>) -> Result<PaymentIntent, PspError> {
         let mut form = vec![
             ("amount", request.money.amount_minor().to_string()),
@@ -379,7 +325,7 @@ impl Psp for StripeClient {
             ("confirm", "true".to_owned()),
             ("metadata[payment_id]", request.payment_id.to_string()),
             ("metadata[order_id]", request.order_id.to_string()),
-            ("metadata[payments_stage]", crate::metrics::stage().to_owned()),
+            ("metadata[payments_stage]", shared::metrics::stage().to_owned()),
         ];
         match &self.redirects {
             Redirects::ReturnTo(url) => form.push(("return_url", url.clone())),
@@ -465,7 +411,7 @@ impl Psp for StripeClient {
             if let Some(last) = refunds.last() {
                 form.push(("starting_after", last.id.clone()));
             }
-            let page: super::stripe::SearchResult<Refund> = self
+            let page: SearchResult<Refund> = self
                 .call("psp.list_refunds", reqwest::Method::GET, "/v1/refunds", None, &form)
                 .await?;
             let more = page.has_more && !page.data.is_empty();
@@ -486,7 +432,7 @@ impl Psp for StripeClient {
     async fn find_for_payment(&self, payment: &PaymentId) -> Result<Option<PaymentIntent>, PspError> {
         // Payment ids are validated ids (no quote can close the search string).
         let form = [("query", format!("metadata['payment_id']:'{payment}'"))];
-        let found: super::stripe::SearchResult<PaymentIntent> = self
+        let found: SearchResult<PaymentIntent> = self
             .call(
                 "psp.search",
                 reqwest::Method::GET,

@@ -1,9 +1,10 @@
 use super::*;
-use crate::ConfigError;
+use crate::settings::KeySource;
+use shared::ConfigError;
 
-fn settings(vars: &[(&str, &str)]) -> Result<PspSettings, ConfigError> {
+fn settings(vars: &[(&str, &str)]) -> Result<StripeSettings, ConfigError> {
     let vars: Vec<(String, String)> = vars.iter().map(|(n, v)| ((*n).to_owned(), (*v).to_owned())).collect();
-    PspSettings::from_lookup(move |name| vars.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone()))
+    StripeSettings::from_lookup(move |name| vars.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone()))
 }
 
 #[test]
@@ -111,7 +112,7 @@ fn redirects_are_a_choice_a_function_cannot_start_without() {
         assert!(matches!(refused, ConfigError::Invalid { .. }), "{bad:?}: {refused}");
     }
     assert_eq!(
-        PspSettings::local("http://127.0.0.1:1", "sk").unwrap().redirects,
+        StripeSettings::local("http://127.0.0.1:1", "sk").unwrap().redirects,
         Redirects::Never
     );
 }

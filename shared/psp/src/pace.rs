@@ -11,8 +11,8 @@
 //! defaults of both together stay under Stripe's test-mode limit with room for the checkouts. The checkout
 //! functions are not paced: a customer waits on them, and they make a few calls per checkout.
 
-use crate::config::{ConfigError, Env};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use shared::config::{ConfigError, Env};
 use std::fmt;
 use std::num::NonZeroU32;
 use std::sync::Arc;

@@ -12,14 +12,14 @@
 //! conditions. So each step is one local transaction that appends its event, and a step retried after a lost
 //! answer finds the version moved instead of running twice.
 
-use crate::clock;
-use crate::store::item::Item;
-use crate::store::open_index::{shard_of, OpenKind};
-use crate::store::transact::{transact_write, TransactError};
-use crate::store::{read_item, StoreError};
-use crate::OrderId;
 use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
 use aws_sdk_dynamodb::Client;
+use shared::clock;
+use shared::store::item::Item;
+use shared::store::open_index::{shard_of, OpenKind};
+use shared::store::transact::{transact_write, TransactError};
+use shared::store::{read_item, StoreError};
+use shared::OrderId;
 
 use serde_json::json;
 use thiserror::Error;
@@ -46,13 +46,13 @@ impl SagaStoreError {
     }
 }
 
-pub use crate::keys::{saga as saga_key, saga_pk};
+pub use shared::keys::{saga as saga_key, saga_pk};
 
 fn record_to_item(r: &SagaRecord) -> Result<Item, StoreError> {
     let pk = saga_pk(&r.order_id);
     let mut item: Item = serde_dynamo::to_item(r).map_err(|e| StoreError::request("encode saga item", e))?;
     item.insert("pk".into(), AttributeValue::S(pk));
-    item.insert("sk".into(), AttributeValue::S(crate::keys::SAGA_SK.into()));
+    item.insert("sk".into(), AttributeValue::S(shared::keys::SAGA_SK.into()));
     item.insert("entity".into(), AttributeValue::S("saga".into()));
     if !r.status.is_terminal() {
         item.insert(
@@ -78,7 +78,7 @@ fn event_to_item(e: &SagaEvent) -> Result<Item, StoreError> {
     let pk = saga_pk(&e.order_id);
     let mut item: Item = serde_dynamo::to_item(e).map_err(|err| StoreError::request("encode saga event item", err))?;
     item.insert("pk".into(), AttributeValue::S(pk));
-    item.insert("sk".into(), AttributeValue::S(crate::keys::event_sk(e.version)));
+    item.insert("sk".into(), AttributeValue::S(shared::keys::event_sk(e.version)));
     item.insert("entity".into(), AttributeValue::S("saga_event".into()));
     Ok(item)
 }
@@ -204,7 +204,7 @@ impl SagaStore {
                 .table_name(&self.table)
                 .key_condition_expression("pk = :pk AND begins_with(sk, :e)")
                 .expression_attribute_values(":pk", AttributeValue::S(saga_pk(id)))
-                .expression_attribute_values(":e", AttributeValue::S(crate::keys::EVENT_SK_PREFIX.into()))
+                .expression_attribute_values(":e", AttributeValue::S(shared::keys::EVENT_SK_PREFIX.into()))
                 .consistent_read(true)
                 .set_exclusive_start_key(start)
                 .send()
@@ -262,4 +262,4 @@ impl Escalation {
 /// The escalation queue did not take the message; the SQS error is the source.
 #[derive(Debug, Error)]
 #[error("sending to the escalation queue failed")]
-pub struct EscalationError(#[source] pub crate::store::Cause);
+pub struct EscalationError(#[source] pub shared::store::Cause);

@@ -26,13 +26,12 @@
 
 pub mod item;
 
-use super::adyen::{AdyenPayment, Modification};
-use super::{ChargeRequest, PaymentIntent, Psp, PspError, Refund};
-use crate::telemetry::ErrorChain;
-use crate::{clock, Money, PaymentId, PspReference};
+use super::error::PspError;
 use aws_sdk_dynamodb::Client;
 use item::{BreakerItem, BreakerRecord, Written};
 use payments_core::breaker::{Attempt, BreakerRule, Failures, Opening, Request};
+use shared::clock;
+use shared::telemetry::ErrorChain;
 use std::cell::RefCell;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -151,7 +150,8 @@ struct Shared {
     local: Mutex<Local>,
 }
 
-/// Wraps a PSP client (a [`Psp`], or Adyen's [`super::adyen::AdyenClient`]); every call passes the breaker.
+/// Wraps a PSP client (Stripe's or Adyen's: each client's module has the calls through it); every call passes
+/// the breaker.
 #[derive(Debug, Clone)]
 pub struct CircuitBreaker<P> {
     inner: P,
@@ -166,7 +166,7 @@ fn millis(d: Duration) -> i64 {
 /// PSP's breaker opened (one per PSP: `stripe`, `adyen`). The breaker's name rides along as a property for
 /// Logs Insights.
 pub fn emf(name: &str, now_ms: i64) -> serde_json::Value {
-    crate::metrics::counts(
+    shared::metrics::counts(
         "Payments/Psp",
         &[&[]],
         &["BreakerOpened"],
@@ -175,7 +175,7 @@ pub fn emf(name: &str, now_ms: i64) -> serde_json::Value {
     )
 }
 
-fn log_write_failure(what: &str, result: Result<Written, crate::store::StoreError>) -> Option<Written> {
+fn log_write_failure(what: &str, result: Result<Written, shared::store::StoreError>) -> Option<Written> {
     match result {
         Ok(written) => Some(written),
         Err(e) => {
@@ -212,11 +212,11 @@ impl<P> CircuitBreaker<P> {
     }
 
     /// The shared state, from the cache while it is fresh.
-    pub async fn state(&self) -> Result<BreakerState, crate::store::StoreError> {
+    pub async fn state(&self) -> Result<BreakerState, shared::store::StoreError> {
         self.record().await.map(|r| r.state)
     }
 
-    async fn record(&self) -> Result<BreakerRecord, crate::store::StoreError> {
+    async fn record(&self) -> Result<BreakerRecord, shared::store::StoreError> {
         let now = clock::now_ms();
         if let Some((read_at, record)) = &self.local().cached {
             if now.saturating_sub(*read_at) < millis(self.shared.settings.cache_ttl) {
@@ -282,7 +282,7 @@ impl<P> CircuitBreaker<P> {
     }
 
     /// Runs `call`, made as `request`, through the breaker.
-    async fn guarded<T>(
+    pub(crate) async fn guarded<T>(
         &self,
         request: Request<'_>,
         call: impl Future<Output = Result<T, PspError>>,
@@ -312,128 +312,11 @@ impl<P> CircuitBreaker<P> {
                             requests = opening.requests,
                             "PSP keeps failing; breaker opened, calls paused"
                         );
-                        crate::metrics::emit(&emf(self.shared.item.name(), clock::now_ms()));
+                        shared::metrics::emit(&emf(self.shared.item.name(), clock::now_ms()));
                     }
                 }
             }
         }
         result
-    }
-}
-
-impl<P: Psp> Psp for CircuitBreaker<P> {
-    fn provider(&self) -> crate::PspName {
-        self.inner.provider()
-    }
-
-    async fn charge(&self, key: &str, request: &ChargeRequest<'_>) -> Result<PaymentIntent, PspError> {
-        self.guarded(Request::Keyed(key), self.inner.charge(key, request)).await
-    }
-
-    async fn retrieve(&self, reference: &PspReference) -> Result<PaymentIntent, PspError> {
-        self.guarded(Request::Unkeyed, self.inner.retrieve(reference)).await
-    }
-
-    async fn cancel(&self, key: &str, reference: &PspReference) -> Result<PaymentIntent, PspError> {
-        self.guarded(Request::Keyed(key), self.inner.cancel(key, reference))
-            .await
-    }
-
-    async fn capture(&self, key: &str, reference: &PspReference) -> Result<PaymentIntent, PspError> {
-        self.guarded(Request::Keyed(key), self.inner.capture(key, reference))
-            .await
-    }
-
-    async fn refund(&self, key: &str, reference: &PspReference, amount_minor: Option<u64>) -> Result<Refund, PspError> {
-        self.guarded(Request::Keyed(key), self.inner.refund(key, reference, amount_minor))
-            .await
-    }
-
-    async fn retrieve_refund(&self, refund: &str) -> Result<Refund, PspError> {
-        self.guarded(Request::Unkeyed, self.inner.retrieve_refund(refund)).await
-    }
-
-    async fn retrieve_dispute(&self, dispute: &str) -> Result<super::stripe::Dispute, PspError> {
-        self.guarded(Request::Unkeyed, self.inner.retrieve_dispute(dispute))
-            .await
-    }
-
-    async fn retrieve_generation_failure(
-        &self,
-        event: &crate::PspEventId,
-    ) -> Result<super::stripe::GenerationFailure, PspError> {
-        self.guarded(Request::Unkeyed, self.inner.retrieve_generation_failure(event))
-            .await
-    }
-    async fn list_refunds(&self, reference: &PspReference) -> Result<Vec<Refund>, PspError> {
-        self.guarded(Request::Unkeyed, self.inner.list_refunds(reference)).await
-    }
-
-    async fn find_for_payment(&self, payment: &PaymentId) -> Result<Option<PaymentIntent>, PspError> {
-        self.guarded(Request::Unkeyed, self.inner.find_for_payment(payment))
-            .await
-    }
-}
-
-impl CircuitBreaker<super::StripeClient> {
-    /// [`StripeClient::list_events`](super::StripeClient::list_events) through the breaker: the catch-up job
-    /// stops when Stripe keeps failing, as every other caller does.
-    pub async fn list_events(
-        &self,
-        query: &super::stripe::EventQuery<'_>,
-    ) -> Result<super::stripe::EventList, PspError> {
-        self.guarded(Request::Unkeyed, self.inner.list_events(query)).await
-    }
-}
-
-/// Adyen's Checkout API through its own breaker (`BREAKER#adyen`), by the same rule as Stripe's: Adyen failing
-/// stops only Adyen's calls. Only what Adyen has: no status read, no search, no refund read (there are none),
-/// so neither the saga nor recovery can ask Adyen for them.
-impl CircuitBreaker<super::adyen::AdyenClient> {
-    /// Always [`crate::PspName::Adyen`]: the payments this client may be asked about.
-    pub fn provider(&self) -> crate::PspName {
-        crate::PspName::Adyen
-    }
-
-    /// [`AdyenClient::authorise`](super::adyen::AdyenClient::authorise) through the breaker.
-    pub async fn authorise(&self, key: &str, request: &ChargeRequest<'_>) -> Result<AdyenPayment, PspError> {
-        self.guarded(Request::Keyed(key), self.inner.authorise(key, request))
-            .await
-    }
-
-    /// [`AdyenClient::details`](super::adyen::AdyenClient::details) through the breaker.
-    pub async fn details(&self, key: &str, redirect_result: &str) -> Result<AdyenPayment, PspError> {
-        self.guarded(Request::Keyed(key), self.inner.details(key, redirect_result))
-            .await
-    }
-
-    /// [`AdyenClient::capture`](super::adyen::AdyenClient::capture) through the breaker.
-    pub async fn capture(&self, key: &str, reference: &PspReference, money: &Money) -> Result<Modification, PspError> {
-        self.guarded(Request::Keyed(key), self.inner.capture(key, reference, money))
-            .await
-    }
-
-    /// [`AdyenClient::cancel`](super::adyen::AdyenClient::cancel) through the breaker.
-    pub async fn cancel(&self, key: &str, reference: &PspReference) -> Result<Modification, PspError> {
-        self.guarded(Request::Keyed(key), self.inner.cancel(key, reference))
-            .await
-    }
-
-    /// [`AdyenClient::refund`](super::adyen::AdyenClient::refund) through the breaker.
-    pub async fn refund(&self, key: &str, reference: &PspReference, money: &Money) -> Result<Modification, PspError> {
-        self.guarded(Request::Keyed(key), self.inner.refund(key, reference, money))
-            .await
-    }
-
-    /// [`AdyenClient::reverse`](super::adyen::AdyenClient::reverse) through the breaker.
-    pub async fn reverse(&self, key: &str, reference: &PspReference) -> Result<Modification, PspError> {
-        self.guarded(Request::Keyed(key), self.inner.reverse(key, reference))
-            .await
-    }
-
-    /// [`AdyenClient::cancel_by_reference`](super::adyen::AdyenClient::cancel_by_reference) through the breaker.
-    pub async fn cancel_by_reference(&self, key: &str, payment: &PaymentId) -> Result<Modification, PspError> {
-        self.guarded(Request::Keyed(key), self.inner.cancel_by_reference(key, payment))
-            .await
     }
 }

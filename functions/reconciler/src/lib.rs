@@ -1,5 +1,5 @@
-//! Recovery (reconciliation): payments that stayed open longer than a threshold are asked about at the PSP
-//! and the answer is applied through the same finalize as the sync and webhook paths.
+//! Recovery (reconciliation), the reconciler's library: payments that stayed open longer than a threshold are
+//! asked about at the PSP and the answer is applied through the same finalize as the sync and webhook paths.
 //!
 //! Only a payment's own PSP is asked (invariant 13): [`Recovery::psp`] holds a client per configured PSP
 //! ([`Psps`]), a payment's calls go to the one its recorded provider routes to, and the core's
@@ -22,10 +22,10 @@
 //! the payment's lease, the same lease webhook intake takes, so recovery and intake never work on one payment
 //! at once: a payment whose lease is held is skipped this round ([`Reconciled::Busy`]) and found again on
 //! the next. The payment is read before the lease is taken (the lease is taken at the version read, see
-//! [`crate::lease`]), and read again under it; a write frees the lease by moving the version.
+//! [`shared::lease`]), and read again under it; a write frees the lease by moving the version.
 //!
 //! The PSP's answer is its status at the time of the query. What each PaymentIntent status means is in
-//! [`crate::psp::stripe`]; the decision ([`crate::decide`]) checks the PaymentIntent's id, amount and currency
+//! [`psp::stripe`]; the decision ([`shared::decide`]) checks the PaymentIntent's id, amount and currency
 //! against the payment like any webhook's (a mismatch is an anomaly, never applied), never moves a payment
 //! backward and never takes away an action the PSP still asks the customer for. The observation is stamped
 //! with the query's time (to the second, Stripe's resolution), so a webhook about an older state that
@@ -36,7 +36,7 @@
 //! the anomaly) and read the refund back from the PSP: the `PaymentRefunded` event records it, with the
 //! reason, and the payment leaves the index.
 //!
-//! A refund the PSP reports failed or canceled leaves money with us ([`crate::GiveBack`]): recovery refunds it
+//! A refund the PSP reports failed or canceled leaves money with us ([`shared::GiveBack`]): recovery refunds it
 //! again with the key `<payment>:refund-failure-<n>`, one key per failure, so a retry after a lost answer
 //! never refunds twice and a new failure gets a new attempt. The PSP's answer is recorded as a refund report
 //! answering give-back `n`: `pending` or `succeeded` ends the give-back (a later failure is failure `n+1`), a
@@ -61,21 +61,21 @@
 mod adyen;
 mod recheck;
 
-use crate::clock;
-use crate::lambda::{BuildError, Clients};
-use crate::lease::{Lease, Leases};
-use crate::psp::pace::ScanRates;
-use crate::psp::stripe::Refund;
-use crate::psp::{GuardedAdyen, Psp, PspError, PspRoute, PspSet, PspSetSettings, Psps};
-use crate::store::open_index::{age_seconds, defer, due_items, next_due, OpenKind, MAX_RECHECK_INTERVAL};
-use crate::store::{FinalizeOutcome, FinalizeResult, PaymentStore, StoreError};
-use crate::telemetry::ErrorChain;
-use crate::{
-    Channel, Claims, Config, ConfigError, CorrelationId, Currency, Env, GiveBack, Observation, Outcome, Payment,
-    PaymentId, PspName, PspReference, RefundEntry, RefundReport, RefundStatus,
-};
 use payments_core::recovery::{
     after_read, canceled_expiry, expiry, recovery_step, unanswered, AfterRead, NothingToAsk, RecoveryStep, Unasked,
+};
+use psp::pace::ScanRates;
+use psp::stripe::Refund;
+use psp::{GuardedAdyen, PspError, PspRoute, PspSet, PspSetSettings, Psps, StripeApi};
+use shared::clock;
+use shared::lambda::{BuildError, Clients};
+use shared::lease::{Lease, Leases};
+use shared::store::open_index::{age_seconds, defer, due_items, next_due, OpenKind, MAX_RECHECK_INTERVAL};
+use shared::store::{FinalizeOutcome, FinalizeResult, PaymentStore, StoreError};
+use shared::telemetry::ErrorChain;
+use shared::{
+    Channel, Claims, Config, ConfigError, CorrelationId, Currency, Env, GiveBack, Observation, Outcome, Payment,
+    PaymentId, PspName, PspReference, RefundEntry, RefundReport, RefundStatus,
 };
 use std::time::Duration;
 use thiserror::Error;
@@ -93,7 +93,7 @@ pub enum RecoveryError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reconciled {
     /// The PSP's answer changed the payment.
-    Applied(crate::EventKind),
+    Applied(shared::EventKind),
     /// The PSP's answer is what we know already (still processing, or a duplicate).
     Unchanged,
     /// Another worker (webhook intake) holds the payment's lease: skipped this round.
@@ -211,8 +211,9 @@ pub struct RecoverySettings {
 
 impl RecoverySettings {
     /// `RECOVERY_STALE_AFTER_SECONDS`, `RECOVERY_BATCH_LIMIT` and `RECOVERY_EXPIRE_AFTER_SECONDS`, else the
-    /// defaults.
-    pub fn from(env: &Env) -> Result<Self, ConfigError> {
+    /// defaults: the one reader of recovery's own settings, the reconciler's ([`Settings::from_env`]) and the
+    /// checkout functions' alike.
+    pub fn from_env(env: &Env) -> Result<Self, ConfigError> {
         let default = Self::default();
         Ok(Self {
             stale_after: env.seconds("RECOVERY_STALE_AFTER_SECONDS", default.stale_after)?,
@@ -276,7 +277,7 @@ impl Settings {
         Ok(Self {
             config: Config::from(env)?,
             psps: PspSetSettings::from_env(env)?.paced(&ScanRates::from(env)?),
-            recovery: RecoverySettings::from(env)?,
+            recovery: RecoverySettings::from_env(env)?,
         })
     }
 }
@@ -309,7 +310,7 @@ impl Recovery<PspSet> {
     /// answer the schedule's invocation records.
     pub async fn invoke(&self, deadline: tokio::time::Instant) -> Result<serde_json::Value, StoreError> {
         let report = self.run(deadline).await?;
-        crate::metrics::emit(&emf(&report, clock::now_ms()));
+        shared::metrics::emit(&emf(&report, clock::now_ms()));
         Ok(serde_json::json!({ "found": report.found, "applied": report.applied, "busy": report.busy }))
     }
 }
@@ -333,7 +334,7 @@ impl<P: Psps> Recovery<P> {
             ..RecoveryReport::default()
         };
         let ids = due.keys.iter().filter_map(|key| {
-            key.strip_prefix(crate::keys::PAYMENT_PK_PREFIX)
+            key.strip_prefix(shared::keys::PAYMENT_PK_PREFIX)
                 .and_then(|id| PaymentId::parse(id).ok())
         });
         // Objects Stripe never told us about first: they are due at once, open payment or not.
@@ -640,7 +641,7 @@ impl<P: Psps> Recovery<P> {
     async fn record(
         &self,
         current: Payment,
-        intent: &crate::psp::PaymentIntent,
+        intent: &psp::PaymentIntent,
         read: Read,
         lease: &Lease,
         correlation: CorrelationId,
@@ -674,7 +675,7 @@ impl<P: Psps> Recovery<P> {
         }
         info!(payment_id = %id, result = ?outcome.result, psp_status = intent.status.as_str(), "payment reconciled");
         let reconciled = match (read, outcome.result) {
-            (Read::Canceled, FinalizeResult::Applied(crate::EventKind::PaymentFailed)) => Reconciled::Expired,
+            (Read::Canceled, FinalizeResult::Applied(shared::EventKind::PaymentFailed)) => Reconciled::Expired,
             (_, FinalizeResult::Applied(kind)) => Reconciled::Applied(kind),
             (_, FinalizeResult::Ignored(_) | FinalizeResult::Deferred(_)) => Reconciled::Unchanged,
         };
@@ -691,7 +692,7 @@ impl<P: Psps> Recovery<P> {
             millis(self.settings.stale_after),
             millis(MAX_RECHECK_INTERVAL),
         );
-        let key = crate::keys::payment(id);
+        let key = shared::keys::payment(id);
         if let Err(e) = defer(self.store.client(), self.store.table(), key, due).await {
             warn!(payment_id = %id, error = %ErrorChain(&e), "could not defer the payment's next check");
         }
@@ -703,7 +704,7 @@ impl<P: Psps> Recovery<P> {
         let due = clock::now_ms()
             .saturating_add(millis(OPERATOR_RECHECK))
             .saturating_sub(millis(self.settings.stale_after));
-        if let Err(e) = defer(self.store.client(), self.store.table(), crate::keys::payment(id), due).await {
+        if let Err(e) = defer(self.store.client(), self.store.table(), shared::keys::payment(id), due).await {
             warn!(payment_id = %id, error = %ErrorChain(&e), "could not defer the payment's next check");
         }
     }
@@ -721,7 +722,7 @@ impl<P: Psps> Recovery<P> {
                 let due = clock::now_ms()
                     .saturating_add(millis(MAX_RECHECK_INTERVAL))
                     .saturating_sub(millis(self.settings.stale_after));
-                if let Err(e) = defer(self.store.client(), self.store.table(), crate::keys::payment(id), due).await {
+                if let Err(e) = defer(self.store.client(), self.store.table(), shared::keys::payment(id), due).await {
                     warn!(payment_id = %id, error = %ErrorChain(&e), "could not defer the payment's next check");
                 }
             }
@@ -753,7 +754,7 @@ impl<P: Psps> Recovery<P> {
             *open_since = None;
         }
         let reconciled = match outcome.result {
-            FinalizeResult::Applied(crate::EventKind::PaymentFailed) => Reconciled::Expired,
+            FinalizeResult::Applied(shared::EventKind::PaymentFailed) => Reconciled::Expired,
             _ => reconciled(&outcome),
         };
         Ok((reconciled, outcome.lease_released))
@@ -901,7 +902,7 @@ async fn created_at(client: &aws_sdk_dynamodb::Client, table: &str, id: &Payment
     let item = client
         .get_item()
         .table_name(table)
-        .set_key(Some(crate::keys::payment(id)))
+        .set_key(Some(shared::keys::payment(id)))
         .projection_expression("created_at_ms")
         .send()
         .await
@@ -917,10 +918,10 @@ async fn created_at(client: &aws_sdk_dynamodb::Client, table: &str, id: &Payment
 /// it then stands: canceled, or as the refusal carries it when it moved meanwhile (a success is then
 /// recorded, not an expiry). `None` when the call was deferred (breaker open, key refused).
 async fn cancel_expired(
-    psp: &impl Psp,
+    psp: &impl StripeApi,
     current: &Payment,
     reference: &PspReference,
-) -> Result<Option<crate::psp::PaymentIntent>, RecoveryError> {
+) -> Result<Option<psp::PaymentIntent>, RecoveryError> {
     let key = format!("{}:expire", current.id);
     match psp.cancel(&key, reference).await {
         Ok(intent) => Ok(Some(intent)),
@@ -939,7 +940,12 @@ async fn cancel_expired(
 /// Refunds money the PSP took on a payment we had failed: all that is left on the charge, with the key
 /// `<payment>:anomaly-<n>:refund`, the same on every run, so a retry never refunds twice. The caller then
 /// reads the PaymentIntent back, whose charge's refunded total records the refund on the payment.
-async fn give_back(psp: &impl Psp, payment: &Payment, reference: &PspReference, anomaly: u32) -> Result<(), PspError> {
+async fn give_back(
+    psp: &impl StripeApi,
+    payment: &Payment,
+    reference: &PspReference,
+    anomaly: u32,
+) -> Result<(), PspError> {
     let key = payments_core::stray_refund_key(&payment.id, anomaly);
     match psp.refund(&key, reference, None).await {
         Ok(refund) => {
@@ -1071,7 +1077,7 @@ pub const NAMESPACE: &str = "Payments/Recovery";
 /// The reconciler's EMF record, one per run: its counts, `RecoveryLagSeconds`, `OldestOpenPaymentAgeSeconds`
 /// and `RefundsForOperator` (alarmed; see [`RecoveryReport`]).
 pub fn emf(r: &RecoveryReport, now_ms: i64) -> serde_json::Value {
-    crate::metrics::emf(
+    shared::metrics::emf(
         NAMESPACE,
         &[&[]],
         &[
