@@ -14,7 +14,9 @@ use std::time::Duration;
 #[tokio::test]
 async fn a_resume_request_runs_the_sagas_next_step_with_the_functions_key_and_says_where_it_is() {
     let w = world().await;
-    let timeout = Duration::from_secs(1);
+    // Long enough that the start itself (stock, payment, charge: about 1.5 s on a loaded 2-core machine) ends
+    // before the deadline, so the start answers PaymentPending; the resume below comes after it.
+    let timeout = Duration::from_secs(3);
     // A charge the PSP answers "processing" and then says nothing about: the saga waits past its deadline.
     let id = crate::support::order();
     let waiting = w
