@@ -12,7 +12,7 @@ use crate::runtime_api::{inherited, serve_connections};
 use crate::triggers::{RouteAuth, Throttle};
 use base64::Engine;
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
+use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 use serde_json::{json, Map, Value};
@@ -20,6 +20,10 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tokio::net::TcpListener;
+
+/// API Gateway's largest request payload (a hard quota): past it the request is refused 413 before any
+/// function runs.
+pub const MAX_PAYLOAD_BYTES: usize = 10 * 1024 * 1024;
 
 /// One route of the API and the function behind it.
 pub struct Route {
@@ -114,8 +118,8 @@ fn signed(
         .iter()
         .find(|(n, _)| n == "authorization")
         .and_then(|(_, v)| crate::sigv4::authorization(v));
-    if scope.is_none_or(|s| s.service != "execute-api") {
-        return Err("no SigV4 Authorization for execute-api".into());
+    if scope.is_none_or(|s| s.service != crate::sigv4::SERVICE) {
+        return Err(format!("no SigV4 Authorization for {}", crate::sigv4::SERVICE));
     }
     let target = head.uri.path_and_query().map_or("/", |p| p.as_str());
     crate::sigv4::verify(
@@ -159,7 +163,11 @@ async fn answer(api: Arc<Api>, req: Request<Incoming>) -> Result<Response<Full<B
         return Ok(gateway(StatusCode::TOO_MANY_REQUESTS, "Too Many Requests"));
     }
     let (head, body) = req.into_parts();
-    let body = body.collect().await?.to_bytes();
+    let Ok(body) = Limited::new(body, MAX_PAYLOAD_BYTES).collect().await else {
+        // Over the quota, or a connection that broke mid-body: nothing reaches the function.
+        return Ok(gateway(StatusCode::PAYLOAD_TOO_LARGE, "Request Entity Too Large"));
+    };
+    let body = body.to_bytes();
     if route.auth == RouteAuth::Iam {
         if let Err(why) = signed(&head, &body, credentials) {
             eprintln!("HTTP API: {} {path} refused 403: {why}", head.method);

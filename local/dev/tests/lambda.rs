@@ -196,6 +196,22 @@ async fn a_public_route_hands_its_function_api_gateways_event() {
 }
 
 #[tokio::test]
+async fn a_body_over_api_gateways_quota_is_refused_413_before_the_function() {
+    let function = Arc::new(probe(Duration::from_secs(3), None, "ok"));
+    let addr = http_api(vec![route("POST", "/things", RouteAuth::None, &function)]).await;
+    let over = "x".repeat(local_dev::http_api::MAX_PAYLOAD_BYTES + 1);
+    let (status, _, body) = request(addr, "POST /things HTTP/1.1", &over).await;
+    assert_eq!(
+        (status, body.as_str()),
+        (413, r#"{"message":"Request Entity Too Large"}"#)
+    );
+    assert_eq!(function.cold_starts(), 0, "the function never ran");
+    let at_quota = "x".repeat(local_dev::http_api::MAX_PAYLOAD_BYTES);
+    let (status, _, body) = request(addr, "POST /things HTTP/1.1", &at_quota).await;
+    assert_eq!(status, 200, "{}", &body[..body.len().min(200)]);
+}
+
+#[tokio::test]
 async fn an_iam_route_refuses_an_unsigned_caller_before_the_function() {
     let function = Arc::new(probe(Duration::from_secs(3), None, "ok"));
     let addr = http_api(vec![route("GET", "/payments/{id}", RouteAuth::Iam, &function)]).await;
