@@ -47,15 +47,39 @@ async fn main() -> Result<(), Error> {
     Ok(())
 }
 
+/// `value` as the start prints it: a secret given by `--set` (against the template, which takes secrets by
+/// ARN) is named, never shown.
+fn shown<'a>(name: &str, value: &'a str) -> &'a str {
+    let secret = ["KEY", "SECRET", "TOKEN", "PASSWORD"].iter().any(|s| name.contains(s));
+    if secret {
+        "(not shown)"
+    } else {
+        value
+    }
+}
+
 /// Says what the world runs with: the parameters given and every departure from the template.
 fn announce(settings: &settings::Settings) {
     for (name, value) in &settings.parameters {
         println!("parameter {name}={value}");
     }
     for (name, value) in &settings.sets {
-        println!("not as deployed: every function gets {name}={value}");
+        println!("not as deployed: every function gets {name}={}", shown(name, value));
     }
     if settings.time_scale > 1 {
         println!("not as deployed: schedules run {} times as often", settings.time_scale);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_secret_given_by_set_is_never_printed() {
+        assert_eq!(super::shown("PSP_API_KEY", "sk_test_abc"), "(not shown)");
+        assert_eq!(
+            super::shown("WEBHOOK_SECRETS", "{\"stripe\":[\"whsec_x\"]}"),
+            "(not shown)"
+        );
+        assert_eq!(super::shown("SAGA_STUCK_AFTER_SECONDS", "10"), "10");
     }
 }

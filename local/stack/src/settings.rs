@@ -21,8 +21,8 @@ pub struct Args {
     /// departure from it, for the tests' shorter waits; printed at the start.
     #[arg(long = "set")]
     pub sets: Vec<String>,
-    /// Every schedule's period and Lambda's waits between asynchronous retries divided by this (60: a
-    /// `rate(1 minute)` runs every second); the functions' own timeouts stay the template's.
+    /// Every schedule's period, Lambda's waits between asynchronous retries and their event age divided by
+    /// this (60: a `rate(1 minute)` runs every second); the functions' own timeouts stay the template's.
     #[arg(long, default_value_t = 1)]
     pub time_scale: u32,
     /// Where the functions' host binaries are (default: `CARGO_TARGET_DIR`'s `debug`; `scripts/bench`: its

@@ -9,7 +9,7 @@ use crate::settings::Settings;
 use local_dev::async_invoke::{AsyncInvoker, Waits};
 use local_dev::http_api::Route;
 use local_dev::template::{Stack, Template};
-use local_dev::triggers::{StreamMapping, Trigger};
+use local_dev::triggers::{AsyncConfig, StreamMapping, Trigger};
 use local_dev::{schedule, sqs_poller, stream_mapping};
 use std::sync::Arc;
 use std::time::Duration;
@@ -66,15 +66,16 @@ fn stream(world: &World<'_>, function: &Function, mapping: &StreamMapping) -> Re
 
 /// The schedule `event` of `function`: every `period` (scaled), invoked asynchronously as Scheduler does.
 fn schedule(world: &World<'_>, function: &Function, event: &str, period: Duration) -> Result<(), Error> {
-    let config = &function.triggers.asynchronous;
+    let scale = world.settings.time_scale;
+    let config = scaled_config(&function.triggers.asynchronous, scale);
     let invoker = AsyncInvoker {
         function: function.pool.clone(),
         name: function.name.clone(),
-        config: config.clone(),
         destination: destination(world, config.on_failure.as_deref(), function)?,
-        waits: scaled(Waits::default(), world.settings.time_scale),
+        config,
+        waits: scaled(Waits::default(), scale),
     };
-    let every = period / world.settings.time_scale;
+    let every = period / scale;
     println!("{}: {event} every {every:?}", function.name);
     schedule::start(event.to_owned(), every, Arc::new(invoker));
     Ok(())
@@ -108,11 +109,43 @@ fn destination(
         .transpose()
 }
 
+/// `config` with its event age `scale` times shorter, as the period is: the template keeps a run's retries
+/// within its own period (`MaximumEventAgeInSeconds` under the rate), and so does the faster local world.
+fn scaled_config(config: &AsyncConfig, scale: u32) -> AsyncConfig {
+    AsyncConfig {
+        max_event_age: config.max_event_age / scale,
+        ..config.clone()
+    }
+}
+
 /// Lambda's waits between asynchronous retries, `scale` times shorter.
 fn scaled(waits: Waits, scale: u32) -> Waits {
     Waits {
         after_error: waits.after_error.map(|w| w / scale),
         throttle_first: waits.throttle_first / scale,
         throttle_max: waits.throttle_max / scale,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_faster_world_keeps_each_runs_retries_within_its_period() {
+        let reconciler = AsyncConfig {
+            max_retries: 0,
+            max_event_age: Duration::from_secs(240),
+            on_failure: Some("ScheduleDlq".into()),
+        };
+        let config = scaled_config(&reconciler, 60);
+        assert_eq!(
+            config.max_event_age,
+            Duration::from_secs(4),
+            "under the 5 s the 5-minute rate becomes"
+        );
+        assert_eq!((config.max_retries, config.on_failure), (0, Some("ScheduleDlq".into())));
+        let waits = scaled(Waits::default(), 60);
+        assert_eq!(waits.after_error, [Duration::from_secs(1), Duration::from_secs(2)]);
     }
 }
