@@ -23,6 +23,7 @@
 //! |---|---|---|
 //! | [`store`] | the payment item, its event items and the one versioned write (`finalize`: decide, write under the version token, decide again on a conflict), idempotent create, parked webhooks | write a payment without its version condition, or a transition without its event item in the same transaction |
 //! | [`apply`] | the one "read, take the lease at the version read, finalize, release" sequence of the intake and `paymentsctl parked replay` | drop a failed lease release: it travels with the error it followed or is logged |
+//! | [`payment_ref`] | which payment a PSP object names (our id in its metadata, else its bound PSP reference), and the one lookup every path (intake, parked replay, recovery's recheck) makes | find a payment by reference alone where the object carries our id |
 //! | [`lease`] | one live worker per payment: the `LEASE#` item, its owner token and expiry | count on DynamoDB's TTL to have deleted an expired lease, or release another owner's |
 //! | [`keys`] | every partition and sort key of the one table | be bypassed: no other module spells a key prefix |
 //! | [`outbox`] | which stream records are outbox events and the SQS message each becomes | send an event a queue or a stream shard cannot carry |
@@ -78,6 +79,7 @@ pub mod lambda;
 pub mod lease;
 pub mod metrics;
 pub mod outbox;
+pub mod payment_ref;
 pub mod retry;
 pub mod router;
 pub mod store;

@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use shared::http::{self, ApiError};
 use shared::router::{RouteTableError, Router};
 use shared::telemetry::ErrorChain;
-use shared::{text, Currency, Money, OrderId, PaymentStatus, Sku};
+use shared::{text, Currency, Money, OrderId, Sku};
 use std::sync::LazyLock;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -121,10 +121,15 @@ pub struct SagaView<'a> {
     pub payment_id: Option<&'a str>,
     pub customer_action: bool,
     pub captured: bool,
-    /// The payment's status as the order projection shows it (`GET` only): `authorized` (manual capture:
-    /// the money held, not taken) apart from `captured`.
+    /// The payment's status as the payment item holds it at the request (`GET` only): `authorized` (manual
+    /// capture: the money held, not taken) apart from `captured`, and a lapsed or released authorization's end
+    /// (`failed`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub payment_status: Option<&'static str>,
+    /// Why the payment's capture failed at the card scheme (Adyen's `CAPTURE_FAILED`), while no new capture
+    /// came (`GET` only): a confirmed order whose money will not arrive (docs/WEBHOOKS.md says what to do).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capture_failed: Option<String>,
     pub refunded_minor: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failed_step: Option<&'a str>,
@@ -152,6 +157,7 @@ impl<'a> From<&'a SagaRecord> for SagaView<'a> {
             customer_action: r.customer_action,
             captured: r.captured,
             payment_status: None,
+            capture_failed: None,
             refunded_minor: r.refunded_minor,
             failed_step: r.failure.as_ref().map(|f| f.step.as_str()),
             failure: r.failure.as_ref().map(|f| f.reason.as_str()),
@@ -295,8 +301,10 @@ async fn get<P: Psps>(runner: &Runner<P>, id: &OrderId) -> Result<Response<Body>
     let saga = saga.ok_or_else(|| ApiError::not_found(format!("no checkout for order {id}")))?;
     let mut view = SagaView::from(saga.record());
     if let Some(payment) = &saga.record().payment_id {
-        let status = runner.projected_status(id, payment).await.map_err(run_failed)?;
-        view.payment_status = status.map(PaymentStatus::as_str);
+        if let Some(payment) = runner.payment_now(payment).await.map_err(run_failed)? {
+            view.payment_status = Some(payment.status.as_str());
+            view.capture_failed = payment.capture_failed;
+        }
     }
     Ok(http::json(StatusCode::OK, &view))
 }

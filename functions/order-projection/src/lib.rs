@@ -4,8 +4,10 @@
 //! Item: `pk = ORDER#<order id>`, `sk = PAYMENT#<payment id>`, with `payment_status`, `amount_minor`,
 //! `currency`, `refunded_minor`, `payment_version` and `last_event`; once the payment's charge is disputed,
 //! `dispute` (`disputed` while open, `dispute_won`, `dispute_lost` or `dispute_closed`), `dispute_status`
-//! (Stripe's) and `dispute_funds` (`withdrawn`, `reinstated`). Every event carries the payment's dispute, so the
-//! item always shows the dispute as of its payment version.
+//! (Stripe's) and `dispute_funds` (`withdrawn`, `reinstated`); while the payment's capture failed at the card
+//! scheme (Adyen's `CAPTURE_FAILED`: a confirmed order whose money will not arrive), `capture_failed` with the
+//! reason. Every event carries the payment's dispute and failed capture, so the item always shows them as of its
+//! payment version.
 
 // Unit tests may be long (a table of cases, a story): the 60-line limit is for the code they test.
 #![cfg_attr(test, allow(clippy::too_many_lines))]
@@ -50,6 +52,9 @@ impl Projection for OrderProjection {
                 put = put.item("dispute_funds", AttributeValue::S(funds.into()));
             }
         }
+        if let Some(reason) = &e.capture_failed {
+            put = put.item("capture_failed", AttributeValue::S(reason.clone()));
+        }
         let put = put.build().map_err(|err| ConsumerError::Effect(err.into()))?;
         Ok(vec![TransactWriteItem::builder().put(put).build()])
     }
@@ -91,6 +96,7 @@ mod tests {
             trace_context: None,
             recorded_at_ms: 0,
             dispute,
+            capture_failed: None,
         }
     }
 
@@ -126,6 +132,24 @@ mod tests {
         let inquiry = event(Some(dispute(DisputeStatus::WarningClosed, false, false)));
         assert_eq!(written(&inquiry, "dispute").as_deref(), Some("dispute_closed"));
         assert_eq!(written(&inquiry, "dispute_funds"), None);
+    }
+
+    #[test]
+    fn the_order_shows_a_capture_that_failed_at_the_scheme_until_captured_again() {
+        let mut failed = event(None);
+        (failed.kind, failed.capture_failed) = (EventKind::CaptureFailed, Some("the capture failed".into()));
+        assert_eq!(
+            written(&failed, "capture_failed").as_deref(),
+            Some("the capture failed")
+        );
+        assert_eq!(written(&failed, "payment_status").as_deref(), Some("captured"));
+        let mut recaptured = failed.clone();
+        (recaptured.kind, recaptured.capture_failed) = (EventKind::PaymentCaptured, None);
+        assert_eq!(
+            written(&recaptured, "capture_failed"),
+            None,
+            "the item is put whole: cleared"
+        );
     }
 
     /// Manual capture (issue 34): the order tells an authorization (money held) from a capture (money taken).

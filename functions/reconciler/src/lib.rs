@@ -62,11 +62,12 @@ mod adyen;
 mod recheck;
 
 use payments_core::recovery::{
-    after_read, canceled_expiry, expiry, recovery_step, unanswered, AfterRead, NothingToAsk, RecoveryStep, Unasked,
+    after_read, canceled_expiry, expiry, recovery_step, unanswered, AfterRead, Held, NothingToAsk, RecoveryStep,
+    Unasked,
 };
 use psp::pace::ScanRates;
 use psp::stripe::Refund;
-use psp::{GuardedAdyen, PspError, PspRoute, PspSet, PspSetSettings, Psps, StripeApi};
+use psp::{GuardedAdyen, IntentStatus, PspError, PspRoute, PspSet, PspSetSettings, Psps, StripeApi};
 use shared::clock;
 use shared::lambda::{BuildError, Clients};
 use shared::lease::{Lease, Leases};
@@ -120,6 +121,10 @@ pub enum Reconciled {
     /// (nothing recovery may do moves the money), the payment is counted (`RefundsForOperator`, alarmed) and
     /// looked at again after [`OPERATOR_RECHECK`], until a person's refund makes it `refunded`.
     ForOperator,
+    /// A `captured` payment whose capture failed at the card scheme ([`Payment::capture_lost`]): the money will
+    /// not arrive unless the PSP captures again. Not asked (Adyen's notification tells the re-capture), counted
+    /// (`CapturesFailed`, alarmed) and looked at again after [`OPERATOR_RECHECK`] while it lasts.
+    CaptureLost,
 }
 
 /// How often recovery counts a payment that waits for a person ([`Reconciled::ForOperator`]): every half
@@ -146,6 +151,8 @@ pub struct RecoveryReport {
     pub end_requested: u32,
     /// Payments whose money only a person can return now ([`Reconciled::ForOperator`]): `RefundsForOperator`.
     pub for_operator: u32,
+    /// Captured payments whose capture failed at the card scheme ([`Reconciled::CaptureLost`]): `CapturesFailed`.
+    pub captures_lost: u32,
     pub errors: u32,
     /// Cut by the run's deadline (it and the payments not reached are the next run's).
     pub left: u32,
@@ -189,6 +196,7 @@ impl RecoveryReport {
             Ok(Reconciled::Deferred) => self.deferred = self.deferred.saturating_add(1),
             Ok(Reconciled::EndRequested) => self.end_requested = self.end_requested.saturating_add(1),
             Ok(Reconciled::ForOperator) => self.for_operator = self.for_operator.saturating_add(1),
+            Ok(Reconciled::CaptureLost) => self.captures_lost = self.captures_lost.saturating_add(1),
             Err(e) => {
                 self.errors = self.errors.saturating_add(1);
                 warn!(payment_id = %id, error = %ErrorChain(&e), "recovery of one payment failed; retried after its back-off");
@@ -376,7 +384,7 @@ impl<P: Psps> Recovery<P> {
         // A failure (the PSP's, the store's) or a deferral is not retried every run: due again after its
         // back-off, also when it failed before the payment was read (an item no release can read would else
         // be the first of its shard on every run).
-        if matches!(reconciled, Ok(Reconciled::ForOperator)) {
+        if matches!(reconciled, Ok(Reconciled::ForOperator | Reconciled::CaptureLost)) {
             self.recheck_for_operator(id).await;
         } else if matches!(reconciled, Err(_) | Ok(Reconciled::Deferred)) {
             match seen.open_since {
@@ -469,6 +477,11 @@ impl<P: Psps> Recovery<P> {
             warn!(payment_id = %id, refunds_failed = current.refund_failures,
                   "refunds failed past the give-back bound: the money waits for a person's refund at the PSP");
             return Ok((Reconciled::ForOperator, false));
+        }
+        if current.capture_lost() {
+            warn!(payment_id = %id, reason = current.capture_failed.as_deref(),
+                  "the capture failed at the card scheme: the money will not arrive unless the PSP captures again");
+            return Ok((Reconciled::CaptureLost, false));
         }
         if seen.deferred.contains(&current.provider) {
             return Ok((Reconciled::Deferred, false));
@@ -584,7 +597,17 @@ impl<P: Psps> Recovery<P> {
             }
             Err(e) => return Err(e.into()),
         };
-        match after_read(&current, intent.status.state(), clock::now_ms(), self.expire_after()) {
+        // An authorization is released for its lapse, never for its age (`capture_before`, the core's `Held`).
+        let held = (intent.status == IntentStatus::RequiresCapture).then(|| Held {
+            until_ms: intent.capture_before_ms(),
+        });
+        match after_read(
+            &current,
+            intent.status.state(),
+            held,
+            clock::now_ms(),
+            self.expire_after(),
+        ) {
             AfterRead::Apply => {
                 self.record(current, &intent, Read::Asked, lease, correlation, open_since)
                     .await
@@ -1092,6 +1115,7 @@ pub fn emf(r: &RecoveryReport, now_ms: i64) -> serde_json::Value {
             ("Deferred", "Count"),
             ("EndRequested", "Count"),
             ("RefundsForOperator", "Count"),
+            ("CapturesFailed", "Count"),
             ("Errors", "Count"),
             ("RecoveryLagSeconds", "Seconds"),
             ("OldestOpenPaymentAgeSeconds", "Seconds"),
@@ -1102,7 +1126,7 @@ pub fn emf(r: &RecoveryReport, now_ms: i64) -> serde_json::Value {
             "Found": r.found, "Applied": r.applied, "Unchanged": r.unchanged, "Busy": r.busy,
             "NoReference": r.no_reference, "NoClient": r.no_client,
             "Expired": r.expired, "Refused": r.refused, "Deferred": r.deferred, "EndRequested": r.end_requested,
-            "RefundsForOperator": r.for_operator, "Errors": r.errors,
+            "RefundsForOperator": r.for_operator, "CapturesFailed": r.captures_lost, "Errors": r.errors,
             "Left": r.left, "RecoveryLagSeconds": r.lag_seconds,
             "OldestOpenPaymentAgeSeconds": r.oldest_open_age_seconds,
             "Rechecked": r.rechecked, "RechecksUnread": r.rechecks_unread,

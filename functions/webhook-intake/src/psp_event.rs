@@ -1,35 +1,12 @@
 //! A PSP event after parsing, in our terms: which payment, what happened, and the facts to check against
 //! the payment before anything is applied.
 
-use shared::{text, Channel, Claims, Currency, Observation, Outcome, PaymentId, PspEventId, PspReference};
+use shared::{text, Channel, Claims, Currency, Observation, Outcome, PspEventId};
 use thiserror::Error;
 
-/// How to find the payment an event is about, and whose the event's object says it is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PaymentRef {
-    pub payment_id: Option<PaymentId>,
-    pub psp_reference: Option<PspReference>,
-    /// The deployment that created the object ([`STAGE_MARKER`] in its metadata), when it says.
-    pub stage: Option<String>,
-}
-
-/// The metadata key every PaymentIntent this system creates carries, valued with its stage (`STAGE`; the
-/// charge sends it): one PSP account also holds other stages', Billing's, Checkout's and Payment Links'
-/// objects, whose events reach the same endpoint.
-pub use psp::STAGE_MARKER;
-
-/// Whose an event's object is, by what it carries, before any lookup.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Ownership {
-    /// Our stage's marker, or (no marker) our payment id: ours, perhaps before its payment is written, so an
-    /// unknown payment gets the 503 window.
-    Claimed,
-    /// Another stage's marker: another deployment's payment, never ours; acknowledged and ignored.
-    OtherStage(String),
-    /// Neither marker nor payment id: ours only when its PSP reference is bound to one of our payments (a
-    /// refund or dispute of a payment we know); otherwise acknowledged and ignored, never waited for.
-    Unmarked,
-}
+/// How to find the payment an event is about, whose the event's object says it is, and the one lookup
+/// (`shared::payment_ref`: the intake, `paymentsctl parked replay` and recovery's recheck locate alike).
+pub use shared::payment_ref::{Ownership, PaymentRef, STAGE_MARKER};
 
 /// What the event claims about the payment; each must match before the event is applied.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -80,49 +57,19 @@ impl Unparseable {
     }
 }
 
-impl PaymentRef {
-    /// The payment this names: its payment id, else the payment its PSP reference is bound to (the intake's
-    /// lookup, and `paymentsctl parked replay`'s).
-    pub async fn locate(&self, store: &shared::PaymentStore) -> Result<Option<PaymentId>, shared::StoreError> {
-        if let Some(id) = &self.payment_id {
-            return Ok(Some(id.clone()));
-        }
-        match &self.psp_reference {
-            Some(reference) => store.find_by_psp_reference(reference).await,
-            None => Ok(None),
-        }
+/// `target`, if it names the payment at all (our id or the PSP's); else unparseable, saying `neither` (where
+/// the provider's events carry them).
+pub fn named(target: PaymentRef, neither: &str) -> Result<PaymentRef, Unparseable> {
+    if target.payment_id.is_none() && target.psp_reference.is_none() {
+        return Err(Unparseable(neither.to_owned()));
     }
-
-    /// This reference, if it names the payment at all (our id or the PSP's); else unparseable, saying
-    /// `neither` (where the provider's events carry them).
-    pub fn named(self, neither: &str) -> Result<Self, Unparseable> {
-        if self.payment_id.is_none() && self.psp_reference.is_none() {
-            return Err(Unparseable(neither.to_owned()));
-        }
-        Ok(self)
-    }
-
-    /// Whose the object is for a deployment of `stage` (the intake's, and any other reader of the PSP's
-    /// events, e.g. a catch-up of missed ones, ask the same). A marker decides; without one, our payment id
-    /// claims it (a PaymentIntent made before the marker existed).
-    pub fn ownership(&self, stage: &str) -> Ownership {
-        match (&self.stage, &self.payment_id) {
-            (Some(marked), _) if marked != stage => Ownership::OtherStage(marked.clone()),
-            (Some(_), _) | (None, Some(_)) => Ownership::Claimed,
-            (None, None) => Ownership::Unmarked,
-        }
-    }
+    Ok(target)
 }
 
 /// The stage marker of an object's metadata, within the text rules (it is logged when not ours).
 pub fn stage_marker(value: Option<&str>) -> Result<Option<String>, Unparseable> {
-    value
-        .map(|v| text::bounded(STAGE_MARKER, v, MAX_STAGE_CHARS))
-        .transpose()
-        .map_err(Unparseable::because)
+    shared::payment_ref::stage_marker(value).map_err(Unparseable::because)
 }
-
-const MAX_STAGE_CHARS: usize = 64;
 
 /// A reason from the event, checked by the text rules (`shared::text`): one that breaks them makes the event
 /// unparseable (quarantined), never a stored reason that cannot be sent on.

@@ -125,8 +125,8 @@ pub fn parse(body: &[u8], webhook_id: &str, webhook_timestamp: i64, tolerance_se
         // Our schema has no stage marker: the endpoint is this deployment's own, and an event is ours when
         // it names our payment id, or a PSP reference bound to one of our payments.
         stage: None,
-    }
-    .named("data names neither payment_id nor psp_reference")?;
+    };
+    let target = psp_event::named(target, "data names neither payment_id nor psp_reference")?;
     Ok(Parsed::Event(Box::new(PspEvent {
         id: PspEventId::parse(webhook_id).map_err(Bad::because)?,
         created_secs,

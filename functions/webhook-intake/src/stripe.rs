@@ -7,10 +7,10 @@ mod refund;
 pub mod thin;
 pub mod version;
 
-use crate::psp_event::{self, Facts, Parsed, PaymentRef, PspEvent, Unparseable, STAGE_MARKER};
+use crate::psp_event::{self, Facts, Parsed, PaymentRef, PspEvent, Unparseable};
 use psp::stripe::{customer_action, LastPaymentError, NextAction};
 use serde::Deserialize;
-use shared::{ClientSecret, Currency, Outcome, PaymentId, PspEventId, PspReference};
+use shared::{ClientSecret, Currency, Outcome, PspEventId, PspReference};
 use std::collections::HashMap;
 
 #[derive(Deserialize)]
@@ -65,24 +65,10 @@ struct Charge {
 
 use Unparseable as Bad;
 
-/// What an object's metadata and PSP id say about its payment. A `payment_id` that is not one of our ids
-/// counts only on a marked object (ours or another stage's, both made by this system, where it is a fault):
-/// on an unmarked one it is another system's key of the same name, and the object is not ours.
+/// What an object's metadata and PSP id say about its payment (the rules every path reads them by:
+/// [`PaymentRef::of_metadata`]).
 fn target(metadata: &HashMap<String, String>, psp_reference: Option<String>) -> Result<PaymentRef, Unparseable> {
-    let stage = psp_event::stage_marker(metadata.get(STAGE_MARKER).map(String::as_str))?;
-    let payment_id = metadata.get("payment_id").map(|id| PaymentId::parse(id.as_str()));
-    let payment_id = match (&stage, payment_id) {
-        (Some(_), id) => id.transpose().map_err(Bad::because)?,
-        (None, id) => id.and_then(Result::ok),
-    };
-    Ok(PaymentRef {
-        payment_id,
-        psp_reference: psp_reference
-            .map(PspReference::parse)
-            .transpose()
-            .map_err(Bad::because)?,
-        stage,
-    })
+    PaymentRef::of_metadata(metadata, psp_reference.as_deref()).map_err(Bad::because)
 }
 
 /// The event in our terms; `Ignored` for a type we do not handle.
@@ -109,7 +95,10 @@ pub fn parse(body: &[u8]) -> Result<Parsed, Unparseable> {
     Ok(Parsed::Event(Box::new(PspEvent {
         id,
         created_secs: event.created,
-        target: target.named("the event names neither metadata.payment_id nor a payment intent")?,
+        target: psp_event::named(
+            target,
+            "the event names neither metadata.payment_id nor a payment intent",
+        )?,
         facts,
         outcome,
     })))

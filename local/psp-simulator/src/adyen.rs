@@ -6,7 +6,7 @@
 //! |---|---|
 //! | `POST /v71/payments` | authorise (`amount`, `merchantAccount`, `reference`, `paymentMethod`, `returnUrl`): `Authorised`, `Refused` with `refusalReason`, or `RedirectShopper` with an `action` and no `pspReference` (it comes with `/payments/details`; [`cards`] picks) |
 //! | `POST /v71/payments/details` | `details.redirectResult` from the redirect: the challenged payment is decided |
-//! | `POST /v71/payments/{pspReference}/captures`, `/refunds` | `amount`, `merchantAccount`: 201 `received`; `CAPTURE` (and `CAPTURE_FAILED`), `REFUND` (and `REFUND_FAILED`) notified |
+//! | `POST /v71/payments/{pspReference}/captures`, `/refunds` | `amount`, `merchantAccount`: 201 `received`; `CAPTURE` (and `CAPTURE_FAILED`, then a re-capture `CAPTURE` for a `CAPTURE_RECAPTURED` card), `REFUND` (and `REFUND_FAILED` or `REFUNDED_REVERSED`), the late failures without `originalReference` for a holder name ending `_NO_ORIGINAL` |
 //! | `POST /v71/payments/{pspReference}/cancels`, `/reversals` | `merchantAccount`: 201 `received`; `CANCELLATION`, `CANCEL_OR_REFUND` notified |
 //! | `POST /v71/cancels` | `merchantAccount`, `paymentReference` (our own reference): 201 `received`; `TECHNICAL_CANCEL` notified |
 //! | `GET /_sim/references/{reference}` | admin, no key (Adyen has no such read): the latest payment with that merchant reference, `{status, captured, refunded}`, or 404; how the demos check a payment ends where Adyen says |

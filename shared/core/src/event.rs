@@ -31,6 +31,9 @@ pub enum EventKind {
     RefundPending,
     /// A refund the PSP reports `failed` or `canceled`: the money is ours again and is given back anew.
     RefundFailed,
+    /// A capture reported done was rejected by the card scheme: the money will not arrive unless the PSP
+    /// captures again (alarmed; the payment stays `captured`, flagged `capture_failed`).
+    CaptureFailed,
     /// Evidence that contradicts what we hold (money moved on a failed payment, an event that does not match
     /// the payment). Counted, alarmed, for an operator to compensate; the status does not change.
     AnomalyRecorded,
@@ -64,6 +67,7 @@ impl EventKind {
             EventKind::PaymentRefunded => "PaymentRefunded",
             EventKind::RefundPending => "RefundPending",
             EventKind::RefundFailed => "RefundFailed",
+            EventKind::CaptureFailed => "CaptureFailed",
             EventKind::AnomalyRecorded => "AnomalyRecorded",
             EventKind::DisputeOpened => "DisputeOpened",
             EventKind::DisputeUpdated => "DisputeUpdated",
@@ -101,6 +105,10 @@ pub struct PaymentEvent {
     /// keeps the latest event keeps the dispute's state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dispute: Option<Dispute>,
+    /// Why the payment's capture failed at the card scheme, while it did and no new capture was reported:
+    /// every event carries it, so a consumer that keeps the latest event shows it (the order projection).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capture_failed: Option<String>,
 }
 
 impl PaymentEvent {
@@ -133,6 +141,7 @@ impl PaymentEvent {
             trace_context,
             recorded_at_ms: now_ms,
             dispute: payment.dispute.clone(),
+            capture_failed: payment.capture_failed.clone(),
         }
     }
 

@@ -94,6 +94,10 @@ enum Change {
     },
     /// A dispute's new fact: the payment's dispute after it and the event kind (see [`dispute`]).
     Dispute(Box<crate::dispute::Dispute>, EventKind),
+    /// The capture failed at the card scheme (the reason): flagged, the status kept.
+    CaptureFailed(String),
+    /// A new capture after a failed one: the flag cleared.
+    Recaptured,
 }
 
 /// Decides what `observation` does to `current`. `now_ms` stamps the change.
@@ -140,6 +144,7 @@ fn change_for(current: &Payment, observation: &Observation) -> Result<Change, De
         Outcome::Failed { .. } => on_failed(current.status),
         Outcome::Refund(report) => refund::on_refund(current, report),
         Outcome::Dispute(report) => dispute::on_dispute(current, report),
+        Outcome::CaptureFailed { reason, .. } => on_capture_failed(current, reason),
 
         // Non-terminal outcomes: never move a terminal payment, never go back from processing to an
         // action, and never let an older event overwrite a newer one.
@@ -161,9 +166,22 @@ fn on_succeeded(current: &Payment) -> Result<Change, Decision> {
             Some(_) => ignore(IgnoreReason::NoOp),
             None => Ok(Change::StrayCapture),
         },
+        // A new capture after the last one failed at the scheme (Adyen's re-capture): the money comes after all.
+        Captured if current.capture_failed.is_some() => Ok(Change::Recaptured),
         Captured => ignore(IgnoreReason::NoOp),
         Refunded => ignore(IgnoreReason::Stale),
         _ => Ok(Change::To(Captured, EventKind::PaymentCaptured)),
+    }
+}
+
+/// The capture failed at the card scheme. Recorded beside the status, whatever it is but failed (where no
+/// money was to come): on a `captured` payment the money will not arrive; before the capture is reported it
+/// is the fact to keep when it is.
+fn on_capture_failed(current: &Payment, reason: &str) -> Result<Change, Decision> {
+    match current.status {
+        Failed => ignore(IgnoreReason::NoOp),
+        _ if current.capture_failed.is_some() => ignore(IgnoreReason::NoOp),
+        _ => Ok(Change::CaptureFailed(reason.to_owned())),
     }
 }
 
@@ -318,6 +336,11 @@ fn apply(current: &Payment, observation: &Observation, change: Change, now_ms: i
             recorded
         }
         Change::Dispute(held, kind) => dispute::record_dispute(&mut next, *held, kind),
+        Change::CaptureFailed(reason) => record_capture_failed(&mut next, &observation.outcome, reason),
+        Change::Recaptured => {
+            next.capture_failed = None;
+            (EventKind::PaymentCaptured, Some(RECAPTURED.to_owned()))
+        }
         Change::To(status, kind) => {
             move_to(&mut next, status, &observation.outcome);
             (kind, next.reason.clone())
@@ -356,6 +379,23 @@ fn note_news(next: &mut Payment, observation: &Observation) {
     if next.psp_reference.is_none() {
         next.psp_reference.clone_from(&observation.psp_reference);
     }
+}
+
+/// The reason of the event that clears a failed capture: the PSP captured again.
+const RECAPTURED: &str = "captured again after the capture failed at the card scheme";
+
+/// The capture failed at the card scheme: flagged with `reason`, and the failed capture's event forgotten by
+/// the dedup, so the PSP's re-capture under the same id is news.
+fn record_capture_failed(next: &mut Payment, outcome: &Outcome, reason: String) -> (EventKind, Option<String>) {
+    if let Outcome::CaptureFailed {
+        capture_event: Some(capture),
+        ..
+    } = outcome
+    {
+        next.seen_psp_events.retain(|seen| seen != capture);
+    }
+    next.capture_failed = Some(reason.clone());
+    (EventKind::CaptureFailed, Some(reason))
 }
 
 /// Money taken on a failed payment: an anomaly, numbered so that its refund can name it, and a refund due.
@@ -418,7 +458,7 @@ fn move_to(next: &mut Payment, status: PaymentStatus, outcome: &Outcome) {
             next.capture_before_ms = capture_before_ms.or(next.capture_before_ms);
         }
         Outcome::Processing | Outcome::Succeeded => next.reason = None,
-        Outcome::Anomaly { .. } | Outcome::Refund(_) | Outcome::Dispute(_) => {}
+        Outcome::Anomaly { .. } | Outcome::Refund(_) | Outcome::Dispute(_) | Outcome::CaptureFailed { .. } => {}
     }
 }
 

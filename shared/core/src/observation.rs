@@ -67,6 +67,16 @@ pub enum Outcome {
         refunded_total_minor: u64,
         capture_proven: bool,
     },
+    /// A capture the PSP reported done was rejected by the card scheme (Adyen's `CAPTURE_FAILED`): the money
+    /// will not arrive unless the PSP captures again. Recorded beside the status (`Payment::capture_failed`),
+    /// which it never changes.
+    CaptureFailed {
+        reason: String,
+        /// The event id under which the PSP reported the capture that failed: forgotten by the dedup, so a
+        /// new capture reported under the same id (Adyen re-captures under the capture's own reference) is
+        /// news, not a duplicate.
+        capture_event: Option<PspEventId>,
+    },
     /// The path found the event inconsistent with the payment (amount, currency, mode, account): recorded,
     /// alarmed and not applied.
     Anomaly {

@@ -138,6 +138,10 @@ pub struct Payment {
     pub give_back: Option<GiveBack>,
     /// The dispute of the payment's charge, if there is one: beside the status, which it never changes.
     pub dispute: Option<Dispute>,
+    /// Why the PSP reported the capture failed at the card scheme (Adyen's `CAPTURE_FAILED`), until it
+    /// reports a new capture: the money of a `captured` payment that will not arrive ([`Payment::capture_lost`]).
+    #[serde(default)]
+    pub capture_failed: Option<String>,
     pub created_at_ms: i64,
     pub updated_at_ms: i64,
 }
@@ -158,6 +162,15 @@ impl Payment {
             || self.give_back.is_some()
             || self.pending_refunds().next().is_some()
             || self.refund_for_operator()
+            || self.capture_lost()
+    }
+
+    /// The payment is `captured` but its capture failed at the card scheme and no new capture came: the
+    /// money will not arrive. It stays open (recovery counts it every half hour, `CapturesFailed`, alarmed;
+    /// `paymentsctl doctor` lists it) until the PSP reports a new capture or an operator ends it
+    /// (docs/WEBHOOKS.md).
+    pub fn capture_lost(&self) -> bool {
+        self.status == PaymentStatus::Captured && self.capture_failed.is_some()
     }
 
     /// More refunds failed than recovery gives back ([`MAX_GIVE_BACKS`]), none is pending or still to give
@@ -239,6 +252,7 @@ impl NewPayment {
             refund_failures: 0,
             give_back: None,
             dispute: None,
+            capture_failed: None,
             refused_psp_events: Vec::new(),
             created_at_ms: self.now_ms,
             updated_at_ms: self.now_ms,

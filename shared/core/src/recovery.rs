@@ -20,12 +20,20 @@
 //! status read (Adyen, [`PspReach`]) is not asked at all: past the age the payment is canceled or reversed by
 //! reference ([`RecoveryStep::EndAtPsp`]), whose outcome arrives as a notification; if none has ended it
 //! [`END_ANSWER_WAIT_MS`] later, it expires here as well.
+//!
+//! An authorization the PSP still holds for us is never released for its age: a payments-API merchant may
+//! capture days later, and an extended authorization holds for up to 30 days. Its end is the PSP's
+//! `capture_before` (the read's, else the one the payment recorded, whichever PSP): before it, neither the
+//! cancel after a read ([`after_read`], [`Held`]) nor an end at a PSP without a status read nor an expiry
+//! here touches it; at it, the authorization has lapsed and is released and recorded. One whose deadline no
+//! read tells waits for the PSP, which releases it itself at the lapse and then reads `canceled`.
 
 use crate::ids::{CorrelationId, PspReference};
 use crate::observation::{Channel, Observation, Outcome};
 use crate::payment::Payment;
 use crate::provider::PspName;
 use crate::saga::IntentState;
+use crate::status::PaymentStatus;
 
 /// How long after the age an end requested at a PSP without a status read (its cancel or reversal) is given
 /// for the PSP's notification, before the payment expires here: a day. Adyen notifies within seconds; a day
@@ -147,14 +155,34 @@ pub enum AfterRead {
     CancelExpired,
 }
 
-/// The step after reading `payment`'s PaymentIntent in `state` at `now_ms`. Only an open one past the age is
-/// canceled: a processing one is Stripe's to settle, an ended one is recorded, and a payment whose status is
+/// An authorization the PSP holds for us (a `requires_capture` PaymentIntent), as a read says it: capturable
+/// until `until_ms` (Stripe's `capture_before`), when the read says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Held {
+    pub until_ms: Option<i64>,
+}
+
+/// The step after reading `payment`'s PaymentIntent in `state` (`held`: an authorization, with its deadline)
+/// at `now_ms`. Only an open one past the age is canceled, and an authorization only once it lapsed: a
+/// processing one is Stripe's to settle, an ended one is recorded, an authorization with time left (or no
+/// deadline known: Stripe releases it at its lapse) is recorded and waits, and a payment whose status is
 /// terminal (open for a refund question) never expires.
-pub fn after_read(payment: &Payment, state: IntentState, now_ms: i64, expire_after_ms: i64) -> AfterRead {
-    if state == IntentState::Open && expires(payment, now_ms, expire_after_ms) {
-        AfterRead::CancelExpired
-    } else {
-        AfterRead::Apply
+pub fn after_read(
+    payment: &Payment,
+    state: IntentState,
+    held: Option<Held>,
+    now_ms: i64,
+    expire_after_ms: i64,
+) -> AfterRead {
+    if state != IntentState::Open || !expires(payment, now_ms, expire_after_ms) {
+        return AfterRead::Apply;
+    }
+    let Some(held) = held else {
+        return AfterRead::CancelExpired;
+    };
+    match held.until_ms.or(payment.capture_before_ms) {
+        Some(until) if now_ms >= until => AfterRead::CancelExpired,
+        _ => AfterRead::Apply,
     }
 }
 
@@ -183,9 +211,12 @@ pub fn unanswered(payment: &Payment, why: NothingToAsk, now_ms: i64, expire_afte
     }
 }
 
-/// Whether `payment` is at least `expire_after_ms` old at `now_ms` and its status is not terminal.
+/// Whether `payment` is at least `expire_after_ms` old at `now_ms`, its status is not terminal, and it is not
+/// an authorization recorded as capturable past `now_ms` (whichever PSP holds it).
 fn expires(payment: &Payment, now_ms: i64, expire_after_ms: i64) -> bool {
-    now_ms.saturating_sub(payment.created_at_ms) >= expire_after_ms && !payment.status.is_terminal()
+    let capturable =
+        payment.status == PaymentStatus::Authorized && payment.capture_before_ms.is_some_and(|until| now_ms < until);
+    now_ms.saturating_sub(payment.created_at_ms) >= expire_after_ms && !payment.status.is_terminal() && !capturable
 }
 
 /// The observation that records the expiry of `payment` (`why` it had nothing to ask), at `now_ms`:
@@ -266,21 +297,69 @@ mod tests {
     #[test]
     fn an_open_payment_intent_past_the_age_is_canceled_a_processing_one_waits() {
         let (p, now) = payment(PspName::Stripe, Some("pi_1"), WEEK);
-        assert_eq!(after_read(&p, IntentState::Open, now, WEEK), AfterRead::CancelExpired);
         assert_eq!(
-            after_read(&p, IntentState::Open, now.saturating_sub(1), WEEK),
+            after_read(&p, IntentState::Open, None, now, WEEK),
+            AfterRead::CancelExpired
+        );
+        assert_eq!(
+            after_read(&p, IntentState::Open, None, now.saturating_sub(1), WEEK),
             AfterRead::Apply,
             "not old enough"
         );
         for state in [IntentState::Processing, IntentState::Succeeded, IntentState::Canceled] {
-            assert_eq!(after_read(&p, state, now, WEEK), AfterRead::Apply, "{state:?}");
+            assert_eq!(after_read(&p, state, None, now, WEEK), AfterRead::Apply, "{state:?}");
         }
         let (mut captured, now) = payment(PspName::Stripe, Some("pi_1"), 2 * WEEK);
         captured.status = PaymentStatus::Captured;
         assert_eq!(
-            after_read(&captured, IntentState::Open, now, WEEK),
+            after_read(&captured, IntentState::Open, None, now, WEEK),
             AfterRead::Apply,
             "a refund question never expires"
+        );
+    }
+
+    #[test]
+    fn an_authorization_past_the_age_is_released_only_once_it_lapsed() {
+        let (mut p, now) = payment(PspName::Stripe, Some("pi_1"), WEEK);
+        p.status = PaymentStatus::Authorized;
+        let days_left = Held {
+            until_ms: Some(now.saturating_add(3 * 24 * HOUR)),
+        };
+        assert_eq!(
+            after_read(&p, IntentState::Open, Some(days_left), now, WEEK),
+            AfterRead::Apply,
+            "capturable for days: the age alone never releases it"
+        );
+        let lapsed = Held { until_ms: Some(now) };
+        assert_eq!(
+            after_read(&p, IntentState::Open, Some(lapsed), now, WEEK),
+            AfterRead::CancelExpired
+        );
+        let unknown = Held { until_ms: None };
+        assert_eq!(
+            after_read(&p, IntentState::Open, Some(unknown), now, WEEK),
+            AfterRead::Apply,
+            "no deadline read: Stripe releases it at its lapse"
+        );
+        p.capture_before_ms = Some(now.saturating_sub(1));
+        assert_eq!(
+            after_read(&p, IntentState::Open, Some(unknown), now, WEEK),
+            AfterRead::CancelExpired,
+            "the deadline the payment recorded, when the read says none"
+        );
+        // A PSP without a status read: the recorded deadline holds its end there, and any expiry here.
+        let (mut adyen, now) = payment(PspName::Adyen, Some("7914073381342284"), 2 * WEEK);
+        adyen.status = PaymentStatus::Authorized;
+        adyen.capture_before_ms = Some(now.saturating_add(HOUR));
+        let client = Some(&PspName::Adyen);
+        assert_eq!(
+            recovery_step(&adyen, client, now, WEEK),
+            RecoveryStep::Unasked(Unasked::Wait(NothingToAsk::NoStatusRead))
+        );
+        assert_eq!(
+            recovery_step(&adyen, client, now.saturating_add(HOUR), WEEK),
+            RecoveryStep::Unasked(Unasked::Expire(NothingToAsk::EndUnanswered)),
+            "lapsed long after the age: nothing left to end there"
         );
     }
 

@@ -21,8 +21,8 @@ use tracing::{debug, error, warn, Instrument};
 /// The metadata key that marks every PaymentIntent this system creates with its stage (`STAGE`, as
 /// `shared::metrics::stage` holds it): the webhook intake acknowledges and ignores events of objects that
 /// carry another stage's marker, or none and no payment of ours (one PSP account holds other stages' and
-/// other products' PaymentIntents).
-pub const STAGE_MARKER: &str = "payments_stage";
+/// other products' PaymentIntents). Defined beside the lookup that reads it (`shared::payment_ref`).
+pub use shared::payment_ref::STAGE_MARKER;
 
 /// Namespace of the client's metrics (`PspRefusals`, `PspAuthFailed`; the breaker's `BreakerOpened`).
 pub const NAMESPACE: &str = "Payments/Psp";

@@ -65,6 +65,8 @@ struct PaymentItem {
     give_back: Option<GiveBack>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     dispute: Option<Dispute>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    capture_failed: Option<String>,
     created_at_ms: i64,
     updated_at_ms: i64,
     /// The sparse `open-items` index key, only while the payment is open (see `open_index`).
@@ -103,6 +105,8 @@ struct EventItem {
     recorded_at_ms: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     dispute: Option<Dispute>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    capture_failed: Option<String>,
 }
 
 /// An item to write, as DynamoDB attributes. Failing here is a bug of ours in the value's shape, not a stored
@@ -140,6 +144,7 @@ pub fn payment_to_item(p: &Payment) -> Result<Item, StoreError> {
         refund_failures: p.refund_failures,
         give_back: p.give_back,
         dispute: p.dispute.clone(),
+        capture_failed: p.capture_failed.clone(),
         created_at_ms: p.created_at_ms,
         updated_at_ms: p.updated_at_ms,
         open_shard: p.is_open().then(|| shard_of(OpenKind::Payment, p.id.as_str())),
@@ -179,6 +184,7 @@ pub fn payment_from_item(item: Item) -> Result<Payment, StoreError> {
         refund_failures: i.refund_failures,
         give_back: i.give_back,
         dispute: i.dispute,
+        capture_failed: i.capture_failed,
         created_at_ms: i.created_at_ms,
         updated_at_ms: i.updated_at_ms,
     })
@@ -207,6 +213,7 @@ pub fn event_to_item(e: &PaymentEvent) -> Result<Item, StoreError> {
         trace_context: e.trace_context.clone(),
         recorded_at_ms: e.recorded_at_ms,
         dispute: e.dispute.clone(),
+        capture_failed: e.capture_failed.clone(),
     };
     encode("encode event item", &item)
 }
@@ -236,6 +243,7 @@ pub fn event_from_item(item: impl Into<serde_dynamo::Item>) -> Result<PaymentEve
         trace_context: i.trace_context,
         recorded_at_ms: i.recorded_at_ms,
         dispute: i.dispute,
+        capture_failed: i.capture_failed,
     })
 }
 

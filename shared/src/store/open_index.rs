@@ -74,6 +74,9 @@ pub async fn open_since(
 pub struct DueItems {
     /// The items' `pk`s, oldest first per shard.
     pub keys: Vec<String>,
+    /// Each item's sort key (`opened_at_ms`), in the order of `keys`: when it opened, for an item never
+    /// backed off (a recheck's is when it came).
+    pub sort_ms: Vec<Option<i64>>,
     /// The smallest sort key among them: each shard's first item is its oldest, so this is the oldest due
     /// item of every shard asked (`None` when none is due). A deferred item's sort key is its next due time
     /// minus the threshold (see the module's back-off), so this is NOT when the item opened: an item backed
@@ -159,6 +162,7 @@ impl DueItems {
                 (a, b) => a.or(b),
             };
             self.keys.push(key);
+            self.sort_ms.push(opened_at_ms);
         }
     }
 }
@@ -316,6 +320,7 @@ mod tests {
     fn the_lag_is_whole_seconds_past_due_and_zero_when_none_is_due() {
         let due = DueItems {
             keys: vec!["PAYMENT#a".into()],
+            sort_ms: vec![Some(1_000)],
             oldest_ms: Some(1_000),
         };
         assert_eq!(due.lag_seconds(62_999), 61);

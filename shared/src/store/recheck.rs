@@ -36,6 +36,13 @@ pub async fn record(client: &Client, table: &str, event: &PspEventId, now_ms: i6
     StoreError::condition_held("record an object to read again", result)
 }
 
+/// A failure event whose object is still to be read, and when it came (epoch ms).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DueRecheck {
+    pub event: PspEventId,
+    pub received_at_ms: i64,
+}
+
 /// The failure events whose objects are still to be read, at most `limit`, oldest first per shard; all are
 /// due at once (their sort key is when they came, never backed off). Eventually consistent: one read and
 /// applied just now may still be listed, and [`done`] for it again is no error.
@@ -44,13 +51,19 @@ pub async fn due(
     table: &str,
     now_ms: i64,
     limit: usize,
-) -> Result<(Vec<PspEventId>, DueItems), StoreError> {
+) -> Result<(Vec<DueRecheck>, DueItems), StoreError> {
     let found = due_items(client, table, OpenKind::Recheck, now_ms, limit).await?;
     let events = found
         .keys
         .iter()
-        .filter_map(|pk| pk.strip_prefix(RECHECK_PK_PREFIX))
-        .filter_map(|id| PspEventId::parse(id).ok())
+        .zip(&found.sort_ms)
+        .filter_map(|(pk, received)| {
+            let event = PspEventId::parse(pk.strip_prefix(RECHECK_PK_PREFIX)?).ok()?;
+            Some(DueRecheck {
+                event,
+                received_at_ms: received.unwrap_or(now_ms),
+            })
+        })
         .collect();
     Ok((events, found))
 }

@@ -16,7 +16,7 @@ use reconciler::{Recovery, RecoverySettings};
 use serde_json::{json, Value};
 use shared::{
     Channel, CorrelationId, Currency, EventKind, Money, NewPayment, Observation, OrderId, Outcome, PaymentId,
-    PaymentStatus, PspName, PspReference,
+    PaymentStatus, PspName, PspReference, RefundStatus,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -123,6 +123,11 @@ impl World {
     /// Hands the notifications the simulator sent from the `from`th on to the intake's `/webhooks/adyen`,
     /// signed and authenticated as Adyen sends them; the intake must accept them.
     async fn deliver(&self, from: usize) {
+        self.deliver_items(&self.sim.outbox.sent()[from..]).await;
+    }
+
+    /// Hands `items` (notifications the simulator sent) to the intake in one batch.
+    async fn deliver_items(&self, items: &[Value]) {
         let spec = r#"[{"name":"adyen","scheme":"adyen","livemode":false}]"#;
         let secrets = json!({ "adyen": [
             format!("hmac:test:{HMAC}"),
@@ -137,7 +142,7 @@ impl World {
             password: sim_adyen::DEV_WEBHOOK_PASSWORD.into(),
         };
         let headers = json!({ "content-type": "application/json", "authorization": endpoint.authorization() });
-        let body = notify::notification(&self.sim.outbox.sent()[from..]).to_string();
+        let body = notify::notification(items).to_string();
         let event = webhook_signatures::samples::apigw_event(
             "/webhooks/adyen",
             headers.as_object().unwrap(),
@@ -147,6 +152,11 @@ impl World {
         let request = lambda_http::request::from_str(&event.to_string()).unwrap();
         let (response, metrics) = webhook_intake::process(&intake, request).await;
         assert_eq!(response.status(), 200, "{metrics:?}");
+    }
+
+    /// Hands the notifications the simulator sent from the `from`th to before the `to`th to the intake.
+    async fn deliver_some(&self, from: usize, to: usize) {
+        self.deliver_items(&self.sim.outbox.sent()[from..to]).await;
     }
 
     /// Makes `id` due now (its back-off over).
@@ -396,36 +406,130 @@ async fn an_adyen_refund_failed_is_given_back_once_per_failure_and_alarmed_after
 }
 
 /// Adyen reports a capture the card scheme rejected after it was received as `CAPTURE_FAILED` with
-/// `success: true` (the event happened; the why in `reason`). The simulator sends it so, and the intake
-/// applies it: an anomaly on the payment, for an operator (a `success: false` one was acknowledged and
-/// ignored, so the failed capture went unnoticed).
+/// `success: true` (the event happened; the why in `reason`), days after the `CAPTURE` that made the payment
+/// `captured` and the order confirmed. The payment says so (`capture_failed`, a `CaptureFailed` event the
+/// order projection shows), stays open, and recovery counts it (`CapturesFailed`, alarmed) until Adyen's
+/// re-capture (a `CAPTURE` under the same pspReference, reason `Transaction Recaptured`) clears it.
 #[tokio::test]
-async fn a_capture_failed_notification_from_the_simulator_is_applied_by_the_intake() {
+async fn a_capture_failed_at_the_scheme_flags_the_payment_until_adyen_captures_again() {
     let w = World::new().await;
-    let paid = id("capturefails");
-    let reference = w.authorised_for(&paid, "CAPTURE_FAILED").await;
+    let paid = id("recaptured");
+    let reference = w.authorised_for(&paid, "CAPTURE_RECAPTURED").await;
     w.payment(&paid, Some(&reference), 0).await;
     w.adyen()
         .capture(&format!("{paid}:capture"), &reference, &money())
         .await
         .unwrap();
-    assert_eq!(count(&w.notified(), "CAPTURE_FAILED"), 1);
-    w.deliver(0).await;
+    let codes: Vec<String> = w.notified().into_iter().map(|(code, _)| code).collect();
+    assert_eq!(codes[1..], ["CAPTURE", "CAPTURE_FAILED", "CAPTURE"], "{codes:?}");
+    w.deliver_some(1, 3).await;
     let p = w.ctx.store.get(&paid).await.unwrap().unwrap();
-    assert_eq!(p.anomalies, 1, "{p:?}");
-    let events = w.ctx.store.events(&paid).await.unwrap();
-    let anomaly = events
-        .iter()
-        .find(|e| e.kind == EventKind::AnomalyRecorded)
-        .expect("the failed capture recorded");
-    assert!(
-        anomaly
-            .reason
-            .as_deref()
-            .unwrap_or_default()
-            .contains("failed at the scheme"),
-        "{anomaly:?}"
+    assert_eq!(p.status, PaymentStatus::Captured, "{p:?}");
+    let failed = p.capture_failed.clone().expect("the payment says its capture failed");
+    assert!(failed.contains("failed at the card scheme"), "{failed}");
+    assert!(p.capture_lost() && p.is_open(), "open for an operator: {p:?}");
+    let last = w.ctx.store.events(&paid).await.unwrap().pop().unwrap();
+    assert_eq!(
+        (last.kind, last.capture_failed.as_deref()),
+        (EventKind::CaptureFailed, Some(failed.as_str()))
     );
+    let report = w.recovery(7).run(deadline()).await.unwrap();
+    assert_eq!(
+        (report.found, report.captures_lost, report.applied),
+        (1, 1, 0),
+        "{report:?}"
+    );
+    let record = reconciler::emf(&report, shared::clock::now_ms());
+    assert_eq!(
+        record["CapturesFailed"].as_u64(),
+        Some(1),
+        "the alarmed metric: {record}"
+    );
+
+    w.deliver_some(3, 4).await;
+    let p = w.ctx.store.get(&paid).await.unwrap().unwrap();
+    assert_eq!(
+        (p.status, p.capture_failed.as_deref()),
+        (PaymentStatus::Captured, None),
+        "{p:?}"
+    );
+    assert!(!p.is_open(), "the money comes after all: {p:?}");
+    let last = w.ctx.store.events(&paid).await.unwrap().pop().unwrap();
+    assert_eq!((last.kind, last.capture_failed), (EventKind::PaymentCaptured, None));
+}
+
+/// A capture that fails for good (no re-capture), its `CAPTURE_FAILED` without `originalReference` (Adyen's
+/// description does not require it): found by our merchant reference, flagged once however often Adyen
+/// sends it.
+#[tokio::test]
+async fn a_capture_failed_without_its_original_reference_is_found_by_ours() {
+    let w = World::new().await;
+    let paid = id("capturefails");
+    let reference = w.authorised_for(&paid, "CAPTURE_FAILED_NO_ORIGINAL").await;
+    w.payment(&paid, Some(&reference), 0).await;
+    w.adyen()
+        .capture(&format!("{paid}:capture"), &reference, &money())
+        .await
+        .unwrap();
+    let notified = w.notified();
+    assert_eq!(
+        notified.last().map(|(c, o)| (c.as_str(), o.as_str())),
+        Some(("CAPTURE_FAILED", ""))
+    );
+    w.deliver(1).await;
+    w.deliver(2).await;
+    let p = w.ctx.store.get(&paid).await.unwrap().unwrap();
+    assert!(p.capture_lost(), "{p:?}");
+    let kinds: Vec<EventKind> = w
+        .ctx
+        .store
+        .events(&paid)
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| e.kind)
+        .collect();
+    assert_eq!(
+        kinds.iter().filter(|k| **k == EventKind::CaptureFailed).count(),
+        1,
+        "{kinds:?}"
+    );
+}
+
+/// `REFUNDED_REVERSED`: a refund Adyen made came back to the merchant's account (the refund is the
+/// notification's own pspReference, the payment its `originalReference`, or, left out, our merchant
+/// reference). The refund is recorded failed and the money is given back anew, as for `REFUND_FAILED`.
+#[tokio::test]
+async fn a_refund_adyen_reversed_is_recorded_failed_and_given_back_again() {
+    for holder in ["REFUNDED_REVERSED", "REFUNDED_REVERSED_NO_ORIGINAL"] {
+        let w = World::new().await;
+        let paid = id("reversed");
+        let reference = w.authorised_for(&paid, holder).await;
+        w.payment(&paid, Some(&reference), 0).await;
+        w.adyen()
+            .capture(&format!("{paid}:capture"), &reference, &money())
+            .await
+            .unwrap();
+        w.deliver(1).await;
+        let before = w.notified().len();
+        w.adyen()
+            .refund(&format!("{paid}:refund"), &reference, &money())
+            .await
+            .unwrap();
+        let codes: Vec<String> = w.notified()[before..].iter().map(|(c, _)| c.clone()).collect();
+        assert_eq!(codes, ["REFUND", "REFUNDED_REVERSED"], "{holder}");
+        w.deliver_some(before, before + 1).await;
+        let refunded = w.ctx.store.get(&paid).await.unwrap().unwrap();
+        assert_eq!(refunded.status, PaymentStatus::Refunded, "{holder}: {refunded:?}");
+        w.deliver(before + 1).await;
+        let p = w.ctx.store.get(&paid).await.unwrap().unwrap();
+        let refund = p.refunds.first().expect("the refund");
+        assert_eq!(refund.status, RefundStatus::Failed, "{holder}: reversed: {p:?}");
+        assert!(
+            p.give_back.is_some() && p.is_open(),
+            "{holder}: the money to give back again: {p:?}"
+        );
+    }
 }
 
 #[tokio::test]

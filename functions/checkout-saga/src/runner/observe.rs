@@ -114,13 +114,16 @@ impl<P: Psps> Runner<P> {
         Ok(self.payments().get(payment).await?.map(|p| p.status).or(projected))
     }
 
+    /// The payment item as it stands now: what `GET /checkouts/{order}` shows. Not the projection, which
+    /// trails the payment by the outbox's delivery: a saga that ended on a lapsed authorization (the cancel step
+    /// failed the payment) would show the authorization the projection last heard of.
+    pub async fn payment_now(&self, payment: &PaymentId) -> Result<Option<shared::Payment>, RunError> {
+        Ok(self.payments().get(payment).await?)
+    }
+
     /// The payment's status as the order projection shows it (`None` before its first event arrived): what
-    /// the saga waits on, and what `GET /checkouts/{order}` shows (`authorized` apart from `captured`).
-    pub async fn projected_status(
-        &self,
-        order: &OrderId,
-        payment: &PaymentId,
-    ) -> Result<Option<PaymentStatus>, RunError> {
+    /// the saga waits on.
+    async fn projected_status(&self, order: &OrderId, payment: &PaymentId) -> Result<Option<PaymentStatus>, RunError> {
         let key = order_projection::key(order, payment);
         let item = read_item(self.sagas.client(), self.table(), key, "read order projection").await?;
         Ok(item

@@ -7,7 +7,7 @@ use crate::support::*;
 use checkout_saga::orders;
 use checkout_saga::runner::{Runner, Settings};
 use checkout_saga::saga::{SagaRecord, SagaStatus};
-use lambda_http::http::Method;
+use lambda_http::http::{Method, StatusCode};
 use psp::StripeClient;
 use psp_simulator::ledger::AUTHORIZATION_VALIDITY;
 use shared::clock::WallClock;
@@ -177,6 +177,7 @@ async fn an_authorization_past_capture_before_ends_the_saga_compensated() {
     let w = world().await;
     let id = order();
     let waiting = authorized(&w, &manual(&w), &id).await;
+    w.project(&waiting).await;
     // No resume came in time (the events lost, the functions down): a week later the authorization lapsed
     // at Stripe, and the sweeper resumes the saga.
     let week = AUTHORIZATION_VALIDITY + Duration::from_secs(60);
@@ -208,4 +209,13 @@ async fn an_authorization_past_capture_before_ends_the_saga_compensated() {
     assert_eq!(captures(&w), 0, "no capture of a lapsed authorization");
     assert_eq!(w.payment_status(&done).await, PaymentStatus::Failed);
     assert_eq!(w.stock().await, STOCK);
+    // The checkout tells the payment's end, not the authorization the order projection last heard of (the
+    // failure's event may still be on its way through the outbox).
+    let (status, view) = crate::api::call(&late, Method::GET, &format!("/checkouts/{id}"), None).await;
+    assert_eq!(status, StatusCode::OK, "{view}");
+    assert_eq!(
+        (view["status"].as_str(), view["payment_status"].as_str()),
+        (Some("compensated"), Some("failed")),
+        "{view}"
+    );
 }

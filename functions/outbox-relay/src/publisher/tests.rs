@@ -62,6 +62,7 @@ fn event(payment: &str, version: u64) -> PaymentEvent {
         trace_context: None,
         recorded_at_ms: 0,
         dispute: None,
+        capture_failed: None,
     }
 }
 

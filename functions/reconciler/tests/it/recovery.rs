@@ -296,6 +296,45 @@ async fn an_abandoned_payment_whose_intent_still_waits_for_the_customer_is_cance
     assert_eq!(again.expired, 0, "expired once: {again:?}");
 }
 
+/// A payments-API merchant captures days after the authorization (manual capture): past the expiry age,
+/// with days left before the charge's `capture_before`, recovery records the authorization and releases
+/// nothing (the age alone is no reason to end money the merchant may still take).
+#[tokio::test]
+async fn an_authorization_with_days_left_is_never_released_for_its_age() {
+    let w = World::new().await;
+    let mut settings = psp::StripeSettings::local(&w.psp_url, crate::lambda::KEY).unwrap();
+    settings.capture = psp::CaptureMethod::Manual;
+    let manual = StripeClient::new(&settings, psp::ApiKey::parse(crate::lambda::KEY).unwrap()).unwrap();
+    let (payment, order) = (PaymentId::parse("pay_held").unwrap(), OrderId::parse("o-held").unwrap());
+    let money = Money::new(1000, shared::Currency::parse("EUR").unwrap()).unwrap();
+    let request = psp::ChargeRequest {
+        payment_id: &payment,
+        order_id: &order,
+        money: &money,
+        payment_method: "pm_succeeded",
+    };
+    let intent = manual.charge("held:charge", &request).await.unwrap();
+    assert_eq!(intent.status, IntentStatus::RequiresCapture);
+    let until = intent.capture_before_ms().expect("the charge says until when");
+    assert!(until > shared::clock::now_ms() + DAY_MS, "days left: {until}");
+    let id = bound_payment(&w, "held", &intent, 8 * DAY_MS).await;
+    assert_eq!(w.get(&id).await.status, PaymentStatus::Authorized);
+
+    let report = recovery(&w).run(deadline()).await.unwrap();
+
+    assert_eq!((report.found, report.errors, report.expired), (1, 0, 0), "{report:?}");
+    assert_eq!(
+        w.get(&id).await.status,
+        PaymentStatus::Authorized,
+        "still the merchant's to capture"
+    );
+    assert_eq!(
+        intent_status(&w, &intent).await,
+        IntentStatus::RequiresCapture,
+        "nothing released at Stripe"
+    );
+}
+
 #[tokio::test]
 async fn an_expiring_cancel_refused_because_the_payment_succeeded_meanwhile_records_the_capture() {
     let slow = Duration::from_secs(8);

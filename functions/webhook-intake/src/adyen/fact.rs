@@ -5,7 +5,7 @@
 //! |---|---|---|
 //! | `AUTHORISATION` | `Processing`: authorised, the money held, not taken | `Failed` (refused, with the reason): final for this pspReference, a new attempt is a new pspReference |
 //! | `CAPTURE` | `Succeeded`: the money taken | `Anomaly`: the capture was refused, the money is only held |
-//! | `CAPTURE_FAILED` | `Anomaly`: a capture reported done failed at the scheme | ignored |
+//! | `CAPTURE_FAILED` | `CaptureFailed`: a capture reported done was rejected by the card scheme; the payment keeps its status, flagged `capture_failed` until a new `CAPTURE` (Adyen's re-capture) | ignored |
 //! | `CANCELLATION`, `TECHNICAL_CANCEL` (a cancel by our reference) | `Failed` (cancelled) | `Anomaly`: the cancel was refused |
 //! | `CANCEL_OR_REFUND` | `Failed` (cancelled), or a succeeded refund of the notification's amount when the payment holds a capture | `Anomaly` |
 //! | `REFUND` | a refund `succeeded` | a refund `failed` (recovery gives it back) |
@@ -29,7 +29,7 @@
 //! moved back, `Processing` after `Succeeded` is stale, a refund or dispute before its capture waits (parked
 //! and retried), a refund's status only moves forward, a dispute's facts are each recorded once.
 
-use crate::psp_event::{Facts, PaymentRef, PspEvent, Unparseable};
+use crate::psp_event::{named, Facts, PaymentRef, PspEvent, Unparseable};
 use psp::adyen::split_reference;
 use shared::{
     text, Currency, DisputeFact, DisputeId, DisputeReport, DisputeStatus, Outcome, PaymentId, PspEventId, PspReference,
@@ -74,6 +74,7 @@ pub struct Notification {
 }
 
 /// The signed text of an item, parsed once.
+#[derive(Clone)]
 struct Signed<'a> {
     code: &'a str,
     success: bool,
@@ -112,8 +113,11 @@ pub fn parse(item: &Item, mode: Mode, received_secs: i64) -> Result<Option<Notif
         payment_id: our_payment_id(Some(reference)),
         psp_reference: payment_reference,
         stage: crate::psp_event::stage_marker(stage)?,
-    }
-    .named(&format!("{code} names neither our payment id nor an originalReference"))?;
+    };
+    let target = named(
+        target,
+        &format!("{code} names neither our payment id nor an originalReference"),
+    )?;
     let event = PspEvent {
         id: identity(&signed)?,
         created_secs: received_secs,
@@ -221,7 +225,20 @@ fn outcome(s: &Signed<'_>) -> Result<Mapped, Unparseable> {
         }),
         ("CAPTURE", true) => plain(Outcome::Succeeded),
         ("CAPTURE", false) => plain(anomaly("Adyen refused the capture")),
-        ("CAPTURE_FAILED", true) => plain(anomaly("a capture Adyen reported failed at the scheme")),
+        ("CAPTURE_FAILED", true) => plain(Outcome::CaptureFailed {
+            reason: because(
+                s,
+                &format!(
+                    "the capture of {} {} minor units failed at the card scheme",
+                    s.currency, s.amount_minor
+                ),
+            ),
+            capture_event: identity(&Signed {
+                code: "CAPTURE",
+                ..s.clone()
+            })
+            .ok(),
+        }),
         ("CANCELLATION" | "TECHNICAL_CANCEL", true) => plain(cancelled()),
         ("CANCELLATION" | "TECHNICAL_CANCEL", false) => plain(anomaly("Adyen refused the cancel")),
         ("CANCEL_OR_REFUND", true) => Ok(Some((cancelled(), Some(refund(s, RefundStatus::Succeeded, None))))),

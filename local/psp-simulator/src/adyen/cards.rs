@@ -71,9 +71,17 @@ pub struct Scenario {
     pub challenge: bool,
     pub refusal: Option<Refusal>,
     pub capture_fails: bool,
+    /// The capture fails at the scheme, then Adyen re-captures it (`CAPTURE_FAILED`, then a second `CAPTURE`
+    /// under the same pspReference, reason `Transaction Recaptured`): `CAPTURE_RECAPTURED`.
+    pub recaptured: bool,
     pub refund_fails: bool,
     /// The next refund fails (then this is cleared): `REFUND_FAILED_ONCE`.
     pub refund_fails_once: bool,
+    /// A refund is made, then reversed: the money comes back to the merchant (`REFUNDED_REVERSED`).
+    pub refund_reversed: bool,
+    /// The late failures (`CAPTURE_FAILED`, `REFUND_FAILED`, `REFUNDED_REVERSED`) leave `originalReference`
+    /// out, as Adyen's description allows (it is not required there): a holder name ending `_NO_ORIGINAL`.
+    pub late_without_original: bool,
 }
 
 impl Scenario {
@@ -88,12 +96,19 @@ impl Scenario {
             .find(|n| !n.is_empty())
             .unwrap_or_default();
         let holder = text("holderName").trim().to_ascii_uppercase();
+        let (holder, late_without_original) = match holder.strip_suffix("_NO_ORIGINAL") {
+            Some(scenario) => (scenario.to_owned(), true),
+            None => (holder, false),
+        };
         Self {
             challenge: text("type") != "scheme" || CHALLENGE_CARDS.contains(&card.as_str()),
             refusal: REFUSALS.iter().find(|(name, _)| *name == holder).map(|(_, r)| *r),
             capture_fails: holder == "CAPTURE_FAILED",
+            recaptured: holder == "CAPTURE_RECAPTURED",
             refund_fails: holder == "REFUND_FAILED",
             refund_fails_once: holder == "REFUND_FAILED_ONCE",
+            refund_reversed: holder == "REFUNDED_REVERSED",
+            late_without_original,
         }
     }
 }
@@ -114,5 +129,8 @@ mod tests {
         assert!(Scenario::of(&json!({"type": "ideal"})).challenge);
         assert!(Scenario::of(&json!({"type": "scheme", "holderName": "CAPTURE_FAILED"})).capture_fails);
         assert!(Scenario::of(&json!({"type": "scheme", "holderName": "REFUND_FAILED"})).refund_fails);
+        assert!(Scenario::of(&json!({"type": "scheme", "holderName": "CAPTURE_RECAPTURED"})).recaptured);
+        let reversed = Scenario::of(&json!({"type": "scheme", "holderName": "REFUNDED_REVERSED_NO_ORIGINAL"}));
+        assert!(reversed.refund_reversed && reversed.late_without_original);
     }
 }

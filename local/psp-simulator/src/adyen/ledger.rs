@@ -518,18 +518,39 @@ fn capture(payment: &mut Payment, modification: &str, (value, currency): (u64, S
         return vec![notice(payment, "CAPTURE", modification, value, refused)];
     }
     let mut notices = vec![notice(payment, "CAPTURE", modification, value, None)];
-    if payment.scenario.capture_fails {
-        // Accepted, then refused by the scheme: the money never moves. Adyen reports the event that
+    if payment.scenario.capture_fails || payment.scenario.recaptured {
+        // Accepted, then refused by the scheme: the money does not move. Adyen reports the event that
         // happened, the capture's failure: `success: true`, the why in `reason` (as for `REFUND_FAILED`; the
         // intake acknowledges and ignores a `CAPTURE_FAILED` with `success: false`).
+        let reason = if payment.scenario.recaptured {
+            "Capture rejected by card scheme because of a technical issue"
+        } else {
+            "Capture failed"
+        };
+        notices.push(late(payment, "CAPTURE_FAILED", modification, value, reason));
+    }
+    if payment.scenario.recaptured {
+        // Adyen fixes a technical failure and captures again: a `CAPTURE` under the capture's reference.
         notices.push(Notice {
-            reason: Some("Capture failed".into()),
-            ..notice(payment, "CAPTURE_FAILED", modification, value, None)
+            reason: Some("Transaction Recaptured".into()),
+            ..notice(payment, "CAPTURE", modification, value, None)
         });
-    } else {
+    }
+    if !payment.scenario.capture_fails {
         payment.captured += value;
     }
     notices
+}
+
+/// A late failure of a modification accepted earlier (`success: true`, the why in `reason`), without the
+/// payment's `originalReference` when the scenario leaves it out (Adyen does not require it there).
+fn late(payment: &Payment, event_code: &'static str, modification: &str, value: u64, reason: &str) -> Notice {
+    let mut late = notice(payment, event_code, modification, value, None);
+    late.reason = Some(reason.to_owned());
+    if payment.scenario.late_without_original {
+        late.original_reference = None;
+    }
+    late
 }
 
 fn refund(payment: &mut Payment, modification: &str, (value, currency): (u64, String)) -> Vec<Notice> {
@@ -547,10 +568,16 @@ fn refund(payment: &mut Payment, modification: &str, (value, currency): (u64, St
     if payment.scenario.refund_fails || fails_once {
         // Adyen reports the event that happened, the refund's failure: `success: true`, the why in `reason`
         // (as the intake reads it: `REFUND_FAILED` with `success: false` is acknowledged and ignored).
-        notices.push(Notice {
-            reason: Some("Refund failed".into()),
-            ..notice(payment, "REFUND_FAILED", modification, value, None)
-        });
+        notices.push(late(payment, "REFUND_FAILED", modification, value, "Refund failed"));
+    } else if payment.scenario.refund_reversed {
+        // Refunded, then reversed: the money came back to the merchant's account.
+        notices.push(late(
+            payment,
+            "REFUNDED_REVERSED",
+            modification,
+            value,
+            "Refund reversed",
+        ));
     } else {
         payment.refunded += value;
     }

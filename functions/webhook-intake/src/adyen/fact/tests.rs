@@ -72,7 +72,10 @@ fn each_event_code_maps_to_its_observation() {
         (
             "CAPTURE_FAILED",
             "true",
-            Some(anomaly("a capture Adyen reported failed at the scheme")),
+            Some(Outcome::CaptureFailed {
+                reason: "the capture of EUR 1130 minor units failed at the card scheme: CVC Declined".into(),
+                capture_event: Some(PspEventId::parse(format!("CAPTURE-true-{MODIFICATION}-{PAYMENT}")).unwrap()),
+            }),
         ),
         ("CAPTURE_FAILED", "false", None),
         ("CANCELLATION", "true", Some(failed("cancelled"))),

@@ -35,6 +35,11 @@ impl World {
 
     /// The world on `ctx` (one with faults, say).
     async fn on(ctx: TestContext) -> Self {
+        Self::with(ctx, RecoverySettings::default()).await
+    }
+
+    /// The world on `ctx`, its recovery run with `settings`.
+    async fn with(ctx: TestContext, settings: RecoverySettings) -> Self {
         let sim = Arc::new(Simulator {
             ledger: Ledger::new(KEY, Timings::default(), None),
             // Nothing listens there: the test hands each failure event to the intake itself.
@@ -56,7 +61,7 @@ impl World {
             &intake.ctx.client_for("reconciler"),
             &intake.ctx.config(),
             psp.clone(),
-            RecoverySettings::default(),
+            settings,
         );
         Self {
             intake,
@@ -68,11 +73,31 @@ impl World {
 
     /// A charge of 10.00 EUR with `method` that succeeds at Stripe, and our payment for it, still `pending`.
     async fn charged(&self, method: &str) -> (PaymentId, PspReference) {
-        self.charged_for(method, shared::PspName::Stripe).await
+        self.charged_for(method, shared::PspName::Stripe, true).await
     }
 
-    /// [`World::charged`], the payment recorded as `provider`'s.
-    async fn charged_for(&self, method: &str, provider: shared::PspName) -> (PaymentId, PspReference) {
+    /// [`World::charged`], the payment recorded as `provider`'s, bound to its PaymentIntent's id or not (the
+    /// merchant's page confirmed a PaymentIntent carrying our `metadata.payment_id`; nothing bound it yet).
+    async fn charged_for(&self, method: &str, provider: shared::PspName, bound: bool) -> (PaymentId, PspReference) {
+        let (id, order, money, reference) = self.charged_at_stripe(method).await;
+        let new = NewPayment {
+            id: id.clone(),
+            order_id: order,
+            money,
+            provider,
+            psp_reference: bound.then(|| reference.clone()),
+            metadata: Default::default(),
+            correlation_id: CorrelationId::parse("corr-setup").unwrap(),
+            trace_context: None,
+            now_ms: shared::clock::now_ms(),
+        };
+        self.intake.ctx.uncounted_store().create(new).await.unwrap();
+        (id, reference)
+    }
+
+    /// A charge of 10.00 EUR with `method` at Stripe for a new payment id (with our marker in its metadata),
+    /// of which no payment is written: its id, order, money and PaymentIntent.
+    async fn charged_at_stripe(&self, method: &str) -> (PaymentId, OrderId, Money, PspReference) {
         let id = PaymentId::parse(format!("pay_gen_{}", uuid::Uuid::new_v4().simple())).unwrap();
         let order = OrderId::parse(format!("order-{id}")).unwrap();
         let money = Money::new(1000, Currency::parse("EUR").unwrap()).unwrap();
@@ -84,19 +109,7 @@ impl World {
         };
         let pi = self.psp.charge(&format!("{id}:charge"), &request).await.unwrap();
         let reference = PspReference::parse(pi.id.as_str()).unwrap();
-        let new = NewPayment {
-            id: id.clone(),
-            order_id: order,
-            money,
-            provider,
-            psp_reference: Some(reference.clone()),
-            metadata: Default::default(),
-            correlation_id: CorrelationId::parse("corr-setup").unwrap(),
-            trace_context: None,
-            now_ms: shared::clock::now_ms(),
-        };
-        self.intake.ctx.uncounted_store().create(new).await.unwrap();
-        (id, reference)
+        (id, order, money, reference)
     }
 
     /// Every failure event the simulator made, each delivered to the intake (signed now): their answers.
@@ -232,8 +245,8 @@ async fn a_captured_payments_dispute_whose_events_stripe_never_made_is_read_once
     let dispute_id = dispute["id"].as_str().unwrap();
     assert_eq!(
         w.reads(&format!("/v1/disputes/{dispute_id}")),
-        1,
-        "one dispute named twice is read once"
+        2,
+        "one dispute named by two event types is read for each: each reports its own fact"
     );
     let payment = w.intake.ctx.store.get(&id).await.unwrap().unwrap();
     assert_eq!(
@@ -243,6 +256,10 @@ async fn a_captured_payments_dispute_whose_events_stripe_never_made_is_read_once
     );
     let held = payment.dispute.expect("the dispute is applied");
     assert_eq!(held.id.as_str(), dispute_id);
+    assert!(
+        held.funds_withdrawn,
+        "the funds withdrawn are a fact of their own, kept beside the dispute's opening: {held:?}"
+    );
     let kinds: Vec<EventKind> = w
         .intake
         .ctx
@@ -318,9 +335,53 @@ async fn an_object_read_at_stripe_never_changes_a_payment_of_another_psp() {
     let w = World::new().await;
     w.sim.ledger.fail_event_generation(&["payment_intent.succeeded"]);
     // A payment recorded as Adyen's that holds the same reference (invariant 13: only its PSP speaks for it).
-    let (id, _) = w.charged_for("pm_succeeded", shared::PspName::Adyen).await;
+    let (id, _) = w.charged_for("pm_succeeded", shared::PspName::Adyen, true).await;
     assert_eq!(w.deliver_failures().await, ["queued"]);
     assert_eq!(w.run().await.rechecked, 1, "read, and left alone");
     let payment = w.intake.ctx.store.get(&id).await.unwrap().unwrap();
     assert_eq!((payment.status, payment.version), (PaymentStatus::Pending, 1));
+}
+
+#[tokio::test]
+async fn a_payment_intent_carrying_our_payment_id_is_found_like_the_webhook_finds_it() {
+    let w = World::new().await;
+    w.sim.ledger.fail_event_generation(&["payment_intent.succeeded"]);
+    // Created without the PaymentIntent's id: only its `metadata.payment_id` names our payment.
+    let (id, _) = w.charged_for("pm_succeeded", shared::PspName::Stripe, false).await;
+    assert_eq!(w.deliver_failures().await, ["queued"]);
+    let report = w.run().await;
+    assert_eq!((report.rechecked, report.rechecks_unread, report.errors), (1, 0, 0));
+    let payment = w.intake.ctx.store.get(&id).await.unwrap().unwrap();
+    assert_eq!(
+        payment.status,
+        PaymentStatus::Captured,
+        "found by its metadata, as the webhook would have found it: never left to expire while Stripe holds the money"
+    );
+}
+
+#[tokio::test]
+async fn an_object_of_no_payment_found_waits_then_is_escalated_once() {
+    let settings = RecoverySettings {
+        stale_after: Duration::from_secs(2),
+        ..RecoverySettings::default()
+    };
+    let w = World::with(TestContext::new().await, settings).await;
+    w.sim.ledger.fail_event_generation(&["payment_intent.succeeded"]);
+    // Charged at Stripe with our marker and payment id, but no payment of ours holds it (not written yet).
+    w.charged_at_stripe("pm_succeeded").await;
+    assert_eq!(w.deliver_failures().await, ["queued"]);
+    let early = w.run().await;
+    assert_eq!(
+        (early.rechecked, early.rechecks_unread, early.errors),
+        (0, 0, 0),
+        "young: read again next run, not dropped as not ours"
+    );
+    tokio::time::sleep(Duration::from_millis(2_100)).await;
+    let late = w.run().await;
+    assert_eq!(
+        (late.rechecked, late.rechecks_unread),
+        (0, 1),
+        "escalated once its wait is over"
+    );
+    assert_eq!(w.run().await.rechecks_unread, 0, "once");
 }
