@@ -30,7 +30,6 @@ import argparse
 import copy
 import fnmatch
 import json
-import logging
 import re
 import sys
 from pathlib import Path
@@ -39,19 +38,13 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import check_template  # noqa: E402  (the template's YAML loader with CloudFormation's short tags)
+# The SAM expansion, with its fixed region and account and the sample values of the parameters without default.
+from check_template import ACCOUNT, REGION, SAMPLE_PARAMETERS, expand  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 WAIVERS = ROOT / "infra" / "permission-waivers.yaml"
-REGION, ACCOUNT, PARTITION = "us-east-1", "123456789012", "aws"
+PARTITION = "aws"
 STACK = "payments-check"
-# Parameters without a default get a value of their allowed form.
-SAMPLE_PARAMETERS = {
-    "WebhookSecretsArn": f"arn:aws:secretsmanager:{REGION}:{ACCOUNT}:secret:payments/webhooks-AbCdEf",
-    "PspApiKeyArn": f"arn:aws:secretsmanager:{REGION}:{ACCOUNT}:secret:payments/psp-AbCdEf",
-    "OrchestratorRoleArn": f"arn:aws:iam::{ACCOUNT}:role/orchestrator",
-    # The EventBridge way in, as the webhook-intake catch-up test names its source (GRANTED_SOURCE).
-    "StripePartnerEventSource": "aws.partner/stripe.com/ed_test_catchupcheck",
-}
 # The functions' names are `payments-${Stage}-<name>`; records use <name>.
 FUNCTION_PREFIX = "payments-${Stage}-"
 # Batch operations IAM checks as their single form.
@@ -59,24 +52,7 @@ SQS_ACTIONS = {"SendMessageBatch": "SendMessage", "DeleteMessageBatch": "DeleteM
                "ChangeMessageVisibilityBatch": "ChangeMessageVisibility"}
 
 
-# ---- the template, expanded ---------------------------------------------------------------------------------
-
-def expand(doc):
-    """The CloudFormation template SAM makes of `doc` (a copy), without network access."""
-    import boto3
-    from samtranslator.parser.parser import Parser
-    from samtranslator.translator.translator import Translator
-
-    doc = copy.deepcopy(doc)
-    for res in doc.get("Resources", {}).values():
-        if res.get("Type") == "AWS::Serverless::Function":
-            # SAM wants an S3 location; `sam build` puts one there.
-            res.setdefault("Properties", {})["CodeUri"] = "s3://bucket/code.zip"
-    logging.disable(logging.WARNING)
-    session = boto3.session.Session(region_name=REGION)
-    translator = Translator({}, Parser(), boto_session=session)
-    return translator.translate(doc, parameter_values=dict(SAMPLE_PARAMETERS), get_managed_policy_map=dict)
-
+# ---- the template, expanded (check_template.expand) ------------------------------------------------------
 
 class Resolver:
     """Intrinsic functions resolved to the strings CloudFormation would produce (ARNs of this template's

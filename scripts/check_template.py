@@ -36,13 +36,22 @@ shorter than six times its function's timeout hands batches out twice. Each chec
 - every reader of a setting gets it (issue 32): a variable the template gives one function that
   docs/CONFIGURATION.md says reads it, it gives every such function (Globals and its own Environment);
 - scheduled runs as Lambda runs them (EventBridge Scheduler invokes asynchronously): EventInvokeConfig with
-  MaximumRetryAttempts 0, MaximumEventAgeInSeconds within the schedule's period, failed runs to an alarmed queue.
+  MaximumRetryAttempts 0, MaximumEventAgeInSeconds within the schedule's period, failed runs to an alarmed queue;
+- on the template as CloudFormation receives it (SAM's expansion, `expand`; issue 42): every queue an
+  EventBridge rule feeds (a target or a target's DLQ) allows the rule and denies sqs:SendMessage to every other
+  principal, and every alarm on an AWS/* metric selects it by a set of dimensions AWS documents for that
+  metric (DOCUMENTED_DIMENSIONS), with the values AWS publishes (a queue's name, not its URL; a custom-bus
+  rule's name, not its `bus|rule` Ref): an alarm on a metric nobody publishes never fires;
+- samconfig.toml, as the SAM CLI reads it: every deploy environment states TableDeletionProtection=true (an
+  update sends UsePreviousValue for a parameter left out, so a first deploy's false would stay).
 
-`--self-test` mutates the template in memory once per rule and checks that each mutation is caught, so a
+Options: `--template FILE`, `--samconfig FILE`. `--self-test` mutates the template (and samconfig's
+environments) in memory once per rule and checks that each mutation is caught, so a
 check that cannot fail does not go unnoticed. Exit status 1 on any finding.
 """
 import copy
 import json
+import logging
 import re
 import sys
 from pathlib import Path
@@ -81,6 +90,35 @@ _Loader.add_multi_constructor("!", _tag)
 
 def load(path=TEMPLATE):
     return yaml.load(path.read_text(), Loader=_Loader)
+
+
+# The SAM expansion's fixed region and account; parameters without a default get a value of their allowed form.
+REGION, ACCOUNT = "us-east-1", "123456789012"
+SAMPLE_PARAMETERS = {
+    "WebhookSecretsArn": f"arn:aws:secretsmanager:{REGION}:{ACCOUNT}:secret:payments/webhooks-AbCdEf",
+    "PspApiKeyArn": f"arn:aws:secretsmanager:{REGION}:{ACCOUNT}:secret:payments/psp-AbCdEf",
+    "OrchestratorRoleArn": f"arn:aws:iam::{ACCOUNT}:role/orchestrator",
+    # The EventBridge way in, as the webhook-intake catch-up test names its source (GRANTED_SOURCE).
+    "StripePartnerEventSource": "aws.partner/stripe.com/ed_test_catchupcheck",
+}
+
+
+def expand(doc):
+    """The CloudFormation template SAM makes of `doc` (a copy), without network access: what CloudFormation
+    receives, with the resources SAM adds (roles, versions, aliases, permissions, event source mappings)."""
+    import boto3
+    from samtranslator.parser.parser import Parser
+    from samtranslator.translator.translator import Translator
+
+    doc = copy.deepcopy(doc)
+    for res in doc.get("Resources", {}).values():
+        if res.get("Type") == "AWS::Serverless::Function":
+            # SAM wants an S3 location; `sam build` puts one there.
+            res.setdefault("Properties", {})["CodeUri"] = "s3://bucket/code.zip"
+    logging.disable(logging.WARNING)
+    session = boto3.session.Session(region_name=REGION)
+    translator = Translator({}, Parser(), boto_session=session)
+    return translator.translate(doc, parameter_values=dict(SAMPLE_PARAMETERS), get_managed_policy_map=dict)
 
 
 def resources(doc, *types):
@@ -957,6 +995,207 @@ def check_webhook_outputs(doc):
             findings.append(f"outputs: {what} is output under {found}, not under condition {wanted}")
     return findings
 
+
+# ---- checks of the template as CloudFormation receives it (the SAM expansion; issue 42) ------------------------
+def rule_arn(rule):
+    return {"Fn::GetAtt": [rule, "Arn"]}
+
+
+def rule_fed_queues(cfn):
+    """{queue: {rules}} of every SQS queue of the template an EventBridge rule sends to (a target or a
+    target's dead-letter queue)."""
+    queues = resources(cfn, "AWS::SQS::Queue")
+    fed = {}
+    for name, rule in resources(cfn, "AWS::Events::Rule").items():
+        for target in rule.get("Properties", {}).get("Targets", []):
+            for arn in (target.get("Arn"), target.get("DeadLetterConfig", {}).get("Arn")):
+                if isinstance(arn, dict) and "Fn::GetAtt" in arn and arn["Fn::GetAtt"][0] in queues:
+                    fed.setdefault(arn["Fn::GetAtt"][0], set()).add(name)
+    return fed
+
+
+def covers(value, wanted):
+    """True when an IAM Action or Resource (a string, an intrinsic or a list of them) includes `wanted`."""
+    return any(v == wanted or v == "*" or (isinstance(v, str) and isinstance(wanted, str) and v.endswith(":*")
+                                            and wanted.startswith(v[:-1]))
+               for v in as_list(value))
+
+
+def everyone(principal):
+    return principal == "*" or (isinstance(principal, dict) and as_list(principal.get("AWS")) == ["*"]
+                                and len(principal) == 1)
+
+
+def check_rule_fed_queues(cfn):
+    """A queue an EventBridge rule feeds takes sqs:SendMessage from that rule alone. Its consumer trusts what
+    it reads (webhook-eventbridge checks the envelope's source and account, which anyone can write), so an
+    Allow for events.amazonaws.com is not enough: any principal of the account whose own policy grants
+    sqs:SendMessage could post a `payment_intent.succeeded` of its choice. The policy must deny SendMessage
+    to every principal unless aws:SourceArn is one of the rules that feed the queue (an explicit Deny wins over
+    every Allow, identity policies included)."""
+    findings = []
+    fed = rule_fed_queues(cfn)
+    if not fed:
+        return ["queues: no SQS queue is the target of an EventBridge rule (the check would pass on nothing)"]
+    policies = resources(cfn, "AWS::SQS::QueuePolicy")
+    for queue, rules in sorted(fed.items()):
+        arn, sources = {"Fn::GetAtt": [queue, "Arn"]}, [rule_arn(r) for r in sorted(rules)]
+        named = ", ".join(sorted(rules))
+        sts = [st for p in policies.values() if {"Ref": queue} in as_list(p["Properties"].get("Queues", []))
+               for st in as_list(p["Properties"].get("PolicyDocument", {}).get("Statement", []))]
+        if not sts:
+            findings.append(f"queues: {queue} is fed by rule {named} but no AWS::SQS::QueuePolicy of this "
+                            "template applies to it")
+            continue
+        sends = [st for st in sts if covers(st.get("Action"), "sqs:SendMessage") and covers(st.get("Resource"), arn)]
+        allowed = [st for st in sends if st.get("Effect") == "Allow"
+                   and "events.amazonaws.com" in as_list((st.get("Principal") or {}).get("Service", []))
+                   and all(v in sources for v in as_list(st.get("Condition", {}).get("ArnEquals", {})
+                                                         .get("aws:SourceArn", [None])))]
+        if not allowed:
+            findings.append(f"queues: rule {named} cannot send to {queue} (no Allow of sqs:SendMessage to "
+                            "events.amazonaws.com with ArnEquals aws:SourceArn = the rule)")
+        denied = [st for st in sends if st.get("Effect") == "Deny" and everyone(st.get("Principal"))
+                  and st.get("Condition") == {"ArnNotEquals": {"aws:SourceArn": sources if len(sources) > 1
+                                                               else sources[0]}}]
+        if not denied:
+            findings.append(f"queues: {queue} is fed by rule {named}, but its policy has no explicit Deny of "
+                            f"sqs:SendMessage to every principal (\"*\") unless aws:SourceArn is {named} "
+                            "(ArnNotEquals and nothing else): any role of the account with sqs:SendMessage can "
+                            "post an envelope its consumer trusts")
+    return findings
+
+
+# The dimensions each AWS metric an alarm reads is published with, as AWS documents them: an alarm on any other
+# set watches a metric that does not exist and never fires (INSUFFICIENT_DATA, or OK under notBreaching).
+# A metric not listed here fails the check until its documented sets are added, with their page.
+LAMBDA_SETS = [set(), {"FunctionName"}, {"FunctionName", "Resource"}, {"FunctionName", "Resource", "ExecutedVersion"}]
+HTTP_API_SETS = [{"ApiId"}, {"ApiId", "Stage"}, {"ApiId", "Stage", "Route"}]
+DOCUMENTED_DIMENSIONS = {
+    # docs.aws.amazon.com/lambda/latest/dg/monitoring-metrics.html (by function, by resource: version or
+    # alias, by executed version of an alias; none: all functions)
+    **{("AWS/Lambda", m): LAMBDA_SETS for m in ("Errors", "Throttles", "Invocations", "Duration", "IteratorAge",
+                                                 "ConcurrentExecutions")},
+    # docs.aws.amazon.com/apigateway/latest/developerguide/http-api-metrics.html (Route with detailed metrics only)
+    **{("AWS/ApiGateway", m): HTTP_API_SETS for m in ("4xx", "5xx", "Count", "Latency", "IntegrationLatency")},
+    # docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-available-cloudwatch-metrics.html
+    **{("AWS/SQS", m): [{"QueueName"}] for m in ("ApproximateNumberOfMessagesVisible",
+                                                   "ApproximateAgeOfOldestMessage")},
+    # docs.aws.amazon.com/eventbridge/latest/userguide/eb-monitoring.html: "Metrics that specify only the
+    # RuleName dimension refer to the default event bus. Metrics that specify both the EventBusName and
+    # RuleName dimensions refer to a custom event bus." (chosen per rule below)
+    **{("AWS/Events", m): "by the rule's bus" for m in ("FailedInvocations", "Invocations",
+                                                         "InvocationsFailedToBeSentToDlq")},
+}
+
+
+def rule_on_custom_bus(cfn, rule):
+    bus = cfn.get("Resources", {}).get(rule, {}).get("Properties", {}).get("EventBusName", "default")
+    return bus != "default"
+
+
+def rule_name_part(value, index):
+    """The rule a value names as Fn::Select [index, Fn::Split ["|", Ref rule]], else None."""
+    if isinstance(value, dict) and list(value) == ["Fn::Select"]:
+        i, of = value["Fn::Select"]
+        if str(i) == str(index) and isinstance(of, dict) and list(of) == ["Fn::Split"] and of["Fn::Split"][0] == "|":
+            return ref_name(of["Fn::Split"][1]) if "Ref" in of["Fn::Split"][1] else None
+    return None
+
+
+def dimension_value_findings(cfn, alarm, dims):
+    """What each dimension value is in AWS, where the template's value is not it: `Ref` of a queue is its URL,
+    not its name; `Ref` of a rule on a custom bus is `bus|rule`, not the rule's name."""
+    findings = []
+    types = {n: r.get("Type") for n, r in cfn.get("Resources", {}).items()}
+    for key, value in dims.items():
+        if key == "QueueName" and types.get(ref_name(value)) == "AWS::SQS::Queue" and "Ref" in value:
+            findings.append(f"alarm dimensions: {alarm}'s QueueName is !Ref {value['Ref']}, the queue's URL "
+                            "(!GetAtt <queue>.QueueName is its name)")
+        if key == "RuleName" and isinstance(value, dict) and "Ref" in value and rule_on_custom_bus(cfn, value["Ref"]):
+            findings.append(f"alarm dimensions: {alarm}'s RuleName is !Ref {value['Ref']}, which for a rule on a "
+                            "custom bus is `bus|rule`: no metric has that name (!Select [1, !Split [\"|\", "
+                            "!Ref <rule>]] is the rule's name)")
+        if key == "EventBusName" and rule_name_part(value, 0) != rule_name_part(dims.get("RuleName"), 1):
+            findings.append(f"alarm dimensions: {alarm}'s EventBusName is not the bus of the rule its RuleName "
+                            "names (!Select [0, !Split [\"|\", !Ref <rule>]])")
+    return findings
+
+
+def check_alarm_dimensions(cfn):
+    """Every alarm on an AWS namespace selects its metric by a documented set of dimensions, with values that
+    are what AWS publishes: an alarm that reads a metric nobody publishes can never fire."""
+    findings = []
+    for name, alarm in resources(cfn, "AWS::CloudWatch::Alarm").items():
+        props = alarm.get("Properties", {})
+        reads = [(props.get("Namespace", ""), props.get("MetricName"), props.get("Dimensions", []))]
+        reads += [(m["MetricStat"]["Metric"].get("Namespace", ""), m["MetricStat"]["Metric"].get("MetricName"),
+                   m["MetricStat"]["Metric"].get("Dimensions", [])) for m in props.get("Metrics", []) if "MetricStat" in m]
+        for namespace, metric, dims in reads:
+            if not metric or not namespace.startswith("AWS/"):
+                continue
+            dims = {d.get("Name"): d.get("Value") for d in dims}
+            documented = DOCUMENTED_DIMENSIONS.get((namespace, metric))
+            if documented is None:
+                findings.append(f"alarm dimensions: {name} reads {namespace} {metric}, whose documented dimensions "
+                                "are not in scripts/check_template.py's DOCUMENTED_DIMENSIONS: add them from AWS's "
+                                "page")
+                continue
+            if documented == "by the rule's bus":
+                rule = ref_name(dims.get("RuleName")) or rule_name_part(dims.get("RuleName"), 1)
+                documented = [{"EventBusName", "RuleName"} if rule_on_custom_bus(cfn, rule) else {"RuleName"}]
+            if set(dims) not in documented:
+                findings.append(f"alarm dimensions: {name} reads {namespace} {metric} by {sorted(dims)}, not a "
+                                f"documented set ({' or '.join(str(sorted(s)) for s in documented)}): it never fires")
+            findings += dimension_value_findings(cfn, name, dims)
+    return findings
+
+
+
+# ---- samconfig.toml's deploy environments (issue 42) --------------------------------------------------------
+SAMCONFIG = ROOT / "samconfig.toml"
+
+
+def deploy_overrides(path=SAMCONFIG):
+    """{environment: {parameter: value}} of each deploy environment, read and parsed by the SAM CLI itself."""
+    from samcli.cli.types import CfnParameterOverridesType
+    from samcli.lib.config.samconfig import SamConfig
+
+    config = SamConfig(str(path.parent), path.name)
+    envs = [env for env, table in config.document.items() if hasattr(table, "keys") and "deploy" in table]
+    return {env: CfnParameterOverridesType().convert(
+        config.get_all(["deploy"], "parameters", env=env).get("parameter_overrides", ""), None, None) or {}
+        for env in envs}
+
+
+def check_samconfig(doc, overrides):
+    """Every deploy environment states TableDeletionProtection=true. On an update `sam deploy` sends
+    UsePreviousValue for a parameter its overrides leave out, so the template's default (true) never comes
+    back by itself: a stage whose first deploy passed false (as docs/DEPLOY.md says, once) would stay
+    unprotected. A first deploy overrides it once, in the guided run or on the command line."""
+    findings = []
+    if "TableDeletionProtection" not in doc.get("Parameters", {}):
+        return ["samconfig: the template has no TableDeletionProtection parameter (the check would pass on nothing)"]
+    if not overrides:
+        return ["samconfig: samconfig.toml has no deploy environment (the check would pass on nothing)"]
+    for env, params in sorted(overrides.items()):
+        value = params.get("TableDeletionProtection")
+        if value != "true":
+            findings.append(f"samconfig: [{env}.deploy.parameters] parameter_overrides "
+                            f"{'leave out' if value is None else 'set'} TableDeletionProtection"
+                            f"{'' if value is None else '=' + value}: an update keeps the table's previous "
+                            "protection (SAM sends UsePreviousValue), which is off after a first deploy; "
+                            "state TableDeletionProtection=true")
+    return findings
+
+
+CFN_CHECKS = [check_rule_fed_queues, check_alarm_dimensions]
+
+
+def check_expanded(cfn):
+    return [finding for c in CFN_CHECKS for finding in c(cfn)]
+
+
 CHECKS = [check_alarm_topics, check_public_route, check_tracing, check_visibility, check_table_statements,
           check_dashboard, check_stage_names, check_alarm_stage, check_failure_alarms, check_retryable_deploy,
           check_rollouts, check_psp_redirects, check_lease_settings, check_setting_readers,
@@ -1179,30 +1418,105 @@ MUTATIONS += [
 ]
 
 
-def self_test(doc):
-    if check(doc):
+def _queue_policy(d):
+    return d["Resources"]["StripeEventsQueuePolicy"]["Properties"]
+
+
+def _queue_statement(d, sid):
+    return next(st for st in _queue_policy(d)["PolicyDocument"]["Statement"] if st.get("Sid") == sid)
+
+
+def _drop_queue_statement(d, sid):
+    doc = _queue_policy(d)["PolicyDocument"]
+    doc["Statement"] = [st for st in doc["Statement"] if st.get("Sid") != sid]
+
+
+# The rules checked on the SAM expansion (issue 42): each mutation is of the source template, expanded again.
+EXPANDED_MUTATIONS = [
+    ("a queue policy that denies nobody (before issue 42)", lambda d: _drop_queue_statement(d, "NobodyElseSends"),
+     "StripeEventsQueue is fed by rule StripeEventsRule, but its policy has no explicit Deny"),
+    ("the Deny spares the DLQ", lambda d: _queue_statement(d, "NobodyElseSends").update(
+        Resource={"Fn::GetAtt": ["StripeEventsQueue", "Arn"]}), "StripeEventsDlq is fed by rule StripeEventsRule"),
+    ("the policy not on the DLQ", lambda d: _queue_policy(d).update(Queues=[{"Ref": "StripeEventsQueue"}]),
+     "no AWS::SQS::QueuePolicy of this template applies to it"),
+    ("a Deny of one role only", lambda d: _queue_statement(d, "NobodyElseSends").update(
+        Principal={"AWS": "arn:aws:iam::123456789012:role/attacker"}), "has no explicit Deny"),
+    ("a Deny unless another source", lambda d: _queue_statement(d, "NobodyElseSends").update(
+        Condition={"ArnNotEquals": {"aws:SourceArn": "arn:aws:events:us-east-1:123456789012:rule/other"}}),
+     "has no explicit Deny"),
+    ("a Deny narrowed by a second condition", lambda d: _queue_statement(d, "NobodyElseSends")["Condition"].update(
+        StringEquals={"aws:PrincipalAccount": "111111111111"}), "has no explicit Deny"),
+    ("the rule not allowed to send", lambda d: _drop_queue_statement(d, "StripeEventsRuleSends"),
+     "rule StripeEventsRule cannot send to StripeEventsQueue"),
+    ("the rule's alarm by !Ref of the rule (before issue 42)", lambda d: _alarm(
+        d, "StripeEventsRuleFailedInvocationsAlarm").update(Dimensions=[{"Name": "RuleName", "Value": {
+            "Ref": "StripeEventsRule"}}]), "StripeEventsRuleFailedInvocationsAlarm reads AWS/Events "
+     "FailedInvocations by ['RuleName']"),
+    ("the rule's alarm without its bus", lambda d: _alarm(d, "StripeEventsRuleFailedInvocationsAlarm")
+     ["Dimensions"].pop(0), "not a documented set (['EventBusName', 'RuleName'])"),
+    ("the rule's name as the rule's Ref", lambda d: _alarm(d, "StripeEventsRuleFailedInvocationsAlarm")
+     ["Dimensions"][1].update(Value={"Ref": "StripeEventsRule"}), "which for a rule on a custom bus is `bus|rule`"),
+    ("the bus's name from the wrong part", lambda d: _alarm(d, "StripeEventsRuleFailedInvocationsAlarm")
+     ["Dimensions"][0]["Value"].update({"Fn::Select": [1, {"Fn::Split": ["|", {"Ref": "StripeEventsRule"}]}]}),
+     "EventBusName is not the bus of the rule"),
+    ("a queue alarm by the queue's URL", lambda d: _alarm(d, "StripeEventsDlqAlarm")["Dimensions"][0].update(
+        Value={"Ref": "StripeEventsDlq"}), "the queue's URL"),
+    ("a Lambda alarm by an undocumented dimension", lambda d: _alarm(d, "RelayErrorsAlarm")["Dimensions"].append(
+        {"Name": "Stage", "Value": {"Ref": "Stage"}}), "RelayErrorsAlarm reads AWS/Lambda Errors by"),
+    ("an HTTP API alarm by a REST API's dimension", lambda d: _alarm(d, "ApiServerErrorRateAlarm")["Metrics"][0]
+     ["MetricStat"]["Metric"]["Dimensions"][0].update(Name="ApiName"), "ApiServerErrorRateAlarm reads AWS/ApiGateway"),
+    ("an AWS metric nobody looked up", lambda d: _alarm(d, "StripeEventsDlqAlarm").update(
+        MetricName="NumberOfMessagesSent"), "not in scripts/check_template.py's DOCUMENTED_DIMENSIONS"),
+]
+
+
+def _override(env, **params):
+    return lambda o: o[env].update(params)
+
+
+# samconfig.toml's deploy environments, mutated as parsed (issue 42).
+SAMCONFIG_MUTATIONS = [
+    ("prod leaves protection to UsePreviousValue (before issue 42)", lambda o: o["prod"].pop("TableDeletionProtection"),
+     "[prod.deploy.parameters] parameter_overrides leave out TableDeletionProtection"),
+    ("a first deploy's false saved by the guided run", _override("dev", TableDeletionProtection="false"),
+     "[dev.deploy.parameters] parameter_overrides set TableDeletionProtection=false"),
+]
+
+
+def self_test(doc, overrides):
+    if check(doc) or check_expanded(expand(doc)) or check_samconfig(doc, overrides):
         return ["self-test: the template itself has findings"]
     failures = []
-    for what, mutate, word in MUTATIONS:
-        mutated = copy.deepcopy(doc)
+    for what, mutate, word in SAMCONFIG_MUTATIONS:
+        mutated = copy.deepcopy(overrides)
         mutate(mutated)
-        findings = check(mutated)
+        findings = check_samconfig(doc, mutated)
         if not any(word in f for f in findings):
             failures.append(f"self-test: '{what}' was not caught (findings: {findings})")
+    for mutations, checked in ((MUTATIONS, check), (EXPANDED_MUTATIONS, lambda d: check_expanded(expand(d)))):
+        for what, mutate, word in mutations:
+            mutated = copy.deepcopy(doc)
+            mutate(mutated)
+            findings = checked(mutated)
+            if not any(word in f for f in findings):
+                failures.append(f"self-test: '{what}' was not caught (findings: {findings})")
     return failures
 
 
 def main(argv):
     path = Path(argv[argv.index("--template") + 1]) if "--template" in argv else TEMPLATE
     doc = load(path)
-    findings = check(doc)
+    samconfig = Path(argv[argv.index("--samconfig") + 1]) if "--samconfig" in argv else SAMCONFIG
+    overrides = deploy_overrides(samconfig)
+    findings = check(doc) + check_expanded(expand(doc)) + check_samconfig(doc, overrides)
     if not findings and "--self-test" in argv:
-        findings = self_test(doc)
+        findings = self_test(doc, overrides)
     for f in findings:
         print(f"FAIL {f}", file=sys.stderr)
     if findings:
         return 1
-    extra = f", and each of {len(MUTATIONS)} mutations of it is caught" if "--self-test" in argv else ""
+    count = len(MUTATIONS) + len(EXPANDED_MUTATIONS) + len(SAMCONFIG_MUTATIONS)
+    extra = f", and each of {count} mutations of it is caught" if "--self-test" in argv else ""
     print(f"check_template: {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path} passes every rule{extra}")
     return 0
 

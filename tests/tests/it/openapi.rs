@@ -7,7 +7,10 @@
 //!   an operation is public (`security: []`) exactly when its event has no authorizer (the others inherit
 //!   SigV4, the API's IAM default);
 //! - each operation's path parameters are exactly the `{names}` of its path;
-//! - the payment and saga statuses and the saga's steps it lists are the code's.
+//! - the payment and saga statuses and the saga's steps it lists are the code's;
+//! - every operation documents the answers API Gateway gives before (or instead of) its function, in API
+//!   Gateway's shape (`{"message": ...}`, never the functions' `ApiError`): 403 on a SigV4 route, 413 and 429
+//!   on every route (`GATEWAY_ANSWERS`, as local/dev's HTTP API answers them).
 //!
 //! The last test breaks a copy of the description and of the template in each of those ways and shows that
 //! every check reports it. That the document is valid OpenAPI 3.1 is checked by scripts/test
@@ -188,6 +191,65 @@ fn parameter_problems(doc: &Value) -> Vec<String> {
     problems
 }
 
+/// API Gateway's own answers an operation can meet, `(status, message, on public routes too)`: an unsigned or
+/// refused SigV4 request (IAM routes only), a body over the 10 MB payload quota, a throttled request (the
+/// stage's, the route's or the account's limit). `local_dev::http_api` answers the same bodies. Its 404
+/// `{"message":"Not Found"}` is for a request no route takes, so no operation meets it.
+const GATEWAY_ANSWERS: [(&str, &str, bool); 3] = [
+    ("403", "Forbidden", false),
+    ("413", "Request Entity Too Large", true),
+    ("429", "Too Many Requests", true),
+];
+
+/// A response object, through its `$ref` (`#/components/responses/<name>`) if it has one.
+fn response<'a>(doc: &'a Value, response: &'a Value) -> &'a Value {
+    match response["$ref"].as_str() {
+        Some(reference) => {
+            let name = reference.trim_start_matches("#/components/responses/");
+            &doc["components"]["responses"][name]
+        }
+        None => response,
+    }
+}
+
+/// Each operation's documentation of API Gateway's answers: the status, an example with API Gateway's exact
+/// body, and a schema that admits it (`GatewayError`, alone or in a `oneOf`).
+fn gateway_problems(doc: &Value) -> Vec<String> {
+    let gateway_schema = Value::String("#/components/schemas/GatewayError".into());
+    let mut problems = Vec::new();
+    for ((method, path), operation) in operations(doc) {
+        let public = is_public(doc, operation);
+        for (status, message, on_public) in GATEWAY_ANSWERS {
+            if public && !on_public {
+                continue;
+            }
+            let json = &response(doc, &operation["responses"][status])["content"]["application/json"];
+            let schema = &json["schema"];
+            let admits = schema["$ref"] == gateway_schema
+                || schema["oneOf"]
+                    .as_sequence()
+                    .is_some_and(|one| one.iter().any(|s| s["$ref"] == gateway_schema));
+            let body = serde_yaml_ng::to_value(serde_json::json!({ "message": message })).unwrap();
+            let shown = json["examples"]
+                .as_mapping()
+                .is_some_and(|examples| examples.values().any(|e| e["value"] == body));
+            if !admits || !shown {
+                problems.push(format!(
+                    "{method} {path}: {status} from API Gateway ({{\"message\":\"{message}\"}}) is not documented \
+                     (schema GatewayError: {admits}, example: {shown})"
+                ));
+            }
+        }
+    }
+    problems
+}
+
+#[test]
+fn every_operation_documents_api_gateways_own_answers() {
+    let problems = gateway_problems(&openapi());
+    assert!(problems.is_empty(), "{problems:#?}");
+}
+
 #[test]
 fn every_route_of_the_functions_is_documented_and_every_documented_operation_served() {
     let problems = route_problems(&openapi(), &served());
@@ -275,4 +337,22 @@ fn the_checks_catch_a_missing_an_extra_and_a_misauthorized_operation() {
         [r#"GET /checkouts/{id}: path parameters {}, the path has {"id"}"#],
         "the events and cancel routes keep theirs"
     );
+
+    // API Gateway's answers: the functions' shape alone on one route, none at all on another.
+    let mut doc = openapi();
+    doc["paths"]["/payments/{id}"]["get"]["responses"]["403"] =
+        serde_yaml_ng::from_str("content: {application/json: {schema: {$ref: '#/components/schemas/ApiError'}}}")
+            .unwrap();
+    doc["paths"]["/webhooks/{provider}"]["post"]["responses"]
+        .as_mapping_mut()
+        .unwrap()
+        .remove("429");
+    let problems = gateway_problems(&doc);
+    for expected in ["GET /payments/{id}: 403", "POST /webhooks/{provider}: 429"] {
+        assert!(
+            problems.iter().any(|p| p.starts_with(expected)),
+            "{expected} in {problems:#?}"
+        );
+    }
+    assert_eq!(problems.len(), 2, "{problems:#?}");
 }
