@@ -527,6 +527,7 @@ REQUIRED_CUSTOM_ALARMS = {
     ("Payments/Psp", "PspAuthFailed"): "Stripe refusing our API key",
     ("Payments/Finalize", "RefundsFailed"): "refunds Stripe reports failed (money to give back again)",
     ("Payments/Recovery", "RefundsForOperator"): "money only a person can return (refunds failed past the bound)",
+    ("Payments/Recovery", "CapturesFailed"): "captured payments whose capture the card scheme rejected",
     ("Payments/Finalize", "DisputesOpened"): "a customer disputing a charge (days to answer it)",
 }
 MUST_BREACH_WHEN_MISSING = ("RecoveryLagSeconds", "SweeperLagSeconds")
@@ -536,7 +537,7 @@ MUST_BREACH_WHEN_MISSING = ("RecoveryLagSeconds", "SweeperLagSeconds")
 # (6 h) for payments; functions/checkout-saga/src/sweeper.rs MAX_SAGA_RECHECK (5 min) and one sweep for sagas;
 # shared/src/recovery.rs OPERATOR_RECHECK (30 min) and one run for a payment that waits for a person.
 AGE_ALARM_LEAST_PERIOD = {"OldestOpenPaymentAgeSeconds": 6 * 3600, "OldestOpenSagaAgeSeconds": 6 * 60,
-                          "RefundsForOperator": 3600}
+                          "RefundsForOperator": 3600, "CapturesFailed": 3600}
 
 
 def metric_stats(props, metric):
@@ -1386,6 +1387,8 @@ MUTATIONS += [
      "no alarm reads Payments/Recovery RefundsForOperator"),
     ("a for-operator alarm that goes quiet between looks", lambda d: _alarm(d, "RefundsForOperatorAlarm")
      .update(Period=300), "RefundsForOperatorAlarm reads RefundsForOperator as Maximum over 300 s"),
+    ("no alarm on captures failed at the scheme", lambda d: d["Resources"].pop("CapturesFailedAlarm"),
+     "no alarm reads Payments/Recovery CapturesFailed"),
     ("no alarm on disputes", lambda d: d["Resources"].pop("DisputesOpenedAlarm"),
      "no alarm reads Payments/Finalize DisputesOpened"),
     ("a reader of a setting left without it (the payments API before issue 32)", lambda d: d["Resources"]

@@ -99,6 +99,10 @@ pub struct OutcomeView {
     pub refunds_failed: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure_reason: Option<String>,
+    /// Why the capture failed at the card scheme (Adyen's `CAPTURE_FAILED`) while no new capture came: the
+    /// money of a `captured` payment that will not arrive.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capture_failed: Option<String>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -173,6 +177,7 @@ impl From<&Payment> for ClientView {
             refund_pending_minor: crate::refund::RefundTotals::of(&payment.refunds).pending,
             refunds_failed: payment.refund_failures,
             failure_reason: None,
+            capture_failed: payment.capture_failed.clone(),
         };
         match payment.status {
             PaymentStatus::Pending => ClientView::Pending(OpenView { summary }),

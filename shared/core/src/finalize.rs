@@ -392,7 +392,9 @@ fn record_capture_failed(next: &mut Payment, outcome: &Outcome, reason: String) 
         ..
     } = outcome
     {
-        next.seen_psp_events.retain(|seen| seen != capture);
+        let stem = format!("{}-", capture.as_str());
+        next.seen_psp_events
+            .retain(|seen| seen != capture && !seen.as_str().starts_with(&stem));
     }
     next.capture_failed = Some(reason.clone());
     (EventKind::CaptureFailed, Some(reason))

@@ -72,9 +72,11 @@ pub enum Outcome {
     /// which it never changes.
     CaptureFailed {
         reason: String,
-        /// The event id under which the PSP reported the capture that failed: forgotten by the dedup, so a
-        /// new capture reported under the same id (Adyen re-captures under the capture's own reference) is
-        /// news, not a duplicate.
+        /// The event id under which the PSP reported the capture that failed, or its stem when the failure
+        /// does not carry all of it (Adyen's `CAPTURE-true-<capture>`, without the payment's reference the
+        /// failure may leave out): that id, and every id that extends it by `-...`, is forgotten by the
+        /// dedup, so a new capture reported under the same id (Adyen re-captures under the capture's own
+        /// reference) is news, not a duplicate.
         capture_event: Option<PspEventId>,
     },
     /// The path found the event inconsistent with the payment (amount, currency, mode, account): recorded,

@@ -89,7 +89,9 @@ impl PaymentStatus {
             (Pending | RequiresAction | AttemptFailed, _) => to != Pending,
             (Processing, Pending) => false,
             (Processing, _) => true,
-            (Authorized, Authorized | Captured | Failed) => true,
+            // Refunded: a capture and its refund both reported late (a `charge.refunded` that proves the
+            // capture, before the capture's own event): the money was taken and given back.
+            (Authorized, Authorized | Captured | Failed | Refunded) => true,
             (Authorized, _) => false,
             (Captured, Captured | Refunded) | (Refunded, Captured) => true,
             (Captured, _) | (Failed, _) | (Refunded, _) => false,

@@ -62,6 +62,9 @@ pub struct Report {
     /// Open payments whose money only a person can return (refunds failed past the give-back bound:
     /// `Payment::refund_for_operator`), among the open payments read; each is a finding until it is refunded.
     pub refunds_for_operator: Vec<String>,
+    /// Captured payments whose capture the card scheme rejected (Adyen's `CAPTURE_FAILED`, no re-capture yet:
+    /// `Payment::capture_lost`), among the open payments read: money that will not arrive.
+    pub captures_failed: Vec<String>,
     pub oldest_open_saga: Option<Oldest>,
     pub webhook_endpoints: Option<Vec<WebhookEndpoint>>,
     /// Sources not asked, and why.
@@ -102,7 +105,12 @@ pub async fn run(ctx: &Ctx) -> Result<Report, crate::Error> {
             ends_at_ms: view.ends_at_ms,
         });
     }
-    (report.oldest_open_payment, report.refunds_for_operator) = open_payments(ctx, now).await?;
+    let open = open_payments(ctx, now).await?;
+    (
+        report.oldest_open_payment,
+        report.refunds_for_operator,
+        report.captures_failed,
+    ) = (open.oldest, open.for_operator, open.captures_failed);
     report.oldest_open_saga = oldest_saga(ctx, now).await?;
     match webhook_endpoints(&ctx.env).await {
         Ok(endpoints) => report.webhook_endpoints = Some(endpoints),
@@ -160,6 +168,12 @@ pub fn findings(report: &Report, thresholds: &Options) -> Vec<String> {
                 o.id, o.status, o.age_seconds, o.id
             ));
         }
+    }
+    for id in &report.captures_failed {
+        out.push(format!(
+            "payment {id}: captured, but the card scheme rejected the capture and no re-capture came: the money \
+             will not arrive (docs/WEBHOOKS.md, `paymentsctl timeline {id}`)"
+        ));
     }
     for id in &report.refunds_for_operator {
         out.push(format!(
@@ -236,23 +250,35 @@ async fn open_ids(ctx: &Ctx, kind: OpenKind, prefix: &str, now: i64) -> Result<V
         .collect())
 }
 
-/// The open payment created longest ago, and the open payments whose money waits for a person, from one
-/// read of each open payment.
-async fn open_payments(ctx: &Ctx, now: i64) -> Result<(Option<Oldest>, Vec<String>), crate::Error> {
+/// What one read of each open payment found.
+#[derive(Default)]
+struct OpenPayments {
+    oldest: Option<Oldest>,
+    /// Money only a person can return (`Payment::refund_for_operator`).
+    for_operator: Vec<String>,
+    /// Money that will not arrive (`Payment::capture_lost`).
+    captures_failed: Vec<String>,
+}
+
+/// The open payment created longest ago, and the open payments whose money waits for a person or will not
+/// arrive, from one read of each open payment.
+async fn open_payments(ctx: &Ctx, now: i64) -> Result<OpenPayments, crate::Error> {
     let ids = open_ids(ctx, OpenKind::Payment, "PAYMENT#", now).await?;
     let store = ctx.store();
-    let mut oldest: Option<Oldest> = None;
-    let mut for_operator = Vec::new();
+    let mut found = OpenPayments::default();
     for id in &ids {
         let Some(p) = store.get(&PaymentId::parse(id)?).await? else {
             continue;
         };
         if p.refund_for_operator() {
-            for_operator.push(id.clone());
+            found.for_operator.push(id.clone());
+        }
+        if p.capture_lost() {
+            found.captures_failed.push(id.clone());
         }
         let age = age_seconds(p.created_at_ms, now);
-        if !p.status.is_terminal() && oldest.as_ref().is_none_or(|o| age > o.age_seconds) {
-            oldest = Some(Oldest {
+        if !p.status.is_terminal() && found.oldest.as_ref().is_none_or(|o| age > o.age_seconds) {
+            found.oldest = Some(Oldest {
                 id: id.clone(),
                 status: p.status.to_string(),
                 age_seconds: age,
@@ -260,7 +286,7 @@ async fn open_payments(ctx: &Ctx, now: i64) -> Result<(Option<Oldest>, Vec<Strin
             });
         }
     }
-    Ok((oldest, for_operator))
+    Ok(found)
 }
 
 /// The open saga started longest ago.
@@ -329,6 +355,7 @@ pub fn render(r: &Report) -> String {
         "refunds for an operator".to_owned(),
         r.refunds_for_operator.len().to_string(),
     ]);
+    rows.push(vec!["captures failed".to_owned(), r.captures_failed.len().to_string()]);
     rows.push(vec!["oldest open saga".to_owned(), oldest(&r.oldest_open_saga)]);
     for e in r.webhook_endpoints.iter().flatten() {
         let version = e.api_version.as_deref().unwrap_or("account default");

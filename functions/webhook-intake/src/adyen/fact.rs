@@ -233,8 +233,11 @@ fn outcome(s: &Signed<'_>) -> Result<Mapped, Unparseable> {
                     s.currency, s.amount_minor
                 ),
             ),
+            // The capture's identity without the payment's reference, which the failure may leave out: the
+            // capture's report is forgotten by the dedup with or without it, so Adyen's re-capture is news.
             capture_event: identity(&Signed {
                 code: "CAPTURE",
+                original: None,
                 ..s.clone()
             })
             .ok(),

@@ -657,3 +657,48 @@ proptest! {
         }
     }
 }
+
+/// Adyen's `CAPTURE_FAILED` after the capture: the payment keeps `captured` and is flagged (open for an
+/// operator); the failure's redelivery changes nothing; Adyen's re-capture under the capture's own id is news
+/// (the failure forgot it, with or without the payment's reference) and clears the flag.
+#[test]
+fn a_capture_failed_at_the_scheme_flags_the_captured_payment_until_a_new_capture() {
+    let capture = "CAPTURE-true-8835511210681017-7914073381342284";
+    let captured = applied(&payment("pay_cf"), &webhook(capture, 1_000, Outcome::Succeeded)).payment;
+    let failure = Outcome::CaptureFailed {
+        reason: "the capture failed at the card scheme".into(),
+        capture_event: Some(crate::ids::PspEventId::parse("CAPTURE-true-8835511210681017").unwrap()),
+    };
+    let failed_at = webhook("CAPTURE_FAILED-true-8835511210681017", 2_000, failure.clone());
+    let t = applied(&captured, &failed_at);
+    assert_eq!(
+        (t.payment.status, t.event.kind, t.event.capture_failed.as_deref()),
+        (
+            S::Captured,
+            EventKind::CaptureFailed,
+            Some("the capture failed at the card scheme")
+        )
+    );
+    assert!(t.payment.capture_lost() && t.payment.is_open(), "{:?}", t.payment);
+    assert!(!t.payment.has_seen(&crate::ids::PspEventId::parse(capture).unwrap()));
+    assert_eq!(decide(&t.payment, &failed_at, NOW), Decision::Ignore(Duplicate));
+    let again = webhook("CAPTURE_FAILED-true-other", 2_500, failure.clone());
+    assert_eq!(decide(&t.payment, &again, NOW), Decision::Ignore(NoOp), "flagged once");
+
+    let recaptured = applied(&t.payment, &webhook(capture, 3_000, Outcome::Succeeded));
+    assert_eq!(
+        (
+            recaptured.payment.status,
+            recaptured.event.kind,
+            recaptured.payment.capture_failed.clone()
+        ),
+        (S::Captured, EventKind::PaymentCaptured, None)
+    );
+    assert!(!recaptured.payment.is_open());
+    assert_eq!(
+        decide(&recaptured.payment, &webhook(capture, 3_000, Outcome::Succeeded), NOW),
+        Decision::Ignore(Duplicate)
+    );
+    // No money was to come on a failed payment: nothing to flag.
+    assert_eq!(decide(&payment_in(S::Failed), &again, NOW), Decision::Ignore(NoOp));
+}

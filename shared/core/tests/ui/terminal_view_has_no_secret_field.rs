@@ -3,7 +3,7 @@ use payments_core::client_view::{ClientView, OutcomeView, PaymentSummary};
 use payments_core::ClientSecret;
 
 fn leak(summary: PaymentSummary, secret: ClientSecret) -> ClientView {
-    ClientView::Captured(OutcomeView { summary, refunded_minor: 0, refund_pending_minor: 0, refunds_failed: 0, failure_reason: None, client_secret: Some(secret) })
+    ClientView::Captured(OutcomeView { summary, refunded_minor: 0, refund_pending_minor: 0, refunds_failed: 0, failure_reason: None, capture_failed: None, client_secret: Some(secret) })
 }
 
 fn main() {}

@@ -392,3 +392,54 @@ async fn doctor_lists_a_payment_whose_refunds_failed_past_the_bound_until_it_is_
     let out = doctor(&ctx.table, &queues, &psp, true);
     assert_eq!(out.status.code(), Some(0), "refunded by hand: {}", text(&out.stdout));
 }
+
+/// A captured payment whose capture the card scheme rejected (Adyen's `CAPTURE_FAILED`) stays open: `doctor`
+/// lists it as a finding naming its timeline, exit 3, until a re-capture is reported.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_lists_a_captured_payment_whose_capture_failed_until_it_is_captured_again() {
+    let ctx = TestContext::new().await;
+    let queues = fresh_queues(&sqs_client(None)).await;
+    let (_sim, psp, _) = stripe().await;
+    let id = shared::PaymentId::parse("pay_doc_capture").unwrap();
+    ctx.store
+        .create(fixtures::new_payment(id.as_str(), 1000))
+        .await
+        .unwrap();
+    let apply = |event: &'static str, outcome: shared::Outcome| {
+        let (store, id) = (&ctx.store, &id);
+        async move {
+            let mut observation = fixtures::observe(shared::Channel::Webhook, outcome);
+            observation.psp_event_id = Some(shared::PspEventId::parse(event).unwrap());
+            store.finalize(id, &observation, None).await.expect("finalize").payment
+        }
+    };
+    let capture = "CAPTURE-true-8835511210681017-7914073381342284";
+    apply(capture, shared::Outcome::Succeeded).await;
+    let failed = shared::Outcome::CaptureFailed {
+        reason: "the capture failed at the card scheme".into(),
+        capture_event: Some(shared::PspEventId::parse("CAPTURE-true-8835511210681017").unwrap()),
+    };
+    let p = apply("CAPTURE_FAILED-true-8835511210681017-7914073381342284", failed).await;
+    assert!(p.capture_lost(), "{p:?}");
+
+    let out = doctor(&ctx.table, &queues, &psp, true);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    let report = &serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["result"];
+    assert_eq!(
+        report["captures_failed"],
+        serde_json::json!(["pay_doc_capture"]),
+        "{report}"
+    );
+    assert!(
+        report["findings"]
+            .to_string()
+            .contains("paymentsctl timeline pay_doc_capture"),
+        "{report}"
+    );
+
+    // Adyen's re-capture, under the capture's own reference.
+    let p = apply(capture, shared::Outcome::Succeeded).await;
+    assert!(!p.capture_lost() && !p.is_open(), "{p:?}");
+    let out = doctor(&ctx.table, &queues, &psp, true);
+    assert_eq!(out.status.code(), Some(0), "captured again: {}", text(&out.stdout));
+}

@@ -74,7 +74,7 @@ fn each_event_code_maps_to_its_observation() {
             "true",
             Some(Outcome::CaptureFailed {
                 reason: "the capture of EUR 1130 minor units failed at the card scheme: CVC Declined".into(),
-                capture_event: Some(PspEventId::parse(format!("CAPTURE-true-{MODIFICATION}-{PAYMENT}")).unwrap()),
+                capture_event: Some(PspEventId::parse(format!("CAPTURE-true-{MODIFICATION}")).unwrap()),
             }),
         ),
         ("CAPTURE_FAILED", "false", None),
