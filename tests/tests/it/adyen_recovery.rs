@@ -252,7 +252,7 @@ async fn an_adyen_payment_whose_end_is_never_notified_expires_here_a_day_later()
         reason.starts_with("expired: no notification of the cancel requested at its PSP (adyen)"),
         "{reason}"
     );
-    let events = w.ctx.store.events(&silent).await.unwrap();
+    let events = w.ctx.events(&silent).await.unwrap();
     let last = events.last().unwrap();
     assert_eq!((last.kind, last.path), (EventKind::PaymentFailed, Channel::Recovery));
     assert_eq!(
@@ -364,7 +364,7 @@ async fn an_adyen_refund_failed_is_given_back_once_per_failure_and_alarmed_after
 
     let last = w.ctx.store.get(&paid).await.unwrap().unwrap();
     assert_eq!((last.refund_failures, last.give_back), (4, None), "{last:?}");
-    let events = w.ctx.store.events(&paid).await.unwrap();
+    let events = w.ctx.events(&paid).await.unwrap();
     let alarm = events.last().unwrap();
     assert_eq!(alarm.kind, EventKind::RefundFailed);
     assert!(
@@ -413,7 +413,7 @@ async fn a_capture_failed_notification_from_the_simulator_is_applied_by_the_inta
     w.deliver(0).await;
     let p = w.ctx.store.get(&paid).await.unwrap().unwrap();
     assert_eq!(p.anomalies, 1, "{p:?}");
-    let events = w.ctx.store.events(&paid).await.unwrap();
+    let events = w.ctx.events(&paid).await.unwrap();
     let anomaly = events
         .iter()
         .find(|e| e.kind == EventKind::AnomalyRecorded)
