@@ -21,7 +21,7 @@
 //!
 //! | module | owns | must never |
 //! |---|---|---|
-//! | [`store`] | the payment item, its event items and the one versioned write (`finalize`: decide, write under the version token, decide again on a conflict), idempotent create, parked webhooks | write a payment without its version condition, or a transition without its event item in the same transaction |
+//! | [`store`] | the payment item (its own outbox: it carries the transition that wrote it), its history and the one versioned write (`finalize`: decide, write under the version token, decide again on a conflict), idempotent create, parked webhooks | write a payment without its version condition, or without the transition it records (`transition_to_item`) |
 //! | [`apply`] | the one "read, take the lease at the version read, finalize, release" sequence of the intake and `paymentsctl parked replay` | drop a failed lease release: it travels with the error it followed or is logged |
 //! | [`payment_ref`] | which payment a PSP object names (our id in its metadata, else its bound PSP reference), and the one lookup every path (intake, parked replay, recovery's recheck) makes | find a payment by reference alone where the object carries our id |
 //! | [`lease`] | one live worker per payment: the `LEASE#` item, its owner token and expiry | count on DynamoDB's TTL to have deleted an expired lease, or release another owner's |

@@ -1,20 +1,74 @@
 //! The outbox contract: which stream records are outbox events, and the SQS message an event becomes.
 //!
-//! The event item written with each transition is the outbox. DynamoDB Streams carries it; the relay turns
-//! it into one message on the FIFO queue: group = payment id (order per payment), deduplication id = event
-//! id, body = the event in our own trimmed schema, attributes = correlation id, trace context, event type.
+//! The payment item written by each transition is the outbox (change-data-capture form): it carries the
+//! transition (`last_event`, `event_version`), DynamoDB Streams carries its change record, and the relay
+//! turns it into one message on the FIFO queue: group = payment id (order per payment), deduplication id =
+//! event id, body = the event in our own trimmed schema, attributes = correlation id, trace context, event
+//! type. Event items an older writer put in its transaction are still accepted, the same message.
 
+use crate::store::item::{event_from_item, event_of_payment_item, ENTITY_EVENT};
+use crate::store::StoreError;
 use crate::PaymentEvent;
 
 pub const ATTR_CORRELATION_ID: &str = "correlation_id";
 pub const ATTR_TRACE_CONTEXT: &str = "traceparent";
 pub const ATTR_EVENT_TYPE: &str = "event_type";
 
-/// True for the records the relay publishes: INSERTs of event items. Everything else (payment updates,
-/// leases, TTL deletions, which DynamoDB Local reports as `UNKNOWN_TO_SDK_VERSION`) is ignored.
-pub fn is_outbox_insert(event_name: &str, new_image: &serde_dynamo::Item) -> bool {
-    event_name == "INSERT"
-        && matches!(new_image.get("entity"), Some(serde_dynamo::AttributeValue::S(e)) if e == "event")
+/// An outbox record of the stream, by its form.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OutboxRecord {
+    /// A payment's change record carrying the transition that wrote it: the relay archives the event in the
+    /// payment's history, then sends it.
+    Transition(PaymentEvent),
+    /// The INSERT of an event item an older writer put in its transaction (already history): sent. Accepted
+    /// while the stream may hold such records, 24 h after the last writer of that form.
+    EventItem(PaymentEvent),
+}
+
+impl OutboxRecord {
+    pub fn event(&self) -> &PaymentEvent {
+        match self {
+            OutboxRecord::Transition(e) | OutboxRecord::EventItem(e) => e,
+        }
+    }
+}
+
+/// Whether a record is one the relay publishes: a payment's INSERT or MODIFY whose `event_version` is its
+/// `version` (a transition wrote it), or an INSERT of an `entity = event` item. The stream mapping's filter
+/// (`infra/template.yaml`) passes exactly these; leases, history items, changes that move no version and
+/// TTL deletions (`REMOVE`, in DynamoDB Local `UNKNOWN_TO_SDK_VERSION`) never reach the relay.
+pub fn is_outbox_record(event_name: &str, new_image: &serde_dynamo::Item) -> bool {
+    use serde_dynamo::AttributeValue as V;
+    match (event_name, new_image.get("entity")) {
+        ("INSERT", Some(V::S(e))) if e == ENTITY_EVENT => true,
+        ("INSERT" | "MODIFY", Some(V::S(e))) if e == "payment" => {
+            matches!((new_image.get("event_version"), new_image.get("version")),
+                     (Some(V::N(a)), Some(V::N(b))) if a == b)
+        }
+        _ => false,
+    }
+}
+
+/// The outbox record `new_image` is, `None` when it is none ([`is_outbox_record`]); an error when it claims
+/// to be one and cannot be read (a bug or a hand edit: the relay stops there, never skips it).
+pub fn outbox_record(event_name: &str, new_image: &serde_dynamo::Item) -> Option<Result<OutboxRecord, StoreError>> {
+    if !is_outbox_record(event_name, new_image) {
+        return None;
+    }
+    let is_event_item = matches!(new_image.get("entity"),
+        Some(serde_dynamo::AttributeValue::S(e)) if e == ENTITY_EVENT);
+    Some(if is_event_item {
+        event_from_item(new_image.clone()).map(OutboxRecord::EventItem)
+    } else {
+        match event_of_payment_item(new_image.clone()) {
+            Ok(Some(event)) => Ok(OutboxRecord::Transition(event)),
+            Ok(None) => Err(StoreError::corrupt(
+                "payment change record",
+                "event_version without last_event",
+            )),
+            Err(e) => Err(e),
+        }
+    })
 }
 
 pub fn message_body(event: &PaymentEvent) -> String {

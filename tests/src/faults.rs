@@ -31,6 +31,9 @@ pub enum Fault {
     /// `TransactionCanceledException` with reason `TransactionConflict` on the first item: nothing written;
     /// the SDK does not retry it, the store does (with jitter and a fresh read).
     TransactionConflict,
+    /// `TransactionConflictException` on a single-item write (the item is in another's transaction): nothing
+    /// written.
+    ItemTransactionConflict,
     /// The request commits but its answer is lost (500): the SDK retries the same request.
     ResponseLostAfterCommit,
 }
@@ -50,6 +53,9 @@ impl Fault {
             ),
             Fault::InternalServerError | Fault::ResponseLostAfterCommit => {
                 (500, "com.amazonaws.dynamodb.v20120810#InternalServerError", "")
+            }
+            Fault::ItemTransactionConflict => {
+                (400, "com.amazonaws.dynamodb.v20120810#TransactionConflictException", "")
             }
             Fault::TransactionConflict => (
                 400,

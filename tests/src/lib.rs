@@ -141,6 +141,8 @@ pub struct TestContext {
     /// Every DynamoDB call this context's client made, by operation.
     pub calls: CallCounter,
     faults: Option<FaultInjector>,
+    /// The table's stream as [`TestContext::events`] archives it, read from where it last stopped.
+    history: tokio::sync::Mutex<Option<local_dev::stream_pump::StreamPump>>,
 }
 
 /// Lease settings for tests: short enough to expire within a test.
@@ -178,6 +180,7 @@ impl TestContext {
             client,
             table,
             calls,
+            history: tokio::sync::Mutex::new(None),
         }
     }
 
@@ -280,5 +283,37 @@ impl TestContext {
             .expect("the payment exists");
         item.get("opened_at_ms")
             .map(|v| v.as_n().expect("a number").parse().expect("an integer"))
+    }
+
+    /// Payment `id`'s events, oldest first ([`PaymentStore::events`]), after archiving what the table's stream
+    /// holds as the relay does (every payment change record that carries a transition, through the relay's
+    /// own reading of records and [`PaymentStore::archive`]): a test that runs no relay reads the whole
+    /// history. The archive's calls are not counted in `calls`.
+    pub async fn events(&self, id: &shared::PaymentId) -> Result<Vec<shared::PaymentEvent>, shared::StoreError> {
+        let mut history = self.history.lock().await;
+        if history.is_none() {
+            let admin = client(&dynamodb_local::endpoint(), Interceptors::default());
+            let pump = local_dev::stream_pump::StreamPump::for_table(&admin, streams_client(), &self.table)
+                .await
+                .expect("the table's stream");
+            *history = Some(pump);
+        }
+        let pump = history.as_mut().expect("the pump, made above");
+        let mut transitions = Vec::new();
+        pump.poll_once(|batch: aws_lambda_events::event::dynamodb::Event| {
+            for record in &batch.records {
+                if let Some(Ok(shared::outbox::OutboxRecord::Transition(e))) =
+                    shared::outbox::outbox_record(&record.event_name, &record.change.new_image)
+                {
+                    transitions.push(e);
+                }
+            }
+            std::future::ready(Default::default())
+        })
+        .await
+        .expect("read the table's stream");
+        let store = self.uncounted_store();
+        store.archive(&transitions).await.expect("archive the history");
+        self.store.events(id).await
     }
 }

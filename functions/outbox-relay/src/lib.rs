@@ -1,7 +1,10 @@
-//! The outbox relay: DynamoDB Streams -> SQS FIFO. Each INSERT of an event item becomes one message
-//! (group = payment id, deduplication id = event id), sent with `SendMessageBatch` in tens. The answer is a
-//! partial batch failure, fail-fast: the first record that could not be published and every later record
-//! are reported, so the stream retries from there and the order per payment never breaks.
+//! The outbox relay: DynamoDB Streams -> SQS FIFO. Each payment change record that carries a transition
+//! becomes one message (group = payment id, deduplication id = event id), sent with `SendMessageBatch` in
+//! tens, after its event was archived in the payment's history (`BatchWriteItem`, off the webhook's path).
+//! INSERTs of event items an older writer put in its transaction are sent as before (the migration: such
+//! records stay in the stream 24 h). The mapping's filter passes only these two forms. The answer is a
+//! partial batch failure, fail-fast: the first record that could not be archived or published and every
+//! later record are reported, so the stream retries from there and the order per payment never breaks.
 //!
 //! An event that SQS would refuse (a character it does not take, over its size: only an item written around
 //! the entry points' text rules can be one) never fails the batch, which would hold the shard for hours and
@@ -30,10 +33,10 @@ pub use replay::{events_between, redrive_dlq, replay_payment, replay_range};
 use aws_lambda_events::event::dynamodb::Event as StreamEvent;
 use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
 use shared::lambda::{BuildError, Clients};
-use shared::store::item::event_from_item;
+use shared::outbox::OutboxRecord;
 use shared::store::{Cause, StoreError};
 use shared::telemetry::ErrorChain;
-use shared::{outbox, ConfigError, Env, PaymentEvent};
+use shared::{outbox, ConfigError, Env, PaymentEvent, PaymentStore};
 use std::convert::Infallible;
 use thiserror::Error;
 use tracing::{info, warn};
@@ -77,10 +80,11 @@ impl RelayError {
 /// Namespace of the relay's own metrics.
 pub const METRICS_NAMESPACE: &str = "Payments/Relay";
 
-/// The relay function's settings, read once per cold start. It needs no table: the stream hands it the
-/// items.
+/// The relay function's settings, read once per cold start.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
+    /// `TABLE_NAME` (required): where the events read from payment change records are archived (history).
+    pub table: String,
     /// `QUEUE_URL` (required): the FIFO queue the events go to.
     pub queue_url: String,
     /// `RELAY_FAILURES_QUEUE_URL`: where notices of events SQS would refuse are parked (alarmed while not
@@ -92,6 +96,7 @@ impl Settings {
     /// Reads the settings from `env` (see the type); a missing one fails the start.
     pub fn from_env(env: &Env) -> Result<Self, ConfigError> {
         Ok(Self {
+            table: env.required("TABLE_NAME")?,
             queue_url: env.required("QUEUE_URL")?,
             parking_url: env.optional("RELAY_FAILURES_QUEUE_URL"),
         })
@@ -99,9 +104,11 @@ impl Settings {
 }
 
 impl Publisher {
-    /// The relay's publisher, built once per cold start from its settings on `clients`' SQS client.
+    /// The relay's publisher, built once per cold start from its settings on `clients`' SQS client, archiving
+    /// to the table with its DynamoDB client.
     pub async fn build(settings: &Settings, clients: Clients) -> Result<Self, BuildError> {
-        let publisher = Publisher::new(clients.sqs, &settings.queue_url);
+        let publisher = Publisher::new(clients.sqs, &settings.queue_url)
+            .with_history(PaymentStore::new(clients.dynamodb, &settings.table));
         Ok(match &settings.parking_url {
             Some(parking) => publisher.with_parking(parking),
             None => publisher,
@@ -115,33 +122,22 @@ pub async fn handle(publisher: &Publisher, batch: StreamEvent) -> Result<DynamoD
     Ok(relay(publisher, &batch).await)
 }
 
-/// Relays one stream batch. Records that are not outbox inserts are skipped (and never reported).
+/// Relays one stream batch. Records that are not outbox records are skipped (and never reported): the
+/// mapping's filter keeps them out already.
 pub async fn relay(publisher: &Publisher, batch: &StreamEvent) -> DynamoDbEventResponse {
-    let mut response = DynamoDbEventResponse::default();
-    // (position in the batch, event) of every outbox record.
-    let mut outbox_records: Vec<(usize, PaymentEvent)> = Vec::new();
-    let mut first_unreadable: Option<usize> = None;
-    for (position, record) in batch.records.iter().enumerate() {
-        if !outbox::is_outbox_insert(&record.event_name, &record.change.new_image) {
-            continue;
-        }
-        match event_from_item(record.change.new_image.clone()) {
-            Ok(event) => outbox_records.push((position, event)),
-            Err(e) => {
-                // A corrupt event item stops the batch here: retried, bisected, then sent to the on-failure
-                // destination, never skipped silently.
-                warn!(error = %ErrorChain(&e), sequence = ?record.change.sequence_number, "unreadable event item");
-                first_unreadable = Some(position);
-                break;
-            }
-        }
-    }
-    let events: Vec<PaymentEvent> = outbox_records.iter().map(|(_, e)| e.clone()).collect();
+    let (records, first_unreadable) = outbox_records(batch);
+    let archived = archive(publisher, &records).await;
+    let events: Vec<PaymentEvent> = records.iter().take(archived).map(|(_, r)| r.event().clone()).collect();
     let first_failed_position = match publisher.publish(&events).await {
-        Ok(()) => first_unreadable,
+        // Everything archived was sent: the first record not archived, else the first unreadable one.
+        Ok(()) => records
+            .get(archived)
+            .map(|(position, _)| *position)
+            .or(first_unreadable),
         // `k` is an index into `events`, one per outbox record; the first record is the safe fallback.
-        Err(k) => Some(outbox_records.get(k).map_or(0, |(position, _)| *position)),
+        Err(k) => Some(records.get(k).map_or(0, |(position, _)| *position)),
     };
+    let mut response = DynamoDbEventResponse::default();
     if let Some(position) = first_failed_position {
         for record in batch.records.iter().skip(position) {
             let mut failure = DynamoDbBatchItemFailure::default();
@@ -157,10 +153,50 @@ pub async fn relay(publisher: &Publisher, batch: &StreamEvent) -> DynamoDbEventR
     ));
     info!(
         records = batch.records.len(),
-        published =
-            first_failed_position.map_or(events.len(), |p| outbox_records.iter().filter(|(q, _)| *q < p).count()),
+        published = first_failed_position.map_or(events.len(), |p| records.iter().filter(|(q, _)| *q < p).count()),
         failed = response.batch_item_failures.len(),
         "relayed stream batch"
     );
     response
+}
+
+/// The outbox records of `batch` with their positions, up to the first that cannot be read (its position
+/// second): a corrupt record stops the batch there (retried, bisected, then sent to the on-failure
+/// destination), never skipped silently.
+fn outbox_records(batch: &StreamEvent) -> (Vec<(usize, OutboxRecord)>, Option<usize>) {
+    let mut records = Vec::new();
+    for (position, record) in batch.records.iter().enumerate() {
+        match outbox::outbox_record(&record.event_name, &record.change.new_image) {
+            None => {}
+            Some(Ok(r)) => records.push((position, r)),
+            Some(Err(e)) => {
+                warn!(error = %ErrorChain(&e), sequence = ?record.change.sequence_number, "unreadable outbox record");
+                return (records, Some(position));
+            }
+        }
+    }
+    (records, None)
+}
+
+/// Archives the events of the payment change records among `records` in the history; answers how many
+/// records from the start are archived or need no archive (an event item is history already). Without a
+/// history (a publisher built without one), nothing is archived and every record passes.
+async fn archive(publisher: &Publisher, records: &[(usize, OutboxRecord)]) -> usize {
+    let Some(history) = publisher.history() else {
+        return records.len();
+    };
+    // (index in `records`, event) of the records to archive.
+    let transitions: Vec<(usize, PaymentEvent)> = records
+        .iter()
+        .enumerate()
+        .filter_map(|(i, (_, r))| match r {
+            OutboxRecord::Transition(e) => Some((i, e.clone())),
+            OutboxRecord::EventItem(_) => None,
+        })
+        .collect();
+    let events: Vec<PaymentEvent> = transitions.iter().map(|(_, e)| e.clone()).collect();
+    match history.archive(&events).await {
+        Ok(()) => records.len(),
+        Err(k) => transitions.get(k).map_or(0, |(i, _)| *i),
+    }
 }

@@ -9,7 +9,7 @@ use aws_sdk_sqs::types::{
     SendMessageBatchRequestEntry,
 };
 use shared::telemetry::ErrorChain;
-use shared::{outbox, telemetry, PaymentEvent, PaymentId};
+use shared::{outbox, telemetry, PaymentEvent, PaymentId, PaymentStore};
 use tracing::{warn, Span};
 
 /// Publishes events to the FIFO queue.
@@ -19,6 +19,9 @@ pub struct Publisher {
     queue_url: String,
     /// Where notices of events that had to be made sendable go (`RELAY_FAILURES_QUEUE_URL`).
     parking_url: Option<String>,
+    /// Where the relay archives the events it reads from payment change records (the payments' history);
+    /// a replay publishes what is archived already and needs none.
+    history: Option<PaymentStore>,
 }
 
 fn attribute(value: &str) -> Result<MessageAttributeValue, RelayError> {
@@ -36,7 +39,20 @@ impl Publisher {
             sqs,
             queue_url: queue_url.into(),
             parking_url: None,
+            history: None,
         }
+    }
+
+    /// Archives the events of payment change records in `store`'s table before sending them.
+    #[must_use]
+    pub fn with_history(mut self, store: PaymentStore) -> Self {
+        self.history = Some(store);
+        self
+    }
+
+    /// The store the relay archives events in, if any.
+    pub fn history(&self) -> Option<&PaymentStore> {
+        self.history.as_ref()
     }
 
     /// Parks notices of unsendable events in `url` (the relay-failures queue).

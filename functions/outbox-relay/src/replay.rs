@@ -4,7 +4,7 @@
 use crate::{Publisher, RelayError};
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_sqs::types::MessageSystemAttributeName;
-use shared::store::item::event_from_item;
+use shared::store::item::{event_from_item, event_of_payment_item, ENTITY_EVENT, ENTITY_HISTORY};
 use shared::store::StoreError;
 use shared::{PaymentEvent, PaymentId, PaymentStore};
 
@@ -15,7 +15,7 @@ pub async fn replay_payment(store: &PaymentStore, publisher: &Publisher, id: &Pa
     Ok(events.len())
 }
 
-/// Republishes every event item recorded in `[from_ms, to_ms)`, per payment in version order. This scans
+/// Republishes every event recorded in `[from_ms, to_ms)`, per payment in version order. This scans
 /// the table (an operator's tool, not a hot path): the stream keeps records only 24 hours.
 pub async fn replay_range(
     store: &PaymentStore,
@@ -28,8 +28,9 @@ pub async fn replay_range(
     Ok(events.len())
 }
 
-/// Every event item recorded in `[from_ms, to_ms)`, per payment in version order, by a Scan; `scanned` is
-/// told how many items each page read (for an operator's progress bar).
+/// Every event recorded in `[from_ms, to_ms)`, per payment in version order, by a Scan: the event items
+/// (history) and the newest event each payment item carries (not archived yet, perhaps); `scanned` is told
+/// how many items each page read (for an operator's progress bar).
 pub async fn events_between(
     store: &PaymentStore,
     from_ms: i64,
@@ -40,8 +41,14 @@ pub async fn events_between(
         .client()
         .scan()
         .table_name(store.table())
-        .filter_expression("entity = :event AND recorded_at_ms BETWEEN :from AND :to")
-        .expression_attribute_values(":event", AttributeValue::S("event".into()))
+        .filter_expression(
+            "(entity IN (:event, :history) AND recorded_at_ms BETWEEN :from AND :to) \
+             OR (entity = :payment AND last_event.#at BETWEEN :from AND :to)",
+        )
+        .expression_attribute_names("#at", "at")
+        .expression_attribute_values(":event", AttributeValue::S(ENTITY_EVENT.into()))
+        .expression_attribute_values(":history", AttributeValue::S(ENTITY_HISTORY.into()))
+        .expression_attribute_values(":payment", AttributeValue::S("payment".into()))
         .expression_attribute_values(":from", AttributeValue::N(from_ms.to_string()))
         .expression_attribute_values(":to", AttributeValue::N(to_ms.saturating_sub(1).to_string()))
         .into_paginator()
@@ -51,10 +58,19 @@ pub async fn events_between(
         let page = page.map_err(|e| StoreError::from_sdk("scan events", e))?;
         scanned(u64::try_from(page.scanned_count()).unwrap_or(0));
         for item in page.items() {
-            events.push(event_from_item(item.clone())?);
+            let is_payment = item
+                .get("entity")
+                .and_then(|v| v.as_s().ok())
+                .is_some_and(|e| e == "payment");
+            if is_payment {
+                events.extend(event_of_payment_item(item.clone())?);
+            } else {
+                events.push(event_from_item(item.clone())?);
+            }
         }
     }
     events.sort_by(|a, b| (a.payment_id.as_str(), a.version).cmp(&(b.payment_id.as_str(), b.version)));
+    events.dedup_by(|a, b| a.payment_id == b.payment_id && a.version == b.version);
     Ok(events)
 }
 

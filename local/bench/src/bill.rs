@@ -15,6 +15,10 @@ use std::fmt::Write;
 /// event, as at a million webhooks a month: one every 2.6 s; full batches of 10 would cost a tenth).
 const SQS_REQUESTS_PER_EVENT: f64 = 3.0;
 
+/// Write units per applied event off the webhook's path: the relay archives the event read from the
+/// payment's change record as its history item (about 430 bytes, one `BatchWriteItem` entry).
+const ARCHIVE_WCU_PER_EVENT: f64 = 1.0;
+
 /// One scenario's parts, in dollars per webhook.
 struct Parts {
     dynamodb: f64,
@@ -68,7 +72,9 @@ pub fn write(out: &mut String, units: &Measured, process: &BTreeMap<&'static str
     writeln!(
         out,
         "List prices of {} (`local/bench/src/prices.rs`, with their sources), us-east-1, no free tier. DynamoDB: \
-         the table's units as DynamoDB Local reported them (index units not included: see the first table); \
+         the table's and the indexes' units as DynamoDB Local reported them (an index write billed as a write \
+         unit), and for an applied event the relay's archive of it ({ARCHIVE_WCU_PER_EVENT} WCU, off the \
+         webhook's path); \
          API Gateway: one HTTP API request; Lambda (arm64, {memory_mb} MB from the template): one request and \
          the release intake's median invocation, billed per 1 ms; SQS FIFO: {SQS_REQUESTS_PER_EVENT} requests \
          per applied event (the relay's send, the consumer's receive and delete, one message a batch); \
@@ -79,7 +85,7 @@ pub fn write(out: &mut String, units: &Measured, process: &BTreeMap<&'static str
     .ok();
     writeln!(
         out,
-        "| scenario | RCU | WCU | p50 | log bytes | DynamoDB | API Gateway | Lambda | SQS | Logs | **total** |\n\
+        "| scenario | RCU | WCU (table + indexes, + archive) | p50 | log bytes | DynamoDB | API Gateway | Lambda | SQS | Logs | **total** |\n\
          |---|---|---|---|---|---|---|---|---|---|---|"
     )
     .ok();
@@ -89,9 +95,17 @@ pub fn write(out: &mut String, units: &Measured, process: &BTreeMap<&'static str
             continue;
         };
         let billed_ms = (figures.p50.as_secs_f64() * 1e3).ceil();
+        // An applied event's index units are writes (the `open-items` entry); otherwise reads (a query).
+        let (index_writes, index_reads) = if applied {
+            (measured.units.index, 0.0)
+        } else {
+            (0.0, measured.units.index)
+        };
+        let archive = if applied { ARCHIVE_WCU_PER_EVENT } else { 0.0 };
+        let write_units = measured.units.write + index_writes + archive;
         let parts = Parts {
-            dynamodb: measured.units.read * prices::DYNAMODB_READ_UNIT
-                + measured.units.write * prices::DYNAMODB_WRITE_UNIT,
+            dynamodb: (measured.units.read + index_reads) * prices::DYNAMODB_READ_UNIT
+                + write_units * prices::DYNAMODB_WRITE_UNIT,
             api_gateway: prices::HTTP_API_REQUEST,
             lambda: prices::LAMBDA_REQUEST
                 + f64::from(memory_mb) / 1024.0 * billed_ms / 1e3 * prices::LAMBDA_ARM_GB_SECOND,
@@ -105,9 +119,10 @@ pub fn write(out: &mut String, units: &Measured, process: &BTreeMap<&'static str
         let m = |dollars: f64| format!("${:.2}", dollars * 1e6);
         writeln!(
             out,
-            "| {scenario} | {} | {} | {billed_ms} ms | {:.0} | {} | {} | {} | {} | {} | **{}** |",
-            measured.units.read,
+            "| {scenario} | {} | {} + {} + {archive} | {billed_ms} ms | {:.0} | {} | {} | {} | {} | {} | **{}** |",
+            measured.units.read + index_reads,
             measured.units.write,
+            index_writes,
             figures.log_bytes,
             m(parts.dynamodb),
             m(parts.api_gateway),

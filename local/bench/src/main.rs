@@ -6,7 +6,8 @@
 //! what it needs; `bench intake-cpu` runs only the intake's part and prints it (`INTAKE_CPU_WEBHOOKS`,
 //! default 1000, webhooks per kind of delivery); `bench bill` the DynamoDB counts, the intake's part and the
 //! bill, without the local stack; `bench guard` (CI, `scripts/release-check`) runs only the
-//! DynamoDB counts and fails when a new webhook or a redelivery costs more than its target.
+//! DynamoDB counts and fails when a new webhook or a redelivery costs more than its target; `bench
+//! write-latency` times the finalize write before and after issue 43 (`WRITES` each, default 1000).
 
 mod bill;
 mod coldinit;
@@ -14,6 +15,7 @@ mod counts;
 mod intake_process;
 mod load;
 mod prices;
+mod write_latency;
 
 use shared::SigningSecret;
 
@@ -68,6 +70,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         return units
             .guard()
             .map_err(|breaches| format!("cost guard failed:\n{breaches}").into());
+    }
+    if std::env::args().nth(1).as_deref() == Some("write-latency") {
+        // The finalize write before and after issue 43, alternated (`WRITES`, default 1000 each).
+        let n = std::env::var("WRITES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1000);
+        let mut out = String::new();
+        write_latency::run(&mut out, n).await;
+        print!("{out}");
+        return Ok(());
     }
     if std::env::args().nth(1).as_deref() == Some("intake-cpu") {
         let mut out = String::new();

@@ -1,7 +1,6 @@
 //! Fresh tables for tests, from the one definition of the table: the `PaymentsTable` resource of
 //! `infra/template.yaml`. Nothing here repeats the key schema, indexes, stream or TTL settings.
 
-use aws_sdk_dynamodb::error::ProvideErrorMetadata;
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection, ProjectionType,
     ScalarAttributeType, StreamSpecification, StreamViewType, TimeToLiveSpecification,

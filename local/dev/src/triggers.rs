@@ -529,10 +529,28 @@ mod tests {
         );
         assert_eq!(outbox.max_record_age, Some(Duration::from_secs(21_600)));
         assert_eq!(outbox.on_failure.as_deref(), Some("RelayFailuresQueue"));
-        assert!(outbox.item_failures && outbox.filters.len() == 1);
-        let inserted_event =
-            serde_json::json!({"eventName": "INSERT", "dynamodb": {"NewImage": {"entity": {"S": "event"}}}});
-        assert!(outbox.filters[0].matches(&inserted_event));
+        assert!(outbox.item_failures && outbox.filters.len() == 2);
+        let passes = |record: serde_json::Value| outbox.filters.iter().any(|f| f.matches(&record));
+        let transition = |name: &str| {
+            serde_json::json!({"eventName": name, "dynamodb": {"NewImage": {
+                "entity": {"S": "payment"}, "version": {"N": "3"}, "event_version": {"N": "3"}}}})
+        };
+        assert!(passes(transition("INSERT")) && passes(transition("MODIFY")));
+        assert!(passes(
+            serde_json::json!({"eventName": "INSERT", "dynamodb": {"NewImage": {"entity": {"S": "event"}}}})
+        ));
+        // A change that moves no version (it removes event_version), a history item, a TTL deletion.
+        assert!(!passes(
+            serde_json::json!({"eventName": "MODIFY", "dynamodb": {"NewImage": {
+            "entity": {"S": "payment"}, "version": {"N": "3"}}}})
+        ));
+        assert!(!passes(
+            serde_json::json!({"eventName": "INSERT", "dynamodb": {"NewImage": {"entity": {"S": "history"}}}})
+        ));
+        assert!(!passes(
+            serde_json::json!({"eventName": "REMOVE", "dynamodb": {"OldImage": {
+            "entity": {"S": "payment"}, "event_version": {"N": "3"}}}})
+        ));
         let intake = read(&template, "WebhookIntakeFunction")
             .expect("intake")
             .expect("in the stack");

@@ -1,20 +1,23 @@
 //! The finalize loop: decide, write under the version token, and on a conflict decide again from the item
-//! that won, which DynamoDB returns in the cancellation reasons (no extra read).
+//! that won, which DynamoDB returns with the failed condition (no extra read).
 //!
-//! Cost on the happy path: one read and one `TransactWriteItems` of two puts (the payment and its event: 4
-//! write units for items up to 1 KB). The caller's lease rides in no transaction: the write moves the
-//! payment's version past the version the lease was taken at, which frees it (see [`crate::lease`]). A
-//! conditional-check conflict costs no extra read. A `TransactionConflict` (another transaction touched the item at that moment) carries no item:
-//! it is retried after a jittered pause with a fresh read. Both are bounded.
+//! Cost on the happy path: one read and one conditional `PutItem` of the payment carrying its transition (1
+//! write unit up to 1 KB, plus the `open-items` entry a terminal status removes): its stream record is the
+//! event (the outbox, `docs/OUTBOX.md`). The caller's lease is freed by the version moving past the one it
+//! was taken at (see [`crate::lease`]). A conflict costs no extra read. A `TransactionConflict` (a
+//! transaction, the saga's create, held the item at that moment) carries no item: it is retried after a
+//! jittered pause with a fresh read. Both are bounded. An answer lost after the put committed comes back as
+//! a failed condition whose item is exactly the one we wrote: that is our write, applied once.
 
-use super::item::{payment_from_item, payment_to_item};
-use super::transact::{transact_write, Cancelled, TransactError};
+use super::item::{payment_from_item, transition_to_item};
 use super::{PaymentStore, StoreError};
 use crate::clock;
 use crate::lease::{self, Lease};
 use crate::telemetry::ErrorChain;
 use crate::{decide, Decision, DeferReason, EventKind, IgnoreReason, Observation, Payment, PaymentId, Transition};
-use aws_sdk_dynamodb::types::{AttributeValue, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem};
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::put_item::PutItemError;
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
 use serde::Serialize;
 use std::time::Duration;
 use tracing::{debug, info, warn};
@@ -22,9 +25,9 @@ use tracing::{debug, info, warn};
 /// How many times a version conflict is decided again before giving up (the payment would have to change
 /// this many times within one request). Each conflict means another writer committed, so with N concurrent
 /// writers on one payment a writer meets at most N - 1; 32 covers the heaviest contention we test. Each
-/// re-decision costs one `TransactWriteItems` and no read.
+/// re-decision costs one `PutItem` and no read.
 pub const MAX_VERSION_CONFLICTS: u32 = 32;
-/// How many `TransactionConflict` or throttling cancellations are retried with a fresh read.
+/// How many `TransactionConflict`s (or throttling past the SDK's retries) are retried with a fresh read.
 pub const MAX_TRANSIENT_RETRIES: u32 = 5;
 const TRANSIENT_BACKOFF_BASE: Duration = Duration::from_millis(20);
 
@@ -52,11 +55,13 @@ pub struct FinalizeOutcome {
     pub refused: Option<String>,
 }
 
-/// Why one transactional write did not commit.
+/// Why one write did not commit.
 enum WriteFailure {
     /// Another writer moved the payment; here is the item that won.
     VersionConflict(Box<Payment>),
-    /// Transaction conflict or throttling inside the transaction: retry after a pause, with a fresh read.
+    /// The put committed but its answer was lost; the SDK's retry found our own item.
+    Ours,
+    /// A transaction held the item: retry after a pause, with a fresh read.
     Transient(String),
     Failed(StoreError),
 }
@@ -100,7 +105,9 @@ impl PaymentStore {
                 }
             };
             match self.write(current.version, &transition).await {
-                Ok(()) => return Ok(applied(*transition, observation, version_conflicts, lease.is_some())),
+                Ok(()) | Err(WriteFailure::Ours) => {
+                    return Ok(applied(*transition, observation, version_conflicts, lease.is_some()))
+                }
                 Err(WriteFailure::VersionConflict(winner)) => {
                     version_conflicts = count_version_conflict(&current, &winner, version_conflicts)?;
                     current = *winner;
@@ -150,25 +157,22 @@ impl PaymentStore {
         })
     }
 
-    /// One `TransactWriteItems`: payment under the version token, and its event.
+    /// One conditional `PutItem`: the payment under the version token, carrying its transition.
     async fn write(&self, expected: u64, t: &Transition) -> Result<(), WriteFailure> {
-        let put_payment = Put::builder()
+        let item = transition_to_item(&t.payment, &t.event).map_err(WriteFailure::Failed)?;
+        let result = self
+            .client
+            .put_item()
             .table_name(&self.table)
-            .set_item(Some(payment_to_item(&t.payment).map_err(WriteFailure::Failed)?))
+            .set_item(Some(item))
             .condition_expression("version = :expected")
             .expression_attribute_values(":expected", AttributeValue::N(expected.to_string()))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .build()
-            .map_err(|e| WriteFailure::Failed(StoreError::request("build put", e)))?;
-        let items = vec![
-            TransactWriteItem::builder().put(put_payment).build(),
-            self.event_put(&t.event).map_err(WriteFailure::Failed)?,
-        ];
-        match transact_write(&self.client, items, "finalize write", true).await {
-            Ok(()) => Ok(()),
-            Err(TransactError::Cancelled(c)) => Err(classify_cancellation(c, &t.payment.id)),
-            Err(TransactError::InProgress) => Err(WriteFailure::Transient("TransactionInProgress".into())),
-            Err(TransactError::Store(e)) => Err(WriteFailure::Failed(e)),
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(e) => Err(classify_failure(e, t)),
         }
     }
 }
@@ -236,18 +240,30 @@ fn count_version_conflict(current: &Payment, winner: &Payment, conflicts: u32) -
     Ok(conflicts)
 }
 
-/// Reads the cancellation reasons: item 0 is the payment, 1 the event. A failed payment condition without the
-/// item means the payment `id` was deleted since it was read: not found.
-fn classify_cancellation(cancelled: Cancelled, id: &PaymentId) -> WriteFailure {
-    if cancelled.condition_failed(0) {
-        return match cancelled.item(0).cloned().map(payment_from_item) {
-            Some(Ok(winner)) => WriteFailure::VersionConflict(Box::new(winner)),
-            Some(Err(e)) => WriteFailure::Failed(e),
-            None => WriteFailure::Failed(StoreError::NotFound(id.to_string())),
-        };
-    }
-    match cancelled.transient() {
+/// Reads a failed put. A failed condition returns the item as it is: another writer's (decide again on it),
+/// or ours when the SDK retried a put whose answer was lost (the item is exactly the one we wrote: applied);
+/// without an item, the payment was deleted since it was read: not found.
+fn classify_failure<R>(err: SdkError<PutItemError, R>, t: &Transition) -> WriteFailure
+where
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    let code = match &err {
+        SdkError::ServiceError(service) => match service.err() {
+            PutItemError::ConditionalCheckFailedException(failed) => {
+                return match failed.item().cloned().map(payment_from_item) {
+                    Some(Ok(winner)) if winner == t.payment => WriteFailure::Ours,
+                    Some(Ok(winner)) => WriteFailure::VersionConflict(Box::new(winner)),
+                    Some(Err(e)) => WriteFailure::Failed(e),
+                    None => WriteFailure::Failed(StoreError::NotFound(t.payment.id.to_string())),
+                };
+            }
+            PutItemError::TransactionConflictException(_) => Some("TransactionConflict"),
+            _ => None,
+        },
+        _ => None,
+    };
+    match code {
         Some(code) => WriteFailure::Transient(code.to_owned()),
-        None => WriteFailure::Failed(cancelled.into_store_error("finalize write")),
+        None => WriteFailure::Failed(StoreError::from_sdk("finalize write", err)),
     }
 }

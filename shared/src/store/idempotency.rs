@@ -43,7 +43,7 @@ impl PaymentStore {
     ) -> Result<Created, StoreError> {
         let mut conflicts: u32 = 0;
         loop {
-            // Item 0 the key's record, then the payment (1) and its event, as `create` writes them.
+            // Item 0 the key's record, then the payment (1), as `create` writes it.
             let mut items = vec![self.key_record(key, request_hash, &new.id, clock::now_ms())?];
             let (payment, writes) = self.create_writes(new.clone())?;
             items.extend(writes);

@@ -2,7 +2,13 @@
 //!
 //! Layout (one table, `pk` + `sk`):
 //! - payment: `pk = PAYMENT#<id>`, `sk = PAYMENT`; the secrets exist only while the status needs them.
-//! - event (audit log and outbox): `pk = PAYMENT#<id>`, `sk = EVENT#<version, 10 digits>`.
+//!   Written by a transition, it also carries that transition (`last_event`: what its event has that the
+//!   payment has not) and `event_version` (= `version`): its stream record is the outbox (change-data-capture
+//!   form, `docs/OUTBOX.md`). A change that moves no version removes `event_version`, so the stream mapping's
+//!   filter passes only records that carry a transition.
+//! - event (history): `pk = PAYMENT#<id>`, `sk = EVENT#<version, 10 digits>`: `entity = history` when the
+//!   relay archived it from a payment's change record, `entity = event` when an older writer put it in its
+//!   transaction (then it was the outbox).
 //! - lease: `pk = LEASE#<id>`, `sk = LEASE` (see `lease.rs`).
 
 use super::open_index::{shard_of, OpenKind};
@@ -74,6 +80,32 @@ struct PaymentItem {
     open_shard: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     opened_at_ms: Option<i64>,
+    /// The transition that wrote this version (absent on items written before the payment was its own outbox).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    last_event: Option<LastEvent>,
+    /// `version`, on an item written by a transition: the stream mapping's filter passes only records with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    event_version: Option<u64>,
+}
+
+/// What a payment's event has that the payment at that version has not. With the item it is the whole
+/// event: ids, version, status, money, refunded total and dispute are the item's own.
+#[derive(Serialize, Deserialize)]
+struct LastEvent {
+    kind: EventKind,
+    path: Channel,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    from: Option<PaymentStatus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    refund: Option<RefundEntry>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    psp_event: Option<PspEventId>,
+    correlation: CorrelationId,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    trace: Option<String>,
+    at: i64,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -115,8 +147,46 @@ fn encode<T: Serialize>(what: &'static str, value: &T) -> Result<Item, StoreErro
     serde_dynamo::to_item(value).map_err(|e| StoreError::request(what, e))
 }
 
+/// The payment item without a transition (tests, sizes); a writer writes [`transition_to_item`].
 pub fn payment_to_item(p: &Payment) -> Result<Item, StoreError> {
-    let item = PaymentItem {
+    encode("encode payment item", &payment_item(p))
+}
+
+/// The payment item written by the transition `e` to it: the payment, what `e` adds, and `event_version`.
+/// Refused (a bug of ours) when `e` does not describe `p`, since the relay rebuilds `e` from this item.
+pub fn transition_to_item(p: &Payment, e: &PaymentEvent) -> Result<Item, StoreError> {
+    let describes = e.payment_id == p.id
+        && e.order_id == p.order_id
+        && e.version == p.version
+        && e.status == p.status
+        && e.money == p.money
+        && e.refunded_minor == p.refunded_minor
+        && e.dispute == p.dispute
+        && e.capture_failed == p.capture_failed;
+    if !describes {
+        return Err(StoreError::request(
+            "encode payment transition",
+            format!("event v{} does not describe payment {} v{}", e.version, p.id, p.version),
+        ));
+    }
+    let mut item = payment_item(p);
+    item.last_event = Some(LastEvent {
+        kind: e.kind,
+        path: e.path,
+        from: e.previous_status,
+        refund: e.refund.clone(),
+        reason: e.reason.clone(),
+        psp_event: e.psp_event_id.clone(),
+        correlation: e.correlation_id.clone(),
+        trace: e.trace_context.clone(),
+        at: e.recorded_at_ms,
+    });
+    item.event_version = Some(p.version);
+    encode("encode payment transition", &item)
+}
+
+fn payment_item(p: &Payment) -> PaymentItem {
+    PaymentItem {
         pk: payment_pk(&p.id),
         sk: PAYMENT_SK.to_owned(),
         entity: "payment".to_owned(),
@@ -149,8 +219,40 @@ pub fn payment_to_item(p: &Payment) -> Result<Item, StoreError> {
         updated_at_ms: p.updated_at_ms,
         open_shard: p.is_open().then(|| shard_of(OpenKind::Payment, p.id.as_str())),
         opened_at_ms: p.is_open().then_some(p.created_at_ms),
+        last_event: None,
+        event_version: None,
+    }
+}
+
+/// The event a payment item carries (the one that wrote its version), from the SDK or a stream image;
+/// `None` for an item written before the payment was its own outbox.
+pub fn event_of_payment_item(item: impl Into<serde_dynamo::Item>) -> Result<Option<PaymentEvent>, StoreError> {
+    let item: serde_dynamo::Item = item.into();
+    let key = match item.get("pk") {
+        Some(serde_dynamo::AttributeValue::S(pk)) => pk.clone(),
+        _ => String::new(),
     };
-    encode("encode payment item", &item)
+    let i: PaymentItem = serde_dynamo::from_item(item).map_err(|e| StoreError::corrupt(&key, e))?;
+    let Some(last) = i.last_event else { return Ok(None) };
+    Ok(Some(PaymentEvent {
+        money: Money::new(i.amount_minor, i.currency).map_err(|e| StoreError::corrupt(&key, e))?,
+        payment_id: i.payment_id,
+        order_id: i.order_id,
+        version: i.version,
+        kind: last.kind,
+        path: last.path,
+        status: i.status,
+        previous_status: last.from,
+        refunded_minor: i.refunded_minor,
+        refund: last.refund,
+        reason: last.reason,
+        psp_event_id: last.psp_event,
+        correlation_id: last.correlation,
+        trace_context: last.trace,
+        recorded_at_ms: last.at,
+        dispute: i.dispute,
+        capture_failed: i.capture_failed,
+    }))
 }
 
 pub fn payment_from_item(item: Item) -> Result<Payment, StoreError> {
@@ -190,11 +292,27 @@ pub fn payment_from_item(item: Item) -> Result<Payment, StoreError> {
     })
 }
 
+/// The `entity` of an event item an older writer put in its transaction (then the outbox: the stream
+/// mapping relays its INSERT while records of that form may still be in the stream).
+pub const ENTITY_EVENT: &str = "event";
+/// The `entity` of an event item the relay archived from a payment's change record (history only).
+pub const ENTITY_HISTORY: &str = "history";
+
+/// The event item an older writer put in its transaction (`entity = event`); the migration tests write it.
 pub fn event_to_item(e: &PaymentEvent) -> Result<Item, StoreError> {
+    event_item(e, ENTITY_EVENT)
+}
+
+/// The history item the relay archives for an event it read from a payment's change record.
+pub fn history_to_item(e: &PaymentEvent) -> Result<Item, StoreError> {
+    event_item(e, ENTITY_HISTORY)
+}
+
+fn event_item(e: &PaymentEvent, entity: &str) -> Result<Item, StoreError> {
     let item = EventItem {
         pk: payment_pk(&e.payment_id),
         sk: event_sk(e.version),
-        entity: "event".to_owned(),
+        entity: entity.to_owned(),
         event_id: e.event_id(),
         payment_id: e.payment_id.clone(),
         order_id: e.order_id.clone(),
@@ -309,6 +427,46 @@ mod tests {
         assert_eq!(event_from_item(event).unwrap(), done.event);
     }
 
+    /// The relay rebuilds each event from the payment item its transition wrote: the same event, so the
+    /// same message body, group and deduplication id as the event item of the transactional form.
+    #[test]
+    fn a_transition_item_carries_its_event_whole() {
+        let (created, first) = fixtures::new_payment("pay_cdc", 1000).into_payment();
+        let mut steps = vec![(created.clone(), first)];
+        let observations = [
+            fixtures::observe(Channel::Sync, fixtures::requires_action()),
+            fixtures::webhook("evt_1", 5, payments_core::Outcome::Succeeded),
+            fixtures::webhook("evt_2", 6, fixtures::refunded(400, false)),
+        ];
+        let mut current = created;
+        for (i, obs) in observations.iter().enumerate() {
+            let Decision::Apply(t) = decide(&current, obs, 10 + i as i64) else {
+                panic!("{i}")
+            };
+            steps.push((t.payment.clone(), t.event));
+            current = t.payment;
+        }
+        for (payment, event) in steps {
+            let item = transition_to_item(&payment, &event).unwrap();
+            assert_eq!(item["event_version"].as_n().unwrap(), &payment.version.to_string());
+            assert_eq!(event_of_payment_item(item.clone()).unwrap().as_ref(), Some(&event));
+            assert_eq!(payment_from_item(item).unwrap(), payment);
+        }
+        let plain = payment_to_item(&current).unwrap();
+        assert!(!plain.contains_key("event_version"));
+        assert_eq!(event_of_payment_item(plain).unwrap(), None);
+    }
+
+    #[test]
+    fn an_event_that_does_not_describe_the_payment_is_refused() {
+        let (payment, mut event) = fixtures::new_payment("pay_cdc2", 1000).into_payment();
+        event.version = 2;
+        assert!(matches!(
+            transition_to_item(&payment, &event),
+            Err(StoreError::Request { .. })
+        ));
+    }
+
     #[test]
     fn a_corrupt_item_is_an_error_not_a_default() {
         let mut item = payment_to_item(&fixtures::payment("pay_c")).unwrap();
@@ -337,5 +495,17 @@ mod tests {
     fn items_stay_small() {
         let p = fixtures::payment("pay_0123456789abcdef0123456789abcdef");
         assert!(item_size_bytes(&payment_to_item(&p).unwrap()) < 400);
+        // With the transition that ended it (a webhook's, traced): one write unit (at most 1 KB).
+        let Decision::Apply(t) = decide(
+            &p,
+            &fixtures::webhook("evt_0123456789abcdefghijklmn", 5, payments_core::Outcome::Succeeded),
+            1,
+        ) else {
+            panic!()
+        };
+        let mut event = t.event.clone();
+        event.trace_context = Some(format!("00-{}-{}-01", "a".repeat(32), "b".repeat(16)));
+        let size = item_size_bytes(&transition_to_item(&t.payment, &event).unwrap());
+        assert!(size < 700, "{size} bytes");
     }
 }

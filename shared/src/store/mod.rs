@@ -1,13 +1,15 @@
 //! The DynamoDB payment store: create, read, list events, and the one versioned write every path uses.
 //!
-//! The versioned write is one `TransactWriteItems` with the payment put under `version = :expected` (the new
-//! item has `version = :expected + 1`), the event item (audit log and outbox in one) and, when the caller holds
-//! a lease, its release. PSP event ids are deduplicated on the payment item itself (`seen_psp_events`): the
-//! version condition already guarantees that the id list we decided on is the current one, so dedup costs no
-//! extra transactional item (a separate dedup item would add 2 write units to every webhook).
+//! The versioned write is one conditional `PutItem` of the payment under `version = :expected` (the new item
+//! has `version = :expected + 1`), carrying the transition it records (`last_event`): the payment item is its
+//! own outbox, its stream record the event (change-data-capture form, `docs/OUTBOX.md`), so no transaction and
+//! no event item are on the hot path. A caller's lease is freed by the version moving. PSP event ids are
+//! deduplicated on the payment item itself (`seen_psp_events`): the version condition already guarantees that
+//! the id list we decided on is the current one, so dedup costs no extra item.
 
 mod error;
 mod finalize;
+pub mod history;
 mod idempotency;
 pub mod item;
 pub mod open_index;
@@ -21,12 +23,11 @@ pub use finalize::{FinalizeOutcome, FinalizeResult, MAX_TRANSIENT_RETRIES, MAX_V
 pub use idempotency::{Created, KEY_RETENTION};
 pub use parked::{Parked, ParkedKind, PARKED_RETENTION, PSP_REFERENCE_INDEX};
 
-use crate::keys::{self, payment_pk, Item, EVENT_SK_PREFIX};
+use crate::keys::{self, payment_pk, Item};
 use crate::{NewPayment, Payment, PaymentEvent, PaymentId};
 use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
 use aws_sdk_dynamodb::Client;
-use item::{event_to_item, payment_to_item};
-use transact::{transact_write, TransactError};
+use item::transition_to_item;
 
 /// One item by its key, from a strongly consistent read (every read that decides something is one).
 pub async fn read_item(
@@ -69,34 +70,36 @@ impl PaymentStore {
         &self.client
     }
 
-    /// Creates the payment at version 1 together with its `PaymentCreated` event.
+    /// Creates the payment at version 1, carrying its `PaymentCreated` event: one conditional `PutItem`.
     pub async fn create(&self, new: NewPayment) -> Result<Payment, StoreError> {
-        let (payment, items) = self.create_writes(new)?;
-        match transact_write(&self.client, items, "create payment", false).await {
-            Ok(()) => Ok(payment),
-            Err(TransactError::Cancelled(c)) if c.condition_failed(0) => {
-                Err(StoreError::AlreadyExists(payment.id.to_string()))
-            }
-            Err(e) => Err(e.into_store_error("create payment")),
+        let (payment, event) = new.into_payment();
+        let result = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(transition_to_item(&payment, &event)?))
+            .condition_expression("attribute_not_exists(pk)")
+            .send()
+            .await;
+        match StoreError::condition_held("create payment", result)? {
+            true => Ok(payment),
+            false => Err(StoreError::AlreadyExists(payment.id.to_string())),
         }
     }
 
-    /// The writes that create the payment (the payment, only if it does not exist, and its `PaymentCreated`
-    /// event), for a caller that commits them in its own transaction: the checkout saga saves the payment's
-    /// id in the same transaction that creates it.
+    /// The write that creates the payment (only if it does not exist, carrying its `PaymentCreated` event),
+    /// for a caller that commits it in its own transaction with an item of its own: the checkout saga saves
+    /// the payment's id, `POST /payments` its idempotency record, atomically with the payment. That is why
+    /// those two stay transactions; the event needs none.
     pub fn create_writes(&self, new: NewPayment) -> Result<(Payment, Vec<TransactWriteItem>), StoreError> {
         let (payment, event) = new.into_payment();
         let put_payment = Put::builder()
             .table_name(&self.table)
-            .set_item(Some(payment_to_item(&payment)?))
+            .set_item(Some(transition_to_item(&payment, &event)?))
             .condition_expression("attribute_not_exists(pk)")
             .build()
             .map_err(|e| StoreError::request("build create", e))?;
-        let items = vec![
-            TransactWriteItem::builder().put(put_payment).build(),
-            self.event_put(&event)?,
-        ];
-        Ok((payment, items))
+        Ok((payment, vec![TransactWriteItem::builder().put(put_payment).build()]))
     }
 
     /// The current payment, from a strongly consistent read.
@@ -107,15 +110,15 @@ impl PaymentStore {
             .transpose()
     }
 
-    /// The payment's events, oldest (version 1) first.
+    /// The payment's events, oldest (version 1) first: one strongly consistent `Query` of its partition, the
+    /// history items and the event the payment item carries ([`history`]).
     pub async fn events(&self, id: &PaymentId) -> Result<Vec<PaymentEvent>, StoreError> {
-        let pages = self
+        let items = self
             .client
             .query()
             .table_name(&self.table)
-            .key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
+            .key_condition_expression("pk = :pk")
             .expression_attribute_values(":pk", AttributeValue::S(payment_pk(id)))
-            .expression_attribute_values(":prefix", AttributeValue::S(EVENT_SK_PREFIX.to_owned()))
             .scan_index_forward(true)
             .consistent_read(true)
             .into_paginator()
@@ -124,16 +127,12 @@ impl PaymentStore {
             .collect::<Result<Vec<Item>, _>>()
             .await
             .map_err(|e| StoreError::from_sdk("list events", e))?;
-        pages.into_iter().map(item::event_from_item).collect()
+        history::events_of_partition(items)
     }
 
-    pub(crate) fn event_put(&self, event: &PaymentEvent) -> Result<TransactWriteItem, StoreError> {
-        let put = Put::builder()
-            .table_name(&self.table)
-            .set_item(Some(event_to_item(event)?))
-            .condition_expression("attribute_not_exists(sk)")
-            .build()
-            .map_err(|e| StoreError::request("build event put", e))?;
-        Ok(TransactWriteItem::builder().put(put).build())
+    /// Archives `events` as history items (the relay, for the events it read from payment change records);
+    /// `Err(k)`: `events[k]` is the first not known to be archived.
+    pub async fn archive(&self, events: &[PaymentEvent]) -> Result<(), usize> {
+        history::archive(&self.client, &self.table, events).await
     }
 }

@@ -242,13 +242,14 @@ pub fn next_due(opened_ms: i64, now_ms: i64, threshold_ms: i64, max_interval_ms:
 const MAX_DOUBLINGS: u32 = 66;
 
 /// Moves an open item's sort key to `opened_at_ms` (see [`next_due`]). An item that left the index
-/// meanwhile is not put back.
+/// meanwhile is not put back. The change moves no version, so it removes a payment's `event_version`: its
+/// stream record then carries no transition and the relay's filter keeps it out (`docs/OUTBOX.md`).
 pub async fn defer(client: &Client, table: &str, key: super::item::Item, opened_at_ms: i64) -> Result<(), StoreError> {
     let result = client
         .update_item()
         .table_name(table)
         .set_key(Some(key))
-        .update_expression("SET opened_at_ms = :due")
+        .update_expression("SET opened_at_ms = :due REMOVE event_version")
         .condition_expression("attribute_exists(open_shard)")
         .expression_attribute_values(":due", AttributeValue::N(opened_at_ms.to_string()))
         .send()

@@ -262,7 +262,7 @@ async fn an_adyen_payment_whose_end_is_never_notified_expires_here_a_day_later()
         reason.starts_with("expired: no notification of the cancel requested at its PSP (adyen)"),
         "{reason}"
     );
-    let events = w.ctx.store.events(&silent).await.unwrap();
+    let events = w.ctx.events(&silent).await.unwrap();
     let last = events.last().unwrap();
     assert_eq!((last.kind, last.path), (EventKind::PaymentFailed, Channel::Recovery));
     assert_eq!(
@@ -374,7 +374,7 @@ async fn an_adyen_refund_failed_is_given_back_once_per_failure_and_alarmed_after
 
     let last = w.ctx.store.get(&paid).await.unwrap().unwrap();
     assert_eq!((last.refund_failures, last.give_back), (4, None), "{last:?}");
-    let events = w.ctx.store.events(&paid).await.unwrap();
+    let events = w.ctx.events(&paid).await.unwrap();
     let alarm = events.last().unwrap();
     assert_eq!(alarm.kind, EventKind::RefundFailed);
     assert!(
@@ -428,7 +428,7 @@ async fn a_capture_failed_at_the_scheme_flags_the_payment_until_adyen_captures_a
     let failed = p.capture_failed.clone().expect("the payment says its capture failed");
     assert!(failed.contains("failed at the card scheme"), "{failed}");
     assert!(p.capture_lost() && p.is_open(), "open for an operator: {p:?}");
-    let last = w.ctx.store.events(&paid).await.unwrap().pop().unwrap();
+    let last = w.ctx.events(&paid).await.unwrap().pop().unwrap();
     assert_eq!(
         (last.kind, last.capture_failed.as_deref()),
         (EventKind::CaptureFailed, Some(failed.as_str()))
@@ -454,7 +454,7 @@ async fn a_capture_failed_at_the_scheme_flags_the_payment_until_adyen_captures_a
         "{p:?}"
     );
     assert!(!p.is_open(), "the money comes after all: {p:?}");
-    let last = w.ctx.store.events(&paid).await.unwrap().pop().unwrap();
+    let last = w.ctx.events(&paid).await.unwrap().pop().unwrap();
     assert_eq!((last.kind, last.capture_failed), (EventKind::PaymentCaptured, None));
 }
 

@@ -106,7 +106,7 @@ async fn thirty_two_concurrent_writers_one_terminal_transition_no_lost_update_no
         answers.push(t.await.unwrap());
     }
 
-    let events = ctx.store.events(&id).await.unwrap();
+    let events = ctx.events(&id).await.unwrap();
     let final_payment = ctx.store.get(&id).await.unwrap().unwrap();
     // Versions contiguous: 1..=n, and the payment is at n.
     let versions: Vec<u64> = events.iter().map(|e| e.version).collect();

@@ -4,10 +4,10 @@
 use integration_tests::{Fault, FaultInjector, TestContext};
 use payments_core::fixtures;
 use payments_core::{EventKind, Outcome, PaymentId, PaymentStatus};
-use shared::store::MAX_TRANSIENT_RETRIES;
 use shared::{FinalizeResult, StoreError};
 
-const TWI: &str = "TransactWriteItems";
+/// The finalize write: one conditional PutItem of the payment (no lease in these tests).
+const PUT: &str = "PutItem";
 
 async fn setup(name: &str) -> (TestContext, FaultInjector, PaymentId) {
     let faults = FaultInjector::new();
@@ -19,7 +19,7 @@ async fn setup(name: &str) -> (TestContext, FaultInjector, PaymentId) {
 async fn assert_written_once(ctx: &TestContext, id: &PaymentId, status: PaymentStatus) {
     let p = ctx.store.get(id).await.unwrap().unwrap();
     assert_eq!((p.status, p.version), (status, 2));
-    assert_eq!(ctx.store.events(id).await.unwrap().len(), 2);
+    assert_eq!(ctx.events(id).await.unwrap().len(), 2);
 }
 
 #[tokio::test]
@@ -33,7 +33,7 @@ async fn throttling_500s_and_provisioned_throughput_are_retried_by_the_sdk() {
     .enumerate()
     {
         let (ctx, faults, id) = setup(&format!("pay_retry{i}")).await;
-        faults.fail_next("GetItem", fault, 2).fail_next(TWI, fault, 2);
+        faults.fail_next("GetItem", fault, 2).fail_next(PUT, fault, 2);
         let out = ctx
             .store
             .finalize(&id, &fixtures::webhook("evt_1", 1, Outcome::Succeeded), None)
@@ -52,7 +52,7 @@ async fn throttling_500s_and_provisioned_throughput_are_retried_by_the_sdk() {
 #[tokio::test]
 async fn throttling_that_outlasts_the_retries_is_surfaced_and_writes_nothing() {
     let (ctx, faults, id) = setup("pay_throttled").await;
-    faults.fail_next(TWI, Fault::Throttling, shared::aws::MAX_ATTEMPTS as usize);
+    faults.fail_next(PUT, Fault::Throttling, shared::aws::MAX_ATTEMPTS as usize);
     let obs = fixtures::webhook("evt_1", 1, Outcome::Succeeded);
     let err = ctx.store.finalize(&id, &obs, None).await.unwrap_err();
     assert!(
@@ -69,21 +69,21 @@ async fn throttling_that_outlasts_the_retries_is_surfaced_and_writes_nothing() {
 #[tokio::test]
 async fn a_transaction_conflict_is_retried_with_a_fresh_read() {
     let (ctx, faults, id) = setup("pay_tc").await;
-    faults.fail_next(TWI, Fault::TransactionConflict, 2);
+    faults.fail_next(PUT, Fault::ItemTransactionConflict, 2);
     let out = ctx
         .store
         .finalize(&id, &fixtures::webhook("evt_1", 1, fixtures::failed()), None)
         .await
         .unwrap();
     assert_eq!(out.result, FinalizeResult::Applied(EventKind::PaymentFailed));
-    assert_eq!(faults.injected(), 2);
+    assert!(faults.injected() >= 2);
     assert_written_once(&ctx, &id, PaymentStatus::Failed).await;
 }
 
 #[tokio::test]
 async fn transaction_conflicts_that_persist_are_surfaced_and_write_nothing() {
     let (ctx, faults, id) = setup("pay_tc_many").await;
-    faults.fail_next(TWI, Fault::TransactionConflict, MAX_TRANSIENT_RETRIES as usize + 1);
+    faults.fail_next(PUT, Fault::ItemTransactionConflict, 1000);
     let err = ctx
         .store
         .finalize(&id, &fixtures::webhook("evt_1", 1, fixtures::failed()), None)
@@ -92,13 +92,13 @@ async fn transaction_conflicts_that_persist_are_surfaced_and_write_nothing() {
     assert!(err.is_transient(), "{err:?}");
     let p = ctx.store.get(&id).await.unwrap().unwrap();
     assert_eq!(p.version, 1);
-    assert_eq!(ctx.store.events(&id).await.unwrap().len(), 1);
+    assert_eq!(ctx.events(&id).await.unwrap().len(), 1);
 }
 
 #[tokio::test]
 async fn a_response_lost_after_commit_is_not_applied_twice() {
     let (ctx, faults, id) = setup("pay_lost").await;
-    faults.fail_next(TWI, Fault::ResponseLostAfterCommit, 1);
+    faults.fail_next(PUT, Fault::ResponseLostAfterCommit, 1);
     let out = ctx
         .store
         .finalize(

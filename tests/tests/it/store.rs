@@ -13,7 +13,7 @@ async fn a_payment_is_created_once_and_reads_back_with_its_first_event_and_a_mis
     let created = ctx.store.create(fixtures::new_payment("pay_crud", 1999)).await.unwrap();
     assert_eq!((created.version, created.status), (1, PaymentStatus::Pending));
     assert_eq!(ctx.store.get(&created.id).await.unwrap(), Some(created.clone()));
-    let events = ctx.store.events(&created.id).await.unwrap();
+    let events = ctx.events(&created.id).await.unwrap();
     assert_eq!(events.len(), 1);
     assert_eq!((events[0].version, events[0].kind), (1, EventKind::PaymentCreated));
 
@@ -44,7 +44,7 @@ async fn a_payment_that_vanishes_during_finalize_is_reported_not_found_by_its_id
     let created = ctx.store.create(fixtures::new_payment("pay_gone", 1999)).await.unwrap();
     let hook = integration_tests::hook::BeforeCall::new();
     let (client, table) = (ctx.client.clone(), ctx.table.clone());
-    hook.before_next("TransactWriteItems", move || async move {
+    hook.before_next("PutItem", move || async move {
         client
             .delete_item()
             .table_name(table)
@@ -93,7 +93,7 @@ async fn transitions_are_versioned_logged_in_order_and_terminal_items_hold_no_se
         );
         assert_eq!(out.payment.version, i as u64 + 2);
     }
-    let events = ctx.store.events(&id).await.unwrap();
+    let events = ctx.events(&id).await.unwrap();
     let versions: Vec<u64> = events.iter().map(|e| e.version).collect();
     assert_eq!(versions, vec![1, 2, 3, 4, 5, 6]);
     let kinds: Vec<EventKind> = events.iter().map(|e| e.kind).collect();
@@ -162,7 +162,7 @@ async fn the_same_psp_event_id_changes_the_payment_once() {
         }
     }
     assert_eq!(applied, 1);
-    let events = ctx.store.events(&id).await.unwrap();
+    let events = ctx.events(&id).await.unwrap();
     assert_eq!(
         events
             .iter()
@@ -173,9 +173,10 @@ async fn the_same_psp_event_id_changes_the_payment_once() {
     assert_eq!(events.len(), 4);
 }
 
-/// The cost target: an uncontended finalize is one read and one `TransactWriteItems`; a conflict adds no read.
+/// The cost target: an uncontended finalize is one read and one conditional `PutItem` (no transaction); a
+/// conflict adds no read.
 #[tokio::test]
-async fn finalize_costs_one_read_and_one_transaction_and_a_conflict_no_extra_read() {
+async fn finalize_costs_one_read_and_one_put_and_a_conflict_no_extra_read() {
     let ctx = TestContext::new().await;
     let id = ctx
         .store
@@ -190,7 +191,7 @@ async fn finalize_costs_one_read_and_one_transaction_and_a_conflict_no_extra_rea
         .finalize(&id, &fixtures::webhook("evt_1", 1, Outcome::Processing), None)
         .await
         .unwrap();
-    assert_eq!(ctx.calls.calls(), vec!["GetItem", "TransactWriteItems"]);
+    assert_eq!(ctx.calls.calls(), vec!["GetItem", "PutItem"]);
 
     ctx.calls.reset();
     let out = ctx
@@ -200,9 +201,5 @@ async fn finalize_costs_one_read_and_one_transaction_and_a_conflict_no_extra_rea
         .unwrap();
     assert_eq!(out.version_conflicts, 1);
     assert_eq!(out.result, FinalizeResult::Applied(EventKind::PaymentCaptured));
-    assert_eq!(
-        ctx.calls.calls(),
-        vec!["TransactWriteItems", "TransactWriteItems"],
-        "no read on a conflict"
-    );
+    assert_eq!(ctx.calls.calls(), vec!["PutItem", "PutItem"], "no read on a conflict");
 }

@@ -22,6 +22,7 @@
 //! | [`model`] | the stateright model: actions, faults, refusals, properties, the fair run behind the liveness check | |
 //! | [`check`] | one breadth-first run and its report: state counts, counterexample traces | |
 //! | [`lease`] | the lease rule on its own (two takers, crashes, lost answers, expiry) | `shared/src/lease.rs` |
+//! | [`outbox`] | the payment item as its own outbox: one conditional put per transition, the stream, the relay's filter, archive and send, the consumer, with crashes, lost answers, redeliveries and the older form's records | `shared/src/store/finalize.rs` (`write`), `shared/src/outbox.rs`, `functions/outbox-relay/src/lib.rs` (`relay`), `shared/src/consumer.rs` |
 //! | [`refund_owner`] | one owner per refund at Stripe and Adyen: the saga's refund step and recovery's give-backs, lost answers and webhooks, Stripe's keys forgotten after a day | `functions/checkout-saga/src/runner/steps.rs` (`refund_payment`), `shared/src/recovery.rs` (`give_back_failed_refund`, `unrecorded`), `shared/src/recovery/adyen.rs` |
 //!
 //! # What it covers
@@ -84,6 +85,7 @@ pub mod check;
 pub mod ids;
 pub mod lease;
 pub mod model;
+pub mod outbox;
 pub mod psp;
 pub mod refund_owner;
 pub mod world;

@@ -99,7 +99,7 @@ async fn a_failed_refund_is_given_back_once_under_its_failures_key_even_after_a_
         Some(amount),
         "given back once"
     );
-    let events = w.ctx.store.events(&id).await.expect("events");
+    let events = w.ctx.events(&id).await.expect("events");
     let last = events.last().expect("events");
     assert_eq!((last.kind, last.path), (EventKind::PaymentRefunded, Channel::Recovery));
     assert_eq!(last.refund.as_ref().map(|r| r.amount_minor), Some(amount));

@@ -59,11 +59,12 @@ async fn a_happy_checkout_reads_each_saga_state_once_at_most() {
         .expect("start");
     let start = w.ctx.calls.by_operation();
     println!("start: {start:?}");
-    // Saga put (with the order), reservation, payment create (with the saga's move that saves its id), finalize
-    // of the sync answer, the request; the payment read before the charge (it tells whether the PSP already
-    // answered for it) and the projection read that finds no outcome yet. No read of a saga this process has
-    // just written.
-    assert_eq!(start.get("TransactWriteItems"), Some(&5));
+    // Saga put (with the order), reservation, payment create (with the saga's move that saves its id), the
+    // request: transactions; the finalize of the sync answer: one put of the payment (its own outbox); the
+    // payment read before the charge (it tells whether the PSP already answered for it) and the projection
+    // read that finds no outcome yet. No read of a saga this process has just written.
+    assert_eq!(start.get("TransactWriteItems"), Some(&4));
+    assert_eq!(start.get("PutItem"), Some(&1), "the finalize");
     assert_eq!(start.get("GetItem"), Some(&2), "the payment and the projection");
     w.ctx.calls.reset();
     w.deliver(&runner, &waiting).await;
@@ -278,7 +279,7 @@ async fn recovery_resolves_a_payment_whose_webhook_never_came() {
     let report = runner.recovery.run(later()).await.expect("recovery run");
     assert_eq!((report.found, report.applied), (1, 1), "{report:?}");
     let payment_id = waiting.payment_id.clone().expect("payment");
-    let events = w.ctx.store.events(&payment_id).await.unwrap();
+    let events = w.ctx.events(&payment_id).await.unwrap();
     let last = events.last().expect("events");
     assert_eq!((last.path, last.status), (Channel::Recovery, PaymentStatus::Captured));
     // Terminal now: no longer in the index, so the next run finds nothing.
@@ -427,7 +428,7 @@ async fn the_checkouts_payment_carries_the_checkouts_trace() {
         .expect("the saga keeps the checkout's trace");
     assert_eq!(&checkout[3..35], TRACE, "{checkout}");
     let payment = waiting.payment_id.clone().expect("a payment");
-    let events = w.ctx.store.events(&payment).await.unwrap();
+    let events = w.ctx.events(&payment).await.unwrap();
     assert!(events.len() >= 2, "created, then the charge's answer: {events:?}");
     for e in &events {
         assert_eq!(e.trace_context.as_deref(), Some(checkout.as_str()), "{:?}", e.kind);

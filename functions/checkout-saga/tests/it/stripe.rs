@@ -463,7 +463,7 @@ async fn money_taken_on_a_failed_payment_is_one_anomaly_and_refunded_once() {
         (done.status, done.refunded_minor, done.refund_due()),
         (PaymentStatus::Failed, 2500, None)
     );
-    let events = w.ctx.store.events(&id).await.expect("events");
+    let events = w.ctx.events(&id).await.expect("events");
     let refund = events.last().expect("events");
     assert_eq!(refund.kind, EventKind::PaymentRefunded);
     assert!(

@@ -255,7 +255,6 @@ impl World {
             return Vec::new();
         };
         self.ctx
-            .store
             .events(payment)
             .await
             .expect("events")

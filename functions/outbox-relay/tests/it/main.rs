@@ -14,3 +14,4 @@
 )]
 
 mod e2e;
+mod migration;

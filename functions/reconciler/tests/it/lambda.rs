@@ -269,7 +269,7 @@ async fn the_reconciler_binary_leaves_each_payment_where_stripe_says_it_is() {
     assert_eq!(status(&w.get(&still_processing).await), PaymentStatus::Processing);
     let p = w.get(&mismatch).await;
     assert_eq!(p.status, PaymentStatus::Pending, "another amount captures nothing");
-    let events = w.ctx.store.events(&mismatch).await.unwrap();
+    let events = w.ctx.events(&mismatch).await.unwrap();
     let last = events.last().unwrap();
     assert_eq!((last.kind, last.path), (EventKind::AnomalyRecorded, Channel::Recovery));
     assert!(

@@ -231,7 +231,7 @@ async fn assert_expired(w: &World, id: &PaymentId) {
         "{id}: {:?}",
         p.reason
     );
-    let events = w.ctx.store.events(id).await.unwrap();
+    let events = w.ctx.events(id).await.unwrap();
     let last = events.last().unwrap();
     assert_eq!(
         (last.kind, last.path),

@@ -155,7 +155,6 @@ async fn a_success_and_a_refund_whose_webhooks_were_lost_are_caught_up_once() {
     assert_eq!((p.status, p.refunded_minor), (PaymentStatus::Refunded, 1000));
     let log: Vec<(EventKind, Channel)> = w
         .ctx
-        .store
         .events(&id)
         .await
         .unwrap()
@@ -183,7 +182,7 @@ async fn a_success_and_a_refund_whose_webhooks_were_lost_are_caught_up_once() {
         "the overlap reads them again: duplicates, {second:?}"
     );
     assert_eq!(second.unchanged, 2, "{second:?}");
-    assert_eq!(w.ctx.store.events(&id).await.unwrap().len(), 3, "nothing applied twice");
+    assert_eq!(w.ctx.events(&id).await.unwrap().len(), 3, "nothing applied twice");
     let moved = stripe(&job).cursor.load().await.unwrap().unwrap();
     assert!(
         moved.version > cursor.version && moved.created_gte > cursor.created_gte,
@@ -257,7 +256,7 @@ async fn a_dispute_whose_webhooks_were_lost_is_found_by_its_charge_and_an_unknow
 
     let run = job.run(deadline()).await.unwrap();
     assert!(run.applied >= 2 && run.pass_complete, "{run:?}");
-    let kinds: Vec<EventKind> = w.ctx.store.events(&id).await.unwrap().iter().map(|e| e.kind).collect();
+    let kinds: Vec<EventKind> = w.ctx.events(&id).await.unwrap().iter().map(|e| e.kind).collect();
     assert!(
         kinds.contains(&EventKind::PaymentCaptured) && kinds.contains(&EventKind::DisputeOpened),
         "the dispute object names no payment: found by its PaymentIntent, {kinds:?}"

@@ -6,6 +6,7 @@ use super::{spinner, Options};
 use crate::settings::Ctx;
 use aws_sdk_dynamodb::types::AttributeValue;
 use shared::keys::{self};
+use shared::store::item::{ENTITY_EVENT, ENTITY_HISTORY};
 use shared::{OrderId, PaymentId, PspReference};
 
 /// What the query named.
@@ -99,15 +100,20 @@ async fn resolve_parked(ctx: &Ctx, q: &str) -> Result<Option<PaymentId>, crate::
     .into())
 }
 
-/// Scans the table for the event item that applied PSP event `id` (an operator's tool, never a hot path).
+/// Scans the table for the event that applied PSP event `id` (an operator's tool, never a hot path): a
+/// history item, or the newest event a payment item carries (which the relay may not have archived yet).
 async fn scan_for_psp_event(ctx: &Ctx, id: &str, progress: bool) -> Result<Option<PaymentId>, crate::Error> {
     let bar = spinner(progress, "scanning the table for the PSP event id");
     let mut pages = ctx
         .dynamodb
         .scan()
         .table_name(ctx.table())
-        .filter_expression("entity = :e AND psp_event_id = :id")
-        .expression_attribute_values(":e", AttributeValue::S("event".into()))
+        .filter_expression(
+            "(entity IN (:e, :h) AND psp_event_id = :id) OR (entity = :p AND last_event.psp_event = :id)",
+        )
+        .expression_attribute_values(":e", AttributeValue::S(ENTITY_EVENT.into()))
+        .expression_attribute_values(":h", AttributeValue::S(ENTITY_HISTORY.into()))
+        .expression_attribute_values(":p", AttributeValue::S("payment".into()))
         .expression_attribute_values(":id", AttributeValue::S(id.to_owned()))
         .into_paginator()
         .send();

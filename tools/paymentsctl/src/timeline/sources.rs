@@ -10,7 +10,7 @@ use crate::settings::{Ctx, QueueRole};
 use crate::when::format_ms;
 use checkout_saga::saga::{Loaded, SagaEvent, SagaEventKind, SagaRecord, SagaStore};
 use shared::keys::{self, payment_pk};
-use shared::store::item::event_from_item;
+use shared::store::item::{event_from_item, event_of_payment_item};
 use shared::telemetry::ErrorChain;
 use shared::{EventKind, OrderId, Payment, PaymentEvent, PaymentId};
 
@@ -73,17 +73,27 @@ pub(super) async fn payment_events(
     t: &mut Timeline,
     p: &Payment,
 ) -> Result<Vec<PaymentEvent>, crate::Error> {
-    let mut events = Vec::new();
-    for item in query(ctx, payment_pk(&p.id), Some(keys::EVENT_SK_PREFIX)).await? {
+    // The partition: the history items, then the payment item, which carries the newest event (the relay
+    // may not have archived it yet).
+    let mut events: Vec<PaymentEvent> = Vec::new();
+    for item in query(ctx, payment_pk(&p.id), None).await? {
         let sk = text(&item, "sk").unwrap_or_default();
-        match event_from_item(item) {
-            Ok(e) => events.push(e),
+        let read = if sk == keys::PAYMENT_SK {
+            event_of_payment_item(item).map(|carried| carried.filter(|c| events.iter().all(|e| e.version != c.version)))
+        } else if sk.starts_with(keys::EVENT_SK_PREFIX) {
+            event_from_item(item).map(Some)
+        } else {
+            Ok(None)
+        };
+        match read {
+            Ok(e) => events.extend(e),
             Err(e) => t.find(
                 Level::Anomaly,
                 format!("event item {sk} is unreadable: {}", ErrorChain(&e)),
             ),
         }
     }
+    events.sort_by_key(|e| e.version);
     for e in &events {
         let mut entry = Entry::new(e.recorded_at_ms, Source::Payment, e.kind.as_str());
         entry.version = Some(e.version);

@@ -4,4 +4,5 @@
 
 mod lease;
 mod model;
+mod outbox;
 mod refund_owner;

@@ -294,7 +294,7 @@ async fn a_deployment_fault_past_the_charge_deadline_is_recorded_as_ours_and_ala
     assert_eq!(w.payment_status(&done).await, PaymentStatus::Failed);
     let payment = done.payment_id.as_ref().expect("payment");
     assert!(w.sim.ledger.intents_for(payment.as_str()).is_empty(), "never charged");
-    let events = w.ctx.store.events(payment).await.expect("events");
+    let events = w.ctx.events(payment).await.expect("events");
     let failed = events
         .iter()
         .find(|e| e.kind == EventKind::PaymentFailed)

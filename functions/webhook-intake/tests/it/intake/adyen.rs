@@ -150,7 +150,7 @@ async fn the_published_vector_is_applied_once() {
     });
     accepted(&app, &[vector.clone()]).await;
     assert_eq!(status(&ctx, &id).await, (PaymentStatus::Processing, 2));
-    let events = ctx.store.events(&id).await.unwrap();
+    let events = ctx.events(&id).await.unwrap();
     assert_eq!(
         events.last().unwrap().psp_event_id.as_ref().map(|e| e.as_str()),
         Some("AUTHORISATION-true-7914073381342284")

@@ -40,7 +40,6 @@ async fn send_dispute(t: &TestIntake, event: &Value) -> String {
 /// The payment's dispute events, each as (kind, the dispute it carries).
 async fn dispute_events(t: &TestIntake, id: &PaymentId) -> Vec<(EventKind, Option<Dispute>)> {
     t.ctx
-        .store
         .events(id)
         .await
         .unwrap()
@@ -119,7 +118,7 @@ async fn each_dispute_fact_is_one_payment_event_and_the_payment_stays_captured()
             (EventKind::DisputeFundsReinstated, held(DisputeStatus::Won, true, true)),
         ]
     );
-    let events = t.ctx.store.events(&id).await.unwrap();
+    let events = t.ctx.events(&id).await.unwrap();
     assert!(
         events
             .iter()

@@ -51,7 +51,7 @@ async fn an_event_by_eventbridge_applies_once_and_the_same_by_webhook_is_a_dupli
     );
     let p = t.ctx.store.get(&id).await.unwrap().unwrap();
     assert_eq!((p.status, p.version), (PaymentStatus::Captured, 2));
-    let events = t.ctx.store.events(&id).await.unwrap();
+    let events = t.ctx.events(&id).await.unwrap();
     assert_eq!(events.last().unwrap().correlation_id.as_str(), "eventbridge-evt_eb1");
     // Deduplicated by Stripe's own event id, whichever way it came.
     assert!(p.has_seen(&shared::PspEventId::parse("evt_eb1").unwrap()));

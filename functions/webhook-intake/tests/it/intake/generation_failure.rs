@@ -210,7 +210,6 @@ async fn a_captured_payments_refund_whose_events_stripe_never_made_is_read_once_
     let kinds: Vec<EventKind> = w
         .intake
         .ctx
-        .store
         .events(&id)
         .await
         .unwrap()
@@ -263,7 +262,6 @@ async fn a_captured_payments_dispute_whose_events_stripe_never_made_is_read_once
     let kinds: Vec<EventKind> = w
         .intake
         .ctx
-        .store
         .events(&id)
         .await
         .unwrap()

@@ -79,7 +79,7 @@ async fn a_refund_is_done_only_when_succeeded_and_a_failed_one_is_given_back_aga
     assert_eq!(send_refund(&t, &late).await, "stale");
 
     // The event log keeps each refund with its own amount and status.
-    let events = t.ctx.store.events(&id).await.unwrap();
+    let events = t.ctx.events(&id).await.unwrap();
     let refunds: Vec<_> = events
         .iter()
         .filter_map(|e| e.refund.as_ref().map(|r| (e.kind, r.amount_minor, r.status)))
@@ -126,7 +126,7 @@ async fn partial_refunds_keep_their_own_amounts_and_only_the_currency_is_checked
     let p = t.ctx.store.get(&id).await.unwrap().unwrap();
     assert_eq!((p.refunded_minor, p.anomalies), (500, 2));
     assert!(p.refunds.iter().all(|r| r.refund_id != "re_d" && r.refund_id != "re_c"));
-    let kinds: Vec<_> = t.ctx.store.events(&id).await.unwrap().iter().map(|e| e.kind).collect();
+    let kinds: Vec<_> = t.ctx.events(&id).await.unwrap().iter().map(|e| e.kind).collect();
     assert_eq!(
         kinds[kinds.len() - 4..],
         [
@@ -213,7 +213,7 @@ async fn the_simulators_failing_refund_reaches_the_payment_as_pending_then_faile
             })
         )
     );
-    let kinds: Vec<_> = t.ctx.store.events(&id).await.unwrap().iter().map(|e| e.kind).collect();
+    let kinds: Vec<_> = t.ctx.events(&id).await.unwrap().iter().map(|e| e.kind).collect();
     assert_eq!(
         kinds,
         [
