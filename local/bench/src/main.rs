@@ -7,13 +7,23 @@
 //! default 1000, webhooks per kind of delivery); `bench bill` the DynamoDB counts, the intake's part and the
 //! bill, without the local stack; `bench guard` (CI, `scripts/release-check`) runs only the
 //! DynamoDB counts and fails when a new webhook or a redelivery costs more than its target.
+//!
+//! Issue 44's capacity planning: `bench costs` measures what each kind of request costs (the DynamoDB counts
+//! and a checkout through the saga) into `benchmarks/costs.json` (`bench bill` and the full run write it too,
+//! with the release intake's times); `bench capacity` is the model over it, the template and the limits table
+//! ([`capacity`]); `bench simulate` the seeded simulation of the hardest hours ([`simulate`]); `bench limits`
+//! prints the limits table.
 
 mod bill;
+mod capacity;
+mod checkout_costs;
 mod coldinit;
+mod costs;
 mod counts;
 mod intake_process;
 mod load;
 mod prices;
+mod simulate;
 
 use shared::SigningSecret;
 
@@ -43,12 +53,51 @@ fn deployed_settings(table: &str) -> Vec<(String, String)> {
     .collect()
 }
 
+/// Writes `benchmarks/costs.json` from what was measured (the earlier file's intake times and checkout kept
+/// where this run measured none).
+fn save_costs(
+    command: &str,
+    units: &counts::Measured,
+    process: Option<&std::collections::BTreeMap<&'static str, intake_process::ProcessFigures>>,
+    checkout: Option<costs::CheckoutCost>,
+) -> Result<(), String> {
+    let earlier = costs::load(&costs::path()).ok();
+    let mut measured = costs::from_measured(command, units, process, earlier.as_ref());
+    measured.checkout = checkout.or_else(|| earlier.and_then(|e| e.checkout));
+    costs::save(&costs::path(), &measured)?;
+    eprintln!("written to {}", costs::path().display());
+    Ok(())
+}
+
+/// The subcommands that need no DynamoDB: the model, the simulation, the limits table.
+fn offline(mode: &str, rest: &[String]) -> Option<Result<(), String>> {
+    match mode {
+        "capacity" => Some(capacity::command(rest)),
+        "simulate" => Some(simulate::command(rest)),
+        "limits" => Some(capacity::limits::load(&capacity::limits::path()).map(|l| print!("{}", l.markdown()))),
+        _ => None,
+    }
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mode = args.first().cloned().unwrap_or_default();
+    if let Some(done) = offline(&mode, args.get(1..).unwrap_or_default()) {
+        return done.map_err(Into::into);
+    }
     let intake_webhooks: usize = std::env::var("INTAKE_CPU_WEBHOOKS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(1000);
+    if mode == "costs" {
+        // What each kind of request costs, for the model: the counts and a checkout, no release build.
+        let mut out = String::new();
+        let units = counts::run(&mut out).await;
+        let checkout = checkout_costs::run().await?;
+        save_costs("bench costs", &units, None, Some(checkout))?;
+        return Ok(());
+    }
     if std::env::args().nth(1).as_deref() == Some("guard") {
         // CI's guard (scripts/release-check): the units of a new webhook and of a redelivery, nothing else.
         let mut out = String::new();
@@ -65,6 +114,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         let figures = intake_process::run(&mut out, intake_webhooks).await?;
         bill::write(&mut out, &units, &figures);
         print!("{out}");
+        save_costs("bench bill", &units, Some(&figures), None)?;
         return units
             .guard()
             .map_err(|breaches| format!("cost guard failed:\n{breaches}").into());
@@ -95,6 +145,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let path = local_dev::service::repo_root().join("benchmarks/RESULTS.md");
     std::fs::write(&path, out)?;
     eprintln!("written to {}", path.display());
+    save_costs("bench", &units, Some(&figures), None)?;
     units
         .guard()
         .map_err(|breaches| format!("cost guard failed:\n{breaches}").into())
