@@ -34,7 +34,13 @@ const CHECKOUTS: usize = 5;
 /// The simulator on 127.0.0.1 (webhooks go nowhere: the saga learns the outcome by its own calls): its URL.
 async fn simulator() -> Result<(Arc<Simulator>, String), BoxError> {
     let sim = Arc::new(Simulator {
-        ledger: Ledger::new(KEY, Timings { slow: Duration::from_millis(200) }, None),
+        ledger: Ledger::new(
+            KEY,
+            Timings {
+                slow: Duration::from_millis(200),
+            },
+            None,
+        ),
         webhook_url: "http://127.0.0.1:9/webhooks/stripe".into(),
         secret: SigningSecret::parse("whsec_bench_checkout_secret")?,
         delivery: DeliveryOptions {
@@ -89,6 +95,7 @@ fn half(ctx: &TestContext, meter: &CapacityMeter, started: Instant) -> Half {
             rcu: units.read,
             wcu: units.write,
             index_units: units.index,
+            open_items_units: units.open_items,
             calls: ctx.calls.by_operation(),
         },
         ms: started.elapsed().as_secs_f64() * 1e3,

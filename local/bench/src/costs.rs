@@ -36,6 +36,9 @@ pub struct RequestCost {
     pub wcu: f64,
     /// Units of the global secondary indexes (the `open-items` entry put or deleted, a query of one).
     pub index_units: f64,
+    /// Of those, the `open-items` index's (its few partition keys are what a peak can heat).
+    #[serde(default)]
+    pub open_items_units: f64,
     /// DynamoDB calls, by operation.
     pub calls: BTreeMap<String, usize>,
 }
@@ -100,7 +103,8 @@ pub fn path() -> PathBuf {
 
 /// Reads the costs file at `path`.
 pub fn load(path: &Path) -> Result<Costs, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("read {}: {e} (run `bench costs`)", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("read {}: {e} (run `bench costs`)", path.display()))?;
     serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
@@ -116,6 +120,7 @@ pub fn from_measured(
         rcu: s.units.read,
         wcu: s.units.write,
         index_units: s.units.index,
+        open_items_units: s.units.open_items,
         calls: s.calls.clone(),
     };
     let mut costs = Costs {

@@ -69,6 +69,7 @@ pub const NEW_WEBHOOK_MAX: Units = Units {
     read: 1.0,
     write: 5.0,
     index: 0.0,
+    open_items: 0.0,
 };
 
 /// What one scenario cost, as measured.

@@ -84,19 +84,23 @@ impl Template {
     /// absent or `AWS::NoValue`. For readers of the template's settings (the capacity model), never a second
     /// copy of them.
     pub fn property(&self, resource: &str, path: &[&str], stack: &Stack) -> Result<Option<Value>, String> {
-        let mut value = &self.doc["Resources"][resource];
+        let mut value = self.doc["Resources"][resource].clone();
         if value.is_null() {
             return Err(format!("no resource {resource} in the template"));
         }
+        let scope = Scope::new(&self.doc, stack);
+        let at = |why: String| format!("{resource}.{}: {why}", path.join("."));
+        // Each step resolved before it is entered: a `!If` between two settings picks one of them first.
         for key in path {
-            value = &value[*key];
+            let Some(resolved) = scope.resolve(&value).map_err(at)? else {
+                return Ok(None);
+            };
+            value = resolved[*key].clone();
+            if value.is_null() {
+                return Ok(None);
+            }
         }
-        if value.is_null() {
-            return Ok(None);
-        }
-        Scope::new(&self.doc, stack)
-            .resolve(value)
-            .map_err(|why| format!("{resource}.{}: {why}", path.join(".")))
+        scope.resolve(&value).map_err(at)
     }
 
     /// The `Globals` `MemorySize` of every function, MB.
@@ -164,7 +168,12 @@ pub fn samconfig_parameters(path: &Path, env: &str) -> Result<BTreeMap<String, S
         .map(|word| {
             word.split_once('=')
                 .map(|(k, v)| (k.to_owned(), v.to_owned()))
-                .ok_or_else(|| format!("{}: {word} in {env}'s parameter_overrides is no Key=Value", path.display()))
+                .ok_or_else(|| {
+                    format!(
+                        "{}: {word} in {env}'s parameter_overrides is no Key=Value",
+                        path.display()
+                    )
+                })
         })
         .collect()
 }

@@ -23,6 +23,9 @@ pub struct Limit {
     pub read_on: String,
     /// The page was searched on `read_on` and states the figure.
     pub confirmed: bool,
+    /// The default figure, where a deployment assumes a raise granted on request (`benchmarks/granted.toml`).
+    #[serde(skip)]
+    pub raised_from: Option<f64>,
 }
 
 /// The table, by key.
@@ -52,6 +55,19 @@ impl Limits {
         Ok(limit.schedule_s.clone())
     }
 
+    /// The table with the raises `granted` (key: figure) applied; an unknown key is an error.
+    pub fn granted(mut self, granted: &BTreeMap<String, f64>) -> Result<Self, String> {
+        for (key, figure) in granted {
+            let limit = self
+                .0
+                .get_mut(key)
+                .ok_or_else(|| format!("benchmarks/granted.toml raises {key:?}, which the limits table has not"))?;
+            limit.raised_from = Some(limit.figure);
+            limit.figure = *figure;
+        }
+        Ok(self)
+    }
+
     /// The table as docs/CAPACITY.md shows it.
     pub fn markdown(&self) -> String {
         let mut out = String::from("| key | what | figure | note | source | read on |\n|---|---|---|---|---|---|\n");
@@ -74,6 +90,28 @@ pub fn path() -> PathBuf {
     local_dev::service::repo_root().join("benchmarks/limits.toml")
 }
 
+/// The raises a deployment (a samconfig environment) assumes were granted, from the file at `path`:
+/// `[env]` tables of `key = figure`. None for an environment it does not name.
+pub fn granted_for(path: &Path, env: Option<&str>) -> Result<BTreeMap<String, f64>, String> {
+    let Some(env) = env else {
+        return Ok(BTreeMap::new());
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| format!("read {}: {e}", path.display()))?;
+    let all: BTreeMap<String, BTreeMap<String, f64>> =
+        toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(all.get(env).cloned().unwrap_or_default())
+}
+
+/// `benchmarks/granted.toml` of the repository.
+pub fn granted_path() -> PathBuf {
+    local_dev::service::repo_root().join("benchmarks/granted.toml")
+}
+
+/// The limits table with the raises granted to `env`.
+pub fn for_deployment(env: Option<&str>) -> Result<Limits, String> {
+    load(&path())?.granted(&granted_for(&granted_path(), env)?)
+}
+
 /// Reads the table at `path`.
 pub fn load(path: &Path) -> Result<Limits, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("read {}: {e}", path.display()))?;
@@ -83,7 +121,10 @@ pub fn load(path: &Path) -> Result<Limits, String> {
 /// `figure` with thousands separated by commas (12,000), and up to two decimals when it has them.
 pub fn group_thousands(figure: f64) -> String {
     if figure.fract().abs() > 1e-9 || figure.abs() < 1.0 {
-        return format!("{figure:.2}").trim_end_matches('0').trim_end_matches('.').to_owned();
+        return format!("{figure:.2}")
+            .trim_end_matches('0')
+            .trim_end_matches('.')
+            .to_owned();
     }
     let digits = format!("{:.0}", figure.abs());
     let mut out = String::new();
@@ -126,7 +167,10 @@ mod tests {
             let l = limits.limit(key).unwrap();
             assert!(l.figure > 0.0 && !l.source.is_empty() && l.read_on.len() == 10, "{key}");
         }
-        assert_eq!(limits.schedule("adyen_webhook_quick_retries").unwrap(), [9.0, 18.0, 27.0]);
+        assert_eq!(
+            limits.schedule("adyen_webhook_quick_retries").unwrap(),
+            [9.0, 18.0, 27.0]
+        );
         assert!(limits.figure("nothing").unwrap_err().contains("nothing"));
     }
 

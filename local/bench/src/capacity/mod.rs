@@ -66,7 +66,9 @@ pub fn profile(name: &str, sets: &[(String, String)]) -> Result<Profile, String>
         .ok_or_else(|| format!("no profile {name} in benchmarks/load-profiles.toml"))?;
     let mut table = toml::Table::try_from(base).map_err(|e| e.to_string())?;
     for (key, value) in sets {
-        let number: f64 = value.parse().map_err(|_| format!("--set {key}={value}: not a number"))?;
+        let number: f64 = value
+            .parse()
+            .map_err(|_| format!("--set {key}={value}: not a number"))?;
         table.insert(key.clone(), toml::Value::Float(number));
     }
     table.try_into().map_err(|e| format!("--set: {e}"))
@@ -77,7 +79,7 @@ pub fn run(env: Option<&str>, parameters: &[(String, String)], profile: &Profile
     let template = Template::from_repo()?;
     let deployment = deployment::read(&template, env, parameters)?;
     let costs = crate::costs::load(&crate::costs::path())?;
-    let limits = limits::load(&limits::path())?;
+    let limits = limits::for_deployment(env)?;
     let inputs = Inputs {
         costs: &costs,
         deployment: &deployment,
@@ -101,11 +103,9 @@ pub fn command(args: &[String]) -> Result<(), String> {
     let mut section = report::results_head(&args.profile);
     let (_, default) = run(None, &[], &profile)?;
     section.push_str(&default);
-    let peak_exists = local_dev::template::samconfig_parameters(
-        &local_dev::service::repo_root().join("samconfig.toml"),
-        PEAK_ENV,
-    )?
-    .contains_key("Stage");
+    let peak_exists =
+        local_dev::template::samconfig_parameters(&local_dev::service::repo_root().join("samconfig.toml"), PEAK_ENV)?
+            .contains_key("Stage");
     if peak_exists {
         let (_, peak) = run(Some(PEAK_ENV), &[], &profile)?;
         section.push_str(&peak);

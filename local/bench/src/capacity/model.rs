@@ -125,9 +125,13 @@ pub fn answer(inputs: &Inputs<'_>) -> Result<Answer, String> {
 /// A row whose limit is the limits table's `key`, growing by `per_order`.
 fn row(inputs: &Inputs<'_>, resource: &str, key: &str, per_order: f64) -> Result<Row, String> {
     let limit = inputs.limits.limit(key)?;
+    let limit_from = match limit.raised_from {
+        Some(default) => format!("limits: {key}, raised from {default} on request (benchmarks/granted.toml)"),
+        None => format!("limits: {key}"),
+    };
     Ok(Row {
         resource: resource.into(),
-        limit_from: format!("limits: {key}"),
+        limit_from,
         unit: "/s",
         fixed: 0.0,
         per_order,
@@ -152,7 +156,12 @@ fn api_rows(inputs: &Inputs<'_>) -> Result<Vec<Row>, String> {
         limit: rate,
         money: resource.contains("webhooks"),
     };
-    let mut account = row(inputs, "API Gateway, every route of the account", "api_gateway_account_rps", 0.0)?;
+    let mut account = row(
+        inputs,
+        "API Gateway, every route of the account",
+        "api_gateway_account_rps",
+        0.0,
+    )?;
     account.per_order = webhooks + checkouts + polls;
     account.unit = "requests/s";
     Ok(vec![
@@ -191,7 +200,12 @@ fn lambda_rows(inputs: &Inputs<'_>, checkout: &CheckoutCost) -> Result<Vec<Row>,
     let mut rows = Vec::new();
     let reserved = d.reserved.get("WebhookIntakeFunction").copied();
     let reserved_total: u64 = d.reserved.values().sum();
-    let mut all = row(inputs, "Lambda concurrency, unreserved functions", "lambda_account_concurrency", others)?;
+    let mut all = row(
+        inputs,
+        "Lambda concurrency, unreserved functions",
+        "lambda_account_concurrency",
+        others,
+    )?;
     all.unit = "executions";
     all.limit = account - reserved_total as f64;
     match reserved {
@@ -216,8 +230,8 @@ fn dynamodb_rows(inputs: &Inputs<'_>, checkout: &CheckoutCost) -> Result<Vec<Row
     let (p, d) = (inputs.profile, inputs.deployment);
     let writes = per_webhook(inputs, |c| c.wcu)? + p.checkout_share * (checkout.start.wcu + checkout.delivery.wcu);
     let reads = per_webhook(inputs, |c| c.rcu)? + p.checkout_share * (checkout.start.rcu + checkout.delivery.rcu);
-    let index = per_webhook(inputs, |c| c.index_units)?
-        + p.checkout_share * (checkout.start.index_units + checkout.delivery.index_units);
+    let index = per_webhook(inputs, |c| c.open_items_units)?
+        + p.checkout_share * (checkout.start.open_items_units + checkout.delivery.open_items_units);
     let money = |mut r: Row, unit: &'static str| {
         r.money = true;
         r.unit = unit;
@@ -239,14 +253,30 @@ fn dynamodb_rows(inputs: &Inputs<'_>, checkout: &CheckoutCost) -> Result<Vec<Row
     )?;
     shard.limit_from = format!("limits: dynamodb_partition_wcu; {} shards (OPEN_SHARDS)", d.open_shards);
     Ok(vec![
-        money(row(inputs, "DynamoDB table writes", "dynamodb_table_max_wcu", writes)?, "WCU/s"),
         money(
-            at_once(d.warm_write, "dynamodb_new_table_wcu", "DynamoDB table writes, served at once", writes)?,
+            row(inputs, "DynamoDB table writes", "dynamodb_table_max_wcu", writes)?,
             "WCU/s",
         ),
-        money(row(inputs, "DynamoDB table reads", "dynamodb_table_max_rcu", reads)?, "RCU/s"),
         money(
-            at_once(d.warm_read, "dynamodb_new_table_rcu", "DynamoDB table reads, served at once", reads)?,
+            at_once(
+                d.warm_write,
+                "dynamodb_new_table_wcu",
+                "DynamoDB table writes, served at once",
+                writes,
+            )?,
+            "WCU/s",
+        ),
+        money(
+            row(inputs, "DynamoDB table reads", "dynamodb_table_max_rcu", reads)?,
+            "RCU/s",
+        ),
+        money(
+            at_once(
+                d.warm_read,
+                "dynamodb_new_table_rcu",
+                "DynamoDB table reads, served at once",
+                reads,
+            )?,
             "RCU/s",
         ),
         money(shard, "WCU/s"),
@@ -263,11 +293,21 @@ fn queue_rows(inputs: &Inputs<'_>, checkout: &CheckoutCost) -> Result<Vec<Row>, 
     } else {
         "sqs_fifo_calls_per_action"
     };
-    let mut calls = row(inputs, "SQS FIFO payment events, calls per action", key, events * per_action)?;
+    let mut calls = row(
+        inputs,
+        "SQS FIFO payment events, calls per action",
+        key,
+        events * per_action,
+    )?;
     calls.unit = "calls/s";
     calls.money = true;
     let in_flight = consumer_concurrency(p, checkout);
-    let mut mapping = row(inputs, "SQS mapping checkout-events, batches in flight", "sqs_mapping_max", in_flight)?;
+    let mut mapping = row(
+        inputs,
+        "SQS mapping checkout-events, batches in flight",
+        "sqs_mapping_max",
+        in_flight,
+    )?;
     mapping.unit = "batches";
     if let Some(max) = d.consumer_max_concurrency {
         mapping.limit = max as f64;
@@ -304,7 +344,7 @@ fn psp_rows(inputs: &Inputs<'_>, checkout: &CheckoutCost) -> Result<Vec<Row>, St
         limit_from: if p.stripe_rate_limit.is_some() {
             "profile: stripe_rate_limit".into()
         } else {
-            "limits: stripe_live_operations".into()
+            row(inputs, "", "stripe_live_operations", 0.0)?.limit_from
         },
         unit: "requests/s",
         fixed: d.psp_scan_rate * d.psp_scanners as f64,

@@ -29,7 +29,11 @@ pub fn markdown(inputs: &Inputs<'_>, answer: &Answer) -> String {
         out,
         "Parameters over the template's defaults: {}. Costs: `{}` of {} (a new webhook {} WCU + {} index, \
          {} RCU). {} webhook deliveries per order.\n",
-        if given.is_empty() { "none".into() } else { format!("`{}`", given.join(" ")) },
+        if given.is_empty() {
+            "none".into()
+        } else {
+            format!("`{}`", given.join(" "))
+        },
         c.measured_by,
         c.measured_on,
         c.webhooks.get("new").map_or(0.0, |w| w.wcu),
@@ -38,7 +42,9 @@ pub fn markdown(inputs: &Inputs<'_>, answer: &Answer) -> String {
         group_thousands(p.deliveries_per_order()),
     )
     .ok();
-    out.push_str("| resource | demand | limit | limit from | headroom | sustains (orders/s) |\n|---|---|---|---|---|---|\n");
+    out.push_str(
+        "| resource | demand | limit | limit from | headroom | sustains (orders/s) |\n|---|---|---|---|---|---|\n",
+    );
     for row in &answer.rows {
         out.push_str(&line(row, r));
     }
@@ -121,7 +127,10 @@ mod tests {
     #[test]
     fn a_section_is_replaced_in_place_or_appended() {
         let first = replace_section("# Results\n\n## Experiments\n", "capacity", "one\n");
-        assert_eq!(first, "# Results\n\n## Experiments\n\n<!-- bench capacity -->\none\n<!-- /bench capacity -->\n");
+        assert_eq!(
+            first,
+            "# Results\n\n## Experiments\n\n<!-- bench capacity -->\none\n<!-- /bench capacity -->\n"
+        );
         let second = replace_section(&first, "capacity", "two\n");
         assert_eq!(second, first.replace("one", "two"));
         let both = replace_section(&second, "simulation", "sim\n");

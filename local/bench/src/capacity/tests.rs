@@ -10,11 +10,12 @@ use local_dev::template::Template;
 use local_dev::triggers::Throttle;
 use std::collections::BTreeMap;
 
-fn cost(rcu: f64, wcu: f64, index_units: f64) -> RequestCost {
+fn cost(rcu: f64, wcu: f64, open_items_units: f64) -> RequestCost {
     RequestCost {
         rcu,
         wcu,
-        index_units,
+        index_units: open_items_units,
+        open_items_units,
         calls: BTreeMap::new(),
     }
 }
@@ -48,7 +49,10 @@ fn deployment() -> Deployment {
         name: "hand".into(),
         parameters: BTreeMap::new(),
         webhook_route: Throttle { rate: 50.0, burst: 100 },
-        checkout_route: Throttle { rate: 100.0, burst: 200 },
+        checkout_route: Throttle {
+            rate: 100.0,
+            burst: 200,
+        },
         reserved: BTreeMap::new(),
         intake_memory_mb: 256,
         consumer_batch: 10,
@@ -87,6 +91,7 @@ fn limits() -> Limits {
         source: "hand".into(),
         read_on: "2026-12-05".into(),
         confirmed: true,
+        raised_from: None,
     };
     Limits(figures.iter().map(|(k, f)| ((*k).to_owned(), limit(*f))).collect())
 }
@@ -135,7 +140,10 @@ fn the_arithmetic_matches_a_hand_computed_case() {
     let writes = find(&answer, "DynamoDB table writes");
     assert!(close(writes.per_order, 44.0) && close(writes.max_orders_per_s(), 40_000.0 / 44.0));
     // A new table at once: 4,000 / 44 = 90.9.
-    assert!(close(find(&answer, "DynamoDB table writes, served at once").max_orders_per_s(), 4_000.0 / 44.0));
+    assert!(close(
+        find(&answer, "DynamoDB table writes, served at once").max_orders_per_s(),
+        4_000.0 / 44.0
+    ));
     // Index: 2 x 2 + 4 + 2 = 10 units an order over 8 shards: 1.25 a shard, 800 orders/s.
     assert!(close(find(&answer, "DynamoDB open-items").max_orders_per_s(), 800.0));
     // Stripe: 20/s of scanners' budgets fixed, 2 calls x 0.5 an order: (100 - 20) / 1 = 80 orders/s.
@@ -165,10 +173,16 @@ fn a_reservation_and_warm_throughput_change_their_rows() {
     };
     let answer = model::answer(&inputs).unwrap();
     let close = |a: f64, b: f64| (a - b).abs() < 1e-6;
-    assert!(close(find(&answer, "Lambda concurrency, webhook-intake").max_orders_per_s(), 200.0));
+    assert!(close(
+        find(&answer, "Lambda concurrency, webhook-intake").max_orders_per_s(),
+        200.0
+    ));
     let rest = find(&answer, "Lambda concurrency, unreserved");
     assert!(close(rest.limit, 970.0) && close(rest.per_order, 0.18));
-    assert!(close(find(&answer, "DynamoDB table writes, served at once").max_orders_per_s(), 1_000.0));
+    assert!(close(
+        find(&answer, "DynamoDB table writes, served at once").max_orders_per_s(),
+        1_000.0
+    ));
     assert!(close(find(&answer, "SQS FIFO").max_orders_per_s(), 75.0));
 }
 

@@ -24,28 +24,36 @@ pub struct Inputs {
 }
 
 impl Inputs {
-    /// The repository's costs and limits, the deployment of `env`, the profile `profile`.
-    pub fn read(env: Option<&str>, profile: &str) -> Result<Self, String> {
+    /// The repository's costs and limits, the deployment of `env` with `parameters` over it, the profile
+    /// `profile`.
+    pub fn read(env: Option<&str>, parameters: &[(String, String)], profile: &str) -> Result<Self, String> {
         let template = Template::from_repo()?;
         Ok(Self {
             costs: crate::costs::load(&crate::costs::path())?,
-            deployment: deployment::read(&template, env, &[])?,
-            limits: crate::capacity::limits::load(&crate::capacity::limits::path())?,
+            deployment: deployment::read(&template, env, parameters)?,
+            limits: crate::capacity::limits::for_deployment(env)?,
             profile: crate::capacity::profile(profile, &[])?,
         })
     }
 }
 
-/// The deployments RESULTS.md shows: the template's defaults, and the peak environment where samconfig has
-/// one.
-pub fn deployments() -> Result<Vec<Option<String>>, String> {
-    let peak = local_dev::template::samconfig_parameters(
-        &local_dev::service::repo_root().join("samconfig.toml"),
-        PEAK_ENV,
-    )?;
-    let mut out = vec![None];
+/// A deployment RESULTS.md shows: its name, samconfig environment and parameters over it.
+pub type Variant = (String, Option<String>, Vec<(String, String)>);
+
+/// The deployments RESULTS.md shows: the template's defaults, and where samconfig has the peak environment,
+/// it and it without its warm throughput (what a first peak does to a table that never saw it).
+pub fn deployments() -> Result<Vec<Variant>, String> {
+    let peak =
+        local_dev::template::samconfig_parameters(&local_dev::service::repo_root().join("samconfig.toml"), PEAK_ENV)?;
+    let mut out = vec![("default".to_owned(), None, Vec::new())];
     if peak.contains_key("Stage") {
-        out.push(Some(PEAK_ENV.to_owned()));
+        let cold = vec![("TableWarmWriteUnits".to_owned(), "0".to_owned())];
+        out.push((PEAK_ENV.to_owned(), Some(PEAK_ENV.to_owned()), Vec::new()));
+        out.push((
+            format!("{PEAK_ENV}-no-warm-throughput"),
+            Some(PEAK_ENV.to_owned()),
+            cold,
+        ));
     }
     Ok(out)
 }
@@ -76,7 +84,8 @@ fn per_delivery(inputs: &Inputs, figure: impl Fn(&Costs, &str) -> Result<f64, St
     Ok(sum / total.max(1e-9))
 }
 
-/// The simulation's figures for `inputs`; `warm`: the table served the profile's peak before.
+/// The simulation's figures for `inputs`; `warm`: the table served the profile's peak before and the
+/// intake runs the environments it needs for it.
 pub fn derive(inputs: &Inputs, seed: u64, warm: bool) -> Result<Config, String> {
     let (p, d, l) = (&inputs.profile, &inputs.deployment, &inputs.limits);
     let checkout = inputs.costs.checkout.clone().unwrap_or_default();
@@ -95,6 +104,8 @@ pub fn derive(inputs: &Inputs, seed: u64, warm: bool) -> Result<Config, String> 
         deliveries_per_order: deliveries,
         stripe_share: p.stripe_share,
         other_requests_per_order: p.checkout_share * (1.0 + p.polls_per_checkout),
+        checkout_share: p.checkout_share,
+        checkout_route_rate: d.checkout_route.rate,
         route_rate: d.webhook_route.rate,
         route_burst: d.webhook_route.burst as f64,
         account_rate: l.figure("api_gateway_account_rps")?,
@@ -113,9 +124,16 @@ pub fn derive(inputs: &Inputs, seed: u64, warm: bool) -> Result<Config, String> 
         peak_multiple: l.figure("dynamodb_peak_multiple")?,
         peak_window_s: l.figure("dynamodb_peak_window_s")? as u64,
         previous_peak: if warm { peak } else { (0.0, 0.0) },
+        initial_environments: if warm {
+            p.orders_per_s * deliveries * per_delivery(inputs, |c, k| c.intake_seconds(k))?
+        } else {
+            0.0
+        },
         psp_fixed: d.psp_scan_rate * d.psp_scanners as f64,
         psp_per_order: p.checkout_share * p.stripe_share * checkout.psp_calls,
-        psp_limit: p.stripe_rate_limit.map_or_else(|| l.figure("stripe_live_operations"), Ok)?,
+        psp_limit: p
+            .stripe_rate_limit
+            .map_or_else(|| l.figure("stripe_live_operations"), Ok)?,
         fifo_per_applied: fifo_per_applied(inputs),
         fifo_per_order: p.checkout_share * checkout.events * inputs.costs.sqs_requests_per_event / 3.0,
         fifo_limit: l.figure(if d.fifo_high_throughput {

@@ -36,7 +36,14 @@ pub fn scenarios(quiet: f64, peak: f64) -> [(&'static str, Traffic, bool); 2] {
         (
             "ramp",
             Traffic {
-                orders: vec![(0, quiet), (600, quiet), (2_400, peak), (6_000, peak), (6_600, quiet), (7_200, quiet)],
+                orders: vec![
+                    (0, quiet),
+                    (600, quiet),
+                    (2_400, peak),
+                    (6_000, peak),
+                    (6_600, quiet),
+                    (7_200, quiet),
+                ],
                 outage: None,
             },
             false,
@@ -60,9 +67,9 @@ pub struct Run {
     pub seconds: Vec<world::Second>,
 }
 
-/// Runs both scenarios for `env` at `profile`, seeded.
-pub fn run(env: Option<&str>, profile: &str, seed: u64) -> Result<Vec<Run>, String> {
-    let inputs = config::Inputs::read(env, profile)?;
+/// Runs both scenarios for `env` (with `parameters` over it) at `profile`, seeded.
+pub fn run(env: Option<&str>, parameters: &[(String, String)], profile: &str, seed: u64) -> Result<Vec<Run>, String> {
+    let inputs = config::Inputs::read(env, parameters, profile)?;
     let quiet = crate::capacity::profile("quiet", &[])?.orders_per_s;
     let mut runs = Vec::new();
     for (scenario, traffic, warm) in scenarios(quiet, inputs.profile.orders_per_s) {
@@ -94,9 +101,9 @@ fn clock(seconds: u64) -> String {
 pub fn markdown(name: &str, runs: &[Run]) -> String {
     let mut out = format!(
         "### {name}\n\n| scenario | webhooks sent | applied | refused 429 | refused 5xx | of those, DynamoDB throttled \
-         | Lambda throttled | resent after the return (refused) | Stripe gave up | Stripe calls over its limit | FIFO \
-         calls over its limit | last Stripe retry applied | last Adyen retry applied | every webhook applied |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+         | Lambda throttled | resent after the return (refused); the wave's crest | Stripe gave up | checkouts refused 429 | Stripe calls \
+         over its limit | FIFO calls over its limit | last Stripe retry applied | last Adyen retry applied | every \
+         webhook applied |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
     );
     let n = |x: f64| group_thousands(x.round());
     for r in runs {
@@ -108,13 +115,18 @@ pub fn markdown(name: &str, runs: &[Run]) -> String {
             None => "at once".into(),
         };
         let resent = if r.outage.is_some() {
-            format!("{} ({})", n(t.resent_after_return), n(t.resent_refused_after_return))
+            format!(
+                "{} ({}); crest {}/s",
+                n(t.resent_after_return),
+                n(t.resent_refused_after_return),
+                n(t.crest_after_return)
+            )
         } else {
             "no outage".into()
         };
         writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {} | {} | {resent} | {} | {} | {} | {} | {} | {drained} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {resent} | {} | {} | {} | {} | {} | {} | {drained} |",
             r.scenario,
             n(t.first),
             n(t.applied),
@@ -123,6 +135,7 @@ pub fn markdown(name: &str, runs: &[Run]) -> String {
             n(t.dynamodb_throttled),
             n(t.lambda_throttled),
             n(t.stripe_given_up),
+            n(t.checkouts_refused),
             n(t.psp_over_limit),
             n(t.fifo_over_limit),
             at(t.last_stripe_retry_applied),
@@ -135,7 +148,9 @@ pub fn markdown(name: &str, runs: &[Run]) -> String {
 
 /// The per-minute CSV of a run: each minute's means (per second) and its last backlog.
 pub fn csv(run: &Run) -> String {
-    let mut out = String::from("minute,orders,first,offered,applied,refused_429,refused_5xx,dynamodb_throttled,backlog,wcu,wcu_capacity\n");
+    let mut out = String::from(
+        "minute,orders,first,offered,applied,refused_429,refused_5xx,dynamodb_throttled,backlog,wcu,wcu_capacity\n",
+    );
     let mut minute: Option<(u64, Vec<world::Second>)> = None;
     let flush = |m: u64, s: &[world::Second], out: &mut String| {
         let n = s.len().max(1) as f64;
@@ -164,6 +179,21 @@ pub fn csv(run: &Run) -> String {
             _ => {
                 if let Some((at, group)) = minute.take() {
                     flush(at, &group, &mut out);
+                    // An idle stretch skipped: a minute of nothing after the last one, so a plot does not
+                    // draw the flow of that minute across the gap.
+                    if m > at + 1 {
+                        let last = group.last().copied().unwrap_or_default();
+                        let idle = world::Second {
+                            t: (at + 1) * 60,
+                            backlog: last.backlog,
+                            wcu_capacity: last.wcu_capacity,
+                            ..world::Second::default()
+                        };
+                        flush(at + 1, &[idle], &mut out);
+                        if m > at + 2 {
+                            flush(m - 1, &[idle], &mut out);
+                        }
+                    }
                 }
                 minute = Some((m, vec![*s]));
             }
@@ -220,16 +250,21 @@ fn write_csvs(deployment: &str, runs: &[Run]) -> Result<(), String> {
 pub fn command(args: &[String]) -> Result<(), String> {
     let args = parse(args)?;
     if !args.results {
-        let runs = run(args.config_env.as_deref(), &args.profile, args.seed)?;
+        let runs = run(args.config_env.as_deref(), &[], &args.profile, args.seed)?;
         let name = args.config_env.clone().unwrap_or_else(|| "default".into());
         print!("{}", markdown(&name, &runs));
         return write_csvs(&name, &runs);
     }
     let mut section = config::results_head(&args.profile, args.seed);
-    for env in config::deployments()? {
-        let runs = run(env.as_deref(), &args.profile, args.seed)?;
-        let name = env.unwrap_or_else(|| "default".into());
-        section.push_str(&markdown(&name, &runs));
+    for (name, env, parameters) in config::deployments()? {
+        let runs = run(env.as_deref(), &parameters, &args.profile, args.seed)?;
+        let given: Vec<String> = parameters.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let title = if given.is_empty() {
+            name.clone()
+        } else {
+            format!("{name} ({})", given.join(" "))
+        };
+        section.push_str(&markdown(&title, &runs));
         section.push('\n');
         write_csvs(&name, &runs)?;
     }

@@ -7,29 +7,43 @@
 
 use std::collections::BTreeMap;
 
+/// The most attempts a webhook makes that the calendar tells apart (Stripe's schedule has 13 retries, Adyen
+/// 3 quick ones); later ones are counted as the last.
+pub const ATTEMPTS: usize = 16;
+
 /// Webhooks due at a second, by the attempt they will be (1 = the first retry).
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct Calendar {
-    due: BTreeMap<u64, BTreeMap<usize, f64>>,
+    due: BTreeMap<u64, [f64; ATTEMPTS]>,
+    /// Everything on it, kept as it changes (summing the calendar each second would cost its size).
+    pending: f64,
 }
 
 impl Calendar {
     pub fn add(&mut self, at: u64, attempt: usize, count: f64) {
-        if count > 0.0 {
-            *self.due.entry(at).or_default().entry(attempt).or_default() += count;
+        if count > 1e-9 {
+            let slot = attempt.min(ATTEMPTS - 1);
+            if let Some(n) = self.due.entry(at).or_insert([0.0; ATTEMPTS]).get_mut(slot) {
+                *n += count;
+                self.pending += count;
+            }
         }
     }
 
-    /// Everything due at `t` or before, taken off the calendar.
-    pub fn take_due(&mut self, t: u64) -> BTreeMap<usize, f64> {
-        let mut out: BTreeMap<usize, f64> = BTreeMap::new();
+    /// Everything due at `t` or before, taken off the calendar, by attempt.
+    pub fn take_due(&mut self, t: u64) -> [f64; ATTEMPTS] {
+        let mut out = [0.0; ATTEMPTS];
         while let Some(entry) = self.due.first_entry() {
             if *entry.key() > t {
                 break;
             }
-            for (attempt, count) in entry.remove() {
-                *out.entry(attempt).or_default() += count;
+            for (sum, n) in out.iter_mut().zip(entry.remove()) {
+                *sum += n;
+                self.pending -= n;
             }
+        }
+        if self.due.is_empty() {
+            self.pending = 0.0;
         }
         out
     }
@@ -40,7 +54,7 @@ impl Calendar {
     }
 
     pub fn pending(&self) -> f64 {
-        self.due.values().flat_map(BTreeMap::values).sum()
+        self.pending.max(0.0)
     }
 }
 
@@ -162,11 +176,11 @@ mod tests {
     fn adyen_retries_three_times_quickly_then_queues_and_drains_in_order() {
         let mut a = adyen();
         a.refused(100, 0, 5.0);
-        assert_eq!(a.calendar.take_due(109).get(&1), Some(&5.0));
+        assert_eq!(a.calendar.take_due(109)[1], 5.0);
         a.refused(109, 1, 5.0);
-        assert_eq!(a.calendar.take_due(118).get(&2), Some(&5.0));
+        assert_eq!(a.calendar.take_due(118)[2], 5.0);
         a.refused(118, 2, 5.0);
-        assert_eq!(a.calendar.take_due(127).get(&3), Some(&5.0));
+        assert_eq!(a.calendar.take_due(127)[3], 5.0);
         a.refused(127, 3, 5.0);
         assert_eq!((a.queued, a.head_due), (5.0, Some(247)));
         assert_eq!(a.offered(246), 0.0);
@@ -190,7 +204,8 @@ mod tests {
         s.refused(0, 0, 2.0);
         s.refused(60, 1, 2.0);
         s.refused(180, 2, 2.0);
-        assert_eq!(s.calendar.take_due(200), BTreeMap::from([(1, 2.0), (2, 2.0)]));
+        let due = s.calendar.take_due(200);
+        assert_eq!((due[1], due[2]), (2.0, 2.0));
         assert_eq!(s.given_up, 2.0);
     }
 }

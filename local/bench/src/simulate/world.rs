@@ -18,6 +18,10 @@ pub struct Config {
     pub stripe_share: f64,
     /// Other API requests per order (checkouts and their polls), sharing the account's rate.
     pub other_requests_per_order: f64,
+    /// Orders that start a checkout, and the checkout route's throttle: checkouts past it are refused (429)
+    /// and cost nothing further.
+    pub checkout_share: f64,
+    pub checkout_route_rate: f64,
     pub route_rate: f64,
     pub route_burst: f64,
     pub account_rate: f64,
@@ -40,8 +44,10 @@ pub struct Config {
     pub max_rcu: f64,
     pub peak_multiple: f64,
     pub peak_window_s: u64,
-    /// The table already served this (a warm table), write and read units.
+    /// The table already served this (a warm table), write and read units; the intake's environments
+    /// already running at the start.
     pub previous_peak: (f64, f64),
+    pub initial_environments: f64,
     /// Stripe API requests a second: fixed (scanners) and per order; the account's limit.
     pub psp_fixed: f64,
     pub psp_per_order: f64,
@@ -111,11 +117,15 @@ pub struct Totals {
     pub refused_5xx: f64,
     pub lambda_throttled: f64,
     pub dynamodb_throttled: f64,
+    /// Checkouts refused by their route's throttle.
+    pub checkouts_refused: f64,
     pub psp_over_limit: f64,
     pub fifo_over_limit: f64,
     /// Retries that reached the intake after it came back, and how many of them were refused.
     pub resent_after_return: f64,
     pub resent_refused_after_return: f64,
+    /// The most deliveries a second offered after the intake came back (the resend wave's crest).
+    pub crest_after_return: f64,
     pub stripe_given_up: f64,
     /// The last second a Stripe or an Adyen retry was applied.
     pub last_stripe_retry_applied: Option<u64>,
@@ -133,8 +143,8 @@ pub struct World {
     route_tokens: f64,
     account_tokens: f64,
     environments: f64,
-    /// The highest units consumed up to each second (write, read).
-    peaks: Vec<(f64, f64)>,
+    /// The highest units consumed so far, each time it rose: (second, write, read).
+    peaks: Vec<(u64, f64, f64)>,
     pub stripe: Stripe,
     pub adyen: Adyen,
     pub totals: Totals,
@@ -143,6 +153,9 @@ pub struct World {
     current: Second,
     /// The refusals counted up to the last second (429, 5xx).
     counted: (f64, f64),
+    /// Seconds the step being simulated stands for (more than one where an idle stretch was skipped: its
+    /// limits' capacity is that many seconds').
+    dt: f64,
 }
 
 /// Deliveries of one kind offered at a second: from which PSP, which attempt, how many.
@@ -174,7 +187,7 @@ impl World {
             rng: StdRng::seed_from_u64(config.seed),
             route_tokens: config.route_burst,
             account_tokens: config.account_burst,
-            environments: 0.0,
+            environments: config.initial_environments,
             peaks: Vec::new(),
             stripe,
             adyen,
@@ -182,6 +195,7 @@ impl World {
             seconds: Vec::new(),
             current: Second::default(),
             counted: (0.0, 0.0),
+            dt: 1.0,
             config,
             traffic,
         }
@@ -192,7 +206,9 @@ impl World {
         let mut t = 0;
         while t < horizon_s {
             self.step(t);
-            t = self.next_second(t);
+            let next = self.next_second(t);
+            self.dt = next.saturating_sub(t).max(1) as f64;
+            t = next;
         }
     }
 
@@ -203,8 +219,16 @@ impl World {
         if busy {
             return t + 1;
         }
-        let due = [self.stripe.calendar.next(), self.adyen.calendar.next(), self.adyen.head_due];
-        due.into_iter().flatten().map(|d| d.max(t + 1)).min().unwrap_or(u64::MAX)
+        let due = [
+            self.stripe.calendar.next(),
+            self.adyen.calendar.next(),
+            self.adyen.head_due,
+        ];
+        due.into_iter()
+            .flatten()
+            .map(|d| d.max(t + 1))
+            .min()
+            .unwrap_or(u64::MAX)
     }
 
     /// First deliveries at `t`: a Poisson draw around the orders' webhooks.
@@ -216,14 +240,34 @@ impl World {
         let orders = self.traffic.orders_at(t);
         let first = self.first_deliveries(orders);
         let mut offers = vec![
-            Offer { stripe: true, attempt: 0, count: first * self.config.stripe_share },
-            Offer { stripe: false, attempt: 0, count: first * (1.0 - self.config.stripe_share) },
+            Offer {
+                stripe: true,
+                attempt: 0,
+                count: first * self.config.stripe_share,
+            },
+            Offer {
+                stripe: false,
+                attempt: 0,
+                count: first * (1.0 - self.config.stripe_share),
+            },
         ];
-        for (attempt, count) in self.stripe.calendar.take_due(t) {
-            offers.push(Offer { stripe: true, attempt, count });
+        for (attempt, count) in self.stripe.calendar.take_due(t).into_iter().enumerate() {
+            if count > 0.0 {
+                offers.push(Offer {
+                    stripe: true,
+                    attempt,
+                    count,
+                });
+            }
         }
-        for (attempt, count) in self.adyen.calendar.take_due(t) {
-            offers.push(Offer { stripe: false, attempt, count });
+        for (attempt, count) in self.adyen.calendar.take_due(t).into_iter().enumerate() {
+            if count > 0.0 {
+                offers.push(Offer {
+                    stripe: false,
+                    attempt,
+                    count,
+                });
+            }
         }
         let queue = self.adyen.offered(t);
         let offered: f64 = offers.iter().map(|o| o.count).sum::<f64>() + queue;
@@ -231,22 +275,39 @@ impl World {
         let share = if offered > 0.0 { accepted / offered } else { 1.0 };
         self.answer(t, &offers, share);
         self.adyen.answered(t, queue, queue * share);
+        if queue * share / self.dt >= 0.05 {
+            self.totals.last_adyen_retry_applied = Some(t);
+        }
         self.record(t, orders, first, offered, accepted);
     }
 
     /// How many of `offered` deliveries at `t` get through every limit; the refusals counted by kind.
     fn admit(&mut self, t: u64, orders: f64, offered: f64) -> f64 {
-        let c = &self.config;
-        self.route_tokens = (self.route_tokens + c.route_rate).min(c.route_burst);
-        let others = orders * c.other_requests_per_order;
-        self.account_tokens = (self.account_tokens + c.account_rate - others).min(c.account_burst).max(0.0);
+        let (c, dt) = (&self.config, self.dt);
+        // Orders whose checkout got through its route: the checkouts' own load follows them.
+        let checkouts = (orders * c.checkout_share).min(c.checkout_route_rate);
+        self.totals.checkouts_refused += (orders * c.checkout_share - checkouts) * dt;
+        let orders = if c.checkout_share > 0.0 {
+            checkouts / c.checkout_share
+        } else {
+            orders
+        };
+        // A bucket of `burst` tokens refilled at `rate`: over `dt` seconds of spread arrivals it passes the
+        // tokens it holds and `rate` a second; what it does not pass stays, up to `burst`.
+        let route = self.route_tokens.min(c.route_burst) + c.route_rate * dt;
+        let others = orders * c.other_requests_per_order * dt;
+        let account = (self.account_tokens.min(c.account_burst) + c.account_rate * dt - others).max(0.0);
+        let through_api = if self.traffic.down(t) {
+            0.0
+        } else {
+            offered.min(route).min(account)
+        };
+        self.route_tokens = (route - through_api).min(c.route_burst);
+        self.account_tokens = (account - through_api).min(c.account_burst);
         if self.traffic.down(t) {
             self.totals.refused_5xx += offered;
             return 0.0;
         }
-        let through_api = offered.min(self.route_tokens).min(self.account_tokens);
-        self.route_tokens -= through_api;
-        self.account_tokens -= through_api;
         self.totals.refused_429 += offered - through_api;
         let served = self.lambda(through_api);
         let applied = self.dynamodb(t, orders, served);
@@ -258,10 +319,10 @@ impl World {
     /// limit) serve `intake_s` each; the rest is throttled (a 5xx to the PSP).
     fn lambda(&mut self, requests: f64) -> f64 {
         let c = &self.config;
-        let needed = requests * c.intake_s;
-        let available = (self.environments + c.lambda_added_per_s).min(c.lambda_limit);
+        let needed = requests * c.intake_s / self.dt;
+        let available = (self.environments + c.lambda_added_per_s * self.dt).min(c.lambda_limit);
         self.environments = self.environments.max(needed.min(available));
-        let served = requests.min(available / c.intake_s.max(1e-9));
+        let served = requests.min(available / c.intake_s.max(1e-9) * self.dt);
         self.totals.lambda_throttled += requests - served;
         self.totals.refused_5xx += requests - served;
         served
@@ -271,9 +332,10 @@ impl World {
     /// first, never above its quota); a throttled write fails its webhook (a 5xx, retried by the PSP).
     fn dynamodb(&mut self, t: u64, orders: f64, requests: f64) -> f64 {
         let c = &self.config;
+        // Units a second over the step.
         let (wcu, rcu) = (
-            requests * c.wcu_per_delivery + orders * c.wcu_per_order,
-            requests * c.rcu_per_delivery + orders * c.rcu_per_order,
+            requests * c.wcu_per_delivery / self.dt + orders * c.wcu_per_order,
+            requests * c.rcu_per_delivery / self.dt + orders * c.rcu_per_order,
         );
         let (peak_w, peak_r) = self.peak_before(t);
         let cap_w = (c.peak_multiple * peak_w).max(c.initial_wcu).min(c.max_wcu);
@@ -283,12 +345,10 @@ impl World {
         self.totals.dynamodb_throttled += requests - applied;
         self.totals.refused_5xx += requests - applied;
         let consumed = (wcu * ratio, rcu * ratio);
-        let last = self.peaks.last().copied().unwrap_or(c.previous_peak);
-        let upto = usize::try_from(t).unwrap_or(usize::MAX);
-        while self.peaks.len() < upto {
-            self.peaks.push(last);
+        let last = self.peaks.last().map_or(c.previous_peak, |p| (p.1, p.2));
+        if consumed.0 > last.0 || consumed.1 > last.1 {
+            self.peaks.push((t, last.0.max(consumed.0), last.1.max(consumed.1)));
         }
-        self.peaks.push((last.0.max(consumed.0), last.1.max(consumed.1)));
         self.current.wcu = consumed.0;
         self.current.wcu_capacity = cap_w;
         self.current.dynamodb_throttled = requests - applied;
@@ -297,12 +357,15 @@ impl World {
 
     /// The highest units consumed at least a window before `t` (the table's previous peak).
     fn peak_before(&self, t: u64) -> (f64, f64) {
+        let previous = self.config.previous_peak;
         let Some(at) = t.checked_sub(self.config.peak_window_s) else {
-            return self.config.previous_peak;
+            return previous;
         };
-        let at = usize::try_from(at).unwrap_or(usize::MAX);
-        let seen = self.peaks.get(at).or(self.peaks.last()).copied().unwrap_or_default();
-        (seen.0.max(self.config.previous_peak.0), seen.1.max(self.config.previous_peak.1))
+        let seen = self.peaks.partition_point(|p| p.0 <= at);
+        match seen.checked_sub(1).and_then(|i| self.peaks.get(i)) {
+            Some(p) => (p.1.max(previous.0), p.2.max(previous.1)),
+            None => previous,
+        }
     }
 
     /// The PSP's API and the FIFO queue: what goes over their limits is delayed (a 429 the saga retries,
@@ -310,38 +373,44 @@ impl World {
     fn psp_and_fifo(&mut self, orders: f64, applied: f64) {
         let c = &self.config;
         let psp = c.psp_fixed + orders * c.psp_per_order;
-        self.totals.psp_over_limit += (psp - c.psp_limit).max(0.0);
-        let fifo = applied * c.fifo_per_applied + orders * c.fifo_per_order;
-        self.totals.fifo_over_limit += (fifo - c.fifo_limit).max(0.0);
+        self.totals.psp_over_limit += (psp - c.psp_limit).max(0.0) * self.dt;
+        let fifo = applied / self.dt * c.fifo_per_applied + orders * c.fifo_per_order;
+        self.totals.fifo_over_limit += (fifo - c.fifo_limit).max(0.0) * self.dt;
     }
 
     /// Each offer's share of `share` is applied; the rest goes back to its PSP's retries.
     fn answer(&mut self, t: u64, offers: &[Offer], share: f64) {
         let returned = self.traffic.outage.is_some_and(|(_, to)| t >= to);
+        // Retries applied this step, Stripe's and Adyen's: a tail thinner than one webhook in 20 s of flow
+        // is not counted as the last one landing.
+        let mut retried = (0.0, 0.0);
         for offer in offers {
             let (applied, refused) = (offer.count * share, offer.count * (1.0 - share));
             if offer.attempt > 0 && returned {
                 self.totals.resent_after_return += offer.count;
                 self.totals.resent_refused_after_return += refused;
             }
-            if offer.attempt > 0 && applied > 1e-3 {
-                let last = if offer.stripe {
-                    &mut self.totals.last_stripe_retry_applied
-                } else {
-                    &mut self.totals.last_adyen_retry_applied
-                };
-                *last = Some(t);
-            }
             if offer.stripe {
+                retried.0 += if offer.attempt > 0 { applied } else { 0.0 };
                 self.stripe.refused(t, offer.attempt, refused);
             } else {
+                retried.1 += if offer.attempt > 0 { applied } else { 0.0 };
                 self.adyen.refused(t, offer.attempt, refused);
             }
+        }
+        if retried.0 / self.dt >= 0.05 {
+            self.totals.last_stripe_retry_applied = Some(t);
+        }
+        if retried.1 / self.dt >= 0.05 {
+            self.totals.last_adyen_retry_applied = Some(t);
         }
     }
 
     /// The second's figures, kept.
     fn record(&mut self, t: u64, orders: f64, first: f64, offered: f64, accepted: f64) {
+        if self.traffic.outage.is_some_and(|(_, to)| t >= to) {
+            self.totals.crest_after_return = self.totals.crest_after_return.max(offered / self.dt);
+        }
         let backlog = self.stripe.calendar.pending() + self.adyen.calendar.pending() + self.adyen.queued;
         let totals = &mut self.totals;
         totals.first += first;
@@ -351,15 +420,23 @@ impl World {
         if backlog >= 0.5 {
             totals.last_backlog = Some(t);
         }
+        let dt = self.dt;
         let second = Second {
             t,
             orders,
-            first,
-            offered,
-            applied: accepted,
-            refused_429: totals.refused_429 - self.counted.0,
-            refused_5xx: totals.refused_5xx - self.counted.1,
+            first: first / dt,
+            offered: offered / dt,
+            applied: accepted / dt,
+            refused_429: (totals.refused_429 - self.counted.0) / dt,
+            refused_5xx: (totals.refused_5xx - self.counted.1) / dt,
             backlog,
+            dynamodb_throttled: self.current.dynamodb_throttled / dt,
+            // While the intake is down nothing reaches the table: it still serves what it served.
+            wcu_capacity: if self.current.wcu_capacity > 0.0 {
+                self.current.wcu_capacity
+            } else {
+                self.seconds.last().map_or(0.0, |s| s.wcu_capacity)
+            },
             ..self.current
         };
         self.counted = (totals.refused_429, totals.refused_5xx);
