@@ -153,6 +153,35 @@ pub fn save(path: &Path, costs: &Costs) -> Result<(), String> {
     std::fs::write(path, format!("{text}\n")).map_err(|e| format!("write {}: {e}", path.display()))
 }
 
+/// Where `file` (the committed costs) differs from `measured` (this run's) in what the model reads as a
+/// count: each webhook kind's units, the checkout's units, PSP calls and events (never the times, which
+/// move with the machine). Empty when the file is current.
+pub fn stale(file: &Costs, measured: &Costs) -> Vec<String> {
+    let units = |c: &RequestCost| (c.rcu, c.wcu, c.index_units, c.open_items_units);
+    let mut out = Vec::new();
+    for (key, now) in &measured.webhooks {
+        match file.webhooks.get(key) {
+            Some(then) if units(then) == units(now) => {}
+            then => out.push(format!(
+                "webhook {key}: (rcu, wcu, index, open-items) {:?} in the file, {:?} measured",
+                then.map(units),
+                units(now)
+            )),
+        }
+    }
+    if let (Some(then), Some(now)) = (&file.checkout, &measured.checkout) {
+        let figures = |c: &CheckoutCost| (units(&c.start), units(&c.delivery), c.psp_calls, c.events);
+        if figures(then) != figures(now) {
+            out.push(format!(
+                "checkout: (start, delivery, PSP calls, events) {:?} in the file, {:?} measured",
+                figures(then),
+                figures(now)
+            ));
+        }
+    }
+    out
+}
+
 /// Today's date (UTC) as YYYY-MM-DD, from the system clock.
 fn today() -> String {
     let days = shared::clock::now_ms().div_euclid(86_400_000);
@@ -176,6 +205,19 @@ fn civil_date(days: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_changed_unit_makes_the_file_stale_a_changed_time_does_not() {
+        let file = load(&path()).unwrap();
+        let mut measured = file.clone();
+        measured.intake_ms.insert("new".into(), 1.0);
+        assert!(stale(&file, &measured).is_empty());
+        if let Some(new) = measured.webhooks.get_mut("new") {
+            new.wcu -= 2.0;
+        }
+        let found = stale(&file, &measured);
+        assert!(found.len() == 1 && found[0].starts_with("webhook new"), "{found:?}");
+    }
 
     #[test]
     fn dates_are_civil() {

@@ -69,6 +69,22 @@ fn save_costs(
     Ok(())
 }
 
+/// Fails, naming each difference, when `benchmarks/costs.json` no longer holds what the code costs (a
+/// change that made a request cheaper or dearer without `bench costs` after it).
+async fn current_costs(units: &counts::Measured) -> Result<(), String> {
+    let file = costs::load(&costs::path())?;
+    let mut measured = costs::from_measured("bench guard", units, None, Some(&file));
+    measured.checkout = Some(checkout_costs::run().await.map_err(|e| e.to_string())?);
+    let stale = costs::stale(&file, &measured);
+    if stale.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "benchmarks/costs.json is stale (the capacity model reads it): run `bench costs` (scripts/capacity)\n{}",
+        stale.join("\n")
+    ))
+}
+
 /// The subcommands that need no DynamoDB: the model, the simulation, the limits table.
 fn offline(mode: &str, rest: &[String]) -> Option<Result<(), String>> {
     match mode {
@@ -98,16 +114,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         save_costs("bench costs", &units, None, Some(checkout))?;
         return Ok(());
     }
-    if std::env::args().nth(1).as_deref() == Some("guard") {
-        // CI's guard (scripts/release-check): the units of a new webhook and of a redelivery, nothing else.
+    if mode == "guard" {
+        // CI's guard (scripts/release-check): the units of a new webhook and of a redelivery, and the costs
+        // the capacity model reads (benchmarks/costs.json) still what the code costs.
         let mut out = String::new();
         let measured = counts::run(&mut out).await;
         print!("{out}");
-        return measured
+        measured
             .guard()
-            .map_err(|breaches| format!("cost guard failed:\n{breaches}").into());
+            .map_err(|breaches| format!("cost guard failed:\n{breaches}"))?;
+        return current_costs(&measured).await.map_err(Into::into);
     }
-    if std::env::args().nth(1).as_deref() == Some("bill") {
+    if mode == "bill" {
         // The bill's own figures only (no local stack): the counts, the release intake's, the bill.
         let mut out = String::new();
         let units = counts::run(&mut out).await;
@@ -119,12 +137,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
             .guard()
             .map_err(|breaches| format!("cost guard failed:\n{breaches}").into());
     }
-    if std::env::args().nth(1).as_deref() == Some("intake-cpu") {
+    if mode == "intake-cpu" {
         let mut out = String::new();
         intake_process::run(&mut out, intake_webhooks).await?;
         print!("{out}");
         return Ok(());
     }
+    full(intake_webhooks).await
+}
+
+/// The full run (`scripts/bench`): every figure against the running local stack, written to RESULTS.md.
+async fn full(intake_webhooks: usize) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let api = std::env::var("API").unwrap_or_else(|_| "http://127.0.0.1:3000".into());
     let per_level: usize = std::env::var("WEBHOOKS_PER_LEVEL")
         .ok()

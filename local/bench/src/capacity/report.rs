@@ -56,7 +56,7 @@ pub fn markdown(inputs: &Inputs<'_>, answer: &Answer) -> String {
             b.resource,
             group_thousands(b.limit),
             b.unit,
-            group_thousands(b.max_orders_per_s().floor()),
+            group_thousands(answer.sustainable().floor()),
             group_thousands(r),
             percent(b.headroom(r)),
         ),

@@ -98,7 +98,6 @@ pub fn derive(inputs: &Inputs, seed: u64, warm: bool) -> Result<Config, String> 
         p.orders_per_s * (deliveries * wcu + order_wcu),
         p.orders_per_s * (deliveries * rcu + order_rcu),
     );
-    let (stripe_schedule_s, adyen_quick_s, adyen_queue_s) = schedules(l)?;
     Ok(Config {
         seed,
         deliveries_per_order: deliveries,
@@ -141,20 +140,11 @@ pub fn derive(inputs: &Inputs, seed: u64, warm: bool) -> Result<Config, String> 
         } else {
             "sqs_fifo_calls_per_action"
         })?,
-        stripe_schedule_s,
-        adyen_quick_s,
-        adyen_queue_s,
+        stripe_schedule_s: l.schedule("stripe_webhook_retry_days")?,
+        adyen_quick_s: l.schedule("adyen_webhook_quick_retries")?,
+        adyen_queue_s: l.schedule("adyen_webhook_queue_intervals")?,
         adyen_drain_per_s: ADYEN_DRAIN_PER_S,
     })
-}
-
-/// The PSPs' schedules from the limits table: Stripe's back-off, Adyen's quick retries and queue intervals.
-fn schedules(l: &Limits) -> Result<(Vec<f64>, Vec<f64>, Vec<f64>), String> {
-    Ok((
-        l.schedule("stripe_webhook_retry_days")?,
-        l.schedule("adyen_webhook_quick_retries")?,
-        l.schedule("adyen_webhook_queue_intervals")?,
-    ))
 }
 
 /// The intake's executions: its reservation, or what the account leaves it after the reservations and the
