@@ -28,7 +28,8 @@ pub fn markdown(inputs: &Inputs<'_>, answer: &Answer) -> String {
     writeln!(
         out,
         "Parameters over the template's defaults: {}. Costs: `{}` of {} (a new webhook {} WCU + {} index, \
-         {} RCU). {} webhook deliveries per order.\n",
+         {} RCU; the intake's MemorySize {} MB, its times measured on this machine against DynamoDB Local, upper bounds). {} webhook deliveries per \
+         order.\n",
         if given.is_empty() {
             "none".into()
         } else {
@@ -39,6 +40,7 @@ pub fn markdown(inputs: &Inputs<'_>, answer: &Answer) -> String {
         c.webhooks.get("new").map_or(0.0, |w| w.wcu),
         c.webhooks.get("new").map_or(0.0, |w| w.index_units),
         c.webhooks.get("new").map_or(0.0, |w| w.rcu),
+        d.intake_memory_mb,
         group_thousands(p.deliveries_per_order()),
     )
     .ok();
