@@ -229,3 +229,22 @@ fn samconfig_environments_are_read_with_their_overrides() {
     assert!(prod.fifo_high_throughput);
     assert_eq!(prod.psp_scanners, 2, "the reconciler and the catch-up");
 }
+
+#[test]
+fn the_peak_environment_holds_1000_orders_a_second_with_30_percent_headroom_but_for_the_open_index() {
+    // samconfig.toml's `peak`, with the raises of benchmarks/granted.toml, at the `peak` profile. The one row
+    // below 30 %: the open-items shards, a code constant (docs/DEPLOY.md, "Peak season").
+    let profile = super::profile("peak", &[]).unwrap();
+    let (answer, _) = super::run(Some(super::PEAK_ENV), &[], &profile).unwrap();
+    let short: Vec<&str> = answer
+        .rows
+        .iter()
+        .filter(|r| r.headroom(profile.orders_per_s) < 0.3)
+        .map(|r| r.resource.as_str())
+        .collect();
+    assert_eq!(
+        short,
+        ["DynamoDB open-items index, one shard's partition"],
+        "{answer:#?}"
+    );
+}
