@@ -12,7 +12,7 @@
 //! and a checkout through the saga) into `benchmarks/costs.json` (`bench bill` and the full run write it too,
 //! with the release intake's times); `bench capacity` is the model over it, the template and the limits table
 //! ([`capacity`]); `bench simulate` the seeded simulation of the hardest hours ([`simulate`]); `bench limits`
-//! prints the limits table.
+//! prints the limits table; `bench openloop` the open-loop load run against the local world ([`openloop`]).
 
 mod bill;
 mod capacity;
@@ -22,6 +22,7 @@ mod costs;
 mod counts;
 mod intake_process;
 mod load;
+mod openloop;
 mod prices;
 mod simulate;
 
@@ -106,6 +107,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(1000);
+    if mode == "openloop" {
+        return openloop::command(args.get(1..).unwrap_or_default()).await;
+    }
     if mode == "costs" {
         // What each kind of request costs, for the model: the counts and a checkout, no release build.
         let mut out = String::new();
