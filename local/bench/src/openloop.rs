@@ -4,8 +4,9 @@
 //! coordinated omission. The mix per payment: a `processing` event and a `succeeded` one, a fifth of them in
 //! the wrong order, a tenth of the `succeeded` ones delivered twice. A refused delivery (429 from the route's
 //! throttle, 503 from a held lease or an unknown payment, a 5xx, a broken connection) is sent again as a PSP
-//! would, after 1, 2, 4, 8, 16 and 32 s. Afterwards every payment is read back: captured, versions 1, 2, 3
-//! ..., one capture, no PSP event applied twice: nothing lost, nothing applied twice.
+//! would, after 1, 2, 4, 8, 16 and 32 s (then this sender gives up, where a PSP goes on for days: "never
+//! delivered"). Afterwards every payment is read back: captured, versions 1, 2, 3 ..., one capture, no PSP
+//! event applied twice: nothing lost, nothing applied twice (the run fails otherwise).
 //!
 //! Not in the mix (yet): Adyen batches and checkouts. Run it through `scripts/openloop`, which starts the
 //! local world; `bench openloop [--rates 10,25,50,100] [--seconds 10] [--results]`.
@@ -274,8 +275,9 @@ fn markdown(levels: &[Level], seconds: f64) -> String {
          Stripe webhooks at a fixed arrival rate (per payment `processing` and `succeeded`, a fifth in the \
          wrong order, a tenth of the captures twice), latency from when each was due to its first answer \
          (HDR histogram, no coordinated omission); a refused one sent again after 1, 2, 4 ... 32 s, as a PSP \
-         would. The local world runs the template's default webhook throttle (50/s, burst 100) on this \
-         2-core machine, with DynamoDB Local: figures, not limits.\n\n\
+         would, giving up after 63 s (\"never delivered\"; a PSP goes on for days). The local world runs the \
+         template's default webhook throttle (50/s, burst 100) on this 2-core machine, with DynamoDB Local and \
+         moto: figures, not limits.\n\n\
          | rate (webhooks/s) | deliveries | p50 | p99 | p999 | 2xx first answers/s | first answers | resends | \
          never delivered | read back |\n|---|---|---|---|---|---|---|---|---|---|\n"
     );
@@ -343,9 +345,11 @@ pub async fn command(args: &[String]) -> Result<(), BoxError> {
     if results {
         crate::capacity::report::replace_in_results("openloop", &text)?;
     }
-    let bad: usize = levels.iter().map(|l| l.problems.len() + l.undelivered).sum();
-    if bad > 0 {
-        return Err(format!("{bad} deliveries undelivered or payments read back wrong").into());
+    // A delivery still refused after the last resend is this sender giving up (a PSP goes on for days); a
+    // payment read back wrong is the system losing or doubling something.
+    let wrong: usize = levels.iter().map(|l| l.problems.len()).sum();
+    if wrong > 0 {
+        return Err(format!("{wrong} payments read back wrong (lost or applied twice)").into());
     }
     Ok(())
 }
