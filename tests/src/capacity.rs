@@ -30,6 +30,9 @@ pub struct Units {
     pub write: f64,
     /// Units the global secondary indexes consumed (writes of their entries, reads of a query on one).
     pub index: f64,
+    /// Of those, the `open-items` index's: its partition keys are few (a shard per kind), so its partitions
+    /// are the ones a peak can heat (the capacity model, `bench capacity`).
+    pub open_items: f64,
 }
 
 /// Adds up the `ConsumedCapacity` of every call its client makes (see the module doc).
@@ -59,6 +62,11 @@ impl CapacityMeter {
             let indexes: f64 = c
                 .global_secondary_indexes()
                 .map(|gsi| gsi.values().filter_map(|i| i.capacity_units).sum())
+                .unwrap_or(0.0);
+            units.open_items += c
+                .global_secondary_indexes()
+                .and_then(|gsi| gsi.get(shared::store::open_index::OPEN_INDEX))
+                .and_then(|i| i.capacity_units)
                 .unwrap_or(0.0);
             let total = c.capacity_units.unwrap_or(0.0);
             let table = c.table().and_then(|t| t.capacity_units).unwrap_or(total - indexes);

@@ -8,13 +8,24 @@
 //! bill, without the local stack; `bench guard` (CI, `scripts/release-check`) runs only the
 //! DynamoDB counts and fails when a new webhook or a redelivery costs more than its target; `bench
 //! write-latency` times the finalize write before and after issue 43 (`WRITES` each, default 1000).
+//!
+//! Issue 44's capacity planning: `bench costs` measures what each kind of request costs (the DynamoDB counts
+//! and a checkout through the saga) into `benchmarks/costs.json` (`bench bill` and the full run write it too,
+//! with the release intake's times); `bench capacity` is the model over it, the template and the limits table
+//! ([`capacity`]); `bench simulate` the seeded simulation of the hardest hours ([`simulate`]); `bench limits`
+//! prints the limits table; `bench openloop` the open-loop load run against the local world ([`openloop`]).
 
 mod bill;
+mod capacity;
+mod checkout_costs;
 mod coldinit;
+mod costs;
 mod counts;
 mod intake_process;
 mod load;
+mod openloop;
 mod prices;
+mod simulate;
 mod write_latency;
 
 use shared::SigningSecret;
@@ -45,33 +56,94 @@ fn deployed_settings(table: &str) -> Vec<(String, String)> {
     .collect()
 }
 
+/// Writes `benchmarks/costs.json` from what was measured (the earlier file's intake times and checkout kept
+/// where this run measured none).
+fn save_costs(
+    command: &str,
+    units: &counts::Measured,
+    process: Option<&std::collections::BTreeMap<&'static str, intake_process::ProcessFigures>>,
+    checkout: Option<costs::CheckoutCost>,
+) -> Result<(), String> {
+    let earlier = costs::load(&costs::path()).ok();
+    let mut measured = costs::from_measured(command, units, process, earlier.as_ref());
+    measured.checkout = checkout.or_else(|| earlier.and_then(|e| e.checkout));
+    costs::save(&costs::path(), &measured)?;
+    eprintln!("written to {}", costs::path().display());
+    Ok(())
+}
+
+/// Fails, naming each difference, when `benchmarks/costs.json` no longer holds what the code costs (a
+/// change that made a request cheaper or dearer without `bench costs` after it).
+async fn current_costs(units: &counts::Measured) -> Result<(), String> {
+    let file = costs::load(&costs::path())?;
+    let mut measured = costs::from_measured("bench guard", units, None, Some(&file));
+    measured.checkout = Some(checkout_costs::run().await.map_err(|e| e.to_string())?);
+    let stale = costs::stale(&file, &measured);
+    if stale.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "benchmarks/costs.json is stale (the capacity model reads it): run `bench costs` (scripts/capacity)\n{}",
+        stale.join("\n")
+    ))
+}
+
+/// The subcommands that need no DynamoDB: the model, the simulation, the limits table.
+fn offline(mode: &str, rest: &[String]) -> Option<Result<(), String>> {
+    match mode {
+        "capacity" => Some(capacity::command(rest)),
+        "simulate" => Some(simulate::command(rest)),
+        "limits" => Some(capacity::limits::load(&capacity::limits::path()).map(|l| print!("{}", l.markdown()))),
+        _ => None,
+    }
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mode = args.first().cloned().unwrap_or_default();
+    if let Some(done) = offline(&mode, args.get(1..).unwrap_or_default()) {
+        return done.map_err(Into::into);
+    }
     let intake_webhooks: usize = std::env::var("INTAKE_CPU_WEBHOOKS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(1000);
-    if std::env::args().nth(1).as_deref() == Some("guard") {
-        // CI's guard (scripts/release-check): the units of a new webhook and of a redelivery, nothing else.
+    if mode == "openloop" {
+        return openloop::command(args.get(1..).unwrap_or_default()).await;
+    }
+    if mode == "costs" {
+        // What each kind of request costs, for the model: the counts and a checkout, no release build.
+        let mut out = String::new();
+        let units = counts::run(&mut out).await;
+        let checkout = checkout_costs::run().await?;
+        save_costs("bench costs", &units, None, Some(checkout))?;
+        return Ok(());
+    }
+    if mode == "guard" {
+        // CI's guard (scripts/release-check): the units of a new webhook and of a redelivery, and the costs
+        // the capacity model reads (benchmarks/costs.json) still what the code costs.
         let mut out = String::new();
         let measured = counts::run(&mut out).await;
         print!("{out}");
-        return measured
+        measured
             .guard()
-            .map_err(|breaches| format!("cost guard failed:\n{breaches}").into());
+            .map_err(|breaches| format!("cost guard failed:\n{breaches}"))?;
+        return current_costs(&measured).await.map_err(Into::into);
     }
-    if std::env::args().nth(1).as_deref() == Some("bill") {
+    if mode == "bill" {
         // The bill's own figures only (no local stack): the counts, the release intake's, the bill.
         let mut out = String::new();
         let units = counts::run(&mut out).await;
         let figures = intake_process::run(&mut out, intake_webhooks).await?;
         bill::write(&mut out, &units, &figures);
         print!("{out}");
+        save_costs("bench bill", &units, Some(&figures), None)?;
         return units
             .guard()
             .map_err(|breaches| format!("cost guard failed:\n{breaches}").into());
     }
-    if std::env::args().nth(1).as_deref() == Some("write-latency") {
+    if mode == "write-latency" {
         // The finalize write before and after issue 43, alternated (`WRITES`, default 1000 each).
         let n = std::env::var("WRITES")
             .ok()
@@ -82,12 +154,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         print!("{out}");
         return Ok(());
     }
-    if std::env::args().nth(1).as_deref() == Some("intake-cpu") {
+    if mode == "intake-cpu" {
         let mut out = String::new();
         intake_process::run(&mut out, intake_webhooks).await?;
         print!("{out}");
         return Ok(());
     }
+    full(intake_webhooks).await
+}
+
+/// The full run (`scripts/bench`): every figure against the running local stack, written to RESULTS.md.
+async fn full(intake_webhooks: usize) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let api = std::env::var("API").unwrap_or_else(|_| "http://127.0.0.1:3000".into());
     let per_level: usize = std::env::var("WEBHOOKS_PER_LEVEL")
         .ok()
@@ -108,6 +185,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let path = local_dev::service::repo_root().join("benchmarks/RESULTS.md");
     std::fs::write(&path, out)?;
     eprintln!("written to {}", path.display());
+    save_costs("bench", &units, Some(&figures), None)?;
     units
         .guard()
         .map_err(|breaches| format!("cost guard failed:\n{breaches}").into())

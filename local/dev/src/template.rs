@@ -79,6 +79,40 @@ impl Template {
         &mut self.doc
     }
 
+    /// The property at `path` under the resource `resource` (`["Properties", "WarmThroughput",
+    /// "WriteUnitsPerSecond"]`), every intrinsic in it resolved in a stack standing in as `stack`; `None` when
+    /// absent or `AWS::NoValue`. For readers of the template's settings (the capacity model), never a second
+    /// copy of them.
+    pub fn property(&self, resource: &str, path: &[&str], stack: &Stack) -> Result<Option<Value>, String> {
+        let mut value = self.doc["Resources"][resource].clone();
+        if value.is_null() {
+            return Err(format!("no resource {resource} in the template"));
+        }
+        let scope = Scope::new(&self.doc, stack);
+        let at = |why: String| format!("{resource}.{}: {why}", path.join("."));
+        // Each step resolved before it is entered: a `!If` between two settings picks one of them first.
+        for key in path {
+            let Some(resolved) = scope.resolve(&value).map_err(at)? else {
+                return Ok(None);
+            };
+            value = resolved[*key].clone();
+            if value.is_null() {
+                return Ok(None);
+            }
+        }
+        scope.resolve(&value).map_err(at)
+    }
+
+    /// The `Globals` `MemorySize` of every function, MB.
+    pub fn global_memory_mb(&self) -> Option<f64> {
+        self.doc["Globals"]["Function"]["MemorySize"].as_f64()
+    }
+
+    /// Whether the template's condition `name` holds in a stack standing in as `stack`.
+    pub fn condition(&self, name: &str, stack: &Stack) -> Result<bool, String> {
+        Scope::new(&self.doc, stack).condition(name)
+    }
+
     /// The environment `function` gets in a stack standing in as `stack`: `{variable: value}`.
     pub fn environment(&self, function: &str, stack: &Stack) -> Result<BTreeMap<String, String>, String> {
         let resource = &self.doc["Resources"][function];
@@ -111,6 +145,37 @@ impl Template {
         }
         Ok(env)
     }
+}
+
+/// The `parameter_overrides` of samconfig.toml's `[<env>.deploy.parameters]` (`Key=Value` words, quoted as a
+/// shell would), as `sam deploy --config-env <env>` takes them; none when the file or the environment has none.
+/// The one reader of them: the local world starts with them, the capacity model sizes with them.
+pub fn samconfig_parameters(path: &Path, env: &str) -> Result<BTreeMap<String, String>, String> {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Ok(BTreeMap::new());
+    };
+    let config: toml::Table = toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    let overrides = config
+        .get(env)
+        .and_then(|e| e.get("deploy"))
+        .and_then(|d| d.get("parameters"))
+        .and_then(|p| p.get("parameter_overrides"))
+        .and_then(toml::Value::as_str)
+        .unwrap_or_default();
+    let words = shlex::split(overrides).ok_or_else(|| format!("{}: {env}'s parameter_overrides", path.display()))?;
+    words
+        .iter()
+        .map(|word| {
+            word.split_once('=')
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .ok_or_else(|| {
+                    format!(
+                        "{}: {word} in {env}'s parameter_overrides is no Key=Value",
+                        path.display()
+                    )
+                })
+        })
+        .collect()
 }
 
 /// A resolved value as an environment variable holds it.
@@ -396,6 +461,28 @@ Resources:
         let err = t.environment("Table", &stack(&[])).expect_err("no function");
         assert!(err.contains("no AWS::Serverless::Function"), "{err}");
         assert_eq!(t.functions(), ["Fn", "Other"]);
+    }
+
+    #[test]
+    fn samconfig_environments_give_their_overrides() {
+        let path = crate::service::repo_root().join("samconfig.toml");
+        let dev = samconfig_parameters(&path, "dev").unwrap();
+        assert_eq!(dev.get("Stage").map(String::as_str), Some("dev"));
+        assert_eq!(dev.get("LogRetentionDays").map(String::as_str), Some("14"));
+        let prod = samconfig_parameters(&path, "prod").unwrap();
+        assert_eq!(prod.get("Stage").map(String::as_str), Some("prod"));
+        assert!(samconfig_parameters(&path, "nowhere").unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_property_is_read_with_its_intrinsics_resolved() {
+        let t = template();
+        let none = stack(&[]);
+        assert_eq!(t.property("Fn", &["Properties", "Missing"], &none).unwrap(), None);
+        let live = t.property("Fn", &["Properties", "Environment", "Variables", "LIVE"], &none);
+        assert_eq!(live.unwrap(), Some(Value::String("false".into())));
+        assert!(t.property("Nothing", &["Properties"], &none).is_err());
+        assert!(t.condition("IsProd", &stack(&[("Stage", "prod")])).unwrap());
     }
 
     #[test]

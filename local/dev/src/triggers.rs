@@ -92,6 +92,9 @@ pub enum Trigger {
         queue: String,
         batch_size: u64,
         item_failures: bool,
+        /// `ScalingConfig.MaximumConcurrency` (2 to 1,000): the most batches in flight at once. The local
+        /// mapping runs one batch at a time, always within it; the capacity model reads it.
+        max_concurrency: Option<u64>,
     },
     /// A `ScheduleV2`: EventBridge Scheduler invoking asynchronously.
     Schedule {
@@ -142,7 +145,7 @@ const KNOWN: [(&str, &[&str]); 4] = [
             "FilterCriteria",
         ],
     ),
-    ("SQS", &["Queue", "BatchSize", "FunctionResponseTypes"]),
+    ("SQS", &["Queue", "BatchSize", "FunctionResponseTypes", "ScalingConfig"]),
     (
         "ScheduleV2",
         &["Name", "ScheduleExpression", "RetryPolicy", "DeadLetterConfig"],
@@ -360,10 +363,16 @@ impl Reader<'_> {
                 self.at
             ));
         }
+        self.only(&p["ScalingConfig"], &["MaximumConcurrency"])?;
+        let max_concurrency = self.count(&p["ScalingConfig"]["MaximumConcurrency"])?;
+        if max_concurrency.is_some_and(|n| !(2..=1000).contains(&n)) {
+            return Err(format!("{}: MaximumConcurrency must be 2 to 1000", self.at));
+        }
         Ok(Trigger::Queue {
             queue: self.logical_id(&p["Queue"], "Queue")?,
             batch_size,
             item_failures: self.item_failures(p)?,
+            max_concurrency,
         })
     }
 
@@ -593,7 +602,8 @@ mod tests {
             &Trigger::Queue {
                 queue: "PaymentEventsQueue".into(),
                 batch_size: 10,
-                item_failures: true
+                item_failures: true,
+                max_concurrency: None
             }
         );
     }

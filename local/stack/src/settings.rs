@@ -54,7 +54,7 @@ impl Settings {
     pub fn read() -> Result<Self, Error> {
         let args = Args::parse();
         let root = local_dev::service::repo_root();
-        let mut parameters = samconfig_parameters(&root.join("samconfig.toml"), &args.config_env)?;
+        let mut parameters = local_dev::template::samconfig_parameters(&root.join("samconfig.toml"), &args.config_env)?;
         parameters.extend(pairs(&args.parameters, "Parameter=value")?);
         let table = std::env::var("TABLE_NAME").unwrap_or_else(|_| "payments-local".into());
         let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
@@ -84,38 +84,9 @@ fn pairs(words: &[String], what: &str) -> Result<Vec<(String, String)>, Error> {
         .collect()
 }
 
-/// The `parameter_overrides` of samconfig.toml's `[<env>.deploy.parameters]` (`Key=Value` words, quoted as a
-/// shell would), as `sam deploy --config-env <env>` takes them; none when the file or the environment has none.
-fn samconfig_parameters(path: &std::path::Path, env: &str) -> Result<BTreeMap<String, String>, Error> {
-    let Ok(text) = std::fs::read_to_string(path) else {
-        return Ok(BTreeMap::new());
-    };
-    let config: toml::Table = toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-    let overrides = config
-        .get(env)
-        .and_then(|e| e.get("deploy"))
-        .and_then(|d| d.get("parameters"))
-        .and_then(|p| p.get("parameter_overrides"))
-        .and_then(toml::Value::as_str)
-        .unwrap_or_default();
-    let words = shlex::split(overrides).ok_or_else(|| format!("{}: {env}'s parameter_overrides", path.display()))?;
-    Ok(pairs(&words, "Key=Value in parameter_overrides")?.into_iter().collect())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn samconfig_environments_give_their_overrides() {
-        let path = local_dev::service::repo_root().join("samconfig.toml");
-        let dev = samconfig_parameters(&path, "dev").unwrap();
-        assert_eq!(dev.get("Stage").map(String::as_str), Some("dev"));
-        assert_eq!(dev.get("LogRetentionDays").map(String::as_str), Some("14"));
-        let prod = samconfig_parameters(&path, "prod").unwrap();
-        assert_eq!(prod.get("Stage").map(String::as_str), Some("prod"));
-        assert!(samconfig_parameters(&path, "nowhere").unwrap().is_empty());
-    }
 
     #[test]
     fn a_word_without_equals_is_refused_by_name() {

@@ -1,0 +1,184 @@
+//! A deployment's settings as the model needs them, read from `infra/template.yaml` at the parameters of a
+//! samconfig environment (its `parameter_overrides` over the template's defaults, then any given on the
+//! command line), through the local world's reader of the template (`local_dev::template`): route throttles,
+//! reserved concurrency, event source mappings' batch sizes and maximum concurrency, the FIFO queue's
+//! throughput mode, the table's warm throughput, the scanners' PSP rates and the open index's shards. Nothing
+//! here is a second copy of a setting: a changed template changes the model's answer.
+
+use local_dev::template::{samconfig_parameters, Stack, Template};
+use local_dev::triggers::{Throttle, Trigger};
+use serde_yaml_ng::Value;
+use std::collections::BTreeMap;
+
+/// The webhook route, as the template names it.
+pub const WEBHOOK_ROUTE: &str = "POST /webhooks/{provider}";
+/// The checkout's start route.
+pub const CHECKOUT_ROUTE: &str = "POST /checkouts";
+
+/// What the model reads of one deployment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Deployment {
+    /// The samconfig environment (or `template defaults`) it was read at.
+    pub name: String,
+    /// The parameters given over the template's defaults.
+    pub parameters: BTreeMap<String, String>,
+    pub webhook_route: Throttle,
+    pub checkout_route: Throttle,
+    /// `ReservedConcurrentExecutions` by function (logical id), where one is set.
+    pub reserved: BTreeMap<String, u64>,
+    /// `MemorySize` of the webhook intake, MB.
+    pub intake_memory_mb: u64,
+    /// The payment events queue's consumer mapping: batch size and `ScalingConfig.MaximumConcurrency`.
+    pub consumer_batch: u64,
+    pub consumer_max_concurrency: Option<u64>,
+    /// The payment events queue runs in high throughput mode (per message group limit, group dedup scope).
+    pub fifo_high_throughput: bool,
+    /// The table's `WarmThroughput`, read and write units per second, where set.
+    pub warm_read: Option<f64>,
+    pub warm_write: Option<f64>,
+    /// The Stripe requests a second each scanner may make (`PspScanRatePerSecond`), and how many scanners
+    /// (functions given it) there are.
+    pub psp_scan_rate: f64,
+    pub psp_scanners: usize,
+    /// Stripe's events also arrive through EventBridge.
+    pub eventbridge: bool,
+    /// Partition key values of the `open-items` index per kind (`shared::store::open_index::OPEN_SHARDS`).
+    pub open_shards: u64,
+}
+
+/// The deployment of samconfig environment `env` (`None`: the template's defaults alone), with `extra`
+/// parameters over it.
+pub fn read(template: &Template, env: Option<&str>, extra: &[(String, String)]) -> Result<Deployment, String> {
+    let mut parameters = match env {
+        Some(env) => samconfig_parameters(&local_dev::service::repo_root().join("samconfig.toml"), env)?,
+        None => BTreeMap::new(),
+    };
+    parameters.extend(extra.iter().cloned());
+    let stack = Stack {
+        parameters: parameters.clone(),
+        resources: BTreeMap::new(),
+    };
+    let api = template.http_api("HttpApi", &stack)?;
+    let route = |key: &str| {
+        let (method, path) = key.split_once(' ').unwrap_or_default();
+        api.throttle(method, path)
+            .ok_or_else(|| format!("the route {key} has no throttle in the template"))
+    };
+    let (consumer_batch, consumer_max_concurrency) = consumer_mapping(template, &stack)?;
+    Ok(Deployment {
+        name: env.unwrap_or("template defaults").to_owned(),
+        webhook_route: route(WEBHOOK_ROUTE)?,
+        checkout_route: route(CHECKOUT_ROUTE)?,
+        reserved: reservations(template, &stack)?,
+        intake_memory_mb: memory_mb(template, "WebhookIntakeFunction", &stack)?,
+        consumer_batch,
+        consumer_max_concurrency,
+        fifo_high_throughput: high_throughput(template, &stack)?,
+        warm_read: number(
+            template,
+            "PaymentsTable",
+            &["Properties", "WarmThroughput", "ReadUnitsPerSecond"],
+            &stack,
+        )?,
+        warm_write: number(
+            template,
+            "PaymentsTable",
+            &["Properties", "WarmThroughput", "WriteUnitsPerSecond"],
+            &stack,
+        )?,
+        psp_scan_rate: scan_rate(template, &stack)?,
+        psp_scanners: scanners(template, &stack)?,
+        eventbridge: template.condition("HasStripeEventBridge", &stack)?,
+        open_shards: shared::store::open_index::OPEN_SHARDS,
+        parameters,
+    })
+}
+
+/// A resolved property as a number; `None` when absent.
+fn number(template: &Template, resource: &str, path: &[&str], stack: &Stack) -> Result<Option<f64>, String> {
+    let Some(value) = template.property(resource, path, stack)? else {
+        return Ok(None);
+    };
+    let text = match value {
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => s,
+        other => return Err(format!("{resource}.{}: {other:?} is no number", path.join("."))),
+    };
+    text.parse()
+        .map(Some)
+        .map_err(|_| format!("{resource}.{}: {text} is no number", path.join(".")))
+}
+
+/// Every function's `ReservedConcurrentExecutions`, where it has one in this stack.
+fn reservations(template: &Template, stack: &Stack) -> Result<BTreeMap<String, u64>, String> {
+    let mut reserved = BTreeMap::new();
+    for function in template.functions() {
+        if let Some(n) = template.triggers(&function, stack)?.and_then(|t| t.reserved) {
+            reserved.insert(function, n as u64);
+        }
+    }
+    Ok(reserved)
+}
+
+/// A function's `MemorySize`, else the `Globals`', in MB.
+fn memory_mb(template: &Template, function: &str, stack: &Stack) -> Result<u64, String> {
+    let own = number(template, function, &["Properties", "MemorySize"], stack)?;
+    let memory = own.or(template.global_memory_mb());
+    memory
+        .map(|mb| mb as u64)
+        .ok_or_else(|| format!("{function} has no MemorySize, nor the Globals"))
+}
+
+/// The SQS event source mapping on `PaymentEventsQueue`: its batch size and maximum concurrency.
+fn consumer_mapping(template: &Template, stack: &Stack) -> Result<(u64, Option<u64>), String> {
+    for function in template.functions() {
+        let Some(triggers) = template.triggers(&function, stack)? else {
+            continue;
+        };
+        for (_, trigger) in triggers.events {
+            if let Trigger::Queue {
+                queue,
+                batch_size,
+                max_concurrency,
+                ..
+            } = trigger
+            {
+                if queue == "PaymentEventsQueue" {
+                    return Ok((batch_size, max_concurrency));
+                }
+            }
+        }
+    }
+    Err("no function consumes PaymentEventsQueue in the template".into())
+}
+
+/// Whether `PaymentEventsQueue` is in high throughput mode: throughput per message group and deduplication
+/// per message group.
+fn high_throughput(template: &Template, stack: &Stack) -> Result<bool, String> {
+    let text = |key: &str| -> Result<Option<String>, String> {
+        Ok(template
+            .property("PaymentEventsQueue", &["Properties", key], stack)?
+            .and_then(|v| v.as_str().map(str::to_owned)))
+    };
+    Ok(text("FifoThroughputLimit")?.as_deref() == Some("perMessageGroupId")
+        && text("DeduplicationScope")?.as_deref() == Some("messageGroup"))
+}
+
+/// `PSP_SCAN_RATE_PER_SECOND` as the reconciler gets it.
+fn scan_rate(template: &Template, stack: &Stack) -> Result<f64, String> {
+    let path = ["Properties", "Environment", "Variables", "PSP_SCAN_RATE_PER_SECOND"];
+    number(template, "ReconcilerFunction", &path, stack)?
+        .ok_or_else(|| "ReconcilerFunction has no PSP_SCAN_RATE_PER_SECOND".into())
+}
+
+/// How many functions are given a Stripe scan rate (each may use all of it).
+fn scanners(template: &Template, stack: &Stack) -> Result<usize, String> {
+    let mut n = 0;
+    for function in template.functions() {
+        let path = ["Properties", "Environment", "Variables", "PSP_SCAN_RATE_PER_SECOND"];
+        if template.triggers(&function, stack)?.is_some() && template.property(&function, &path, stack)?.is_some() {
+            n += 1;
+        }
+    }
+    Ok(n)
+}
