@@ -71,7 +71,7 @@ fn runner(ctx: &TestContext, client: &aws_sdk_dynamodb::Client, url: &str) -> Re
 /// The payment's events of `payment` as the queue hands them to `checkout-events`.
 async fn messages(ctx: &TestContext, payment: &shared::PaymentId) -> Result<Vec<SqsMessage>, BoxError> {
     let mut out = Vec::new();
-    for (n, e) in ctx.store.events(payment).await?.iter().enumerate() {
+    for (n, e) in ctx.events(payment).await?.iter().enumerate() {
         out.push(serde_json::from_value(json!({
             "messageId": format!("{}-{n}", e.event_id()),
             "body": shared::outbox::message_body(e),
