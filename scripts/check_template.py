@@ -1087,6 +1087,10 @@ DOCUMENTED_DIMENSIONS = {
     # RuleName dimensions refer to a custom event bus." (chosen per rule below)
     **{("AWS/Events", m): "by the rule's bus" for m in ("FailedInvocations", "Invocations",
                                                          "InvocationsFailedToBeSentToDlq")},
+    # docs.aws.amazon.com/amazondynamodb/latest/developerguide/metrics-dimensions.html: ReadThrottleEvents and
+    # WriteThrottleEvents by TableName, or by TableName and GlobalSecondaryIndexName for an index's throttles
+    **{("AWS/DynamoDB", m): [{"TableName"}, {"TableName", "GlobalSecondaryIndexName"}]
+       for m in ("ReadThrottleEvents", "WriteThrottleEvents")},
 }
 
 
