@@ -10,14 +10,11 @@ use crate::prices;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-/// SQS FIFO requests per applied event: the relay's `SendMessageBatch`, and the consumer's event source
-/// mapping's `ReceiveMessage` and `DeleteMessageBatch`, each at one message per batch (a stream batch of one
-/// event, as at a million webhooks a month: one every 2.6 s; full batches of 10 would cost a tenth).
-const SQS_REQUESTS_PER_EVENT: f64 = 3.0;
-
-/// Write units per applied event off the webhook's path: the relay archives the event read from the
-/// payment's change record as its history item (about 430 bytes, one `BatchWriteItem` entry).
-const ARCHIVE_WCU_PER_EVENT: f64 = 1.0;
+// SQS FIFO requests per applied event: the relay's `SendMessageBatch`, and the consumer's event source
+// mapping's `ReceiveMessage` and `DeleteMessageBatch`, each at one message per batch (a stream batch of one
+// event, as at a million webhooks a month: one every 2.6 s; full batches of 10 would cost a tenth). One
+// figure with the capacity model's.
+use crate::costs::SQS_REQUESTS_PER_EVENT;
 
 /// One scenario's parts, in dollars per webhook.
 struct Parts {
@@ -69,11 +66,12 @@ pub fn write(out: &mut String, units: &Measured, process: &BTreeMap<&'static str
         "\n## The bill: dollars per million webhooks, from the figures above\n"
     )
     .ok();
+    let archive_wcu = units.archive_wcu_per_event as f64;
     writeln!(
         out,
         "List prices of {} (`local/bench/src/prices.rs`, with their sources), us-east-1, no free tier. DynamoDB: \
          the table's and the indexes' units as DynamoDB Local reported them (an index write billed as a write \
-         unit), and for an applied event the relay's archive of it ({ARCHIVE_WCU_PER_EVENT} WCU, off the \
+         unit), and for an applied event the relay's archive of it ({archive_wcu} WCU, off the \
          webhook's path); \
          API Gateway: one HTTP API request; Lambda (arm64, {memory_mb} MB from the template): one request and \
          the release intake's median invocation, billed per 1 ms; SQS FIFO: {SQS_REQUESTS_PER_EVENT} requests \
@@ -101,7 +99,7 @@ pub fn write(out: &mut String, units: &Measured, process: &BTreeMap<&'static str
         } else {
             (0.0, measured.units.index)
         };
-        let archive = if applied { ARCHIVE_WCU_PER_EVENT } else { 0.0 };
+        let archive = if applied { archive_wcu } else { 0.0 };
         let write_units = measured.units.write + index_writes + archive;
         let parts = Parts {
             dynamodb: (measured.units.read + index_reads) * prices::DYNAMODB_READ_UNIT

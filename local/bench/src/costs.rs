@@ -58,6 +58,10 @@ pub struct Costs {
     pub intake_ms: BTreeMap<String, f64>,
     /// SQS FIFO requests per applied event ([`SQS_REQUESTS_PER_EVENT`]).
     pub sqs_requests_per_event: f64,
+    /// Table write units per applied event off the webhook's path: the relay archives the event as its
+    /// history item (measured from the item's size).
+    #[serde(default)]
+    pub archive_wcu_per_event: f64,
     /// A happy checkout through the saga ([`crate::checkout_costs`]); `None` until measured.
     #[serde(default)]
     pub checkout: Option<CheckoutCost>,
@@ -127,6 +131,7 @@ pub fn from_measured(
         measured_by: command.to_owned(),
         measured_on: today(),
         sqs_requests_per_event: SQS_REQUESTS_PER_EVENT,
+        archive_wcu_per_event: units.archive_wcu_per_event as f64,
         intake_ms: earlier.map(|e| e.intake_ms.clone()).unwrap_or_default(),
         ..Costs::default()
     };
@@ -168,6 +173,12 @@ pub fn stale(file: &Costs, measured: &Costs) -> Vec<String> {
                 units(now)
             )),
         }
+    }
+    if file.archive_wcu_per_event != measured.archive_wcu_per_event {
+        out.push(format!(
+            "the relay's archive: {} WCU per event in the file, {} measured",
+            file.archive_wcu_per_event, measured.archive_wcu_per_event
+        ));
     }
     if let (Some(then), Some(now)) = (&file.checkout, &measured.checkout) {
         let figures = |c: &CheckoutCost| (units(&c.start), units(&c.delivery), c.psp_calls, c.events);

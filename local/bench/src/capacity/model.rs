@@ -228,7 +228,10 @@ fn lambda_rows(inputs: &Inputs<'_>, checkout: &CheckoutCost) -> Result<Vec<Row>,
 /// at once (its warm throughput, else a new table's), and the `open-items` index's partitions.
 fn dynamodb_rows(inputs: &Inputs<'_>, checkout: &CheckoutCost) -> Result<Vec<Row>, String> {
     let (p, d) = (inputs.profile, inputs.deployment);
-    let writes = per_webhook(inputs, |c| c.wcu)? + p.checkout_share * (checkout.start.wcu + checkout.delivery.wcu);
+    // The relay archives every event it relays as a history item (off the webhook's path, on the same table).
+    let archive = events_per_order(p, checkout) * inputs.costs.archive_wcu_per_event;
+    let writes =
+        per_webhook(inputs, |c| c.wcu)? + p.checkout_share * (checkout.start.wcu + checkout.delivery.wcu) + archive;
     let reads = per_webhook(inputs, |c| c.rcu)? + p.checkout_share * (checkout.start.rcu + checkout.delivery.rcu);
     let index = per_webhook(inputs, |c| c.open_items_units)?
         + p.checkout_share * (checkout.start.open_items_units + checkout.delivery.open_items_units);
