@@ -9,8 +9,8 @@
 //! requires), so one trace id works in X-Ray and in any OTLP backend. With `OTEL_EXPORTER_OTLP_ENDPOINT`
 //! set (in AWS: the ADOT collector layer, `http://localhost:4318`, which forwards to X-Ray) spans are
 //! exported over OTLP/HTTP, flushed at the end of each invocation ([`flush`]) because Lambda freezes the
-//! process between invocations. Without it they go to the logs: each span's close is a line, and request
-//! and step spans carry `trace_id` and `span_id`. The trace context travels as a W3C `traceparent` or an
+//! process between invocations. Without it, and with DEBUG let through, they go to the logs: each span's
+//! close is a line ([`SpanCloses`]); request and step spans carry `trace_id` and `span_id` either way. The trace context travels as a W3C `traceparent` or an
 //! X-Ray header (`Root=1-...;Parent=...;Sampled=1`): [`span_with_parent`] continues either, and
 //! [`current_traceparent`] / [`current_xray_header`] hand the current span on (the event item, the SQS
 //! message's `traceparent` attribute and `AWSTraceHeader` system attribute).
@@ -72,15 +72,41 @@ fn may_log_bodies(meta: &Metadata<'_>) -> bool {
     *meta.level() == Level::TRACE && BODY_LOGGING_CRATES.iter().any(|c| meta.target().starts_with(c))
 }
 
+/// Whether the logs get a line when each span closes (its time, and under "span" its own fields).
+///
+/// At INFO they do not: a webhook then writes one line, its summary, with the request span's ids on it (a
+/// span line each for verify, read, lease and finalize was 2.7 KB of a webhook's 4.7 KB, billed by CloudWatch
+/// Logs at more than the webhook's Lambda time; issue 43). A filter that lets DEBUG through gets them, and
+/// so does every span exported over OTLP, whatever the level: the trace keeps what the log leaves out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpanCloses {
+    /// A line when each span closes (DEBUG, or a test that reads them).
+    Logged,
+    /// No span line: the spans are in the trace only.
+    Omitted,
+}
+
+impl SpanCloses {
+    /// Logged when `filter` lets DEBUG through and no OTLP endpoint takes the spans.
+    pub fn for_filter(filter: &EnvFilter) -> Self {
+        let debug = filter
+            .max_level_hint()
+            .is_none_or(|max| max >= tracing::level_filters::LevelFilter::DEBUG);
+        if debug && otlp_endpoint().is_none() {
+            Self::Logged
+        } else {
+            Self::Omitted
+        }
+    }
+}
+
 /// The formatting layer, writing to `writer`; used by [`init`] and by tests that capture logs.
-pub fn layer<W>(json: bool, writer: W) -> Box<dyn Layer<Registry> + Send + Sync>
+pub fn layer<W>(json: bool, closes: SpanCloses, writer: W) -> Box<dyn Layer<Registry> + Send + Sync>
 where
     W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
 {
-    // No OTLP endpoint: the spans themselves go to the logs, one line when each closes (with its time and,
-    // under "span", its own fields: name, trace_id, span_id).
-    let spans_in_logs = otlp_endpoint().is_none();
-    let span_lines = if spans_in_logs { FmtSpan::CLOSE } else { FmtSpan::NONE };
+    let closes = closes == SpanCloses::Logged;
+    let span_lines = if closes { FmtSpan::CLOSE } else { FmtSpan::NONE };
     let base = tracing_subscriber::fmt::layer()
         .with_writer(writer)
         .with_target(false)
@@ -89,9 +115,10 @@ where
     if json {
         base.json()
             .flatten_event(true)
+            // The span a close line is about; on other lines it repeats the list's last entry.
+            .with_current_span(closes)
             // The whole span list, so the request span's payment and correlation ids are on every line,
             // also on lines from inside the SDK's own spans.
-            .with_current_span(spans_in_logs)
             .with_span_list(true)
             .with_filter(no_bodies)
             .boxed()
@@ -161,10 +188,11 @@ fn is_runtime_span(meta: &Metadata<'_>) -> bool {
 /// Installs the global subscriber once per process; the level comes from `RUST_LOG` (default `info`).
 pub fn init() {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let closes = SpanCloses::for_filter(&filter);
     let provider = PROVIDER.get_or_init(tracer_provider);
     // A second call (tests, a host process serving several handlers) keeps the first subscriber.
     let _ = tracing_subscriber::registry()
-        .with(layer(json_wanted(), std::io::stdout))
+        .with(layer(json_wanted(), closes, std::io::stdout))
         .with(otel_layer(provider))
         .with(filter)
         .try_init();

@@ -1,4 +1,4 @@
-//! Logs kept in memory: the writer a test hands a tracing layer (`shared::telemetry::layer(json, move ||
+//! Logs kept in memory: the writer a test hands a tracing layer (`shared::telemetry::layer(json, closes, move ||
 //! capture.clone())`), read back afterwards.
 
 use std::io::Write;

@@ -4,17 +4,44 @@
 //! ([`crate::intake_process`]), the intake's memory from `infra/template.yaml`, and the requests each
 //! webhook makes of API Gateway, Lambda and (for an applied event) the SQS FIFO queue.
 
+use crate::costs::SQS_REQUESTS_PER_EVENT;
 use crate::counts::{Measured, DUPLICATE, NEW_WEBHOOK, NOT_OURS};
 use crate::intake_process::ProcessFigures;
 use crate::prices;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-// SQS FIFO requests per applied event: the relay's `SendMessageBatch`, and the consumer's event source
-// mapping's `ReceiveMessage` and `DeleteMessageBatch`, each at one message per batch (a stream batch of one
-// event, as at a million webhooks a month: one every 2.6 s; full batches of 10 would cost a tenth). One
-// figure with the capacity model's.
-use crate::costs::SQS_REQUESTS_PER_EVENT;
+use crate::capacity::deployment::{self, Deployment};
+use local_dev::template::Template;
+
+/// The most messages one `SendMessageBatch` carries (SQS's limit).
+const SQS_SEND_BATCH_MAX: u64 = 10;
+
+/// SQS FIFO requests per applied event when its batches are full, as at a peak: the relay's
+/// `SendMessageBatch` carries up to ten of its stream batch's events, the consumer's event source mapping
+/// receives and deletes (`DeleteMessageBatch`) up to its `BatchSize`; both from the template. A quiet hour
+/// sends batches of one: [`crate::costs::SQS_REQUESTS_PER_EVENT`], the capacity model's figure.
+pub fn sqs_requests_at_full_batches(d: &Deployment) -> f64 {
+    let send = d.relay_batch.clamp(1, SQS_SEND_BATCH_MAX) as f64;
+    let consume = d.consumer_batch.max(1) as f64;
+    1.0 / send + 2.0 / consume
+}
+
+/// The most a new webhook may write to CloudWatch Logs at INFO: its one line and its metrics record
+/// (issue 43; `webhook-intake::it intake::logs` checks the same in CI).
+pub const NEW_WEBHOOK_LOG_BYTES_MAX: f64 = 1024.0;
+
+/// Fails when the release intake wrote more than [`NEW_WEBHOOK_LOG_BYTES_MAX`] per new webhook.
+pub fn log_guard(process: &BTreeMap<&'static str, ProcessFigures>) -> Result<(), String> {
+    match process.get(NEW_WEBHOOK) {
+        Some(f) if f.log_bytes <= NEW_WEBHOOK_LOG_BYTES_MAX => Ok(()),
+        Some(f) => Err(format!(
+            "a new webhook wrote {:.0} log bytes, more than {NEW_WEBHOOK_LOG_BYTES_MAX}",
+            f.log_bytes
+        )),
+        None => Err("the new webhook's log bytes were not measured".into()),
+    }
+}
 
 /// One scenario's parts, in dollars per webhook.
 struct Parts {
@@ -31,36 +58,17 @@ impl Parts {
     }
 }
 
-/// The webhook intake's `MemorySize` in MB: its own in `infra/template.yaml`, else the `Globals`'.
-pub fn intake_memory_mb(template: &str) -> Option<u32> {
-    let memory = |block: &str| {
-        block
-            .lines()
-            .find_map(|l| l.trim().strip_prefix("MemorySize:").and_then(|v| v.trim().parse().ok()))
-    };
-    // Each key is looked for at a line's start: a first line is one too.
-    let template = format!("\n{template}");
-    let function = template.split("\n  WebhookIntakeFunction:").nth(1)?;
-    // The function's block ends at the next resource (two-space indent).
-    let end = function
-        .match_indices("\n  ")
-        .find(|(i, _)| !function[i + 3..].starts_with(' '))
-        .map_or(function.len(), |(i, _)| i);
-    let globals = template.split("\nGlobals:").nth(1)?;
-    memory(&function[..end]).or_else(|| memory(globals.split("\nResources:").next()?))
-}
-
 /// Writes the bill of the three scenarios: each part and the total per million webhooks.
 pub fn write(out: &mut String, units: &Measured, process: &BTreeMap<&'static str, ProcessFigures>) {
-    let template = std::fs::read_to_string(local_dev::service::repo_root().join("infra/template.yaml"));
-    let Some(memory_mb) = template.ok().as_deref().and_then(intake_memory_mb) else {
-        writeln!(
-            out,
-            "\n## The bill\n\nNo MemorySize for WebhookIntakeFunction in infra/template.yaml."
-        )
-        .ok();
-        return;
+    let deployment = Template::from_repo().and_then(|t| deployment::read(&t, None, &[]));
+    let d = match deployment {
+        Ok(d) => d,
+        Err(e) => {
+            writeln!(out, "\n## The bill\n\ninfra/template.yaml not read: {e}").ok();
+            return;
+        }
     };
+    let (memory_mb, sqs_per_event) = (d.intake_memory_mb, sqs_requests_at_full_batches(&d));
     writeln!(
         out,
         "\n## The bill: dollars per million webhooks, from the figures above\n"
@@ -74,11 +82,20 @@ pub fn write(out: &mut String, units: &Measured, process: &BTreeMap<&'static str
          unit), and for an applied event the relay's archive of it ({archive_wcu} WCU, off the \
          webhook's path); \
          API Gateway: one HTTP API request; Lambda (arm64, {memory_mb} MB from the template): one request and \
-         the release intake's median invocation, billed per 1 ms; SQS FIFO: {SQS_REQUESTS_PER_EVENT} requests \
-         per applied event (the relay's send, the consumer's receive and delete, one message a batch); \
-         CloudWatch Logs: the bytes the intake wrote to stdout per webhook (Lambda's own START/END/REPORT lines \
+         the release intake's median invocation, billed per 1 ms; SQS FIFO: {sqs_per_event:.2} requests per \
+         applied event at a peak's full batches (the relay's `SendMessageBatch` of {} and the consumer's \
+         receive and `DeleteMessageBatch` of {}, the template's batch sizes; a quiet hour's batches of one \
+         cost {SQS_REQUESTS_PER_EVENT} requests, {} a million more); \
+         CloudWatch Logs: the bytes the intake wrote to stdout per webhook, its one INFO line and its metrics \
+         record (Lambda's own START/END/REPORT lines \
          not included). The relay's and the consumer's Lambda time is not included.\n",
-        prices::READ_ON
+        prices::READ_ON,
+        d.relay_batch.clamp(1, SQS_SEND_BATCH_MAX),
+        d.consumer_batch,
+        format_args!(
+            "${:.2}",
+            (SQS_REQUESTS_PER_EVENT - sqs_per_event) * prices::SQS_FIFO_REQUEST * 1e6
+        ),
     )
     .ok();
     writeln!(
@@ -105,10 +122,9 @@ pub fn write(out: &mut String, units: &Measured, process: &BTreeMap<&'static str
             dynamodb: (measured.units.read + index_reads) * prices::DYNAMODB_READ_UNIT
                 + write_units * prices::DYNAMODB_WRITE_UNIT,
             api_gateway: prices::HTTP_API_REQUEST,
-            lambda: prices::LAMBDA_REQUEST
-                + f64::from(memory_mb) / 1024.0 * billed_ms / 1e3 * prices::LAMBDA_ARM_GB_SECOND,
+            lambda: prices::LAMBDA_REQUEST + memory_mb as f64 / 1024.0 * billed_ms / 1e3 * prices::LAMBDA_ARM_GB_SECOND,
             sqs: if applied {
-                SQS_REQUESTS_PER_EVENT * prices::SQS_FIFO_REQUEST
+                sqs_per_event * prices::SQS_FIFO_REQUEST
             } else {
                 0.0
             },
@@ -138,15 +154,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_intakes_memory_is_its_own_else_the_globals() {
-        let globals = "Globals:\n  Function:\n    MemorySize: 256\nResources:\n";
-        let own = format!("{globals}  WebhookIntakeFunction:\n    Properties:\n      MemorySize: 512\n  Other:\n    MemorySize: 1024\n");
-        assert_eq!(intake_memory_mb(&own), Some(512));
-        let none = format!(
-            "{globals}  WebhookIntakeFunction:\n    Properties:\n      Timeout: 5\n  Other:\n    MemorySize: 1024\n"
-        );
-        assert_eq!(intake_memory_mb(&none), Some(256));
-        let template = std::fs::read_to_string(local_dev::service::repo_root().join("infra/template.yaml")).unwrap();
-        assert!(intake_memory_mb(&template).is_some());
+    fn full_batches_cost_a_send_of_ten_and_a_receive_and_delete_of_the_consumers_batch() {
+        let template = Template::from_repo().unwrap();
+        let mut d = deployment::read(&template, None, &[]).unwrap();
+        (d.relay_batch, d.consumer_batch) = (100, 10);
+        assert!((sqs_requests_at_full_batches(&d) - 0.3).abs() < 1e-9);
+        (d.relay_batch, d.consumer_batch) = (4, 1);
+        assert!((sqs_requests_at_full_batches(&d) - 2.25).abs() < 1e-9);
     }
 }

@@ -24,7 +24,9 @@ pub const WEBHOOK_KINDS: [(&str, &str); 5] = [
 ];
 
 /// SQS FIFO requests per applied event: the relay's send, the consumer's mapping's receive and delete, at
-/// one message a batch (the bill's figure, [`crate::bill`]); full batches of 10 would cost a tenth.
+/// one message a batch, a quiet hour's case and the most calls an event can make: the capacity model's
+/// figure for the queue's per-action call limits. The bill prices a peak's full batches
+/// ([`crate::bill::sqs_requests_at_full_batches`], 0.3 with the template's batch sizes).
 pub const SQS_REQUESTS_PER_EVENT: f64 = 3.0;
 
 /// One kind of request's cost.

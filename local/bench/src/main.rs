@@ -139,6 +139,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         bill::write(&mut out, &units, &figures);
         print!("{out}");
         save_costs("bench bill", &units, Some(&figures), None)?;
+        bill::log_guard(&figures)?;
         return units
             .guard()
             .map_err(|breaches| format!("cost guard failed:\n{breaches}").into());
@@ -186,6 +187,7 @@ async fn full(intake_webhooks: usize) -> Result<(), Box<dyn std::error::Error + 
     std::fs::write(&path, out)?;
     eprintln!("written to {}", path.display());
     save_costs("bench", &units, Some(&figures), None)?;
+    bill::log_guard(&figures)?;
     units
         .guard()
         .map_err(|breaches| format!("cost guard failed:\n{breaches}").into())

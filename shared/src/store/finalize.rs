@@ -20,7 +20,7 @@ use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
 use serde::Serialize;
 use std::time::Duration;
-use tracing::{debug, info, warn};
+use tracing::{debug, warn};
 
 /// How many times a version conflict is decided again before giving up (the payment would have to change
 /// this many times within one request). Each conflict means another writer committed, so with N concurrent
@@ -177,14 +177,15 @@ impl PaymentStore {
     }
 }
 
-/// The transition was written: logged (an anomaly also alarmed) and answered.
+/// The transition was written: logged at DEBUG (each path's own summary line says it at INFO: the intake's
+/// "webhook finalized"), an anomaly also warned and alarmed, and answered.
 fn applied(
     transition: Transition,
     observation: &Observation,
     version_conflicts: u32,
     lease_released: bool,
 ) -> FinalizeOutcome {
-    info!(
+    debug!(
         payment_id = %transition.payment.id,
         version = transition.payment.version,
         status = %transition.payment.status,

@@ -22,7 +22,7 @@ fn traced<T>(f: impl FnOnce() -> T) -> (T, String) {
         .with_id_generator(XrayIdGenerator::default())
         .build();
     let subscriber = tracing_subscriber::registry()
-        .with(layer(true, move || writer.clone()))
+        .with(layer(true, SpanCloses::Logged, move || writer.clone()))
         .with(otel_layer(&provider));
     let out = tracing::subscriber::with_default(subscriber, f);
     let logs = String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap();

@@ -18,6 +18,7 @@ mod adyen;
 mod disputes;
 mod eventbridge;
 mod generation_failure;
+mod logs;
 mod not_ours;
 mod refunds;
 mod small_ends;

@@ -31,6 +31,8 @@ pub struct Deployment {
     /// The payment events queue's consumer mapping: batch size and `ScalingConfig.MaximumConcurrency`.
     pub consumer_batch: u64,
     pub consumer_max_concurrency: Option<u64>,
+    /// The outbox relay's stream mapping's batch size: the most events one invocation sends.
+    pub relay_batch: u64,
     /// The payment events queue runs in high throughput mode (per message group limit, group dedup scope).
     pub fifo_high_throughput: bool,
     /// The table's `WarmThroughput`, read and write units per second, where set.
@@ -73,6 +75,7 @@ pub fn read(template: &Template, env: Option<&str>, extra: &[(String, String)]) 
         intake_memory_mb: memory_mb(template, "WebhookIntakeFunction", &stack)?,
         consumer_batch,
         consumer_max_concurrency,
+        relay_batch: relay_batch(template, &stack)?,
         fifo_high_throughput: high_throughput(template, &stack)?,
         warm_read: number(
             template,
@@ -150,6 +153,23 @@ fn consumer_mapping(template: &Template, stack: &Stack) -> Result<(u64, Option<u
         }
     }
     Err("no function consumes PaymentEventsQueue in the template".into())
+}
+
+/// The batch size of the stream mapping on `PaymentsTable`'s stream (the outbox relay's).
+fn relay_batch(template: &Template, stack: &Stack) -> Result<u64, String> {
+    for function in template.functions() {
+        let Some(triggers) = template.triggers(&function, stack)? else {
+            continue;
+        };
+        for (_, trigger) in triggers.events {
+            if let Trigger::Stream(mapping) = trigger {
+                if mapping.table == "PaymentsTable" {
+                    return Ok(mapping.batch_size);
+                }
+            }
+        }
+    }
+    Err("no function reads PaymentsTable's stream in the template".into())
 }
 
 /// Whether `PaymentEventsQueue` is in high throughput mode: throughput per message group and deduplication

@@ -58,6 +58,7 @@ fn deployment() -> Deployment {
         intake_memory_mb: 256,
         consumer_batch: 10,
         consumer_max_concurrency: None,
+        relay_batch: 100,
         fifo_high_throughput: true,
         warm_read: None,
         warm_write: None,
