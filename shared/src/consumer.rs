@@ -1,12 +1,15 @@
 //! The consumer library: applies each payment's events exactly once and in version order.
 //!
 //! A consumer's effect (DynamoDB writes built by a [`Projection`]) and its cursor (the last version it
-//! applied for that payment, `pk = CONSUMER#<name>#<payment id>`) commit in one transaction, conditioned on
-//! the cursor being at `version - 1`. So:
+//! applied for that payment) commit in one write, conditioned on the cursor being at `version - 1`. The
+//! cursor is where [`Projection::cursor`] says ([`Cursor`]): its own item (`pk = CONSUMER#<name>#<payment
+//! id>`), committed with the effect in one transaction; or the projection's one item itself, put alone (a
+//! single-item projection such as the order projection: 1 write unit instead of the transaction's 4, issue
+//! 43). So:
 //! - an event already applied fails the condition and is skipped (acknowledged);
 //! - an event after a gap (its predecessor not applied yet) fails the condition and is held back: reported
 //!   as a batch failure so SQS redelivers it, counted, and alarmed once it keeps coming back; never skipped;
-//! - the happy path costs one `TransactWriteItems` and no read (the cursor comes back with ALL_OLD).
+//! - the happy path costs one write and no read (the cursor comes back with ALL_OLD).
 //!
 //! The batch answer follows FIFO semantics: after a message of a group fails, the later messages of that
 //! group in the batch fail too, so nothing overtakes a held-back event.
@@ -16,11 +19,12 @@ use crate::outbox;
 use crate::store::transact::{transact_write, TransactError};
 use crate::store::StoreError;
 use crate::telemetry::ErrorChain;
-use crate::PaymentEvent;
+use crate::{OrderId, PaymentEvent, PaymentId};
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
+use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem};
 use aws_sdk_dynamodb::Client;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use thiserror::Error;
 use tracing::{error, info, warn};
 
@@ -28,9 +32,34 @@ use tracing::{error, info, warn};
 pub trait Projection: Send + Sync {
     /// A stable name: part of the cursor key.
     fn name(&self) -> &str;
-    /// The writes that apply `event` (may be empty for events this consumer does not care about).
+    /// The writes that apply `event` (may be empty for events this consumer does not care about). With a
+    /// [`Cursor::Carried`] they are exactly one `Put` of the cursor's item, for every event.
     fn effects(&self, table: &str, event: &PaymentEvent) -> Result<Vec<TransactWriteItem>, ConsumerError>;
+    /// Where the last version applied for `payment` (of `order`) is kept: by default the consumer's own
+    /// cursor item.
+    fn cursor(&self, order: &OrderId, payment: &PaymentId) -> Cursor {
+        let _ = order;
+        Cursor::Item(crate::keys::consumer_cursor(self.name(), payment))
+    }
 }
+
+/// Where a consumer keeps the last version it applied for one payment.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Cursor {
+    /// Its own item (`CONSUMER#<name>#<payment id>` / `CURSOR`, `applied_version`), committed with the
+    /// effects in one transaction.
+    Item(crate::keys::Item),
+    /// The projection's one item carries it (`key`, the version in `version_attribute`): the effect is put
+    /// alone, conditioned on that attribute. Items an older cursor item counted stay right, as long as the
+    /// projection wrote the version into that attribute then too (the order projection's `payment_version`).
+    Carried {
+        key: crate::keys::Item,
+        version_attribute: &'static str,
+    },
+}
+
+/// The attribute an own cursor item keeps the version in.
+const APPLIED_VERSION: &str = "applied_version";
 
 /// Why a message was not applied; each keeps the error underneath as its `source()`.
 #[derive(Debug, Error)]
@@ -168,76 +197,159 @@ impl<P: Projection> Consumer<P> {
         }
     }
 
-    /// Applies one event exactly once: effect and cursor in one transaction, cursor at `version - 1`.
+    /// Applies one event exactly once: effect and cursor in one write, the cursor at `version - 1`.
     pub async fn apply(&self, event: &PaymentEvent) -> Result<MessageOutcome, ConsumerError> {
         let name = self.projection.name();
-        let mut items = self.projection.effects(&self.table, event)?;
+        let effects = self.projection.effects(&self.table, event)?;
+        let outcome = match self.projection.cursor(&event.order_id, &event.payment_id) {
+            Cursor::Item(key) => self.with_cursor_item(effects, key, event).await?,
+            Cursor::Carried { key, version_attribute } => {
+                let item = carried_item(effects, &key)?;
+                self.carrying_cursor(item, version_attribute, event).await?
+            }
+        };
+        if outcome == MessageOutcome::Applied {
+            info!(consumer = name, payment_id = %event.payment_id, version = event.version, "event applied");
+        }
+        Ok(outcome)
+    }
+
+    /// The effects and the cursor item in one transaction.
+    async fn with_cursor_item(
+        &self,
+        mut items: Vec<TransactWriteItem>,
+        key: crate::keys::Item,
+        event: &PaymentEvent,
+    ) -> Result<MessageOutcome, ConsumerError> {
+        let (condition, values) = after_previous(APPLIED_VERSION, event.version);
         let cursor = Put::builder()
             .table_name(&self.table)
-            .set_item(Some(crate::keys::consumer_cursor(name, &event.payment_id)))
-            .item("applied_version", AttributeValue::N(event.version.to_string()))
+            .set_item(Some(key))
+            .item(APPLIED_VERSION, AttributeValue::N(event.version.to_string()))
             .item("applied_event_id", AttributeValue::S(event.event_id()))
             .item("updated_at_ms", AttributeValue::N(clock::now_ms().to_string()))
-            .condition_expression(if event.version == 1 {
-                "attribute_not_exists(pk)"
-            } else {
-                "applied_version = :previous"
-            })
-            .set_expression_attribute_values((event.version > 1).then(|| {
-                [(
-                    ":previous".to_owned(),
-                    AttributeValue::N(event.version.saturating_sub(1).to_string()),
-                )]
-                .into()
-            }))
+            .condition_expression(condition)
+            .set_expression_attribute_values(values)
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .build()
             .map_err(|e| ConsumerError::Effect(e.into()))?;
         items.push(TransactWriteItem::builder().put(cursor).build());
         let cursor_index = items.len().saturating_sub(1);
         match transact_write(&self.client, items, "apply event", false).await {
-            Ok(()) => {
-                info!(consumer = name, payment_id = %event.payment_id, version = event.version, "event applied");
-                Ok(MessageOutcome::Applied)
-            }
+            Ok(()) => Ok(MessageOutcome::Applied),
             // Our cursor's condition failed: the event was applied before, or its predecessor was not yet.
             Err(TransactError::Cancelled(c)) if c.condition_failed(cursor_index) => {
-                let applied: u64 = c
-                    .item(cursor_index)
-                    .and_then(|i| i.get("applied_version"))
-                    .and_then(|v| v.as_n().ok())
-                    .and_then(|n| n.parse().ok())
-                    .unwrap_or(0);
-                Ok(if applied >= event.version {
-                    MessageOutcome::Skipped
-                } else {
-                    MessageOutcome::HeldBack
-                })
+                Ok(not_applied(c.item(cursor_index), APPLIED_VERSION, event))
             }
             Err(e) => Err(ConsumerError::Store(e.into_store_error("apply event"))),
         }
     }
 
-    /// The last version this consumer applied for a payment (0: none).
-    pub async fn applied_version(&self, payment_id: &crate::PaymentId) -> Result<u64, ConsumerError> {
+    /// The projection's one item, carrying its cursor, put alone under the same condition.
+    async fn carrying_cursor(
+        &self,
+        item: crate::keys::Item,
+        version_attribute: &'static str,
+        event: &PaymentEvent,
+    ) -> Result<MessageOutcome, ConsumerError> {
+        let (condition, values) = after_previous(version_attribute, event.version);
+        let put = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .item(version_attribute, AttributeValue::N(event.version.to_string()))
+            .item("applied_by", AttributeValue::S(self.projection.name().to_owned()))
+            .item("applied_event_id", AttributeValue::S(event.event_id()))
+            .item("updated_at_ms", AttributeValue::N(clock::now_ms().to_string()))
+            .condition_expression(condition)
+            .set_expression_attribute_values(values)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match put {
+            Ok(_) => Ok(MessageOutcome::Applied),
+            Err(e) => match e.as_service_error() {
+                Some(PutItemError::ConditionalCheckFailedException(failed)) => {
+                    Ok(not_applied(failed.item(), version_attribute, event))
+                }
+                _ => Err(ConsumerError::Store(StoreError::from_sdk("apply event", e))),
+            },
+        }
+    }
+    /// The last version this consumer applied for `payment` of `order` (0: none).
+    pub async fn applied_version(&self, order: &OrderId, payment: &PaymentId) -> Result<u64, ConsumerError> {
+        let (key, attribute) = match self.projection.cursor(order, payment) {
+            Cursor::Item(key) => (key, APPLIED_VERSION),
+            Cursor::Carried { key, version_attribute } => (key, version_attribute),
+        };
         let out = self
             .client
             .get_item()
             .table_name(&self.table)
-            .set_key(Some(crate::keys::consumer_cursor(self.projection.name(), payment_id)))
+            .set_key(Some(key))
             .consistent_read(true)
             .send()
             .await
             .map_err(|e| ConsumerError::Store(StoreError::from_sdk("read consumer cursor", e)))?;
-        Ok(out
-            .item
-            .and_then(|i| {
-                i.get("applied_version")
-                    .and_then(|v| v.as_n().ok())
-                    .and_then(|n| n.parse().ok())
-            })
-            .unwrap_or(0))
+        Ok(version_in(out.item(), attribute))
     }
+}
+
+/// The condition that `version` comes right after the one applied: no cursor yet for version 1, else the
+/// cursor at `version - 1`.
+fn after_previous(attribute: &str, version: u64) -> (String, Option<HashMap<String, AttributeValue>>) {
+    if version <= 1 {
+        return ("attribute_not_exists(pk)".to_owned(), None);
+    }
+    let previous = AttributeValue::N(version.saturating_sub(1).to_string());
+    (
+        format!("{attribute} = :previous"),
+        Some(HashMap::from([(":previous".to_owned(), previous)])),
+    )
+}
+
+/// The version `attribute` of `item` says was applied (0: none).
+fn version_in(item: Option<&HashMap<String, AttributeValue>>, attribute: &str) -> u64 {
+    item.and_then(|i| i.get(attribute))
+        .and_then(|v| v.as_n().ok())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The cursor's condition failed: applied before (skipped), or its predecessor not yet (held back).
+fn not_applied(
+    cursor: Option<&HashMap<String, AttributeValue>>,
+    attribute: &str,
+    event: &PaymentEvent,
+) -> MessageOutcome {
+    if version_in(cursor, attribute) >= event.version {
+        MessageOutcome::Skipped
+    } else {
+        MessageOutcome::HeldBack
+    }
+}
+
+/// The one item a projection that carries its cursor writes: its effects must be exactly one `Put` of the
+/// cursor's key (anything else is a bug of the projection, failed back to SQS, never half applied).
+fn carried_item(effects: Vec<TransactWriteItem>, key: &crate::keys::Item) -> Result<crate::keys::Item, ConsumerError> {
+    let mut effects = effects.into_iter();
+    let put = match (effects.next().and_then(|e| e.put), effects.next()) {
+        (Some(put), None) => put,
+        _ => {
+            return Err(ConsumerError::Effect(
+                "a projection that carries its cursor writes one put".into(),
+            ))
+        }
+    };
+    let item = put.item;
+    let same_key = key.iter().all(|(name, value)| item.get(name) == Some(value));
+    if !same_key {
+        return Err(ConsumerError::Effect(
+            "a projection's put is not the item that carries its cursor".into(),
+        ));
+    }
+    Ok(item)
 }
 
 /// The trace context a message carries: our `traceparent` attribute, else SQS's `AWSTraceHeader`.

@@ -367,7 +367,8 @@ impl Summary {
     }
 }
 
-/// Events the order projection applied for the demo's payments (its cursors), waiting for it to catch up.
+/// Events the order projection applied for the demo's payments (each order item's `payment_version`, its
+/// cursor), waiting for it to catch up.
 async fn consumed(table: &str, checkouts: &[Checkout], deadline: Instant) -> Result<usize, BoxError> {
     let ddb = shared::aws::dynamodb_client(&shared::aws::sdk_config().await);
     let mut total = 0;
@@ -385,17 +386,23 @@ async fn consumed(table: &str, checkouts: &[Checkout], deadline: Instant) -> Res
             .and_then(|v| v.as_n().ok())
             .and_then(|n| n.parse().ok())
             .unwrap_or(0);
+        let order = payment
+            .item()
+            .and_then(|i| i.get("order_id"))
+            .and_then(|v| v.as_s().ok())
+            .ok_or("a payment without its order id")?;
+        let order = shared::OrderId::parse(order)?;
         loop {
             let cursor = ddb
                 .get_item()
                 .table_name(table)
-                .set_key(Some(shared::keys::consumer_cursor("order-projection", &payment_id)))
+                .set_key(Some(shared::keys::order_payment(&order, &payment_id)))
                 .consistent_read(true)
                 .send()
                 .await?;
             let applied: usize = cursor
                 .item()
-                .and_then(|i| i.get("applied_version"))
+                .and_then(|i| i.get("payment_version"))
                 .and_then(|v| v.as_n().ok())
                 .and_then(|n| n.parse().ok())
                 .unwrap_or(0);

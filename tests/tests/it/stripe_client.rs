@@ -385,7 +385,11 @@ async fn a_refusal_is_logged_with_stripes_type_code_param_and_message_and_never_
     let capture = integration_tests::LogCapture::default();
     let sink = capture.clone();
     let subscriber = tracing_subscriber::registry()
-        .with(shared::telemetry::layer(true, shared::telemetry::SpanCloses::Omitted, move || sink.clone()))
+        .with(shared::telemetry::layer(
+            true,
+            shared::telemetry::SpanCloses::Omitted,
+            move || sink.clone(),
+        ))
         .with(tracing_subscriber::EnvFilter::new("info"));
     let _guard = tracing::subscriber::set_default(subscriber);
     let c = client(&server.url);

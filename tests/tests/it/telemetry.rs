@@ -27,7 +27,11 @@ async fn request_logs_carry_ids_and_never_secrets() {
         let id = ctx.store.create(id).await.unwrap().id;
         let sink = capture.clone();
         let subscriber = tracing_subscriber::registry()
-            .with(shared::telemetry::layer(json, shared::telemetry::SpanCloses::Logged, move || sink.clone()))
+            .with(shared::telemetry::layer(
+                json,
+                shared::telemetry::SpanCloses::Logged,
+                move || sink.clone(),
+            ))
             .with(tracing_subscriber::EnvFilter::new("trace"));
         let _guard = tracing::subscriber::set_default(subscriber);
         // From here on, every line but the first is written inside the request.

@@ -342,9 +342,10 @@ async fn a_burst_with_races_and_duplicates_at_every_hop_is_applied_exactly_once_
     );
     assert_applied_once_in_order(&ctx, &ids).await;
     for id in &ids {
+        let payment = ctx.store.get(id).await.unwrap().unwrap();
         assert_eq!(
-            consumer.applied_version(id).await.unwrap(),
-            ctx.store.get(id).await.unwrap().unwrap().version
+            consumer.applied_version(&payment.order_id, id).await.unwrap(),
+            payment.version
         );
     }
 
@@ -452,7 +453,7 @@ async fn a_gap_is_held_back_never_skipped_and_alarmed_when_it_persists() {
             .collect::<Vec<_>>(),
         vec!["m1", "m2"]
     );
-    assert_eq!(consumer.applied_version(&id).await.unwrap(), 1);
+    assert_eq!(consumer.applied_version(&events[0].order_id, &id).await.unwrap(), 1);
     // It keeps coming back without its predecessor: alarmed.
     let (_, report) = consumer.process(&[message(&events[2], 6, 3)]).await;
     assert_eq!((report.held_back, report.gap_persistent), (1, 1));
@@ -466,7 +467,7 @@ async fn a_gap_is_held_back_never_skipped_and_alarmed_when_it_persists() {
         .await;
     assert!(r.batch_item_failures.is_empty());
     assert_eq!((report.applied, report.skipped), (2, 1));
-    assert_eq!(consumer.applied_version(&id).await.unwrap(), 3);
+    assert_eq!(consumer.applied_version(&events[0].order_id, &id).await.unwrap(), 3);
 }
 
 #[test]

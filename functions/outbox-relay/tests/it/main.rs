@@ -13,5 +13,6 @@
     clippy::too_many_lines
 )]
 
+mod carried_cursor;
 mod e2e;
 mod migration;

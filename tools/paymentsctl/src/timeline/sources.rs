@@ -9,7 +9,7 @@ use crate::escalations::{describe_next, peek, runner_step};
 use crate::settings::{Ctx, QueueRole};
 use crate::when::format_ms;
 use checkout_saga::saga::{Loaded, SagaEvent, SagaEventKind, SagaRecord, SagaStore};
-use shared::keys::{self, payment_pk};
+use shared::keys::{self, payment_pk, Item};
 use shared::store::item::{event_from_item, event_of_payment_item};
 use shared::telemetry::ErrorChain;
 use shared::{EventKind, OrderId, Payment, PaymentEvent, PaymentId};
@@ -123,13 +123,13 @@ pub(super) async fn payment_events(
 
 pub(super) async fn cursors(ctx: &Ctx, t: &mut Timeline, p: &Payment, opts: &Options) -> Result<(), crate::Error> {
     for name in &opts.consumers {
-        let item = get(ctx, keys::consumer_cursor(name, &p.id)).await?;
+        let (item, version) = consumer_cursor(ctx, name, p).await?;
         let cursor = Cursor {
             payment_id: p.id.to_string(),
             consumer: name.clone(),
             applied_version: item
                 .as_ref()
-                .and_then(|i| number(i, "applied_version"))
+                .and_then(|i| number(i, version))
                 .and_then(|v| u64::try_from(v).ok()),
             applied_event_id: item.as_ref().and_then(|i| text(i, "applied_event_id")),
             updated_at_ms: item.as_ref().and_then(|i| number(i, "updated_at_ms")),
@@ -160,6 +160,20 @@ pub(super) async fn cursors(ctx: &Ctx, t: &mut Timeline, p: &Payment, opts: &Opt
         t.cursors.push(cursor);
     }
     Ok(())
+}
+
+/// Consumer `name`'s cursor for `p` and the attribute holding its version: the projection item that carries
+/// it (`applied_by` names the consumer: the order projection's since issue 43,
+/// `shared::consumer::Cursor::Carried`), else its own cursor item (a consumer that keeps one, or an order item
+/// not written since: the cursor item of before stops moving once the item carries it).
+async fn consumer_cursor(ctx: &Ctx, name: &str, p: &Payment) -> Result<(Option<Item>, &'static str), crate::Error> {
+    let carried = get(ctx, keys::order_payment(&p.order_id, &p.id))
+        .await?
+        .filter(|i| text(i, "applied_by").as_deref() == Some(name));
+    if carried.is_some() {
+        return Ok((carried, "payment_version"));
+    }
+    Ok((get(ctx, keys::consumer_cursor(name, &p.id)).await?, "applied_version"))
 }
 
 /// The order projection's item for `p`, checked against the payment.

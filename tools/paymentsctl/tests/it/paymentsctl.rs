@@ -571,7 +571,11 @@ fn intake_log(correlation: &str, payment: Option<&str>, log: impl FnOnce()) -> V
     use tracing_subscriber::layer::SubscriberExt;
     let buffer = integration_tests::LogCapture::default();
     let writer = buffer.clone();
-    let subscriber = tracing_subscriber::registry().with(shared::telemetry::layer(true, shared::telemetry::SpanCloses::Logged, move || writer.clone()));
+    let subscriber = tracing_subscriber::registry().with(shared::telemetry::layer(
+        true,
+        shared::telemetry::SpanCloses::Logged,
+        move || writer.clone(),
+    ));
     tracing::subscriber::with_default(subscriber, || {
         let span = shared::telemetry::request_span("webhook", correlation);
         if let Some(payment) = payment {
