@@ -7,7 +7,7 @@
 //! |---|---|---|
 //! | `payment` | the payment (`PAYMENT#<id>` / `PAYMENT`) and its events (`EVENT#<version>`): every accepted transition, with path, correlation id, trace context, PSP event id and reason | one Query |
 //! | `saga` | the order's saga (`SAGA#<order>` / `SAGA`) and its log (`EVENT#<version>`): steps and compensations | one GetItem, one Query |
-//! | `cursor` | each consumer's cursor (`CONSUMER#<name>#<payment id>` / `CURSOR`: the last version it applied) and the order projection (`ORDER#<order>` / `PAYMENT#<payment id>`) | one GetItem each |
+//! | `cursor` | each consumer's cursor (the last version it applied: the order item that carries it, `applied_by`, else `CONSUMER#<name>#<payment id>` / `CURSOR`) and the order projection (`ORDER#<order>` / `PAYMENT#<payment id>`) | one or two GetItem each |
 //! | `lease` | the payment's lease (`LEASE#<id>` / `LEASE`), live or expired-not-yet-deleted | one GetItem |
 //! | `parked` | webhooks parked under `PARKED#quarantined` / `PARKED#unknown_payment` whose body names the payment, its PSP reference or one of its PSP event ids | one Query per kind (all parked items, kept 30 days) |
 //! | `escalation` | messages of the saga escalation queue for the order | receives every message and gives it back (see `escalations`) |
