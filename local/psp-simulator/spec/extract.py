@@ -10,7 +10,7 @@ responses are dropped and every $ref is resolved inline, so the subset stands al
 import json
 import sys
 
-# The operations shared::psp::StripeClient calls, and the ones the simulator serves for other parts of issue 23
+# The operations psp::StripeClient (shared/psp/src/stripe/client.rs) calls, and the ones the simulator serves for other parts of issue 23
 # (a refund's retrieve, the Events API): method, path.
 OPERATIONS = [
     ("post", "/v1/payment_intents"),

@@ -23,7 +23,8 @@ pub const MAX_PSP_NAME: usize = 32;
 pub enum PspName {
     /// Stripe: PaymentIntents (`pi_...`), asked by recovery through the Stripe client.
     Stripe,
-    /// Adyen: 16-character pspReferences; notifications only until its Checkout client exists (issue 26).
+    /// Adyen: 16-character pspReferences; its Checkout API called by the checkout and asked by recovery
+    /// (`psp::adyen::AdyenClient`), its notifications taken by the intake.
     Adyen,
     /// A Standard Webhooks provider, by its configured name: webhooks only, nothing to ask.
     Standard(StandardPsp),

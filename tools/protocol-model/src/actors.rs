@@ -3,12 +3,12 @@
 //!
 //! | actor | steps mirror |
 //! |---|---|
-//! | saga runner ([`RunnerPc`]) | `functions/checkout-saga/src/runner.rs`: `Runner::drive` (a deferred call waits, a failing step escalates: `escalate`, `deferred`), `Runner::advance` and its steps (`reserve_stock`, `create_payment`, `await_payment`, `confirm_order`, `refund` with `refund_impossible`, `release_stock`), `Runner::charge` (with `send_charge`), `Runner::cancel_payment` with `cancel_intent`, `Runner::payment_outcome` |
-//! | the sweeper ([`sweep`], [`look`]) | `functions/checkout-saga/src/sweeper.rs`: the shard's oldest due saga, one a run; a set-aside saga on its schedule (`after_resume`, `set_aside_due`) |
+//! | saga runner ([`RunnerPc`]) | `functions/checkout-saga/src/runner.rs`: `Runner::drive` (a deferred call waits, a failing step escalates: `escalate`), `Runner::advance` and its steps (`reserve_stock`, `create_payment`, `await_payment`, `confirm_order`, `refund` with `refund_impossible`, `release_stock`), `Runner::charge` (with `send_charge`), `Runner::cancel_payment` with `cancel_intent`, `Runner::payment_outcome` |
+//! | the sweeper ([`sweep`], [`look`]) | `functions/checkout-saga/src/sweeper.rs`: the shard's oldest due saga, one a run; a set-aside saga on its schedule (the core's `after_resume`, `set_aside_due`, `shared/core/src/saga.rs`) |
 //! | time ([`late`], [`act_on_deadline`]) | a state's deadline passes (`saga::deadline`): `Runner::drive` gives a charge or a payment creation up, `Runner::waiting` escalates a wait once, and the sweeper's `Runner::act_on_deadline` does either for a saga deferred by the PSP |
 //! | the PSP's faults ([`dispute`], [`key_rejected`], [`key_fixed`], [`deploy`], [`breaker_closes`]) | a cardholder's dispute, a rejected API key and its fix, a deploy that changes the charge request, the breaker's cool-down and probe |
-//! | webhook intake ([`intake`]) | `functions/webhook-intake/src/handler.rs`: `intake`'s steps `leased` (read, then the lease at the version read) and `applied` (finalize: its new version frees the lease) |
-//! | recovery ([`RecoveryPc`], [`recovery_ask`], [`recovery_finalize`]) | `shared/src/recovery.rs`: `Recovery::reconcile` / `reconcile_leased` (lease, read, the core's `recovery_step` choosing what to ask, `give_back` when a refund is due, PSP status query, finalize) |
+//! | webhook intake ([`intake`]) | `functions/webhook-intake/src/handler.rs`: `intake`, then `functions/webhook-intake/src/payment.rs`'s steps `leased` (`read`, then `take_lease` at the version read) and `finalized` (`finalize`: its new version frees the lease) |
+//! | recovery ([`RecoveryPc`], [`recovery_ask`], [`recovery_finalize`]) | `functions/reconciler/src/lib.rs`: `Recovery::reconcile` / `reconcile_leased` (lease, read, the core's `recovery_step` of `shared/core/src/recovery.rs` choosing what to ask, `give_back` when a refund is due, PSP status query, finalize) |
 //! | customer ([`CustomerPc`]) | completes the 3-D Secure challenge at the PSP with the secret our client view gave; `POST /checkouts/{order}/cancel` (`functions/checkout-saga/src/api.rs`: `orders::cancel`, then `Runner::cancel_by_customer`) |
 //! | order projection ([`relay`]) | the outbox relay and `functions/order-projection`: the projection catches up with the payment (best effort) |
 //!
