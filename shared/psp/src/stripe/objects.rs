@@ -1,7 +1,8 @@
 //! Stripe's objects as the system reads them (PaymentIntent, Charge, Refund, the error object).
 //!
 //! Only the fields we act on are read; everything else Stripe sends is ignored, so a new Stripe field never
-//! breaks us. Values that let someone pay or authenticate (the client secret, the next action's URL) are kept
+//! breaks us. An `Option` field Stripe leaves out or sends as `null` reads as `None` (serde's rule for
+//! `Option`, no `#[serde(default)]` needed). Values that let someone pay or authenticate (the client secret, the next action's URL) are kept
 //! in types whose `Debug` prints `[redacted]`.
 //!
 //! What a PaymentIntent's status means in our terms is the core's one table
@@ -25,16 +26,11 @@ pub struct PaymentIntent {
     /// Lowercase ISO code, as Stripe writes it.
     pub currency: String,
     pub status: IntentStatus,
-    #[serde(default)]
     pub client_secret: Option<ClientSecret>,
-    #[serde(default)]
     pub next_action: Option<NextAction>,
-    #[serde(default)]
     pub last_payment_error: Option<LastPaymentError>,
-    #[serde(default)]
     pub cancellation_reason: Option<String>,
     /// The charge's id, or the charge itself when requested with `expand[]=latest_charge`.
-    #[serde(default)]
     pub latest_charge: Option<LatestCharge>,
     #[serde(default)]
     pub metadata: HashMap<String, String>,
@@ -70,7 +66,6 @@ pub struct Dispute {
     pub amount: u64,
     pub currency: String,
     pub status: String,
-    #[serde(default)]
     pub payment_intent: Option<String>,
 }
 
@@ -146,13 +141,11 @@ pub struct EventQuery<'a> {
 pub struct NextAction {
     #[serde(rename = "type", default)]
     pub kind: Option<String>,
-    #[serde(default)]
     pub redirect_to_url: Option<RedirectToUrl>,
 }
 
 #[derive(Clone, Deserialize)]
 pub struct RedirectToUrl {
-    #[serde(default)]
     pub url: Option<String>,
 }
 
@@ -167,9 +160,7 @@ impl fmt::Debug for RedirectToUrl {
 pub struct LastPaymentError {
     #[serde(rename = "type", default)]
     pub kind: Option<String>,
-    #[serde(default)]
     pub code: Option<String>,
-    #[serde(default)]
     pub decline_code: Option<String>,
 }
 
@@ -244,16 +235,13 @@ pub struct Charge {
     #[serde(default)]
     pub captured: bool,
     pub currency: String,
-    #[serde(default)]
     pub payment_intent: Option<String>,
-    #[serde(default)]
     pub payment_method_details: Option<PaymentMethodDetails>,
 }
 
 /// `payment_method_details` of a charge: of a card, what an authorization's capture depends on.
 #[derive(Debug, Clone, Deserialize)]
 pub struct PaymentMethodDetails {
-    #[serde(default)]
     pub card: Option<CardDetails>,
 }
 
@@ -261,7 +249,6 @@ pub struct PaymentMethodDetails {
 #[derive(Debug, Clone, Deserialize)]
 pub struct CardDetails {
     /// Manual capture: when (epoch seconds) Stripe releases the authorization if it is not captured.
-    #[serde(default)]
     pub capture_before: Option<i64>,
 }
 
@@ -273,9 +260,7 @@ pub struct Refund {
     pub amount: u64,
     pub currency: String,
     pub status: String,
-    #[serde(default)]
     pub payment_intent: Option<String>,
-    #[serde(default)]
     pub charge: Option<String>,
 }
 
@@ -291,16 +276,11 @@ impl Refund {
 pub struct ErrorObject {
     #[serde(rename = "type")]
     pub kind: ErrorType,
-    #[serde(default)]
     pub code: Option<String>,
-    #[serde(default)]
     pub decline_code: Option<String>,
-    #[serde(default)]
     pub message: Option<String>,
-    #[serde(default)]
     pub param: Option<String>,
     /// The PaymentIntent as it stands, sent with errors about one (a decline, a cancel in the wrong state).
-    #[serde(default)]
     pub payment_intent: Option<Box<PaymentIntent>>,
 }
 
