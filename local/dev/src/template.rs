@@ -113,6 +113,32 @@ impl Template {
         Scope::new(&self.doc, stack).condition(name)
     }
 
+    /// The one variable `name` that `function` gets in a stack standing in as `stack` (its own, else the
+    /// `Globals`'), resolved alone, so a reader of one setting (the capacity model) needs no value for the
+    /// parameters the other variables name; `None` when the function does not get it.
+    pub fn variable(&self, function: &str, name: &str, stack: &Stack) -> Result<Option<String>, String> {
+        let resource = &self.doc["Resources"][function];
+        if resource["Type"].as_str() != Some("AWS::Serverless::Function") {
+            return Err(format!("{function} is no AWS::Serverless::Function of the template"));
+        }
+        let own = &resource["Properties"]["Environment"]["Variables"][name];
+        let value = if own.is_null() {
+            &self.doc["Globals"]["Function"]["Environment"]["Variables"][name]
+        } else {
+            own
+        };
+        if value.is_null() {
+            return Ok(None);
+        }
+        match Scope::new(&self.doc, stack).resolve(value) {
+            Ok(Some(resolved)) => scalar(&resolved)
+                .map(Some)
+                .map_err(|why| format!("{function}'s {name}: {why}")),
+            Ok(None) => Ok(None),
+            Err(why) => Err(format!("{function}'s {name}: {why}")),
+        }
+    }
+
     /// The environment `function` gets in a stack standing in as `stack`: `{variable: value}`.
     pub fn environment(&self, function: &str, stack: &Stack) -> Result<BTreeMap<String, String>, String> {
         let resource = &self.doc["Resources"][function];

@@ -42,7 +42,8 @@ pub struct Deployment {
     pub psp_scanners: usize,
     /// Stripe's events also arrive through EventBridge.
     pub eventbridge: bool,
-    /// Partition key values of the `open-items` index per kind (`shared::store::open_index::OPEN_SHARDS`).
+    /// Partition key values of the `open-items` index per kind: `OPEN_ITEMS_SHARDS` as the functions get it
+    /// (the template's `OpenItemsShards`).
     pub open_shards: u64,
 }
 
@@ -89,7 +90,7 @@ pub fn read(template: &Template, env: Option<&str>, extra: &[(String, String)]) 
         psp_scan_rate: scan_rate(template, &stack)?,
         psp_scanners: scanners(template, &stack)?,
         eventbridge: template.condition("HasStripeEventBridge", &stack)?,
-        open_shards: shared::store::open_index::OPEN_SHARDS,
+        open_shards: open_shards(template, &stack)?,
         parameters,
     })
 }
@@ -181,4 +182,36 @@ fn scanners(template: &Template, stack: &Stack) -> Result<usize, String> {
         }
     }
     Ok(n)
+}
+
+/// `OPEN_ITEMS_SHARDS` as every function gets it, read through the functions' own loader
+/// (`shared::Config`, so an out-of-range value is the error a function would start with); refused when two
+/// functions would get different counts (a scanner reading fewer shards than a writer writes misses items).
+fn open_shards(template: &Template, stack: &Stack) -> Result<u64, String> {
+    let mut found: Option<(String, u64)> = None;
+    for function in template.functions() {
+        // Unset, a function runs on the loader's default: that is the count it uses.
+        let value = template.variable(&function, "OPEN_ITEMS_SHARDS", stack)?;
+        let env = shared::Env::from_lookup(move |name| match name {
+            "OPEN_ITEMS_SHARDS" => value.clone(),
+            "TABLE_NAME" => Some("payments".into()),
+            _ => None,
+        });
+        let shards = shared::Config::from(&env)
+            .map_err(|e| format!("{function}: {e}"))?
+            .open_shards
+            .get();
+        match &found {
+            Some((first, n)) if *n != shards => {
+                return Err(format!(
+                    "{first} gets OPEN_ITEMS_SHARDS {n} but {function} {shards}: every function must use one count"
+                ))
+            }
+            Some(_) => {}
+            None => found = Some((function, shards)),
+        }
+    }
+    found
+        .map(|(_, n)| n)
+        .ok_or_else(|| "the template has no function".into())
 }

@@ -254,7 +254,10 @@ fn dynamodb_rows(inputs: &Inputs<'_>, checkout: &CheckoutCost) -> Result<Vec<Row
         "dynamodb_partition_wcu",
         index / d.open_shards as f64,
     )?;
-    shard.limit_from = format!("limits: dynamodb_partition_wcu; {} shards (OPEN_SHARDS)", d.open_shards);
+    shard.limit_from = format!(
+        "limits: dynamodb_partition_wcu; {} shards (template: OpenItemsShards)",
+        d.open_shards
+    );
     Ok(vec![
         money(
             row(inputs, "DynamoDB table writes", "dynamodb_table_max_wcu", writes)?,

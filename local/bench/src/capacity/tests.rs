@@ -233,20 +233,40 @@ fn samconfig_environments_are_read_with_their_overrides() {
 }
 
 #[test]
-fn the_peak_environment_holds_1000_orders_a_second_with_30_percent_headroom_but_for_the_open_index() {
-    // samconfig.toml's `peak`, with the raises of benchmarks/granted.toml, at the `peak` profile. The one row
-    // below 30 %: the open-items shards, a code constant (docs/DEPLOY.md, "Peak season").
+fn the_peak_environment_holds_1000_orders_a_second_with_30_percent_headroom_on_every_limit() {
+    // samconfig.toml's `peak`, with the raises of benchmarks/granted.toml, at the `peak` profile.
     let profile = super::profile("peak", &[]).unwrap();
     let (answer, _) = super::run(Some(super::PEAK_ENV), &[], &profile).unwrap();
-    let short: Vec<&str> = answer
+    let short: Vec<(&str, f64)> = answer
         .rows
         .iter()
         .filter(|r| r.headroom(profile.orders_per_s) < 0.3)
-        .map(|r| r.resource.as_str())
+        .map(|r| (r.resource.as_str(), r.headroom(profile.orders_per_s)))
         .collect();
-    assert_eq!(
-        short,
-        ["DynamoDB open-items index, one shard's partition"],
-        "{answer:#?}"
+    assert_eq!(short, [], "{answer:#?}");
+    let shard = find(&answer, "DynamoDB open-items index");
+    assert!(
+        shard.limit_from.contains("16 shards (template: OpenItemsShards)"),
+        "{shard:?}"
+    );
+}
+
+#[test]
+fn the_open_items_shards_are_read_from_the_template_and_change_the_answer() {
+    let row = |parameters: &[(&str, &str)]| find(&repository_answer(parameters), "DynamoDB open-items index").clone();
+    let (eight, sixteen) = (row(&[]), row(&[("OpenItemsShards", "16")]));
+    let close = |a: f64, b: f64| (a - b).abs() < 1e-6;
+    assert!(
+        eight.limit_from.contains("8 shards"),
+        "the template's default: {eight:?}"
+    );
+    assert!(close(sixteen.per_order * 2.0, eight.per_order), "{eight:?} {sixteen:?}");
+    assert!(close(sixteen.max_orders_per_s(), 2.0 * eight.max_orders_per_s()));
+    // Out of the functions' range: the model refuses it as a function would refuse to start.
+    let profile = super::profile("peak", &[]).unwrap();
+    let err = super::run(None, &[("OpenItemsShards".into(), "4".into())], &profile).unwrap_err();
+    assert!(
+        err.contains("OPEN_ITEMS_SHARDS") && err.contains("from 8 to 256"),
+        "{err}"
     );
 }
