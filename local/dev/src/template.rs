@@ -103,6 +103,22 @@ impl Template {
         scope.resolve(&value).map_err(at)
     }
 
+    /// The value of the stack's output `name` in a stack standing in as `stack`, resolved (a parameter it
+    /// states, such as the Stripe rate limit the capacity model checks budgets against); `None` when absent.
+    pub fn output(&self, name: &str, stack: &Stack) -> Result<Option<String>, String> {
+        let value = &self.doc["Outputs"][name]["Value"];
+        if value.is_null() {
+            return Ok(None);
+        }
+        match Scope::new(&self.doc, stack).resolve(value) {
+            Ok(Some(resolved)) => scalar(&resolved)
+                .map(Some)
+                .map_err(|why| format!("output {name}: {why}")),
+            Ok(None) => Ok(None),
+            Err(why) => Err(format!("output {name}: {why}")),
+        }
+    }
+
     /// The `Globals` `MemorySize` of every function, MB.
     pub fn global_memory_mb(&self) -> Option<f64> {
         self.doc["Globals"]["Function"]["MemorySize"].as_f64()

@@ -86,7 +86,11 @@ fn stable_hash(id: &str) -> u64 {
 
 /// The shard key of the item `id` of `kind` among `shards`.
 pub fn shard_of(kind: OpenKind, id: &str, shards: OpenShards) -> String {
-    format!("{}#{}", kind.prefix(), stable_hash(id).checked_rem(shards.get()).unwrap_or(0))
+    format!(
+        "{}#{}",
+        kind.prefix(),
+        stable_hash(id).checked_rem(shards.get()).unwrap_or(0)
+    )
 }
 
 /// The `pk`s of items of `kind` that opened at or before `opened_before_ms` and are still open, oldest first

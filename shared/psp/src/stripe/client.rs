@@ -86,7 +86,10 @@ impl StripeClient {
             redirects: settings.redirects.clone(),
             capture: settings.capture,
             retries: settings.retries,
-            pace: settings.scan_rate.map(Pace::per_second),
+            pace: settings
+                .scan_rate
+                .map(Pace::per_second)
+                .or_else(|| settings.budget.map(Pace::share)),
         })
     }
 
