@@ -11,6 +11,7 @@
 //! no `shared` to depend on.
 
 use crate::lease::LeaseConfig;
+use crate::store::open_index::OpenShards;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -108,6 +109,9 @@ pub struct Config {
     pub table_name: String,
     /// `LEASE_TTL_SECONDS` against `FUNCTION_TIMEOUT_SECONDS`.
     pub lease: LeaseConfig,
+    /// `OPEN_ITEMS_SHARDS` (the template's `OpenItemsShards`, default 8): the `open-items` index's shards,
+    /// the same for every function that writes or reads the index.
+    pub open_shards: OpenShards,
 }
 
 pub const DEFAULT_LEASE_TTL_SECONDS: u64 = 30;
@@ -119,8 +123,14 @@ impl Config {
         Self::from(&Env::from_lookup(lookup))
     }
 
-    /// `TABLE_NAME` (required), `LEASE_TTL_SECONDS` and `FUNCTION_TIMEOUT_SECONDS`.
+    /// `TABLE_NAME` (required), `LEASE_TTL_SECONDS`, `FUNCTION_TIMEOUT_SECONDS` and `OPEN_ITEMS_SHARDS`.
     pub fn from(env: &Env) -> Result<Self, ConfigError> {
+        let shards = env.number("OPEN_ITEMS_SHARDS", OpenShards::DEFAULT.get())?;
+        let open_shards = OpenShards::new(shards).ok_or_else(|| ConfigError::Invalid {
+            name: "OPEN_ITEMS_SHARDS",
+            expected: "shard count from 8 to 256 (only ever raised: docs/DEPLOY.md, \"Peak season\")",
+            value: shards.to_string(),
+        })?;
         let ttl = env.seconds("LEASE_TTL_SECONDS", Duration::from_secs(DEFAULT_LEASE_TTL_SECONDS))?;
         let timeout = env.seconds(
             "FUNCTION_TIMEOUT_SECONDS",
@@ -129,6 +139,7 @@ impl Config {
         Ok(Self {
             table_name: env.required("TABLE_NAME")?,
             lease: LeaseConfig::new(ttl, timeout)?,
+            open_shards,
         })
     }
 }
@@ -168,6 +179,30 @@ mod tests {
         .unwrap_err();
         assert!(matches!(err, ConfigError::LeaseShorterThanTimeout { .. }));
         assert!(Config::from_lookup(env(&[("TABLE_NAME", "t"), ("LEASE_TTL_SECONDS", "abc")])).is_err());
+    }
+
+    #[test]
+    fn the_open_items_shards_are_read_once_and_kept_in_range() {
+        let read = |n: &str| Config::from_lookup(env(&[("TABLE_NAME", "t"), ("OPEN_ITEMS_SHARDS", n)]));
+        assert_eq!(
+            Config::from_lookup(env(&[("TABLE_NAME", "t")])).unwrap().open_shards,
+            OpenShards::DEFAULT
+        );
+        assert_eq!(read("16").unwrap().open_shards.get(), 16);
+        for bad in ["4", "0", "257", "many"] {
+            let err = read(bad).unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    ConfigError::Invalid {
+                        name: "OPEN_ITEMS_SHARDS",
+                        ..
+                    }
+                ),
+                "{bad}: {err}"
+            );
+        }
+        assert!(read("4").unwrap_err().to_string().contains("from 8 to 256"));
     }
 
     #[test]

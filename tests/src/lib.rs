@@ -20,6 +20,7 @@ pub mod sqs_faults;
 
 use aws_sdk_dynamodb::config::{Credentials, Region};
 use shared::lease::{LeaseConfig, Leases};
+use shared::store::open_index::OpenShards;
 use shared::store::PaymentStore;
 use std::time::Duration;
 
@@ -175,7 +176,7 @@ impl TestContext {
         );
         Self {
             faults: injector,
-            store: PaymentStore::new(client.clone(), &table),
+            store: PaymentStore::new(client.clone(), &table, OpenShards::DEFAULT),
             leases: Leases::new(client.clone(), &table, test_lease_config(Duration::from_secs(30))),
             client,
             table,
@@ -203,6 +204,7 @@ impl TestContext {
         shared::Config {
             table_name: self.table.clone(),
             lease: test_lease_config(Duration::from_secs(30)),
+            open_shards: OpenShards::DEFAULT,
         }
     }
 
@@ -221,7 +223,7 @@ impl TestContext {
 
     /// A store on this context's table on `function`'s client ([`TestContext::client_for`]).
     pub fn store_for(&self, function: &str) -> PaymentStore {
-        PaymentStore::new(self.client_for(function), &self.table)
+        PaymentStore::new(self.client_for(function), &self.table, OpenShards::DEFAULT)
     }
 
     /// Leases on this context's table (as `leases`) on `function`'s client ([`TestContext::client_for`]).
@@ -241,7 +243,11 @@ impl TestContext {
             calls: Some(self.calls.clone()),
             ..Default::default()
         };
-        PaymentStore::new(client(&dynamodb_local::endpoint(), with), &self.table)
+        PaymentStore::new(
+            client(&dynamodb_local::endpoint(), with),
+            &self.table,
+            OpenShards::DEFAULT,
+        )
     }
 
     /// A store on this context's table whose calls are not counted (for writes a test makes on the side).
@@ -249,6 +255,7 @@ impl TestContext {
         PaymentStore::new(
             client(&dynamodb_local::endpoint(), Interceptors::default()),
             &self.table,
+            OpenShards::DEFAULT,
         )
     }
 

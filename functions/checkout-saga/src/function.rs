@@ -79,7 +79,7 @@ impl Runner<PspSet> {
             .build(&clients.sdk, clients.dynamodb.clone(), table)
             .await?;
         Ok(Runner {
-            sagas: SagaStore::new(clients.dynamodb.clone(), table),
+            sagas: SagaStore::new(clients.dynamodb.clone(), table, settings.config.open_shards),
             recovery: Recovery::new(&clients.dynamodb, &settings.config, psps, settings.recovery),
             escalation: Escalation::new(clients.sqs, &settings.escalation_queue_url),
             settings: settings.runner,

@@ -16,7 +16,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
 use aws_sdk_dynamodb::Client;
 use shared::clock;
 use shared::store::item::Item;
-use shared::store::open_index::{shard_of, OpenKind};
+use shared::store::open_index::{shard_of, OpenKind, OpenShards};
 use shared::store::transact::{transact_write, TransactError};
 use shared::store::{read_item, StoreError};
 use shared::OrderId;
@@ -48,7 +48,7 @@ impl SagaStoreError {
 
 pub use shared::keys::{saga as saga_key, saga_pk};
 
-fn record_to_item(r: &SagaRecord) -> Result<Item, StoreError> {
+fn record_to_item(r: &SagaRecord, shards: OpenShards) -> Result<Item, StoreError> {
     let pk = saga_pk(&r.order_id);
     let mut item: Item = serde_dynamo::to_item(r).map_err(|e| StoreError::request("encode saga item", e))?;
     item.insert("pk".into(), AttributeValue::S(pk));
@@ -57,7 +57,7 @@ fn record_to_item(r: &SagaRecord) -> Result<Item, StoreError> {
     if !r.status.is_terminal() {
         item.insert(
             "open_shard".into(),
-            AttributeValue::S(shard_of(OpenKind::Saga, r.order_id.as_str())),
+            AttributeValue::S(shard_of(OpenKind::Saga, r.order_id.as_str(), shards)),
         );
         item.insert("opened_at_ms".into(), AttributeValue::N(index_time(r).to_string()));
     }
@@ -105,14 +105,23 @@ fn item_pk(item: &Item) -> String {
 pub struct SagaStore {
     client: Client,
     table: String,
+    /// The `open-items` shards an open saga is written under and the sweeper reads (`Config::open_shards`).
+    shards: OpenShards,
 }
 
 impl SagaStore {
-    pub fn new(client: Client, table: impl Into<String>) -> Self {
+    /// The store on `table`, open sagas under one of `shards` (`Config::open_shards`).
+    pub fn new(client: Client, table: impl Into<String>, shards: OpenShards) -> Self {
         Self {
             client,
             table: table.into(),
+            shards,
         }
+    }
+
+    /// The `open-items` shards it writes under, which the sweeper reads.
+    pub fn open_shards(&self) -> OpenShards {
+        self.shards
     }
 
     pub fn client(&self) -> &Client {
@@ -155,7 +164,7 @@ impl SagaStore {
     ) -> Result<(), SagaStoreError> {
         let state = Put::builder()
             .table_name(&self.table)
-            .set_item(Some(record_to_item(record)?))
+            .set_item(Some(record_to_item(record, self.shards)?))
             .condition_expression(if record.version == 1 {
                 "attribute_not_exists(pk)"
             } else {

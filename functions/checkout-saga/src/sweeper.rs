@@ -67,7 +67,15 @@ pub async fn sweep<P: Psps>(
     let stuck_ms = i64::try_from(stuck_after.as_millis()).unwrap_or(i64::MAX);
     let due_before = runner.settings.clock.now_ms().saturating_sub(stuck_ms);
     let sagas = &runner.sagas;
-    let due = due_items(sagas.client(), sagas.table(), OpenKind::Saga, due_before, limit).await?;
+    let due = due_items(
+        sagas.client(),
+        sagas.table(),
+        sagas.open_shards(),
+        OpenKind::Saga,
+        due_before,
+        limit,
+    )
+    .await?;
     let mut report = SweepReport {
         lag_seconds: due.lag_seconds(due_before),
         ..SweepReport::default()

@@ -34,6 +34,7 @@ use aws_lambda_events::event::dynamodb::Event as StreamEvent;
 use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
 use shared::lambda::{BuildError, Clients};
 use shared::outbox::OutboxRecord;
+use shared::store::open_index::OpenShards;
 use shared::store::{Cause, StoreError};
 use shared::telemetry::ErrorChain;
 use shared::{outbox, ConfigError, Env, PaymentEvent, PaymentStore};
@@ -108,7 +109,12 @@ impl Publisher {
     /// to the table with its DynamoDB client.
     pub async fn build(settings: &Settings, clients: Clients) -> Result<Self, BuildError> {
         let publisher = Publisher::new(clients.sqs, &settings.queue_url)
-            .with_history(PaymentStore::new(clients.dynamodb, &settings.table));
+            // The relay writes history items only, never an open item: the index's shards do not matter here.
+            .with_history(PaymentStore::new(
+                clients.dynamodb,
+                &settings.table,
+                OpenShards::DEFAULT,
+            ));
         Ok(match &settings.parking_url {
             Some(parking) => publisher.with_parking(parking),
             None => publisher,

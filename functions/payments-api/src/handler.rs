@@ -60,7 +60,11 @@ impl App {
     /// The app from its settings, on `clients`' DynamoDB client.
     pub async fn build(settings: &Settings, clients: Clients) -> Result<Self, BuildError> {
         Ok(Self {
-            store: PaymentStore::new(clients.dynamodb, &settings.config.table_name),
+            store: PaymentStore::new(
+                clients.dynamodb,
+                &settings.config.table_name,
+                settings.config.open_shards,
+            ),
             providers: settings.providers.clone(),
             guard: settings.guard.clone(),
         })

@@ -295,7 +295,7 @@ impl<P> Recovery<P> {
     /// together.
     pub fn new(dynamodb: &aws_sdk_dynamodb::Client, config: &Config, psp: P, settings: RecoverySettings) -> Self {
         Self {
-            store: PaymentStore::new(dynamodb.clone(), &config.table_name),
+            store: PaymentStore::new(dynamodb.clone(), &config.table_name, config.open_shards),
             leases: Leases::new(dynamodb.clone(), &config.table_name, config.lease),
             psp,
             settings,
@@ -332,6 +332,7 @@ impl<P: Psps> Recovery<P> {
         let due = due_items(
             self.store.client(),
             self.store.table(),
+            self.store.open_shards(),
             OpenKind::Payment,
             due_before,
             self.settings.batch_limit,

@@ -55,7 +55,14 @@ impl<P: Psps> Recovery<P> {
     ) -> Result<(), StoreError> {
         let (client, table) = (self.store.client(), self.store.table());
         let now_ms = clock::now_ms();
-        let (due, items) = recheck::due(client, table, now_ms, self.settings.batch_limit).await?;
+        let (due, items) = recheck::due(
+            client,
+            table,
+            self.store.open_shards(),
+            now_ms,
+            self.settings.batch_limit,
+        )
+        .await?;
         report.lag_seconds = report.lag_seconds.max(items.lag_seconds(now_ms));
         // Objects read and applied in this run: Stripe sends one failure per event it did not make, so one
         // refund whose `refund.created`, `.updated` and `.failed` were all lost is named three times; it is

@@ -106,7 +106,7 @@ impl App {
         settings: IntakeSettings,
     ) -> Self {
         Self {
-            store: PaymentStore::new(client.clone(), &config.table_name),
+            store: PaymentStore::new(client.clone(), &config.table_name, config.open_shards),
             leases: Leases::new(client, &config.table_name, config.lease),
             providers,
             settings,

@@ -294,7 +294,14 @@ async fn thin_event(
         let reason = format!("livemode {livemode:?} but this endpoint expects livemode {want}");
         return quarantine(app, provider, &reason, signed_id.as_deref(), body, metrics).await;
     }
-    let recorded = recheck::record(app.store.client(), app.store.table(), &id, clock::now_ms()).await?;
+    let recorded = recheck::record(
+        app.store.client(),
+        app.store.table(),
+        app.store.open_shards(),
+        &id,
+        clock::now_ms(),
+    )
+    .await?;
     info!(event_id = %id, recorded, "Stripe failed to generate an event: recovery reads the object it names");
     Ok(if recorded { Answer::Queued } else { Answer::Duplicate })
 }

@@ -231,7 +231,8 @@ fn item(data: &[u8]) -> Option<Item> {
 pub fn payment_item(data: &[u8]) {
     let Some(item) = item(data) else { return };
     if let Ok(payment) = payment_from_item(item.clone()) {
-        let again = payment_to_item(&payment).and_then(payment_from_item);
+        let again =
+            payment_to_item(&payment, shared::store::open_index::OpenShards::DEFAULT).and_then(payment_from_item);
         assert_eq!(
             again.ok().as_ref(),
             Some(&payment),

@@ -60,7 +60,11 @@ async fn simulator() -> Result<(Arc<Simulator>, String), BoxError> {
 fn runner(ctx: &TestContext, client: &aws_sdk_dynamodb::Client, url: &str) -> Result<Runner<StripeClient>, BoxError> {
     let psp = StripeClient::new(&StripeSettings::local(url, KEY)?, psp::ApiKey::parse(KEY)?)?;
     Ok(Runner {
-        sagas: SagaStore::new(client.clone(), &ctx.table),
+        sagas: SagaStore::new(
+            client.clone(),
+            &ctx.table,
+            shared::store::open_index::OpenShards::DEFAULT,
+        ),
         recovery: Recovery::new(client, &ctx.config(), psp, RecoverySettings::default()),
         // Never called on the happy path: no queue behind it.
         escalation: Escalation::new(integration_tests::sqs_client(None), "http://127.0.0.1:9/escalations"),

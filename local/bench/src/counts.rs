@@ -341,8 +341,22 @@ fn lease_bytes() -> usize {
 /// archive of the event (off the webhook's path).
 fn capacity_units(out: &mut String) -> (usize, usize) {
     let (action, captured) = happy_path();
-    let payment_bytes = item_size_bytes(&transition_to_item(&captured.payment, &captured.event).expect("item"));
-    let action_bytes = item_size_bytes(&transition_to_item(&action.payment, &action.event).expect("item"));
+    let payment_bytes = item_size_bytes(
+        &transition_to_item(
+            &captured.payment,
+            &captured.event,
+            shared::store::open_index::OpenShards::DEFAULT,
+        )
+        .expect("item"),
+    );
+    let action_bytes = item_size_bytes(
+        &transition_to_item(
+            &action.payment,
+            &action.event,
+            shared::store::open_index::OpenShards::DEFAULT,
+        )
+        .expect("item"),
+    );
     let event_bytes = item_size_bytes(&event_to_item(&captured.event).expect("item"));
     let lease_bytes = lease_bytes();
     let lease_put = wcu(lease_bytes, false);
@@ -396,7 +410,7 @@ fn capacity_units(out: &mut String) -> (usize, usize) {
 
 /// The `open-items` entry of `open` as the index bills it (its keys + 100 B overhead).
 fn open_entry_bytes(open: &shared::Payment) -> usize {
-    let item = payment_to_item(open).expect("item");
+    let item = payment_to_item(open, shared::store::open_index::OpenShards::DEFAULT).expect("item");
     let entry: Item = ["pk", "sk", "open_shard", "opened_at_ms"]
         .iter()
         .filter_map(|k| item.get(*k).map(|v| ((*k).to_owned(), v.clone())))
@@ -406,14 +420,16 @@ fn open_entry_bytes(open: &shared::Payment) -> usize {
 
 /// The sparse `open-items` index (recovery, saga sweeper): what it costs per payment.
 fn open_index_cost(out: &mut String, open: &shared::Payment, closed: &shared::Payment) {
-    let item = payment_to_item(open).expect("item");
+    let item = payment_to_item(open, shared::store::open_index::OpenShards::DEFAULT).expect("item");
     let entry: Item = ["pk", "sk", "open_shard", "opened_at_ms"]
         .iter()
         .filter_map(|k| item.get(*k).map(|v| ((*k).to_owned(), v.clone())))
         .collect();
     assert_eq!(entry.len(), 4, "an open payment carries the index key");
     assert!(
-        !payment_to_item(closed).expect("item").contains_key("open_shard"),
+        !payment_to_item(closed, shared::store::open_index::OpenShards::DEFAULT)
+            .expect("item")
+            .contains_key("open_shard"),
         "a terminal payment leaves the index"
     );
     let entry_bytes = open_entry_bytes(open);

@@ -24,7 +24,9 @@ async fn transition(ctx: &TestContext, id: &str) -> (u64, Transition) {
 async fn transactional(ctx: &TestContext, expected: u64, t: &Transition) -> Duration {
     let payment = Put::builder()
         .table_name(&ctx.table)
-        .set_item(Some(payment_to_item(&t.payment).expect("item")))
+        .set_item(Some(
+            payment_to_item(&t.payment, shared::store::open_index::OpenShards::DEFAULT).expect("item"),
+        ))
         .condition_expression("version = :v")
         .expression_attribute_values(":v", AttributeValue::N(expected.to_string()))
         .build()
@@ -51,7 +53,9 @@ async fn single_put(ctx: &TestContext, expected: u64, t: &Transition) -> Duratio
     ctx.client
         .put_item()
         .table_name(&ctx.table)
-        .set_item(Some(transition_to_item(&t.payment, &t.event).expect("item")))
+        .set_item(Some(
+            transition_to_item(&t.payment, &t.event, shared::store::open_index::OpenShards::DEFAULT).expect("item"),
+        ))
         .condition_expression("version = :v")
         .expression_attribute_values(":v", AttributeValue::N(expected.to_string()))
         .send()

@@ -103,6 +103,22 @@ impl Template {
         scope.resolve(&value).map_err(at)
     }
 
+    /// The value of the stack's output `name` in a stack standing in as `stack`, resolved (a parameter it
+    /// states, such as the Stripe rate limit the capacity model checks budgets against); `None` when absent.
+    pub fn output(&self, name: &str, stack: &Stack) -> Result<Option<String>, String> {
+        let value = &self.doc["Outputs"][name]["Value"];
+        if value.is_null() {
+            return Ok(None);
+        }
+        match Scope::new(&self.doc, stack).resolve(value) {
+            Ok(Some(resolved)) => scalar(&resolved)
+                .map(Some)
+                .map_err(|why| format!("output {name}: {why}")),
+            Ok(None) => Ok(None),
+            Err(why) => Err(format!("output {name}: {why}")),
+        }
+    }
+
     /// The `Globals` `MemorySize` of every function, MB.
     pub fn global_memory_mb(&self) -> Option<f64> {
         self.doc["Globals"]["Function"]["MemorySize"].as_f64()
@@ -111,6 +127,32 @@ impl Template {
     /// Whether the template's condition `name` holds in a stack standing in as `stack`.
     pub fn condition(&self, name: &str, stack: &Stack) -> Result<bool, String> {
         Scope::new(&self.doc, stack).condition(name)
+    }
+
+    /// The one variable `name` that `function` gets in a stack standing in as `stack` (its own, else the
+    /// `Globals`'), resolved alone, so a reader of one setting (the capacity model) needs no value for the
+    /// parameters the other variables name; `None` when the function does not get it.
+    pub fn variable(&self, function: &str, name: &str, stack: &Stack) -> Result<Option<String>, String> {
+        let resource = &self.doc["Resources"][function];
+        if resource["Type"].as_str() != Some("AWS::Serverless::Function") {
+            return Err(format!("{function} is no AWS::Serverless::Function of the template"));
+        }
+        let own = &resource["Properties"]["Environment"]["Variables"][name];
+        let value = if own.is_null() {
+            &self.doc["Globals"]["Function"]["Environment"]["Variables"][name]
+        } else {
+            own
+        };
+        if value.is_null() {
+            return Ok(None);
+        }
+        match Scope::new(&self.doc, stack).resolve(value) {
+            Ok(Some(resolved)) => scalar(&resolved)
+                .map(Some)
+                .map_err(|why| format!("{function}'s {name}: {why}")),
+            Ok(None) => Ok(None),
+            Err(why) => Err(format!("{function}'s {name}: {why}")),
+        }
     }
 
     /// The environment `function` gets in a stack standing in as `stack`: `{variable: value}`.

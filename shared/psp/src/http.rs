@@ -24,7 +24,8 @@ use tracing::{debug, error, warn, Instrument};
 /// other products' PaymentIntents). Defined beside the lookup that reads it (`shared::payment_ref`).
 pub use shared::payment_ref::STAGE_MARKER;
 
-/// Namespace of the client's metrics (`PspRefusals`, `PspAuthFailed`; the breaker's `BreakerOpened`).
+/// Namespace of the client's metrics (`PspRefusals`, `PspAuthFailed`, `PspRateLimited`; the breaker's
+/// `BreakerOpened`).
 pub const NAMESPACE: &str = "Payments/Psp";
 
 /// Why one attempt failed, and whether another may succeed.
@@ -156,6 +157,33 @@ where
         })
 }
 
+/// The metric of a PSP's 429 past its rate limit: `PspRateLimited` (alarmed, by stage; by stage and
+/// `Provider` for the dashboard).
+pub const RATE_LIMITED: &str = "PspRateLimited";
+
+/// Logs and counts one answer 429 of `provider` to the request on `path`, its rate limit reached (each
+/// attempt: the client retries it with back-off, so a steady count means the budgets are above the PSP's
+/// limit). A lock timeout (Stripe's 429 `lock_timeout`: another request holds the object) is not the limit
+/// and is not counted here.
+pub(super) fn count_rate_limited(provider: &'static str, path: &str) {
+    warn!(
+        provider,
+        path, "PSP answered 429: over its rate limit, retried with back-off"
+    );
+    shared::metrics::emit(&rate_limited_record(provider, path, clock::now_ms()));
+}
+
+/// The EMF record [`count_rate_limited`] writes.
+fn rate_limited_record(provider: &str, path: &str, now_ms: i64) -> serde_json::Value {
+    shared::metrics::counts(
+        NAMESPACE,
+        &[&[], &["Provider"]],
+        &[RATE_LIMITED],
+        serde_json::json!({ "Provider": provider, "Path": path, RATE_LIMITED: 1 }),
+        now_ms,
+    )
+}
+
 /// `operation` of a step's span name: `psp.charge` is `charge`.
 pub(super) fn operation(step: &str) -> &str {
     step.strip_prefix("psp.").unwrap_or(step)
@@ -202,4 +230,25 @@ pub(super) fn report_refusal(step: &'static str, e: &PspError) {
         serde_json::json!({ "Operation": operation, metric: 1, "ErrorType": kind, "Code": code }),
         clock::now_ms(),
     ));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_429_is_counted_by_stage_as_the_alarm_reads_it_and_by_provider() {
+        let record = rate_limited_record("stripe", "/v1/payment_intents", 1);
+        let metrics = &record["_aws"]["CloudWatchMetrics"][0];
+        assert_eq!(metrics["Namespace"], NAMESPACE);
+        assert_eq!(
+            metrics["Dimensions"],
+            serde_json::json!([["Stage"], ["Stage", "Provider"]])
+        );
+        assert_eq!(metrics["Metrics"][0]["Name"], RATE_LIMITED);
+        assert_eq!(
+            (record[RATE_LIMITED].as_u64(), record["Provider"].as_str()),
+            (Some(1), Some("stripe"))
+        );
+    }
 }

@@ -159,7 +159,7 @@ impl PaymentStore {
 
     /// One conditional `PutItem`: the payment under the version token, carrying its transition.
     async fn write(&self, expected: u64, t: &Transition) -> Result<(), WriteFailure> {
-        let item = transition_to_item(&t.payment, &t.event).map_err(WriteFailure::Failed)?;
+        let item = transition_to_item(&t.payment, &t.event, self.shards).map_err(WriteFailure::Failed)?;
         let result = self
             .client
             .put_item()

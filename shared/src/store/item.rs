@@ -11,7 +11,7 @@
 //!   transaction (then it was the outbox).
 //! - lease: `pk = LEASE#<id>`, `sk = LEASE` (see `lease.rs`).
 
-use super::open_index::{shard_of, OpenKind};
+use super::open_index::{shard_of, OpenKind, OpenShards};
 use super::StoreError;
 use crate::{
     Channel, ClientSecret, CorrelationId, Currency, CustomerAction, Dispute, EventKind, Metadata, Money, OrderId,
@@ -147,14 +147,15 @@ fn encode<T: Serialize>(what: &'static str, value: &T) -> Result<Item, StoreErro
     serde_dynamo::to_item(value).map_err(|e| StoreError::request(what, e))
 }
 
-/// The payment item without a transition (tests, sizes); a writer writes [`transition_to_item`].
-pub fn payment_to_item(p: &Payment) -> Result<Item, StoreError> {
-    encode("encode payment item", &payment_item(p))
+/// The payment item without a transition (tests, sizes), an open one under its shard among `shards`; a
+/// writer writes [`transition_to_item`].
+pub fn payment_to_item(p: &Payment, shards: OpenShards) -> Result<Item, StoreError> {
+    encode("encode payment item", &payment_item(p, shards))
 }
 
 /// The payment item written by the transition `e` to it: the payment, what `e` adds, and `event_version`.
 /// Refused (a bug of ours) when `e` does not describe `p`, since the relay rebuilds `e` from this item.
-pub fn transition_to_item(p: &Payment, e: &PaymentEvent) -> Result<Item, StoreError> {
+pub fn transition_to_item(p: &Payment, e: &PaymentEvent, shards: OpenShards) -> Result<Item, StoreError> {
     let describes = e.payment_id == p.id
         && e.order_id == p.order_id
         && e.version == p.version
@@ -169,7 +170,7 @@ pub fn transition_to_item(p: &Payment, e: &PaymentEvent) -> Result<Item, StoreEr
             format!("event v{} does not describe payment {} v{}", e.version, p.id, p.version),
         ));
     }
-    let mut item = payment_item(p);
+    let mut item = payment_item(p, shards);
     item.last_event = Some(LastEvent {
         kind: e.kind,
         path: e.path,
@@ -185,7 +186,7 @@ pub fn transition_to_item(p: &Payment, e: &PaymentEvent) -> Result<Item, StoreEr
     encode("encode payment transition", &item)
 }
 
-fn payment_item(p: &Payment) -> PaymentItem {
+fn payment_item(p: &Payment, shards: OpenShards) -> PaymentItem {
     PaymentItem {
         pk: payment_pk(&p.id),
         sk: PAYMENT_SK.to_owned(),
@@ -217,7 +218,7 @@ fn payment_item(p: &Payment) -> PaymentItem {
         capture_failed: p.capture_failed.clone(),
         created_at_ms: p.created_at_ms,
         updated_at_ms: p.updated_at_ms,
-        open_shard: p.is_open().then(|| shard_of(OpenKind::Payment, p.id.as_str())),
+        open_shard: p.is_open().then(|| shard_of(OpenKind::Payment, p.id.as_str(), shards)),
         opened_at_ms: p.is_open().then_some(p.created_at_ms),
         last_event: None,
         event_version: None,
@@ -407,7 +408,7 @@ mod tests {
         let Decision::Apply(t) = decide(&p, &fixtures::observe(Channel::Sync, fixtures::requires_action()), 1) else {
             panic!()
         };
-        let item = payment_to_item(&t.payment).unwrap();
+        let item = payment_to_item(&t.payment, OpenShards::DEFAULT).unwrap();
         assert!(item.contains_key("client_secret") && item.contains_key("redirect_url"));
         assert_eq!(payment_from_item(item).unwrap(), t.payment);
 
@@ -418,7 +419,7 @@ mod tests {
         ) else {
             panic!()
         };
-        let item = payment_to_item(&done.payment).unwrap();
+        let item = payment_to_item(&done.payment, OpenShards::DEFAULT).unwrap();
         assert!(!item.contains_key("client_secret") && !item.contains_key("redirect_url"));
         assert_eq!(payment_from_item(item).unwrap(), done.payment);
 
@@ -447,12 +448,12 @@ mod tests {
             current = t.payment;
         }
         for (payment, event) in steps {
-            let item = transition_to_item(&payment, &event).unwrap();
+            let item = transition_to_item(&payment, &event, OpenShards::DEFAULT).unwrap();
             assert_eq!(item["event_version"].as_n().unwrap(), &payment.version.to_string());
             assert_eq!(event_of_payment_item(item.clone()).unwrap().as_ref(), Some(&event));
             assert_eq!(payment_from_item(item).unwrap(), payment);
         }
-        let plain = payment_to_item(&current).unwrap();
+        let plain = payment_to_item(&current, OpenShards::DEFAULT).unwrap();
         assert!(!plain.contains_key("event_version"));
         assert_eq!(event_of_payment_item(plain).unwrap(), None);
     }
@@ -462,14 +463,14 @@ mod tests {
         let (payment, mut event) = fixtures::new_payment("pay_cdc2", 1000).into_payment();
         event.version = 2;
         assert!(matches!(
-            transition_to_item(&payment, &event),
+            transition_to_item(&payment, &event, OpenShards::DEFAULT),
             Err(StoreError::Request { .. })
         ));
     }
 
     #[test]
     fn a_corrupt_item_is_an_error_not_a_default() {
-        let mut item = payment_to_item(&fixtures::payment("pay_c")).unwrap();
+        let mut item = payment_to_item(&fixtures::payment("pay_c"), OpenShards::DEFAULT).unwrap();
         item.insert("status".into(), AttributeValue::S("bogus".into()));
         assert!(matches!(payment_from_item(item), Err(StoreError::Corrupt { .. })));
     }
@@ -478,7 +479,7 @@ mod tests {
     fn the_provider_is_stored_and_an_item_without_one_is_stripes() {
         let mut p = fixtures::payment("pay_provider");
         p.provider = PspName::parse("acme").unwrap();
-        let item = payment_to_item(&p).unwrap();
+        let item = payment_to_item(&p, OpenShards::DEFAULT).unwrap();
         assert_eq!(item["provider"].as_s().unwrap(), "acme");
         assert_eq!(payment_from_item(item.clone()).unwrap().provider, p.provider);
 
@@ -494,7 +495,7 @@ mod tests {
     #[test]
     fn items_stay_small() {
         let p = fixtures::payment("pay_0123456789abcdef0123456789abcdef");
-        assert!(item_size_bytes(&payment_to_item(&p).unwrap()) < 400);
+        assert!(item_size_bytes(&payment_to_item(&p, OpenShards::DEFAULT).unwrap()) < 400);
         // With the transition that ended it (a webhook's, traced): one write unit (at most 1 KB).
         let Decision::Apply(t) = decide(
             &p,
@@ -505,7 +506,7 @@ mod tests {
         };
         let mut event = t.event.clone();
         event.trace_context = Some(format!("00-{}-{}-01", "a".repeat(32), "b".repeat(16)));
-        let size = item_size_bytes(&transition_to_item(&t.payment, &event).unwrap());
+        let size = item_size_bytes(&transition_to_item(&t.payment, &event, OpenShards::DEFAULT).unwrap());
         assert!(size < 700, "{size} bytes");
     }
 }

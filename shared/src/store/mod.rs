@@ -52,14 +52,24 @@ pub async fn read_item(
 pub struct PaymentStore {
     client: Client,
     table: String,
+    /// The `open-items` index's shards an open payment is written under (`Config::open_shards`).
+    shards: open_index::OpenShards,
 }
 
 impl PaymentStore {
-    pub fn new(client: Client, table: impl Into<String>) -> Self {
+    /// The store on `table`, writing open payments under one of `shards` (the deployment's `OPEN_ITEMS_SHARDS`:
+    /// `Config::open_shards`; `OpenShards::DEFAULT` in tests).
+    pub fn new(client: Client, table: impl Into<String>, shards: open_index::OpenShards) -> Self {
         Self {
             client,
             table: table.into(),
+            shards,
         }
+    }
+
+    /// The `open-items` shards it writes under, which its scanners read.
+    pub fn open_shards(&self) -> open_index::OpenShards {
+        self.shards
     }
 
     pub fn table(&self) -> &str {
@@ -77,7 +87,7 @@ impl PaymentStore {
             .client
             .put_item()
             .table_name(&self.table)
-            .set_item(Some(transition_to_item(&payment, &event)?))
+            .set_item(Some(transition_to_item(&payment, &event, self.shards)?))
             .condition_expression("attribute_not_exists(pk)")
             .send()
             .await;
@@ -95,7 +105,7 @@ impl PaymentStore {
         let (payment, event) = new.into_payment();
         let put_payment = Put::builder()
             .table_name(&self.table)
-            .set_item(Some(transition_to_item(&payment, &event)?))
+            .set_item(Some(transition_to_item(&payment, &event, self.shards)?))
             .condition_expression("attribute_not_exists(pk)")
             .build()
             .map_err(|e| StoreError::request("build create", e))?;

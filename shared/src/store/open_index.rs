@@ -2,7 +2,7 @@
 //!
 //! Only open items carry its key: a non-terminal payment, a checkout saga that is not completed or
 //! compensated. The partition key `open_shard` is `<KIND>#<n>` with `n` a stable hash of the id modulo
-//! [`OPEN_SHARDS`], never the status, so no partition turns hot; the sort key `opened_at_ms` is when the item
+//! the deployment's [`OpenShards`] (`OPEN_ITEMS_SHARDS`), never the status, so no partition turns hot; the sort key `opened_at_ms` is when the item
 //! was opened (created, started) and never changes while it is open. A terminal write drops both attributes,
 //! which removes the item from the index.
 //!
@@ -23,7 +23,40 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 
 pub const OPEN_INDEX: &str = "open-items";
-pub const OPEN_SHARDS: u64 = 8;
+
+/// How many partition key values each kind of open item is spread over (`OPEN_ITEMS_SHARDS`, the template's
+/// `OpenItemsShards`): each is one partition of the index, 1,000 write units a second at most, so a peak
+/// needs more of them (`bench capacity` sizes it). **Only ever raised**: an item stays under the shard it
+/// was written with until its next write, and `hash % old` is below any larger count, so readers that ask
+/// every shard below the new count still find items written under the old one; lowered, the items above the
+/// new count would be invisible to the scanners until their next write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpenShards(u64);
+
+impl OpenShards {
+    /// The template's default, what every deployment before the setting used.
+    pub const DEFAULT: OpenShards = OpenShards(8);
+    /// The fewest allowed: the default, so no deployment can go below what its items were written with.
+    pub const MIN: u64 = 8;
+    /// The most allowed: every scanner run queries each shard at least once.
+    pub const MAX: u64 = 256;
+
+    /// `n` shards, within [`Self::MIN`]..=[`Self::MAX`] (the template's `MinValue`/`MaxValue`).
+    pub fn new(n: u64) -> Option<Self> {
+        (Self::MIN..=Self::MAX).contains(&n).then_some(Self(n))
+    }
+
+    /// The count.
+    pub fn get(self) -> u64 {
+        self.0
+    }
+}
+
+impl Default for OpenShards {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
 
 /// The kind of open item: the prefix of its shard key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,8 +84,13 @@ fn stable_hash(id: &str) -> u64 {
     })
 }
 
-pub fn shard_of(kind: OpenKind, id: &str) -> String {
-    format!("{}#{}", kind.prefix(), stable_hash(id) % OPEN_SHARDS)
+/// The shard key of the item `id` of `kind` among `shards`.
+pub fn shard_of(kind: OpenKind, id: &str, shards: OpenShards) -> String {
+    format!(
+        "{}#{}",
+        kind.prefix(),
+        stable_hash(id).checked_rem(shards.get()).unwrap_or(0)
+    )
 }
 
 /// The `pk`s of items of `kind` that opened at or before `opened_before_ms` and are still open, oldest first
@@ -60,11 +98,12 @@ pub fn shard_of(kind: OpenKind, id: &str) -> String {
 pub async fn open_since(
     client: &Client,
     table: &str,
+    shards: OpenShards,
     kind: OpenKind,
     opened_before_ms: i64,
     limit: usize,
 ) -> Result<Vec<String>, StoreError> {
-    due_items(client, table, kind, opened_before_ms, limit)
+    due_items(client, table, shards, kind, opened_before_ms, limit)
         .await
         .map(|due| due.keys)
 }
@@ -106,19 +145,23 @@ pub fn age_seconds(since_ms: i64, now_ms: i64) -> u64 {
 ///
 /// Fair to every shard: each gets an equal share of `limit` (at least one), so items that cannot be resolved
 /// piling up in one shard never hide the other shards; when `limit` is smaller than the number of shards, the
-/// first shard asked rotates with the clock, so every shard is reached over a few runs. What a shard does
+/// first shard asked rotates with the clock (one shard a second, over all of them), so every shard is reached
+/// over a few runs. What a shard does
 /// not use of its share goes to the shards that had more, a share at a time in the same order, each
 /// continuing where it stopped: a run is never cut short by empty shards while another has a backlog.
 pub async fn due_items(
     client: &Client,
     table: &str,
+    shards: OpenShards,
     kind: OpenKind,
     opened_before_ms: i64,
     limit: usize,
 ) -> Result<DueItems, StoreError> {
-    let shards = usize::try_from(OPEN_SHARDS).unwrap_or(8);
+    let shards = usize::try_from(shards.get()).unwrap_or(usize::MAX);
     let share = limit.checked_div(shards).unwrap_or(limit).max(1);
-    let first = usize::try_from(crate::clock::now_ms().rem_euclid(60_000) / 1000).unwrap_or(0);
+    // Counted over every shard (it was the second of the minute, which never reached a shard past 60).
+    let first = usize::try_from((crate::clock::now_ms() / 1000).rem_euclid(i64::try_from(shards).unwrap_or(i64::MAX)))
+        .unwrap_or(0);
     let mut found = DueItems::default();
     // The shards that filled their share and have more, each with where its query stopped.
     let mut more = Vec::new();
@@ -337,14 +380,42 @@ mod tests {
 
     #[test]
     fn shards_are_stable_and_spread() {
+        let eight = OpenShards::DEFAULT;
         assert_eq!(
-            shard_of(OpenKind::Payment, "pay_1"),
-            shard_of(OpenKind::Payment, "pay_1")
+            shard_of(OpenKind::Payment, "pay_1", eight),
+            shard_of(OpenKind::Payment, "pay_1", eight)
         );
-        assert!(shard_of(OpenKind::Saga, "order-1").starts_with("SAGA#"));
+        assert!(shard_of(OpenKind::Saga, "order-1", eight).starts_with("SAGA#"));
         let shards: std::collections::HashSet<_> = (0..200)
-            .map(|i| shard_of(OpenKind::Payment, &format!("pay_{i}")))
+            .map(|i| shard_of(OpenKind::Payment, &format!("pay_{i}"), eight))
             .collect();
-        assert_eq!(shards.len() as u64, OPEN_SHARDS);
+        assert_eq!(shards.len() as u64, eight.get());
+    }
+
+    #[test]
+    fn a_raised_count_keeps_every_old_shard_among_the_new_ones() {
+        // Readers ask the shards 0..new; an item written under the old count is in 0..old.
+        let (old, new) = (OpenShards::DEFAULT, OpenShards::new(24).expect("in range"));
+        let number = |key: String| key.rsplit('#').next().and_then(|n| n.parse::<u64>().ok()).expect("n");
+        for i in 0..500 {
+            let id = format!("pay_{i}");
+            assert!(number(shard_of(OpenKind::Payment, &id, old)) < new.get());
+        }
+        let spread: std::collections::HashSet<_> = (0..2000)
+            .map(|i| shard_of(OpenKind::Payment, &format!("pay_{i}"), new))
+            .collect();
+        assert_eq!(spread.len() as u64, new.get(), "the new count is used, not the old");
+    }
+
+    #[test]
+    fn the_count_is_kept_within_its_range() {
+        assert_eq!(
+            OpenShards::new(7),
+            None,
+            "below the default every deployment wrote with"
+        );
+        assert_eq!(OpenShards::new(257), None);
+        assert_eq!(OpenShards::new(8), Some(OpenShards::DEFAULT));
+        assert_eq!(OpenShards::new(256).map(OpenShards::get), Some(256));
     }
 }

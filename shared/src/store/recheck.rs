@@ -9,7 +9,7 @@
 //! it due at once, without a Scan. Recovery deletes it once the object is read and applied ([`done`]); until
 //! then it stays due every run, so how long the oldest has waited is recovery's lag (alarmed).
 
-use super::open_index::{due_items, shard_of, DueItems, OpenKind};
+use super::open_index::{due_items, shard_of, DueItems, OpenKind, OpenShards};
 use super::StoreError;
 use crate::keys::{self, RECHECK_PK_PREFIX};
 use crate::PspEventId;
@@ -17,8 +17,15 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 
 /// Records that the object Stripe's failure event `event` names is to be read again (received at
-/// `now_ms`). `false` when it was recorded already (Stripe's retry of the same event): nothing is written.
-pub async fn record(client: &Client, table: &str, event: &PspEventId, now_ms: i64) -> Result<bool, StoreError> {
+/// `now_ms`), under its shard among `shards`. `false` when it was recorded already (Stripe's retry of the
+/// same event): nothing is written.
+pub async fn record(
+    client: &Client,
+    table: &str,
+    shards: OpenShards,
+    event: &PspEventId,
+    now_ms: i64,
+) -> Result<bool, StoreError> {
     let result = client
         .put_item()
         .table_name(table)
@@ -27,7 +34,7 @@ pub async fn record(client: &Client, table: &str, event: &PspEventId, now_ms: i6
         .item("received_at_ms", AttributeValue::N(now_ms.to_string()))
         .item(
             "open_shard",
-            AttributeValue::S(shard_of(OpenKind::Recheck, event.as_str())),
+            AttributeValue::S(shard_of(OpenKind::Recheck, event.as_str(), shards)),
         )
         .item("opened_at_ms", AttributeValue::N(now_ms.to_string()))
         .condition_expression("attribute_not_exists(pk)")
@@ -49,10 +56,11 @@ pub struct DueRecheck {
 pub async fn due(
     client: &Client,
     table: &str,
+    shards: OpenShards,
     now_ms: i64,
     limit: usize,
 ) -> Result<(Vec<DueRecheck>, DueItems), StoreError> {
-    let found = due_items(client, table, OpenKind::Recheck, now_ms, limit).await?;
+    let found = due_items(client, table, shards, OpenKind::Recheck, now_ms, limit).await?;
     let events = found
         .keys
         .iter()

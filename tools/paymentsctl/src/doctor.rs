@@ -243,7 +243,15 @@ async fn queue_depth(ctx: &Ctx, role: QueueRole, not_checked: &mut Vec<String>) 
 
 /// The open items of `kind` (their ids), at most [`OPEN_LOOKED_AT`].
 async fn open_ids(ctx: &Ctx, kind: OpenKind, prefix: &str, now: i64) -> Result<Vec<String>, crate::Error> {
-    let keys = open_since(&ctx.dynamodb, ctx.table(), kind, now, OPEN_LOOKED_AT).await?;
+    let keys = open_since(
+        &ctx.dynamodb,
+        ctx.table(),
+        ctx.config.open_shards,
+        kind,
+        now,
+        OPEN_LOOKED_AT,
+    )
+    .await?;
     Ok(keys
         .iter()
         .filter_map(|k| k.strip_prefix(prefix).map(str::to_owned))
@@ -292,7 +300,7 @@ async fn open_payments(ctx: &Ctx, now: i64) -> Result<OpenPayments, crate::Error
 /// The open saga started longest ago.
 async fn oldest_saga(ctx: &Ctx, now: i64) -> Result<Option<Oldest>, crate::Error> {
     let ids = open_ids(ctx, OpenKind::Saga, "SAGA#", now).await?;
-    let sagas = checkout_saga::saga::SagaStore::new(ctx.dynamodb.clone(), ctx.table());
+    let sagas = checkout_saga::saga::SagaStore::new(ctx.dynamodb.clone(), ctx.table(), ctx.config.open_shards);
     let mut oldest: Option<Oldest> = None;
     for id in &ids {
         let Some(loaded) = sagas.load(&OrderId::parse(id)?).await? else {

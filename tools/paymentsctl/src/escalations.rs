@@ -251,7 +251,7 @@ pub async fn retry(
     local: bool,
 ) -> Result<RetryReport, crate::Error> {
     let order_id = OrderId::parse(order)?;
-    let sagas = SagaStore::new(ctx.dynamodb.clone(), ctx.table());
+    let sagas = SagaStore::new(ctx.dynamodb.clone(), ctx.table(), ctx.config.open_shards);
     let loaded = sagas
         .load(&order_id)
         .await?

@@ -140,7 +140,7 @@ impl Ctx {
 
     /// The payments store on the table.
     pub fn store(&self) -> PaymentStore {
-        PaymentStore::new(self.dynamodb.clone(), self.table())
+        PaymentStore::new(self.dynamodb.clone(), self.table(), self.config.open_shards)
     }
 
     /// The queue's URL: `explicit`, else its variable, else (local stack only) looked up by its local name.

@@ -9,7 +9,7 @@ use checkout_saga::saga::{SagaRecord, SagaStatus};
 use checkout_saga::{orders, sweeper};
 use integration_tests::TestContext;
 use psp::{BreakerSettings, GuardedStripe, StripeApi};
-use shared::store::open_index::{shard_of, OpenKind, OPEN_SHARDS};
+use shared::store::open_index::{shard_of, OpenKind, OpenShards};
 use shared::{CorrelationId, OrderId, PaymentStatus, PspReference};
 use shared::{NewPayment, PaymentId};
 use std::time::Duration;
@@ -88,7 +88,7 @@ async fn the_sweeper_hands_a_payment_past_its_deadline_to_recovery() {
 fn payment_in_shard(shard: u64, n: usize) -> PaymentId {
     (0..)
         .map(|i| format!("pay_s{shard}_{n}_{i}"))
-        .find(|id| shard_of(OpenKind::Payment, id) == format!("PAYMENT#{shard}"))
+        .find(|id| shard_of(OpenKind::Payment, id, OpenShards::DEFAULT) == format!("PAYMENT#{shard}"))
         .and_then(|id| PaymentId::parse(id).ok())
         .expect("an id in the shard")
 }
@@ -120,7 +120,7 @@ async fn two_hundred_unresolvable_payments_in_one_shard_do_not_hide_a_resolvable
             .expect("create");
     }
     // One in the last shard whose money was taken at the PSP, silently.
-    let last = OPEN_SHARDS - 1;
+    let last = OpenShards::DEFAULT.get() - 1;
     let id = payment_in_shard(last, 0);
     let (order_id, money) = (OrderId::parse("order-shard").unwrap(), fixture_money());
     let request = psp::ChargeRequest {
@@ -161,9 +161,10 @@ async fn two_hundred_unresolvable_payments_in_one_shard_do_not_hide_a_resolvable
     let due_now = shared::store::open_index::open_since(
         &w.ctx.client,
         &w.ctx.table,
+        OpenShards::DEFAULT,
         OpenKind::Payment,
         shared::clock::now_ms(),
-        200 * OPEN_SHARDS as usize,
+        200 * OpenShards::DEFAULT.get() as usize,
     )
     .await
     .expect("index");
@@ -177,9 +178,10 @@ async fn two_hundred_unresolvable_payments_in_one_shard_do_not_hide_a_resolvable
     let due_after = shared::store::open_index::open_since(
         &w.ctx.client,
         &w.ctx.table,
+        OpenShards::DEFAULT,
         OpenKind::Payment,
         shared::clock::now_ms(),
-        200 * OPEN_SHARDS as usize,
+        200 * OpenShards::DEFAULT.get() as usize,
     )
     .await
     .expect("index");

@@ -23,7 +23,12 @@ use std::time::Duration;
 fn order_in(shard: &str) -> OrderId {
     loop {
         let id = order();
-        if shard_of(OpenKind::Saga, id.as_str()) == shard {
+        if shard_of(
+            OpenKind::Saga,
+            id.as_str(),
+            shared::store::open_index::OpenShards::DEFAULT,
+        ) == shard
+        {
             return id;
         }
     }
@@ -69,7 +74,11 @@ async fn escalations_of(w: &World, order: &OrderId) -> usize {
 #[tokio::test]
 async fn escalated_sagas_are_set_aside_after_one_escalation_and_do_not_blind_their_shard() {
     let w = world().await;
-    let shard = shard_of(OpenKind::Saga, order().as_str());
+    let shard = shard_of(
+        OpenKind::Saga,
+        order().as_str(),
+        shared::store::open_index::OpenShards::DEFAULT,
+    );
     let failing: Vec<OrderId> = (0..2).map(|_| order_in(&shard)).collect();
     let down = w.runner_over(Quirky(w.psp(), Quirk::ChargesDownFor(failing.clone())));
     for id in &failing {

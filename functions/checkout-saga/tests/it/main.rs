@@ -19,6 +19,8 @@
 mod adyen;
 /// The checkout API over its HTTP handler.
 mod api;
+/// Issue 44: a checkout function keeps to its Stripe budget.
+mod budget;
 /// Checkouts with the longest ids, inside Stripe's limits (metadata, idempotency keys).
 mod limits;
 /// Deadlines that end every wait, and fair scans of the open-items index.

@@ -444,9 +444,16 @@ async fn money_taken_on_a_failed_payment_is_one_anomaly_and_refunded_once() {
         (held.status, held.refund_due()),
         (PaymentStatus::Failed, Some(held.anomalies))
     );
-    let open = open_since(&w.ctx.client, &w.ctx.table, OpenKind::Payment, i64::MAX, 800)
-        .await
-        .expect("index");
+    let open = open_since(
+        &w.ctx.client,
+        &w.ctx.table,
+        shared::store::open_index::OpenShards::DEFAULT,
+        OpenKind::Payment,
+        i64::MAX,
+        800,
+    )
+    .await
+    .expect("index");
     assert!(open.contains(&format!("PAYMENT#{id}")), "recovery must find it");
 
     let correlation = || CorrelationId::parse("corr-recovery").unwrap();
@@ -489,9 +496,16 @@ async fn money_taken_on_a_failed_payment_is_one_anomaly_and_refunded_once() {
         .await
         .expect("late");
     assert!(matches!(late.result, shared::FinalizeResult::Ignored(_)));
-    let open = open_since(&w.ctx.client, &w.ctx.table, OpenKind::Payment, i64::MAX, 800)
-        .await
-        .expect("index");
+    let open = open_since(
+        &w.ctx.client,
+        &w.ctx.table,
+        shared::store::open_index::OpenShards::DEFAULT,
+        OpenKind::Payment,
+        i64::MAX,
+        800,
+    )
+    .await
+    .expect("index");
     assert!(!open.contains(&format!("PAYMENT#{id}")));
 }
 

@@ -123,7 +123,11 @@ fn recovery_settings() -> RecoverySettings {
 impl World {
     pub fn runner_with<P: Psps>(&self, client: aws_sdk_dynamodb::Client, psp: P, settings: Settings) -> Runner<P> {
         Runner {
-            sagas: SagaStore::new(client.clone(), &self.ctx.table),
+            sagas: SagaStore::new(
+                client.clone(),
+                &self.ctx.table,
+                shared::store::open_index::OpenShards::DEFAULT,
+            ),
             recovery: Recovery::new(&client, &self.ctx.config(), psp, recovery_settings()),
             escalation: Escalation::new(self.sqs.clone(), &self.escalation_url),
             settings,

@@ -38,7 +38,9 @@ async fn old_form_write(ctx: &TestContext, current: &Payment, obs: &Observation)
     };
     let payment = Put::builder()
         .table_name(&ctx.table)
-        .set_item(Some(payment_to_item(&t.payment).unwrap()))
+        .set_item(Some(
+            payment_to_item(&t.payment, shared::store::open_index::OpenShards::DEFAULT).unwrap(),
+        ))
         .condition_expression("version = :v")
         .expression_attribute_values(":v", AttributeValue::N(current.version.to_string()))
         .build()
@@ -69,7 +71,9 @@ async fn old_form_payment(ctx: &TestContext, name: &str) -> Payment {
                 .put(
                     Put::builder()
                         .table_name(&ctx.table)
-                        .set_item(Some(payment_to_item(&created).unwrap()))
+                        .set_item(Some(
+                            payment_to_item(&created, shared::store::open_index::OpenShards::DEFAULT).unwrap(),
+                        ))
                         .build()
                         .unwrap(),
                 )

@@ -296,3 +296,75 @@ impl World {
         self.psp().retrieve(&reference).await.unwrap()
     }
 }
+
+/// Issue 44: Stripe's 429 (its rate limit: `invalid_request_error`, code `rate_limit`, as the simulator
+/// answers it) is counted by the deployed binary as `PspRateLimited`, by stage (what the template's
+/// `PspRateLimitedAlarm` reads) and by provider; the client's retry then gets the payment through.
+#[tokio::test]
+async fn the_reconciler_binary_counts_stripes_429s_for_the_rate_limit_alarm() {
+    let w = World::new().await;
+    let succeeded = w.intent("limited", "succeeded", 1000).await;
+    let id = w.payment("limited", &succeeded, PaymentStatus::Pending).await;
+    // The next two requests are answered 429 rate_limit; the third attempt of the read goes through.
+    w.sim.ledger.storm(429, 2);
+    let (runtime, mut outcomes) = runtime_api().await;
+    let mut lambda = tokio::process::Command::new(env!("CARGO_BIN_EXE_reconciler"))
+        .env("AWS_LAMBDA_RUNTIME_API", runtime.trim_start_matches("http://"))
+        .env("AWS_LAMBDA_FUNCTION_NAME", "reconciler")
+        .env("STAGE", "it-stage")
+        .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")
+        .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
+        .env("AWS_LAMBDA_LOG_STREAM_NAME", "test")
+        .env("AWS_LAMBDA_LOG_GROUP_NAME", "test")
+        .env(
+            "AWS_ENDPOINT_URL_DYNAMODB",
+            integration_tests::dynamodb_local::endpoint(),
+        )
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_ACCESS_KEY_ID", "local")
+        .env("AWS_SECRET_ACCESS_KEY", "local")
+        .env("TABLE_NAME", &w.ctx.table)
+        .env("PSP_BASE_URL", &w.psp_url)
+        .env("PSP_API_KEY", KEY)
+        .env("PSP_REDIRECTS", "never")
+        .env_remove("PSP_API_KEY_ARN")
+        .env("RECOVERY_STALE_AFTER_SECONDS", "0")
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the reconciler binary starts");
+    let answer = tokio::time::timeout(Duration::from_secs(60), outcomes.recv())
+        .await
+        .expect("the invocation ends within a minute")
+        .expect("an answer");
+    lambda.kill().await.ok();
+    answer.expect("the invocation succeeded");
+    let mut stdout = String::new();
+    lambda.stdout.take().unwrap().read_to_string(&mut stdout).await.unwrap();
+    let limited: Vec<serde_json::Value> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|r| r["_aws"]["CloudWatchMetrics"][0]["Metrics"][0]["Name"] == "PspRateLimited")
+        .collect();
+    assert_eq!(limited.len(), 2, "one record per 429: {stdout}");
+    let record = &limited[0];
+    assert_eq!(record["_aws"]["CloudWatchMetrics"][0]["Namespace"], "Payments/Psp");
+    assert_eq!(
+        record["_aws"]["CloudWatchMetrics"][0]["Dimensions"],
+        serde_json::json!([["Stage"], ["Stage", "Provider"]])
+    );
+    assert_eq!(
+        (
+            record["Stage"].as_str(),
+            record["Provider"].as_str(),
+            record["PspRateLimited"].as_u64()
+        ),
+        (Some("it-stage"), Some("stripe"), Some(1)),
+        "{record}"
+    );
+    assert_eq!(
+        w.get(&id).await.status,
+        PaymentStatus::Captured,
+        "the retry got through"
+    );
+}

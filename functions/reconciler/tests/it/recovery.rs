@@ -5,7 +5,8 @@
 use crate::lambda::World;
 use psp::{IntentStatus, PaymentIntent, StripeApi, StripeClient};
 use reconciler::{Recovery, RecoverySettings};
-use shared::store::open_index::{due_items, shard_of, OpenKind, OPEN_SHARDS};
+use shared::store::open_index::{due_items, shard_of, OpenKind, OpenShards};
+use shared::PaymentStore;
 use shared::{
     Channel, CorrelationId, EventKind, Money, NewPayment, Observation, OrderId, Outcome, PaymentId, PaymentStatus,
     PspName, PspReference,
@@ -181,7 +182,7 @@ async fn a_reconcile_that_fails_is_backed_off_too() {
 fn ids_in_shard(shard: &str, n: usize) -> Vec<PaymentId> {
     (0..)
         .map(|i| format!("pay_shard_{i}"))
-        .filter(|id| shard_of(OpenKind::Payment, id) == shard)
+        .filter(|id| shard_of(OpenKind::Payment, id, OpenShards::DEFAULT) == shard)
         .take(n)
         .map(|id| PaymentId::parse(id).unwrap())
         .collect()
@@ -190,7 +191,7 @@ fn ids_in_shard(shard: &str, n: usize) -> Vec<PaymentId> {
 #[tokio::test]
 async fn a_shard_gives_its_unused_share_of_a_run_to_the_others() {
     let w = World::new().await;
-    assert_eq!(OPEN_SHARDS, 8);
+    assert_eq!(OpenShards::DEFAULT.get(), 8);
     let crowded = ids_in_shard("PAYMENT#3", 12);
     let quiet = ids_in_shard("PAYMENT#5", 2);
     for id in crowded.iter().chain(&quiet) {
@@ -201,6 +202,7 @@ async fn a_shard_gives_its_unused_share_of_a_run_to_the_others() {
     let due = due_items(
         &w.ctx.client,
         &w.ctx.table,
+        OpenShards::DEFAULT,
         OpenKind::Payment,
         shared::clock::now_ms(),
         8,
@@ -220,6 +222,75 @@ async fn a_shard_gives_its_unused_share_of_a_run_to_the_others() {
     }
     let unique: std::collections::HashSet<_> = due.keys.iter().collect();
     assert_eq!(unique.len(), 8, "no payment twice");
+}
+
+/// Issue 44: the shard count is raised ahead of a peak (`OpenItemsShards`), never lowered. Payments written
+/// under the old count stay under their old shard until their next write; a scanner on the new count finds
+/// them and the ones written under the new count alike, and a recovery run on the new count reconciles them.
+#[tokio::test]
+async fn raising_the_open_items_shards_keeps_the_items_written_under_the_old_count_found() {
+    let w = World::new().await;
+    let (old, new) = (OpenShards::DEFAULT, OpenShards::new(24).unwrap());
+    let store_at = |shards| PaymentStore::new(w.ctx.client.clone(), &w.ctx.table, shards);
+    let mut written = std::collections::BTreeMap::new();
+    for (shards, prefix) in [(old, "pay_old"), (new, "pay_new")] {
+        for i in 0..40 {
+            let mut payment = payments_core::fixtures::new_payment(&format!("{prefix}_{i}"), 1000);
+            payment.now_ms = shared::clock::now_ms() - 60_000;
+            let created = store_at(shards).create(payment).await.unwrap();
+            written.insert(shared::keys::payment_pk(&created.id), shards);
+        }
+    }
+    // Under the new count some are in shards the old count never had: the raise spreads new writes.
+    let above_old = (0..40)
+        .filter(|i| {
+            let shard = shard_of(OpenKind::Payment, &format!("pay_new_{i}"), new);
+            shard.rsplit('#').next().and_then(|n| n.parse::<u64>().ok()).unwrap() >= old.get()
+        })
+        .count();
+    assert!(above_old > 0, "the new count is in use");
+    let due = |shards| {
+        let (client, table) = (w.ctx.client.clone(), w.ctx.table.clone());
+        async move {
+            due_items(
+                &client,
+                &table,
+                shards,
+                OpenKind::Payment,
+                shared::clock::now_ms(),
+                1000,
+            )
+            .await
+            .unwrap()
+            .keys
+            .into_iter()
+            .collect::<std::collections::BTreeSet<_>>()
+        }
+    };
+    let found_new = due(new).await;
+    assert_eq!(
+        found_new,
+        written.keys().cloned().collect(),
+        "every item, whichever count wrote it"
+    );
+    // What lowering would do: a scanner on the old count misses the items above it.
+    let found_old = due(old).await;
+    assert_eq!(found_new.len() - found_old.len(), above_old);
+    // The scanner itself, built on the new count, looks at every one of them.
+    let config = shared::Config {
+        open_shards: new,
+        ..w.ctx.config()
+    };
+    let settings = RecoverySettings {
+        stale_after: Duration::ZERO,
+        batch_limit: 200,
+        ..RecoverySettings::default()
+    };
+    let report = Recovery::new(&w.ctx.client, &config, w.psp(), settings)
+        .run(deadline())
+        .await
+        .unwrap();
+    assert_eq!(report.found as usize, written.len(), "{report:?}");
 }
 
 /// The expired payment's end: failed as expired, by recovery, out of the index.

@@ -44,8 +44,25 @@ pub struct Deployment {
     pub psp_scanners: usize,
     /// Stripe's events also arrive through EventBridge.
     pub eventbridge: bool,
-    /// Partition key values of the `open-items` index per kind (`shared::store::open_index::OPEN_SHARDS`).
+    /// Stripe's rate limit of the account as the stack states it (its `StripeRateLimit` output).
+    pub stripe_rate_limit: f64,
+    /// The Stripe budget of every function that calls Stripe (it has `PSP_BASE_URL`).
+    pub stripe_budgets: Vec<StripeBudget>,
+    /// Partition key values of the `open-items` index per kind: `OPEN_ITEMS_SHARDS` as the functions get it
+    /// (the template's `OpenItemsShards`).
     pub open_shards: u64,
+}
+
+/// One function's Stripe budget as the template gives it: a scanner's `PSP_SCAN_RATE_PER_SECOND` (one run at a
+/// time), else `PSP_CALL_BUDGET_PER_SECOND` split among `PSP_CALL_BUDGET_INSTANCES` (`psp::pace::CallBudget`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StripeBudget {
+    /// The function's logical id.
+    pub function: String,
+    /// Requests a second over all its instances; `None`: unpaced (no bound).
+    pub per_second: Option<f64>,
+    /// The instances it is split among; `None` with a budget: the function refuses to start.
+    pub instances: Option<f64>,
 }
 
 /// The deployment of samconfig environment `env` (`None`: the template's defaults alone), with `extra`
@@ -92,7 +109,9 @@ pub fn read(template: &Template, env: Option<&str>, extra: &[(String, String)]) 
         psp_scan_rate: scan_rate(template, &stack)?,
         psp_scanners: scanners(template, &stack)?,
         eventbridge: template.condition("HasStripeEventBridge", &stack)?,
-        open_shards: shared::store::open_index::OPEN_SHARDS,
+        stripe_rate_limit: stripe_rate_limit(template, &stack)?,
+        stripe_budgets: stripe_budgets(template, &stack)?,
+        open_shards: open_shards(template, &stack)?,
         parameters,
     })
 }
@@ -201,4 +220,78 @@ fn scanners(template: &Template, stack: &Stack) -> Result<usize, String> {
         }
     }
     Ok(n)
+}
+
+/// `OPEN_ITEMS_SHARDS` as every function gets it, read through the functions' own loader
+/// (`shared::Config`, so an out-of-range value is the error a function would start with); refused when two
+/// functions would get different counts (a scanner reading fewer shards than a writer writes misses items).
+fn open_shards(template: &Template, stack: &Stack) -> Result<u64, String> {
+    let mut found: Option<(String, u64)> = None;
+    for function in template.functions() {
+        // Unset, a function runs on the loader's default: that is the count it uses.
+        let value = template.variable(&function, "OPEN_ITEMS_SHARDS", stack)?;
+        let env = shared::Env::from_lookup(move |name| match name {
+            "OPEN_ITEMS_SHARDS" => value.clone(),
+            "TABLE_NAME" => Some("payments".into()),
+            _ => None,
+        });
+        let shards = shared::Config::from(&env)
+            .map_err(|e| format!("{function}: {e}"))?
+            .open_shards
+            .get();
+        match &found {
+            Some((first, n)) if *n != shards => {
+                return Err(format!(
+                    "{first} gets OPEN_ITEMS_SHARDS {n} but {function} {shards}: every function must use one count"
+                ))
+            }
+            Some(_) => {}
+            None => found = Some((function, shards)),
+        }
+    }
+    found
+        .map(|(_, n)| n)
+        .ok_or_else(|| "the template has no function".into())
+}
+
+/// The `StripeRateLimit` output: the Stripe limit the stack's budgets are sized against.
+fn stripe_rate_limit(template: &Template, stack: &Stack) -> Result<f64, String> {
+    let text = template
+        .output("StripeRateLimit", stack)?
+        .ok_or("the template has no StripeRateLimit output")?;
+    text.parse()
+        .map_err(|_| format!("the StripeRateLimit output {text} is no number"))
+}
+
+/// Every function's Stripe budget (the functions given `PSP_BASE_URL`).
+fn stripe_budgets(template: &Template, stack: &Stack) -> Result<Vec<StripeBudget>, String> {
+    let figure = |function: &str, name: &str| -> Result<Option<f64>, String> {
+        template
+            .variable(function, name, stack)?
+            .map(|v| {
+                v.parse::<f64>()
+                    .map_err(|_| format!("{function}'s {name}: {v} is no number"))
+            })
+            .transpose()
+    };
+    let mut budgets = Vec::new();
+    for function in template.functions() {
+        if template.variable(&function, "PSP_BASE_URL", stack)?.is_none() {
+            continue;
+        }
+        let budget = match figure(&function, "PSP_SCAN_RATE_PER_SECOND")? {
+            Some(rate) => StripeBudget {
+                function,
+                per_second: Some(rate),
+                instances: Some(1.0),
+            },
+            None => StripeBudget {
+                per_second: figure(&function, "PSP_CALL_BUDGET_PER_SECOND")?.filter(|b| *b > 0.0),
+                instances: figure(&function, "PSP_CALL_BUDGET_INSTANCES")?,
+                function,
+            },
+        };
+        budgets.push(budget);
+    }
+    Ok(budgets)
 }

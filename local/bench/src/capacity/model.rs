@@ -52,6 +52,21 @@ pub struct Answer {
     pub rows: Vec<Row>,
     /// What the model could not price (a cost not measured yet).
     pub notes: Vec<String>,
+    /// The Stripe budgets of every function that calls Stripe against the account's limit.
+    pub budgets: StripeBudgets,
+}
+
+/// Every function's Stripe budget together: steady demand is in the rows; this is the bound the budgets
+/// themselves set, which holds whatever the traffic (a backlog, a retry storm), if each is set.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StripeBudgets {
+    /// The budgets' sum, requests a second (of the budgeted functions).
+    pub sum: f64,
+    /// The account's limit they must stay under (the template's `StripeRateLimit`).
+    pub limit: f64,
+    /// What the model flags: budgets over the limit, functions with no budget (no bound), a budget no
+    /// function can split (no instance count: the function would not start).
+    pub flags: Vec<String>,
 }
 
 impl Answer {
@@ -110,6 +125,7 @@ pub fn answer(inputs: &Inputs<'_>) -> Result<Answer, String> {
     rows.extend(dynamodb_rows(inputs, &checkout)?);
     rows.extend(queue_rows(inputs, &checkout)?);
     rows.extend(psp_rows(inputs, &checkout)?);
+    let budgets = stripe_budgets(inputs)?;
     if inputs.deployment.eventbridge {
         let stripe = inputs.profile.webhooks_per_order * inputs.profile.stripe_share;
         rows.push(row(
@@ -119,7 +135,7 @@ pub fn answer(inputs: &Inputs<'_>) -> Result<Answer, String> {
             stripe,
         )?);
     }
-    Ok(Answer { rows, notes })
+    Ok(Answer { rows, notes, budgets })
 }
 
 /// A row whose limit is the limits table's `key`, growing by `per_order`.
@@ -195,7 +211,8 @@ fn lambda_rows(inputs: &Inputs<'_>, checkout: &CheckoutCost) -> Result<Vec<Row>,
     for (kind, deliveries) in p.deliveries_by_kind() {
         intake += deliveries * inputs.costs.intake_seconds(kind)?;
     }
-    let others = p.checkout_share * checkout.start_ms / 1e3 + consumer_concurrency(p, checkout);
+    let checkout_api = p.checkout_share * checkout.start_ms / 1e3;
+    let others = consumer_concurrency(p, checkout);
     let account = inputs.limits.figure("lambda_account_concurrency")?;
     let mut rows = Vec::new();
     let reserved = d.reserved.get("WebhookIntakeFunction").copied();
@@ -204,7 +221,7 @@ fn lambda_rows(inputs: &Inputs<'_>, checkout: &CheckoutCost) -> Result<Vec<Row>,
         inputs,
         "Lambda concurrency, unreserved functions",
         "lambda_account_concurrency",
-        others,
+        0.0,
     )?;
     all.unit = "executions";
     all.limit = account - reserved_total as f64;
@@ -220,6 +237,24 @@ fn lambda_rows(inputs: &Inputs<'_>, checkout: &CheckoutCost) -> Result<Vec<Row>,
         }),
         None => all.per_order += intake,
     }
+    match d.reserved.get("CheckoutApiFunction").copied() {
+        // Paced, each instance keeps to its share of the budget, so the charges need `charges * n / budget`
+        // instances when that is more than their time does.
+        Some(n) => rows.push(Row {
+            resource: "Lambda concurrency, checkout-api (reserved)".into(),
+            limit_from: "template: CheckoutReservedConcurrency".into(),
+            unit: "executions",
+            fixed: 0.0,
+            per_order: checkout_api_budget(d).map_or(checkout_api, |budget| {
+                let charges = p.checkout_share * p.stripe_share * checkout.psp_calls;
+                checkout_api.max(charges * n as f64 / budget)
+            }),
+            limit: n as f64,
+            money: false,
+        }),
+        None => all.per_order += checkout_api,
+    }
+    all.per_order += others;
     rows.push(all);
     Ok(rows)
 }
@@ -254,7 +289,10 @@ fn dynamodb_rows(inputs: &Inputs<'_>, checkout: &CheckoutCost) -> Result<Vec<Row
         "dynamodb_partition_wcu",
         index / d.open_shards as f64,
     )?;
-    shard.limit_from = format!("limits: dynamodb_partition_wcu; {} shards (OPEN_SHARDS)", d.open_shards);
+    shard.limit_from = format!(
+        "limits: dynamodb_partition_wcu; {} shards (template: OpenItemsShards)",
+        d.open_shards
+    );
     Ok(vec![
         money(
             row(inputs, "DynamoDB table writes", "dynamodb_table_max_wcu", writes)?,
@@ -332,27 +370,84 @@ fn consumer_concurrency(p: &Profile, checkout: &CheckoutCost) -> f64 {
     events_per_order(p, checkout) * per_event_s
 }
 
-/// Stripe's API: the checkouts' calls and the scanners' budgets against the account's rate limit.
+/// Stripe's limit for this deployment: the profile's, else the template's `StripeRateLimit`, which may not
+/// claim more than the account is known to have (the limits table, with the raises of granted.toml).
+fn stripe_limit(inputs: &Inputs<'_>) -> Result<(f64, String), String> {
+    if let Some(limit) = inputs.profile.stripe_rate_limit {
+        return Ok((limit, "profile: stripe_rate_limit".into()));
+    }
+    let known = inputs.limits.figure("stripe_live_operations")?;
+    let stated = inputs.deployment.stripe_rate_limit;
+    if stated > known {
+        return Err(format!(
+            "the template's StripeRateLimit {stated} is above the account's known limit {known} \
+             (limits.toml stripe_live_operations; a raise Stripe granted goes into benchmarks/granted.toml)"
+        ));
+    }
+    let from = row(inputs, "", "stripe_live_operations", 0.0)?.limit_from;
+    Ok((stated, format!("template: StripeRateLimit ({from}: {known})")))
+}
+
+/// The budgets' sum against the limit, and what cannot be bounded.
+fn stripe_budgets(inputs: &Inputs<'_>) -> Result<StripeBudgets, String> {
+    let (limit, _) = stripe_limit(inputs)?;
+    let mut flags = Vec::new();
+    let mut sum = 0.0;
+    for b in &inputs.deployment.stripe_budgets {
+        match (b.per_second, b.instances) {
+            (None, _) => flags.push(format!("{} has no Stripe budget: its calls have no bound", b.function)),
+            (Some(_), None) => flags.push(format!(
+                "{} has a Stripe budget but no instance count to split it among (it would not start)",
+                b.function
+            )),
+            (Some(per_second), Some(_)) => sum += per_second,
+        }
+    }
+    if sum >= limit {
+        flags.push(format!(
+            "the Stripe budgets add up to {sum}/s, not under the account's limit of {limit}/s"
+        ));
+    }
+    Ok(StripeBudgets { sum, limit, flags })
+}
+
+/// Stripe's API: the checkouts' calls and the scanners' budgets against the account's rate limit; and
+/// checkout-api's calls against its own budget, where it has one (past it, checkouts wait for their charge).
 fn psp_rows(inputs: &Inputs<'_>, checkout: &CheckoutCost) -> Result<Vec<Row>, String> {
     let (p, d) = (inputs.profile, inputs.deployment);
-    let limit = match p.stripe_rate_limit {
-        Some(limit) => limit,
-        None => inputs.limits.figure("stripe_live_operations")?,
-    };
-    Ok(vec![Row {
+    let (limit, limit_from) = stripe_limit(inputs)?;
+    let charges = p.checkout_share * p.stripe_share * checkout.psp_calls;
+    let mut rows = Vec::new();
+    if let Some(budget) = checkout_api_budget(d) {
+        rows.push(Row {
+            resource: "Stripe budget of checkout-api (its charges)".into(),
+            limit_from: "template: CheckoutApiStripeBudget".into(),
+            unit: "requests/s",
+            fixed: 0.0,
+            per_order: charges,
+            limit: budget,
+            money: true,
+        });
+    }
+    rows.push(Row {
         resource: format!(
             "Stripe API requests (checkouts, plus {} scanners' budgets of {}/s)",
             d.psp_scanners, d.psp_scan_rate
         ),
-        limit_from: if p.stripe_rate_limit.is_some() {
-            "profile: stripe_rate_limit".into()
-        } else {
-            row(inputs, "", "stripe_live_operations", 0.0)?.limit_from
-        },
+        limit_from,
         unit: "requests/s",
         fixed: d.psp_scan_rate * d.psp_scanners as f64,
-        per_order: p.checkout_share * p.stripe_share * checkout.psp_calls,
+        per_order: charges,
         limit,
         money: true,
-    }])
+    });
+    Ok(rows)
+}
+
+/// checkout-api's Stripe budget, where it has one.
+fn checkout_api_budget(d: &Deployment) -> Option<f64> {
+    d.stripe_budgets
+        .iter()
+        .find(|b| b.function == "CheckoutApiFunction")
+        .and_then(|b| b.per_second)
 }

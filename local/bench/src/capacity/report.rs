@@ -65,6 +65,20 @@ pub fn markdown(inputs: &Inputs<'_>, answer: &Answer) -> String {
         None => writeln!(out, "\nNo resource grows with the orders.\n"),
     }
     .ok();
+    let budgets = &answer.budgets;
+    writeln!(
+        out,
+        "**Stripe budgets** (every function that calls Stripe, whatever the traffic): {}/s together against \
+         the account's {}/s{}.\n",
+        group_thousands(budgets.sum),
+        group_thousands(budgets.limit),
+        if budgets.flags.is_empty() {
+            ", under it".to_owned()
+        } else {
+            format!("; flagged: {}", budgets.flags.join("; "))
+        }
+    )
+    .ok();
     for note in &answer.notes {
         writeln!(out, "- {note}").ok();
     }

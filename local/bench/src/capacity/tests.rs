@@ -65,6 +65,8 @@ fn deployment() -> Deployment {
         psp_scan_rate: 10.0,
         psp_scanners: 2,
         eventbridge: false,
+        stripe_rate_limit: 100.0,
+        stripe_budgets: Vec::new(),
         open_shards: 8,
     }
 }
@@ -234,20 +236,105 @@ fn samconfig_environments_are_read_with_their_overrides() {
 }
 
 #[test]
-fn the_peak_environment_holds_1000_orders_a_second_with_30_percent_headroom_but_for_the_open_index() {
-    // samconfig.toml's `peak`, with the raises of benchmarks/granted.toml, at the `peak` profile. The one row
-    // below 30 %: the open-items shards, a code constant (docs/DEPLOY.md, "Peak season").
+fn the_peak_environment_holds_1000_orders_a_second_with_30_percent_headroom_on_every_limit() {
+    // samconfig.toml's `peak`, with the raises of benchmarks/granted.toml, at the `peak` profile.
     let profile = super::profile("peak", &[]).unwrap();
     let (answer, _) = super::run(Some(super::PEAK_ENV), &[], &profile).unwrap();
-    let short: Vec<&str> = answer
+    let short: Vec<(&str, f64)> = answer
         .rows
         .iter()
         .filter(|r| r.headroom(profile.orders_per_s) < 0.3)
-        .map(|r| r.resource.as_str())
+        .map(|r| (r.resource.as_str(), r.headroom(profile.orders_per_s)))
         .collect();
-    assert_eq!(
-        short,
-        ["DynamoDB open-items index, one shard's partition"],
-        "{answer:#?}"
+    assert_eq!(short, [], "{answer:#?}");
+    let shard = find(&answer, "DynamoDB open-items index");
+    assert!(
+        shard.limit_from.contains("16 shards (template: OpenItemsShards)"),
+        "{shard:?}"
     );
+    // Every function that calls Stripe has a budget, and together they stay under the granted limit.
+    assert_eq!(answer.budgets.flags, Vec::<String>::new());
+    assert_eq!((answer.budgets.sum, answer.budgets.limit), (1_380.0, 1_500.0));
+}
+
+#[test]
+fn the_open_items_shards_are_read_from_the_template_and_change_the_answer() {
+    let row = |parameters: &[(&str, &str)]| find(&repository_answer(parameters), "DynamoDB open-items index").clone();
+    let (eight, sixteen) = (row(&[]), row(&[("OpenItemsShards", "16")]));
+    let close = |a: f64, b: f64| (a - b).abs() < 1e-6;
+    assert!(
+        eight.limit_from.contains("8 shards"),
+        "the template's default: {eight:?}"
+    );
+    assert!(close(sixteen.per_order * 2.0, eight.per_order), "{eight:?} {sixteen:?}");
+    assert!(close(sixteen.max_orders_per_s(), 2.0 * eight.max_orders_per_s()));
+    // Out of the functions' range: the model refuses it as a function would refuse to start.
+    let profile = super::profile("peak", &[]).unwrap();
+    let err = super::run(None, &[("OpenItemsShards".into(), "4".into())], &profile).unwrap_err();
+    assert!(
+        err.contains("OPEN_ITEMS_SHARDS") && err.contains("from 8 to 256"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_stripe_budgets_are_summed_against_the_accounts_limit_and_flagged_over_it() {
+    // The template's defaults: the checkout functions are unpaced, so nothing bounds their calls.
+    let defaults = repository_answer(&[]).budgets;
+    assert_eq!(defaults.limit, 100.0, "the template's StripeRateLimit");
+    assert_eq!(defaults.sum, 20.0, "the two scanners' PspScanRatePerSecond");
+    for function in [
+        "CheckoutApiFunction",
+        "CheckoutEventsFunction",
+        "CheckoutSweeperFunction",
+    ] {
+        assert!(
+            defaults
+                .flags
+                .iter()
+                .any(|f| f.starts_with(function) && f.contains("no Stripe budget")),
+            "{function}: {defaults:?}"
+        );
+    }
+    let budgeted = [
+        ("CheckoutApiStripeBudget", "50"),
+        ("CheckoutReservedConcurrency", "10"),
+        ("CheckoutEventsStripeBudget", "20"),
+        ("EventsConsumerMaxConcurrency", "10"),
+        ("CheckoutSweeperStripeBudget", "5"),
+    ];
+    let under = repository_answer(&budgeted).budgets;
+    assert_eq!(
+        (under.sum, under.flags.clone()),
+        (95.0, Vec::<String>::new()),
+        "{under:?}"
+    );
+    // One budget raised past the limit: flagged, naming the sum.
+    let mut over = budgeted.to_vec();
+    over[0] = ("CheckoutApiStripeBudget", "80");
+    let over = repository_answer(&over).budgets;
+    assert_eq!(over.sum, 125.0);
+    assert!(over.flags.iter().any(|f| f.contains("add up to 125/s")), "{over:?}");
+    // A budget with nothing to split it among: the function would refuse to start.
+    let unsplit = repository_answer(&[("CheckoutApiStripeBudget", "50")]).budgets;
+    assert!(
+        unsplit.flags.iter().any(|f| f.contains("no instance count")),
+        "{unsplit:?}"
+    );
+    // A limit the template claims but the account was not granted is refused.
+    let profile = super::profile("peak", &[]).unwrap();
+    let err = super::run(None, &[("StripeRateLimit".into(), "500".into())], &profile).unwrap_err();
+    assert!(err.contains("above the account's known limit"), "{err}");
+}
+
+#[test]
+fn checkout_apis_budget_is_a_row_and_paces_its_reserved_concurrency() {
+    let answer = repository_answer(&[("CheckoutApiStripeBudget", "80"), ("CheckoutReservedConcurrency", "40")]);
+    let budget = find(&answer, "Stripe budget of checkout-api");
+    assert_eq!(budget.limit, 80.0);
+    // Every checkout on Stripe charges once (costs.json), 80 % of them on Stripe at the peak profile.
+    assert!((budget.max_orders_per_s() - 100.0).abs() < 1e-6, "{budget:?}");
+    let lambda = find(&answer, "Lambda concurrency, checkout-api (reserved)");
+    // Each instance keeps to 2 requests a second: 0.8 charges an order need 0.4 instances an order.
+    assert!((lambda.per_order - 0.4).abs() < 1e-6, "{lambda:?}");
 }

@@ -133,6 +133,12 @@ pub fn derive(inputs: &Inputs, seed: u64, warm: bool) -> Result<Config, String> 
         psp_limit: p
             .stripe_rate_limit
             .map_or_else(|| l.figure("stripe_live_operations"), Ok)?,
+        psp_checkout_budget: d
+            .stripe_budgets
+            .iter()
+            .find(|b| b.function == "CheckoutApiFunction")
+            .and_then(|b| b.per_second)
+            .unwrap_or(f64::INFINITY),
         fifo_per_applied: fifo_per_applied(inputs),
         fifo_per_order: p.checkout_share * checkout.events * inputs.costs.sqs_requests_per_event / 3.0,
         fifo_limit: l.figure(if d.fifo_high_throughput {

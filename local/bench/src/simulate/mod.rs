@@ -69,10 +69,24 @@ pub struct Run {
 
 /// Runs both scenarios for `env` (with `parameters` over it) at `profile`, seeded.
 pub fn run(env: Option<&str>, parameters: &[(String, String)], profile: &str, seed: u64) -> Result<Vec<Run>, String> {
+    run_only(env, parameters, profile, seed, |_| true)
+}
+
+/// Runs the scenarios `wanted` names (see [`run`]).
+pub fn run_only(
+    env: Option<&str>,
+    parameters: &[(String, String)],
+    profile: &str,
+    seed: u64,
+    wanted: impl Fn(&str) -> bool,
+) -> Result<Vec<Run>, String> {
     let inputs = config::Inputs::read(env, parameters, profile)?;
     let quiet = crate::capacity::profile("quiet", &[])?.orders_per_s;
     let mut runs = Vec::new();
     for (scenario, traffic, warm) in scenarios(quiet, inputs.profile.orders_per_s) {
+        if !wanted(scenario) {
+            continue;
+        }
         let config = config::derive(&inputs, seed, warm)?;
         let outage = traffic.outage;
         let mut world = World::new(config, traffic);
@@ -101,9 +115,9 @@ fn clock(seconds: u64) -> String {
 pub fn markdown(name: &str, runs: &[Run]) -> String {
     let mut out = format!(
         "### {name}\n\n| scenario | webhooks sent | applied | refused 429 | refused 5xx | of those, DynamoDB throttled \
-         | Lambda throttled | resent after the return (refused); the wave's crest | Stripe gave up | checkouts refused 429 | Stripe calls \
-         over its limit | FIFO calls over its limit | last Stripe retry applied | last Adyen retry applied | every \
-         webhook applied |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+         | Lambda throttled | resent after the return (refused); the wave's crest | refused after the return | Stripe gave up | checkouts refused 429 | Stripe calls \
+         over its limit / past checkout-api's budget | FIFO calls over its limit | last Stripe retry applied | last Adyen retry applied | every \
+         webhook applied |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
     );
     let n = |x: f64| group_thousands(x.round());
     for r in runs {
@@ -126,7 +140,7 @@ pub fn markdown(name: &str, runs: &[Run]) -> String {
         };
         writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {} | {} | {resent} | {} | {} | {} | {} | {} | {} | {drained} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {resent} | {} | {} | {} | {} / {} | {} | {} | {} | {drained} |",
             r.scenario,
             n(t.first),
             n(t.applied),
@@ -134,9 +148,15 @@ pub fn markdown(name: &str, runs: &[Run]) -> String {
             n(t.refused_5xx),
             n(t.dynamodb_throttled),
             n(t.lambda_throttled),
+            if r.outage.is_some() {
+                n(t.refused_after_return)
+            } else {
+                "no outage".into()
+            },
             n(t.stripe_given_up),
             n(t.checkouts_refused),
             n(t.psp_over_limit),
+            n(t.psp_over_budget),
             n(t.fifo_over_limit),
             at(t.last_stripe_retry_applied),
             at(t.last_adyen_retry_applied),

@@ -35,6 +35,7 @@ fn config(seed: u64) -> Config {
         psp_fixed: 20.0,
         psp_per_order: 1.0,
         psp_limit: 100.0,
+        psp_checkout_budget: f64::INFINITY,
         fifo_per_applied: 0.5,
         fifo_per_order: 2.0,
         fifo_limit: 300.0,
@@ -111,4 +112,35 @@ fn a_new_table_throttles_a_surge_past_what_it_serves_at_once() {
     let mut world = World::new(c, traffic);
     world.run(86_400);
     assert!(world.totals.dynamodb_throttled > 0.0, "{:?}", world.totals);
+}
+
+/// Issue 44: with samconfig's `peak` (and the raises of granted.toml), an hour's outage of the intake at the
+/// peak profile: every webhook the PSPs resend after the intake's return is applied at that resend, none
+/// refused by a throttle (route, account, Lambda), no DynamoDB throttling, no Stripe call past the account's
+/// limit or checkout-api's budget; the same for the same seed.
+#[test]
+fn the_peak_environments_outage_applies_every_resend_at_its_first_try_and_throttles_nothing() {
+    let outage = |seed| {
+        let runs = super::run_only(Some(crate::capacity::PEAK_ENV), &[], "peak", seed, |s| s == "outage").unwrap();
+        runs.into_iter().next().expect("the outage run")
+    };
+    let run = outage(super::SEED);
+    let t = &run.totals;
+    assert!(t.resent_after_return > 10_000_000.0, "a real wave: {t:?}");
+    assert_eq!(t.resent_refused_after_return, 0.0, "{t:?}");
+    assert_eq!(t.refused_after_return, 0.0, "{t:?}");
+    assert_eq!(t.refused_429, 0.0, "no throttle refuses, before or after: {t:?}");
+    assert_eq!((t.dynamodb_throttled, t.lambda_throttled), (0.0, 0.0), "{t:?}");
+    assert_eq!(
+        (t.psp_over_limit, t.psp_over_budget, t.fifo_over_limit),
+        (0.0, 0.0, 0.0),
+        "{t:?}"
+    );
+    assert_eq!(t.stripe_given_up, 0.0);
+    assert!((t.applied - t.first).abs() < 1.0, "every webhook applied: {t:?}");
+    // What the outage refused it refused by being down, and nothing else.
+    assert!(t.refused_5xx > 0.0);
+    let again = outage(super::SEED);
+    assert_eq!(again.totals, run.totals);
+    assert_eq!(csv(&again), csv(&run));
 }

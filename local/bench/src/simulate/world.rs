@@ -27,7 +27,8 @@ pub struct Config {
     pub account_rate: f64,
     pub account_burst: f64,
     /// Executions the intake may have (its reservation, or what the account leaves it) and how many
-    /// environments it may add a second; its mean invocation, s.
+    /// environments it may add a second on average (Lambda: 1,000 every 10 s, so up to 1,000 at once after a
+    /// quiet 10 s: a bucket of ten seconds' worth); its mean invocation, s.
     pub lambda_limit: f64,
     pub lambda_added_per_s: f64,
     pub intake_s: f64,
@@ -48,10 +49,12 @@ pub struct Config {
     /// already running at the start.
     pub previous_peak: (f64, f64),
     pub initial_environments: f64,
-    /// Stripe API requests a second: fixed (scanners) and per order; the account's limit.
+    /// Stripe API requests a second: fixed (scanners) and per order; the account's limit; checkout-api's
+    /// budget for its per-order calls (infinite when it has none).
     pub psp_fixed: f64,
     pub psp_per_order: f64,
     pub psp_limit: f64,
+    pub psp_checkout_budget: f64,
     /// SQS FIFO calls per action: per applied delivery, per order (checkout events), the limit.
     pub fifo_per_applied: f64,
     pub fifo_per_order: f64,
@@ -120,10 +123,14 @@ pub struct Totals {
     /// Checkouts refused by their route's throttle.
     pub checkouts_refused: f64,
     pub psp_over_limit: f64,
+    /// Checkout charges over checkout-api's Stripe budget (they wait for its pace).
+    pub psp_over_budget: f64,
     pub fifo_over_limit: f64,
     /// Retries that reached the intake after it came back, and how many of them were refused.
     pub resent_after_return: f64,
     pub resent_refused_after_return: f64,
+    /// Every delivery refused after the intake came back, first deliveries and Adyen's queue included.
+    pub refused_after_return: f64,
     /// The most deliveries a second offered after the intake came back (the resend wave's crest).
     pub crest_after_return: f64,
     pub stripe_given_up: f64,
@@ -143,6 +150,8 @@ pub struct World {
     route_tokens: f64,
     account_tokens: f64,
     environments: f64,
+    /// Environments the intake may still add at once (Lambda's 1,000 per 10 s, refilled at a tenth a second).
+    scale_tokens: f64,
     /// The highest units consumed so far, each time it rose: (second, write, read).
     peaks: Vec<(u64, f64, f64)>,
     pub stripe: Stripe,
@@ -188,6 +197,7 @@ impl World {
             route_tokens: config.route_burst,
             account_tokens: config.account_burst,
             environments: config.initial_environments,
+            scale_tokens: config.lambda_added_per_s * 10.0,
             peaks: Vec::new(),
             stripe,
             adyen,
@@ -275,6 +285,12 @@ impl World {
         let share = if offered > 0.0 { accepted / offered } else { 1.0 };
         self.answer(t, &offers, share);
         self.adyen.answered(t, queue, queue * share);
+        if self.traffic.outage.is_some_and(|(_, to)| t >= to) {
+            // Adyen's queue resends what it held: each is a resend after the return.
+            self.totals.resent_after_return += queue;
+            self.totals.resent_refused_after_return += queue * (1.0 - share);
+            self.totals.refused_after_return += queue * (1.0 - share);
+        }
         if queue * share / self.dt >= 0.05 {
             self.totals.last_adyen_retry_applied = Some(t);
         }
@@ -315,13 +331,16 @@ impl World {
         applied
     }
 
-    /// Lambda: the intake's environments (grown at most `lambda_added_per_s` a second, never above its
-    /// limit) serve `intake_s` each; the rest is throttled (a 5xx to the PSP).
+    /// Lambda: the intake's environments (grown by at most 1,000 in any 10 s, never above its limit) serve
+    /// `intake_s` each; the rest is throttled (a 5xx to the PSP).
     fn lambda(&mut self, requests: f64) -> f64 {
         let c = &self.config;
         let needed = requests * c.intake_s / self.dt;
-        let available = (self.environments + c.lambda_added_per_s * self.dt).min(c.lambda_limit);
-        self.environments = self.environments.max(needed.min(available));
+        let tokens = (self.scale_tokens + c.lambda_added_per_s * self.dt).min(c.lambda_added_per_s * 10.0);
+        let available = (self.environments + tokens).min(c.lambda_limit);
+        let grown = self.environments.max(needed.min(available));
+        self.scale_tokens = (tokens - (grown - self.environments)).max(0.0);
+        self.environments = grown;
         let served = requests.min(available / c.intake_s.max(1e-9) * self.dt);
         self.totals.lambda_throttled += requests - served;
         self.totals.refused_5xx += requests - served;
@@ -374,6 +393,7 @@ impl World {
         let c = &self.config;
         let psp = c.psp_fixed + orders * c.psp_per_order;
         self.totals.psp_over_limit += (psp - c.psp_limit).max(0.0) * self.dt;
+        self.totals.psp_over_budget += (orders * c.psp_per_order - c.psp_checkout_budget).max(0.0) * self.dt;
         let fifo = applied / self.dt * c.fifo_per_applied + orders * c.fifo_per_order;
         self.totals.fifo_over_limit += (fifo - c.fifo_limit).max(0.0) * self.dt;
     }
@@ -389,6 +409,9 @@ impl World {
             if offer.attempt > 0 && returned {
                 self.totals.resent_after_return += offer.count;
                 self.totals.resent_refused_after_return += refused;
+            }
+            if returned {
+                self.totals.refused_after_return += refused;
             }
             if offer.stripe {
                 retried.0 += if offer.attempt > 0 { applied } else { 0.0 };

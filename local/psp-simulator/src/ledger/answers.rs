@@ -17,8 +17,10 @@ pub(super) fn storm_answer(status: u16) -> Answer {
             429,
             "invalid_request_error",
             Some("rate_limit"),
-            "Too many requests hit the API too quickly.",
-            json!({}),
+            // docs.stripe.com/error-codes#rate-limit: the code's documented message and its doc_url (Stripe's
+            // libraries read type invalid_request_error with code rate_limit on a 429 as the rate limit).
+            "Too many requests hit the API too quickly. We recommend an exponential backoff of your requests.",
+            json!({ "doc_url": "https://stripe.com/docs/error-codes/rate-limit" }),
         )
     } else {
         Answer::error(status, "api_error", None, "An unknown error occurred.", json!({}))

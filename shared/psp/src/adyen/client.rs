@@ -234,6 +234,9 @@ impl AdyenClient {
         if failed.status >= 500 {
             crate::breaker::attempt_failed(Attempt::PspFailed);
         }
+        if failed.status == 429 {
+            http::count_rate_limited("adyen", path);
+        }
         Err(classify(failed.status, &failed.body))
     }
 

@@ -86,7 +86,10 @@ impl StripeClient {
             redirects: settings.redirects.clone(),
             capture: settings.capture,
             retries: settings.retries,
-            pace: settings.scan_rate.map(Pace::per_second),
+            pace: settings
+                .scan_rate
+                .map(Pace::per_second)
+                .or_else(|| settings.budget.map(Pace::share)),
         })
     }
 
@@ -171,6 +174,9 @@ impl StripeClient {
             Err(failed) => failed,
         };
         let (status, headers) = (failed.status, &failed.headers);
+        if status == 429 && !is_lock_timeout(&failed.body) {
+            http::count_rate_limited("stripe", path);
+        }
         if let Some(attempt) = breaker_attempt(status, headers) {
             attempt_failed(attempt);
         }
@@ -214,6 +220,11 @@ fn redact_keys(message: &str) -> String {
     }
     flush(&mut out, &run);
     out
+}
+
+/// Stripe's 429 for an object another request holds (`lock_timeout`), not its rate limit (`rate_limit`).
+fn is_lock_timeout(body: &[u8]) -> bool {
+    serde_json::from_slice::<ErrorBody>(body).is_ok_and(|b| b.error.code.as_deref() == Some("lock_timeout"))
 }
 
 /// A non-2xx answer in our terms, and whether to retry it.

@@ -100,8 +100,11 @@ pub struct StripeSettings {
     /// `PSP_MAX_RETRIES` (default 2): retries after the first attempt.
     pub retries: Backoff,
     /// The request rate a scanner's client keeps to (`PSP_SCAN_RATE_PER_SECOND`: [`crate::pace::ScanRates`],
-    /// set by the scanners); `None` (the checkout functions): unpaced.
+    /// set by the scanners); `None` (the checkout functions): their [`Self::budget`], if any.
     pub scan_rate: Option<NonZeroU32>,
+    /// The function's Stripe budget (`PSP_CALL_BUDGET_PER_SECOND` over `PSP_CALL_BUDGET_INSTANCES`:
+    /// [`crate::pace::CallBudget`]), for a function that is not a scanner; `None`: unpaced.
+    pub budget: Option<crate::pace::CallBudget>,
     /// How the charges this client makes are captured (`STRIPE_CAPTURE_METHOD`: [`CaptureMethod::from`], set
     /// by the checkout functions, which alone charge); automatic otherwise.
     pub capture: CaptureMethod,
@@ -130,6 +133,7 @@ impl StripeSettings {
             request_timeout,
             retries,
             scan_rate: None,
+            budget: crate::pace::CallBudget::from_env(env)?,
             capture: CaptureMethod::Automatic,
         })
     }

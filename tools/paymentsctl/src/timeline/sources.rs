@@ -292,7 +292,9 @@ pub(super) async fn saga(
             "none: the saga does not load".to_owned()
         }
     };
-    let log = SagaStore::new(ctx.dynamodb.clone(), ctx.table()).events(order).await?;
+    let log = SagaStore::new(ctx.dynamodb.clone(), ctx.table(), ctx.config.open_shards)
+        .events(order)
+        .await?;
     for e in &log {
         t.entries.push(saga_entry(e));
     }

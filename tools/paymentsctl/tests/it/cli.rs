@@ -510,7 +510,11 @@ async fn a_retry_and_a_replay_without_yes_and_without_a_terminal_are_refused_and
     );
 
     let order = crate::paymentsctl::escalated_before_stock_release(&ctx, &queues.escalation_url, "order-ask").await;
-    let sagas = SagaStore::new(ctx.client.clone(), &ctx.table);
+    let sagas = SagaStore::new(
+        ctx.client.clone(),
+        &ctx.table,
+        shared::store::open_index::OpenShards::DEFAULT,
+    );
     let version = |loaded: Option<checkout_saga::saga::Loaded>| loaded.unwrap().record().version;
     let before = version(sagas.load(&order).await.unwrap());
     let retry = [

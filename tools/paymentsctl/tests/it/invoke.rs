@@ -89,7 +89,11 @@ async fn a_retry_invokes_the_sweeper_function_and_needs_no_psp_key_here() {
     let ctx = TestContext::new().await;
     let sqs = sqs_client(None);
     let queues = fresh_queues(&sqs).await;
-    let sagas = SagaStore::new(ctx.client.clone(), &ctx.table);
+    let sagas = SagaStore::new(
+        ctx.client.clone(),
+        &ctx.table,
+        shared::store::open_index::OpenShards::DEFAULT,
+    );
     let order = escalated_before_stock_release(&ctx, &queues.escalation_url, "order-invoke").await;
     let endpoint = lambda(&ctx, &queues.escalation_url).await;
     let retry = [

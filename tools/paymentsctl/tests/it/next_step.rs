@@ -90,7 +90,11 @@ fn the_step_paymentsctl_prints_is_the_step_the_runner_takes_in_every_state_befor
 async fn a_retry_past_the_charge_deadline_gives_the_charge_up_as_its_dry_run_said() {
     let ctx = TestContext::new().await;
     let queues = fresh_queues(&sqs_client(None)).await;
-    let sagas = SagaStore::new(ctx.client.clone(), &ctx.table);
+    let sagas = SagaStore::new(
+        ctx.client.clone(),
+        &ctx.table,
+        shared::store::open_index::OpenShards::DEFAULT,
+    );
     let order = OrderId::parse("order-late-charge").unwrap();
     // Charging since 11 minutes ago, set aside after its escalation.
     let t0 = clock::now_ms() - 11 * 60_000;

@@ -53,7 +53,11 @@ pub(crate) async fn waiting_saga(
     payment: &PaymentId,
     reference: Option<PspReference>,
 ) -> Saga<PaymentPending> {
-    let sagas = SagaStore::new(ctx.client.clone(), &ctx.table);
+    let sagas = SagaStore::new(
+        ctx.client.clone(),
+        &ctx.table,
+        shared::store::open_index::OpenShards::DEFAULT,
+    );
     let now = clock::now_ms;
     let (s, e) = Saga::<Started>::begin(order.clone(), fixtures::checkout(), now(), 120_000);
     let create_order = checkout_saga::orders::create(&ctx.table, order, now()).unwrap();
@@ -83,7 +87,11 @@ async fn compensated_checkout(ctx: &TestContext, id: &str) -> (PaymentId, OrderI
     // No relay runs here: the history archived as it would archive it.
     ctx.events(&payment.id).await.unwrap();
 
-    let sagas = SagaStore::new(ctx.client.clone(), &ctx.table);
+    let sagas = SagaStore::new(
+        ctx.client.clone(),
+        &ctx.table,
+        shared::store::open_index::OpenShards::DEFAULT,
+    );
     let order = payment.order_id.clone();
     let now = clock::now_ms;
     let s = waiting_saga(ctx, &order, &payment.id, Some(reference.clone())).await;
@@ -405,7 +413,11 @@ async fn escalations_are_listed_without_being_consumed_and_a_dry_run_retry_says_
     let ctx = TestContext::new().await;
     let sqs = sqs_client(None);
     let queues = fresh_queues(&sqs).await;
-    let sagas = SagaStore::new(ctx.client.clone(), &ctx.table);
+    let sagas = SagaStore::new(
+        ctx.client.clone(),
+        &ctx.table,
+        shared::store::open_index::OpenShards::DEFAULT,
+    );
     let payment = ctx.store.create(fixtures::new_payment("pay_esc", 2500)).await.unwrap();
     let order = payment.order_id.clone();
     let now = clock::now_ms;
@@ -534,7 +546,11 @@ pub(crate) async fn escalated_before_stock_release(ctx: &TestContext, escalation
     checkout_saga::inventory::put_stock(&ctx.client, &ctx.table, &sku, 10)
         .await
         .unwrap();
-    let sagas = SagaStore::new(ctx.client.clone(), &ctx.table);
+    let sagas = SagaStore::new(
+        ctx.client.clone(),
+        &ctx.table,
+        shared::store::open_index::OpenShards::DEFAULT,
+    );
     let order = OrderId::parse(order).unwrap();
     let payment = PaymentId::parse(format!("pay_{order}")).unwrap();
     let s = waiting_saga(ctx, &order, &payment, None).await;
