@@ -120,11 +120,11 @@ pub const DEFAULT_FUNCTION_TIMEOUT_SECONDS: u64 = 10;
 impl Config {
     /// Reads through `lookup`, so tests need not touch the process environment.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String> + Send + Sync + 'static) -> Result<Self, ConfigError> {
-        Self::from(&Env::from_lookup(lookup))
+        Self::from_env(&Env::from_lookup(lookup))
     }
 
     /// `TABLE_NAME` (required), `LEASE_TTL_SECONDS`, `FUNCTION_TIMEOUT_SECONDS` and `OPEN_ITEMS_SHARDS`.
-    pub fn from(env: &Env) -> Result<Self, ConfigError> {
+    pub fn from_env(env: &Env) -> Result<Self, ConfigError> {
         let shards = env.number("OPEN_ITEMS_SHARDS", OpenShards::DEFAULT.get())?;
         let open_shards = OpenShards::new(shards).ok_or_else(|| ConfigError::Invalid {
             name: "OPEN_ITEMS_SHARDS",

@@ -238,7 +238,7 @@ impl CallerGuard {
 
     /// From `ORCHESTRATOR_ROLE_ARN` (unset: every caller the API let through); not a role's ARN fails the
     /// start.
-    pub fn from(env: &crate::Env) -> Result<Self, crate::ConfigError> {
+    pub fn from_env(env: &crate::Env) -> Result<Self, crate::ConfigError> {
         Self::for_role(&env.optional("ORCHESTRATOR_ROLE_ARN").unwrap_or_default()).map_err(|why| {
             crate::ConfigError::Invalid {
                 name: "ORCHESTRATOR_ROLE_ARN",

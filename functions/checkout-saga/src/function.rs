@@ -49,16 +49,16 @@ impl Settings {
     /// Reads the settings from `env` (see the type). A missing or malformed one fails the start, as does a
     /// `SAGA_PSP` whose PSP has no settings: new checkouts must go to a PSP this deployment can call.
     pub fn from_env(env: &Env) -> Result<Self, ConfigError> {
-        let psps = PspSetSettings::from_env(env)?.capturing(CaptureMethod::from(env)?);
+        let psps = PspSetSettings::from_env(env)?.capturing(CaptureMethod::from_env(env)?);
         let runner = crate::runner::Settings::from_env(env)?;
         if !psps.providers().contains(&runner.new_checkouts.name()) {
             return Err(ConfigError::Missing(
                 "the settings of SAGA_PSP's PSP (PSP_BASE_URL for stripe, ADYEN_BASE_URL for adyen)",
             ));
         }
-        let guard = CallerGuard::from(env)?;
+        let guard = CallerGuard::from_env(env)?;
         Ok(Self {
-            config: Config::from(env)?,
+            config: Config::from_env(env)?,
             psps,
             recovery: RecoverySettings::from_env(env)?,
             escalation_queue_url: env.required("ESCALATION_QUEUE_URL")?,

@@ -37,9 +37,9 @@ impl Settings {
             })?,
             None => KnownPsps::default(),
         };
-        let guard = CallerGuard::from(env)?;
+        let guard = CallerGuard::from_env(env)?;
         Ok(Self {
-            config: Config::from(env)?,
+            config: Config::from_env(env)?,
             providers,
             guard,
         })

@@ -283,8 +283,8 @@ impl Settings {
     /// Reads the settings from `env` (see the type); a missing or malformed one fails the start.
     pub fn from_env(env: &Env) -> Result<Self, ConfigError> {
         Ok(Self {
-            config: Config::from(env)?,
-            psps: PspSetSettings::from_env(env)?.paced(&ScanRates::from(env)?),
+            config: Config::from_env(env)?,
+            psps: PspSetSettings::from_env(env)?.paced(&ScanRates::from_env(env)?),
             recovery: RecoverySettings::from_env(env)?,
         })
     }

@@ -38,7 +38,7 @@ impl Default for IntakeSettings {
 impl IntakeSettings {
     /// `WEBHOOK_MAX_BODY_BYTES`, `UNKNOWN_PAYMENT_WINDOW_SECONDS`, `LEASE_WAIT_ATTEMPTS`, `LEASE_WAIT_MAX_MS`,
     /// `WEBHOOK_REDELIVERY_AFTER_SECONDS`, `ADYEN_RETRY_DEADLINE_SECONDS`.
-    pub fn from(env: &Env) -> Result<Self, shared::ConfigError> {
+    pub fn from_env(env: &Env) -> Result<Self, shared::ConfigError> {
         let d = Self::default();
         Ok(Self {
             max_body_bytes: env.number("WEBHOOK_MAX_BODY_BYTES", d.max_body_bytes)?,
@@ -66,9 +66,9 @@ impl Settings {
     /// Reads the settings from `env` (see the type); a missing or malformed one fails the start.
     pub fn from_env(env: &Env) -> Result<Self, ConfigError> {
         Ok(Self {
-            config: Config::from(env)?,
+            config: Config::from_env(env)?,
             providers: ProviderSettings::from_env(env)?,
-            intake: IntakeSettings::from(env)?,
+            intake: IntakeSettings::from_env(env)?,
         })
     }
 }

@@ -92,7 +92,7 @@ impl Default for CatchUpSettings {
 
 impl CatchUpSettings {
     /// From the environment (names above); a malformed value fails the start.
-    pub fn from(env: &Env) -> Result<Self, ConfigError> {
+    pub fn from_env(env: &Env) -> Result<Self, ConfigError> {
         let d = Self::default();
         Ok(Self {
             overlap: env.seconds("CATCHUP_OVERLAP_SECONDS", d.overlap)?,
@@ -143,7 +143,7 @@ impl Settings {
         let stripe = match find(Scheme::Stripe) {
             Some(provider) => {
                 // A scanner: the events list and the reads it leads to keep to the scan rate.
-                let mut psp = StripeSettings::from(env)?;
+                let mut psp = StripeSettings::from_env(env)?;
                 psp.scan_rate = Some(ScanRates::stripe_from(env)?);
                 Some((provider, psp))
             }
@@ -153,11 +153,11 @@ impl Settings {
             }
         };
         Ok(Self {
-            config: Config::from(env)?,
+            config: Config::from_env(env)?,
             stripe,
             adyen: find(Scheme::Adyen),
-            intake: IntakeSettings::from(env)?,
-            catch_up: CatchUpSettings::from(env)?,
+            intake: IntakeSettings::from_env(env)?,
+            catch_up: CatchUpSettings::from_env(env)?,
             event_source: env.optional("STRIPE_EVENT_SOURCE"),
         })
     }

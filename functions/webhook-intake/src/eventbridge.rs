@@ -38,7 +38,7 @@ pub struct Expected {
 
 impl Expected {
     /// Reads both; a source that is not Stripe's or an account that is not 12 digits fails the start.
-    pub fn from(env: &Env) -> Result<Self, ConfigError> {
+    pub fn from_env(env: &Env) -> Result<Self, ConfigError> {
         let source = env.required("STRIPE_EVENT_SOURCE")?;
         if !source.starts_with(STRIPE_SOURCE_PREFIX) || source.len() == STRIPE_SOURCE_PREFIX.len() {
             return Err(ConfigError::Invalid {
@@ -84,10 +84,10 @@ impl Settings {
             .map(ProviderSpec::unsigned)
             .ok_or_else(|| invalid("no provider of scheme stripe".into()))?;
         Ok(Self {
-            config: Config::from(env)?,
+            config: Config::from_env(env)?,
             provider,
-            intake: IntakeSettings::from(env)?,
-            expected: Expected::from(env)?,
+            intake: IntakeSettings::from_env(env)?,
+            expected: Expected::from_env(env)?,
         })
     }
 }

@@ -108,7 +108,7 @@ pub struct AdyenSettings {
 
 impl AdyenSettings {
     /// The settings above; anything missing fails the start, not the first call.
-    pub fn from(env: &Env) -> Result<Self, ConfigError> {
+    pub fn from_env(env: &Env) -> Result<Self, ConfigError> {
         let key = match (env.optional("ADYEN_API_KEY_ARN"), env.optional("ADYEN_API_KEY")) {
             (Some(arn), _) => KeySource::SecretArn(arn),
             (None, Some(key)) => KeySource::Value(ApiKey::parse(&key).map_err(|_| ConfigError::Invalid {
@@ -138,7 +138,7 @@ impl AdyenSettings {
             .with("ADYEN_API_KEY", key)
             .with("ADYEN_MERCHANT_ACCOUNT", merchant_account)
             .with("ADYEN_RETURN_URL", "http://127.0.0.1/checkout/return");
-        Self::from(&env)
+        Self::from_env(&env)
     }
 }
 

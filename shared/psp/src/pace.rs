@@ -39,7 +39,7 @@ const DEFAULT_RATE: NonZeroU32 = NonZeroU32::MIN.saturating_add(9);
 
 impl ScanRates {
     /// The rates `env` sets (see the type); 0 or a value that is not a whole number fails the start.
-    pub fn from(env: &Env) -> Result<Self, ConfigError> {
+    pub fn from_env(env: &Env) -> Result<Self, ConfigError> {
         Ok(Self {
             stripe: Self::stripe_from(env)?,
             adyen: rate(env, "ADYEN_SCAN_RATE_PER_SECOND")?,
@@ -143,15 +143,15 @@ mod tests {
 
     #[test]
     fn rates_default_under_stripes_test_mode_limit_and_refuse_zero() {
-        let defaults = ScanRates::from(&env(&[])).unwrap();
+        let defaults = ScanRates::from_env(&env(&[])).unwrap();
         assert_eq!((defaults.stripe.get(), defaults.adyen.get()), (10, 10));
-        let set = ScanRates::from(&env(&[
+        let set = ScanRates::from_env(&env(&[
             ("PSP_SCAN_RATE_PER_SECOND", "4"),
             ("ADYEN_SCAN_RATE_PER_SECOND", "7"),
         ]));
         assert_eq!(set.map(|r| (r.stripe.get(), r.adyen.get())).unwrap(), (4, 7));
-        assert!(ScanRates::from(&env(&[("PSP_SCAN_RATE_PER_SECOND", "0")])).is_err());
-        assert!(ScanRates::from(&env(&[("ADYEN_SCAN_RATE_PER_SECOND", "fast")])).is_err());
+        assert!(ScanRates::from_env(&env(&[("PSP_SCAN_RATE_PER_SECOND", "0")])).is_err());
+        assert!(ScanRates::from_env(&env(&[("ADYEN_SCAN_RATE_PER_SECOND", "fast")])).is_err());
     }
 
     #[test]

@@ -196,11 +196,11 @@ impl PspSetSettings {
     /// The PSPs `env` configures (see the type).
     pub fn from_env(env: &Env) -> Result<Self, ConfigError> {
         let stripe = match env.optional("PSP_BASE_URL") {
-            Some(_) => Some(StripeSettings::from(env)?),
+            Some(_) => Some(StripeSettings::from_env(env)?),
             None => None,
         };
         let adyen = match env.optional("ADYEN_BASE_URL") {
-            Some(_) => Some(AdyenSettings::from(env)?),
+            Some(_) => Some(AdyenSettings::from_env(env)?),
             None => None,
         };
         if stripe.is_none() && adyen.is_none() {
@@ -224,7 +224,7 @@ impl PspSetSettings {
     }
 
     /// These settings for the checkout functions, which alone charge: Stripe's charges captured as
-    /// `capture` says (`STRIPE_CAPTURE_METHOD`, [`CaptureMethod::from`]).
+    /// `capture` says (`STRIPE_CAPTURE_METHOD`, [`CaptureMethod::from_env`]).
     pub fn capturing(mut self, capture: CaptureMethod) -> Self {
         if let Some(stripe) = &mut self.stripe {
             stripe.capture = capture;

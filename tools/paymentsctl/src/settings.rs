@@ -92,7 +92,7 @@ impl Ctx {
             conflicts = settings.conflicts(&env);
             env = settings.over(env);
         }
-        let config = Config::from(&env)?;
+        let config = Config::from_env(&env)?;
         let account = crate::target::account(&sdk, &env).await;
         let target = Target {
             account: account.as_ref().ok().cloned(),

@@ -235,7 +235,7 @@ fn open_shards(template: &Template, stack: &Stack) -> Result<u64, String> {
             "TABLE_NAME" => Some("payments".into()),
             _ => None,
         });
-        let shards = shared::Config::from(&env)
+        let shards = shared::Config::from_env(&env)
             .map_err(|e| format!("{function}: {e}"))?
             .open_shards
             .get();

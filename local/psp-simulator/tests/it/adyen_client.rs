@@ -339,7 +339,7 @@ fn the_settings_refuse_to_start_without_what_adyen_needs() {
             .with("ADYEN_MERCHANT_ACCOUNT", ACCOUNT)
             .with("ADYEN_RETURN_URL", "https://shop.example/back")
     };
-    let settings = AdyenSettings::from(&full()).expect("settings");
+    let settings = AdyenSettings::from_env(&full()).expect("settings");
     assert_eq!(settings.base_url, "https://checkout-test.adyen.com");
     assert_eq!(
         settings.key,
@@ -351,12 +351,12 @@ fn the_settings_refuse_to_start_without_what_adyen_needs() {
         "ADYEN_MERCHANT_ACCOUNT",
         "ADYEN_RETURN_URL",
     ] {
-        let missing = AdyenSettings::from(&Env::from_lookup(move |n| full_value(n).filter(|_| n != name)));
+        let missing = AdyenSettings::from_env(&Env::from_lookup(move |n| full_value(n).filter(|_| n != name)));
         assert!(missing.is_err(), "{name} missing must fail the start");
     }
-    assert!(AdyenSettings::from(&Env::from_lookup(full_value)).is_ok());
+    assert!(AdyenSettings::from_env(&Env::from_lookup(full_value)).is_ok());
     let plain = full().with("ADYEN_BASE_URL", "http://checkout-test.adyen.com");
-    assert!(AdyenSettings::from(&plain).is_err(), "http:// only to 127.0.0.1");
+    assert!(AdyenSettings::from_env(&plain).is_err(), "http:// only to 127.0.0.1");
 }
 
 fn full_value(name: &str) -> Option<String> {

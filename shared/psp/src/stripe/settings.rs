@@ -26,7 +26,7 @@ pub enum Redirects {
 impl Redirects {
     /// `PSP_REDIRECTS` (`never` or `allowed`) and `PSP_RETURN_URL`: `never`, or a return URL (`allowed` or
     /// unset). Neither set, `allowed` without a URL, or `never` with one, is refused, naming both options.
-    pub fn from(env: &Env) -> Result<Self, ConfigError> {
+    pub fn from_env(env: &Env) -> Result<Self, ConfigError> {
         const CHOOSE: &str = "choice: PSP_REDIRECTS=never (no redirect-based methods), or PSP_RETURN_URL=https://... \
                               (redirect-based methods allowed; PSP_REDIRECTS unset or allowed)";
         let url = env.optional("PSP_RETURN_URL").filter(|u| !u.trim().is_empty());
@@ -70,7 +70,7 @@ pub enum CaptureMethod {
 
 impl CaptureMethod {
     /// `STRIPE_CAPTURE_METHOD`: `automatic` (default) or `manual`, read by the checkout functions only.
-    pub fn from(env: &Env) -> Result<Self, ConfigError> {
+    pub fn from_env(env: &Env) -> Result<Self, ConfigError> {
         match env.optional("STRIPE_CAPTURE_METHOD").as_deref().map(str::trim) {
             None | Some("automatic") => Ok(Self::Automatic),
             Some("manual") => Ok(Self::Manual),
@@ -90,7 +90,7 @@ pub struct StripeSettings {
     pub base_url: String,
     /// `PSP_API_KEY_ARN` or `PSP_API_KEY`. Required.
     pub key: KeySource,
-    /// `PSP_REDIRECTS=never` or `PSP_RETURN_URL`: one of them is required ([`Redirects::from`]).
+    /// `PSP_REDIRECTS=never` or `PSP_RETURN_URL`: one of them is required ([`Redirects::from_env`]).
     pub redirects: Redirects,
     /// `PSP_CONNECT_TIMEOUT_MS` (default 3000).
     pub connect_timeout: Duration,
@@ -105,7 +105,7 @@ pub struct StripeSettings {
     /// The function's Stripe budget (`PSP_CALL_BUDGET_PER_SECOND` over `PSP_CALL_BUDGET_INSTANCES`:
     /// [`crate::pace::CallBudget`]), for a function that is not a scanner; `None`: unpaced.
     pub budget: Option<crate::pace::CallBudget>,
-    /// How the charges this client makes are captured (`STRIPE_CAPTURE_METHOD`: [`CaptureMethod::from`], set
+    /// How the charges this client makes are captured (`STRIPE_CAPTURE_METHOD`: [`CaptureMethod::from_env`], set
     /// by the checkout functions, which alone charge); automatic otherwise.
     pub capture: CaptureMethod,
 }
@@ -113,11 +113,11 @@ pub struct StripeSettings {
 impl StripeSettings {
     /// Reads through `lookup`, so tests need not touch the process environment.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String> + Send + Sync + 'static) -> Result<Self, ConfigError> {
-        Self::from(&Env::from_lookup(lookup))
+        Self::from_env(&Env::from_lookup(lookup))
     }
 
     /// The settings above; a missing base URL or key fails the start, not the first call.
-    pub fn from(env: &Env) -> Result<Self, ConfigError> {
+    pub fn from_env(env: &Env) -> Result<Self, ConfigError> {
         let base_url = endpoint(env, "PSP_BASE_URL")?;
         let key = match (env.optional("PSP_API_KEY_ARN"), env.optional("PSP_API_KEY")) {
             (Some(arn), _) => KeySource::SecretArn(arn),
@@ -128,7 +128,7 @@ impl StripeSettings {
         Ok(Self {
             base_url,
             key,
-            redirects: Redirects::from(env)?,
+            redirects: Redirects::from_env(env)?,
             connect_timeout,
             request_timeout,
             retries,
@@ -145,6 +145,6 @@ impl StripeSettings {
             .with("PSP_BASE_URL", base_url)
             .with("PSP_API_KEY", key)
             .with("PSP_REDIRECTS", "never");
-        Self::from(&env)
+        Self::from_env(&env)
     }
 }
