@@ -185,6 +185,33 @@ fn rate_limited_record(provider: &str, path: &str, now_ms: i64) -> serde_json::V
 }
 
 /// `operation` of a step's span name: `psp.charge` is `charge`.
+/// One API call of either client, in a span named `step`: its attempts with `retries`, each with the key
+/// `key` holds now; a key the PSP refuses is read again and, if it changed, the call made once more with the
+/// new one (the same idempotency key: a call refused for its key did nothing); a refusal logged and counted
+/// ([`report_refusal`]).
+pub(super) async fn call<T, F, Fut>(
+    key: &crate::key::CurrentKey,
+    retries: &Backoff,
+    step: &'static str,
+    path: &str,
+    attempt: F,
+) -> Result<T, PspError>
+where
+    F: Fn(crate::ApiKey, u32) -> Fut,
+    Fut: std::future::Future<Output = Result<T, AttemptFailure>>,
+{
+    let attempt = &attempt;
+    let result = key
+        .with_refresh(operation(step), |api_key| async move {
+            retried(retries, step, path, |n| attempt(api_key.clone(), n)).await
+        })
+        .await;
+    if let Err(e) = &result {
+        report_refusal(step, e);
+    }
+    result
+}
+
 pub(super) fn operation(step: &str) -> &str {
     step.strip_prefix("psp.").unwrap_or(step)
 }
@@ -202,26 +229,27 @@ pub(super) fn report_refusal(step: &'static str, e: &PspError) {
     let (kind, code, param) = (api.kind.as_str(), api.code.as_deref(), api.param.as_deref());
     let stripe_message = api.message.as_deref().unwrap_or("");
     let operation = operation(step);
+    // One line, its level the refusal's (a tracing level is a constant of the call site).
+    macro_rules! refusal {
+        ($level:ident, $message:literal) => {
+            $level!(
+                operation,
+                status,
+                error_type = kind,
+                code,
+                param,
+                stripe_message,
+                $message
+            )
+        };
+    }
     if metric == "PspAuthFailed" {
-        error!(
-            operation,
-            status,
-            error_type = kind,
-            code,
-            param,
-            stripe_message,
+        refusal!(
+            error,
             "PSP refused our API key: calls deferred until the key is fixed (check the PSP key secret)"
         );
     } else {
-        warn!(
-            operation,
-            status,
-            error_type = kind,
-            code,
-            param,
-            stripe_message,
-            "PSP refused the request"
-        );
+        refusal!(warn, "PSP refused the request");
     }
     shared::metrics::emit(&shared::metrics::counts(
         NAMESPACE,

@@ -37,8 +37,7 @@ pub async fn intake(
     correlation_id: CorrelationId,
     metrics: &mut RequestMetrics,
 ) -> Result<Answer, ApiError> {
-    let body = http::body_bytes(req);
-    let (providers, verified) = verified(app, req, name, body, metrics).await?;
+    let (providers, verified) = verified(app, req, name, metrics).await?;
     let provider = providers.get(name).ok_or_else(|| unknown_provider(name))?;
     let received = shared::clock::now_ms() / 1000;
     for (item, mode) in verified {
@@ -56,9 +55,9 @@ async fn verified(
     app: &App,
     req: &Request,
     name: &str,
-    body: &[u8],
     metrics: &mut RequestMetrics,
 ) -> Result<(Arc<Providers>, Vec<(Item, Mode)>), ApiError> {
+    let body = http::body_bytes(req);
     let providers = admitted(app, name, body, metrics).await?;
     let authorization = http::header(req, "authorization");
     let checked = match check(&providers, name, authorization, body)? {

@@ -4,7 +4,7 @@
 use super::{idempotency_key, merchant_reference, AdyenPayment, AdyenSettings, Modification, ResultCode, API_VERSION};
 use crate::breaker::CircuitBreaker;
 use crate::error::PspError;
-use crate::http::{self, report_refusal, AttemptFailure, STAGE_MARKER};
+use crate::http::{self, AttemptFailure, STAGE_MARKER};
 use crate::key::CurrentKey;
 use crate::pace::Pace;
 use crate::settings::{ApiKey, KeySource};
@@ -190,25 +190,16 @@ impl AdyenClient {
         body: &Value,
     ) -> Result<T, PspError> {
         let key = &idempotency_key(key);
-        let operation = step.strip_prefix("psp.").unwrap_or(step);
-        let result = self
-            .key
-            .with_refresh(operation, |api_key| async move {
-                http::retried(&self.retries, step, path, |attempt| {
-                    self.attempt(&api_key, path, key, body, attempt)
-                })
-                .await
-            })
-            .await;
-        if let Err(e) = &result {
-            report_refusal(step, e);
-        }
-        result
+        http::call(&self.key, &self.retries, step, path, |api_key, attempt| {
+            self.attempt(api_key, path, key, body, attempt)
+        })
+        .await
     }
 
+    /// One attempt of a call with `api_key`: the request, paced to the function's budget, and its answer read.
     async fn attempt<T: DeserializeOwned>(
         &self,
-        api_key: &ApiKey,
+        api_key: ApiKey,
         path: &str,
         key: &str,
         body: &Value,

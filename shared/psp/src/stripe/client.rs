@@ -35,7 +35,7 @@ use super::settings::{CaptureMethod, Redirects, StripeSettings};
 use super::StripeApi;
 use crate::breaker::attempt_failed;
 use crate::error::PspError;
-use crate::http::{self, header, operation, report_refusal, AttemptFailure, Unreadable};
+use crate::http::{self, header, AttemptFailure, Unreadable};
 use crate::key::CurrentKey;
 use crate::pace::Pace;
 use crate::settings::ApiKey;
@@ -114,38 +114,16 @@ impl StripeClient {
         key: Option<&str>,
         form: &[(&str, String)],
     ) -> Result<T, PspError> {
-        let method = &method;
-        let result = self
-            .key
-            .with_refresh(operation(step), |api_key| async move {
-                self.call_with(&api_key, step, method.clone(), path, key, form).await
-            })
-            .await;
-        if let Err(e) = &result {
-            report_refusal(step, e);
-        }
-        result
-    }
-
-    /// [`StripeClient::call`] with `api_key`, its retries included.
-    async fn call_with<T: DeserializeOwned>(
-        &self,
-        api_key: &ApiKey,
-        step: &'static str,
-        method: reqwest::Method,
-        path: &str,
-        key: Option<&str>,
-        form: &[(&str, String)],
-    ) -> Result<T, PspError> {
-        http::retried(&self.retries, step, path, |attempt| {
+        http::call(&self.key, &self.retries, step, path, |api_key, attempt| {
             self.attempt(api_key, method.clone(), path, key, form, attempt)
         })
         .await
     }
 
+    /// One attempt of a call with `api_key`: the request, paced to the function's budget, and its answer read.
     async fn attempt<T: DeserializeOwned>(
         &self,
-        api_key: &ApiKey,
+        api_key: ApiKey,
         method: reqwest::Method,
         path: &str,
         key: Option<&str>,
