@@ -2,9 +2,9 @@
 //! environment, the runner on the function's clients ([`Runner::build`]), and each function's state
 //! ([`CheckoutApi`], [`CheckoutEvents`], [`CheckoutSweeper`]) for its `main`, the local stack and the tests.
 
-use crate::resume::{ResumeError, SweeperRequest};
+use crate::resume::{ResumeError, Resumed, SweeperRequest};
 use crate::runner::Runner;
-use crate::saga::{Escalation, SagaStore};
+use crate::saga::{Escalation, Loaded, SagaStore};
 use crate::sweeper::{sweep, SweepReport};
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use order_projection::OrderProjection;
@@ -14,7 +14,7 @@ use shared::consumer::Consumer;
 use shared::http::CallerGuard;
 use shared::lambda::{BuildError, Clients};
 use shared::store::StoreError;
-use shared::{Config, ConfigError, Env};
+use shared::{Config, ConfigError, Env, OrderId};
 use std::convert::Infallible;
 use std::future::Future;
 use std::time::Duration;
@@ -166,7 +166,7 @@ impl CheckoutSweeper {
         }
         let report = self.sweep(deadline).await?;
         tracing::info!(?report, "sweep done");
-        shared::metrics::emit(&crate::metrics::swept(&report));
+        shared::metrics::emit(&report.to_emf());
         Ok(serde_json::json!({ "found": report.found, "resumed": report.resumed, "errors": report.errors }))
     }
 }
@@ -178,4 +178,29 @@ pub enum SweeperError {
     Sweep(#[from] StoreError),
     #[error("the resume")]
     Resume(#[from] ResumeError),
+}
+
+impl CheckoutSweeper {
+    /// Resumes `order`'s saga through the runner, cut at `deadline` (what is left is the next sweep's).
+    pub async fn resume_one(&self, order: &OrderId, deadline: Instant) -> Result<Resumed, ResumeError> {
+        // Boxed, as the sweep's resume is: the saga's future (its steps, recovery's) is deep, and on the stack
+        // of a test's thread (2 MiB) the invocation's state machine around it overflowed.
+        let after = Box::pin(self.runner.resume_within(order, deadline))
+            .await
+            .map_err(ResumeError::FailedAgain)?
+            .ok_or_else(|| ResumeError::Unknown(order.clone()))?;
+        let next = Loaded::from_record(after.clone()).map_or_else(
+            |e| e.to_string(),
+            |l| {
+                let step = self.runner.settings.next_step(&l);
+                format!("{}: {}", step.name(), step.describe())
+            },
+        );
+        Ok(Resumed {
+            order_id: order.as_str().to_owned(),
+            status: after.status.to_string(),
+            version: after.version,
+            next,
+        })
+    }
 }

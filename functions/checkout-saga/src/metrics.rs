@@ -19,7 +19,8 @@ pub const NAMESPACE: &str = "Payments/Checkout";
 /// The latency objective for sagas that need no customer action.
 pub const NO_ACTION_OBJECTIVE_MS: i64 = 30_000;
 
-fn record(dimensions: &[&[&str]], metrics: &[(&str, &str)], values: Value) -> Value {
+/// One record of this namespace (the stage added by `shared::metrics`).
+pub(crate) fn record(dimensions: &[&[&str]], metrics: &[(&str, &str)], values: Value) -> Value {
     shared::metrics::emf(NAMESPACE, dimensions, metrics, values, clock::now_ms())
 }
 
@@ -73,24 +74,6 @@ pub fn after_transition(saga: &SagaRecord, event: &SagaEvent) {
     for line in for_transition(saga, event) {
         shared::metrics::emit(&line);
     }
-}
-
-/// The sweep's record: `SweeperLagSeconds` and `OldestOpenSagaAgeSeconds` (each 0 when no saga is due; see
-/// [`crate::sweeper::SweepReport`]), and its counts as properties for Logs Insights.
-pub fn swept(report: &crate::sweeper::SweepReport) -> Value {
-    record(
-        &[&[]],
-        &[
-            ("SweeperLagSeconds", "Seconds"),
-            ("OldestOpenSagaAgeSeconds", "Seconds"),
-        ],
-        json!({
-            "SweeperLagSeconds": report.lag_seconds,
-            "OldestOpenSagaAgeSeconds": report.oldest_open_age_seconds,
-            "found": report.found, "resumed": report.resumed, "errors": report.errors,
-            "left": report.left, "escalated": report.escalated,
-        }),
-    )
 }
 
 /// One escalation of `saga`'s `action`.
@@ -153,22 +136,6 @@ mod tests {
             &[("Escalations", "Count")],
             json!({ "Action": "a" }),
         ));
-        let sweep = crate::sweeper::SweepReport {
-            lag_seconds: 7,
-            oldest_open_age_seconds: 42,
-            ..Default::default()
-        };
-        let swept = swept(&sweep);
-        assert_eq!(swept["SweeperLagSeconds"].as_u64(), Some(7));
-        assert_eq!(swept["OldestOpenSagaAgeSeconds"].as_u64(), Some(42));
-        assert_eq!(
-            swept["_aws"]["CloudWatchMetrics"][0]["Metrics"],
-            json!([
-                { "Name": "SweeperLagSeconds", "Unit": "Seconds" },
-                { "Name": "OldestOpenSagaAgeSeconds", "Unit": "Seconds" }
-            ])
-        );
-        records.push(swept);
         for r in &records {
             assert_staged(r);
         }

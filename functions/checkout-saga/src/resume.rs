@@ -6,12 +6,9 @@
 //!
 //! Any other event is the schedule's (a sweep): EventBridge's scheduled event carries no `resume` key.
 
-use crate::function::CheckoutSweeper;
 use crate::runner::RunError;
-use crate::saga::Loaded;
 use serde::{Deserialize, Serialize};
 use shared::{DomainError, OrderId};
-use tokio::time::Instant;
 
 /// What the sweeper function is asked.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,31 +59,6 @@ pub enum ResumeError {
     Unknown(OrderId),
     #[error("the resume failed again (a new escalation was sent)")]
     FailedAgain(#[source] RunError),
-}
-
-impl CheckoutSweeper {
-    /// Resumes `order`'s saga through the runner, cut at `deadline` (what is left is the next sweep's).
-    pub async fn resume_one(&self, order: &OrderId, deadline: Instant) -> Result<Resumed, ResumeError> {
-        // Boxed, as the sweep's resume is: the saga's future (its steps, recovery's) is deep, and on the stack
-        // of a test's thread (2 MiB) the invocation's state machine around it overflowed.
-        let after = Box::pin(self.runner.resume_within(order, deadline))
-            .await
-            .map_err(ResumeError::FailedAgain)?
-            .ok_or_else(|| ResumeError::Unknown(order.clone()))?;
-        let next = Loaded::from_record(after.clone()).map_or_else(
-            |e| e.to_string(),
-            |l| {
-                let step = self.runner.settings.next_step(&l);
-                format!("{}: {}", step.name(), step.describe())
-            },
-        );
-        Ok(Resumed {
-            order_id: order.as_str().to_owned(),
-            status: after.status.to_string(),
-            version: after.version,
-            next,
-        })
-    }
 }
 
 #[cfg(test)]

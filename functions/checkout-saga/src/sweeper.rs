@@ -56,6 +56,26 @@ pub struct SweepReport {
     pub oldest_open_age_seconds: u64,
 }
 
+impl SweepReport {
+    /// The sweep's record: `SweeperLagSeconds` and `OldestOpenSagaAgeSeconds` (each 0 when no saga is due),
+    /// and its counts as properties for Logs Insights.
+    pub fn to_emf(&self) -> serde_json::Value {
+        crate::metrics::record(
+            &[&[]],
+            &[
+                ("SweeperLagSeconds", "Seconds"),
+                ("OldestOpenSagaAgeSeconds", "Seconds"),
+            ],
+            serde_json::json!({
+                "SweeperLagSeconds": self.lag_seconds,
+                "OldestOpenSagaAgeSeconds": self.oldest_open_age_seconds,
+                "found": self.found, "resumed": self.resumed, "errors": self.errors,
+                "left": self.left, "escalated": self.escalated,
+            }),
+        )
+    }
+}
+
 /// Resumes every saga open for longer than `stuck_after` (at most `limit`), until `deadline`: what is left
 /// is found by the next run.
 pub async fn sweep<P: Psps>(
@@ -169,5 +189,36 @@ async fn defer<P: Psps>(runner: &Runner<P>, record: &SagaRecord, stuck_ms: i64) 
     let key = saga_key(&record.order_id);
     if let Err(e) = defer_item(runner.sagas.client(), runner.sagas.table(), key, due).await {
         warn!(order_id = %record.order_id, error = %ErrorChain(&e), "could not defer the saga's next look");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_sweeps_record_publishes_its_lag_and_oldest_open_saga_by_stage() {
+        let report = SweepReport {
+            lag_seconds: 7,
+            oldest_open_age_seconds: 42,
+            ..SweepReport::default()
+        };
+        let record = report.to_emf();
+        assert_eq!(record["SweeperLagSeconds"].as_u64(), Some(7));
+        assert_eq!(record["OldestOpenSagaAgeSeconds"].as_u64(), Some(42));
+        let emf = &record["_aws"]["CloudWatchMetrics"][0];
+        assert_eq!(
+            emf["Metrics"],
+            json!([
+                { "Name": "SweeperLagSeconds", "Unit": "Seconds" },
+                { "Name": "OldestOpenSagaAgeSeconds", "Unit": "Seconds" }
+            ])
+        );
+        assert_eq!(
+            (emf["Namespace"].clone(), emf["Dimensions"].clone()),
+            (json!("Payments/Checkout"), json!([["Stage"]]))
+        );
+        assert_eq!(record["Stage"].as_str(), Some(shared::metrics::stage()));
     }
 }

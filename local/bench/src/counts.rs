@@ -7,13 +7,15 @@ use integration_tests::{BeforeCall, CapacityMeter, Interceptors, TestContext, Un
 use lambda_http::Request;
 use payments_core::{fixtures, PaymentId, Transition};
 use serde_json::json;
+use serde_json::Value;
 use shared::store::item::{event_to_item, item_size_bytes, payment_to_item, transition_to_item, Item};
 use shared::{decide, Channel, Decision, Outcome, SigningSecret};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use webhook_intake::providers::{Providers, DEFAULT_PROVIDERS};
 use webhook_intake::{process, App, IntakeSettings};
-use webhook_signatures::samples::stripe_event;
+use webhook_signatures::samples::{apigw_event, signature_headers, stripe_event};
+use webhook_signatures::Scheme;
 
 /// A signed `kind` webhook for `payment` created `age_secs` before now, as lambda_http hands it to the
 /// handler; without `metadata.payment_id` unless `with_metadata` (then found by its PSP reference).
@@ -28,8 +30,20 @@ fn aged_webhook(event_id: &str, kind: &str, payment: &str, with_metadata: bool, 
         event["data"]["object"]["metadata"] = json!({});
     }
     let secret = SigningSecret::parse(crate::WEBHOOK_SECRET).expect("secret");
-    let signed = crate::intake_process::signed(&secret, &event, now).expect("sign");
+    let signed = signed(&secret, &event, now).expect("sign");
     lambda_http::request::from_str(&signed.to_string()).expect("apigw event")
+}
+
+/// The API Gateway event of `event` signed by Stripe at `signed_at`.
+pub fn signed(
+    secret: &SigningSecret,
+    event: &Value,
+    signed_at: i64,
+) -> Result<Value, Box<dyn std::error::Error + Send + Sync>> {
+    let body = event.to_string().into_bytes();
+    let id = event["id"].as_str().unwrap_or_default();
+    let headers = signature_headers(Scheme::Stripe, secret, id, signed_at, &body)?;
+    Ok(apigw_event("/webhooks/stripe", &headers, &body, false))
 }
 
 /// The intake on a client whose calls `ctx` counts and `meter` asks their `ConsumedCapacity`.

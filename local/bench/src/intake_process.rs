@@ -8,6 +8,7 @@
 //! CloudWatch Logs ingests) per webhook feed the bill ([`crate::bill`]).
 
 use crate::coldinit::{rss_kb, target_dir};
+use crate::counts::signed;
 use integration_tests::TestContext;
 use local_dev::runtime_api::RuntimeApi;
 use payments_core::fixtures;
@@ -18,8 +19,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
-use webhook_signatures::samples::{apigw_event, signature_headers, stripe_event};
-use webhook_signatures::Scheme;
+use webhook_signatures::samples::stripe_event;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -70,14 +70,6 @@ pub struct ProcessFigures {
     pub p50: Duration,
     /// Bytes written to stdout per webhook.
     pub log_bytes: f64,
-}
-
-/// The API Gateway event of `event` signed by Stripe at `signed_at`.
-pub fn signed(secret: &SigningSecret, event: &Value, signed_at: i64) -> Result<Value, BoxError> {
-    let body = event.to_string().into_bytes();
-    let id = event["id"].as_str().unwrap_or_default();
-    let headers = signature_headers(Scheme::Stripe, secret, id, signed_at, &body)?;
-    Ok(apigw_event("/webhooks/stripe", &headers, &body, false))
 }
 
 /// `n` new payments `pay_<prefix>_<i>` in the context's table.

@@ -98,7 +98,7 @@ pub enum Trigger {
     },
     /// A `ScheduleV2`: EventBridge Scheduler invoking asynchronously.
     Schedule {
-        /// The `rate(...)` expression's period (`schedule::rate`).
+        /// The `rate(...)` expression's period ([`rate`]).
         period: Duration,
         /// The schedule's own retries: of delivery to Lambda only (throttled or unreachable).
         delivery_retries: u64,
@@ -384,7 +384,7 @@ impl Reader<'_> {
             ref arn => Some(self.logical_id(arn, "DeadLetterConfig's Arn")?),
         };
         Ok(Trigger::Schedule {
-            period: crate::schedule::rate(&self.needed(&p["ScheduleExpression"], "ScheduleExpression")?)
+            period: rate(&self.needed(&p["ScheduleExpression"], "ScheduleExpression")?)
                 .map_err(|why| format!("{}: {why}", self.at))?,
             // EventBridge Scheduler's defaults: 185 retries over 24 hours.
             delivery_retries: self.count(&p["RetryPolicy"]["MaximumRetryAttempts"])?.unwrap_or(185),
@@ -489,6 +489,29 @@ impl Reader<'_> {
             Some(_) => self.count(value),
         }
     }
+}
+
+/// The period of a `rate(value unit)` expression (`minute(s)`, `hour(s)`, `day(s)`); anything else is an
+/// error naming it.
+pub fn rate(expression: &str) -> Result<Duration, String> {
+    let refused = || format!("the schedule expression {expression:?} is not emulated locally (only rate(...))");
+    let inner = expression
+        .strip_prefix("rate(")
+        .and_then(|e| e.strip_suffix(')'))
+        .ok_or_else(refused)?;
+    let (value, unit) = inner.trim().split_once(' ').ok_or_else(refused)?;
+    let value: u64 = value.parse().map_err(|_| refused())?;
+    // Scheduler's grammar: the singular for 1, the plural otherwise.
+    let seconds = match (value, unit) {
+        (1, "minute") => 60,
+        (1, "hour") => 3_600,
+        (1, "day") => 86_400,
+        (2.., "minutes") => 60,
+        (2.., "hours") => 3_600,
+        (2.., "days") => 86_400,
+        _ => return Err(refused()),
+    };
+    Ok(Duration::from_secs(value * seconds))
 }
 
 #[cfg(test)]
@@ -738,5 +761,24 @@ mod tests {
             Value::from("MyJwt"),
             "PaymentsApiFunction's event CreatePayment: the authorizer MyJwt",
         );
+    }
+
+    #[test]
+    fn rates_as_scheduler_writes_them() {
+        assert_eq!(rate("rate(1 minute)"), Ok(Duration::from_secs(60)));
+        assert_eq!(rate("rate(5 minutes)"), Ok(Duration::from_secs(300)));
+        assert_eq!(rate("rate(10 minutes)"), Ok(Duration::from_secs(600)));
+        assert_eq!(rate("rate(2 hours)"), Ok(Duration::from_secs(7_200)));
+        assert_eq!(rate("rate(1 day)"), Ok(Duration::from_secs(86_400)));
+        for refused in [
+            "cron(0 12 * * ? *)",
+            "at(2026-12-04T20:00:00)",
+            "rate(1 minutes)",
+            "rate(5 minute)",
+            "rate(x minutes)",
+        ] {
+            let err = rate(refused).expect_err(refused);
+            assert!(err.contains(refused) && err.contains("not emulated"), "{err}");
+        }
     }
 }

@@ -36,9 +36,10 @@ pub use rules::{LoggedRequest, RETURN_URL_REQUIRED};
 
 pub use answers::LOCK_TIMEOUT;
 use answers::{answer, no_such, not_found, storm_answer};
+use capture::advance;
 pub use capture::{CaptureMethod, AUTHORIZATION_VALIDITY};
 use objects::payment_intent;
-use operations::{advance, cancel, refund, search};
+use operations::{cancel, refund, search};
 /// How a charge plays out. Chosen by the payment method `pm_<scenario>` (as Stripe's test payment methods
 /// pick outcomes), else the simulator's default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -7,7 +7,7 @@
 use crate::support::*;
 use aws_sdk_dynamodb::types::AttributeValue;
 use checkout_saga::saga::SagaStatus;
-use checkout_saga::{metrics, sweeper};
+use checkout_saga::sweeper;
 use shared::{CorrelationId, NewPayment, OrderId, PaymentId};
 use std::time::Duration;
 
@@ -120,8 +120,8 @@ async fn the_sweeper_reports_the_oldest_open_saga_s_age_apart_from_its_lag_and_z
         (0, 0, 0),
         "{empty:?}"
     );
-    assert_eq!(metrics::swept(&empty)["OldestOpenSagaAgeSeconds"].as_u64(), Some(0));
-    assert_eq!(metrics::swept(&empty)["SweeperLagSeconds"].as_u64(), Some(0));
+    assert_eq!(empty.to_emf()["OldestOpenSagaAgeSeconds"].as_u64(), Some(0));
+    assert_eq!(empty.to_emf()["SweeperLagSeconds"].as_u64(), Some(0));
 
     // A saga whose payment the PSP is still processing, started a day ago and deferred ever since, due again
     // two minutes ago.
@@ -154,7 +154,7 @@ async fn the_sweeper_reports_the_oldest_open_saga_s_age_apart_from_its_lag_and_z
     assert!(due_for_a_minute(report.lag_seconds), "a small lag: {report:?}");
     assert!(about_a_day(report.oldest_open_age_seconds), "its true age: {report:?}");
     assert_eq!(w.saga(&id).await.status, SagaStatus::PaymentPending, "still open");
-    let record = metrics::swept(&report);
+    let record = report.to_emf();
     assert_eq!(
         (
             record["OldestOpenSagaAgeSeconds"].as_u64(),

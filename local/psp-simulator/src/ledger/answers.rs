@@ -1,7 +1,7 @@
 //! Stripe's error answers (a missing parameter, an unknown object or path, a 429/5xx storm) and the effects
 //! of an answer alone.
 
-use super::{Answer, Effects};
+use super::{Answer, Effects, WebhookEvent};
 use serde_json::json;
 
 pub(super) fn answer(answer: Answer) -> Effects {
@@ -75,4 +75,13 @@ pub(super) fn not_found(path: &str) -> Answer {
         &format!("Unrecognized request URL ({path})."),
         json!({}),
     )
+}
+
+/// The effects of `answer` with the webhooks of the steps that fell due before it.
+pub(super) fn answer_with(answer: Answer, webhooks: Vec<WebhookEvent>) -> Effects {
+    Effects {
+        answer: Some(answer),
+        webhooks,
+        ..Effects::default()
+    }
 }

@@ -19,10 +19,9 @@
 //! charge will be automatically refunded if uncaptured") and `cancellation_reason` (`automatic` is Stripe's
 //! own), and Stripe's capture refusal as integrations quote it.
 
-use super::answers::{answer, no_such};
+use super::answers::{answer, answer_with, no_such};
 use super::objects::{event_of, payment_intent};
-use super::operations::{advance, answer_with};
-use super::{now_ms, Answer, ChargeState, Effects, Intent, State, WebhookEvent};
+use super::{now_ms, Answer, ChargeState, Effects, Intent, State, Step, WebhookEvent};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -53,6 +52,28 @@ impl CaptureMethod {
             Self::Manual => "manual",
         }
     }
+}
+
+/// Applies the due steps, then an authorization's expiry once due; returns their webhooks.
+pub(super) fn advance(intent: &mut Intent, now: i64) -> Vec<WebhookEvent> {
+    let mut events = Vec::new();
+    while intent.steps.front().is_some_and(|(at, _)| *at <= now) {
+        let Some((_, step)) = intent.steps.pop_front() else {
+            break;
+        };
+        match step {
+            Step::Succeed => succeed(intent, now),
+            Step::Cancel => {
+                intent.status = "canceled";
+                intent.cancellation_reason = Some("abandoned");
+            }
+        }
+        if intent.webhooks {
+            events.push(event_of(intent, now));
+        }
+    }
+    events.extend(expire(intent, now));
+    events
 }
 
 /// The confirm succeeded: with automatic capture the money is taken (`succeeded`), with manual capture it

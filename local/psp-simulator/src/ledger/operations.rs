@@ -1,8 +1,8 @@
 //! What the simulated PSP does: create (with a scenario's timeline), advance a PaymentIntent through its due
 //! steps, search, cancel and refund, each as Stripe does it (an authorization's capture and expiry: `capture`).
 
-use super::answers::{answer, missing, no_such};
-use super::capture::{self, CaptureMethod};
+use super::answers::{answer, answer_with, missing, no_such};
+use super::capture::{self, advance, CaptureMethod};
 use super::objects::{charge_refunded_event, event, event_id, event_of, payment_intent, refund_object};
 use super::{expands_charge, now_ms, Answer, Effects, Intent, Ledger, Scenario, State, Step, WebhookEvent};
 use serde_json::{json, Value};
@@ -36,28 +36,6 @@ pub(super) fn search(state: &State, params: &BTreeMap<String, String>) -> Effect
         "next_page": null,
         "data": data,
     })))
-}
-
-/// Applies the due steps, then an authorization's expiry once due; returns their webhooks.
-pub(super) fn advance(intent: &mut Intent, now: i64) -> Vec<WebhookEvent> {
-    let mut events = Vec::new();
-    while intent.steps.front().is_some_and(|(at, _)| *at <= now) {
-        let Some((_, step)) = intent.steps.pop_front() else {
-            break;
-        };
-        match step {
-            Step::Succeed => capture::succeed(intent, now),
-            Step::Cancel => {
-                intent.status = "canceled";
-                intent.cancellation_reason = Some("abandoned");
-            }
-        }
-        if intent.webhooks {
-            events.push(event_of(intent, now));
-        }
-    }
-    events.extend(capture::expire(intent, now));
-    events
 }
 
 /// `POST /v1/payment_intents/{id}/cancel`, after the due steps: refused for a PaymentIntent already final or
@@ -157,15 +135,6 @@ struct NewRefund {
     charge_id: String,
     amount: u64,
     now: i64,
-}
-
-/// The effects of `answer` with the webhooks of the steps that fell due before it.
-pub(super) fn answer_with(answer: Answer, webhooks: Vec<WebhookEvent>) -> Effects {
-    Effects {
-        answer: Some(answer),
-        webhooks,
-        ..Effects::default()
-    }
 }
 
 /// How much a refund takes when `left` is still unrefunded: the `amount` asked, else all of it (zero when
