@@ -221,15 +221,15 @@ struct AdyenSide {
 
 impl AdyenSide {
     fn from_env(api: &str) -> Result<Self, BoxError> {
-        let var = |name: &str, default: &str| std::env::var(name).unwrap_or_else(|_| default.to_owned());
-        let hex = var("DEV_ADYEN_HMAC_KEY", DEV_ADYEN_HMAC_KEY);
+        let or = |read: Result<String, std::env::VarError>, default: &str| read.unwrap_or_else(|_| default.to_owned());
+        let hex = or(std::env::var("DEV_ADYEN_HMAC_KEY"), DEV_ADYEN_HMAC_KEY);
         Ok(Self {
-            merchant_account: var("ADYEN_MERCHANT_ACCOUNT", "LocalShopECOM"),
+            merchant_account: or(std::env::var("ADYEN_MERCHANT_ACCOUNT"), "LocalShopECOM"),
             key: Arc::new(HmacKey::from_hex(Mode::Test, &hex).map_err(|e| format!("DEV_ADYEN_HMAC_KEY: {e}"))?),
             endpoint: Endpoint {
                 url: format!("{api}/webhooks/adyen"),
-                username: var("DEV_ADYEN_USER", "adyen"),
-                password: var("DEV_ADYEN_PASSWORD", "local-dev-adyen-password"),
+                username: or(std::env::var("DEV_ADYEN_USER"), "adyen"),
+                password: or(std::env::var("DEV_ADYEN_PASSWORD"), "local-dev-adyen-password"),
             },
         })
     }

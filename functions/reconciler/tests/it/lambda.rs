@@ -161,6 +161,37 @@ impl World {
     }
 }
 
+/// The release reconciler binary as Lambda runs it, against `runtime` (the stub Runtime API) and `w`'s
+/// table and simulator, deployed to the stage `it-stage`, every open payment due at once; its stdout piped
+/// (its EMF records).
+fn reconciler_process(w: &World, runtime: &str) -> tokio::process::Child {
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_reconciler"))
+        .env("AWS_LAMBDA_RUNTIME_API", runtime.trim_start_matches("http://"))
+        .env("AWS_LAMBDA_FUNCTION_NAME", "reconciler")
+        .env("STAGE", "it-stage")
+        .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")
+        .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
+        .env("AWS_LAMBDA_LOG_STREAM_NAME", "test")
+        .env("AWS_LAMBDA_LOG_GROUP_NAME", "test")
+        .env(
+            "AWS_ENDPOINT_URL_DYNAMODB",
+            integration_tests::dynamodb_local::endpoint(),
+        )
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_ACCESS_KEY_ID", "local")
+        .env("AWS_SECRET_ACCESS_KEY", "local")
+        .env("TABLE_NAME", &w.ctx.table)
+        .env("PSP_BASE_URL", &w.psp_url)
+        .env("PSP_API_KEY", KEY)
+        .env("PSP_REDIRECTS", "never")
+        .env_remove("PSP_API_KEY_ARN")
+        .env("RECOVERY_STALE_AFTER_SECONDS", "0")
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the reconciler binary starts")
+}
+
 #[tokio::test]
 async fn the_reconciler_binary_leaves_each_payment_where_stripe_says_it_is() {
     let w = World::new().await;
@@ -187,31 +218,7 @@ async fn the_reconciler_binary_leaves_each_payment_where_stripe_says_it_is() {
     let (calls_before, refused_before) = w.sim.ledger.auth_counts();
 
     let (runtime, mut outcomes) = runtime_api().await;
-    let mut lambda = tokio::process::Command::new(env!("CARGO_BIN_EXE_reconciler"))
-        .env("AWS_LAMBDA_RUNTIME_API", runtime.trim_start_matches("http://"))
-        .env("AWS_LAMBDA_FUNCTION_NAME", "reconciler")
-        .env("STAGE", "it-stage")
-        .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")
-        .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
-        .env("AWS_LAMBDA_LOG_STREAM_NAME", "test")
-        .env("AWS_LAMBDA_LOG_GROUP_NAME", "test")
-        .env(
-            "AWS_ENDPOINT_URL_DYNAMODB",
-            integration_tests::dynamodb_local::endpoint(),
-        )
-        .env("AWS_REGION", "us-east-1")
-        .env("AWS_ACCESS_KEY_ID", "local")
-        .env("AWS_SECRET_ACCESS_KEY", "local")
-        .env("TABLE_NAME", &w.ctx.table)
-        .env("PSP_BASE_URL", &w.psp_url)
-        .env("PSP_API_KEY", KEY)
-        .env("PSP_REDIRECTS", "never")
-        .env_remove("PSP_API_KEY_ARN")
-        .env("RECOVERY_STALE_AFTER_SECONDS", "0")
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the reconciler binary starts");
+    let mut lambda = reconciler_process(&w, &runtime);
     let answer = tokio::time::timeout(Duration::from_secs(60), outcomes.recv())
         .await
         .expect("the invocation ends within a minute")
@@ -308,31 +315,7 @@ async fn the_reconciler_binary_counts_stripes_429s_for_the_rate_limit_alarm() {
     // The next two requests are answered 429 rate_limit; the third attempt of the read goes through.
     w.sim.ledger.storm(429, 2);
     let (runtime, mut outcomes) = runtime_api().await;
-    let mut lambda = tokio::process::Command::new(env!("CARGO_BIN_EXE_reconciler"))
-        .env("AWS_LAMBDA_RUNTIME_API", runtime.trim_start_matches("http://"))
-        .env("AWS_LAMBDA_FUNCTION_NAME", "reconciler")
-        .env("STAGE", "it-stage")
-        .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")
-        .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
-        .env("AWS_LAMBDA_LOG_STREAM_NAME", "test")
-        .env("AWS_LAMBDA_LOG_GROUP_NAME", "test")
-        .env(
-            "AWS_ENDPOINT_URL_DYNAMODB",
-            integration_tests::dynamodb_local::endpoint(),
-        )
-        .env("AWS_REGION", "us-east-1")
-        .env("AWS_ACCESS_KEY_ID", "local")
-        .env("AWS_SECRET_ACCESS_KEY", "local")
-        .env("TABLE_NAME", &w.ctx.table)
-        .env("PSP_BASE_URL", &w.psp_url)
-        .env("PSP_API_KEY", KEY)
-        .env("PSP_REDIRECTS", "never")
-        .env_remove("PSP_API_KEY_ARN")
-        .env("RECOVERY_STALE_AFTER_SECONDS", "0")
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the reconciler binary starts");
+    let mut lambda = reconciler_process(&w, &runtime);
     let answer = tokio::time::timeout(Duration::from_secs(60), outcomes.recv())
         .await
         .expect("the invocation ends within a minute")

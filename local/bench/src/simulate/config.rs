@@ -65,9 +65,10 @@ pub fn results_head(profile: &str, seed: u64) -> String {
          One-second steps, flows of webhooks (expected counts), first deliveries a seeded Poisson draw. **ramp**: \
          the quiet profile's rate for 10 min, up to the peak over 30 min, held an hour, down again, on a table \
          that never saw it. **outage**: the peak for three hours on a table that served it before, the intake \
-         down from minute 30 to minute 90, then the PSPs' retries (Stripe: the limits table's assumed back-off \
-         over three days; Adyen: 9, 18, 27 s, then its queue per endpoint, drained at {ADYEN_DRAIN_PER_S}/s \
-         once its head got through, an assumption). A refusal is a 429 (route or account throttle) or a 5xx \
+         down from minute 30 to minute 90, then the PSPs' retries (Stripe: the limits table's back-off over \
+         three days, about 5 min, 30 min, 2, 4, 8, 16 h, then daily, as reported from its Dashboard, Stripe \
+         publishes no steps; Adyen: 9, 18, 27 s, then its queue per endpoint, drained at {ADYEN_DRAIN_PER_S}/s \
+         once its head got through, an assumption). Lambda adds at most 1,000 environments in any 10 s. A refusal is a 429 (route or account throttle) or a 5xx \
          (intake down, Lambda throttled, DynamoDB throttled); DynamoDB throttling, Stripe calls over its limit \
          and FIFO calls over its limit are the limits that delay money. Plots: `scripts/plot-simulation` \
          (benchmarks/sim/*.png).\n\n"
