@@ -575,9 +575,15 @@ def check_failure_alarms(doc):
     for fn in resources(doc, "AWS::Serverless::Function", "AWS::Lambda::Function"):
         if not has_alarm(index, "AWS/Lambda", "Errors", "FunctionName", fn):
             findings.append(f"failures: {fn} has no Errors alarm (AWS/Lambda, FunctionName = !Ref {fn})")
+    functions = resources(doc, "AWS::Serverless::Function", "AWS::Lambda::Function")
     for fn, route, auth in http_routes(doc):
-        if auth == "NONE" and not has_alarm(index, "AWS/Lambda", "Throttles", "FunctionName", fn):
+        throttled = has_alarm(index, "AWS/Lambda", "Throttles", "FunctionName", fn)
+        if auth == "NONE" and not throttled:
             findings.append(f"failures: {fn} serves the public route {route} and has no Throttles alarm")
+        # A reserved concurrency on a function behind a route binds at a peak (issue 44): it is alarmed.
+        reserved = "ReservedConcurrentExecutions" in functions.get(fn, {}).get("Properties", {})
+        if reserved and not throttled:
+            findings.append(f"failures: {fn} serves {route} with a reserved concurrency and has no Throttles alarm")
     for api in resources(doc, "AWS::Serverless::HttpApi", "AWS::ApiGatewayV2::Api"):
         if not has_alarm(index, "AWS/ApiGateway", "5xx", "ApiId", api):
             findings.append(f"failures: HTTP API {api} has no 5xx alarm (AWS/ApiGateway, ApiId = !Ref {api})")
@@ -1322,6 +1328,8 @@ MUTATIONS += [
         Value={"Ref": "CheckoutSweeperFunction"}), "ReconcilerFunction has no Errors alarm"),
     ("the intake without a Throttles alarm", lambda d: d["Resources"].pop("WebhookIntakeThrottlesAlarm"),
      "no Throttles alarm"),
+    ("checkout-api's reservation without a Throttles alarm",
+     lambda d: d["Resources"].pop("CheckoutApiThrottlesAlarm"), "with a reserved concurrency and has no Throttles alarm"),
     ("the API without a 5xx alarm", lambda d: _alarm(d, "ApiServerErrorRateAlarm")["Metrics"][0]["MetricStat"]
      ["Metric"].update(MetricName="4xx"), "no 5xx alarm"),
     ("no oldest-payment alarm", lambda d: d["Resources"].pop("OldestOpenPaymentAlarm"),
