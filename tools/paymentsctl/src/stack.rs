@@ -16,13 +16,15 @@ use std::collections::BTreeMap;
 ///
 /// Only the table is required: a stack deployed before an output existed still serves the commands that do not
 /// need it, and those that do say which variable to set.
-pub const OUTPUTS: [(&str, &str, bool); 6] = [
+pub const OUTPUTS: [(&str, &str, bool); 7] = [
     ("PaymentsTableName", "TABLE_NAME", true),
     ("EventsQueueUrl", "QUEUE_URL", false),
     ("EventsDlqUrl", "DLQ_URL", false),
     ("SagaEscalationQueueUrl", "ESCALATION_QUEUE_URL", false),
     ("IntakeLogGroupName", "INTAKE_LOG_GROUP", false),
     ("CheckoutSweeperFunctionName", "CHECKOUT_SWEEPER_FUNCTION", false),
+    // The functions' shard count: with the default's 8 an operator's doctor would miss the shards above it.
+    ("OpenItemsShards", "OPEN_ITEMS_SHARDS", false),
 ];
 
 /// Why a stack's outputs could not become settings.
@@ -155,6 +157,7 @@ mod tests {
             ("EventsDlqUrl", "https://sqs/events-dlq.fifo"),
             ("SagaEscalationQueueUrl", "https://sqs/escalations"),
             ("IntakeLogGroupName", "/aws/lambda/payments-prod-webhook-intake"),
+            ("OpenItemsShards", "16"),
             ("ApiUrl", "https://api"),
         ]
     }
@@ -168,6 +171,7 @@ mod tests {
             settings.get("INTAKE_LOG_GROUP"),
             Some("/aws/lambda/payments-prod-webhook-intake")
         );
+        assert_eq!(settings.get("OPEN_ITEMS_SHARDS"), Some("16"), "doctor asks the stack's shards");
         assert_eq!(
             settings.get("ApiUrl"),
             None,
