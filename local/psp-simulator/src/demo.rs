@@ -280,15 +280,7 @@ pub async fn run(config: DemoConfig) -> Result<Summary, BoxError> {
         let says = accounts.psp_says(c);
         let view = settled(&client, &config, c, says, deadline).await?;
         summary.final_view(c, &view, says);
-        let (_, log) = client
-            .signed()
-            .json(
-                "GET",
-                &format!("{}/payments/{}/events", config.api, c.payment_id),
-                &[],
-                &Value::Null,
-            )
-            .await?;
+        let (view, log) = archived(&client, &config, c, deadline).await?;
         summary.event_log(&view, &log);
     }
     summary.adyen_delivery = accounts.adyen.outbox.delivery();
@@ -296,6 +288,39 @@ pub async fn run(config: DemoConfig) -> Result<Summary, BoxError> {
         summary.events_consumed = consumed(table, &checkouts, deadline).await?;
     }
     Ok(summary)
+}
+
+/// The payment and its event log once the log holds every version up to the payment's, or at `deadline`.
+/// The relay archives each event after the payment's own write (off the webhook's path, issue 43): for a
+/// moment the log may miss a version the payment already passed, which is no lost update. One that stays
+/// missing is.
+async fn archived(
+    client: &HttpClient,
+    config: &DemoConfig,
+    c: &Checkout,
+    deadline: Instant,
+) -> Result<(Value, Value), BoxError> {
+    let url = format!("{}/payments/{}", config.api, c.payment_id);
+    loop {
+        let (_, view) = client.signed().json("GET", &url, &[], &Value::Null).await?;
+        let (_, log) = client
+            .signed()
+            .json("GET", &format!("{url}/events"), &[], &Value::Null)
+            .await?;
+        if contiguous_to(&log, &view) || Instant::now() > deadline {
+            return Ok((view, log));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The log's versions are 1, 2, ... up to the payment's own.
+fn contiguous_to(log: &Value, view: &Value) -> bool {
+    let versions: Vec<u64> = log["events"]
+        .as_array()
+        .map(|e| e.iter().filter_map(|x| x["version"].as_u64()).collect())
+        .unwrap_or_default();
+    versions == (1..=versions.len() as u64).collect::<Vec<_>>() && view["version"].as_u64() == Some(versions.len() as u64)
 }
 
 /// The payment as the API shows it once terminal and where its PSP says (`says`), or at `deadline`.
@@ -354,16 +379,10 @@ impl Summary {
 
     /// The payment's event log (`log`) is versions 1, 2, ... up to the payment's own (`view`).
     fn event_log(&mut self, view: &Value, log: &Value) {
-        let versions: Vec<u64> = log["events"]
-            .as_array()
-            .map(|e| e.iter().filter_map(|x| x["version"].as_u64()).collect())
-            .unwrap_or_default();
-        if versions != (1..=versions.len() as u64).collect::<Vec<_>>()
-            || view["version"].as_u64() != Some(versions.len() as u64)
-        {
+        if !contiguous_to(log, view) {
             self.lost_updates += 1;
         }
-        self.events += versions.len();
+        self.events += log["events"].as_array().map_or(0, Vec::len);
     }
 }
 
