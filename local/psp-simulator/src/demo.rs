@@ -320,7 +320,8 @@ fn contiguous_to(log: &Value, view: &Value) -> bool {
         .as_array()
         .map(|e| e.iter().filter_map(|x| x["version"].as_u64()).collect())
         .unwrap_or_default();
-    versions == (1..=versions.len() as u64).collect::<Vec<_>>() && view["version"].as_u64() == Some(versions.len() as u64)
+    versions == (1..=versions.len() as u64).collect::<Vec<_>>()
+        && view["version"].as_u64() == Some(versions.len() as u64)
 }
 
 /// The payment as the API shows it once terminal and where its PSP says (`says`), or at `deadline`.
