@@ -171,7 +171,11 @@ mod tests {
             settings.get("INTAKE_LOG_GROUP"),
             Some("/aws/lambda/payments-prod-webhook-intake")
         );
-        assert_eq!(settings.get("OPEN_ITEMS_SHARDS"), Some("16"), "doctor asks the stack's shards");
+        assert_eq!(
+            settings.get("OPEN_ITEMS_SHARDS"),
+            Some("16"),
+            "doctor asks the stack's shards"
+        );
         assert_eq!(
             settings.get("ApiUrl"),
             None,
