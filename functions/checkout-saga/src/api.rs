@@ -393,7 +393,7 @@ async fn start<P: Psps>(runner: &Runner<P>, req: &Request) -> Result<Response<Bo
     let request: StartCheckout = http::parse_json(http::body_bytes(req))?;
     let (order_id, checkout) = request.parse_for(runner.settings.new_checkouts)?;
     let psp = checkout.psp.unwrap_or(runner.settings.new_checkouts);
-    if let PspRoute::Missing(_) = runner.recovery.psp.route(&psp.name()) {
+    if let PspRoute::Missing(_) = runner.psps.route(&psp.name()) {
         return Err(ApiError::bad_request(format!(
             "psp: this deployment does not charge through {}",
             psp.name()

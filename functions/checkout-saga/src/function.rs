@@ -4,12 +4,12 @@
 
 use crate::resume::{ResumeError, Resumed, SweeperRequest};
 use crate::runner::Runner;
-use crate::saga::{Escalation, Loaded, SagaStore};
+use crate::saga::{Escalation, Loaded};
 use crate::sweeper::{sweep, SweepReport};
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use order_projection::OrderProjection;
 use psp::{CaptureMethod, PspSet, PspSetSettings};
-use reconciler::{Recovery, RecoverySettings};
+use recovery::RecoverySettings;
 use shared::consumer::Consumer;
 use shared::http::CallerGuard;
 use shared::lambda::{BuildError, Clients};
@@ -70,20 +70,23 @@ impl Settings {
 }
 
 impl Runner<PspSet> {
-    /// The runner on `clients` (the PSPs' keys read here): its sagas, the recovery it hands payments to
-    /// ([`Recovery::new`]), its escalation queue.
+    /// The runner on `clients` (the PSPs' keys read here): its sagas and payments, its PSP clients, the
+    /// recovery it hands payments to, its escalation queue ([`Runner::new`]).
     pub async fn build(settings: &Settings, clients: Clients) -> Result<Self, BuildError> {
         let table = &settings.config.table_name;
         let psps = settings
             .psps
             .build(&clients.sdk, clients.dynamodb.clone(), table)
             .await?;
-        Ok(Runner {
-            sagas: SagaStore::new(clients.dynamodb.clone(), table, settings.config.open_shards),
-            recovery: Recovery::new(&clients.dynamodb, &settings.config, psps, settings.recovery),
-            escalation: Escalation::new(clients.sqs, &settings.escalation_queue_url),
-            settings: settings.runner,
-        })
+        let escalation = Escalation::new(clients.sqs, &settings.escalation_queue_url);
+        Ok(Runner::new(
+            &clients.dynamodb,
+            &settings.config,
+            psps,
+            settings.recovery,
+            escalation,
+            settings.runner,
+        ))
     }
 }
 

@@ -36,71 +36,52 @@
 //! when the order was cancelled or the authorization lapsed (`capture_before`), fails it so that
 //! `cancelling_payment` releases it: a compensation before the capture moves no money and makes no refund.
 //!
-//! This module holds the loop, its retries and escalation; each state's step is in `steps` (stock, payment
-//! item, order), `stripe` (charge, refund, cancel at Stripe), `capture` (Stripe's capture at confirmation) or
-//! `adyen` (the same at Adyen), what the saga learns
-//! goes through `observe`, and what is done at a deadline or the first escalation is in `deadline`.
+//! This module holds the loop ([`Runner::drive`]: each step retried, the one that still fails escalated) and
+//! the one dispatch from a state to its step (`Runner::advance`). Each step is a plain function of its own
+//! module that takes what it needs (the saga store, the payment store, its PSP's client, the escalation
+//! queue) and ends with its transition saved (`transition`); none comes back here:
+//!
+//! | module | steps |
+//! |---|---|
+//! | `steps` | stock, the payment item, the wait for its outcome (and recovery past its deadline), the order; the refund routed to its PSP |
+//! | `stripe` | charge, refund, cancel at Stripe |
+//! | `capture` | Stripe's capture at confirmation (manual capture) |
+//! | `adyen` | charge, 3-D Secure details, capture, refund, cancel at Adyen |
+//! | `deadline` | a payment creation or a charge given up at its deadline |
+//! | `escalate` | the first escalation of a saga, which sets it aside |
+//! | `observe` | what the saga learns, applied through the one finalize; the payment's outcome as the order projection shows it |
+//! | `psp_step` | what Stripe's and Adyen's steps share |
+//!
+//! Which PSP a checkout uses is one type, [`CheckoutPsp`]: the request's (or `SAGA_PSP`'s) when the payment
+//! is created, then the one the payment recorded.
 
 mod adyen;
 mod capture;
 mod deadline;
+mod error;
+mod escalate;
 mod observe;
+mod psp_step;
+mod settings;
 mod steps;
 mod stripe;
+mod transition;
 
-use crate::metrics;
-use crate::orders;
 pub use crate::saga::CheckoutPsp;
-use crate::saga::{
-    Checkout, Deadlines, Escalation, Loaded, NextStep, Saga, SagaEvent, SagaRecord, SagaStore, SagaStoreError, Started,
-};
-use psp::{set, PspError, Psps};
-use reconciler::Recovery;
-use shared::clock::WallClock;
-use shared::retry::Backoff;
-use shared::store::{PaymentStore, StoreError};
+pub use error::RunError;
+pub use settings::{action_name, default_checkout_psp, Settings, DEFAULT_ABANDON_AFTER};
+
+use crate::orders;
+use crate::saga::{passed, Escalation, Loaded, Next, OnDeadline, Saga, SagaRecord, SagaStore, SagaStoreError, Started};
+use psp::Psps;
+use recovery::{Recovery, RecoverySettings};
+use shared::store::PaymentStore;
 use shared::telemetry::ErrorChain;
-use shared::{CorrelationId, OrderId, PspName};
+use shared::{Config, OrderId, PaymentId};
 use std::time::Duration;
-use thiserror::Error;
+use tokio::time::Instant;
 use tracing::{error, info, warn, Instrument};
-
-#[derive(Debug, Error)]
-pub enum RunError {
-    #[error(transparent)]
-    Saga(#[from] SagaStoreError),
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error(transparent)]
-    Psp(#[from] PspError),
-    #[error("{0}")]
-    Invalid(String),
-    /// The invocation's deadline came first; the saga is where the last completed step left it, and the
-    /// sweeper resumes it.
-    #[error("the invocation's deadline came before the saga settled")]
-    OutOfTime,
-    /// Retries did not help; the saga was sent to the escalation queue.
-    #[error("saga {order_id} escalated after {attempts} attempts at {action}")]
-    Escalated {
-        order_id: String,
-        action: &'static str,
-        attempts: u32,
-        #[source]
-        error: Box<RunError>,
-    },
-}
-
-impl RunError {
-    /// Worth retrying at once: storage or the PSP failed for a moment.
-    pub fn is_transient(&self) -> bool {
-        match self {
-            RunError::Saga(e) => e.is_transient(),
-            RunError::Store(e) => e.is_transient(),
-            RunError::Psp(e) => e.is_transient(),
-            RunError::Invalid(_) | RunError::Escalated { .. } | RunError::OutOfTime => false,
-        }
-    }
-}
+use transition::{moved, Advanced};
 
 /// Stripe keeps an idempotency key for 24 hours. A charge first tried longer ago than this (with a margin)
 /// may have outlived its key, so before it is sent again the PSP is searched for the PaymentIntent of the
@@ -110,150 +91,55 @@ pub const PSP_KEY_TRUSTED_FOR: Duration = Duration::from_millis(crate::saga::PSP
 /// Load-and-advance rounds of one resume.
 const MAX_ROUNDS: usize = 32;
 
-#[derive(Debug, Clone, Copy)]
-pub struct Settings {
-    /// How long a payment may stay unresolved before the saga hands it to recovery.
-    pub payment_timeout: Duration,
-    /// How long after the start a payment still waiting for the customer (a 3-D Secure challenge, a retry
-    /// after a decline) is abandoned: the PaymentIntent is canceled and the checkout compensated.
-    pub abandon_after: Duration,
-    pub backoff: Backoff,
-    /// The time the saga goes by (the system clock; moved ahead in tests).
-    pub clock: WallClock,
-    /// How long a step on our own items may keep failing (past it: escalated once, or, before the payment
-    /// exists, compensated).
-    pub step_deadline: Duration,
-    /// How long the charge may go unanswered before it is given up and compensated.
-    pub charge_deadline: Duration,
-    /// How long a refund or a cancel at the PSP may wait or fail before a person is told (once).
-    pub compensation_deadline: Duration,
-    /// `SAGA_PSP`: the PSP a new checkout's payment is created for and charged through when its request names
-    /// none (`POST /checkouts`' `psp`), and the one of sagas started before checkouts named theirs.
-    pub new_checkouts: CheckoutPsp,
-}
-
-/// `SAGA_PSP`: the PSP a checkout goes to when its request names none, `stripe` (default) or `adyen`.
-pub fn default_checkout_psp(env: &shared::Env) -> Result<CheckoutPsp, shared::ConfigError> {
-    match env.optional("SAGA_PSP").as_deref().map(str::trim) {
-        None => Ok(CheckoutPsp::Stripe),
-        Some(name) => CheckoutPsp::parse(name).ok_or_else(|| shared::ConfigError::Invalid {
-            name: "SAGA_PSP",
-            expected: "stripe or adyen",
-            value: name.to_owned(),
-        }),
-    }
-}
-
-impl Settings {
-    /// Every state's deadline, for the core's decision (`payments_core::saga::deadline`).
-    pub fn deadlines(&self) -> Deadlines {
-        let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
-        Deadlines {
-            step_ms: ms(self.step_deadline),
-            charge_ms: ms(self.charge_deadline),
-            compensation_ms: ms(self.compensation_deadline),
-            abandon_after_ms: ms(self.abandon_after),
-        }
-    }
-
-    /// The step the runner takes for `loaded` now: the core's `Loaded::step_at` with these deadlines and this
-    /// clock, the step `Runner::advance` is handed (a payment creation or a charge past its deadline given
-    /// up). What [`action_name`] names and `paymentsctl` prints.
-    pub fn next_step(&self, loaded: &Loaded) -> NextStep {
-        loaded.step_at(&self.deadlines(), self.clock.now_ms())
-    }
-
-    /// The runner's settings a deployment sets (`SAGA_PAYMENT_TIMEOUT_SECONDS`, default 120;
-    /// `CHECKOUT_ABANDON_AFTER_SECONDS`, default 900; `SAGA_PSP`, default `stripe`), the rest the defaults: what
-    /// the saga's functions run with and `paymentsctl` decides a saga's next step by.
-    pub fn from_env(env: &shared::Env) -> Result<Self, shared::ConfigError> {
-        let defaults = Self::default();
-        let new_checkouts = default_checkout_psp(env)?;
-        Ok(Self {
-            payment_timeout: env.seconds("SAGA_PAYMENT_TIMEOUT_SECONDS", defaults.payment_timeout)?,
-            abandon_after: env.seconds("CHECKOUT_ABANDON_AFTER_SECONDS", defaults.abandon_after)?,
-            new_checkouts,
-            ..defaults
-        })
-    }
-}
-
-/// `CHECKOUT_ABANDON_AFTER_SECONDS`' default: a 3-D Secure challenge or a retry has 15 minutes.
-pub const DEFAULT_ABANDON_AFTER: Duration = Duration::from_secs(15 * 60);
-
-impl Default for Settings {
-    fn default() -> Self {
-        Self {
-            payment_timeout: Duration::from_secs(120),
-            abandon_after: DEFAULT_ABANDON_AFTER,
-            backoff: Backoff::new(5, Duration::from_millis(100), Duration::from_secs(2)),
-            clock: WallClock::SYSTEM,
-            step_deadline: from_ms(Deadlines::DEFAULT.step_ms),
-            charge_deadline: from_ms(Deadlines::DEFAULT.charge_ms),
-            compensation_deadline: from_ms(Deadlines::DEFAULT.compensation_ms),
-            new_checkouts: CheckoutPsp::Stripe,
-        }
-    }
-}
-
-fn from_ms(ms: i64) -> Duration {
-    Duration::from_millis(u64::try_from(ms).unwrap_or(0))
-}
-
-/// Everything a saga step touches, built once per cold start.
+/// Everything a saga step touches, built once per cold start ([`Runner::new`]).
 pub struct Runner<P> {
+    /// The sagas, each transition saved with its step's writes.
     pub sagas: SagaStore,
-    /// Recovery: the payment store, the payment leases and the PSP clients the saga's steps use too (a
-    /// [`psp::PspSet`], or one Stripe client alone).
+    /// The checkouts' payments, each PSP answer finalized on them.
+    pub payments: PaymentStore,
+    /// Every PSP client, routed by a payment's provider (a [`psp::PspSet`], or one Stripe client alone).
+    pub psps: P,
+    /// Recovery, asked about one payment past its deadline ([`Recovery::reconcile`]), on the same clients.
     pub recovery: Recovery<P>,
+    /// Where a saga's first escalation goes.
     pub escalation: Escalation,
+    /// Deadlines, retries, clock, the PSP of new checkouts.
     pub settings: Settings,
 }
 
-/// What one action did.
-enum Advanced {
-    /// The saga moved and was saved in this state; run its next action (no re-read needed).
-    Moved(Box<Loaded>),
-    /// Waiting for the payment's outcome (or already ended): the saga is as it was loaded.
-    Stopped,
-}
-
-/// The saga's correlation id, `checkout-<order>` (hashed when that would be too long: every order id the
-/// API takes yields a valid one).
-fn correlation(order: &OrderId) -> CorrelationId {
-    CorrelationId::derived("checkout", order.as_str())
+impl<P: Psps + Clone> Runner<P> {
+    /// The runner over `config`'s table on `dynamodb`, calling `psps` (recovery gets a clone: a
+    /// [`psp::PspSet`]'s clones share its breakers and paces), escalating to `escalation`: the one place it is
+    /// put together.
+    pub fn new(
+        dynamodb: &aws_sdk_dynamodb::Client,
+        config: &Config,
+        psps: P,
+        recovery: RecoverySettings,
+        escalation: Escalation,
+        settings: Settings,
+    ) -> Self {
+        Self {
+            sagas: SagaStore::new(dynamodb.clone(), &config.table_name, config.open_shards),
+            payments: PaymentStore::new(dynamodb.clone(), &config.table_name, config.open_shards),
+            recovery: Recovery::new(dynamodb, config, psps.clone(), recovery),
+            psps,
+            escalation,
+            settings,
+        }
+    }
 }
 
 impl<P: Psps> Runner<P> {
-    fn table(&self) -> &str {
-        self.sagas.table()
-    }
-
-    /// Every PSP client, routed by a payment's provider.
-    fn psps(&self) -> &P {
-        &self.recovery.psp
-    }
-
-    /// The Stripe client, for a payment of Stripe's; without one here a deployment fault, deferred.
-    fn stripe(&self) -> Result<&P::Stripe, PspError> {
-        self.psps()
-            .stripe()
-            .ok_or_else(|| set::not_configured(&PspName::Stripe, "stripe"))
-    }
-
-    fn payments(&self) -> &PaymentStore {
-        &self.recovery.store
-    }
-
     /// Starts a checkout: the saga and the pending order in one transaction, then runs it as far as it goes.
     /// Starting an order that exists already answers its current state.
-    pub async fn start(&self, order_id: OrderId, checkout: Checkout) -> Result<SagaRecord, RunError> {
+    pub async fn start(&self, order_id: OrderId, checkout: crate::saga::Checkout) -> Result<SagaRecord, RunError> {
         let now = self.settings.clock.now_ms();
         let timeout_ms = i64::try_from(self.settings.payment_timeout.as_millis()).unwrap_or(i64::MAX);
         let (saga, event) = Saga::<Started>::begin(order_id.clone(), checkout, now, timeout_ms);
         // The request's trace is the checkout's: kept with the saga for the payment it creates later.
         let saga = saga.in_trace(shared::telemetry::current_traceparent());
-        let create_order = orders::create(self.table(), &order_id, now)?;
+        let create_order = orders::create(self.sagas.table(), &order_id, now)?;
         let saved = self
             .settings
             .backoff
@@ -265,7 +151,7 @@ impl<P: Psps> Runner<P> {
         let record = match saved {
             Ok(()) => {
                 info!(order_id = %order_id, "checkout saga started");
-                metrics::after_transition(saga.record(), &event);
+                crate::metrics::after_transition(saga.record(), &event);
                 self.drive(Loaded::Started(saga)).await?
             }
             // Started before (or our first attempt committed and its answer was lost).
@@ -296,17 +182,13 @@ impl<P: Psps> Runner<P> {
     /// [`Runner::resume`], cut at `deadline` wherever it is, PSP calls and their retries included. Cutting is
     /// safe: every step is one transaction that a crash may interrupt at any point, and its PSP calls carry
     /// idempotency keys, so the next resume (the sweeper's) redoes exactly what did not complete.
-    pub async fn resume_within(
-        &self,
-        order_id: &OrderId,
-        deadline: tokio::time::Instant,
-    ) -> Result<Option<SagaRecord>, RunError> {
+    pub async fn resume_within(&self, order_id: &OrderId, deadline: Instant) -> Result<Option<SagaRecord>, RunError> {
         tokio::time::timeout_at(deadline, self.resume(order_id))
             .await
             .map_err(|_| RunError::OutOfTime)?
     }
 
-    /// Runs actions from `loaded` on. A saved transition hands over its new state directly; the saga is read
+    /// Runs steps from `loaded` on. A saved transition hands over its new state directly; the saga is read
     /// again only after a conflict (someone else moved it).
     async fn drive(&self, mut loaded: Loaded) -> Result<Option<SagaRecord>, RunError> {
         let order_id = loaded.record().order_id.clone();
@@ -329,7 +211,9 @@ impl<P: Psps> Runner<P> {
                 .await;
             loaded = match attempt {
                 Ok(Advanced::Moved(next)) => *next,
-                Ok(Advanced::Stopped) => return self.waiting(loaded, action).await,
+                Ok(Advanced::Stopped) => {
+                    return escalate::waiting(&self.sagas, &self.escalation, &self.settings, loaded, action).await
+                }
                 // The PSP's breaker is open or it refused our key: no retries onto it, no escalation, no
                 // compensation; the sweeper resumes the saga later.
                 Err((RunError::Psp(e), _)) if e.is_deferred() => {
@@ -341,7 +225,11 @@ impl<P: Psps> Runner<P> {
                     Some(current) => current,
                     None => return Ok(None),
                 },
-                Err((e, attempts)) => return Err(self.escalate(loaded, action, attempts, e).await),
+                Err((e, attempts)) => {
+                    let now = self.settings.clock.now_ms();
+                    let (sagas, escalation) = (&self.sagas, &self.escalation);
+                    return Err(escalate::step_failed(sagas, escalation, now, loaded, action, attempts, e).await);
+                }
             };
         }
         Err(RunError::Invalid(format!(
@@ -349,56 +237,101 @@ impl<P: Psps> Runner<P> {
         )))
     }
 
-    /// A step that kept failing: escalated and set aside the first time; once set aside, later failures of
-    /// the saga (a sweep on its schedule, news, a repeated start) are logged but not escalated again.
-    async fn escalate(&self, loaded: Loaded, action: &'static str, attempts: u32, e: RunError) -> RunError {
-        let record = loaded.record().clone();
-        let error = ErrorChain(&e).to_string();
-        if let Some(aside) = &record.set_aside {
-            warn!(order_id = %record.order_id, status = %record.status, action, attempts, error,
-                  set_aside_at_ms = aside.at_ms, "saga step still failing; set aside, not escalated again");
-        } else {
-            error!(order_id = %record.order_id, status = %record.status, action, attempts, error,
-                   "saga step keeps failing; escalated");
-            metrics::escalated(&record, action);
-            self.set_aside_and_tell(loaded, action, attempts, error).await;
-        }
-        RunError::Escalated {
-            order_id: record.order_id.to_string(),
-            action,
-            attempts,
-            error: Box::new(e),
+    /// One step of the saga, decided at `now` by the core (`Loaded::next_at`, deadlines included: the table
+    /// `action_name`, `paymentsctl` and the protocol model use too): the one place a state is matched to its
+    /// step, and a money step to the client of the PSP its payment recorded.
+    async fn advance(&self, next: Next, now: i64) -> Result<Advanced, RunError> {
+        let (sagas, payments, psps, escalation) = (&self.sagas, &self.payments, &self.psps, &self.escalation);
+        let settings = &self.settings;
+        match next {
+            Next::ReserveStock(saga) => steps::reserve_stock(sagas, saga, now).await,
+            Next::CreatePayment(saga) => {
+                steps::create_payment(sagas, payments, settings.new_checkouts, saga, now).await
+            }
+            Next::PaymentNotCreated(saga) => deadline::payment_not_created(sagas, settings, saga, now).await,
+            // Boxed: inlined into every resume's future, it passes rustc's query depth limit.
+            Next::GiveUpCharge(saga) => {
+                Box::pin(deadline::charge_given_up(
+                    psps, sagas, payments, escalation, settings, saga, now,
+                ))
+                .await
+            }
+            Next::Charge(saga) => {
+                let payment = observe::saga_payment(payments, saga.record()).await?;
+                match observe::checkout_psp(&payment, "charge")? {
+                    CheckoutPsp::Stripe => {
+                        stripe::charge(stripe::client(psps)?, sagas, payments, saga, payment, now).await
+                    }
+                    CheckoutPsp::Adyen => {
+                        let adyen = adyen::client(psps, "authorise")?;
+                        adyen::charge(adyen, sagas, payments, saga, payment, now).await
+                    }
+                }
+            }
+            Next::AwaitPayment(saga) => {
+                let abandon_after = settings.abandon_after;
+                steps::await_payment(psps, sagas, payments, &self.recovery, abandon_after, saga, now).await
+            }
+            Next::ConfirmOrder(saga) => steps::confirm_order(sagas, saga, now).await,
+            // Boxed: inlined into every resume's future, it overflows the sweeper's stack.
+            Next::RefundPayment(saga) => {
+                Box::pin(steps::refund_payment(psps, sagas, payments, escalation, saga, now)).await
+            }
+            Next::CancelPayment(saga) => {
+                let payment = observe::saga_payment(payments, saga.record()).await?;
+                match observe::checkout_psp(&payment, "cancel")? {
+                    CheckoutPsp::Stripe => {
+                        stripe::cancel(stripe::client(psps)?, sagas, payments, saga, payment, now).await
+                    }
+                    CheckoutPsp::Adyen => {
+                        let adyen = adyen::client(psps, "cancel")?;
+                        adyen::cancel(adyen, sagas, payments, saga, payment, now).await
+                    }
+                }
+            }
+            Next::ReleaseStock(saga) => steps::release_stock(sagas, saga, now).await,
+            Next::Done(_) => Ok(Advanced::Stopped),
         }
     }
 
-    /// A saga the sweeper cannot process at all (its stored record does not load, or it never settles):
-    /// logged, counted and sent to the escalation queue like a step that keeps failing, so a person looks
-    /// at it. The sweeper then leaves it alone for a while (see `sweeper`).
-    pub async fn escalate_unprocessable(&self, order_id: &OrderId, e: &RunError) {
-        const ACTION: &str = "resume";
-        let error = ErrorChain(e).to_string();
-        error!(order_id = %order_id, error, "saga cannot be processed; escalated");
-        metrics::escalated_order(order_id, ACTION);
-        if let Err(send) = self.escalation.escalate(order_id, ACTION, 1, &error).await {
-            error!(order_id = %order_id, error = %ErrorChain(&send), "escalation could not be sent");
+    /// For the sweeper, a saga its resume left open (or that a cut or failed resume left as it was): past
+    /// its state's deadline it is acted on now, never only deferred to its next look: compensated (while
+    /// time is left before `deadline`; else the next resume does it first) or escalated once and set aside.
+    /// The saga as it then stands.
+    pub async fn act_on_deadline(&self, loaded: Loaded, deadline: Instant) -> Result<SagaRecord, RunError> {
+        let before = loaded.record().clone();
+        let (limits, now) = (self.settings.deadlines(), self.settings.clock.now_ms());
+        match loaded.clone().next_at(&limits, now) {
+            given_up @ (Next::PaymentNotCreated(_) | Next::GiveUpCharge(_)) if Instant::now() < deadline => {
+                // Boxed: every step's future is in `advance`'s, too large to inline into the sweeper's.
+                let acted = tokio::time::timeout_at(deadline, Box::pin(self.advance(given_up, now))).await;
+                Ok(match acted.map_err(|_| RunError::OutOfTime)?? {
+                    Advanced::Moved(next) => next.record().clone(),
+                    Advanced::Stopped => before,
+                })
+            }
+            _ if passed(&before, &limits, now) == Some(OnDeadline::Escalate) && before.set_aside.is_none() => {
+                let action = action_name(&self.settings, &loaded);
+                Ok(escalate::escalate_past_deadline(&self.sagas, &self.escalation, now, loaded, action).await)
+            }
+            _ => Ok(before),
         }
     }
 
-    /// Saves a transition, emits its metrics, and reports the move.
-    async fn moved<S>(
+    /// Finishes an Adyen payment's 3-D Secure challenge with what the shopper's return brought
+    /// (`redirectResult`, see `adyen`), then runs the saga on from Adyen's answer. `None` for an unknown order;
+    /// a saga no longer waiting for the customer is answered as it is.
+    pub async fn complete_challenge(
         &self,
-        saga: Saga<S>,
-        event: SagaEvent,
-        writes: Vec<aws_sdk_dynamodb::types::TransactWriteItem>,
-    ) -> Result<Advanced, RunError>
-    where
-        Loaded: From<Saga<S>>,
-    {
-        self.sagas.save(&saga, &event, writes).await?;
-        info!(order_id = %event.order_id, version = event.version, event = event.kind.as_str(),
-              status = %event.status, "saga moved");
-        metrics::after_transition(saga.record(), &event);
-        Ok(Advanced::Moved(Box::new(saga.into())))
+        order: &OrderId,
+        redirect_result: &str,
+    ) -> Result<Option<SagaRecord>, RunError> {
+        let (psps, sagas, payments) = (&self.psps, &self.sagas, &self.payments);
+        match adyen::complete_challenge(psps, sagas, payments, order, redirect_result).await? {
+            adyen::Challenge::Unknown => Ok(None),
+            adyen::Challenge::AsIs(record) => Ok(Some(*record)),
+            adyen::Challenge::Answered => self.resume(order).await,
+        }
     }
 
     /// The customer cancels the order: a saga still waiting for its payment cancels the PaymentIntent rather
@@ -409,7 +342,7 @@ impl<P: Psps> Runner<P> {
             Some(Loaded::PaymentPending(saga)) => {
                 let (next, event) =
                     saga.payment_failed("cancelled by the customer".into(), self.settings.clock.now_ms());
-                match self.moved(next, event, vec![]).await {
+                match moved(&self.sagas, next, event, vec![]).await {
                     Ok(Advanced::Moved(next)) => self.drive(*next).await,
                     Ok(Advanced::Stopped) => self.resume(order_id).await,
                     // Moved by someone else meanwhile: carry on from where it is.
@@ -423,11 +356,24 @@ impl<P: Psps> Runner<P> {
             None => Ok(None),
         }
     }
-}
 
-/// The name of the step the runner takes for `loaded` now under `settings` (in its spans, metrics and
-/// escalations): [`Settings::next_step`], the core's one table with the deadlines, which `Runner::advance`
-/// dispatches on and `paymentsctl escalations retry --dry-run` prints.
-pub fn action_name(settings: &Settings, loaded: &Loaded) -> &'static str {
-    settings.next_step(loaded).name()
+    /// The payment item as it stands now: what `GET /checkouts/{order}` shows. Not the projection, which
+    /// trails the payment by the outbox's delivery: a saga that ended on a lapsed authorization (the cancel step
+    /// failed the payment) would show the authorization the projection last heard of.
+    pub async fn payment_now(&self, payment: &PaymentId) -> Result<Option<shared::Payment>, RunError> {
+        Ok(self.payments.get(payment).await?)
+    }
+
+    /// A saga the sweeper cannot process at all (its stored record does not load, or it never settles):
+    /// logged, counted and sent to the escalation queue like a step that keeps failing, so a person looks
+    /// at it. The sweeper then leaves it alone for a while (see `sweeper`).
+    pub async fn escalate_unprocessable(&self, order_id: &OrderId, e: &RunError) {
+        const ACTION: &str = "resume";
+        let error = ErrorChain(e).to_string();
+        error!(order_id = %order_id, error, "saga cannot be processed; escalated");
+        crate::metrics::escalated_order(order_id, ACTION);
+        if let Err(send) = self.escalation.escalate(order_id, ACTION, 1, &error).await {
+            error!(order_id = %order_id, error = %ErrorChain(&send), "escalation could not be sent");
+        }
+    }
 }

@@ -1,7 +1,7 @@
-//! Lambda entry point of recovery (EventBridge schedule). The logic is this crate's library ([`reconciler`]),
+//! Lambda entry point of recovery (EventBridge schedule). The logic is the `recovery` library,
 //! which the checkout saga uses too: it hands a payment to recovery when it does not resolve in time.
 //!
-//! Configuration: [`reconciler::Settings`] (`TABLE_NAME`, each configured PSP's settings: Stripe's
+//! Configuration: [`recovery::Settings`] (`TABLE_NAME`, each configured PSP's settings: Stripe's
 //! `PSP_BASE_URL`, `PSP_API_KEY_ARN` or `PSP_API_KEY`, Adyen's `ADYEN_BASE_URL`, `ADYEN_API_KEY_ARN` or
 //! `ADYEN_API_KEY`, ...; each payment is asked about, or Adyen's ended, at its own PSP only, each PSP at most
 //! at its scan rate, `PSP_SCAN_RATE_PER_SECOND` and `ADYEN_SCAN_RATE_PER_SECOND` (default 10 each);
@@ -11,7 +11,7 @@
 //! [`Recovery::invoke`].
 
 use lambda_runtime::Error;
-use reconciler::{Recovery, Settings};
+use recovery::{Recovery, Settings};
 use shared::lambda::{serve_event, ColdStart};
 
 // One thread: Lambda gives a process one invocation at a time (why: `shared::lambda`).

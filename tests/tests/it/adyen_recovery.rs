@@ -12,7 +12,7 @@ use psp_simulator::adyen::ledger::AdyenLedger;
 use psp_simulator::adyen::notify::{self, Endpoint};
 use psp_simulator::adyen::{self as sim_adyen, AdyenSimulator};
 use psp_simulator::delivery::DeliveryOptions;
-use reconciler::{Recovery, RecoverySettings};
+use recovery::{Recovery, RecoverySettings};
 use serde_json::{json, Value};
 use shared::{
     Channel, CorrelationId, Currency, EventKind, Money, NewPayment, Observation, OrderId, Outcome, PaymentId,
@@ -439,7 +439,7 @@ async fn a_capture_failed_at_the_scheme_flags_the_payment_until_adyen_captures_a
         (1, 1, 0),
         "{report:?}"
     );
-    let record = reconciler::emf(&report, shared::clock::now_ms());
+    let record = recovery::emf(&report, shared::clock::now_ms());
     assert_eq!(
         record["CapturesFailed"].as_u64(),
         Some(1),

@@ -18,5 +18,5 @@ fn assert_staged(r: &Value) {
 #[test]
 fn the_breaker_and_recovery_records_carry_the_stage() {
     assert_staged(&psp::breaker::emf("stripe", 1));
-    assert_staged(&reconciler::emf(&reconciler::RecoveryReport::default(), 1));
+    assert_staged(&recovery::emf(&recovery::RecoveryReport::default(), 1));
 }

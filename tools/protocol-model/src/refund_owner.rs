@@ -241,7 +241,7 @@ impl RefundModel {
         (next != *w).then_some(next)
     }
 
-    /// The first refund at the PSP the payment has not recorded as it stands (`reconciler::unrecorded`).
+    /// The first refund at the PSP the payment has not recorded as it stands (`psp::stripe::unrecorded`).
     fn unrecorded(w: &RefundWorld) -> Option<usize> {
         w.refunds.iter().enumerate().position(|(i, r)| {
             let id = format!("re_{i}");

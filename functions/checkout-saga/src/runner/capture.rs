@@ -13,11 +13,12 @@
 //! moment is retried and escalated like any step, and the sweeper resumes the saga; Stripe's own deadline
 //! ends the wait.
 
-use super::steps::Via;
-use super::{Advanced, RunError, Runner};
+use super::transition::{moved, Advanced};
+use super::{observe, stripe, RunError};
 use crate::orders;
-use crate::saga::{authorization_lapsed, PaymentPending, Saga};
+use crate::saga::{authorization_lapsed, CheckoutPsp, PaymentPending, Saga, SagaStore};
 use psp::{PaymentIntent, Psps, StripeApi};
+use shared::store::PaymentStore;
 use shared::{Payment, PaymentStatus};
 use tracing::info;
 
@@ -39,73 +40,85 @@ impl NotCaptured {
     }
 }
 
-impl<P: Psps> Runner<P> {
-    /// The payment is authorized: capture it as the order is confirmed, or release it (module table).
-    pub(super) async fn capture_authorized(&self, saga: Saga<PaymentPending>, now: i64) -> Result<Advanced, RunError> {
-        let (via, payment) = self.via(saga.record(), "capture").await?;
-        let after = match (via, payment.status) {
-            (Via::Stripe, PaymentStatus::Authorized) => match self.not_captured(&saga, &payment, now).await? {
+/// The payment is authorized: capture it as the order is confirmed, or release it (module table).
+pub(super) async fn capture_authorized<P: Psps>(
+    psps: &P,
+    sagas: &SagaStore,
+    payments: &PaymentStore,
+    saga: Saga<PaymentPending>,
+    now: i64,
+) -> Result<Advanced, RunError> {
+    let payment = observe::saga_payment(payments, saga.record()).await?;
+    let after = match (CheckoutPsp::of(&payment.provider), payment.status) {
+        (Some(CheckoutPsp::Stripe), PaymentStatus::Authorized) => {
+            match not_captured(sagas, &saga, &payment, now).await? {
                 Some(not) => {
                     let (next, event) = saga.payment_failed(not.reason(), now);
-                    return self.moved(next, event, vec![]).await;
+                    return moved(sagas, next, event, vec![]).await;
                 }
-                None => self.capture(&saga, &payment).await?,
-            },
-            // Moved on since the projection was written (a capture whose saga step was cut), or not a Stripe
-            // authorization (Adyen's are captured when authorised): what the payment holds now decides.
-            (_, status) => status,
-        };
-        match after {
-            PaymentStatus::Captured => {
-                let reference = self.captured_reference(saga.payment_id()).await?;
-                let (next, event) = saga.payment_captured(reference, now);
-                self.moved(next, event, vec![]).await
+                None => capture(stripe::client(psps)?, payments, &saga, &payment).await?,
             }
-            status @ (PaymentStatus::Failed | PaymentStatus::Refunded) => {
-                let reason = format!("authorization not captured: the payment is {status} at the PSP");
-                let (next, event) = saga.payment_failed(reason, now);
-                self.moved(next, event, vec![]).await
-            }
-            _ => Ok(Advanced::Stopped),
         }
-    }
-
-    /// Whether the authorization must be released rather than captured: lapsed, or its order cancelled.
-    async fn not_captured(
-        &self,
-        saga: &Saga<PaymentPending>,
-        payment: &Payment,
-        now: i64,
-    ) -> Result<Option<NotCaptured>, RunError> {
-        if authorization_lapsed(payment.capture_before_ms, now) {
-            return Ok(Some(NotCaptured::Lapsed(payment.capture_before_ms)));
+        // Moved on since the projection was written (a capture whose saga step was cut), or not a Stripe
+        // authorization (Adyen's are captured when authorised): what the payment holds now decides.
+        (_, status) => status,
+    };
+    match after {
+        PaymentStatus::Captured => {
+            let reference = observe::captured_reference(payments, saga.payment_id()).await?;
+            let (next, event) = saga.payment_captured(reference, now);
+            moved(sagas, next, event, vec![]).await
         }
-        let order = orders::status(self.sagas.client(), self.table(), saga.order_id()).await?;
-        Ok(match order {
-            Some((status, _)) if status != "pending" => Some(NotCaptured::OrderCancelled),
-            _ => None,
-        })
+        status @ (PaymentStatus::Failed | PaymentStatus::Refunded) => {
+            let reason = format!("authorization not captured: the payment is {status} at the PSP");
+            let (next, event) = saga.payment_failed(reason, now);
+            moved(sagas, next, event, vec![]).await
+        }
+        _ => Ok(Advanced::Stopped),
     }
+}
 
-    /// Captures the authorization at Stripe (key `<order>:capture`) and applies the PaymentIntent it answers
-    /// (or the one a refusal carries); the payment's status afterwards.
-    async fn capture(&self, saga: &Saga<PaymentPending>, payment: &Payment) -> Result<PaymentStatus, RunError> {
-        let reference = payment
-            .psp_reference
-            .clone()
-            .ok_or_else(|| RunError::Invalid(format!("authorized payment {} without a PSP reference", payment.id)))?;
-        let key = format!("{}:capture", saga.order_id());
-        let intent: PaymentIntent = match self.stripe()?.capture(&key, &reference).await {
-            Ok(intent) => intent,
-            Err(refused) => match refused.payment_intent().cloned() {
-                Some(intent) => intent,
-                None => return Err(refused.into()),
-            },
-        };
-        info!(order_id = %saga.order_id(), psp_status = intent.status.as_str(), "capture at confirmation answered");
-        Ok(self
-            .observe_intent(saga.payment_id(), saga.record(), &intent)
+/// Whether the authorization must be released rather than captured: lapsed, or its order cancelled.
+async fn not_captured(
+    sagas: &SagaStore,
+    saga: &Saga<PaymentPending>,
+    payment: &Payment,
+    now: i64,
+) -> Result<Option<NotCaptured>, RunError> {
+    if authorization_lapsed(payment.capture_before_ms, now) {
+        return Ok(Some(NotCaptured::Lapsed(payment.capture_before_ms)));
+    }
+    let order = orders::status(sagas.client(), sagas.table(), saga.order_id()).await?;
+    Ok(match order {
+        Some((status, _)) if status != "pending" => Some(NotCaptured::OrderCancelled),
+        _ => None,
+    })
+}
+
+/// Captures the authorization at Stripe (key `<order>:capture`) and applies the PaymentIntent it answers
+/// (or the one a refusal carries); the payment's status afterwards.
+async fn capture<S: StripeApi>(
+    stripe: &S,
+    payments: &PaymentStore,
+    saga: &Saga<PaymentPending>,
+    payment: &Payment,
+) -> Result<PaymentStatus, RunError> {
+    let reference = payment
+        .psp_reference
+        .clone()
+        .ok_or_else(|| RunError::Invalid(format!("authorized payment {} without a PSP reference", payment.id)))?;
+    let key = format!("{}:capture", saga.order_id());
+    let intent: PaymentIntent = match stripe.capture(&key, &reference).await {
+        Ok(intent) => intent,
+        Err(refused) => match refused.payment_intent().cloned() {
+            Some(intent) => intent,
+            None => return Err(refused.into()),
+        },
+    };
+    info!(order_id = %saga.order_id(), psp_status = intent.status.as_str(), "capture at confirmation answered");
+    Ok(
+        observe::observe_intent(payments, saga.payment_id(), saga.record(), &intent)
             .await?
-            .unwrap_or(payment.status))
-    }
+            .unwrap_or(payment.status),
+    )
 }

@@ -1,374 +1,346 @@
 //! The steps that move money at Stripe: charge the saved payment, refund it, cancel its PaymentIntent. Each
 //! call carries a key derived from (order, step), so a retry or a resume after a crash never moves money twice.
 
-use super::observe::in_checkout_trace;
-use super::{correlation, Advanced, RunError, Runner};
+use super::observe::{self, in_checkout_trace};
+use super::transition::{correlation, moved, Advanced};
+use super::{psp_step, RunError};
 use crate::saga::{
     after_refund, after_search, cancel_start, charge_call, read_back, AfterRefund, CancelStart, CancellingPayment,
-    ChargeCall, Charging, ReadBack, RefundCalled, RefundImpossible, RefundingPayment, Saga,
+    ChargeCall, Charging, Escalation, ReadBack, RefundCalled, RefundingPayment, Saga, SagaStore,
 };
-use psp::{ChargeRequest, IntentStatus, PaymentIntent, PspError, Psps, StripeApi};
-use shared::{Channel, OrderId, Outcome, PaymentStatus};
-use tracing::{error, info, warn};
+use psp::{set, IntentStatus, PaymentIntent, PspError, Psps, StripeApi};
+use shared::store::PaymentStore;
+use shared::{Channel, OrderId, Outcome, PaymentStatus, PspName};
+use tracing::{info, warn};
 
-impl<P: Psps> Runner<P> {
-    /// Charges the payment the saga saved: at the PSP with the key `<order>:charge` (the same on every retry,
-    /// however late), finalizes the PSP's synchronous answer and records the request. A payment the PSP already
-    /// answered for (its PaymentIntent bound by a webhook) is read, never charged again: that holds even after
-    /// the PSP has forgotten the idempotency key (Stripe keeps them 24 hours). `payment` is the saga's, as read
-    /// to route the step.
-    pub(super) async fn charge(
-        &self,
-        saga: Saga<Charging>,
-        payment: shared::Payment,
-        now: i64,
-    ) -> Result<Advanced, RunError> {
-        let order = saga.order_id().clone();
-        // Which call comes first is the core's decision (the protocol model runs the same one).
-        let answer = match charge_call(payment.psp_reference.as_ref(), payment.created_at_ms, now) {
-            ChargeCall::Retrieve(reference) => self.stripe()?.retrieve(&reference).await,
-            ChargeCall::SearchFirst => match self.stripe()?.find_for_payment(&payment.id).await? {
-                Some(first) => {
-                    warn!(order_id = %order, payment_id = %payment.id, intent = %first.id,
-                          "charge retried after the PSP's key expired: the first PaymentIntent is used");
-                    Ok(first)
-                }
-                None => self.send_charge(&saga, &payment).await,
-            },
-            ChargeCall::Charge => self.send_charge(&saga, &payment).await,
-        };
-        let intent = match answer {
-            Ok(intent) => intent,
-            // Declined: the PaymentIntent waits for the customer's next attempt, and so does the saga.
-            Err(PspError::Declined(mut error)) if error.payment_intent.is_some() => error
-                .payment_intent
-                .take()
-                .map(|pi| *pi)
-                .ok_or(PspError::Declined(error))?,
-            Err(refused @ (PspError::Declined(_) | PspError::Refused { .. })) => {
-                let (next, event) = saga.charge_failed(format!("charge refused: {refused}"), now);
-                return self.moved(next, event, vec![]).await;
-            }
-            Err(e) => return Err(e.into()),
-        };
-        let reference = shared::PspReference::parse(intent.id.as_str())
-            .map_err(|e| RunError::Psp(PspError::BadAnswer(format!("PaymentIntent id: {e}").into())))?;
-        let customer_action = intent.status == IntentStatus::RequiresAction;
-        match intent.observation(Channel::Sync, correlation(&order)) {
-            // From the payment just read: no second read.
-            Ok(Some(observation)) => {
-                let observation = in_checkout_trace(observation, saga.record());
-                self.payments().finalize_from(payment, &observation, None).await?;
-            }
-            Ok(None) => warn!(order_id = %order, psp_status = intent.status.as_str(), "charge answer says nothing new"),
-            Err(unusable) => return Err(RunError::Psp(PspError::BadAnswer(unusable.into()))),
-        }
-        let (next, event) = saga.payment_requested(Some(reference), customer_action, now);
-        self.moved(next, event, vec![]).await
-    }
-
-    /// Creates and confirms the PaymentIntent for `payment`, with the key `<order>:charge`.
-    async fn send_charge(&self, saga: &Saga<Charging>, payment: &shared::Payment) -> Result<PaymentIntent, PspError> {
-        self.stripe()?
-            .charge(&format!("{}:charge", saga.order_id()), &charge_request(saga, payment))
-            .await
-    }
-
-    /// Refunds the captured payment: all that is left on the charge (all of it, unless someone refunded part
-    /// at the PSP already), key `<order>:refund`, then reads the PaymentIntent back, whose charge has the
-    /// refunded total (the refund object has none). A refund the PSP refuses (nothing left: our earlier
-    /// attempt, whose answer was lost, after the PSP forgot its key; or a refund made at the PSP) is read
-    /// back too (and what the read-back says recorded on the payment): the money is back if the charge says so,
-    /// and then the saga goes on; if it is not, the refusal
-    /// (which no retry turns) ends the compensation as "refund impossible", as a disputed charge does at once,
-    /// with one escalation. The refund
-    /// the PSP answers is recorded on the payment and counts only once `succeeded`: a pending one stops the
-    /// saga here until its webhook says how it ended (a resume reads the payment and calls the PSP no more:
-    /// [`shared::saga_refund_settled`]); a failed one is an error (retried, then escalated) while recovery gives the money back, and
-    /// the step is done once that give-back succeeded (the saga's own refund stays `failed`).
-    pub(super) async fn refund(&self, saga: Saga<RefundingPayment>, now: i64) -> Result<Advanced, RunError> {
-        let payment_id = saga.payment_id().clone();
-        let (reference, key) = super::steps::refund_of(&saga)?;
-        // What each answer leads to is the core's decision (`after_refund`, `read_back`); the protocol model
-        // takes the same.
-        let refused = match self.stripe()?.refund(&key, &reference, None).await {
-            // Done only when the PSP says `succeeded` (issue 23): a pending refund is waited for (its webhook
-            // records the outcome; the sweeper resumes the saga), a failed one is given back by recovery, whose
-            // succeeded give-back ends the step.
-            Ok(refund) => {
-                let (status, step) = self.observe_refund(&payment_id, saga.record(), &refund).await?;
-                match after_refund(RefundCalled::Made(step)) {
-                    AfterRefund::ReadBack { .. } | AfterRefund::Impossible(_) => None,
-                    AfterRefund::Wait => {
-                        info!(order_id = %saga.order_id(), refund_id = %refund.id, %status,
-                              "refund not done yet; waiting for the PSP's outcome");
-                        return Ok(Advanced::Stopped);
-                    }
-                    AfterRefund::Undone => {
-                        return Err(RunError::Invalid(format!(
-                            "refund {} ended {status} (recovery gives the money back again)",
-                            refund.id
-                        )))
-                    }
-                }
-            }
-            Err(refused @ PspError::Refused { .. }) => match after_refund(refused_call(&refused)) {
-                AfterRefund::Impossible(why) => return self.refund_impossible(saga, why, &refused, now).await,
-                AfterRefund::ReadBack { .. } | AfterRefund::Wait | AfterRefund::Undone => Some(refused),
-            },
-            Err(e) => return Err(e.into()),
-        };
-        self.read_back_refund(saga, refused, now).await
-    }
-
-    /// The refund step when the payment's refunds already ask the money back ([`shared::saga_refund_settled`]):
-    /// no PSP call makes a refund; done is read back (Stripe) or taken as recorded (`adyen`: nothing to read),
-    /// waiting stops until the refund's webhook, undone is recovery's give-back (retried, then escalated).
-    pub(super) async fn refund_settled(
-        &self,
-        saga: Saga<RefundingPayment>,
-        step: shared::RefundStep,
-        adyen: bool,
-        now: i64,
-    ) -> Result<Advanced, RunError> {
-        match (after_refund(RefundCalled::Made(step)), adyen) {
-            (AfterRefund::ReadBack { .. }, false) => self.read_back_refund(saga, None, now).await,
-            (AfterRefund::ReadBack { .. }, true) => {
-                let owed = saga.record().checkout.money.amount_minor();
-                let (next, event) = saga.refunded(owed, now);
-                self.moved(next, event, vec![]).await
-            }
-            (AfterRefund::Wait, _) => {
-                info!(order_id = %saga.order_id(), "refund asked already; waiting for the PSP's outcome");
-                Ok(Advanced::Stopped)
-            }
-            (AfterRefund::Undone | AfterRefund::Impossible(_), _) => Err(RunError::Invalid(format!(
-                "the refund of order {} failed: recovery gives the money back, the saga refunds no more",
-                saga.order_id()
-            ))),
-        }
-    }
-
-    /// `payment` with every refund Stripe made of the saga's PaymentIntent recorded on it (read again when one
-    /// was new to it): the refunds the saga's step would otherwise not know of before it creates its own.
-    pub(super) async fn with_stripe_refunds(
-        &self,
-        saga: &Saga<RefundingPayment>,
-        payment: shared::Payment,
-    ) -> Result<shared::Payment, RunError> {
-        let (reference, _) = super::steps::refund_of(saga)?;
-        let listed = self.stripe()?.list_refunds(&reference).await?;
-        let unknown = reconciler::unrecorded(&payment, &listed);
-        if unknown.is_empty() {
-            return Ok(payment);
-        }
-        for refund in unknown {
-            warn!(order_id = %saga.order_id(), refund_id = %refund.id, status = %refund.status,
-                  "a refund Stripe made that the payment had not recorded (its answer lost): recorded, not made again");
-            self.observe_refund(saga.payment_id(), saga.record(), refund).await?;
-        }
-        self.saga_payment(saga.record()).await
-    }
-
-    /// The refund step's end at Stripe: the PaymentIntent read back and recorded, then refunded, or impossible
-    /// when the call was `refused` for good and the charge does not show the money back.
-    async fn read_back_refund(
-        &self,
-        saga: Saga<RefundingPayment>,
-        refused: Option<PspError>,
-        now: i64,
-    ) -> Result<Advanced, RunError> {
-        let payment_id = saga.payment_id().clone();
-        let amount = saga.record().checkout.money.amount_minor();
-        let (reference, _) = super::steps::refund_of(&saga)?;
-        let intent = self.stripe()?.retrieve(&reference).await?;
-        // Recorded whatever the saga decides: the payment keeps the PSP's truth (a part refunded at the PSP
-        // too) for the person an impossible refund is escalated to.
-        self.observe_intent(&payment_id, saga.record(), &intent).await?;
-        let decision = read_back(saga.record(), refused.is_some(), intent.amount_refunded());
-        if let (ReadBack::Impossible(why), Some(refused)) = (decision, &refused) {
-            // Refused for good and the money is not back: no retry turns it (invariant 12).
-            warn!(order_id = %saga.order_id(), back = intent.amount_refunded().unwrap_or(0), amount,
-                  "refund refused and the charge not refunded");
-            return self.refund_impossible(saga, why, refused, now).await;
-        }
-        if refused.is_some() {
-            warn!(order_id = %saga.order_id(), "refund refused: the charge is refunded already; going on");
-        }
-        let (next, event) = saga.refunded(amount, now);
-        self.moved(next, event, vec![]).await
-    }
-
-    /// The PSP refused the refund for good (`why`): the saga records the reason and goes on to release the stock
-    /// (then ends compensated), and a person is told once. The escalation is sent only after the move is saved,
-    /// and the saga no longer refunds after it, so no retry, resume or sweep refunds or escalates it again (a
-    /// crash between the save and the send loses that one message; the saga keeps the reason, and the dispute
-    /// itself reaches the payment and alarms through the webhooks).
-    pub(super) async fn refund_impossible(
-        &self,
-        saga: Saga<RefundingPayment>,
-        why: RefundImpossible,
-        refused: &PspError,
-        now: i64,
-    ) -> Result<Advanced, RunError> {
-        let order = saga.order_id().clone();
-        warn!(order_id = %order, reason = why.reason(), error = %refused,
-              "refund refused for good; the compensation goes on without it");
-        let (next, event) = saga.refund_impossible(why, now);
-        let record = next.record().clone();
-        let moved = self.moved(next, event, vec![]).await?;
-        const ACTION: &str = "refund_payment";
-        crate::metrics::escalated(&record, ACTION);
-        let detail = format!("{}: {refused}", why.reason());
-        if let Err(send) = self.escalation.escalate(&order, ACTION, 1, &detail).await {
-            error!(order_id = %order, error = %shared::telemetry::ErrorChain(&send),
-                   "escalation of an impossible refund could not be sent");
-        }
-        Ok(moved)
-    }
-
-    /// Compensates a charge that must take no money: a payment still open is canceled at the PSP (key
-    /// `<order>:cancel:<status>`) and failed here. If the PSP refuses because the payment succeeded meanwhile, the
-    /// saga continues from the capture (confirm the order; a cancelled order is then refunded) with the payment's
-    /// PSP reference, whichever path captured it. `payment` is the saga's, as read to route the step.
-    pub(super) async fn cancel_payment(
-        &self,
-        saga: Saga<CancellingPayment>,
-        payment: shared::Payment,
-        now: i64,
-    ) -> Result<Advanced, RunError> {
-        let payment_id = saga.payment_id().clone();
-        let order = saga.order_id().clone();
-        let mut status = payment.status;
-        // Where the cancel starts is the core's decision (the protocol model takes the same).
-        let mut start = cancel_start(saga.record(), &payment);
-        if start == CancelStart::Search {
-            start = after_search(self.made_by_the_charge(&saga, &payment_id).await?);
-        }
-        let reference = match start {
-            CancelStart::Cancel(reference) => {
-                match self.cancel_at_psp(&saga, &reference, status).await? {
-                    Some(after) => status = after,
-                    None => return Ok(Advanced::Stopped),
-                }
-                Some(reference)
-            }
-            CancelStart::Ended(_) | CancelStart::Search | CancelStart::Fail => payment.psp_reference.clone(),
-        };
-        if !status.is_terminal() {
-            let reason = saga.payment_failure_reason();
-            // Fails a payment the PSP never took (canceled there, or refused before a PaymentIntent existed).
-            // What the write leaves decides: a capture that won the race is not "no money taken".
-            status = self
-                .observe(&payment_id, saga.record(), Outcome::Failed { reason }, None)
-                .await?;
-        }
-        if status == PaymentStatus::Captured {
-            info!(order_id = %order, "the payment succeeded before the cancel; continuing from the capture");
-            let reference = match reference {
-                Some(reference) => reference,
-                None => self.captured_reference(&payment_id).await?,
-            };
-            let (next, event) = saga.payment_succeeded(reference, now);
-            return self.moved(next, event, vec![]).await;
-        }
-        let (next, event) = saga.payment_cancelled(now);
-        self.moved(next, event, vec![]).await
-    }
-
-    /// The PaymentIntent a charge may have made although the payment never heard of it (the charge's answer
-    /// was a refusal or never came, and no webhook bound it yet): found by the payment's id at the PSP, so
-    /// the cancel reaches it and a charge given up is never taken later ([`CancelStart::Search`]).
-    async fn made_by_the_charge(
-        &self,
-        saga: &Saga<CancellingPayment>,
-        payment_id: &shared::PaymentId,
-    ) -> Result<Option<shared::PspReference>, RunError> {
-        let Some(found) = self.stripe()?.find_for_payment(payment_id).await? else {
-            return Ok(None);
-        };
-        warn!(order_id = %saga.order_id(), intent = %found.id, "the failed charge made a PaymentIntent; cancelling it");
-        shared::PspReference::parse(found.id.as_str())
-            .map(Some)
-            .map_err(|e| RunError::Psp(PspError::BadAnswer(format!("PaymentIntent id: {e}").into())))
-    }
-
-    /// Cancels `reference` at the PSP and applies what it answers: the payment's status afterwards, or `None`
-    /// while the money may still be taken (processing: saying "no money taken" now would keep it; the saga
-    /// waits for the PSP's outcome, the sweeper resumes it, a capture continues from there).
-    async fn cancel_at_psp(
-        &self,
-        saga: &Saga<CancellingPayment>,
-        reference: &shared::PspReference,
-        status: PaymentStatus,
-    ) -> Result<Option<PaymentStatus>, RunError> {
-        let intent = self.cancel_intent(saga.order_id(), reference).await?;
-        let after = self
-            .observe_intent(saga.payment_id(), saga.record(), &intent)
-            .await?
-            .unwrap_or(status);
-        if !intent.status.state().may_still_take_money() {
-            return Ok(Some(after));
-        }
-        info!(order_id = %saga.order_id(), psp_status = intent.status.as_str(),
-              "the PaymentIntent cannot be canceled now; waiting for its outcome");
-        Ok(None)
-    }
-
-    /// The PSP reference a captured payment recorded (every capture carries one: the PaymentIntent's id).
-    pub(super) async fn captured_reference(
-        &self,
-        payment_id: &shared::PaymentId,
-    ) -> Result<shared::PspReference, RunError> {
-        self.payments()
-            .get(payment_id)
-            .await?
-            .and_then(|p| p.psp_reference)
-            .ok_or_else(|| RunError::Invalid(format!("payment {payment_id} captured without a PSP reference")))
-    }
-
-    /// Cancels the PaymentIntent if it can still be canceled, and answers it as it then stands. It is read
-    /// first: one that succeeded, was canceled or is processing (which Stripe cannot cancel) is not asked to
-    /// cancel. The key names the status the cancel was decided on (`<order>:cancel:<status>`), because Stripe
-    /// replays a refused cancel's answer for its key: a later cancel from another status must not get it.
-    async fn cancel_intent(
-        &self,
-        order: &OrderId,
-        reference: &shared::PspReference,
-    ) -> Result<PaymentIntent, RunError> {
-        let current = self.stripe()?.retrieve(reference).await?;
-        if !current.status.state().to_cancel() {
-            return Ok(current);
-        }
-        let key = format!("{order}:cancel:{}", current.status.as_str());
-        match self.stripe()?.cancel(&key, reference).await {
-            Ok(intent) => Ok(intent),
-            // Refused with the PaymentIntent: it moved between the read and the cancel.
-            Err(refused) => match refused.payment_intent().cloned() {
-                Some(intent) => Ok(intent),
-                None => Err(refused.into()),
-            },
-        }
-    }
+/// The Stripe client, for a payment of Stripe's; without one here a deployment fault, deferred.
+pub(super) fn client<P: Psps>(psps: &P) -> Result<&P::Stripe, PspError> {
+    psps.stripe()
+        .ok_or_else(|| set::not_configured(&PspName::Stripe, "stripe"))
 }
 
-/// A refused refund call in the core's terms (its PSP error code), for [`after_refund`].
-pub(super) fn refused_call(refused: &PspError) -> RefundCalled<'_> {
-    match refused {
-        PspError::Refused { error, .. } => RefundCalled::Refused {
-            code: error.code.as_deref(),
+/// Charges the payment the saga saved: at the PSP with the key `<order>:charge` (the same on every retry,
+/// however late), finalizes the PSP's synchronous answer and records the request. A payment the PSP already
+/// answered for (its PaymentIntent bound by a webhook) is read, never charged again: that holds even after
+/// the PSP has forgotten the idempotency key (Stripe keeps them 24 hours). `payment` is the saga's, as read
+/// to route the step.
+pub(super) async fn charge<S: StripeApi>(
+    stripe: &S,
+    sagas: &SagaStore,
+    payments: &PaymentStore,
+    saga: Saga<Charging>,
+    payment: shared::Payment,
+    now: i64,
+) -> Result<Advanced, RunError> {
+    let order = saga.order_id().clone();
+    // Which call comes first is the core's decision (the protocol model runs the same one).
+    let answer = match charge_call(payment.psp_reference.as_ref(), payment.created_at_ms, now) {
+        ChargeCall::Retrieve(reference) => stripe.retrieve(&reference).await,
+        ChargeCall::SearchFirst => match stripe.find_for_payment(&payment.id).await? {
+            Some(first) => {
+                warn!(order_id = %order, payment_id = %payment.id, intent = %first.id,
+                      "charge retried after the PSP's key expired: the first PaymentIntent is used");
+                Ok(first)
+            }
+            None => send_charge(stripe, &saga, &payment).await,
         },
-        _ => RefundCalled::Refused { code: None },
+        ChargeCall::Charge => send_charge(stripe, &saga, &payment).await,
+    };
+    let intent = match answer {
+        Ok(intent) => intent,
+        // Declined: the PaymentIntent waits for the customer's next attempt, and so does the saga.
+        Err(PspError::Declined(mut error)) if error.payment_intent.is_some() => error
+            .payment_intent
+            .take()
+            .map(|pi| *pi)
+            .ok_or(PspError::Declined(error))?,
+        Err(refused @ (PspError::Declined(_) | PspError::Refused { .. })) => {
+            let (next, event) = saga.charge_failed(format!("charge refused: {refused}"), now);
+            return moved(sagas, next, event, vec![]).await;
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let reference = shared::PspReference::parse(intent.id.as_str())
+        .map_err(|e| RunError::Psp(PspError::BadAnswer(format!("PaymentIntent id: {e}").into())))?;
+    let customer_action = intent.status == IntentStatus::RequiresAction;
+    match intent.observation(Channel::Sync, correlation(&order)) {
+        // From the payment just read: no second read.
+        Ok(Some(observation)) => {
+            let observation = in_checkout_trace(observation, saga.record());
+            payments.finalize_from(payment, &observation, None).await?;
+        }
+        Ok(None) => warn!(order_id = %order, psp_status = intent.status.as_str(), "charge answer says nothing new"),
+        Err(unusable) => return Err(RunError::Psp(PspError::BadAnswer(unusable.into()))),
+    }
+    let (next, event) = saga.payment_requested(Some(reference), customer_action, now);
+    moved(sagas, next, event, vec![]).await
+}
+
+/// Creates and confirms the PaymentIntent for `payment`, with the key `<order>:charge`.
+async fn send_charge<S: StripeApi>(
+    stripe: &S,
+    saga: &Saga<Charging>,
+    payment: &shared::Payment,
+) -> Result<PaymentIntent, PspError> {
+    stripe
+        .charge(
+            &format!("{}:charge", saga.order_id()),
+            &psp_step::charge_request(saga, payment),
+        )
+        .await
+}
+
+/// Refunds the captured payment: all that is left on the charge (all of it, unless someone refunded part
+/// at the PSP already), key `<order>:refund`, then reads the PaymentIntent back, whose charge has the
+/// refunded total (the refund object has none). A refund the PSP refuses (nothing left: our earlier
+/// attempt, whose answer was lost, after the PSP forgot its key; or a refund made at the PSP) is read
+/// back too (and what the read-back says recorded on the payment): the money is back if the charge says so,
+/// and then the saga goes on; if it is not, the refusal
+/// (which no retry turns) ends the compensation as "refund impossible", as a disputed charge does at once,
+/// with one escalation. The refund
+/// the PSP answers is recorded on the payment and counts only once `succeeded`: a pending one stops the
+/// saga here until its webhook says how it ended (a resume reads the payment and calls the PSP no more:
+/// [`shared::saga_refund_settled`]); a failed one is an error (retried, then escalated) while recovery gives the money back, and
+/// the step is done once that give-back succeeded (the saga's own refund stays `failed`).
+pub(super) async fn refund<S: StripeApi>(
+    stripe: &S,
+    sagas: &SagaStore,
+    payments: &PaymentStore,
+    escalation: &Escalation,
+    saga: Saga<RefundingPayment>,
+    now: i64,
+) -> Result<Advanced, RunError> {
+    let payment_id = saga.payment_id().clone();
+    let (reference, key) = psp_step::refund_of(&saga)?;
+    // What each answer leads to is the core's decision (`after_refund`, `read_back`); the protocol model
+    // takes the same.
+    let refused = match stripe.refund(&key, &reference, None).await {
+        // Done only when the PSP says `succeeded` (issue 23): a pending refund is waited for (its webhook
+        // records the outcome; the sweeper resumes the saga), a failed one is given back by recovery, whose
+        // succeeded give-back ends the step.
+        Ok(refund) => {
+            let (status, step) = observe::observe_refund(payments, &payment_id, saga.record(), &refund).await?;
+            match after_refund(RefundCalled::Made(step)) {
+                AfterRefund::ReadBack { .. } | AfterRefund::Impossible(_) => None,
+                AfterRefund::Wait => {
+                    info!(order_id = %saga.order_id(), refund_id = %refund.id, %status,
+                          "refund not done yet; waiting for the PSP's outcome");
+                    return Ok(Advanced::Stopped);
+                }
+                AfterRefund::Undone => {
+                    return Err(RunError::Invalid(format!(
+                        "refund {} ended {status} (recovery gives the money back again)",
+                        refund.id
+                    )))
+                }
+            }
+        }
+        Err(refused @ PspError::Refused { .. }) => match after_refund(psp_step::refused_call(&refused)) {
+            AfterRefund::Impossible(why) => {
+                return psp_step::refund_impossible(sagas, escalation, saga, why, &refused, now).await
+            }
+            AfterRefund::ReadBack { .. } | AfterRefund::Wait | AfterRefund::Undone => Some(refused),
+        },
+        Err(e) => return Err(e.into()),
+    };
+    read_back_refund(stripe, sagas, payments, escalation, saga, refused, now).await
+}
+
+/// The refund step when the payment's refunds already ask the money back ([`shared::saga_refund_settled`]):
+/// no PSP call makes a refund; done is read back at Stripe (`stripe`) or taken as recorded (Adyen, `None`:
+/// nothing to read), waiting stops until the refund's webhook, undone is recovery's give-back (retried, then
+/// escalated).
+pub(super) async fn refund_settled<S: StripeApi>(
+    stripe: Option<&S>,
+    sagas: &SagaStore,
+    payments: &PaymentStore,
+    escalation: &Escalation,
+    saga: Saga<RefundingPayment>,
+    step: shared::RefundStep,
+    now: i64,
+) -> Result<Advanced, RunError> {
+    match (after_refund(RefundCalled::Made(step)), stripe) {
+        (AfterRefund::ReadBack { .. }, Some(stripe)) => {
+            read_back_refund(stripe, sagas, payments, escalation, saga, None, now).await
+        }
+        (AfterRefund::ReadBack { .. }, None) => {
+            let owed = saga.record().checkout.money.amount_minor();
+            let (next, event) = saga.refunded(owed, now);
+            moved(sagas, next, event, vec![]).await
+        }
+        (AfterRefund::Wait, _) => {
+            info!(order_id = %saga.order_id(), "refund asked already; waiting for the PSP's outcome");
+            Ok(Advanced::Stopped)
+        }
+        (AfterRefund::Undone | AfterRefund::Impossible(_), _) => Err(RunError::Invalid(format!(
+            "the refund of order {} failed: recovery gives the money back, the saga refunds no more",
+            saga.order_id()
+        ))),
     }
 }
 
-/// The charge of `payment` for the saga's checkout, whichever PSP it goes to (Stripe's and Adyen's steps).
-pub(super) fn charge_request<'a>(saga: &'a Saga<Charging>, payment: &'a shared::Payment) -> ChargeRequest<'a> {
-    let checkout = &saga.record().checkout;
-    ChargeRequest {
-        payment_id: &payment.id,
-        order_id: saga.order_id(),
-        money: &checkout.money,
-        payment_method: &checkout.payment_method,
+/// `payment` with every refund Stripe made of the saga's PaymentIntent recorded on it (read again when one
+/// was new to it): the refunds the saga's step would otherwise not know of before it creates its own.
+pub(super) async fn with_stripe_refunds<S: StripeApi>(
+    stripe: &S,
+    payments: &PaymentStore,
+    saga: &Saga<RefundingPayment>,
+    payment: shared::Payment,
+) -> Result<shared::Payment, RunError> {
+    let (reference, _) = psp_step::refund_of(saga)?;
+    let listed = stripe.list_refunds(&reference).await?;
+    let unknown = psp::stripe::unrecorded(&payment, &listed);
+    if unknown.is_empty() {
+        return Ok(payment);
+    }
+    for refund in unknown {
+        warn!(order_id = %saga.order_id(), refund_id = %refund.id, status = %refund.status,
+              "a refund Stripe made that the payment had not recorded (its answer lost): recorded, not made again");
+        observe::observe_refund(payments, saga.payment_id(), saga.record(), refund).await?;
+    }
+    observe::saga_payment(payments, saga.record()).await
+}
+
+/// The refund step's end at Stripe: the PaymentIntent read back and recorded, then refunded, or impossible
+/// when the call was `refused` for good and the charge does not show the money back.
+async fn read_back_refund<S: StripeApi>(
+    stripe: &S,
+    sagas: &SagaStore,
+    payments: &PaymentStore,
+    escalation: &Escalation,
+    saga: Saga<RefundingPayment>,
+    refused: Option<PspError>,
+    now: i64,
+) -> Result<Advanced, RunError> {
+    let payment_id = saga.payment_id().clone();
+    let amount = saga.record().checkout.money.amount_minor();
+    let (reference, _) = psp_step::refund_of(&saga)?;
+    let intent = stripe.retrieve(&reference).await?;
+    // Recorded whatever the saga decides: the payment keeps the PSP's truth (a part refunded at the PSP
+    // too) for the person an impossible refund is escalated to.
+    observe::observe_intent(payments, &payment_id, saga.record(), &intent).await?;
+    let decision = read_back(saga.record(), refused.is_some(), intent.amount_refunded());
+    if let (ReadBack::Impossible(why), Some(refused)) = (decision, &refused) {
+        // Refused for good and the money is not back: no retry turns it (invariant 12).
+        warn!(order_id = %saga.order_id(), back = intent.amount_refunded().unwrap_or(0), amount,
+              "refund refused and the charge not refunded");
+        return psp_step::refund_impossible(sagas, escalation, saga, why, refused, now).await;
+    }
+    if refused.is_some() {
+        warn!(order_id = %saga.order_id(), "refund refused: the charge is refunded already; going on");
+    }
+    let (next, event) = saga.refunded(amount, now);
+    moved(sagas, next, event, vec![]).await
+}
+
+/// Compensates a charge that must take no money: a payment still open is canceled at the PSP (key
+/// `<order>:cancel:<status>`) and failed here. If the PSP refuses because the payment succeeded meanwhile, the
+/// saga continues from the capture (confirm the order; a cancelled order is then refunded) with the payment's
+/// PSP reference, whichever path captured it. `payment` is the saga's, as read to route the step.
+pub(super) async fn cancel<S: StripeApi>(
+    stripe: &S,
+    sagas: &SagaStore,
+    payments: &PaymentStore,
+    saga: Saga<CancellingPayment>,
+    payment: shared::Payment,
+    now: i64,
+) -> Result<Advanced, RunError> {
+    let payment_id = saga.payment_id().clone();
+    let order = saga.order_id().clone();
+    let mut status = payment.status;
+    // Where the cancel starts is the core's decision (the protocol model takes the same).
+    let mut start = cancel_start(saga.record(), &payment);
+    if start == CancelStart::Search {
+        start = after_search(made_by_the_charge(stripe, &saga, &payment_id).await?);
+    }
+    let reference = match start {
+        CancelStart::Cancel(reference) => {
+            match cancel_at_psp(stripe, payments, &saga, &reference, status).await? {
+                Some(after) => status = after,
+                None => return Ok(Advanced::Stopped),
+            }
+            Some(reference)
+        }
+        CancelStart::Ended(_) | CancelStart::Search | CancelStart::Fail => payment.psp_reference.clone(),
+    };
+    if !status.is_terminal() {
+        let reason = saga.payment_failure_reason();
+        // Fails a payment the PSP never took (canceled there, or refused before a PaymentIntent existed).
+        // What the write leaves decides: a capture that won the race is not "no money taken".
+        status = observe::observe(payments, &payment_id, saga.record(), Outcome::Failed { reason }, None).await?;
+    }
+    if status == PaymentStatus::Captured {
+        info!(order_id = %order, "the payment succeeded before the cancel; continuing from the capture");
+        let reference = match reference {
+            Some(reference) => reference,
+            None => observe::captured_reference(payments, &payment_id).await?,
+        };
+        let (next, event) = saga.payment_succeeded(reference, now);
+        return moved(sagas, next, event, vec![]).await;
+    }
+    let (next, event) = saga.payment_cancelled(now);
+    moved(sagas, next, event, vec![]).await
+}
+
+/// The PaymentIntent a charge may have made although the payment never heard of it (the charge's answer
+/// was a refusal or never came, and no webhook bound it yet): found by the payment's id at the PSP, so
+/// the cancel reaches it and a charge given up is never taken later ([`CancelStart::Search`]).
+async fn made_by_the_charge<S: StripeApi>(
+    stripe: &S,
+    saga: &Saga<CancellingPayment>,
+    payment_id: &shared::PaymentId,
+) -> Result<Option<shared::PspReference>, RunError> {
+    let Some(found) = stripe.find_for_payment(payment_id).await? else {
+        return Ok(None);
+    };
+    warn!(order_id = %saga.order_id(), intent = %found.id, "the failed charge made a PaymentIntent; cancelling it");
+    shared::PspReference::parse(found.id.as_str())
+        .map(Some)
+        .map_err(|e| RunError::Psp(PspError::BadAnswer(format!("PaymentIntent id: {e}").into())))
+}
+
+/// Cancels `reference` at the PSP and applies what it answers: the payment's status afterwards, or `None`
+/// while the money may still be taken (processing: saying "no money taken" now would keep it; the saga
+/// waits for the PSP's outcome, the sweeper resumes it, a capture continues from there).
+async fn cancel_at_psp<S: StripeApi>(
+    stripe: &S,
+    payments: &PaymentStore,
+    saga: &Saga<CancellingPayment>,
+    reference: &shared::PspReference,
+    status: PaymentStatus,
+) -> Result<Option<PaymentStatus>, RunError> {
+    let intent = cancel_intent(stripe, saga.order_id(), reference).await?;
+    let after = observe::observe_intent(payments, saga.payment_id(), saga.record(), &intent)
+        .await?
+        .unwrap_or(status);
+    if !intent.status.state().may_still_take_money() {
+        return Ok(Some(after));
+    }
+    info!(order_id = %saga.order_id(), psp_status = intent.status.as_str(),
+          "the PaymentIntent cannot be canceled now; waiting for its outcome");
+    Ok(None)
+}
+
+/// Cancels the PaymentIntent if it can still be canceled, and answers it as it then stands. It is read
+/// first: one that succeeded, was canceled or is processing (which Stripe cannot cancel) is not asked to
+/// cancel. The key names the status the cancel was decided on (`<order>:cancel:<status>`), because Stripe
+/// replays a refused cancel's answer for its key: a later cancel from another status must not get it.
+async fn cancel_intent<S: StripeApi>(
+    stripe: &S,
+    order: &OrderId,
+    reference: &shared::PspReference,
+) -> Result<PaymentIntent, RunError> {
+    let current = stripe.retrieve(reference).await?;
+    if !current.status.state().to_cancel() {
+        return Ok(current);
+    }
+    let key = format!("{order}:cancel:{}", current.status.as_str());
+    match stripe.cancel(&key, reference).await {
+        Ok(intent) => Ok(intent),
+        // Refused with the PaymentIntent: it moved between the read and the cancel.
+        Err(refused) => match refused.payment_intent().cloned() {
+            Some(intent) => Ok(intent),
+            None => Err(refused.into()),
+        },
     }
 }

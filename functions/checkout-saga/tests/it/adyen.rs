@@ -659,7 +659,7 @@ async fn an_adyen_refund_that_failed_is_given_back_by_recovery_and_then_the_saga
     let id = failed.id.clone();
     let correlation = shared::CorrelationId::parse("corr-recovery").expect("correlation");
     let given = runner.recovery.reconcile(&id, correlation).await.expect("give back");
-    assert!(matches!(given, reconciler::Reconciled::Applied(_)), "{given:?}");
+    assert!(matches!(given, recovery::Reconciled::Applied(_)), "{given:?}");
     assert_eq!(
         a.notified("REFUND", reference.as_str()),
         2,

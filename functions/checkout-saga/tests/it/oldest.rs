@@ -49,7 +49,7 @@ async fn the_reconciler_reports_the_oldest_open_payment_s_age_apart_from_its_lag
         (0, 0, 0),
         "{empty:?}"
     );
-    let record = reconciler::emf(&empty, shared::clock::now_ms());
+    let record = recovery::emf(&empty, shared::clock::now_ms());
     assert_eq!(record["OldestOpenPaymentAgeSeconds"].as_u64(), Some(0), "{record}");
     assert_eq!(record["RecoveryLagSeconds"].as_u64(), Some(0), "{record}");
 
@@ -82,7 +82,7 @@ async fn the_reconciler_reports_the_oldest_open_payment_s_age_apart_from_its_lag
     );
     assert!(due_for_a_minute(report.lag_seconds), "a small lag: {report:?}");
     assert!(about_a_day(report.oldest_open_age_seconds), "its true age: {report:?}");
-    let record = reconciler::emf(&report, shared::clock::now_ms());
+    let record = recovery::emf(&report, shared::clock::now_ms());
     assert_eq!(
         (
             record["OldestOpenPaymentAgeSeconds"].as_u64(),

@@ -9,7 +9,7 @@ use checkout_saga::{inventory, orders, sweeper};
 use integration_tests::{dying_client, Fault, FaultInjector, TestContext};
 use psp::BreakerSettings;
 use psp_simulator::ledger::WebhookEvent;
-use reconciler::Reconciled;
+use recovery::Reconciled;
 use shared::retry::Backoff;
 use shared::{
     Channel, CorrelationId, DisputeFact, DisputeId, DisputeReport, DisputeStatus, Observation, OrderId, Outcome,

@@ -10,7 +10,7 @@ use checkout_saga::sweeper;
 use psp::breaker::BreakerState;
 use psp::{BreakerSettings, CircuitBreaker, IntentStatus};
 use psp::{ChargeRequest, PspError, StripeApi};
-use reconciler::Reconciled;
+use recovery::Reconciled;
 use shared::{Channel, CorrelationId, PaymentStatus, PspReference};
 use shared::{EventKind, Observation, Payment};
 use std::time::Duration;

@@ -17,7 +17,7 @@ use psp_simulator::client::HttpClient;
 use psp_simulator::delivery::DeliveryOptions;
 use psp_simulator::ledger::{Ledger, Timings};
 use psp_simulator::server::Simulator;
-use reconciler::{Recovery, RecoverySettings};
+use recovery::{Recovery, RecoverySettings};
 use serde_json::json;
 use shared::consumer::Consumer;
 use shared::retry::Backoff;

@@ -4,7 +4,7 @@
 
 use crate::lambda::World;
 use psp::{IntentStatus, PaymentIntent, StripeApi, StripeClient};
-use reconciler::{Recovery, RecoverySettings};
+use recovery::{Recovery, RecoverySettings};
 use shared::store::open_index::{due_items, shard_of, OpenKind, OpenShards};
 use shared::PaymentStore;
 use shared::{
@@ -115,7 +115,7 @@ async fn payments_with_no_psp_to_ask_expire_after_the_configured_age() {
         (4, 3, 1),
         "{report:?}"
     );
-    let record = reconciler::emf(&report, shared::clock::now_ms());
+    let record = recovery::emf(&report, shared::clock::now_ms());
     assert_eq!(record["Expired"].as_u64(), Some(3), "the alarmed metric: {record}");
     for id in [&abandoned, &standard, &unknown] {
         assert_expired(&w, id).await;
@@ -338,7 +338,7 @@ async fn an_abandoned_payment_whose_intent_still_waits_for_the_customer_is_cance
     let report = recovery(&w).run(deadline()).await.unwrap();
 
     assert_eq!((report.found, report.errors, report.expired), (4, 0, 2), "{report:?}");
-    let record = reconciler::emf(&report, shared::clock::now_ms());
+    let record = recovery::emf(&report, shared::clock::now_ms());
     assert_eq!(record["Expired"].as_u64(), Some(2), "the alarmed metric: {record}");
     for (id, intent) in [(&in_challenge, &challenge), (&after_decline, &declined)] {
         assert_expired(&w, id).await;
@@ -603,7 +603,7 @@ async fn a_run_keeps_to_the_scan_rate_at_the_psp() {
         .with("PSP_API_KEY", crate::lambda::KEY)
         .with("PSP_REDIRECTS", "never")
         .with("PSP_SCAN_RATE_PER_SECOND", "5");
-    let settings = reconciler::Settings::from_env(&env).expect("the reconciler's settings");
+    let settings = recovery::Settings::from_env(&env).expect("the reconciler's settings");
     let stripe = settings.psps.stripe.as_ref().expect("Stripe configured");
     let client = StripeClient::new(stripe, psp::ApiKey::parse(crate::lambda::KEY).unwrap()).unwrap();
     let recovery = Recovery::new(

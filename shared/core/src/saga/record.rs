@@ -92,6 +92,16 @@ impl CheckoutPsp {
         }
     }
 
+    /// The checkout PSP of a payment that recorded `provider`; `None` for a provider no checkout charges
+    /// through (a Standard Webhooks provider's payment is never a saga's).
+    pub fn of(provider: &PspName) -> Option<Self> {
+        match provider {
+            PspName::Stripe => Some(Self::Stripe),
+            PspName::Adyen => Some(Self::Adyen),
+            _ => None,
+        }
+    }
+
     /// The name the payment records.
     pub fn name(self) -> PspName {
         match self {

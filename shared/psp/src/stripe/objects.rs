@@ -10,8 +10,9 @@
 
 use serde::Deserialize;
 use shared::{
-    Claims, ClientSecret, Currency, CustomerAction, DisputeFact, DisputeId, DisputeReport, DisputeStatus, Observation,
-    Outcome, PspReference, RedirectPolicy, RedirectUrl,
+    Channel, Claims, ClientSecret, CorrelationId, Currency, CustomerAction, DisputeFact, DisputeId, DisputeReport,
+    DisputeStatus, Observation, Outcome, Payment, PspReference, RedirectPolicy, RedirectUrl, RefundEntry, RefundReport,
+    RefundStatus,
 };
 use std::collections::HashMap;
 use std::fmt;
@@ -84,6 +85,23 @@ impl Dispute {
             amount_minor: self.amount,
             fact,
         })
+    }
+
+    /// This dispute as read, reporting `fact`, as `path`'s observation found by its PaymentIntent (none: not
+    /// ours, nothing to find), stamped with the query's time.
+    pub fn observation(
+        &self,
+        fact: DisputeFact,
+        path: Channel,
+        correlation: CorrelationId,
+    ) -> Result<Observation, String> {
+        read_observation(
+            path,
+            Outcome::Dispute(self.report(fact)?),
+            self.payment_intent.as_deref(),
+            &self.currency,
+            correlation,
+        )
     }
 }
 
@@ -269,6 +287,74 @@ impl Refund {
     pub fn is_accepted(&self) -> bool {
         matches!(self.status.as_str(), "pending" | "succeeded")
     }
+
+    /// This refund as the PSP answered the call that made it or a read of it (recovery's give-back, the
+    /// saga's compensation), as `path`'s refund report (answering the give-back of failure
+    /// `answers_give_back`, if it is one), stamped with the query's time. Its amount is its own, not a claim
+    /// on the payment's; its currency and PaymentIntent are checked.
+    pub fn observation(
+        &self,
+        path: Channel,
+        answers_give_back: Option<u32>,
+        correlation: CorrelationId,
+    ) -> Result<Observation, String> {
+        let status =
+            RefundStatus::parse(&self.status).ok_or_else(|| format!("unknown refund status {:?}", self.status))?;
+        let report = RefundReport {
+            refund: RefundEntry {
+                refund_id: self.id.clone(),
+                amount_minor: self.amount,
+                status,
+            },
+            failure_reason: None,
+            answers_give_back,
+        };
+        read_observation(
+            path,
+            Outcome::Refund(report),
+            self.payment_intent.as_deref(),
+            &self.currency,
+            correlation,
+        )
+    }
+}
+
+/// The refunds of `listed` (a PaymentIntent's, as Stripe lists them) that `payment` has not recorded as they
+/// stand: what a read of the PSP's refunds adds before anyone refunds again (the saga's refund step,
+/// recovery's give-back), so nobody makes again a refund whose answer and webhooks were lost.
+pub fn unrecorded<'a>(payment: &Payment, listed: &'a [Refund]) -> Vec<&'a Refund> {
+    listed
+        .iter()
+        .filter(|r| {
+            !payment
+                .refunds
+                .iter()
+                .any(|k| k.refund_id == r.id && k.status.as_str() == r.status)
+        })
+        .collect()
+}
+
+/// An object read at the PSP (a refund, a dispute) as `path`'s observation of `outcome`: found by its
+/// PaymentIntent (none: not ours, nothing to find), its currency a claim on the payment's (its amount is its
+/// own, no claim), stamped with the query's time (to the second, as the PSP's own).
+fn read_observation(
+    path: Channel,
+    outcome: Outcome,
+    payment_intent: Option<&str>,
+    currency: &str,
+    correlation: CorrelationId,
+) -> Result<Observation, String> {
+    let mut observation = Observation::new(path, outcome, correlation);
+    observation.psp_reference = payment_intent
+        .map(PspReference::parse)
+        .transpose()
+        .map_err(|e| e.to_string())?;
+    observation.claims = Claims {
+        amount_minor: None,
+        currency: Some(Currency::parse(currency).map_err(|e| e.to_string())?),
+    };
+    observation.occurred_at_ms = Some(shared::clock::now_ms().div_euclid(1000).saturating_mul(1000));
+    Ok(observation)
 }
 
 /// Stripe's error object (`{"error": {...}}`).

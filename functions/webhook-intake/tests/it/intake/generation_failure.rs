@@ -10,7 +10,7 @@ use psp_simulator::client::HttpClient;
 use psp_simulator::delivery::DeliveryOptions;
 use psp_simulator::ledger::{Ledger, Timings};
 use psp_simulator::server::Simulator;
-use reconciler::{Recovery, RecoverySettings};
+use recovery::{Recovery, RecoverySettings};
 use shared::{
     CorrelationId, Currency, EventKind, Money, NewPayment, OrderId, PaymentId, PaymentStatus, PspReference,
     RefundStatus, SigningSecret,
@@ -133,7 +133,7 @@ impl World {
             .count()
     }
 
-    async fn run(&self) -> reconciler::RecoveryReport {
+    async fn run(&self) -> recovery::RecoveryReport {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
         self.recovery.run(deadline).await.unwrap()
     }
