@@ -536,7 +536,7 @@ MUST_BREACH_WHEN_MISSING = ("RecoveryLagSeconds", "SweeperLagSeconds")
 # this many seconds later (plus one run): an age alarm must take the Maximum over at least that long, or an
 # item backed off past the period is missing from it. shared/src/store/open_index.rs MAX_RECHECK_INTERVAL
 # (6 h) for payments; functions/checkout-saga/src/sweeper.rs MAX_SAGA_RECHECK (5 min) and one sweep for sagas;
-# functions/reconciler/src/lib.rs OPERATOR_RECHECK (30 min) and one run for a payment that waits for a person.
+# shared/recovery/src/back_off.rs OPERATOR_RECHECK (30 min) and one run for a payment that waits for a person.
 AGE_ALARM_LEAST_PERIOD = {"OldestOpenPaymentAgeSeconds": 6 * 3600, "OldestOpenSagaAgeSeconds": 6 * 60,
                           "RefundsForOperator": 3600, "CapturesFailed": 3600}
 

@@ -9,7 +9,7 @@
 //! and the two contracts between functions that belong to no one of them (`outbox`: what the relay
 //! publishes; `consumer`: how a queue's consumer applies it). A feature lives with the function that runs it:
 //! the PSP clients are their own crate (`psp`, `shared/psp`: the checkout functions, recovery and the
-//! catch-up call a PSP), recovery is the reconciler's library (`functions/reconciler`, which the checkout
+//! catch-up call a PSP), recovery is its own library crate (`recovery`, `shared/recovery`, which the reconciler runs and the checkout
 //! functions use too), the saga's storage is the saga's (`checkout_saga::saga`).
 //!
 //! # Layout
@@ -56,14 +56,14 @@
 //! | settings ([`config`], [`lambda`]) | [`ConfigError`], [`lambda::BuildError`] | the cold start fails: the function never serves with a setting it cannot read |
 //! | storage ([`store`], [`lease`], [`apply`]) | [`StoreError`] ([`StoreError::is_transient`]), `store::transact::TransactError`, `apply::ApplyError`, `consumer::ConsumerError` | over HTTP `From<StoreError> for ApiError`: 404, 409, a transient failure 503 to retry, anything else a logged 500; in an event function, the handler's error |
 //! | the PSP clients (`psp`) | `PspError` (`is_transient`, `is_deferred`) | never an answer by itself: the saga retries a transient one, waits out a deferred one (breaker open, key refused) and compensates a decline or refusal; recovery backs the payment off |
-//! | each function | `RunError`, `SagaStoreError`, `ResumeError`, `SweeperError` (checkout), `RecoveryError` (reconciler), `CatchUpError`, `ProvidersError` (intake), `RelayError` (relay), each wrapping the layers above | an HTTP function turns them into its `ApiError` in one function (the checkout API's `run_failed`; the intake ends a delivery in an `Answer` or an `ApiError`); an event function returns them to `serve_event` |
+//! | each function | `RunError`, `SagaStoreError`, `ResumeError`, `SweeperError` (checkout), `RecoveryError` (recovery), `CatchUpError`, `ProvidersError` (intake), `RelayError` (relay), each wrapping the layers above | an HTTP function turns them into its `ApiError` in one function (the checkout API's `run_failed`; the intake ends a delivery in an `Answer` or an `ApiError`); an event function returns them to `serve_event` |
 //!
 //! # Names
 //!
 //! The core's types are re-exported under their own names, so a function depends on `shared` alone; the list
 //! below is what the functions, tools and tests use. The core's modules stay in the core (`payments_core::saga`
 //! is the saga's state machine, `checkout_saga::saga` its storage; `payments_core::recovery` is recovery's
-//! pure step, the reconciler crate its shell), except [`text`], the input rules every entry point applies.
+//! pure step, the `recovery` crate its shell), except [`text`], the input rules every entry point applies.
 
 // Unit tests may be long (a table of cases, a story): the 60-line limit is for the code they test.
 #![cfg_attr(test, allow(clippy::too_many_lines))]

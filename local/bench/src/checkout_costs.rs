@@ -8,7 +8,7 @@
 use crate::costs::{CheckoutCost, RequestCost};
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use checkout_saga::runner::{Runner, Settings};
-use checkout_saga::saga::{Checkout, Escalation, SagaStore};
+use checkout_saga::saga::{Checkout, Escalation};
 use checkout_saga::{events, inventory};
 use integration_tests::{CapacityMeter, Interceptors, TestContext};
 use order_projection::OrderProjection;
@@ -17,7 +17,7 @@ use psp_simulator::client::HttpClient;
 use psp_simulator::delivery::DeliveryOptions;
 use psp_simulator::ledger::{Ledger, Timings};
 use psp_simulator::server::Simulator;
-use recovery::{Recovery, RecoverySettings};
+use recovery::RecoverySettings;
 use serde_json::json;
 use shared::consumer::Consumer;
 use shared::{Money, OrderId, SigningSecret, Sku};
@@ -59,17 +59,17 @@ async fn simulator() -> Result<(Arc<Simulator>, String), BoxError> {
 /// A runner as `checkout-api` builds it, on `client`, charging through the simulator at `url`.
 fn runner(ctx: &TestContext, client: &aws_sdk_dynamodb::Client, url: &str) -> Result<Runner<StripeClient>, BoxError> {
     let psp = StripeClient::new(&StripeSettings::local(url, KEY)?, psp::ApiKey::parse(KEY)?)?;
-    Ok(Runner {
-        sagas: SagaStore::new(
-            client.clone(),
-            &ctx.table,
-            shared::store::open_index::OpenShards::DEFAULT,
-        ),
-        recovery: Recovery::new(client, &ctx.config(), psp, RecoverySettings::default()),
-        // Never called on the happy path: no queue behind it.
-        escalation: Escalation::new(integration_tests::sqs_client(None), "http://127.0.0.1:9/escalations"),
-        settings: Settings::default(),
-    })
+    // Never called on the happy path: no queue behind the escalation.
+    let escalation = Escalation::new(integration_tests::sqs_client(None), "http://127.0.0.1:9/escalations");
+    let settings = Settings::default();
+    Ok(Runner::new(
+        client,
+        &ctx.config(),
+        psp,
+        RecoverySettings::default(),
+        escalation,
+        settings,
+    ))
 }
 
 /// The payment's events of `payment` as the queue hands them to `checkout-events`.

@@ -1,7 +1,6 @@
 //! Stripe's status read: the PaymentIntent read (or, past the age, canceled first: the core's [`after_read`])
 //! and recorded through the finalize.
 
-use crate::reconcile::Asked;
 use crate::{back_off, unasked, Reconciled, Recovery, RecoveryError};
 use payments_core::recovery::{after_read, canceled_expiry, unanswered, AfterRead, Held, NothingToAsk};
 use psp::{IntentStatus, PspError, Psps, StripeApi};
@@ -141,4 +140,14 @@ enum Read {
     Asked,
     /// Answered by recovery's cancel of an expired payment.
     Canceled,
+}
+
+/// A payment recovery asks its PSP about, with what the look needs.
+pub(crate) struct Asked<'a, S> {
+    /// The payment's PSP's client (Stripe's).
+    pub(crate) psp: &'a S,
+    pub(crate) current: Payment,
+    pub(crate) reference: PspReference,
+    pub(crate) lease: &'a Lease,
+    pub(crate) correlation: CorrelationId,
 }

@@ -44,7 +44,7 @@ pub(crate) async fn recheck_for_operator<P>(r: &Recovery<P>, id: &PaymentId) {
     }
 }
 
-/// [`Recovery::back_off`] for a payment whose reconcile failed before it was read: the schedule is counted
+/// [`back_off`] for a payment whose reconcile failed before it was read: the schedule is counted
 /// from the item's `created_at_ms` as stored (read alone, so a payment that cannot be read whole is still
 /// backed off); if even that cannot be read, it is due again after the longest interval.
 pub(crate) async fn back_off_unread<P>(r: &Recovery<P>, id: &PaymentId) {

@@ -32,7 +32,7 @@
 //! arrives afterwards is stale.
 //!
 //! Money the PSP took on a payment we had already failed (a success after the failure, from any path) keeps
-//! the payment in the index until recovery has refunded it ([`Recovery::give_back`], key from the payment and
+//! the payment in the index until recovery has refunded it (`money`'s `give_back`, key from the payment and
 //! the anomaly) and read the refund back from the PSP: the `PaymentRefunded` event records it, with the
 //! reason, and the payment leaves the index.
 //!
@@ -50,7 +50,7 @@
 //! and bound, the outcome read from Adyen's notification (`adyen`).
 //!
 //! A refund the payment last heard was `pending` (a give-back's or any other) may end without a webhook we
-//! receive, so each look reads it back by id first ([`Recovery::read_back_pending_refund`]) and records the
+//! receive, so each look reads it back by id first (`money`'s `read_back_pending_refund`) and records the
 //! answer as the webhook's refund report would be: `failed` is a new failure (given back under the next key
 //! on the next look), `succeeded` ends the question.
 //!

@@ -1,7 +1,7 @@
 //! The money questions at Stripe, before a payment's status: money taken after it failed refunded, a refund
 //! last heard `pending` read back, what failed refunds left given back again (see the crate doc).
 
-use crate::reconcile::Asked;
+use crate::ask::Asked;
 use crate::{back_off, Reconciled, Recovery, RecoveryError};
 use psp::stripe::Refund;
 use psp::{PspError, Psps, StripeApi};

@@ -2,6 +2,7 @@
 //! on one payment at once), read again under it, and handed to the step its PSP and the core's
 //! [`recovery_step`] choose (`money` and `ask` at Stripe, `adyen`, `unasked`).
 
+use crate::ask::Asked;
 use crate::{adyen, ask, money, unasked, Reconciled, Recovery, RecoveryError};
 use payments_core::recovery::{recovery_step, unanswered, NothingToAsk, RecoveryStep};
 use psp::{PspRoute, Psps};
@@ -9,11 +10,11 @@ use shared::clock;
 use shared::lease::Lease;
 use shared::store::StoreError;
 use shared::telemetry::ErrorChain;
-use shared::{CorrelationId, Payment, PaymentId, PspName, PspReference};
+use shared::{CorrelationId, Payment, PaymentId, PspName};
 use tracing::{info, warn};
 
 /// Asks the PSP about one payment and applies the answer, under the payment's lease. A failed payment
-/// whose money the PSP took anyway gets it back first ([`Recovery::give_back`]).
+/// whose money the PSP took anyway gets it back first (`money`).
 pub(crate) async fn reconcile<P: Psps>(
     r: &Recovery<P>,
     id: &PaymentId,
@@ -165,16 +166,6 @@ async fn reconcile_leased<P: Psps>(
         return Ok(done);
     }
     ask::ask(r, asked, open_since).await
-}
-
-/// A payment recovery asks its PSP about, with what the look needs.
-pub(crate) struct Asked<'a, S> {
-    /// The payment's PSP's client (Stripe's).
-    pub(crate) psp: &'a S,
-    pub(crate) current: Payment,
-    pub(crate) reference: PspReference,
-    pub(crate) lease: &'a Lease,
-    pub(crate) correlation: CorrelationId,
 }
 
 /// What a run learnt of the payment it reconciles now, and the PSPs it stopped calling.

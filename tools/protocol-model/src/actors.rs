@@ -3,14 +3,14 @@
 //!
 //! | actor | steps mirror |
 //! |---|---|
-//! | saga runner ([`RunnerPc`]) | `functions/checkout-saga/src/runner.rs`: `Runner::drive` (a deferred call waits, a failing step escalates: `escalate`), `Runner::advance` and its steps (`reserve_stock`, `create_payment`, `await_payment`, `confirm_order`, `refund` with `refund_impossible`, `release_stock`), `Runner::charge` (with `send_charge`), `Runner::cancel_payment` with `cancel_intent`, `Runner::payment_outcome` |
+//! | saga runner ([`RunnerPc`]) | `functions/checkout-saga/src/runner.rs`: `Runner::drive` (a deferred call waits, a failing step escalates: `escalate::step_failed`), `Runner::advance` and its steps (`steps::reserve_stock`, `steps::create_payment`, `steps::await_payment`, `steps::confirm_order`, `steps::refund_payment`, `stripe::refund` with `psp_step::refund_impossible`, `steps::release_stock`), `stripe::charge` (with `send_charge`), `stripe::cancel` with `cancel_intent`, `observe::payment_outcome` |
 //! | the sweeper ([`sweep`], [`look`]) | `functions/checkout-saga/src/sweeper.rs`: the shard's oldest due saga, one a run; a set-aside saga on its schedule (the core's `after_resume`, `set_aside_due`, `shared/core/src/saga.rs`) |
-//! | time ([`late`], [`act_on_deadline`]) | a state's deadline passes (`saga::deadline`): `Runner::drive` gives a charge or a payment creation up, `Runner::waiting` escalates a wait once, and the sweeper's `Runner::act_on_deadline` does either for a saga deferred by the PSP |
+//! | time ([`late`], [`act_on_deadline`]) | a state's deadline passes (`saga::deadline`): `Runner::drive` gives a charge or a payment creation up (`deadline::charge_given_up`, `deadline::payment_not_created`), `escalate::waiting` escalates a wait once, and the sweeper's `Runner::act_on_deadline` does either for a saga deferred by the PSP |
 //! | the PSP's faults ([`dispute`], [`key_rejected`], [`key_fixed`], [`deploy`], [`breaker_closes`]) | a cardholder's dispute, a rejected API key and its fix, a deploy that changes the charge request, the breaker's cool-down and probe |
 //! | webhook intake ([`intake`]) | `functions/webhook-intake/src/handler.rs`: `intake`, then `functions/webhook-intake/src/payment.rs`'s steps `leased` (`read`, then `take_lease` at the version read) and `finalized` (`finalize`: its new version frees the lease) |
-//! | recovery ([`RecoveryPc`], [`recovery_ask`], [`recovery_finalize`]) | `functions/reconciler/src/lib.rs`: `Recovery::reconcile` / `reconcile_leased` (lease, read, the core's `recovery_step` of `shared/core/src/recovery.rs` choosing what to ask, `give_back` when a refund is due, PSP status query, finalize) |
+//! | recovery ([`RecoveryPc`], [`recovery_ask`], [`recovery_finalize`]) | `shared/recovery/src/reconcile.rs`: `Recovery::reconcile` / `reconcile_leased` (lease, read, the core's `recovery_step` of `shared/core/src/recovery.rs` choosing what to ask), then `shared/recovery/src/money.rs`'s `settle_money` (`give_back` when a refund is due) and `shared/recovery/src/ask.rs`'s `ask` (PSP status query, finalize) |
 //! | customer ([`CustomerPc`]) | completes the 3-D Secure challenge at the PSP with the secret our client view gave; `POST /checkouts/{order}/cancel` (`functions/checkout-saga/src/api.rs`: `orders::cancel`, then `Runner::cancel_by_customer`) |
-//! | order projection ([`relay`]) | the outbox relay and `functions/order-projection`: the projection catches up with the payment (best effort) |
+//! | order projection ([`relay`]) | the outbox relay and `shared/order-projection`: the projection catches up with the payment (best effort) |
 //!
 //! The saga's transitions are the real typestate ([`payments_core::saga`]): every step loads the stored
 //! record with [`Loaded::from_record`] (the real consistency check) and moves it with the real transition
@@ -20,7 +20,7 @@
 //! the cancel's read ([`IntentState`]), a refund's answer and its read-back ([`after_refund`], [`read_back`]), the sweeper's ([`after_resume`]) and the breaker's
 //! ([`payments_core::breaker::Failures::record`]).
 //!
-//! Three cancel steps are modelled ([`CancelMode`]): main's (`Runner::cancel_payment` + `cancel_intent`: the
+//! Three cancel steps are modelled ([`CancelMode`]): main's (the runner's `stripe::cancel` + `cancel_intent`: the
 //! PaymentIntent read first, a processing one waited for, the status after our write deciding), and two
 //! earlier ones that fail our payment while its PaymentIntent may still capture: the model's source of money
 //! taken on a failed payment, and main's before the fix (broken).
@@ -50,7 +50,7 @@ pub enum Sub {
     /// `stock_reserved`: create the payment and save its id (`payment_created`, to `charging`) in one
     /// transaction.
     CreatePayment,
-    /// `charging` (`Runner::charge`): read the payment, then retrieve its bound PaymentIntent, or (created
+    /// `charging` (`stripe::charge`): read the payment, then retrieve its bound PaymentIntent, or (created
     /// more than `PSP_KEY_TRUSTED_FOR` ago) search the PSP for its first one, or create and confirm one with
     /// the key `<order>:charge`.
     Charge,
@@ -168,7 +168,7 @@ fn at(late: bool, saga: &StoredSaga) -> RunnerPc {
     }
 }
 
-/// `Runner::payment_outcome` and `Runner::await_payment`: what the saga does with the payment's outcome, by
+/// `observe::payment_outcome` and `steps::await_payment`: what the saga does with the payment's outcome, by
 /// the core's [`AwaitDeadlines`] and [`awaited`]. `None`: it waits (`Advanced::Stopped`).
 fn await_decision(cfg: &Config, w: &World, saga: &SagaRecord) -> Option<Awaited> {
     let abandon_after = if cfg.never_abandon {
@@ -187,7 +187,7 @@ fn await_decision(cfg: &Config, w: &World, saga: &SagaRecord) -> Option<Awaited>
     Some(awaited(saga, deadlines, outcome)).filter(|a| *a != Awaited::Wait)
 }
 
-/// `Runner::cancel_payment`'s reads: our payment, where the core starts the cancel from ([`cancel_start`]: the
+/// `stripe::cancel`'s reads: our payment, where the core starts the cancel from ([`cancel_start`]: the
 /// payment's PaymentIntent, or after a failed charge a search for one it may have made, [`after_search`]), and
 /// (main) `cancel_intent`'s read of the PaymentIntent. What comes next; `Ok(None)` when main's cancel would only
 /// wait (`Advanced::Stopped`: the PaymentIntent is processing and our payment already says so), which is no
@@ -358,7 +358,7 @@ fn loadable(cfg: &Config, w: &World) -> bool {
                 && matches!(after_resume(record, w.now_ms()), Sweep::SetAside { .. })))
 }
 
-/// `Runner::waiting`: a saga whose step stops (waits for the PSP's outcome) past its state's deadline is
+/// `escalate::waiting`: a saga whose step stops (waits for the PSP's outcome) past its state's deadline is
 /// escalated once and set aside (the core's [`passed`] says [`OnDeadline::Escalate`]); otherwise it waits.
 /// `called`: the step made a PSP call (a read) that moved nothing and counts.
 fn waiting(cfg: &Config, next: &mut World, i: usize, saga: &StoredSaga, action: NextStep, called: bool) {
@@ -578,7 +578,7 @@ impl Step<'_> {
         escalate(self.cfg, next, self.i, self.saga, action, called);
     }
 
-    /// `Runner::reserve_stock`: reserve the stock and save `stock_reserved` in one transaction, or fail the
+    /// `steps::reserve_stock`: reserve the stock and save `stock_reserved` in one transaction, or fail the
     /// reservation when the shelf is short.
     fn reserve(&self, next: &mut World, s: Saga<Started>) {
         let now = World::STAMP_MS;
@@ -593,7 +593,7 @@ impl Step<'_> {
         }
     }
 
-    /// `Runner::create_payment`: `PaymentStore::create_writes` in the saga's transaction, both or neither.
+    /// `steps::create_payment`: `PaymentStore::create_writes` in the saga's transaction, both or neither.
     fn create_payment(&self, next: &mut World, s: Saga<StockReserved>) {
         let id = ids::payment(next.payments.len() + 1);
         let saved = self.save(next, s.payment_created(id.clone(), World::STAMP_MS));
@@ -603,7 +603,7 @@ impl Step<'_> {
         self.moved(next, saved);
     }
 
-    /// `Runner::charge`: the payment's read and the PSP call are one step (a webhook binding the
+    /// `stripe::charge`: the payment's read and the PSP call are one step (a webhook binding the
     /// PaymentIntent between them leaves the call a replay of the key, or, a day later, the search finds it).
     /// The core's [`charge_call`] says whether to retrieve, search first or charge; [`Step::charged`] takes the
     /// answer. `None`: a read whose answer is lost, or a refused search whose answer is lost (no step).
@@ -667,7 +667,7 @@ impl Step<'_> {
         }
     }
 
-    /// `Runner::await_payment`: saves what the load's read decided (the core's [`awaited`]).
+    /// `steps::await_payment`: saves what the load's read decided (the core's [`awaited`]).
     fn awaited(&self, next: &mut World, s: Saga<PaymentPending>, decision: Awaited) -> Option<()> {
         let now = World::STAMP_MS;
         match decision {
@@ -690,7 +690,7 @@ impl Step<'_> {
         Some(())
     }
 
-    /// `Runner::confirm_order`: one transaction, the order's update conditioned on `pending` and the saga's;
+    /// `steps::confirm_order`: one transaction, the order's update conditioned on `pending` and the saga's;
     /// an order the customer cancelled meanwhile fails the confirmation.
     fn confirm(&self, next: &mut World, s: Saga<PaymentCaptured>) {
         let now = World::STAMP_MS;
@@ -707,7 +707,7 @@ impl Step<'_> {
         self.moved(next, saved);
     }
 
-    /// `Runner::refund` (key `<order>:refund`): what the core's [`after_refund`] makes of the PSP's answer.
+    /// `stripe::refund` (key `<order>:refund`): what the core's [`after_refund`] makes of the PSP's answer.
     /// `None`: a refund that cannot be asked for, whose (retried) answer is lost: no step.
     fn refund(&self, next: &mut World, s: Saga<RefundingPayment>) -> Option<()> {
         let Some(index) = s.record().psp_reference.as_ref().and_then(Psp::index_of) else {
@@ -761,7 +761,7 @@ impl Step<'_> {
         Some(())
     }
 
-    /// `Runner::refund_impossible`: the refund is refused for good (`why`); the compensation goes on without
+    /// `psp_step::refund_impossible`: the refund is refused for good (`why`); the compensation goes on without
     /// it (`releasing_stock`) and a person is told once, after the move is saved.
     fn refund_impossible(&self, next: &mut World, s: Saga<RefundingPayment>, why: RefundImpossible) {
         let saved = self.save(next, s.refund_impossible(why, World::STAMP_MS));
@@ -771,7 +771,7 @@ impl Step<'_> {
         self.moved(next, saved);
     }
 
-    /// `Runner::cancel_payment`'s reads ([`cancel_reads`]) as a step of their own (the earlier cancels, which
+    /// `stripe::cancel`'s reads ([`cancel_reads`]) as a step of their own (the earlier cancels, which
     /// do not read at the load).
     fn cancel_read(&self, next: &mut World, s: &Saga<CancellingPayment>) {
         match cancel_reads(self.cfg, next, s.record()) {
@@ -932,7 +932,7 @@ pub fn intake(w: &World, k: usize, how: Delivery) -> Option<World> {
 
 /// Recovery, step 1 (`Recovery::reconcile` / `reconcile_leased`): take the lease of open payment `k` (stale:
 /// past the payment timeout; open: `Payment::is_open`, not terminal or money to give back) and ask the PSP.
-/// Money taken on a failed payment is given back first (`Recovery::give_back`: all that is left, key
+/// Money taken on a failed payment is given back first (recovery's `give_back`: all that is left, key
 /// `<payment>:anomaly-<n>:refund`, a refusal read back too); `lose`: that refund's answer is lost (the
 /// reconciliation ends in an error and releases the lease). Taking the lease, the refund and the status query
 /// are one step: no other step reads the lease but intake, which a held lease only turns away, and nothing

@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 /// How the saga compensates a charge that must take no money (`cancelling_payment`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CancelMode {
-    /// Main's `Runner::cancel_payment` with `cancel_intent`: the PaymentIntent is read first; one that
+    /// Main's the runner's `stripe::cancel` with `cancel_intent`: the PaymentIntent is read first; one that
     /// succeeded or was canceled is used as is, one that is processing (Stripe cannot cancel it) is waited for
     /// (the saga stops, the sweeper resumes it), any other is canceled with the key `<order>:cancel:<status
     /// read>`; a payment still open after that is failed, and the status that write leaves decides.
@@ -109,9 +109,9 @@ pub struct Config {
     /// Main's charge searches the PSP for the payment's first PaymentIntent once the key may be forgotten.
     /// `false` is broken on purpose: a charge retried a day later creates a second PaymentIntent.
     pub search_after_a_day: bool,
-    /// The saga's refund step (`Runner::refund`): a refund the PSP refuses because nothing is left on the
+    /// The saga's refund step (the runner's `stripe::refund`): a refund the PSP refuses because nothing is left on the
     /// charge (asked again under `<order>:refund` after Stripe forgot that key) reads the PaymentIntent back,
-    /// as `Recovery::give_back` does. Main: `true` (the model found the bug without it); `false` is the old
+    /// as recovery's `give_back` does. Main: `true` (the model found the bug without it); `false` is the old
     /// main, broken on purpose: escalated forever.
     pub refused_refund_reads_back: bool,
     /// Broken on purpose: every charge attempt gets a fresh idempotency key.

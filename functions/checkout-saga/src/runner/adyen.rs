@@ -20,9 +20,10 @@
 //! reads a payment back; a retried authorise is Adyen's replay for its key, and a charge given up without a
 //! pspReference is cancelled by our own reference.
 
+use super::error::RunError;
 use super::observe::{self, in_checkout_trace};
+use super::psp_step;
 use super::transition::{correlation, moved, Advanced};
-use super::{psp_step, RunError};
 use crate::saga::{
     after_refund, AfterRefund, CancellingPayment, Charging, Escalation, Loaded, RefundCalled, RefundImpossible,
     RefundingPayment, Saga, SagaRecord, SagaStore,

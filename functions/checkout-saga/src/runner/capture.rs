@@ -13,8 +13,9 @@
 //! moment is retried and escalated like any step, and the sweeper resumes the saga; Stripe's own deadline
 //! ends the wait.
 
+use super::error::RunError;
 use super::transition::{moved, Advanced};
-use super::{observe, stripe, RunError};
+use super::{observe, stripe};
 use crate::orders;
 use crate::saga::{authorization_lapsed, CheckoutPsp, PaymentPending, Saga, SagaStore};
 use psp::{PaymentIntent, Psps, StripeApi};

@@ -12,8 +12,10 @@
 //! once: the customer was told "failed" because of us. Nothing is charged by giving it up: its cancel still
 //! searches the PSP for what the charge made before the payment is failed.
 
+use super::error::RunError;
+use super::escalate;
+use super::settings::Settings;
 use super::transition::{moved, Advanced};
-use super::{escalate, RunError, Settings};
 use crate::metrics;
 use crate::saga::{Charging, Escalation, Loaded, Saga, SagaStore, StockReserved};
 use psp::{PspError, PspRoute, Psps, StripeApi};

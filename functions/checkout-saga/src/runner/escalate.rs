@@ -2,7 +2,8 @@
 //! ([`waiting`]) is recorded on the saga (set aside, see `sweeper`) and sent to the escalation queue; once set
 //! aside, later failures are logged, not escalated again.
 
-use super::{RunError, Settings};
+use super::error::RunError;
+use super::settings::Settings;
 use crate::metrics;
 use crate::saga::{passed, Escalation, Loaded, OnDeadline, SagaRecord, SagaStore, SagaStoreError};
 use shared::telemetry::ErrorChain;

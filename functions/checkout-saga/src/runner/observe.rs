@@ -1,8 +1,8 @@
 //! What the saga learns about its payment: PSP answers and its own compensations applied through the one
 //! finalize, and the payment's outcome read from the order projection (or the payment item past the deadline).
 
+use super::error::RunError;
 use super::transition::correlation;
-use super::RunError;
 use crate::saga::{AwaitDeadlines, CheckoutPsp, SagaRecord};
 use psp::stripe::Refund;
 use psp::{PaymentIntent, PspError};

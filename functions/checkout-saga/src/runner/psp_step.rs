@@ -1,8 +1,8 @@
 //! What Stripe's and Adyen's money steps share: the charge request, the refund's reference and key, a refusal
 //! in the core's terms, and the end of a refund refused for good.
 
+use super::error::RunError;
 use super::transition::{moved, Advanced};
-use super::RunError;
 use crate::saga::{Charging, Escalation, RefundCalled, RefundImpossible, RefundingPayment, Saga, SagaStore};
 use psp::{ChargeRequest, PspError};
 use shared::PspReference;

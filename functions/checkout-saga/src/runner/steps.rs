@@ -5,8 +5,9 @@
 //! charge, refund and cancel read the payment's provider first (one `GetItem`), so a checkout ends at the
 //! PSP it started with whatever `SAGA_PSP` says later.
 
+use super::error::RunError;
 use super::transition::{correlation, moved, Advanced};
-use super::{adyen, capture, observe, stripe, RunError};
+use super::{adyen, capture, observe, stripe};
 use crate::saga::{
     awaited, AwaitDeadlines, Awaited, CheckoutPsp, Escalation, PaymentCaptured, PaymentPending, RefundingPayment,
     ReleasingStock, Saga, SagaStore, SagaStoreError, Started, StockReserved,

@@ -1,9 +1,10 @@
 //! The steps that move money at Stripe: charge the saved payment, refund it, cancel its PaymentIntent. Each
 //! call carries a key derived from (order, step), so a retry or a resume after a crash never moves money twice.
 
+use super::error::RunError;
 use super::observe::{self, in_checkout_trace};
+use super::psp_step;
 use super::transition::{correlation, moved, Advanced};
-use super::{psp_step, RunError};
 use crate::saga::{
     after_refund, after_search, cancel_start, charge_call, read_back, AfterRefund, CancelStart, CancellingPayment,
     ChargeCall, Charging, Escalation, ReadBack, RefundCalled, RefundingPayment, Saga, SagaStore,

@@ -1,7 +1,7 @@
 //! What every step ends with: its transition saved with the step's own writes ([`moved`]), and the answer
 //! the runner's loop goes on from ([`Advanced`]).
 
-use super::RunError;
+use super::error::RunError;
 use crate::metrics;
 use crate::saga::{Loaded, Saga, SagaEvent, SagaStore};
 use shared::{CorrelationId, OrderId};

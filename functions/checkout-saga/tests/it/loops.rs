@@ -17,6 +17,7 @@ use serde_json::{json, Value};
 use shared::clock::WallClock;
 use shared::store::open_index::{shard_of, OpenKind};
 use shared::{Channel, CorrelationId, OrderId, PaymentStatus, PspEventId};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// A new order id whose saga lands in `shard` of the open-items index.
@@ -35,7 +36,7 @@ fn order_in(shard: &str) -> OrderId {
 }
 
 /// `runner`'s settings with the clock moved `ahead`.
-fn ahead<P: StripeApi>(w: &World, psp: P, ahead: Duration) -> Runner<P> {
+fn ahead<P: StripeApi + Clone>(w: &World, psp: P, ahead: Duration) -> Runner<P> {
     w.runner_with(
         w.ctx.client.clone(),
         psp,
@@ -255,7 +256,7 @@ async fn a_capture_by_webhook_after_a_refused_charge_is_refunded_with_its_refere
         w.ctx.table.clone(),
         id.clone(),
     );
-    let after: AfterCharge = Box::new(move |payment, intent| {
+    let after: AfterCharge = Arc::new(move |payment, intent| {
         let (store, client, table, cancel) = (store.clone(), client.clone(), table.clone(), cancel.clone());
         Box::pin(async move {
             let correlation = CorrelationId::parse("corr-webhook").unwrap();
@@ -343,7 +344,7 @@ async fn the_api_answers_a_slow_cancel_before_its_deadline() {
         .start(id.clone(), w.checkout("pm_abandoned_action", 1))
         .await
         .expect("start");
-    let hang = Quirk::DuringRetrieve(Box::new(|| Box::pin(tokio::time::sleep(Duration::from_secs(30)))));
+    let hang = Quirk::DuringRetrieve(Arc::new(|| Box::pin(tokio::time::sleep(Duration::from_secs(30)))));
     let runner = w.runner_over(Quirky(w.psp(), hang));
     let path = format!("/checkouts/{id}/cancel");
     let req = request_within(Method::POST, &path, None, Duration::from_secs(5));

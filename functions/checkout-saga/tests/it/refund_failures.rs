@@ -370,7 +370,7 @@ async fn a_charge_whose_refunds_fail_at_the_simulator_keeps_the_saga_refunding()
 
 /// The reconciler's recovery over `psp` as its function builds it (breaker included), its DynamoDB calls
 /// recorded under its name.
-fn reconciler<P: StripeApi>(w: &World, psp: P) -> recovery::Recovery<psp::CircuitBreaker<P>> {
+fn reconciler<P: StripeApi + Clone>(w: &World, psp: P) -> recovery::Recovery<psp::CircuitBreaker<P>> {
     let guarded = w.guarded_for("reconciler", psp, psp::BreakerSettings::default());
     w.runner_as("reconciler", guarded, settings()).recovery
 }

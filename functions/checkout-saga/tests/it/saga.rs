@@ -354,7 +354,7 @@ async fn recovery_and_webhook_intake_never_work_on_one_payment_at_once() {
         w.ctx.client.clone(),
         Quirky(
             w.psp(),
-            Quirk::DuringRetrieve(Box::new(move || {
+            Quirk::DuringRetrieve(Arc::new(move || {
                 let (leases, store, id, seen) = (intake_leases.clone(), intake_store.clone(), id.clone(), seen.clone());
                 Box::pin(async move {
                     // As the intake does: the payment read, then its lease at the version read.

@@ -303,10 +303,7 @@ async fn a_5xx_storm_opens_the_breaker_sagas_and_recovery_defer_and_one_probe_cl
         .await
         .expect("start answers");
     assert_eq!(deferred.status, SagaStatus::Charging, "the charge waits for the PSP");
-    assert!(matches!(
-        runner.recovery.psp.state().await.unwrap(),
-        BreakerState::Open { .. }
-    ));
+    assert!(matches!(runner.psps.state().await.unwrap(), BreakerState::Open { .. }));
     assert!(
         w.escalations().await.is_empty(),
         "a PSP outage is not escalated saga by saga"

@@ -4,7 +4,7 @@
 
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use checkout_saga::runner::{Runner, Settings};
-use checkout_saga::saga::{Checkout, Escalation, SagaEventKind, SagaRecord, SagaStore, Step};
+use checkout_saga::saga::{Checkout, Escalation, SagaEventKind, SagaRecord, Step};
 use checkout_saga::{events, inventory};
 use integration_tests::{sqs_client, TestContext};
 use order_projection::OrderProjection;
@@ -17,7 +17,7 @@ use psp_simulator::client::HttpClient;
 use psp_simulator::delivery::DeliveryOptions;
 use psp_simulator::ledger::{Ledger, Timings};
 use psp_simulator::server::Simulator;
-use recovery::{Recovery, RecoverySettings};
+use recovery::RecoverySettings;
 use serde_json::json;
 use shared::consumer::Consumer;
 use shared::retry::Backoff;
@@ -121,17 +121,21 @@ fn recovery_settings() -> RecoverySettings {
 }
 
 impl World {
-    pub fn runner_with<P: Psps>(&self, client: aws_sdk_dynamodb::Client, psp: P, settings: Settings) -> Runner<P> {
-        Runner {
-            sagas: SagaStore::new(
-                client.clone(),
-                &self.ctx.table,
-                shared::store::open_index::OpenShards::DEFAULT,
-            ),
-            recovery: Recovery::new(&client, &self.ctx.config(), psp, recovery_settings()),
-            escalation: Escalation::new(self.sqs.clone(), &self.escalation_url),
+    pub fn runner_with<P: Psps + Clone>(
+        &self,
+        client: aws_sdk_dynamodb::Client,
+        psp: P,
+        settings: Settings,
+    ) -> Runner<P> {
+        let escalation = Escalation::new(self.sqs.clone(), &self.escalation_url);
+        Runner::new(
+            &client,
+            &self.ctx.config(),
+            psp,
+            recovery_settings(),
+            escalation,
             settings,
-        }
+        )
     }
 
     pub fn psp(&self) -> StripeClient {
@@ -187,7 +191,7 @@ impl World {
 
     /// A runner with `settings` over `psp` (e.g. [`World::guarded_for`]) whose DynamoDB and SQS calls are
     /// recorded as `function`'s.
-    pub fn runner_as<P: Psps>(&self, function: &str, psp: P, settings: Settings) -> Runner<P> {
+    pub fn runner_as<P: Psps + Clone>(&self, function: &str, psp: P, settings: Settings) -> Runner<P> {
         let mut runner = self.runner_with(self.ctx.client_for(function), psp, settings);
         runner.escalation = Escalation::new(
             integration_tests::function_sqs_client(function, None),
@@ -209,7 +213,7 @@ impl World {
     }
 
     /// A runner with the tests' settings over another PSP (a `Quirky` one).
-    pub fn runner_over<P: StripeApi>(&self, psp: P) -> Runner<P> {
+    pub fn runner_over<P: StripeApi + Clone>(&self, psp: P) -> Runner<P> {
         self.runner_with(self.ctx.client.clone(), psp, settings())
     }
 
@@ -376,6 +380,7 @@ pub const FAILED_AFTER_CAPTURE: [(K, S); 8] = [
 
 /// What one test's PSP does differently from the simulator's Stripe client, in one call; every other call goes
 /// through unchanged.
+#[derive(Clone)]
 pub enum Quirk {
     /// Refunds keep failing (a broken refund API).
     RefundsDown,
@@ -390,7 +395,7 @@ pub enum Quirk {
     /// Charges take this long to answer (a slow or hanging connection), then are made.
     SlowCharges(Duration),
     /// Each status query runs this while the call is in flight (recovery holds the lease then).
-    DuringRetrieve(Box<dyn Fn() -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>),
+    DuringRetrieve(Arc<dyn Fn() -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>),
     /// The charges of these orders never reach the PSP: every attempt fails as a PSP that is down does.
     ChargesDownFor(Vec<OrderId>),
     /// Refunds are refused for good with this Stripe error code (HTTP 400 `invalid_request_error`).
@@ -413,7 +418,7 @@ pub enum Quirk {
 const HANG: Duration = Duration::from_secs(600);
 
 /// What [`Quirk::ChargeRefusedAfter`] runs between the charge and its refused answer.
-pub type AfterCharge = Box<dyn Fn(PaymentId, PaymentIntent) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
+pub type AfterCharge = Arc<dyn Fn(PaymentId, PaymentIntent) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
 
 /// A Stripe error answer as the client reads it: `kind`, `code`.
 pub fn refusal(status: u16, kind: ErrorType, code: &str) -> PspError {
@@ -431,6 +436,7 @@ pub fn refusal(status: u16, kind: ErrorType, code: &str) -> PspError {
 }
 
 /// The simulator's Stripe client with one `Quirk`.
+#[derive(Clone)]
 pub struct Quirky(pub StripeClient, pub Quirk);
 
 fn answer_lost() -> PspError {

@@ -212,7 +212,7 @@ fn a_charge_retried_a_day_later_without_the_search_charges_twice() {
     assert_fails(&check(config, THREADS, true), CHARGED_TWICE);
 }
 
-/// The bug the model found on main (now fixed, `Runner::refund`), kept as a broken variant: the saga's refund
+/// The bug the model found on main (now fixed, the runner's `stripe::refund`), kept as a broken variant: the saga's refund
 /// step asks for all that is left under `<order>:refund`. If its answer was lost and the retry comes a day
 /// later, Stripe has forgotten the key, finds nothing left and refuses (`charge_already_refunded`); escalating
 /// that, every resume by today's sweeper asks again and is refused again. The money is back, but the saga
@@ -233,7 +233,7 @@ fn a_refund_retried_a_day_later_without_the_read_back_never_ends() {
     assert_fails(&report, LIVENESS);
 }
 
-/// Main (`Runner::refund`): a refused refund reads the PaymentIntent back, as `Recovery::give_back` does.
+/// Main (the runner's `stripe::refund`): a refused refund reads the PaymentIntent back, as recovery's `give_back` does.
 /// Then only the refusal itself remains (harmless: nothing is refunded twice), captured at once or
 /// processing, the customer, a day passing: 92,105 states.
 #[test]
@@ -513,7 +513,7 @@ fn the_old_client_drops_the_action_of_a_refused_redirect_and_the_customer_cannot
     assert_fails(&check(today, THREADS, false), ESCALATED_ONCE);
 }
 
-/// The per-state deadlines (the core's `saga::deadline`, as `Runner::drive` and `Runner::waiting`
+/// The per-state deadlines (the core's `saga::deadline`, as `Runner::drive` and `escalate::waiting`
 /// read them), every scenario, a lost answer, no customer (with one, 592,354 states and 32 s): a charge
 /// unanswered past its deadline is given up and the cancel searches for what it made; a cancel waiting for a
 /// processing PaymentIntent past its deadline is escalated once and set aside, and the sweeper looks at it
