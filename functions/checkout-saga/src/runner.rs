@@ -81,7 +81,7 @@ use shared::{Config, OrderId, PaymentId};
 use std::time::Duration;
 use tokio::time::Instant;
 use tracing::{error, info, warn, Instrument};
-use transition::{moved, Advanced};
+use transition::{moved, Advanced, Step};
 
 /// Stripe keeps an idempotency key for 24 hours. A charge first tried longer ago than this (with a margin)
 /// may have outlived its key, so before it is sent again the PSP is searched for the PaymentIntent of the
@@ -131,6 +131,16 @@ impl<P: Psps + Clone> Runner<P> {
 }
 
 impl<P: Psps> Runner<P> {
+    /// What a step decided at `now` writes through: this runner's stores and escalation queue.
+    fn step(&self, now: i64) -> Step<'_> {
+        Step {
+            sagas: &self.sagas,
+            payments: &self.payments,
+            escalation: &self.escalation,
+            now,
+        }
+    }
+
     /// Starts a checkout: the saga and the pending order in one transaction, then runs it as far as it goes.
     /// Starting an order that exists already answers its current state.
     pub async fn start(&self, order_id: OrderId, checkout: crate::saga::Checkout) -> Result<SagaRecord, RunError> {
@@ -212,7 +222,8 @@ impl<P: Psps> Runner<P> {
             loaded = match attempt {
                 Ok(Advanced::Moved(next)) => *next,
                 Ok(Advanced::Stopped) => {
-                    return escalate::waiting(&self.sagas, &self.escalation, &self.settings, loaded, action).await
+                    let step = self.step(self.settings.clock.now_ms());
+                    return escalate::waiting(step, &self.settings, loaded, action).await;
                 }
                 // The PSP's breaker is open or it refused our key: no retries onto it, no escalation, no
                 // compensation; the sweeper resumes the saga later.
@@ -226,9 +237,8 @@ impl<P: Psps> Runner<P> {
                     None => return Ok(None),
                 },
                 Err((e, attempts)) => {
-                    let now = self.settings.clock.now_ms();
-                    let (sagas, escalation) = (&self.sagas, &self.escalation);
-                    return Err(escalate::step_failed(sagas, escalation, now, loaded, action, attempts, e).await);
+                    let step = self.step(self.settings.clock.now_ms());
+                    return Err(escalate::step_failed(step, loaded, action, attempts, e).await);
                 }
             };
         }
@@ -241,55 +251,42 @@ impl<P: Psps> Runner<P> {
     /// `action_name`, `paymentsctl` and the protocol model use too): the one place a state is matched to its
     /// step, and a money step to the client of the PSP its payment recorded.
     async fn advance(&self, next: Next, now: i64) -> Result<Advanced, RunError> {
-        let (sagas, payments, psps, escalation) = (&self.sagas, &self.payments, &self.psps, &self.escalation);
+        let (step, psps) = (self.step(now), &self.psps);
         let settings = &self.settings;
         match next {
-            Next::ReserveStock(saga) => steps::reserve_stock(sagas, saga, now).await,
-            Next::CreatePayment(saga) => {
-                steps::create_payment(sagas, payments, settings.new_checkouts, saga, now).await
-            }
-            Next::PaymentNotCreated(saga) => deadline::payment_not_created(sagas, settings, saga, now).await,
+            Next::ReserveStock(saga) => steps::reserve_stock(step, saga).await,
+            Next::CreatePayment(saga) => steps::create_payment(step, settings.new_checkouts, saga).await,
+            Next::PaymentNotCreated(saga) => deadline::payment_not_created(step, settings, saga).await,
             // Boxed: inlined into every resume's future, it passes rustc's query depth limit.
-            Next::GiveUpCharge(saga) => {
-                Box::pin(deadline::charge_given_up(
-                    psps, sagas, payments, escalation, settings, saga, now,
-                ))
-                .await
-            }
+            Next::GiveUpCharge(saga) => Box::pin(deadline::charge_given_up(psps, step, settings, saga)).await,
             Next::Charge(saga) => {
-                let payment = observe::saga_payment(payments, saga.record()).await?;
+                let payment = observe::saga_payment(step.payments, saga.record()).await?;
                 match observe::checkout_psp(&payment, "charge")? {
-                    CheckoutPsp::Stripe => {
-                        stripe::charge(stripe::client(psps)?, sagas, payments, saga, payment, now).await
-                    }
+                    CheckoutPsp::Stripe => stripe::charge(stripe::client(psps)?, step, saga, payment).await,
                     CheckoutPsp::Adyen => {
                         let adyen = adyen::client(psps, "authorise")?;
-                        adyen::charge(adyen, sagas, payments, saga, payment, now).await
+                        adyen::charge(adyen, step, saga, payment).await
                     }
                 }
             }
             Next::AwaitPayment(saga) => {
                 let abandon_after = settings.abandon_after;
-                steps::await_payment(psps, sagas, payments, &self.recovery, abandon_after, saga, now).await
+                steps::await_payment(psps, step, &self.recovery, abandon_after, saga).await
             }
-            Next::ConfirmOrder(saga) => steps::confirm_order(sagas, saga, now).await,
+            Next::ConfirmOrder(saga) => steps::confirm_order(step, saga).await,
             // Boxed: inlined into every resume's future, it overflows the sweeper's stack.
-            Next::RefundPayment(saga) => {
-                Box::pin(steps::refund_payment(psps, sagas, payments, escalation, saga, now)).await
-            }
+            Next::RefundPayment(saga) => Box::pin(steps::refund_payment(psps, step, saga)).await,
             Next::CancelPayment(saga) => {
-                let payment = observe::saga_payment(payments, saga.record()).await?;
+                let payment = observe::saga_payment(step.payments, saga.record()).await?;
                 match observe::checkout_psp(&payment, "cancel")? {
-                    CheckoutPsp::Stripe => {
-                        stripe::cancel(stripe::client(psps)?, sagas, payments, saga, payment, now).await
-                    }
+                    CheckoutPsp::Stripe => stripe::cancel(stripe::client(psps)?, step, saga, payment).await,
                     CheckoutPsp::Adyen => {
                         let adyen = adyen::client(psps, "cancel")?;
-                        adyen::cancel(adyen, sagas, payments, saga, payment, now).await
+                        adyen::cancel(adyen, step, saga, payment).await
                     }
                 }
             }
-            Next::ReleaseStock(saga) => steps::release_stock(sagas, saga, now).await,
+            Next::ReleaseStock(saga) => steps::release_stock(step, saga).await,
             Next::Done(_) => Ok(Advanced::Stopped),
         }
     }
@@ -312,7 +309,7 @@ impl<P: Psps> Runner<P> {
             }
             _ if passed(&before, &limits, now) == Some(OnDeadline::Escalate) && before.set_aside.is_none() => {
                 let action = action_name(&self.settings, &loaded);
-                Ok(escalate::escalate_past_deadline(&self.sagas, &self.escalation, now, loaded, action).await)
+                Ok(escalate::escalate_past_deadline(self.step(now), loaded, action).await)
             }
             _ => Ok(before),
         }
@@ -326,8 +323,8 @@ impl<P: Psps> Runner<P> {
         order: &OrderId,
         redirect_result: &str,
     ) -> Result<Option<SagaRecord>, RunError> {
-        let (psps, sagas, payments) = (&self.psps, &self.sagas, &self.payments);
-        match adyen::complete_challenge(psps, sagas, payments, order, redirect_result).await? {
+        let step = self.step(self.settings.clock.now_ms());
+        match adyen::complete_challenge(&self.psps, step, order, redirect_result).await? {
             adyen::Challenge::Unknown => Ok(None),
             adyen::Challenge::AsIs(record) => Ok(Some(*record)),
             adyen::Challenge::Answered => self.resume(order).await,

@@ -23,10 +23,10 @@
 use super::error::RunError;
 use super::observe::{self, in_checkout_trace};
 use super::psp_step;
-use super::transition::{correlation, moved, Advanced};
+use super::transition::{correlation, moved, Advanced, Step};
 use crate::saga::{
-    after_refund, AfterRefund, CancellingPayment, Charging, Escalation, Loaded, RefundCalled, RefundImpossible,
-    RefundingPayment, Saga, SagaRecord, SagaStore,
+    after_refund, AfterRefund, CancellingPayment, Charging, Loaded, RefundCalled, RefundImpossible, RefundingPayment,
+    Saga, SagaRecord,
 };
 use psp::adyen::{AdyenPayment, ResultCode};
 use psp::{set, GuardedAdyen, PspError, Psps};
@@ -49,11 +49,9 @@ pub(super) fn client<'a, P: Psps>(psps: &'a P, operation: &str) -> Result<&'a Gu
 /// attempt would be a new payment.
 pub(super) async fn charge(
     adyen: &GuardedAdyen,
-    sagas: &SagaStore,
-    payments: &PaymentStore,
+    step: Step<'_>,
     saga: Saga<Charging>,
     payment: Payment,
-    now: i64,
 ) -> Result<Advanced, RunError> {
     let request = psp_step::charge_request(&saga, &payment);
     let answer = match adyen.authorise(&format!("{}:charge", saga.order_id()), &request).await {
@@ -61,22 +59,22 @@ pub(super) async fn charge(
         Err(refused @ (PspError::Declined(_) | PspError::Refused { .. })) => {
             let reason = format!("charge refused: {refused}");
             observe::observe(
-                payments,
+                step.payments,
                 &payment.id,
                 saga.record(),
                 Outcome::Failed { reason: reason.clone() },
                 None,
             )
             .await?;
-            let (next, event) = saga.charge_failed(reason, now);
-            return moved(sagas, next, event, vec![]).await;
+            let (next, event) = saga.charge_failed(reason, step.now);
+            return moved(step.sagas, next, event, vec![]).await;
         }
         Err(e) => return Err(e.into()),
     };
     let customer_action = answer.result_code.needs_shopper();
-    let reference = adyen_answered(payments, adyen, saga.record(), payment, answer).await?;
-    let (next, event) = saga.payment_requested(reference, customer_action, now);
-    moved(sagas, next, event, vec![]).await
+    let reference = adyen_answered(step.payments, adyen, saga.record(), payment, answer).await?;
+    let (next, event) = saga.payment_requested(reference, customer_action, step.now);
+    moved(step.sagas, next, event, vec![]).await
 }
 
 /// Applies Adyen's answer to an authorise or to `/payments/details` through the one finalize and captures
@@ -125,18 +123,17 @@ pub(super) enum Challenge {
 /// one captured).
 pub(super) async fn complete_challenge<P: Psps>(
     psps: &P,
-    sagas: &SagaStore,
-    payments: &PaymentStore,
+    step: Step<'_>,
     order: &OrderId,
     redirect_result: &str,
 ) -> Result<Challenge, RunError> {
-    let Some(loaded) = sagas.load(order).await? else {
+    let Some(loaded) = step.sagas.load(order).await? else {
         return Ok(Challenge::Unknown);
     };
     let Loaded::PaymentPending(saga) = &loaded else {
         return Ok(Challenge::AsIs(Box::new(loaded.record().clone())));
     };
-    let payment = observe::saga_payment(payments, saga.record()).await?;
+    let payment = observe::saga_payment(step.payments, saga.record()).await?;
     if payment.provider != PspName::Adyen || payment.status != PaymentStatus::RequiresAction {
         return Ok(Challenge::AsIs(Box::new(loaded.record().clone())));
     }
@@ -144,11 +141,18 @@ pub(super) async fn complete_challenge<P: Psps>(
     let key = format!("{order}:details");
     match adyen.details(&key, redirect_result).await {
         Ok(answer) => {
-            adyen_answered(payments, adyen, saga.record(), payment, answer).await?;
+            adyen_answered(step.payments, adyen, saga.record(), payment, answer).await?;
         }
         Err(refused @ (PspError::Declined(_) | PspError::Refused { .. })) => {
             let reason = format!("3-D Secure refused: {refused}");
-            observe::observe(payments, &payment.id, saga.record(), Outcome::Failed { reason }, None).await?;
+            observe::observe(
+                step.payments,
+                &payment.id,
+                saga.record(),
+                Outcome::Failed { reason },
+                None,
+            )
+            .await?;
         }
         Err(e) => return Err(e.into()),
     }
@@ -186,11 +190,8 @@ pub(super) async fn capture_authorised<P: Psps>(
 /// request is for good (Adyen has nothing to read back): refund impossible, escalated once.
 pub(super) async fn refund(
     adyen: &GuardedAdyen,
-    sagas: &SagaStore,
-    payments: &PaymentStore,
-    escalation: &Escalation,
+    step: Step<'_>,
     saga: Saga<RefundingPayment>,
-    now: i64,
 ) -> Result<Advanced, RunError> {
     let money = saga.record().checkout.money;
     let (reference, key) = psp_step::refund_of(&saga)?;
@@ -203,7 +204,7 @@ pub(super) async fn refund(
                 AfterRefund::Impossible(why) => why,
                 AfterRefund::ReadBack { .. } | AfterRefund::Wait | AfterRefund::Undone => RefundImpossible::Refused,
             };
-            return psp_step::refund_impossible(sagas, escalation, saga, why, &refused, now).await;
+            return psp_step::refund_impossible(step, saga, why, &refused).await;
         }
         Err(e) => return Err(e.into()),
     };
@@ -219,18 +220,18 @@ pub(super) async fn refund(
     let mut observation = Observation::new(Channel::Sync, Outcome::Refund(report), correlation(saga.order_id()));
     observation.psp_reference = Some(reference);
     let payment_id = saga.payment_id().clone();
-    let (status, step) = observe::refund_recorded(
-        payments,
+    let (status, settled) = observe::refund_recorded(
+        step.payments,
         &payment_id,
         saga.record(),
         observation,
         Some(RefundStatus::Pending),
     )
     .await?;
-    match after_refund(RefundCalled::Made(step)) {
+    match after_refund(RefundCalled::Made(settled)) {
         AfterRefund::ReadBack { .. } => {
-            let (next, event) = saga.refunded(money.amount_minor(), now);
-            moved(sagas, next, event, vec![]).await
+            let (next, event) = saga.refunded(money.amount_minor(), step.now);
+            moved(step.sagas, next, event, vec![]).await
         }
         AfterRefund::Wait => {
             info!(order_id = %saga.order_id(), refund = %received.psp_reference, %status,
@@ -252,11 +253,9 @@ pub(super) async fn refund(
 /// holds a pspReference of, so no money can be taken on it.
 pub(super) async fn cancel(
     adyen: &GuardedAdyen,
-    sagas: &SagaStore,
-    payments: &PaymentStore,
+    step: Step<'_>,
     saga: Saga<CancellingPayment>,
     payment: Payment,
-    now: i64,
 ) -> Result<Advanced, RunError> {
     let key = format!("{}:cancel", saga.order_id());
     let status = match (payment.status, &payment.psp_reference) {
@@ -272,17 +271,24 @@ pub(super) async fn cancel(
             warn!(order_id = %saga.order_id(), cancel = %received.psp_reference,
                   "Adyen payment without a pspReference cancelled by our reference");
             let reason = saga.payment_failure_reason();
-            observe::observe(payments, &payment.id, saga.record(), Outcome::Failed { reason }, None).await?
+            observe::observe(
+                step.payments,
+                &payment.id,
+                saga.record(),
+                Outcome::Failed { reason },
+                None,
+            )
+            .await?
         }
     };
     if status == PaymentStatus::Captured {
         info!(order_id = %saga.order_id(), "the Adyen payment was captured before the cancel; continuing from the capture");
-        let reference = observe::captured_reference(payments, saga.payment_id()).await?;
-        let (next, event) = saga.payment_succeeded(reference, now);
-        return moved(sagas, next, event, vec![]).await;
+        let reference = observe::captured_reference(step.payments, saga.payment_id()).await?;
+        let (next, event) = saga.payment_succeeded(reference, step.now);
+        return moved(step.sagas, next, event, vec![]).await;
     }
-    let (next, event) = saga.payment_cancelled(now);
-    moved(sagas, next, event, vec![]).await
+    let (next, event) = saga.payment_cancelled(step.now);
+    moved(step.sagas, next, event, vec![]).await
 }
 
 /// What the customer's page does next: Adyen's `action` as the Drop-in takes it whole (compact JSON, when it

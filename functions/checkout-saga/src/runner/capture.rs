@@ -14,10 +14,10 @@
 //! ends the wait.
 
 use super::error::RunError;
-use super::transition::{moved, Advanced};
+use super::transition::{moved, Advanced, Step};
 use super::{observe, stripe};
 use crate::orders;
-use crate::saga::{authorization_lapsed, CheckoutPsp, PaymentPending, Saga, SagaStore};
+use crate::saga::{authorization_lapsed, CheckoutPsp, PaymentPending, Saga};
 use psp::{PaymentIntent, Psps, StripeApi};
 use shared::store::PaymentStore;
 use shared::{Payment, PaymentStatus};
@@ -44,36 +44,32 @@ impl NotCaptured {
 /// The payment is authorized: capture it as the order is confirmed, or release it (module table).
 pub(super) async fn capture_authorized<P: Psps>(
     psps: &P,
-    sagas: &SagaStore,
-    payments: &PaymentStore,
+    step: Step<'_>,
     saga: Saga<PaymentPending>,
-    now: i64,
 ) -> Result<Advanced, RunError> {
-    let payment = observe::saga_payment(payments, saga.record()).await?;
+    let payment = observe::saga_payment(step.payments, saga.record()).await?;
     let after = match (CheckoutPsp::of(&payment.provider), payment.status) {
-        (Some(CheckoutPsp::Stripe), PaymentStatus::Authorized) => {
-            match not_captured(sagas, &saga, &payment, now).await? {
-                Some(not) => {
-                    let (next, event) = saga.payment_failed(not.reason(), now);
-                    return moved(sagas, next, event, vec![]).await;
-                }
-                None => capture(stripe::client(psps)?, payments, &saga, &payment).await?,
+        (Some(CheckoutPsp::Stripe), PaymentStatus::Authorized) => match not_captured(step, &saga, &payment).await? {
+            Some(not) => {
+                let (next, event) = saga.payment_failed(not.reason(), step.now);
+                return moved(step.sagas, next, event, vec![]).await;
             }
-        }
+            None => capture(stripe::client(psps)?, step.payments, &saga, &payment).await?,
+        },
         // Moved on since the projection was written (a capture whose saga step was cut), or not a Stripe
         // authorization (Adyen's are captured when authorised): what the payment holds now decides.
         (_, status) => status,
     };
     match after {
         PaymentStatus::Captured => {
-            let reference = observe::captured_reference(payments, saga.payment_id()).await?;
-            let (next, event) = saga.payment_captured(reference, now);
-            moved(sagas, next, event, vec![]).await
+            let reference = observe::captured_reference(step.payments, saga.payment_id()).await?;
+            let (next, event) = saga.payment_captured(reference, step.now);
+            moved(step.sagas, next, event, vec![]).await
         }
         status @ (PaymentStatus::Failed | PaymentStatus::Refunded) => {
             let reason = format!("authorization not captured: the payment is {status} at the PSP");
-            let (next, event) = saga.payment_failed(reason, now);
-            moved(sagas, next, event, vec![]).await
+            let (next, event) = saga.payment_failed(reason, step.now);
+            moved(step.sagas, next, event, vec![]).await
         }
         _ => Ok(Advanced::Stopped),
     }
@@ -81,15 +77,14 @@ pub(super) async fn capture_authorized<P: Psps>(
 
 /// Whether the authorization must be released rather than captured: lapsed, or its order cancelled.
 async fn not_captured(
-    sagas: &SagaStore,
+    step: Step<'_>,
     saga: &Saga<PaymentPending>,
     payment: &Payment,
-    now: i64,
 ) -> Result<Option<NotCaptured>, RunError> {
-    if authorization_lapsed(payment.capture_before_ms, now) {
+    if authorization_lapsed(payment.capture_before_ms, step.now) {
         return Ok(Some(NotCaptured::Lapsed(payment.capture_before_ms)));
     }
-    let order = orders::status(sagas.client(), sagas.table(), saga.order_id()).await?;
+    let order = orders::status(step.sagas.client(), step.sagas.table(), saga.order_id()).await?;
     Ok(match order {
         Some((status, _)) if status != "pending" => Some(NotCaptured::OrderCancelled),
         _ => None,

@@ -15,9 +15,9 @@
 use super::error::RunError;
 use super::escalate;
 use super::settings::Settings;
-use super::transition::{moved, Advanced};
+use super::transition::{moved, Advanced, Step};
 use crate::metrics;
-use crate::saga::{Charging, Escalation, Loaded, Saga, SagaStore, StockReserved};
+use crate::saga::{Charging, Loaded, Saga, StockReserved};
 use psp::{PspError, PspRoute, Psps, StripeApi};
 use shared::store::PaymentStore;
 use shared::PaymentId;
@@ -34,14 +34,13 @@ const CHARGE: &str = "charge";
 /// No payment created before the step's deadline (`Next::PaymentNotCreated`): nothing was charged, the
 /// stock goes back.
 pub(super) async fn payment_not_created(
-    sagas: &SagaStore,
+    step: Step<'_>,
     settings: &Settings,
     saga: Saga<StockReserved>,
-    now: i64,
 ) -> Result<Advanced, RunError> {
     let reason = format!("no payment created within {} s", settings.deadlines().step_ms / 1000);
-    let (next, event) = saga.payment_not_created(reason, now);
-    moved(sagas, next, event, vec![]).await
+    let (next, event) = saga.payment_not_created(reason, step.now);
+    moved(step.sagas, next, event, vec![]).await
 }
 
 /// The charge unanswered past its deadline: compensated, with the reason. A fault of ours that kept the
@@ -49,16 +48,13 @@ pub(super) async fn payment_not_created(
 /// set aside, `Saga::charge_given_up`, so the cancel's failures escalate no more).
 pub(super) async fn charge_given_up<P: Psps>(
     psps: &P,
-    sagas: &SagaStore,
-    payments: &PaymentStore,
-    escalation: &Escalation,
+    step: Step<'_>,
     settings: &Settings,
     saga: Saga<Charging>,
-    now: i64,
 ) -> Result<Advanced, RunError> {
     let charge_ms = settings.deadlines().charge_ms;
     let unanswered = format!("no answer to the charge within {} s", charge_ms / 1000);
-    let fault = fault_of_ours(psps, payments, saga.payment_id()).await;
+    let fault = fault_of_ours(psps, step.payments, saga.payment_id()).await;
     let escalated_before = saga.record().set_aside.is_some();
     warn!(order_id = %saga.order_id(), fault = fault.as_deref().unwrap_or("none"),
           "no answer to the charge before its deadline; compensating");
@@ -66,8 +62,8 @@ pub(super) async fn charge_given_up<P: Psps>(
         Some(fault) => format!("{unanswered}: {fault}, not the customer's decline"),
         None => unanswered,
     };
-    let (next, event) = saga.charge_given_up(reason.clone(), now);
-    let moved = moved(sagas, next, event, vec![]).await?;
+    let (next, event) = saga.charge_given_up(reason.clone(), step.now);
+    let moved = moved(step.sagas, next, event, vec![]).await?;
     let Advanced::Moved(next) = moved else {
         return Ok(moved);
     };
@@ -76,7 +72,7 @@ pub(super) async fn charge_given_up<P: Psps>(
     }
     error!(order_id = %next.record().order_id, reason, "checkout given up for a fault of ours; escalated");
     metrics::escalated(next.record(), CHARGE);
-    let aside = escalate::set_aside_and_tell(sagas, escalation, now, *next, CHARGE, 1, reason).await;
+    let aside = escalate::set_aside_and_tell(step, *next, CHARGE, 1, reason).await;
     let aside = Loaded::from_record(aside).map_err(|e| RunError::Invalid(e.to_string()))?;
     Ok(Advanced::Moved(Box::new(aside)))
 }

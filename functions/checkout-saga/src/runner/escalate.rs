@@ -4,8 +4,9 @@
 
 use super::error::RunError;
 use super::settings::Settings;
+use super::transition::Step;
 use crate::metrics;
-use crate::saga::{passed, Escalation, Loaded, OnDeadline, SagaRecord, SagaStore, SagaStoreError};
+use crate::saga::{passed, Loaded, OnDeadline, SagaRecord, SagaStoreError};
 use shared::telemetry::ErrorChain;
 use tracing::{error, info, warn};
 
@@ -13,9 +14,7 @@ use tracing::{error, info, warn};
 /// the saga (a sweep on its schedule, news, a repeated start) are logged but not escalated again. The error
 /// the run ends with.
 pub(super) async fn step_failed(
-    sagas: &SagaStore,
-    escalation: &Escalation,
-    now: i64,
+    step: Step<'_>,
     loaded: Loaded,
     action: &'static str,
     attempts: u32,
@@ -30,7 +29,7 @@ pub(super) async fn step_failed(
         error!(order_id = %record.order_id, status = %record.status, action, attempts, error,
                "saga step keeps failing; escalated");
         metrics::escalated(&record, action);
-        set_aside_and_tell(sagas, escalation, now, loaded, action, attempts, error).await;
+        set_aside_and_tell(step, loaded, action, attempts, error).await;
     }
     RunError::Escalated {
         order_id: record.order_id.to_string(),
@@ -43,8 +42,7 @@ pub(super) async fn step_failed(
 /// A saga that waits (for the PSP's or the customer's outcome): past its state's deadline a person is told
 /// once and the saga set aside; it keeps waiting (news still resumes it).
 pub(super) async fn waiting(
-    sagas: &SagaStore,
-    escalation: &Escalation,
+    step: Step<'_>,
     settings: &Settings,
     loaded: Loaded,
     action: &'static str,
@@ -54,24 +52,16 @@ pub(super) async fn waiting(
     if record.set_aside.is_some() || passed(record, &settings.deadlines(), now) != Some(OnDeadline::Escalate) {
         return Ok(Some(loaded.record().clone()));
     }
-    Ok(Some(
-        escalate_past_deadline(sagas, escalation, now, loaded, action).await,
-    ))
+    Ok(Some(escalate_past_deadline(step, loaded, action).await))
 }
 
 /// A saga still in its state past the state's deadline, not escalated yet: escalated once and set aside.
-pub(super) async fn escalate_past_deadline(
-    sagas: &SagaStore,
-    escalation: &Escalation,
-    now: i64,
-    loaded: Loaded,
-    action: &'static str,
-) -> SagaRecord {
+pub(super) async fn escalate_past_deadline(step: Step<'_>, loaded: Loaded, action: &'static str) -> SagaRecord {
     let record = loaded.record();
     let reason = format!("still {} past its deadline", record.status);
     error!(order_id = %record.order_id, status = %record.status, action, "saga past its deadline; escalated");
     metrics::escalated(record, action);
-    set_aside_and_tell(sagas, escalation, now, loaded, action, 1, reason).await
+    set_aside_and_tell(step, loaded, action, 1, reason).await
 }
 
 /// The first escalation of a saga: recorded on it (set aside, see `sweeper`), then sent to the escalation
@@ -79,9 +69,7 @@ pub(super) async fn escalate_past_deadline(
 /// the record cannot be saved, the message is sent all the same: an escalation is never lost, at the cost
 /// of a second one later. The saga as it now stands.
 pub(super) async fn set_aside_and_tell(
-    sagas: &SagaStore,
-    escalation: &Escalation,
-    now: i64,
+    step: Step<'_>,
     loaded: Loaded,
     action: &'static str,
     attempts: u32,
@@ -89,10 +77,10 @@ pub(super) async fn set_aside_and_tell(
 ) -> SagaRecord {
     let order = loaded.record().order_id.clone();
     let kept = shared::text::sanitized(&reason, shared::text::MAX_REASON_CHARS);
-    let (aside, event) = loaded.clone().set_aside(action, kept, now);
-    let current = match sagas.save_loaded(&aside, &event).await {
+    let (aside, event) = loaded.clone().set_aside(action, kept, step.now);
+    let current = match step.sagas.save_loaded(&aside, &event).await {
         Ok(()) => {
-            info!(order_id = %order, action, "saga set aside after its escalation");
+            info!(order_id = %order, action, "saga set aside after its step.escalation");
             aside.record().clone()
         }
         Err(SagaStoreError::Conflict(_)) => {
@@ -104,10 +92,10 @@ pub(super) async fn set_aside_and_tell(
             loaded.record().clone()
         }
     };
-    if let Err(send) = escalation.escalate(&order, action, attempts, &reason).await {
+    if let Err(send) = step.escalation.escalate(&order, action, attempts, &reason).await {
         // The saga is set aside: the sweeper still looks at it on its schedule; the alarm on failed sends
         // (and this log) tell a person.
-        error!(order_id = %order, error = %ErrorChain(&send), "escalation could not be sent");
+        error!(order_id = %order, error = %ErrorChain(&send), "step.escalation could not be sent");
     }
     current
 }

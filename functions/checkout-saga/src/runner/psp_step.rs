@@ -2,8 +2,8 @@
 //! in the core's terms, and the end of a refund refused for good.
 
 use super::error::RunError;
-use super::transition::{moved, Advanced};
-use crate::saga::{Charging, Escalation, RefundCalled, RefundImpossible, RefundingPayment, Saga, SagaStore};
+use super::transition::{moved, Advanced, Step};
+use crate::saga::{Charging, RefundCalled, RefundImpossible, RefundingPayment, Saga};
 use psp::{ChargeRequest, PspError};
 use shared::PspReference;
 use tracing::{error, warn};
@@ -46,25 +46,23 @@ pub(super) fn charge_request<'a>(saga: &'a Saga<Charging>, payment: &'a shared::
 /// crash between the save and the send loses that one message; the saga keeps the reason, and the dispute
 /// itself reaches the payment and alarms through the webhooks).
 pub(super) async fn refund_impossible(
-    sagas: &SagaStore,
-    escalation: &Escalation,
+    step: Step<'_>,
     saga: Saga<RefundingPayment>,
     why: RefundImpossible,
     refused: &PspError,
-    now: i64,
 ) -> Result<Advanced, RunError> {
     let order = saga.order_id().clone();
     warn!(order_id = %order, reason = why.reason(), error = %refused,
           "refund refused for good; the compensation goes on without it");
-    let (next, event) = saga.refund_impossible(why, now);
+    let (next, event) = saga.refund_impossible(why, step.now);
     let record = next.record().clone();
-    let moved = moved(sagas, next, event, vec![]).await?;
+    let moved = moved(step.sagas, next, event, vec![]).await?;
     const ACTION: &str = "refund_payment";
     crate::metrics::escalated(&record, ACTION);
     let detail = format!("{}: {refused}", why.reason());
-    if let Err(send) = escalation.escalate(&order, ACTION, 1, &detail).await {
+    if let Err(send) = step.escalation.escalate(&order, ACTION, 1, &detail).await {
         error!(order_id = %order, error = %shared::telemetry::ErrorChain(&send),
-               "escalation of an impossible refund could not be sent");
+               "step.escalation of an impossible refund could not be sent");
     }
     Ok(moved)
 }

@@ -6,16 +6,15 @@
 //! PSP it started with whatever `SAGA_PSP` says later.
 
 use super::error::RunError;
-use super::transition::{correlation, moved, Advanced};
+use super::transition::{correlation, moved, Advanced, Step};
 use super::{adyen, capture, observe, stripe};
 use crate::saga::{
-    awaited, AwaitDeadlines, Awaited, CheckoutPsp, Escalation, PaymentCaptured, PaymentPending, RefundingPayment,
-    ReleasingStock, Saga, SagaStore, SagaStoreError, Started, StockReserved,
+    awaited, AwaitDeadlines, Awaited, CheckoutPsp, PaymentCaptured, PaymentPending, RefundingPayment, ReleasingStock,
+    Saga, SagaStoreError, Started, StockReserved,
 };
 use crate::{inventory, orders};
 use psp::Psps;
 use recovery::{Reconciled, Recovery};
-use shared::store::PaymentStore;
 use shared::telemetry::ErrorChain;
 use shared::{Metadata, NewPayment, OrderId, PaymentId, PaymentStatus, PspName};
 use std::time::Duration;
@@ -29,47 +28,44 @@ use tracing::{info, warn};
 /// (`<order>:refund`) and the payment's records decide, and a failed refund is recovery's alone.
 pub(super) async fn refund_payment<P: Psps>(
     psps: &P,
-    sagas: &SagaStore,
-    payments: &PaymentStore,
-    escalation: &Escalation,
+    step: Step<'_>,
     saga: Saga<RefundingPayment>,
-    now: i64,
 ) -> Result<Advanced, RunError> {
-    let payment = observe::saga_payment(payments, saga.record()).await?;
+    let payment = observe::saga_payment(step.payments, saga.record()).await?;
     let owed = saga.record().checkout.money.amount_minor();
     match observe::checkout_psp(&payment, "refund")? {
         CheckoutPsp::Stripe => {
             let stripe = stripe::client(psps)?;
             let payment = match shared::saga_refund_settled(&payment, owed) {
                 Some(_) => payment,
-                None => stripe::with_stripe_refunds(stripe, payments, &saga, payment).await?,
+                None => stripe::with_stripe_refunds(stripe, step.payments, &saga, payment).await?,
             };
             match shared::saga_refund_settled(&payment, owed) {
-                Some(step) => stripe::refund_settled(Some(stripe), sagas, payments, escalation, saga, step, now).await,
-                None => stripe::refund(stripe, sagas, payments, escalation, saga, now).await,
+                Some(settled) => stripe::refund_settled(Some(stripe), step, saga, settled).await,
+                None => stripe::refund(stripe, step, saga).await,
             }
         }
         CheckoutPsp::Adyen => match shared::saga_refund_settled(&payment, owed) {
-            Some(step) => {
+            Some(settled) => {
                 let no_read: Option<&P::Stripe> = None;
-                stripe::refund_settled(no_read, sagas, payments, escalation, saga, step, now).await
+                stripe::refund_settled(no_read, step, saga, settled).await
             }
-            None => adyen::refund(adyen::client(psps, "refund")?, sagas, payments, escalation, saga, now).await,
+            None => adyen::refund(adyen::client(psps, "refund")?, step, saga).await,
         },
     }
 }
 
 /// Reserves the stock (a conditional decrement in the step's transaction); not enough stock ends the saga.
-pub(super) async fn reserve_stock(sagas: &SagaStore, saga: Saga<Started>, now: i64) -> Result<Advanced, RunError> {
+pub(super) async fn reserve_stock(step: Step<'_>, saga: Saga<Started>) -> Result<Advanced, RunError> {
     let c = &saga.record().checkout;
-    let reserve = inventory::reserve(sagas.table(), &c.sku, c.quantity)?;
-    let order_compensated = orders::compensated(sagas.table(), saga.order_id())?;
-    let (next, event) = saga.clone().stock_reserved(now);
-    match moved(sagas, next, event, vec![reserve]).await {
+    let reserve = inventory::reserve(step.sagas.table(), &c.sku, c.quantity)?;
+    let order_compensated = orders::compensated(step.sagas.table(), saga.order_id())?;
+    let (next, event) = saga.clone().stock_reserved(step.now);
+    match moved(step.sagas, next, event, vec![reserve]).await {
         Err(RunError::Saga(SagaStoreError::StepCondition(0))) => {
             let reason = format!("not enough stock of {}", saga.record().checkout.sku);
-            let (next, event) = saga.reservation_failed(reason, now);
-            moved(sagas, next, event, vec![order_compensated]).await
+            let (next, event) = saga.reservation_failed(reason, step.now);
+            moved(step.sagas, next, event, vec![order_compensated]).await
         }
         other => other,
     }
@@ -78,37 +74,33 @@ pub(super) async fn reserve_stock(sagas: &SagaStore, saga: Saga<Started>, now: i
 /// Creates the payment in the transaction that saves its id, so every later charge uses that payment, with
 /// the checkout's PSP (its request's, else `SAGA_PSP`), recorded on it for good.
 pub(super) async fn create_payment(
-    sagas: &SagaStore,
-    payments: &PaymentStore,
+    step: Step<'_>,
     new_checkouts: CheckoutPsp,
     saga: Saga<StockReserved>,
-    now: i64,
 ) -> Result<Advanced, RunError> {
     let psp = saga.record().checkout.psp.unwrap_or(new_checkouts);
-    let new = new_payment(&saga, psp.name(), now)?;
-    let (payment, writes) = payments.create_writes(new)?;
-    let (next, event) = saga.payment_created(payment.id, now);
-    moved(sagas, next, event, writes).await
+    let new = new_payment(&saga, psp.name(), step.now)?;
+    let (payment, writes) = step.payments.create_writes(new)?;
+    let (next, event) = saga.payment_created(payment.id, step.now);
+    moved(step.sagas, next, event, writes).await
 }
 
 /// Waits for the payment's outcome; past the payment deadline hands it to recovery once, and past the
 /// abandonment deadline gives up on a customer who has not acted.
 pub(super) async fn await_payment<P: Psps>(
     psps: &P,
-    sagas: &SagaStore,
-    payments: &PaymentStore,
+    step: Step<'_>,
     recovery: &Recovery<P>,
     abandon_after: Duration,
     saga: Saga<PaymentPending>,
-    now: i64,
 ) -> Result<Advanced, RunError> {
     let payment_id = saga.payment_id().clone();
     let abandon_after = i64::try_from(abandon_after.as_millis()).unwrap_or(i64::MAX);
-    let deadlines = AwaitDeadlines::of(saga.record(), now, abandon_after);
-    let outcome = observe::payment_outcome(payments, saga.order_id(), &payment_id, deadlines).await?;
+    let deadlines = AwaitDeadlines::of(saga.record(), step.now, abandon_after);
+    let outcome = observe::payment_outcome(step.payments, saga.order_id(), &payment_id, deadlines).await?;
     if outcome == Some(PaymentStatus::Processing) && saga.record().customer_action {
         // Authorised after the customer's challenge, by a notification: Adyen's payments are captured here.
-        adyen::capture_authorised(psps, payments, saga.record()).await?;
+        adyen::capture_authorised(psps, step.payments, saga.record()).await?;
     }
     // What the saga does with it is the core's decision (the protocol model runs the same one).
     match awaited(saga.record(), deadlines, outcome) {
@@ -117,27 +109,28 @@ pub(super) async fn await_payment<P: Psps>(
             // payment's, bound when it was learnt, is the one the refund needs.
             let reference = match saga.record().psp_reference.clone() {
                 Some(reference) => reference,
-                None => observe::captured_reference(payments, &payment_id).await?,
+                None => observe::captured_reference(step.payments, &payment_id).await?,
             };
-            let (next, event) = saga.payment_captured(reference, now);
-            moved(sagas, next, event, vec![]).await
+            let (next, event) = saga.payment_captured(reference, step.now);
+            moved(step.sagas, next, event, vec![]).await
         }
         // Manual capture: the money is held; captured now, as the order is confirmed next (`capture`).
-        Awaited::Authorized => Box::pin(capture::capture_authorized(psps, sagas, payments, saga, now)).await,
+        Awaited::Authorized => Box::pin(capture::capture_authorized(psps, step, saga)).await,
         Awaited::Failed(status) => {
-            let (next, event) = saga.payment_failed(format!("payment {status}"), now);
-            moved(sagas, next, event, vec![]).await
+            let (next, event) = saga.payment_failed(format!("payment {status}"), step.now);
+            moved(step.sagas, next, event, vec![]).await
         }
         // Still the customer's turn long after the start: give up, cancel at the PSP, compensate.
         Awaited::Abandoned(status) => {
             let after = abandon_after;
-            let (next, event) = saga.payment_failed(format!("abandoned: payment still {status} after {after:?}"), now);
-            moved(sagas, next, event, vec![]).await
+            let (next, event) =
+                saga.payment_failed(format!("abandoned: payment still {status} after {after:?}"), step.now);
+            moved(step.sagas, next, event, vec![]).await
         }
         Awaited::HandToRecovery => {
             hand_to_recovery(recovery, saga.order_id(), &payment_id).await;
-            let (next, event) = saga.recovery_requested(now);
-            moved(sagas, next, event, vec![]).await
+            let (next, event) = saga.recovery_requested(step.now);
+            moved(step.sagas, next, event, vec![]).await
         }
         Awaited::Wait => Ok(Advanced::Stopped),
     }
@@ -157,36 +150,28 @@ async fn hand_to_recovery<P: Psps>(recovery: &Recovery<P>, order_id: &OrderId, p
 
 /// Confirms the order (conditioned on `pending`); an order the customer cancelled meanwhile turns the
 /// saga to its refund.
-pub(super) async fn confirm_order(
-    sagas: &SagaStore,
-    saga: Saga<PaymentCaptured>,
-    now: i64,
-) -> Result<Advanced, RunError> {
-    let confirm = orders::confirm(sagas.table(), saga.order_id())?;
-    let (next, event) = saga.clone().order_confirmed(now);
-    match moved(sagas, next, event, vec![confirm]).await {
+pub(super) async fn confirm_order(step: Step<'_>, saga: Saga<PaymentCaptured>) -> Result<Advanced, RunError> {
+    let confirm = orders::confirm(step.sagas.table(), saga.order_id())?;
+    let (next, event) = saga.clone().order_confirmed(step.now);
+    match moved(step.sagas, next, event, vec![confirm]).await {
         Err(RunError::Saga(SagaStoreError::StepCondition(0))) => {
             let (next, event) =
-                saga.confirmation_failed("order no longer pending (cancelled by the customer)".into(), now);
-            moved(sagas, next, event, vec![]).await
+                saga.confirmation_failed("order no longer pending (cancelled by the customer)".into(), step.now);
+            moved(step.sagas, next, event, vec![]).await
         }
         other => other,
     }
 }
 
 /// The last compensation: the stock back and the order compensated, in one transaction with the event.
-pub(super) async fn release_stock(
-    sagas: &SagaStore,
-    saga: Saga<ReleasingStock>,
-    now: i64,
-) -> Result<Advanced, RunError> {
+pub(super) async fn release_stock(step: Step<'_>, saga: Saga<ReleasingStock>) -> Result<Advanced, RunError> {
     let c = &saga.record().checkout;
     let writes = vec![
-        inventory::release(sagas.table(), &c.sku, c.quantity)?,
-        orders::compensated(sagas.table(), saga.order_id())?,
+        inventory::release(step.sagas.table(), &c.sku, c.quantity)?,
+        orders::compensated(step.sagas.table(), saga.order_id())?,
     ];
-    let (next, event) = saga.stock_released(now);
-    moved(sagas, next, event, writes).await
+    let (next, event) = saga.stock_released(step.now);
+    moved(step.sagas, next, event, writes).await
 }
 
 /// The checkout's payment: a fresh id, the checkout's money, the order in its metadata, and the PSP the

@@ -4,10 +4,10 @@
 use super::error::RunError;
 use super::observe::{self, in_checkout_trace};
 use super::psp_step;
-use super::transition::{correlation, moved, Advanced};
+use super::transition::{correlation, moved, Advanced, Step};
 use crate::saga::{
     after_refund, after_search, cancel_start, charge_call, read_back, AfterRefund, CancelStart, CancellingPayment,
-    ChargeCall, Charging, Escalation, ReadBack, RefundCalled, RefundingPayment, Saga, SagaStore,
+    ChargeCall, Charging, ReadBack, RefundCalled, RefundingPayment, Saga,
 };
 use psp::{set, IntentStatus, PaymentIntent, PspError, Psps, StripeApi};
 use shared::store::PaymentStore;
@@ -27,15 +27,13 @@ pub(super) fn client<P: Psps>(psps: &P) -> Result<&P::Stripe, PspError> {
 /// to route the step.
 pub(super) async fn charge<S: StripeApi>(
     stripe: &S,
-    sagas: &SagaStore,
-    payments: &PaymentStore,
+    step: Step<'_>,
     saga: Saga<Charging>,
     payment: shared::Payment,
-    now: i64,
 ) -> Result<Advanced, RunError> {
     let order = saga.order_id().clone();
     // Which call comes first is the core's decision (the protocol model runs the same one).
-    let answer = match charge_call(payment.psp_reference.as_ref(), payment.created_at_ms, now) {
+    let answer = match charge_call(payment.psp_reference.as_ref(), payment.created_at_ms, step.now) {
         ChargeCall::Retrieve(reference) => stripe.retrieve(&reference).await,
         ChargeCall::SearchFirst => match stripe.find_for_payment(&payment.id).await? {
             Some(first) => {
@@ -56,8 +54,8 @@ pub(super) async fn charge<S: StripeApi>(
             .map(|pi| *pi)
             .ok_or(PspError::Declined(error))?,
         Err(refused @ (PspError::Declined(_) | PspError::Refused { .. })) => {
-            let (next, event) = saga.charge_failed(format!("charge refused: {refused}"), now);
-            return moved(sagas, next, event, vec![]).await;
+            let (next, event) = saga.charge_failed(format!("charge refused: {refused}"), step.now);
+            return moved(step.sagas, next, event, vec![]).await;
         }
         Err(e) => return Err(e.into()),
     };
@@ -68,13 +66,13 @@ pub(super) async fn charge<S: StripeApi>(
         // From the payment just read: no second read.
         Ok(Some(observation)) => {
             let observation = in_checkout_trace(observation, saga.record());
-            payments.finalize_from(payment, &observation, None).await?;
+            step.payments.finalize_from(payment, &observation, None).await?;
         }
         Ok(None) => warn!(order_id = %order, psp_status = intent.status.as_str(), "charge answer says nothing new"),
         Err(unusable) => return Err(RunError::Psp(PspError::BadAnswer(unusable.into()))),
     }
-    let (next, event) = saga.payment_requested(Some(reference), customer_action, now);
-    moved(sagas, next, event, vec![]).await
+    let (next, event) = saga.payment_requested(Some(reference), customer_action, step.now);
+    moved(step.sagas, next, event, vec![]).await
 }
 
 /// Creates and confirms the PaymentIntent for `payment`, with the key `<order>:charge`.
@@ -105,11 +103,8 @@ async fn send_charge<S: StripeApi>(
 /// the step is done once that give-back succeeded (the saga's own refund stays `failed`).
 pub(super) async fn refund<S: StripeApi>(
     stripe: &S,
-    sagas: &SagaStore,
-    payments: &PaymentStore,
-    escalation: &Escalation,
+    step: Step<'_>,
     saga: Saga<RefundingPayment>,
-    now: i64,
 ) -> Result<Advanced, RunError> {
     let payment_id = saga.payment_id().clone();
     let (reference, key) = psp_step::refund_of(&saga)?;
@@ -120,8 +115,8 @@ pub(super) async fn refund<S: StripeApi>(
         // records the outcome; the sweeper resumes the saga), a failed one is given back by recovery, whose
         // succeeded give-back ends the step.
         Ok(refund) => {
-            let (status, step) = observe::observe_refund(payments, &payment_id, saga.record(), &refund).await?;
-            match after_refund(RefundCalled::Made(step)) {
+            let (status, settled) = observe::observe_refund(step.payments, &payment_id, saga.record(), &refund).await?;
+            match after_refund(RefundCalled::Made(settled)) {
                 AfterRefund::ReadBack { .. } | AfterRefund::Impossible(_) => None,
                 AfterRefund::Wait => {
                     info!(order_id = %saga.order_id(), refund_id = %refund.id, %status,
@@ -137,14 +132,12 @@ pub(super) async fn refund<S: StripeApi>(
             }
         }
         Err(refused @ PspError::Refused { .. }) => match after_refund(psp_step::refused_call(&refused)) {
-            AfterRefund::Impossible(why) => {
-                return psp_step::refund_impossible(sagas, escalation, saga, why, &refused, now).await
-            }
+            AfterRefund::Impossible(why) => return psp_step::refund_impossible(step, saga, why, &refused).await,
             AfterRefund::ReadBack { .. } | AfterRefund::Wait | AfterRefund::Undone => Some(refused),
         },
         Err(e) => return Err(e.into()),
     };
-    read_back_refund(stripe, sagas, payments, escalation, saga, refused, now).await
+    read_back_refund(stripe, step, saga, refused).await
 }
 
 /// The refund step when the payment's refunds already ask the money back ([`shared::saga_refund_settled`]):
@@ -153,21 +146,16 @@ pub(super) async fn refund<S: StripeApi>(
 /// escalated).
 pub(super) async fn refund_settled<S: StripeApi>(
     stripe: Option<&S>,
-    sagas: &SagaStore,
-    payments: &PaymentStore,
-    escalation: &Escalation,
+    step: Step<'_>,
     saga: Saga<RefundingPayment>,
-    step: shared::RefundStep,
-    now: i64,
+    settled: shared::RefundStep,
 ) -> Result<Advanced, RunError> {
-    match (after_refund(RefundCalled::Made(step)), stripe) {
-        (AfterRefund::ReadBack { .. }, Some(stripe)) => {
-            read_back_refund(stripe, sagas, payments, escalation, saga, None, now).await
-        }
+    match (after_refund(RefundCalled::Made(settled)), stripe) {
+        (AfterRefund::ReadBack { .. }, Some(stripe)) => read_back_refund(stripe, step, saga, None).await,
         (AfterRefund::ReadBack { .. }, None) => {
             let owed = saga.record().checkout.money.amount_minor();
-            let (next, event) = saga.refunded(owed, now);
-            moved(sagas, next, event, vec![]).await
+            let (next, event) = saga.refunded(owed, step.now);
+            moved(step.sagas, next, event, vec![]).await
         }
         (AfterRefund::Wait, _) => {
             info!(order_id = %saga.order_id(), "refund asked already; waiting for the PSP's outcome");
@@ -206,12 +194,9 @@ pub(super) async fn with_stripe_refunds<S: StripeApi>(
 /// when the call was `refused` for good and the charge does not show the money back.
 async fn read_back_refund<S: StripeApi>(
     stripe: &S,
-    sagas: &SagaStore,
-    payments: &PaymentStore,
-    escalation: &Escalation,
+    step: Step<'_>,
     saga: Saga<RefundingPayment>,
     refused: Option<PspError>,
-    now: i64,
 ) -> Result<Advanced, RunError> {
     let payment_id = saga.payment_id().clone();
     let amount = saga.record().checkout.money.amount_minor();
@@ -219,19 +204,19 @@ async fn read_back_refund<S: StripeApi>(
     let intent = stripe.retrieve(&reference).await?;
     // Recorded whatever the saga decides: the payment keeps the PSP's truth (a part refunded at the PSP
     // too) for the person an impossible refund is escalated to.
-    observe::observe_intent(payments, &payment_id, saga.record(), &intent).await?;
+    observe::observe_intent(step.payments, &payment_id, saga.record(), &intent).await?;
     let decision = read_back(saga.record(), refused.is_some(), intent.amount_refunded());
     if let (ReadBack::Impossible(why), Some(refused)) = (decision, &refused) {
         // Refused for good and the money is not back: no retry turns it (invariant 12).
         warn!(order_id = %saga.order_id(), back = intent.amount_refunded().unwrap_or(0), amount,
               "refund refused and the charge not refunded");
-        return psp_step::refund_impossible(sagas, escalation, saga, why, refused, now).await;
+        return psp_step::refund_impossible(step, saga, why, refused).await;
     }
     if refused.is_some() {
         warn!(order_id = %saga.order_id(), "refund refused: the charge is refunded already; going on");
     }
-    let (next, event) = saga.refunded(amount, now);
-    moved(sagas, next, event, vec![]).await
+    let (next, event) = saga.refunded(amount, step.now);
+    moved(step.sagas, next, event, vec![]).await
 }
 
 /// Compensates a charge that must take no money: a payment still open is canceled at the PSP (key
@@ -240,11 +225,9 @@ async fn read_back_refund<S: StripeApi>(
 /// PSP reference, whichever path captured it. `payment` is the saga's, as read to route the step.
 pub(super) async fn cancel<S: StripeApi>(
     stripe: &S,
-    sagas: &SagaStore,
-    payments: &PaymentStore,
+    step: Step<'_>,
     saga: Saga<CancellingPayment>,
     payment: shared::Payment,
-    now: i64,
 ) -> Result<Advanced, RunError> {
     let payment_id = saga.payment_id().clone();
     let order = saga.order_id().clone();
@@ -256,7 +239,7 @@ pub(super) async fn cancel<S: StripeApi>(
     }
     let reference = match start {
         CancelStart::Cancel(reference) => {
-            match cancel_at_psp(stripe, payments, &saga, &reference, status).await? {
+            match cancel_at_psp(stripe, step.payments, &saga, &reference, status).await? {
                 Some(after) => status = after,
                 None => return Ok(Advanced::Stopped),
             }
@@ -268,19 +251,26 @@ pub(super) async fn cancel<S: StripeApi>(
         let reason = saga.payment_failure_reason();
         // Fails a payment the PSP never took (canceled there, or refused before a PaymentIntent existed).
         // What the write leaves decides: a capture that won the race is not "no money taken".
-        status = observe::observe(payments, &payment_id, saga.record(), Outcome::Failed { reason }, None).await?;
+        status = observe::observe(
+            step.payments,
+            &payment_id,
+            saga.record(),
+            Outcome::Failed { reason },
+            None,
+        )
+        .await?;
     }
     if status == PaymentStatus::Captured {
         info!(order_id = %order, "the payment succeeded before the cancel; continuing from the capture");
         let reference = match reference {
             Some(reference) => reference,
-            None => observe::captured_reference(payments, &payment_id).await?,
+            None => observe::captured_reference(step.payments, &payment_id).await?,
         };
-        let (next, event) = saga.payment_succeeded(reference, now);
-        return moved(sagas, next, event, vec![]).await;
+        let (next, event) = saga.payment_succeeded(reference, step.now);
+        return moved(step.sagas, next, event, vec![]).await;
     }
-    let (next, event) = saga.payment_cancelled(now);
-    moved(sagas, next, event, vec![]).await
+    let (next, event) = saga.payment_cancelled(step.now);
+    moved(step.sagas, next, event, vec![]).await
 }
 
 /// The PaymentIntent a charge may have made although the payment never heard of it (the charge's answer

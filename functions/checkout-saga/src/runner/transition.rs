@@ -1,11 +1,27 @@
-//! What every step ends with: its transition saved with the step's own writes ([`moved`]), and the answer
+//! What every step works with ([`Step`]) and ends with: its transition saved with the step's own writes ([`moved`]), and the answer
 //! the runner's loop goes on from ([`Advanced`]).
 
 use super::error::RunError;
 use crate::metrics;
-use crate::saga::{Loaded, Saga, SagaEvent, SagaStore};
+use crate::saga::{Escalation, Loaded, Saga, SagaEvent, SagaStore};
+use shared::store::PaymentStore;
 use shared::{CorrelationId, OrderId};
 use tracing::info;
+
+/// What a step works with besides its saga and its PSP's client, borrowed from the runner for one step: the
+/// stores it writes (each move saved with the step's writes, each PSP answer finalized on the payment), the
+/// queue a person is told through, and the time the core decided the step at.
+#[derive(Clone, Copy)]
+pub struct Step<'a> {
+    /// The sagas.
+    pub sagas: &'a SagaStore,
+    /// The checkouts' payments.
+    pub payments: &'a PaymentStore,
+    /// Where a saga's first escalation goes.
+    pub escalation: &'a Escalation,
+    /// When the step runs (epoch ms, the runner's clock).
+    pub now: i64,
+}
 
 /// What one step did.
 pub enum Advanced {
