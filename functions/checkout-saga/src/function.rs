@@ -1,5 +1,5 @@
 //! How the saga's three functions are built, once per cold start: one [`Settings`] read from the
-//! environment, the runner on the function's clients ([`Runner::build`]), and each function's state
+//! environment, the runner on the function's clients ([`build_runner`]), and each function's state
 //! ([`CheckoutApi`], [`CheckoutEvents`], [`CheckoutSweeper`]) for its `main`, the local stack and the tests.
 
 use crate::resume::{ResumeError, Resumed, SweeperRequest};
@@ -69,25 +69,24 @@ impl Settings {
     }
 }
 
-impl Runner<PspSet> {
-    /// The runner on `clients` (the PSPs' keys read here): its sagas and payments, its PSP clients, the
-    /// recovery it hands payments to, its escalation queue ([`Runner::new`]).
-    pub async fn build(settings: &Settings, clients: Clients) -> Result<Self, BuildError> {
-        let table = &settings.config.table_name;
-        let psps = settings
-            .psps
-            .build(&clients.sdk, clients.dynamodb.clone(), table)
-            .await?;
-        let escalation = Escalation::new(clients.sqs, &settings.escalation_queue_url);
-        Ok(Runner::new(
-            &clients.dynamodb,
-            &settings.config,
-            psps,
-            settings.recovery,
-            escalation,
-            settings.runner,
-        ))
-    }
+/// The runner on `clients` (the PSPs' keys read here): its sagas and payments, its PSP clients, the
+/// recovery it hands payments to, its escalation queue ([`Runner::new`]); what each of the three functions
+/// builds once per cold start.
+pub async fn build_runner(settings: &Settings, clients: Clients) -> Result<Runner<PspSet>, BuildError> {
+    let table = &settings.config.table_name;
+    let psps = settings
+        .psps
+        .build(&clients.sdk, clients.dynamodb.clone(), table)
+        .await?;
+    let escalation = Escalation::new(clients.sqs, &settings.escalation_queue_url);
+    Ok(Runner::new(
+        &clients.dynamodb,
+        &settings.config,
+        psps,
+        settings.recovery,
+        escalation,
+        settings.runner,
+    ))
 }
 
 /// The checkout API function (`checkout-api`): the runner, behind the caller guard.
@@ -102,7 +101,7 @@ impl CheckoutApi {
     /// Built once per cold start from the settings on `clients`.
     pub async fn build(settings: &Settings, clients: Clients) -> Result<Self, BuildError> {
         Ok(Self {
-            runner: Runner::build(settings, clients).await?,
+            runner: build_runner(settings, clients).await?,
             guard: settings.guard.clone(),
         })
     }
@@ -123,7 +122,7 @@ impl CheckoutEvents {
         let table = &settings.config.table_name;
         Ok(Self {
             consumer: Consumer::new(clients.dynamodb.clone(), table, OrderProjection),
-            runner: Runner::build(settings, clients).await?,
+            runner: build_runner(settings, clients).await?,
         })
     }
 
@@ -147,7 +146,7 @@ impl CheckoutSweeper {
     /// Built once per cold start from the settings on `clients`.
     pub async fn build(settings: &Settings, clients: Clients) -> Result<Self, BuildError> {
         Ok(Self {
-            runner: Runner::build(settings, clients).await?,
+            runner: build_runner(settings, clients).await?,
             stuck_after: settings.stuck_after,
         })
     }

@@ -21,4 +21,4 @@ pub mod runner;
 pub mod saga;
 pub mod sweeper;
 
-pub use function::{CheckoutApi, CheckoutEvents, CheckoutSweeper, Settings, SweeperError};
+pub use function::{build_runner, CheckoutApi, CheckoutEvents, CheckoutSweeper, Settings, SweeperError};

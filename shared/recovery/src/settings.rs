@@ -30,6 +30,16 @@ impl RecoverySettings {
             expire_after: env.seconds("RECOVERY_EXPIRE_AFTER_SECONDS", default.expire_after)?,
         })
     }
+
+    /// `RECOVERY_EXPIRE_AFTER_SECONDS` in milliseconds.
+    pub(crate) fn expire_after_ms(&self) -> i64 {
+        millis(self.expire_after)
+    }
+
+    /// `RECOVERY_STALE_AFTER_SECONDS` in milliseconds.
+    pub(crate) fn stale_after_ms(&self) -> i64 {
+        millis(self.stale_after)
+    }
 }
 
 impl Default for RecoverySettings {
@@ -39,18 +49,6 @@ impl Default for RecoverySettings {
             batch_limit: 200,
             expire_after: DEFAULT_EXPIRE_AFTER,
         }
-    }
-}
-
-impl RecoverySettings {
-    /// `RECOVERY_EXPIRE_AFTER_SECONDS` in milliseconds.
-    pub(crate) fn expire_after_ms(&self) -> i64 {
-        millis(self.expire_after)
-    }
-
-    /// `RECOVERY_STALE_AFTER_SECONDS` in milliseconds.
-    pub(crate) fn stale_after_ms(&self) -> i64 {
-        millis(self.stale_after)
     }
 }
 

@@ -178,7 +178,7 @@ impl World {
         self.runner_over(self.psp())
     }
 
-    /// A runner as `function` (its name in `infra/template.yaml`) builds it (`Runner::build`): the tests'
+    /// A runner as `function` (its name in `infra/template.yaml`) builds it (`checkout_saga::build_runner`): the tests'
     /// settings, its PSP client behind the circuit breaker, and its DynamoDB and SQS calls (the breaker's
     /// included) recorded under that name when `AWS_CALL_RECORD` is set (`scripts/check_permissions.py`).
     pub fn runner_for(&self, function: &str) -> Runner<GuardedStripe> {
