@@ -12,7 +12,7 @@
 //!
 //! | step | code |
 //! |---|---|
-//! | [`Step::SagaRefund`] | `Runner::refund_payment`: the payment read, at Stripe `with_stripe_refunds` (`GET /v1/refunds?payment_intent=`, each unknown refund recorded), `saga_refund_settled`, then `Psp::refund` / `GuardedAdyen::refund` with `<order>:refund` and the answer recorded (`observe_refund`) |
+//! | [`Step::SagaRefund`] | the runner's `steps::refund_payment`: the payment read, at Stripe `with_stripe_refunds` (`GET /v1/refunds?payment_intent=`, each unknown refund recorded), `saga_refund_settled`, then `Psp::refund` / `GuardedAdyen::refund` with `<order>:refund` and the answer recorded (`observe_refund`) |
 //! | [`Step::GiveBack`] | `recovery::money`'s `give_back_failed_refund` / `recovery::adyen`'s `give_back`: `give_back_refund`; at Stripe the PaymentIntent's refunds read first (`list_refunds`, one the payment missed recorded instead); the refund under `give_back_key`, the answer recorded answering the give-back |
 //! | [`Step::Settle`] | the PSP: a pending refund succeeds or fails (the failing card) |
 //! | [`Step::Report`] | a refund's webhook or notification, or recovery's read-back by id (Stripe), applied by the one finalize |
