@@ -1,7 +1,7 @@
 //! Each function's cold init (process start to its first poll of the Lambda runtime API), its RSS at that
 //! point, and the size of the release `bootstrap` binaries for arm64 if `cargo lambda build` made them.
 
-use local_dev::runtime_api::{RuntimeApi, INIT_DEADLINE};
+use local_lambda::runtime_api::{RuntimeApi, INIT_DEADLINE};
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -20,7 +20,7 @@ pub const FUNCTIONS: [&str; 7] = [
 pub fn target_dir() -> PathBuf {
     std::env::var("CARGO_TARGET_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|_| local_dev::service::repo_root().join("target"))
+        .unwrap_or_else(|_| local_testkit::service::repo_root().join("target"))
 }
 
 /// A `VmHWM:`-style field of `/proc/<pid>/status`, in KiB.

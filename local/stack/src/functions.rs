@@ -4,9 +4,9 @@
 //! that refuses its configuration stops the start with its own error.
 
 use crate::settings::Settings;
-use local_dev::function_pool::{FunctionPool, FunctionSpec};
-use local_dev::template::{Stack, Template};
-use local_dev::triggers::FunctionTriggers;
+use local_lambda::function_pool::{FunctionPool, FunctionSpec};
+use local_lambda::template::{Stack, Template};
+use local_lambda::triggers::FunctionTriggers;
 use std::sync::Arc;
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -26,7 +26,7 @@ pub struct Function {
 pub async fn start(template: &Template, stack: &Stack, settings: &Settings) -> Result<Vec<Function>, Error> {
     let mut started = Vec::new();
     for name in template.functions() {
-        let Some(triggers) = template.triggers(&name, stack)? else {
+        let Some(triggers) = FunctionTriggers::read(template, &name, stack)? else {
             println!("{name}: not in this stack (its Condition is false)");
             continue;
         };

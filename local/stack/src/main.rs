@@ -5,7 +5,7 @@
 //! `ReservedConcurrentExecutions` honoured (`functions`); with exactly the environment the template gives it:
 //! `Globals` and its own variables, the parameters of a samconfig environment and the command line over their
 //! defaults, each resource replaced by its local counterpart (the table in DynamoDB Local, the queues and the
-//! secrets in moto: `local_dev::world`); triggered as the template declares (`wiring`): the HTTP API's routes
+//! secrets in moto: `local_lambda::world`); triggered as the template declares (`wiring`): the HTTP API's routes
 //! with their auth and throttling on 127.0.0.1:`LOCAL_API_PORT`, the table's stream mapping, the SQS mappings,
 //! the schedules with Lambda's asynchronous retries. A trigger it cannot emulate, or a function whose cold
 //! start fails, stops the start naming it.
@@ -13,7 +13,7 @@
 //! Its departures from AWS are two, both chosen on the command line and printed: `--set VARIABLE=value`
 //! (shorter waits for the tests) and `--time-scale N` (schedules N times as often).
 
-use local_dev::template::Template;
+use local_lambda::template::Template;
 use std::net::SocketAddr;
 use tokio::net::TcpListener;
 
@@ -29,7 +29,7 @@ async fn main() -> Result<(), Error> {
     let settings = settings::Settings::read()?;
     let template = Template::from_repo()?;
     let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-    let mut stack = local_dev::world::create(&sdk, &settings.table).await?;
+    let mut stack = local_lambda::world::create(&sdk, &settings.table).await?;
     stack.parameters.extend(settings.parameters.clone());
     announce(&settings);
     let functions = functions::start(&template, &stack, &settings).await?;
@@ -43,7 +43,7 @@ async fn main() -> Result<(), Error> {
     let addr = SocketAddr::from(([127, 0, 0, 1], settings.port));
     let listener = TcpListener::bind(addr).await?;
     println!("local API on http://{addr} (table {})", settings.table);
-    local_dev::http_api::serve(listener, routes).await;
+    local_lambda::http_api::serve(listener, routes).await;
     Ok(())
 }
 

@@ -53,8 +53,9 @@ impl Settings {
     /// The command line and this process's environment.
     pub fn read() -> Result<Self, Error> {
         let args = Args::parse();
-        let root = local_dev::service::repo_root();
-        let mut parameters = local_dev::template::samconfig_parameters(&root.join("samconfig.toml"), &args.config_env)?;
+        let root = local_testkit::service::repo_root();
+        let mut parameters =
+            local_lambda::template::samconfig_parameters(&root.join("samconfig.toml"), &args.config_env)?;
         parameters.extend(pairs(&args.parameters, "Parameter=value")?);
         let table = std::env::var("TABLE_NAME").unwrap_or_else(|_| "payments-local".into());
         let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);

@@ -6,7 +6,7 @@
 //! report or Lambda's `Runtime.ExitError`. What each trigger does with these outcomes (API Gateway's 502/503,
 //! a poller's retry, the asynchronous queue's retries) is the trigger's: see docs/LOCAL.md.
 
-use crate::eventbridge::LOCAL_ACCOUNT;
+use crate::account::LOCAL_ACCOUNT;
 use crate::runtime_api::{lambda_error, timed_out, RuntimeApi, INIT_DEADLINE};
 use serde_json::Value;
 use std::ffi::OsString;

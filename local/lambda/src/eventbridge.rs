@@ -5,16 +5,13 @@
 //! read from the template (its `detail-type` list; the source is the bus's own), and sent to the rule's
 //! target queue as EventBridge sends to an SQS target: the whole event as the message body.
 
+use crate::account::{LOCAL_ACCOUNT, LOCAL_REGION};
 use serde_json::{json, Value};
 use serde_yaml_ng::Value as Yaml;
 
 /// The partner event source (and bus) of the local world, as Stripe names one: `aws.partner/stripe.com/`
 /// followed by the event destination's id.
 pub const LOCAL_SOURCE: &str = "aws.partner/stripe.com/ed_test_local_world";
-/// The AWS account of the local world (moto's default account id).
-pub const LOCAL_ACCOUNT: &str = "123456789012";
-/// The local world's region.
-pub const LOCAL_REGION: &str = "us-east-1";
 
 /// A Stripe `event` as EventBridge delivers it from the partner event source `source` in `account`.
 pub fn envelope(source: &str, account: &str, event: &Value) -> Value {
@@ -36,7 +33,7 @@ pub const RULE_RESOURCE: &str = "StripeEventsRule";
 
 /// The `detail-type` values the template's rule matches (the event types the intake takes).
 pub fn rule_types() -> Vec<String> {
-    let path = crate::service::repo_root().join("infra/template.yaml");
+    let path = local_testkit::service::repo_root().join("infra/template.yaml");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
     let doc: Yaml = serde_yaml_ng::from_str(&text).expect("template is YAML");
     let types = &doc["Resources"][RULE_RESOURCE]["Properties"]["EventPattern"]["detail-type"];

@@ -6,10 +6,10 @@
 //! a function error 502 and a throttled invocation 500, both `{"message":"Internal Server Error"}`, as API
 //! Gateway answers them.
 
-use crate::eventbridge::LOCAL_ACCOUNT;
+use crate::account::LOCAL_ACCOUNT;
 use crate::function_pool::{FunctionPool, Outcome};
 use crate::runtime_api::{inherited, serve_connections};
-use crate::triggers::{RouteAuth, Throttle};
+use crate::triggers::route::{RouteAuth, Throttle};
 use base64::Engine;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
@@ -32,7 +32,7 @@ pub struct Route {
     /// As the template writes it: `/payments/{id}`.
     pub path: String,
     pub auth: RouteAuth,
-    /// API Gateway's throttling of the route (`triggers::ApiSettings::throttle`); `None`: unthrottled.
+    /// API Gateway's throttling of the route (`triggers::route::ApiSettings::throttle`); `None`: unthrottled.
     pub throttle: Option<Throttle>,
     pub function: Arc<FunctionPool>,
     /// Who a signed request to an `AWS_IAM` route is (`requestContext.authorizer.iam.userArn`): the local

@@ -34,7 +34,7 @@ pub static SQS: Service = Service {
     endpoint: OnceLock::new(),
 };
 
-/// The repository root (this crate lives in `local/dev/`).
+/// The repository root (this crate lives in `local/testkit/`).
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }

@@ -5,7 +5,7 @@
 //! bench's, the template's in CI's cold start of the packaged arm64 binary under qemu: `cold-start`, and
 //! each environment of `function_pool`).
 
-use crate::eventbridge::LOCAL_ACCOUNT;
+use crate::account::LOCAL_ACCOUNT;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;

@@ -6,13 +6,15 @@
 //! the queue mapping's loop and the stream mapping (on DynamoDB Local's stream) deliver, retry, bisect and drop
 //! as Lambda's event source mappings do.
 
-use local_dev::async_invoke::{AsyncInvoker, Delivery, Waits};
-use local_dev::event_pattern::EventPattern;
-use local_dev::function_pool::{FunctionPool, FunctionSpec, Outcome};
-use local_dev::http_api::Route;
-use local_dev::sqs_poller::{invoke_batch, start_mapping, SqsPoller};
-use local_dev::stream_mapping::{StreamConsumer, Waits as StreamWaits};
-use local_dev::triggers::{AsyncConfig, RouteAuth, StreamMapping, Throttle};
+use local_lambda::async_invoke::{AsyncInvoker, Delivery, Waits};
+use local_lambda::event_pattern::EventPattern;
+use local_lambda::function_pool::{FunctionPool, FunctionSpec, Outcome};
+use local_lambda::http_api::Route;
+use local_lambda::sqs_poller::{invoke_batch, start_mapping, SqsPoller};
+use local_lambda::stream_mapping::{StreamConsumer, Waits as StreamWaits};
+use local_lambda::triggers::mapping::StreamMapping;
+use local_lambda::triggers::route::{RouteAuth, Throttle};
+use local_lambda::triggers::AsyncConfig;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -142,7 +144,7 @@ async fn a_runtime_that_exits_in_its_init_is_a_runtime_exit_error() {
 async fn http_api(routes: Vec<Route>) -> std::net::SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
-    tokio::spawn(local_dev::http_api::serve(listener, routes));
+    tokio::spawn(local_lambda::http_api::serve(listener, routes));
     addr
 }
 
@@ -199,14 +201,14 @@ async fn a_public_route_hands_its_function_api_gateways_event() {
 async fn a_body_over_api_gateways_quota_is_refused_413_before_the_function() {
     let function = Arc::new(probe(Duration::from_secs(3), None, "ok"));
     let addr = http_api(vec![route("POST", "/things", RouteAuth::None, &function)]).await;
-    let over = "x".repeat(local_dev::http_api::MAX_PAYLOAD_BYTES + 1);
+    let over = "x".repeat(local_lambda::http_api::MAX_PAYLOAD_BYTES + 1);
     let (status, _, body) = request(addr, "POST /things HTTP/1.1", &over).await;
     assert_eq!(
         (status, body.as_str()),
         (413, r#"{"message":"Request Entity Too Large"}"#)
     );
     assert_eq!(function.cold_starts(), 0, "the function never ran");
-    let at_quota = "x".repeat(local_dev::http_api::MAX_PAYLOAD_BYTES);
+    let at_quota = "x".repeat(local_lambda::http_api::MAX_PAYLOAD_BYTES);
     let (status, _, body) = request(addr, "POST /things HTTP/1.1", &at_quota).await;
     assert_eq!(status, 200, "{}", &body[..body.len().min(200)]);
 }
@@ -301,7 +303,7 @@ async fn a_function_error_is_502_and_a_throttle_500_as_api_gateway_answers() {
 }
 
 /// The SDK's configuration for a local service.
-fn sdk(service: &'static local_dev::service::Service) -> aws_config::SdkConfig {
+fn sdk(service: &'static local_testkit::service::Service) -> aws_config::SdkConfig {
     aws_config::SdkConfig::builder()
         .region(aws_sdk_sqs::config::Region::new("us-east-1"))
         .credentials_provider(aws_sdk_sqs::config::SharedCredentialsProvider::new(
@@ -314,7 +316,7 @@ fn sdk(service: &'static local_dev::service::Service) -> aws_config::SdkConfig {
 
 /// A queue in moto standing in for an on-failure destination: its client and URL.
 async fn destination() -> (aws_sdk_sqs::Client, String) {
-    let sqs = aws_sdk_sqs::Client::new(&sdk(&local_dev::service::SQS));
+    let sqs = aws_sdk_sqs::Client::new(&sdk(&local_testkit::service::SQS));
     let name = format!("on-failure-{}", uuid::Uuid::new_v4());
     let created = sqs.create_queue().queue_name(name).send().await.expect("create queue");
     let url = created.queue_url().expect("a queue URL").to_owned();
@@ -537,7 +539,7 @@ async fn a_schedule_runs_every_period_into_the_asynchronous_invocation() {
         60_000,
         Some((sqs.clone(), url.clone())),
     ));
-    let timer = local_dev::schedule::start("payments-local-probe".into(), Duration::from_millis(200), invoker);
+    let timer = local_lambda::schedule::start("payments-local-probe".into(), Duration::from_millis(200), invoker);
     tokio::time::sleep(Duration::from_millis(700)).await;
     timer.abort();
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -591,11 +593,11 @@ async fn stream_table() -> (
     String,
     (aws_sdk_dynamodbstreams::Client, String),
 ) {
-    let config = sdk(&local_dev::service::DYNAMODB);
+    let config = sdk(&local_testkit::service::DYNAMODB);
     let dynamodb = aws_sdk_dynamodb::Client::new(&config);
-    let table = local_dev::table::create_fresh_table(&dynamodb).await;
+    let table = local_testkit::table::create_fresh_table(&dynamodb).await;
     let streams = aws_sdk_dynamodbstreams::Client::new(&config);
-    let reader = local_dev::stream_reader::StreamReader::for_table(&dynamodb, streams.clone(), &table)
+    let reader = local_lambda::stream_reader::StreamReader::for_table(&dynamodb, streams.clone(), &table)
         .await
         .expect("the table's stream");
     let arn = reader.stream_arn().to_owned();
@@ -685,7 +687,7 @@ async fn run_stream_mapping(
 ) -> (Vec<Vec<(u64, String)>>, Vec<Value>) {
     let (sqs, url) = destination().await;
     let consumer = StreamConsumer {
-        reader: local_dev::stream_reader::StreamReader::new(streams, stream_arn),
+        reader: local_lambda::stream_reader::StreamReader::new(streams, stream_arn),
         mapping,
         function,
         on_failure: Some((sqs.clone(), url.clone())),

@@ -1,5 +1,5 @@
 //! `runtime-probe`: the smallest function that speaks the Lambda Runtime API, for the tests of the local
-//! Lambda (`local/dev/tests`): the real functions take minutes to build and cannot be told to hang or fail.
+//! Lambda (`local/lambda/tests`): the real functions take minutes to build and cannot be told to hang or fail.
 //! Its init does what `PROBE_INIT` says (`error`: reports an init error then exits, `exit`: exits with 3,
 //! otherwise polls); each event's order `{"sleep_ms": n, "fail": bool, "answer": ...}` (the event itself, or
 //! the JSON body of an HTTP API event) makes it wait `n` ms, then report an error, answer `answer`, or answer

@@ -4,8 +4,8 @@
 //! Manager, so a function binary reads them as it does in AWS. Returned as the [`Stack`] a
 //! [`crate::template::Template`] resolves against.
 
-use crate::queues;
 use crate::template::Stack;
+use local_testkit::{queues, table};
 
 /// The secrets the template takes by ARN: its parameter, the name of the secret and the variable of this
 /// process whose value it holds (`scripts/lib.sh`: `local_env` sets the webhook secrets, `start_psp` the
@@ -26,13 +26,9 @@ pub async fn create(sdk: &aws_config::SdkConfig, prefix: &str) -> Result<Stack, 
     let dynamodb = aws_sdk_dynamodb::Client::new(sdk);
     // A second start on the same DynamoDB Local finds its table.
     if dynamodb.describe_table().table_name(prefix).send().await.is_err() {
-        crate::table::TableDefinition::from_repo()
-            .create(&dynamodb, prefix)
-            .await;
+        table::TableDefinition::from_repo().create(&dynamodb, prefix).await;
     }
-    stack
-        .resources
-        .insert(crate::table::TABLE_RESOURCE.into(), prefix.into());
+    stack.resources.insert(table::TABLE_RESOURCE.into(), prefix.into());
     let described = dynamodb.describe_table().table_name(prefix).send().await;
     let stream = described
         .map_err(|e| format!("describe the table {prefix}: {e:?}"))?
@@ -42,7 +38,7 @@ pub async fn create(sdk: &aws_config::SdkConfig, prefix: &str) -> Result<Stack, 
         .ok_or_else(|| format!("the table {prefix} has no stream"))?;
     stack
         .resources
-        .insert(format!("{}.StreamArn", crate::table::TABLE_RESOURCE), stream);
+        .insert(format!("{}.StreamArn", table::TABLE_RESOURCE), stream);
     for (resource, url) in create_queues(sdk, prefix).await {
         stack.resources.insert(resource.into(), url);
     }
