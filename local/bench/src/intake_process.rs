@@ -10,7 +10,7 @@
 use crate::coldinit::{rss_kb, target_dir};
 use crate::counts::signed;
 use integration_tests::TestContext;
-use local_lambda::runtime_api::RuntimeApi;
+use local_lambda::runtime_api::{Output, RuntimeApi};
 use payments_core::fixtures;
 use serde_json::json;
 use serde_json::Value;
@@ -171,7 +171,7 @@ pub async fn run(out: &mut String, n: usize) -> Result<BTreeMap<&'static str, Pr
         &[binary.as_os_str()],
         "bench",
         &crate::deployed_settings(&ctx.table),
-        Some(&log),
+        Output::File(&log),
     )?;
     let pid = child.id().ok_or("the intake exited at once")?;
     // Warm-up (connections, lazy tables): not counted.

@@ -28,6 +28,7 @@
 
 pub mod account;
 pub mod async_invoke;
+pub mod console;
 pub mod event_pattern;
 pub mod eventbridge;
 pub mod function_pool;

@@ -7,6 +7,7 @@
 //! as Lambda's event source mappings do.
 
 use local_lambda::async_invoke::{AsyncInvoker, Delivery, Waits};
+use local_lambda::console::{Console, FunctionLog};
 use local_lambda::event_pattern::EventPattern;
 use local_lambda::function_pool::{FunctionPool, FunctionSpec, Outcome};
 use local_lambda::http_api::Route;
@@ -21,14 +22,130 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 fn probe(timeout: Duration, reserved: Option<usize>, init: &str) -> FunctionPool {
-    FunctionPool::new(FunctionSpec {
+    FunctionPool::new(probe_spec(timeout, reserved, init))
+}
+
+fn probe_spec(timeout: Duration, reserved: Option<usize>, init: &str) -> FunctionSpec {
+    FunctionSpec {
         name: "Probe".into(),
         command: vec![env!("CARGO_BIN_EXE_runtime-probe").into()],
         environment: vec![("PROBE_INIT".into(), init.into())],
         timeout,
         reserved,
-        log_dir: None,
-    })
+        log: None,
+    }
+}
+
+/// A terminal the test reads: what a `Console` wrote to it.
+#[derive(Clone, Default)]
+struct Screen(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Screen {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Screen {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+/// A fresh directory for one test's log files.
+fn log_dir(test: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("local-lambda-{test}-{}", uuid::Uuid::new_v4().simple()))
+}
+
+/// The probe with its log in its own file and its errors on `screen`: the pool and the file.
+fn logged_probe(test: &str, timeout: Duration, init: &str, screen: &Screen) -> (FunctionPool, std::path::PathBuf) {
+    let log = FunctionLog::create(&log_dir(test), "Probe", Console::new(screen.clone())).expect("log");
+    let path = log.path().to_owned();
+    let mut spec = probe_spec(timeout, None, init);
+    spec.log = Some(log);
+    (FunctionPool::new(spec), path)
+}
+
+/// What the file at `path` holds once `expected` is in it `times` times (the log is written by tasks of its
+/// own, one for each of the process's streams).
+async fn file_with(path: &std::path::Path, expected: &str, times: usize) -> String {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        if text.matches(expected).count() >= times || Instant::now() > deadline {
+            return text;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_functions_log_lines_go_to_its_file_and_only_its_errors_to_the_console() {
+    let screen = Screen::default();
+    let (pool, path) = logged_probe("lines", Duration::from_secs(3), "ok", &screen);
+    let info = r#"{"timestamp":"t","level":"INFO","message":"sweep done","spans":[]}"#;
+    let metric = r#"{"_aws":{"CloudWatchMetrics":[]},"SweeperLagSeconds":0}"#;
+    let error = r#"{"timestamp":"t","level":"ERROR","message":"the store failed","payment_id":"pay_1"}"#;
+    let order = json!({"stdout": [info, metric, error], "stderr": ["thread 'main' panicked at the probe"]});
+    for _ in 0..3 {
+        pid(&pool.invoke(order.clone()).await.expect("invoke"));
+    }
+    file_with(&path, "the store failed", 3).await;
+    let file = file_with(&path, "panicked", 3).await;
+    assert_eq!(file.matches("sweep done").count(), 3, "{file}");
+    assert_eq!(file.matches("SweeperLagSeconds").count(), 3, "{file}");
+    assert_eq!(file.matches("the store failed").count(), 3, "{file}");
+    let shown = screen.text();
+    assert!(
+        !shown.contains("sweep done") && !shown.contains("SweeperLagSeconds"),
+        "{shown}"
+    );
+    assert_eq!(
+        shown
+            .matches("Probe: ERROR the store failed payment_id=pay_1\n")
+            .count(),
+        3,
+        "{shown}"
+    );
+    assert_eq!(
+        shown.matches("Probe: thread 'main' panicked at the probe\n").count(),
+        3,
+        "{shown}"
+    );
+    assert_eq!(shown.lines().count(), 6, "nothing else: {shown}");
+}
+
+#[tokio::test]
+async fn lambdas_own_reports_reach_the_log_and_the_console() {
+    let screen = Screen::default();
+    let (pool, path) = logged_probe("reports", Duration::from_secs(1), "ok", &screen);
+    error_of(pool.invoke(json!({"sleep_ms": 3000})).await.expect("invoke"));
+    let timed_out = "Sandbox.Timedout: RequestId: ";
+    assert!(file_with(&path, timed_out, 1)
+        .await
+        .contains("Task timed out after 1.00 seconds"));
+    assert!(
+        screen.text().starts_with(&format!("Probe: {timed_out}")),
+        "{}",
+        screen.text()
+    );
+    // A function that refuses to start: its own words, then Lambda's report, on the console.
+    let screen = Screen::default();
+    let (pool, path) = logged_probe("init", Duration::from_secs(1), "exit", &screen);
+    error_of(pool.invoke(json!({})).await.expect("invoke"));
+    assert!(file_with(&path, "Runtime.ExitError", 1)
+        .await
+        .contains("exit status: 3"));
+    assert!(
+        screen.text().contains("Probe: Runtime.ExitError: "),
+        "{}",
+        screen.text()
+    );
 }
 
 /// The answering process's id, or the outcome when it is not an answer.
@@ -142,10 +259,41 @@ async fn a_runtime_that_exits_in_its_init_is_a_runtime_exit_error() {
 
 /// The HTTP API front on a free port with `routes`: its address.
 async fn http_api(routes: Vec<Route>) -> std::net::SocketAddr {
+    http_api_on(routes, &Screen::default()).await
+}
+
+/// The HTTP API front on a free port with `routes`, its request lines on `screen`: its address.
+async fn http_api_on(routes: Vec<Route>, screen: &Screen) -> std::net::SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
-    tokio::spawn(local_lambda::http_api::serve(listener, routes));
+    let console = Console::new(screen.clone());
+    tokio::spawn(local_lambda::http_api::serve(listener, routes, console));
     addr
+}
+
+#[tokio::test]
+async fn each_request_is_one_line_on_the_console() {
+    let function = Arc::new(probe(Duration::from_secs(3), None, "ok"));
+    let screen = Screen::default();
+    let routes = vec![
+        route("POST", "/things/{id}", RouteAuth::None, &function),
+        route("GET", "/payments/{id}", RouteAuth::Iam, &function),
+    ];
+    let addr = http_api_on(routes, &screen).await;
+    request(addr, "POST /things/42?mode=fast HTTP/1.1", "{}").await;
+    request(addr, "GET /payments/p1 HTTP/1.1", "").await;
+    request(addr, "GET /nowhere HTTP/1.1", "").await;
+    let shown = screen.text();
+    let lines: Vec<&str> = shown.lines().collect();
+    assert_eq!(lines.len(), 3, "{shown}");
+    let shape = |line: &str, start: &str| line.starts_with(start) && line.split_whitespace().nth(4) == Some("ms");
+    assert!(shape(lines[0], "POST /things/42 200 "), "{shown}");
+    assert!(shape(lines[1], "GET /payments/p1 403 "), "{shown}");
+    assert!(
+        lines[1].ends_with("(no SigV4 Authorization for execute-api)"),
+        "{shown}"
+    );
+    assert!(shape(lines[2], "GET /nowhere 404 "), "{shown}");
 }
 
 fn route(method: &str, path: &str, auth: RouteAuth, function: &Arc<FunctionPool>) -> Route {
@@ -647,7 +795,7 @@ fn recording_probe(reserved: Option<usize>) -> (Arc<FunctionPool>, std::path::Pa
         environment: vec![("PROBE_RECORD".into(), file.display().to_string())],
         timeout: Duration::from_secs(3),
         reserved,
-        log_dir: None,
+        log: None,
     });
     (Arc::new(pool), file)
 }

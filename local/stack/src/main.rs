@@ -12,7 +12,12 @@
 //!
 //! Its departures from AWS are two, both chosen on the command line and printed: `--set VARIABLE=value`
 //! (shorter waits for the tests) and `--time-scale N` (schedules N times as often).
+//!
+//! Its terminal stays quiet while the world idles: each function's log goes to its own file under `--logs`
+//! (its log group here), and this process's output is what it started, the requests (one line each) and
+//! the functions' errors and warnings, named (`local_lambda::console`).
 
+use local_lambda::console::Console;
 use local_lambda::template::Template;
 use std::net::SocketAddr;
 use tokio::net::TcpListener;
@@ -32,7 +37,8 @@ async fn main() -> Result<(), Error> {
     let mut stack = local_lambda::world::create(&sdk, &settings.table).await?;
     stack.parameters.extend(settings.parameters.clone());
     announce(&settings);
-    let functions = functions::start(&template, &stack, &settings).await?;
+    let console = Console::stdout();
+    let functions = functions::start(&template, &stack, &settings, &console).await?;
     let clients = clients::MappingClients::new(&sdk);
     let world = wiring::World {
         stack: &stack,
@@ -43,7 +49,7 @@ async fn main() -> Result<(), Error> {
     let addr = SocketAddr::from(([127, 0, 0, 1], settings.port));
     let listener = TcpListener::bind(addr).await?;
     println!("local API on http://{addr} (table {})", settings.table);
-    local_lambda::http_api::serve(listener, routes).await;
+    local_lambda::http_api::serve(listener, routes, console).await;
     Ok(())
 }
 
@@ -69,6 +75,10 @@ fn announce(settings: &settings::Settings) {
     if settings.time_scale > 1 {
         println!("not as deployed: schedules run {} times as often", settings.time_scale);
     }
+    println!(
+        "each function's log: {}/<LogicalId>.log; here only the requests and the functions' errors and warnings",
+        settings.logs.display()
+    );
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! What the local world is started with: the template's parameters (a samconfig environment's
 //! `parameter_overrides`, then the command line's `Parameter=value`, over the template's defaults), the
 //! settings it adds to every function (`--set`: only the tests' compressed waits), how much faster its
-//! schedules run (`--time-scale`), and where the functions' binaries and logs are.
+//! schedules run (`--time-scale`), and where the functions' binaries and logs are (`--binaries`, `--logs`).
 
 use clap::Parser;
 use std::collections::BTreeMap;
@@ -29,6 +29,10 @@ pub struct Args {
     /// `release`).
     #[arg(long)]
     pub binaries: Option<PathBuf>,
+    /// Where each function's log goes, `<DIR>/<LogicalId>.log`, started anew (default: `.local/logs/<TABLE_NAME>`
+    /// under the repository); the terminal gets only the requests and the functions' errors and warnings.
+    #[arg(long)]
+    pub logs: Option<PathBuf>,
 }
 
 /// The local world's settings, read once.
@@ -45,6 +49,8 @@ pub struct Settings {
     pub table: String,
     /// Where the functions' host binaries are.
     pub binaries: PathBuf,
+    /// Where each function's log file is.
+    pub logs: PathBuf,
 }
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -68,6 +74,7 @@ impl Settings {
                 Err(_) => 3000,
             },
             binaries: args.binaries.unwrap_or_else(|| target.join("debug")),
+            logs: args.logs.unwrap_or_else(|| root.join(".local/logs").join(&table)),
             table,
         })
     }

@@ -9,7 +9,7 @@
 //! HTTP status other than 2xx or a batch item failure, or has no sample: the zip that deploys is the binary
 //! that answered.
 
-use local_lambda::runtime_api::{Answer, RuntimeApi};
+use local_lambda::runtime_api::{Answer, Output, RuntimeApi};
 use local_lambda::template::{Stack, Template};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -110,7 +110,7 @@ async fn cold_start(
     let log = local_testkit::service::repo_root().join(format!(".local/cold-start-{function}.log"));
     let started = Instant::now();
     let mut child = api
-        .spawn(command, function, env, Some(&log))
+        .spawn(command, function, env, Output::File(&log))
         .map_err(|e| format!("spawn {command:?}: {e}"))?;
     // A function that refuses its configuration exits (or reports an init error) before it polls: that is
     // its cold start failure.

@@ -8,6 +8,7 @@
 //! `probe` = `fail`, or an SQS message whose body says `"fail_until_ms": t` until then), and a record marked
 //! so with `crash` makes it report an error. With `PROBE_RECORD` set to
 //! a file, each event is appended to it as one JSON line (what the tests read to see the batches it got).
+//! An order's `"stdout"` and `"stderr"` lines are written there first, as a function's log lines.
 //! Std only: no runtime crate to hide what goes over the wire.
 
 use std::io::{Read, Write};
@@ -101,6 +102,12 @@ fn main() -> Result<(), BoxError> {
             .filter(|r| marked(r, "fail"))
             .map(|r| serde_json::json!({"itemIdentifier": identifier(r)}))
             .collect();
+        for line in order["stdout"].as_array().into_iter().flatten() {
+            println!("{}", line.as_str().unwrap_or_default());
+        }
+        for line in order["stderr"].as_array().into_iter().flatten() {
+            eprintln!("{}", line.as_str().unwrap_or_default());
+        }
         let sleep = order["sleep_ms"].as_u64().unwrap_or(0);
         std::thread::sleep(std::time::Duration::from_millis(sleep));
         let crash = records.clone().any(|r| marked(r, "crash"));
