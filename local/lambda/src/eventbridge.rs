@@ -3,7 +3,8 @@
 //! Stripe event wrapped as EventBridge delivers it ([`envelope`]: `detail` the Stripe event, `detail-type` its
 //! type, `source` the partner event source, `account` the AWS account), matched against the rule's pattern
 //! read from the template (its `detail-type` list; the source is the bus's own), and sent to the rule's
-//! target queue as EventBridge sends to an SQS target: the whole event as the message body.
+//! target queue as EventBridge sends to an SQS target: the whole event as the message body. Stripe's side of
+//! the source itself ([`offer_source`]) is moto's partner event source, which the catch-up describes.
 
 use crate::account::{LOCAL_ACCOUNT, LOCAL_REGION};
 use serde_json::{json, Value};
@@ -26,6 +27,20 @@ pub fn envelope(source: &str, account: &str, event: &Value) -> Value {
         "resources": [format!("arn:aws:events:{LOCAL_REGION}::event-source/{source}")],
         "detail": event,
     })
+}
+
+/// Stripe's side of the partner event source: offers `name` to the local account, as configuring an
+/// `amazon_eventbridge` event destination in Stripe does (moto's `CreatePartnerEventSource` on `sdk`'s
+/// endpoint; a second offer finds the same source), so the account's `DescribeEventSource` finds it `ACTIVE`.
+pub async fn offer_source(sdk: &aws_config::SdkConfig, name: &str) -> Result<(), String> {
+    aws_sdk_eventbridge::Client::new(sdk)
+        .create_partner_event_source()
+        .name(name)
+        .account(LOCAL_ACCOUNT)
+        .send()
+        .await
+        .map_err(|e| format!("offer the partner event source {name}: {e:?}"))?;
+    Ok(())
 }
 
 /// The rule's resource in the template.

@@ -34,8 +34,7 @@ async fn main() -> Result<(), Error> {
     let settings = settings::Settings::read()?;
     let template = Template::from_repo()?;
     let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-    let mut stack = local_lambda::world::create(&sdk, &settings.table).await?;
-    stack.parameters.extend(settings.parameters.clone());
+    let stack = local_lambda::world::create(&sdk, &settings.table, &settings.parameters).await?;
     announce(&settings);
     let console = Console::stdout();
     let functions = functions::start(&template, &stack, &settings, &console).await?;

@@ -143,8 +143,8 @@ async fn main() -> Result<(), BoxError> {
     let template = Template::load(&args.template)?;
     let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
     let prefix = format!("cold-{}", std::process::id());
-    let mut stack: Stack = local_lambda::world::create(&sdk, &prefix).await?;
-    stack.parameters.extend(args.parameters.iter().cloned());
+    let given = args.parameters.iter().cloned().collect();
+    let stack: Stack = local_lambda::world::create(&sdk, &prefix, &given).await?;
     let mut failed = Vec::new();
     for function in template.functions() {
         let sample = SAMPLES
