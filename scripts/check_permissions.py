@@ -8,7 +8,7 @@ reads both sides:
 - the template as CloudFormation receives it: infra/template.yaml expanded by the SAM translator (offline:
   a fixed region and account, sample values for the parameters without default), then each function's role,
   its inline policies, the IAM policies attached to it and its managed policies, intrinsics resolved to ARNs;
-- the calls: the JSON lines `local_dev::aws_calls` appends to the file named by AWS_CALL_RECORD (function,
+- the calls: the JSON lines `local_testkit::aws_calls` appends to the file named by AWS_CALL_RECORD (function,
   service, operation, table/index/stream/queue/secret, and for DynamoDB the leading key's prefix of each
   item), in two files: the integration tests' (`--tests`) and the end-to-end runs' of the local stack (`--e2e`).
 
@@ -295,7 +295,7 @@ def resolve_access(service, access, tables, queues, resolver):
 
 def queue_of(local_name, queues, stage):
     """The template's queue a local queue stands for: local queues are named `<prefix><suffix>` where the
-    template's is `payments-<stage><suffix>` (local_dev::queues); the longest suffix wins."""
+    template's is `payments-<stage><suffix>` (local_testkit::queues); the longest suffix wins."""
     best = None
     for logical, physical in queues.items():
         suffix = physical.split(f"payments-{stage}", 1)[-1]

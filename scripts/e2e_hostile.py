@@ -1,9 +1,10 @@
-"""Hostile input against the running local API (scripts/test runs it on a fresh table; API, TABLE_NAME, LOG).
+"""Hostile input against the running local API (scripts/test runs it on a fresh table; API, TABLE_NAME, LOG: the
+local stack's own output, LOGS: the directory of its functions' log files).
 
 Every refusal is a 4xx with a JSON error body and writes nothing (a scan of the table before and after is
 the same); a validly signed event we cannot use is quarantined (the only write: one PARKED#quarantined
-item); afterwards the log of the API has no panic and none of the secrets, client secrets or retry tokens
-this suite sent. Covers the Stripe-Signature and Standard Webhooks header variants, Adyen's Basic auth and
+item); afterwards the logs (the stack's output and every function's log file) have no panic and none of the
+secrets, client secrets or retry tokens this suite sent. Covers the Stripe-Signature and Standard Webhooks header variants, Adyen's Basic auth and
 per-item HMAC, bodies (empty, 1 byte,
 at and over the limit, invalid UTF-8, duplicate keys, deep nesting), odd paths and methods, the field
 limits and the poison pills of issue 14.
@@ -29,6 +30,7 @@ import sigv4
 API = urllib.parse.urlparse(os.environ["API"])
 TABLE = os.environ["TABLE_NAME"]
 LOG = os.environ["LOG"]
+LOGS = os.environ["LOGS"]
 STRIPE_SECRET = os.environ["DEV_STRIPE_SECRET"]
 STANDARD_SECRET = os.environ["DEV_STANDARD_SECRET"]
 ADYEN_KEY = os.environ["DEV_ADYEN_HMAC_KEY"]
@@ -528,8 +530,10 @@ elapsed = time.monotonic() - started
 
 # ---- the logs --------------------------------------------------------------------------------------------
 time.sleep(1)
-with open(LOG, encoding="utf-8", errors="replace") as f:
-    log = f.read()
+log = ""
+for path in [LOG] + sorted(os.path.join(LOGS, name) for name in os.listdir(LOGS)):
+    with open(path, encoding="utf-8", errors="replace") as f:
+        log += f.read()
 check("no panic in the log", "panicked" not in log and "RUST_BACKTRACE" not in log,
       [line for line in log.splitlines() if "panicked" in line][:3])
 for secret in SECRETS:

@@ -5,9 +5,9 @@ It picks a compensated checkout whose money was taken (refunded), runs `payments
 and checks what the issue's "How it is checked" asks: the payment lines are exactly
 `GET /payments/{id}/events` (version, type, status, path, correlation id, PSP event id), the refund is among
 them, the saga's compensations ran in the reverse order of its steps (payment before stock), the order
-projection's cursor is at the payment's last version, and no gap is reported. With the local stack's log
-(LOCAL_API_LOG, default .local/e2e-local-api.log) each webhook transition has its delivery line (same
-correlation id). Then it quarantines a signed but unparseable webhook naming the payment, checks the
+projection's cursor is at the payment's last version, and no gap is reported. With the intake's log file
+(INTAKE_LOG, default .local/logs/$TABLE_NAME/WebhookIntakeFunction.log, as the local stack writes it) each
+webhook transition has its delivery line (same correlation id). Then it quarantines a signed but unparseable webhook naming the payment, checks the
 timeline shows it as parked, and that `parked replay --dry-run` says what it would do and writes nothing
 (the whole table is compared before and after).
 """
@@ -158,8 +158,8 @@ print(
     f"(refund included), compensations {compensations} reverse the steps {steps}, cursor at v{t['payment']['version']}"
 )
 
-# The local log: every webhook transition has its delivery line (deliveries that changed nothing have one too).
-local_log = os.environ.get("LOCAL_API_LOG", ".local/e2e-local-api.log")
+# The intake's log: every webhook transition has its delivery line (deliveries that changed nothing have one too).
+local_log = os.environ.get("INTAKE_LOG", f".local/logs/{TABLE}/WebhookIntakeFunction.log")
 if os.path.exists(local_log):
     deliveries = timeline(order, "--log", local_log)["deliveries"]
     applied = {d["correlation_id"] for d in deliveries if (d["result"] or "").startswith("Applied")}

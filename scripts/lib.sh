@@ -102,7 +102,8 @@ build_stack() {
 
 # Builds and starts the local world (local/stack: infra/template.yaml's functions, each its own processes,
 # triggered as the template declares) on 127.0.0.1:$1 in the background, its output to $2 (default: this
-# terminal: the functions write their logs there too); sets api_pid. The template's parameters
+# terminal): what it started, one line per request, the functions' errors and warnings; each function's whole
+# log goes to .local/logs/$TABLE_NAME/<LogicalId>.log. Sets api_pid. The template's parameters
 # come from this environment (the PSP simulator's or your PSP's, the webhook providers, the EventBridge source,
 # the capture method); the waits the tests shorten are the stack's --set, and its schedules run 60 times as
 # often (--time-scale 60): a rate(1 minute) every second.

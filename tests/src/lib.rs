@@ -24,8 +24,8 @@ use shared::store::open_index::OpenShards;
 use shared::store::PaymentStore;
 use std::time::Duration;
 
-pub use local_dev::aws_calls::CallRecorder;
-pub use local_dev::{dynamodb_local, table};
+pub use local_testkit::aws_calls::CallRecorder;
+pub use local_testkit::{dynamodb_local, table};
 
 pub use calls::CallCounter;
 pub use capacity::{CapacityMeter, Units};
@@ -49,7 +49,7 @@ pub fn local_sdk_config(endpoint: &str) -> aws_config::SdkConfig {
 
 /// SDK settings for the local Secrets Manager: moto's, the server that also plays SQS.
 pub fn secrets_manager_sdk_config() -> aws_config::SdkConfig {
-    local_sdk_config(&local_dev::service::SQS.endpoint())
+    local_sdk_config(&local_testkit::service::SQS.endpoint())
 }
 
 /// A DynamoDB Streams client on DynamoDB Local.
@@ -80,7 +80,7 @@ pub fn function_sqs_client(function: &str, faults: Option<SqsEntryFaults>) -> aw
 }
 
 fn sqs_client_with(faults: Option<SqsEntryFaults>, recorder: Option<CallRecorder>) -> aws_sdk_sqs::Client {
-    let sdk = local_sdk_config(&local_dev::service::SQS.endpoint());
+    let sdk = local_sdk_config(&local_testkit::service::SQS.endpoint());
     let mut config = aws_sdk_sqs::config::Builder::from(&sdk);
     if let Some(faults) = faults {
         config = config.interceptor(faults);
@@ -92,8 +92,8 @@ fn sqs_client_with(faults: Option<SqsEntryFaults>, recorder: Option<CallRecorder
 }
 
 /// A fresh FIFO queue and DLQ on the SQS emulator, from the template's definitions.
-pub async fn fresh_queues(sqs: &aws_sdk_sqs::Client) -> local_dev::queues::Queues {
-    local_dev::queues::create(sqs, &format!("test-{}", uuid::Uuid::new_v4().simple())).await
+pub async fn fresh_queues(sqs: &aws_sdk_sqs::Client) -> local_testkit::queues::Queues {
+    local_testkit::queues::create(sqs, &format!("test-{}", uuid::Uuid::new_v4().simple())).await
 }
 
 /// Interceptors a test client may carry.
@@ -143,7 +143,7 @@ pub struct TestContext {
     pub calls: CallCounter,
     faults: Option<FaultInjector>,
     /// The table's stream as [`TestContext::events`] archives it, read from where it last stopped.
-    history: tokio::sync::Mutex<Option<local_dev::stream_pump::StreamPump>>,
+    history: tokio::sync::Mutex<Option<local_lambda::stream_pump::StreamPump>>,
 }
 
 /// Lease settings for tests: short enough to expire within a test.
@@ -300,7 +300,7 @@ impl TestContext {
         let mut history = self.history.lock().await;
         if history.is_none() {
             let admin = client(&dynamodb_local::endpoint(), Interceptors::default());
-            let pump = local_dev::stream_pump::StreamPump::for_table(&admin, streams_client(), &self.table)
+            let pump = local_lambda::stream_pump::StreamPump::for_table(&admin, streams_client(), &self.table)
                 .await
                 .expect("the table's stream");
             *history = Some(pump);

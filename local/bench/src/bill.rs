@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use crate::capacity::deployment::{self, Deployment};
-use local_dev::template::Template;
+use local_lambda::template::Template;
 
 /// The most messages one `SendMessageBatch` carries (SQS's limit).
 const SQS_SEND_BATCH_MAX: u64 = 10;

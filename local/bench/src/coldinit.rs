@@ -1,7 +1,7 @@
 //! Each function's cold init (process start to its first poll of the Lambda runtime API), its RSS at that
 //! point, and the size of the release `bootstrap` binaries for arm64 if `cargo lambda build` made them.
 
-use local_dev::runtime_api::{RuntimeApi, INIT_DEADLINE};
+use local_lambda::runtime_api::{Output, RuntimeApi, INIT_DEADLINE};
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -20,7 +20,7 @@ pub const FUNCTIONS: [&str; 7] = [
 pub fn target_dir() -> PathBuf {
     std::env::var("CARGO_TARGET_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|_| local_dev::service::repo_root().join("target"))
+        .unwrap_or_else(|_| local_testkit::service::repo_root().join("target"))
 }
 
 /// A `VmHWM:`-style field of `/proc/<pid>/status`, in KiB.
@@ -39,7 +39,12 @@ pub fn rss_kb(pid: u32, field: &str) -> Option<u64> {
 async fn cold_init(binary: &Path) -> Result<(Duration, Option<u64>), Box<dyn std::error::Error + Send + Sync>> {
     let mut api = RuntimeApi::start(Duration::from_secs(30)).await?;
     let started = Instant::now();
-    let mut child = api.spawn(&[binary.as_os_str()], "bench", &crate::deployed_settings("bench"), None)?;
+    let mut child = api.spawn(
+        &[binary.as_os_str()],
+        "bench",
+        &crate::deployed_settings("bench"),
+        Output::Inherit,
+    )?;
     // A function that refuses its configuration exits before it polls: say so rather than wait it out.
     let first_poll = api
         .ready(&mut child, "bench", INIT_DEADLINE)

@@ -104,7 +104,7 @@ impl Costs {
 
 /// `benchmarks/costs.json` of the repository.
 pub fn path() -> PathBuf {
-    local_dev::service::repo_root().join("benchmarks/costs.json")
+    local_testkit::service::repo_root().join("benchmarks/costs.json")
 }
 
 /// Reads the costs file at `path`.

@@ -10,7 +10,7 @@
 use crate::coldinit::{rss_kb, target_dir};
 use crate::counts::signed;
 use integration_tests::TestContext;
-use local_dev::runtime_api::RuntimeApi;
+use local_lambda::runtime_api::{Output, RuntimeApi};
 use payments_core::fixtures;
 use serde_json::json;
 use serde_json::Value;
@@ -166,12 +166,12 @@ pub async fn run(out: &mut String, n: usize) -> Result<BTreeMap<&'static str, Pr
     );
     // The intake's own `Timeout` (infra/template.yaml's Globals).
     let mut api = RuntimeApi::start(Duration::from_secs(10)).await?;
-    let log = local_dev::service::repo_root().join(".local/bench-intake.log");
+    let log = local_testkit::service::repo_root().join(".local/bench-intake.log");
     let child = api.spawn(
         &[binary.as_os_str()],
         "bench",
         &crate::deployed_settings(&ctx.table),
-        Some(&log),
+        Output::File(&log),
     )?;
     let pid = child.id().ok_or("the intake exited at once")?;
     // Warm-up (connections, lazy tables): not counted.

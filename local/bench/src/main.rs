@@ -183,7 +183,7 @@ async fn full(intake_webhooks: usize) -> Result<(), Box<dyn std::error::Error + 
     let figures = intake_process::run(&mut out, intake_webhooks).await?;
     bill::write(&mut out, &units, &figures);
     print!("{out}");
-    let path = local_dev::service::repo_root().join("benchmarks/RESULTS.md");
+    let path = local_testkit::service::repo_root().join("benchmarks/RESULTS.md");
     std::fs::write(&path, out)?;
     eprintln!("written to {}", path.display());
     save_costs("bench", &units, Some(&figures), None)?;

@@ -1,6 +1,6 @@
 //! A small JSON-over-HTTP client (hyper) for webhook delivery and the demo. Local addresses only. Calls to the
 //! payments and checkout API go through [`HttpClient::signed`], SigV4-signed as the HTTP API's `AWS_IAM`
-//! routes require (`local_dev::sigv4`).
+//! routes require (`local_lambda::sigv4`).
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -14,7 +14,7 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 #[derive(Clone)]
 pub struct HttpClient {
     inner: Client<HttpConnector, Full<Bytes>>,
-    /// Every request SigV4-signed (`local_dev::sigv4`): [`HttpClient::signed`].
+    /// Every request SigV4-signed (`local_lambda::sigv4`): [`HttpClient::signed`].
     signed: bool,
 }
 
@@ -55,7 +55,7 @@ impl HttpClient {
         }
         if self.signed {
             let plain: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
-            for (name, value) in local_dev::sigv4::signed_headers(method, url, &plain, &body)? {
+            for (name, value) in local_lambda::sigv4::signed_headers(method, url, &plain, &body)? {
                 req = req.header(name, value);
             }
         }

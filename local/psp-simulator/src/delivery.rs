@@ -1,7 +1,7 @@
 //! Webhook delivery the way a PSP does it, with the faults a PSP shows: a delay, duplicates, reordering,
 //! and failed attempts retried with backoff (also on 5xx answers). With an event destination of type
 //! `amazon_eventbridge` ([`DeliveryOptions::eventbridge`]) each event is also put on the partner bus (the
-//! local stand-in, `local_dev::eventbridge`), as a shop running both ways while it moves has them.
+//! local stand-in, `local_lambda::eventbridge`), as a shop running both ways while it moves has them.
 
 use crate::client::HttpClient;
 use crate::ledger::WebhookEvent;
@@ -21,7 +21,7 @@ pub struct DeliveryOptions {
     pub failure_rate: f64,
     pub max_attempts: u32,
     /// The partner event bus Stripe's EventBridge destination puts every event on, besides the webhook.
-    pub eventbridge: Option<local_dev::eventbridge::Bus>,
+    pub eventbridge: Option<local_lambda::eventbridge::Bus>,
 }
 
 impl Default for DeliveryOptions {
@@ -46,7 +46,7 @@ pub struct Delivered {
 
 /// Puts `events` on the partner bus; an event the bus does not take (SQS unreachable) is reported on stderr and
 /// left to the webhook and the catch-up, as a destination's failed delivery is.
-pub async fn put_on_bus(bus: &local_dev::eventbridge::Bus, events: &[WebhookEvent]) {
+pub async fn put_on_bus(bus: &local_lambda::eventbridge::Bus, events: &[WebhookEvent]) {
     for event in events {
         if let Err(e) = bus.put(&event.body).await {
             eprintln!("psp-simulator: event {} not put on the EventBridge bus: {e}", event.id);

@@ -120,7 +120,7 @@ async fn serve(api: String, secret: SigningSecret) -> Result<(), Error> {
         // The local stack's EventBridge way in: every event also goes to the partner bus (its queue).
         let sqs = aws_sdk_sqs::Client::new(&shared::aws::sdk_config().await);
         println!("PSP simulator: every event also on the EventBridge bus -> {queue}");
-        delivery.eventbridge = Some(local_dev::eventbridge::Bus::local(sqs, queue));
+        delivery.eventbridge = Some(local_lambda::eventbridge::Bus::local(sqs, queue));
     }
     let sim = Simulator {
         ledger,

@@ -5,7 +5,7 @@
 //! role in the template; in AWS a mapping reads the stream or the queue, and a destination is sent to, with
 //! the function's execution role, so those calls are the function's.
 
-use local_dev::aws_calls::CallRecorder;
+use local_testkit::aws_calls::CallRecorder;
 
 /// Builds the mappings' clients from the process's SDK configuration.
 #[derive(Debug, Clone)]

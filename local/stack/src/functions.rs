@@ -1,12 +1,14 @@
 //! The template's functions, each as Lambda runs it: its own pool of processes of the binary `sam build`
 //! packages (built for this host), with exactly the environment the template gives it (plus the local world's
 //! `--set`s), its `Timeout` and `ReservedConcurrentExecutions`, cold-started once at the start so a function
-//! that refuses its configuration stops the start with its own error.
+//! that refuses its configuration stops the start with its own error; its output into its own log file, the
+//! console getting its errors and warnings.
 
 use crate::settings::Settings;
-use local_dev::function_pool::{FunctionPool, FunctionSpec};
-use local_dev::template::{Stack, Template};
-use local_dev::triggers::FunctionTriggers;
+use local_lambda::console::{Console, FunctionLog};
+use local_lambda::function_pool::{FunctionPool, FunctionSpec};
+use local_lambda::template::{Stack, Template};
+use local_lambda::triggers::FunctionTriggers;
 use std::sync::Arc;
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -23,19 +25,30 @@ pub struct Function {
 
 /// Every function the template puts in this stack (its `Condition` holds), started; an error naming the
 /// function whose trigger the local world cannot emulate, whose binary is missing or whose cold start fails.
-pub async fn start(template: &Template, stack: &Stack, settings: &Settings) -> Result<Vec<Function>, Error> {
+pub async fn start(
+    template: &Template,
+    stack: &Stack,
+    settings: &Settings,
+    console: &Console,
+) -> Result<Vec<Function>, Error> {
     let mut started = Vec::new();
     for name in template.functions() {
-        let Some(triggers) = template.triggers(&name, stack)? else {
+        let Some(triggers) = FunctionTriggers::read(template, &name, stack)? else {
             println!("{name}: not in this stack (its Condition is false)");
             continue;
         };
         let binary = template.binary(&name)?;
+        let log = FunctionLog::create(&settings.logs, &name, console.clone())
+            .map_err(|e| format!("{name}: its log in {}: {e}", settings.logs.display()))?;
+        let path = log.path().to_owned();
         let pool = Arc::new(FunctionPool::new(spec(
-            template, stack, settings, &name, &binary, &triggers,
+            template, stack, settings, &name, &binary, &triggers, log,
         )?));
         if let Err(report) = pool.start().await? {
-            return Err(format!("{name} failed its cold start: {report} (its output is above)").into());
+            let log = path.display();
+            return Err(
+                format!("{name} failed its cold start: {report} (its errors are above, its log in {log})").into(),
+            );
         }
         println!("{name}: started ({binary}, timeout {:?})", triggers.timeout);
         started.push(Function {
@@ -56,6 +69,7 @@ fn spec(
     name: &str,
     binary: &str,
     triggers: &FunctionTriggers,
+    log: Arc<FunctionLog>,
 ) -> Result<FunctionSpec, Error> {
     let path = settings.binaries.join(binary);
     if !path.is_file() {
@@ -69,7 +83,6 @@ fn spec(
         environment: environment.into_iter().collect(),
         timeout: triggers.timeout,
         reserved: triggers.reserved,
-        // Into the local world's own output, one console as `sam local` gives (the scripts keep it in a file).
-        log_dir: None,
+        log: Some(log),
     })
 }

@@ -5,15 +5,20 @@
 //! `ReservedConcurrentExecutions` honoured (`functions`); with exactly the environment the template gives it:
 //! `Globals` and its own variables, the parameters of a samconfig environment and the command line over their
 //! defaults, each resource replaced by its local counterpart (the table in DynamoDB Local, the queues and the
-//! secrets in moto: `local_dev::world`); triggered as the template declares (`wiring`): the HTTP API's routes
+//! secrets in moto: `local_lambda::world`); triggered as the template declares (`wiring`): the HTTP API's routes
 //! with their auth and throttling on 127.0.0.1:`LOCAL_API_PORT`, the table's stream mapping, the SQS mappings,
 //! the schedules with Lambda's asynchronous retries. A trigger it cannot emulate, or a function whose cold
 //! start fails, stops the start naming it.
 //!
 //! Its departures from AWS are two, both chosen on the command line and printed: `--set VARIABLE=value`
 //! (shorter waits for the tests) and `--time-scale N` (schedules N times as often).
+//!
+//! Its terminal stays quiet while the world idles: each function's log goes to its own file under `--logs`
+//! (its log group here), and this process's output is what it started, the requests (one line each) and
+//! the functions' errors and warnings, named (`local_lambda::console`).
 
-use local_dev::template::Template;
+use local_lambda::console::Console;
+use local_lambda::template::Template;
 use std::net::SocketAddr;
 use tokio::net::TcpListener;
 
@@ -29,10 +34,10 @@ async fn main() -> Result<(), Error> {
     let settings = settings::Settings::read()?;
     let template = Template::from_repo()?;
     let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-    let mut stack = local_dev::world::create(&sdk, &settings.table).await?;
-    stack.parameters.extend(settings.parameters.clone());
+    let stack = local_lambda::world::create(&sdk, &settings.table, &settings.parameters).await?;
     announce(&settings);
-    let functions = functions::start(&template, &stack, &settings).await?;
+    let console = Console::stdout();
+    let functions = functions::start(&template, &stack, &settings, &console).await?;
     let clients = clients::MappingClients::new(&sdk);
     let world = wiring::World {
         stack: &stack,
@@ -43,7 +48,7 @@ async fn main() -> Result<(), Error> {
     let addr = SocketAddr::from(([127, 0, 0, 1], settings.port));
     let listener = TcpListener::bind(addr).await?;
     println!("local API on http://{addr} (table {})", settings.table);
-    local_dev::http_api::serve(listener, routes).await;
+    local_lambda::http_api::serve(listener, routes, console).await;
     Ok(())
 }
 
@@ -69,6 +74,10 @@ fn announce(settings: &settings::Settings) {
     if settings.time_scale > 1 {
         println!("not as deployed: schedules run {} times as often", settings.time_scale);
     }
+    println!(
+        "each function's log: {}/<LogicalId>.log; here only the requests and the functions' errors and warnings",
+        settings.logs.display()
+    );
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! What the local world is started with: the template's parameters (a samconfig environment's
 //! `parameter_overrides`, then the command line's `Parameter=value`, over the template's defaults), the
 //! settings it adds to every function (`--set`: only the tests' compressed waits), how much faster its
-//! schedules run (`--time-scale`), and where the functions' binaries and logs are.
+//! schedules run (`--time-scale`), and where the functions' binaries and logs are (`--binaries`, `--logs`).
 
 use clap::Parser;
 use std::collections::BTreeMap;
@@ -29,6 +29,10 @@ pub struct Args {
     /// `release`).
     #[arg(long)]
     pub binaries: Option<PathBuf>,
+    /// Where each function's log goes, `<DIR>/<LogicalId>.log`, started anew (default: `.local/logs/<TABLE_NAME>`
+    /// under the repository); the terminal gets only the requests and the functions' errors and warnings.
+    #[arg(long)]
+    pub logs: Option<PathBuf>,
 }
 
 /// The local world's settings, read once.
@@ -45,6 +49,8 @@ pub struct Settings {
     pub table: String,
     /// Where the functions' host binaries are.
     pub binaries: PathBuf,
+    /// Where each function's log file is.
+    pub logs: PathBuf,
 }
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -53,8 +59,9 @@ impl Settings {
     /// The command line and this process's environment.
     pub fn read() -> Result<Self, Error> {
         let args = Args::parse();
-        let root = local_dev::service::repo_root();
-        let mut parameters = local_dev::template::samconfig_parameters(&root.join("samconfig.toml"), &args.config_env)?;
+        let root = local_testkit::service::repo_root();
+        let mut parameters =
+            local_lambda::template::samconfig_parameters(&root.join("samconfig.toml"), &args.config_env)?;
         parameters.extend(pairs(&args.parameters, "Parameter=value")?);
         let table = std::env::var("TABLE_NAME").unwrap_or_else(|_| "payments-local".into());
         let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
@@ -67,6 +74,7 @@ impl Settings {
                 Err(_) => 3000,
             },
             binaries: args.binaries.unwrap_or_else(|| target.join("debug")),
+            logs: args.logs.unwrap_or_else(|| root.join(".local/logs").join(&table)),
             table,
         })
     }

@@ -1,16 +1,19 @@
 //! Each function triggered as the template declares: the HTTP API's routes (their auth and throttling) on
 //! 127.0.0.1, the table's stream mapping, the SQS mappings, the schedules with Lambda's asynchronous
-//! semantics. The readers (`local_dev::triggers`) refuse what the local world cannot emulate, by name, before
+//! semantics. The readers (`local_lambda::triggers`) refuse what the local world cannot emulate, by name, before
 //! anything starts.
 
 use crate::clients::MappingClients;
 use crate::functions::Function;
 use crate::settings::Settings;
-use local_dev::async_invoke::{AsyncInvoker, Waits};
-use local_dev::http_api::Route;
-use local_dev::template::{Stack, Template};
-use local_dev::triggers::{AsyncConfig, StreamMapping, Trigger};
-use local_dev::{schedule, sqs_poller, stream_mapping};
+use local_lambda::async_invoke::{AsyncInvoker, Waits};
+use local_lambda::http_api::Route;
+use local_lambda::template::{Stack, Template};
+use local_lambda::triggers::mapping::{QueueMapping, StreamMapping};
+use local_lambda::triggers::route::{ApiRoute, ApiSettings};
+use local_lambda::triggers::scheduler::Schedule;
+use local_lambda::triggers::{AsyncConfig, Trigger};
+use local_lambda::{schedule, sqs_poller, stream_mapping};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,13 +31,13 @@ pub struct World<'a> {
 
 /// Starts every function's mappings and schedules, and returns the HTTP API's routes for `http_api::serve`.
 pub fn start(template: &Template, world: &World<'_>, functions: &[Function]) -> Result<Vec<Route>, Error> {
-    let api = template.http_api(API, world.stack)?;
+    let api = ApiSettings::read(template, API, world.stack)?;
     let caller = orchestrator_session(world.stack);
     let mut routes = Vec::new();
     for function in functions {
         for (event, trigger) in &function.triggers.events {
             match trigger {
-                Trigger::HttpApi { method, path, auth } => routes.push(Route {
+                Trigger::HttpApi(ApiRoute { method, path, auth }) => routes.push(Route {
                     method: method.clone(),
                     path: path.clone(),
                     auth: *auth,
@@ -43,12 +46,12 @@ pub fn start(template: &Template, world: &World<'_>, functions: &[Function]) -> 
                     caller: caller.clone(),
                 }),
                 Trigger::Stream(mapping) => stream(world, function, mapping)?,
-                Trigger::Queue { queue, batch_size, .. } => {
+                Trigger::Queue(QueueMapping { queue, batch_size, .. }) => {
                     let url = resource(world.stack, queue, &function.name)?;
                     let sqs = world.clients.sqs(&function.binary);
                     sqs_poller::start_mapping(sqs, url, i32::try_from(*batch_size)?, function.pool.clone());
                 }
-                Trigger::Schedule { period, .. } => schedule(world, function, event, *period)?,
+                Trigger::Schedule(Schedule { period, .. }) => schedule(world, function, event, *period)?,
             }
         }
     }

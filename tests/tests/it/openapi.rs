@@ -10,7 +10,7 @@
 //! - the payment and saga statuses and the saga's steps it lists are the code's;
 //! - every operation documents the answers API Gateway gives before (or instead of) its function, in API
 //!   Gateway's shape (`{"message": ...}`, never the functions' `ApiError`): 403 on a SigV4 route, 413 and 429
-//!   on every route (`GATEWAY_ANSWERS`, as local/dev's HTTP API answers them).
+//!   on every route (`GATEWAY_ANSWERS`, as local/lambda's HTTP API answers them).
 //!
 //! The last test breaks a copy of the description and of the template in each of those ways and shows that
 //! every check reports it. That the document is valid OpenAPI 3.1 is checked by scripts/test
@@ -193,7 +193,7 @@ fn parameter_problems(doc: &Value) -> Vec<String> {
 
 /// API Gateway's own answers an operation can meet, `(status, message, on public routes too)`: an unsigned or
 /// refused SigV4 request (IAM routes only), a body over the 10 MB payload quota, a throttled request (the
-/// stage's, the route's or the account's limit). `local_dev::http_api` answers the same bodies. Its 404
+/// stage's, the route's or the account's limit). `local_lambda::http_api` answers the same bodies. Its 404
 /// `{"message":"Not Found"}` is for a request no route takes, so no operation meets it.
 const GATEWAY_ANSWERS: [(&str, &str, bool); 3] = [
     ("403", "Forbidden", false),

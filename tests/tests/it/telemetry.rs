@@ -144,7 +144,7 @@ async fn a_webhook_is_one_trace_through_intake_relay_and_consumer() {
 
     // The relay's invocation on the table's stream, then the consumer's on the queue.
     let publisher = outbox_relay::Publisher::new(sqs.clone(), &queues.queue_url);
-    let mut pump = local_dev::stream_pump::StreamPump::for_table(&ctx.client, streams_client(), &ctx.table)
+    let mut pump = local_lambda::stream_pump::StreamPump::for_table(&ctx.client, streams_client(), &ctx.table)
         .await
         .unwrap();
     while pump
@@ -163,7 +163,7 @@ async fn a_webhook_is_one_trace_through_intake_relay_and_consumer() {
         order_projection::OrderProjection,
     );
     let events_sqs = integration_tests::function_sqs_client("checkout-events", None);
-    let mut poller = local_dev::sqs_poller::SqsPoller::new(events_sqs, &queues.queue_url);
+    let mut poller = local_lambda::sqs_poller::SqsPoller::new(events_sqs, &queues.queue_url);
     let mut applied = 0;
     for _ in 0..20 {
         if applied == 2 {

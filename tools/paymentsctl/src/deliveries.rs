@@ -8,8 +8,9 @@
 //!   window before its creation to now. The query keeps to `fields`, `filter ... like`, `sort` and `limit`,
 //!   which CloudWatch runs and moto parses (moto ignores `filter` and returns every line of the range), and
 //!   the rows are filtered again here, so both answer the same.
-//! - **Locally**: the local stack's log file (`--log`): the functions' JSON lines as in CloudWatch (the local
-//!   world runs them with the template's `LOG_FORMAT`), or text lines, which carry no time; rows in file order.
+//! - **Locally**: the intake's log file of the local stack (`--log`, `.local/logs/<table>/WebhookIntakeFunction.log`):
+//!   its JSON lines as in CloudWatch (the local world runs it with the template's `LOG_FORMAT`), or text lines,
+//!   which carry no time; rows in file order.
 //!
 //! A row is about the payment when its line names the payment id or its PSP reference (the intake's request
 //! span carries `payment_id`; a delivery deferred before the payment was found names what the event targets).

@@ -72,7 +72,7 @@ pub async fn world_with_slow(ctx: TestContext, slow: Duration) -> World {
     let sqs = sqs_client(None);
     let escalation_url = sqs
         .create_queue()
-        // Named as local_dev::queues names the template's queue (`<prefix>-saga-escalations`), so that
+        // Named as local_testkit::queues names the template's queue (`<prefix>-saga-escalations`), so that
         // scripts/check_permissions.py knows which queue the functions' escalations go to.
         .queue_name(format!("test-{}-saga-escalations", uuid::Uuid::new_v4().simple()))
         .send()

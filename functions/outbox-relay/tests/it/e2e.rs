@@ -8,8 +8,8 @@ use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
 use integration_tests::{
     fresh_queues, function_sqs_client, function_streams_client, sqs_client, SqsEntryFaults, TestContext,
 };
-use local_dev::sqs_poller::SqsPoller;
-use local_dev::stream_pump::StreamPump;
+use local_lambda::sqs_poller::SqsPoller;
+use local_lambda::stream_pump::StreamPump;
 use order_projection::OrderProjection;
 use outbox_relay::{relay, replay_payment, Publisher};
 use payments_core::fixtures;

@@ -8,10 +8,10 @@ use super::e2e::{assert_applied_once_in_order, drain, Recording};
 use aws_lambda_events::event::dynamodb::Event as StreamEvent;
 use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
 use integration_tests::{fresh_queues, function_sqs_client, function_streams_client, sqs_client, TestContext};
-use local_dev::event_pattern::EventPattern;
-use local_dev::stream_pump::StreamPump;
-use local_dev::template::{Stack, Template};
-use local_dev::triggers::Trigger;
+use local_lambda::event_pattern::EventPattern;
+use local_lambda::stream_pump::StreamPump;
+use local_lambda::template::{Stack, Template};
+use local_lambda::triggers::{FunctionTriggers, Trigger};
 use outbox_relay::{relay, Publisher};
 use payments_core::{decide, fixtures, Channel, Decision, Observation, Outcome, Payment, PaymentId};
 use shared::consumer::Consumer;
@@ -20,8 +20,7 @@ use shared::store::item::{event_to_item, payment_to_item};
 /// The relay mapping's `FilterCriteria`, as `infra/template.yaml` declares them.
 fn outbox_filters() -> Vec<EventPattern> {
     let template = Template::from_repo().expect("infra/template.yaml");
-    let relay = template
-        .triggers("OutboxRelayFunction", &Stack::default())
+    let relay = FunctionTriggers::read(&template, "OutboxRelayFunction", &Stack::default())
         .expect("the relay's triggers")
         .expect("in the stack");
     let Some((_, Trigger::Stream(mapping))) = relay.events.into_iter().find(|(n, _)| n == "Outbox") else {

@@ -473,9 +473,9 @@ const MOTO_ACCOUNT: &str = "123456789012";
 
 /// An EventBridge client on the moto server the tests run, its calls recorded as `function`'s when given.
 fn eventbridge(function: Option<&str>) -> aws_sdk_eventbridge::Client {
-    let sdk = integration_tests::local_sdk_config(&local_dev::service::SQS.endpoint());
+    let sdk = integration_tests::local_sdk_config(&local_testkit::service::SQS.endpoint());
     let mut config = aws_sdk_eventbridge::config::Builder::from(&sdk);
-    if let Some(recorder) = function.and_then(local_dev::aws_calls::CallRecorder::from_env) {
+    if let Some(recorder) = function.and_then(local_testkit::aws_calls::CallRecorder::from_env) {
         config = config.interceptor(recorder);
     }
     aws_sdk_eventbridge::Client::from_conf(config.build())

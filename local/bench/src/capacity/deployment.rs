@@ -1,12 +1,14 @@
 //! A deployment's settings as the model needs them, read from `infra/template.yaml` at the parameters of a
 //! samconfig environment (its `parameter_overrides` over the template's defaults, then any given on the
-//! command line), through the local world's reader of the template (`local_dev::template`): route throttles,
+//! command line), through the local world's reader of the template (`local_lambda::template`): route throttles,
 //! reserved concurrency, event source mappings' batch sizes and maximum concurrency, the FIFO queue's
 //! throughput mode, the table's warm throughput, the scanners' PSP rates and the open index's shards. Nothing
 //! here is a second copy of a setting: a changed template changes the model's answer.
 
-use local_dev::template::{samconfig_parameters, Stack, Template};
-use local_dev::triggers::{Throttle, Trigger};
+use local_lambda::template::{samconfig_parameters, Stack, Template};
+use local_lambda::triggers::mapping::QueueMapping;
+use local_lambda::triggers::route::{ApiSettings, Throttle};
+use local_lambda::triggers::{FunctionTriggers, Trigger};
 use serde_yaml_ng::Value;
 use std::collections::BTreeMap;
 
@@ -69,7 +71,7 @@ pub struct StripeBudget {
 /// parameters over it.
 pub fn read(template: &Template, env: Option<&str>, extra: &[(String, String)]) -> Result<Deployment, String> {
     let mut parameters = match env {
-        Some(env) => samconfig_parameters(&local_dev::service::repo_root().join("samconfig.toml"), env)?,
+        Some(env) => samconfig_parameters(&local_testkit::service::repo_root().join("samconfig.toml"), env)?,
         None => BTreeMap::new(),
     };
     parameters.extend(extra.iter().cloned());
@@ -77,7 +79,7 @@ pub fn read(template: &Template, env: Option<&str>, extra: &[(String, String)]) 
         parameters: parameters.clone(),
         resources: BTreeMap::new(),
     };
-    let api = template.http_api("HttpApi", &stack)?;
+    let api = ApiSettings::read(template, "HttpApi", &stack)?;
     let route = |key: &str| {
         let (method, path) = key.split_once(' ').unwrap_or_default();
         api.throttle(method, path)
@@ -135,7 +137,7 @@ fn number(template: &Template, resource: &str, path: &[&str], stack: &Stack) -> 
 fn reservations(template: &Template, stack: &Stack) -> Result<BTreeMap<String, u64>, String> {
     let mut reserved = BTreeMap::new();
     for function in template.functions() {
-        if let Some(n) = template.triggers(&function, stack)?.and_then(|t| t.reserved) {
+        if let Some(n) = FunctionTriggers::read(template, &function, stack)?.and_then(|t| t.reserved) {
             reserved.insert(function, n as u64);
         }
     }
@@ -154,16 +156,16 @@ fn memory_mb(template: &Template, function: &str, stack: &Stack) -> Result<u64, 
 /// The SQS event source mapping on `PaymentEventsQueue`: its batch size and maximum concurrency.
 fn consumer_mapping(template: &Template, stack: &Stack) -> Result<(u64, Option<u64>), String> {
     for function in template.functions() {
-        let Some(triggers) = template.triggers(&function, stack)? else {
+        let Some(triggers) = FunctionTriggers::read(template, &function, stack)? else {
             continue;
         };
         for (_, trigger) in triggers.events {
-            if let Trigger::Queue {
+            if let Trigger::Queue(QueueMapping {
                 queue,
                 batch_size,
                 max_concurrency,
                 ..
-            } = trigger
+            }) = trigger
             {
                 if queue == "PaymentEventsQueue" {
                     return Ok((batch_size, max_concurrency));
@@ -177,7 +179,7 @@ fn consumer_mapping(template: &Template, stack: &Stack) -> Result<(u64, Option<u
 /// The batch size of the stream mapping on `PaymentsTable`'s stream (the outbox relay's).
 fn relay_batch(template: &Template, stack: &Stack) -> Result<u64, String> {
     for function in template.functions() {
-        let Some(triggers) = template.triggers(&function, stack)? else {
+        let Some(triggers) = FunctionTriggers::read(template, &function, stack)? else {
             continue;
         };
         for (_, trigger) in triggers.events {
@@ -215,7 +217,9 @@ fn scanners(template: &Template, stack: &Stack) -> Result<usize, String> {
     let mut n = 0;
     for function in template.functions() {
         let path = ["Properties", "Environment", "Variables", "PSP_SCAN_RATE_PER_SECOND"];
-        if template.triggers(&function, stack)?.is_some() && template.property(&function, &path, stack)?.is_some() {
+        if FunctionTriggers::read(template, &function, stack)?.is_some()
+            && template.property(&function, &path, stack)?.is_some()
+        {
             n += 1;
         }
     }

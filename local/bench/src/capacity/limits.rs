@@ -87,7 +87,7 @@ impl Limits {
 
 /// `benchmarks/limits.toml` of the repository.
 pub fn path() -> PathBuf {
-    local_dev::service::repo_root().join("benchmarks/limits.toml")
+    local_testkit::service::repo_root().join("benchmarks/limits.toml")
 }
 
 /// The raises a deployment (a samconfig environment) assumes were granted, from the file at `path`:
@@ -104,7 +104,7 @@ pub fn granted_for(path: &Path, env: Option<&str>) -> Result<BTreeMap<String, f6
 
 /// `benchmarks/granted.toml` of the repository.
 pub fn granted_path() -> PathBuf {
-    local_dev::service::repo_root().join("benchmarks/granted.toml")
+    local_testkit::service::repo_root().join("benchmarks/granted.toml")
 }
 
 /// The limits table with the raises granted to `env`.
@@ -177,7 +177,7 @@ mod tests {
     #[test]
     fn docs_capacity_shows_the_table_as_the_file_has_it() {
         let limits = load(&path()).unwrap();
-        let doc = std::fs::read_to_string(local_dev::service::repo_root().join("docs/CAPACITY.md")).unwrap();
+        let doc = std::fs::read_to_string(local_testkit::service::repo_root().join("docs/CAPACITY.md")).unwrap();
         assert!(
             doc.contains(&limits.markdown()),
             "docs/CAPACITY.md's limits table differs from benchmarks/limits.toml: paste `bench limits`"

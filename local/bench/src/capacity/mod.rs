@@ -15,7 +15,7 @@ pub mod model;
 pub mod profile;
 pub mod report;
 
-use local_dev::template::Template;
+use local_lambda::template::Template;
 use model::{Answer, Inputs};
 use profile::Profile;
 
@@ -103,9 +103,11 @@ pub fn command(args: &[String]) -> Result<(), String> {
     let mut section = report::results_head(&args.profile);
     let (_, default) = run(None, &[], &profile)?;
     section.push_str(&default);
-    let peak_exists =
-        local_dev::template::samconfig_parameters(&local_dev::service::repo_root().join("samconfig.toml"), PEAK_ENV)?
-            .contains_key("Stage");
+    let peak_exists = local_lambda::template::samconfig_parameters(
+        &local_testkit::service::repo_root().join("samconfig.toml"),
+        PEAK_ENV,
+    )?
+    .contains_key("Stage");
     if peak_exists {
         let (_, peak) = run(Some(PEAK_ENV), &[], &profile)?;
         section.push_str(&peak);

@@ -88,7 +88,7 @@ impl Profile {
 
 /// `benchmarks/load-profiles.toml` of the repository.
 pub fn path() -> PathBuf {
-    local_dev::service::repo_root().join("benchmarks/load-profiles.toml")
+    local_testkit::service::repo_root().join("benchmarks/load-profiles.toml")
 }
 
 /// The named profiles of the file at `path`.

@@ -131,7 +131,7 @@ pub fn replace_section(text: &str, name: &str, section: &str) -> String {
 
 /// Writes `section` as the section `name` of `benchmarks/RESULTS.md`.
 pub fn replace_in_results(name: &str, section: &str) -> Result<(), String> {
-    let path = local_dev::service::repo_root().join("benchmarks/RESULTS.md");
+    let path = local_testkit::service::repo_root().join("benchmarks/RESULTS.md");
     let text = std::fs::read_to_string(&path).map_err(|e| format!("read {}: {e}", path.display()))?;
     std::fs::write(&path, replace_section(&text, name, section)).map_err(|e| format!("write {}: {e}", path.display()))
 }

@@ -6,8 +6,8 @@ use super::limits::{Limit, Limits};
 use super::model::{self, Inputs};
 use super::profile::Profile;
 use crate::costs::{CheckoutCost, Costs, RequestCost};
-use local_dev::template::Template;
-use local_dev::triggers::Throttle;
+use local_lambda::template::Template;
+use local_lambda::triggers::route::Throttle;
 use std::collections::BTreeMap;
 
 fn cost(rcu: f64, wcu: f64, open_items_units: f64) -> RequestCost {
@@ -212,7 +212,7 @@ fn a_setting_changed_in_the_template_changes_the_answer() {
     let after = repository_answer(&[("WebhookThrottlingRateLimit", "25")]).sustainable();
     assert!((after - before / 2.0).abs() < 1e-6, "{before} -> {after}");
     // A setting of the template's own text, not a parameter: the throttle of the route itself.
-    let mut text = std::fs::read_to_string(local_dev::service::repo_root().join("infra/template.yaml")).unwrap();
+    let mut text = std::fs::read_to_string(local_testkit::service::repo_root().join("infra/template.yaml")).unwrap();
     text = text.replace(
         "ThrottlingRateLimit: !Ref WebhookThrottlingRateLimit",
         "ThrottlingRateLimit: 10",

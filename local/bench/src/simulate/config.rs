@@ -9,7 +9,7 @@ use crate::capacity::limits::Limits;
 use crate::capacity::profile::Profile;
 use crate::capacity::PEAK_ENV;
 use crate::costs::{CheckoutCost, Costs};
-use local_dev::template::Template;
+use local_lambda::template::Template;
 
 /// Webhooks a second an Adyen endpoint's queue delivers once its head was accepted (assumed: in order, a
 /// few in flight at the intake's tens of milliseconds).
@@ -43,8 +43,10 @@ pub type Variant = (String, Option<String>, Vec<(String, String)>);
 /// The deployments RESULTS.md shows: the template's defaults, and where samconfig has the peak environment,
 /// it and it without its warm throughput (what a first peak does to a table that never saw it).
 pub fn deployments() -> Result<Vec<Variant>, String> {
-    let peak =
-        local_dev::template::samconfig_parameters(&local_dev::service::repo_root().join("samconfig.toml"), PEAK_ENV)?;
+    let peak = local_lambda::template::samconfig_parameters(
+        &local_testkit::service::repo_root().join("samconfig.toml"),
+        PEAK_ENV,
+    )?;
     let mut out = vec![("default".to_owned(), None, Vec::new())];
     if peak.contains_key("Stage") {
         let cold = vec![("TableWarmWriteUnits".to_owned(), "0".to_owned())];

@@ -256,7 +256,7 @@ fn parse(args: &[String]) -> Result<Args, String> {
 
 /// Writes each run's CSV under `benchmarks/sim/` as `<deployment>-<scenario>.csv`.
 fn write_csvs(deployment: &str, runs: &[Run]) -> Result<(), String> {
-    let dir = local_dev::service::repo_root().join("benchmarks/sim");
+    let dir = local_testkit::service::repo_root().join("benchmarks/sim");
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     for r in runs {
         let path = dir.join(format!("{deployment}-{}.csv", r.scenario));

@@ -135,7 +135,7 @@ async fn aws_errors_show_the_service_code_and_message_not_service_error() {
     let stderr = text(&missing.stderr);
     assert!(stderr.contains("ResourceNotFoundException"), "{stderr}");
 
-    let queue = format!("{}/123456789012/no-such-queue", local_dev::service::SQS.endpoint());
+    let queue = format!("{}/123456789012/no-such-queue", local_testkit::service::SQS.endpoint());
     let listed = paymentsctl(Some(&ctx.table), &["escalations", "list", "--queue", &queue]);
     assert_eq!(listed.status.code(), Some(1));
     let stderr = text(&listed.stderr);
@@ -221,8 +221,8 @@ fn only_y_or_yes_confirms() {
 }
 
 /// A stack in moto's CloudFormation whose outputs name this test's table and queues.
-pub(crate) async fn stack(table: &str, queues: &local_dev::queues::Queues) -> String {
-    let endpoint = local_dev::service::SQS.endpoint();
+pub(crate) async fn stack(table: &str, queues: &local_testkit::queues::Queues) -> String {
+    let endpoint = local_testkit::service::SQS.endpoint();
     let sdk = integration_tests::local_sdk_config(&endpoint);
     let cloudformation = aws_sdk_cloudformation::Client::new(&sdk);
     let name = format!("payments-{}", uuid::Uuid::new_v4().simple());
@@ -395,7 +395,10 @@ pub(crate) fn paymentsctl_with(table: Option<&str>, env: &[(&str, &str)], args: 
         command.env("TABLE_NAME", table);
     }
     // moto serves CloudFormation (for `--stack`) on the same port as SQS.
-    command.env("AWS_ENDPOINT_URL_CLOUDFORMATION", local_dev::service::SQS.endpoint());
+    command.env(
+        "AWS_ENDPOINT_URL_CLOUDFORMATION",
+        local_testkit::service::SQS.endpoint(),
+    );
     command.envs(env.iter().copied());
     command.output().expect("the binary runs")
 }
@@ -412,7 +415,7 @@ async fn a_conflicting_table_name_is_warned_about_and_refused_for_a_write() {
     let queues = fresh_queues(&sqs_client(None)).await;
     open_breaker(&ctx, psp::BREAKER_NAME).await;
     let name = stack(&ctx.table, &queues).await;
-    let sts = [("AWS_ENDPOINT_URL_STS", local_dev::service::SQS.endpoint())];
+    let sts = [("AWS_ENDPOINT_URL_STS", local_testkit::service::SQS.endpoint())];
     let sts: Vec<(&str, &str)> = sts.iter().map(|(k, v)| (*k, v.as_str())).collect();
 
     let clean = paymentsctl_with(

@@ -51,14 +51,14 @@ pub(crate) async fn simulator(key: &str) -> (Arc<Simulator>, String) {
 }
 
 /// `paymentsctl [--json] doctor` on `table`, the test's queues and the simulator at `psp`.
-fn doctor(table: &str, queues: &local_dev::queues::Queues, psp: &str, json: bool) -> Output {
+fn doctor(table: &str, queues: &local_testkit::queues::Queues, psp: &str, json: bool) -> Output {
     doctor_with(table, queues, psp, json, &[])
 }
 
 /// `doctor` as [`doctor`] does, with `more` variables (a CloudWatch endpoint).
 fn doctor_with(
     table: &str,
-    queues: &local_dev::queues::Queues,
+    queues: &local_testkit::queues::Queues,
     psp: &str,
     json: bool,
     more: &[(&str, &str)],

@@ -67,7 +67,7 @@ async fn lambda(ctx: &TestContext, escalation_url: &str) -> String {
         .with("PSP_REDIRECTS", "never")
         .with("ESCALATION_QUEUE_URL", escalation_url);
     let clients = shared::lambda::Clients {
-        sdk: integration_tests::local_sdk_config(&local_dev::service::SQS.endpoint()),
+        sdk: integration_tests::local_sdk_config(&local_testkit::service::SQS.endpoint()),
         dynamodb: ctx.client.clone(),
         sqs: sqs_client(None),
     };

@@ -17,7 +17,7 @@ use shared::{clock, Channel, Config, OrderId, Outcome, PaymentId, PaymentStatus,
 pub(crate) fn ctl(ctx: &TestContext) -> Ctx {
     let table = ctx.table.clone();
     let mut ctl = Ctx::new(
-        integration_tests::local_sdk_config(&local_dev::service::SQS.endpoint()),
+        integration_tests::local_sdk_config(&local_testkit::service::SQS.endpoint()),
         ctx.client.clone(),
         Config::from_lookup(move |name| (name == "TABLE_NAME").then(|| table.clone())).unwrap(),
     );

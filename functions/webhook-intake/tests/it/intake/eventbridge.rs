@@ -5,7 +5,8 @@
 
 use super::*;
 use aws_lambda_events::event::sqs::SqsEvent;
-use local_dev::eventbridge::{envelope, LOCAL_ACCOUNT, LOCAL_SOURCE};
+use local_lambda::account::LOCAL_ACCOUNT;
+use local_lambda::eventbridge::{envelope, LOCAL_SOURCE};
 use webhook_intake::eventbridge::{Delivered, Expected, StripeBridge};
 use webhook_intake::providers::ProviderSpec;
 
@@ -156,25 +157,25 @@ async fn a_batch_leaves_what_a_webhook_would_retry_on_the_queue_and_counts_an_ol
 #[test]
 fn the_rule_takes_the_types_the_intake_handles() {
     assert_eq!(
-        local_dev::eventbridge::rule_types(),
+        local_lambda::eventbridge::rule_types(),
         webhook_intake::stripe::SUBSCRIBED_TYPES
     );
 }
 
 /// The local world's way in, as `scripts/run-local` runs it: events put on the local stand-in for the partner
-/// bus (`local_dev::eventbridge`: the template's rule, the envelope) land on the queue created from the
+/// bus (`local_lambda::eventbridge`: the template's rule, the envelope) land on the queue created from the
 /// template and reach the handler through the SQS poller (the event source mapping's stand-in), which
 /// deletes what was handled. A refund found by its PaymentIntent is applied, an old event of no known payment
 /// parked, a type the rule does not take never sent; the same events by webhook are duplicates.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_local_bus_delivers_through_the_templates_queue_to_the_handler() {
-    use local_dev::eventbridge::Bus;
-    use local_dev::sqs_poller::SqsPoller;
+    use local_lambda::eventbridge::Bus;
+    use local_lambda::sqs_poller::SqsPoller;
     let t = TestIntake::new().await;
     let bridge = bridge(&t);
     let sqs = integration_tests::sqs_client(None);
     let prefix = format!("test-{}", uuid::Uuid::new_v4().simple());
-    let (queue, _dlq) = local_dev::queues::create_stripe_events(&sqs, &prefix).await;
+    let (queue, _dlq) = local_testkit::queues::create_stripe_events(&sqs, &prefix).await;
     let bus = Bus::local(sqs, &queue);
     let id = t.payment("pay_eb7").await;
     let captured = intent_event("evt_eb7", "payment_intent.succeeded", &id, now());

@@ -15,7 +15,7 @@ use std::path::Path;
 /// of every queue ARN moto gives, and of the envelopes the local EventBridge bus writes).
 const PSEUDO_PARAMETERS: [(&str, &str); 4] = [
     ("AWS::Region", "us-east-1"),
-    ("AWS::AccountId", crate::eventbridge::LOCAL_ACCOUNT),
+    ("AWS::AccountId", crate::account::LOCAL_ACCOUNT),
     ("AWS::Partition", "aws"),
     ("AWS::URLSuffix", "amazonaws.com"),
 ];
@@ -45,7 +45,7 @@ impl Template {
 
     /// The repository's `infra/template.yaml`.
     pub fn from_repo() -> Result<Self, String> {
-        Self::load(&crate::service::repo_root().join("infra/template.yaml"))
+        Self::load(&local_testkit::service::repo_root().join("infra/template.yaml"))
     }
 
     /// The binary `sam build` packages as `function`'s `bootstrap` (`Metadata.BuildProperties.Binary`, the
@@ -507,7 +507,7 @@ Resources:
 
     #[test]
     fn samconfig_environments_give_their_overrides() {
-        let path = crate::service::repo_root().join("samconfig.toml");
+        let path = local_testkit::service::repo_root().join("samconfig.toml");
         let dev = samconfig_parameters(&path, "dev").unwrap();
         assert_eq!(dev.get("Stage").map(String::as_str), Some("dev"));
         assert_eq!(dev.get("LogRetentionDays").map(String::as_str), Some("14"));

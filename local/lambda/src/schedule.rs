@@ -5,8 +5,8 @@
 //! comes one period after the start. The event is Scheduler's envelope (`events/schedule.json`'s shape; the
 //! functions do not read it).
 
+use crate::account::LOCAL_ACCOUNT;
 use crate::async_invoke::AsyncInvoker;
-use crate::eventbridge::LOCAL_ACCOUNT;
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;

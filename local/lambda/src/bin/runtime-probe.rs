@@ -1,5 +1,5 @@
 //! `runtime-probe`: the smallest function that speaks the Lambda Runtime API, for the tests of the local
-//! Lambda (`local/dev/tests`): the real functions take minutes to build and cannot be told to hang or fail.
+//! Lambda (`local/lambda/tests`): the real functions take minutes to build and cannot be told to hang or fail.
 //! Its init does what `PROBE_INIT` says (`error`: reports an init error then exits, `exit`: exits with 3,
 //! otherwise polls); each event's order `{"sleep_ms": n, "fail": bool, "answer": ...}` (the event itself, or
 //! the JSON body of an HTTP API event) makes it wait `n` ms, then report an error, answer `answer`, or answer
@@ -8,6 +8,7 @@
 //! `probe` = `fail`, or an SQS message whose body says `"fail_until_ms": t` until then), and a record marked
 //! so with `crash` makes it report an error. With `PROBE_RECORD` set to
 //! a file, each event is appended to it as one JSON line (what the tests read to see the batches it got).
+//! An order's `"stdout"` and `"stderr"` lines are written there first, as a function's log lines.
 //! Std only: no runtime crate to hide what goes over the wire.
 
 use std::io::{Read, Write};
@@ -101,6 +102,12 @@ fn main() -> Result<(), BoxError> {
             .filter(|r| marked(r, "fail"))
             .map(|r| serde_json::json!({"itemIdentifier": identifier(r)}))
             .collect();
+        for line in order["stdout"].as_array().into_iter().flatten() {
+            println!("{}", line.as_str().unwrap_or_default());
+        }
+        for line in order["stderr"].as_array().into_iter().flatten() {
+            eprintln!("{}", line.as_str().unwrap_or_default());
+        }
         let sleep = order["sleep_ms"].as_u64().unwrap_or(0);
         std::thread::sleep(std::time::Duration::from_millis(sleep));
         let crash = records.clone().any(|r| marked(r, "crash"));

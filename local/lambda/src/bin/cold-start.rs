@@ -3,14 +3,14 @@
 //! (CI: the binaries taken out of the zips that deploy), run through `PREFIX` (CI: `qemu-aarch64 -L
 //! /usr/aarch64-linux-gnu` for the arm64 build), against the local Lambda Runtime API, with exactly the
 //! environment the template gives the function (the parameters given here over the defaults; the table,
-//! queues and secrets created locally: `local_dev::world`), and hands it its sample from `EVENTS` (a signed
+//! queues and secrets created locally: `local_lambda::world`), and hands it its sample from `EVENTS` (a signed
 //! copy of `events/`). It fails naming the function when one exits before its first poll (a cold start
 //! failure, with the function's own log), does not poll within [`START_DEADLINE`], answers with an error, an
 //! HTTP status other than 2xx or a batch item failure, or has no sample: the zip that deploys is the binary
 //! that answered.
 
-use local_dev::runtime_api::{Answer, RuntimeApi};
-use local_dev::template::{Stack, Template};
+use local_lambda::runtime_api::{Answer, Output, RuntimeApi};
+use local_lambda::template::{Stack, Template};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -107,10 +107,10 @@ async fn cold_start(
     event: serde_json::Value,
 ) -> Result<(Duration, String), String> {
     let mut api = RuntimeApi::start(INVOKE_DEADLINE).await.map_err(|e| e.to_string())?;
-    let log = local_dev::service::repo_root().join(format!(".local/cold-start-{function}.log"));
+    let log = local_testkit::service::repo_root().join(format!(".local/cold-start-{function}.log"));
     let started = Instant::now();
     let mut child = api
-        .spawn(command, function, env, Some(&log))
+        .spawn(command, function, env, Output::File(&log))
         .map_err(|e| format!("spawn {command:?}: {e}"))?;
     // A function that refuses its configuration exits (or reports an init error) before it polls: that is
     // its cold start failure.
@@ -143,8 +143,8 @@ async fn main() -> Result<(), BoxError> {
     let template = Template::load(&args.template)?;
     let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
     let prefix = format!("cold-{}", std::process::id());
-    let mut stack: Stack = local_dev::world::create(&sdk, &prefix).await?;
-    stack.parameters.extend(args.parameters.iter().cloned());
+    let given = args.parameters.iter().cloned().collect();
+    let stack: Stack = local_lambda::world::create(&sdk, &prefix, &given).await?;
     let mut failed = Vec::new();
     for function in template.functions() {
         let sample = SAMPLES

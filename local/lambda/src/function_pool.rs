@@ -3,20 +3,26 @@
 //! `ReservedConcurrentExecutions` at once (beyond it an invocation is throttled, as Lambda answers 429), each
 //! invocation bounded by the function's `Timeout` (past it the process is killed and the invocation answered
 //! with Lambda's `Sandbox.Timedout`), a cold start that fails answered with the function's own `/init/error`
-//! report or Lambda's `Runtime.ExitError`. What each trigger does with these outcomes (API Gateway's 502/503,
-//! a poller's retry, the asynchronous queue's retries) is the trigger's: see docs/LOCAL.md.
+//! report or Lambda's `Runtime.ExitError`. Its environments' output goes to the function's log (`console`),
+//! with Lambda's own report of each of these failures, as CloudWatch gets them. What each trigger does with
+//! these outcomes (API Gateway's 502/503, a poller's retry, the asynchronous queue's retries) is the trigger's:
+//! see docs/LOCAL.md.
 
-use crate::eventbridge::LOCAL_ACCOUNT;
-use crate::runtime_api::{lambda_error, timed_out, RuntimeApi, INIT_DEADLINE};
+use crate::account::LOCAL_ACCOUNT;
+use crate::console::FunctionLog;
+use crate::runtime_api::{lambda_error, timed_out, Output, RuntimeApi, INIT_DEADLINE};
 use serde_json::Value;
 use std::ffi::OsString;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::process::Child;
 use tokio::sync::{Mutex, Semaphore};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// How long a failed cold start waits for the rest of what its process wrote (a child process of the function
+/// could hold the pipes open).
+const DRAIN_WITHIN: Duration = Duration::from_secs(2);
 
 /// What a function is, as far as running it goes: the template's `Timeout`, `ReservedConcurrentExecutions`
 /// and environment, and the binary `sam build` packages for it (built for this host).
@@ -33,9 +39,9 @@ pub struct FunctionSpec {
     /// `ReservedConcurrentExecutions`: `None` when the template sets none (the account's pool, unbounded
     /// here).
     pub reserved: Option<usize>,
-    /// Where each environment's output goes (`<dir>/<name>-<n>.log`, as CloudWatch has one stream per
-    /// environment), or `None`: into this process's own output.
-    pub log_dir: Option<PathBuf>,
+    /// The function's log, which every environment's output goes to (with Lambda's reports of timeouts,
+    /// exits and failed cold starts), or `None`: into this process's own output.
+    pub log: Option<Arc<FunctionLog>>,
 }
 
 /// How Lambda answers one invocation.
@@ -131,13 +137,13 @@ impl FunctionPool {
             exited = child.wait() => {
                 let status = exited.map_or_else(|e| e.to_string(), |s| s.to_string());
                 let what = format!("Runtime exited with error: {status}");
-                return Ok(Outcome::FunctionError(lambda_error("Runtime.ExitError", &id, &what)));
+                return Ok(Outcome::FunctionError(self.reported(lambda_error("Runtime.ExitError", &id, &what))));
             }
         };
         let Some(answer) = answer else {
             // Lambda stops the environment of an invocation that timed out: the next one cold-starts.
             environment.child.kill().await.ok();
-            return Ok(Outcome::FunctionError(timed_out(&id, self.spec.timeout)));
+            return Ok(Outcome::FunctionError(self.reported(timed_out(&id, self.spec.timeout))));
         };
         self.idle.lock().await.push(environment);
         Ok(if answer.is_error {
@@ -149,18 +155,35 @@ impl FunctionPool {
 
     /// A new environment, ready for its first invocation `id`; Lambda's payload when its init failed.
     async fn cold_start(&self, id: &str) -> Result<Result<Environment, Value>, BoxError> {
-        let n = self.started.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.started.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut api = RuntimeApi::start(self.spec.timeout).await?;
-        let log = self
-            .spec
-            .log_dir
-            .as_ref()
-            .map(|dir| dir.join(format!("{}-{n}.log", self.spec.name)));
         let command: Vec<&std::ffi::OsStr> = self.spec.command.iter().map(OsString::as_os_str).collect();
-        let mut child = api.spawn(&command, &self.spec.name, &self.spec.environment, log.as_deref())?;
+        let output = if self.spec.log.is_some() {
+            Output::Piped
+        } else {
+            Output::Inherit
+        };
+        let mut child = api.spawn(&command, &self.spec.name, &self.spec.environment, output)?;
+        let capture = self.spec.log.as_ref().map(|log| log.capture(&mut child));
         Ok(match api.ready(&mut child, id, INIT_DEADLINE).await {
             Ok(_) => Ok(Environment { api, child }),
-            Err(failed) => Err(failed.payload),
+            Err(failed) => {
+                // What the function said before it stopped comes first, as in its log group.
+                if let Some(capture) = capture {
+                    capture.drained(DRAIN_WITHIN).await;
+                }
+                Err(self.reported(failed.payload))
+            }
         })
+    }
+
+    /// `payload`, Lambda's own error for an invocation or a cold start, after writing it into the function's
+    /// log as Lambda writes it there (`Task timed out after ...`).
+    fn reported(&self, payload: Value) -> Value {
+        if let Some(log) = &self.spec.log {
+            let text = |key: &str| payload[key].as_str().unwrap_or_default().to_owned();
+            log.report(&format!("{}: {}", text("errorType"), text("errorMessage")));
+        }
+        payload
     }
 }

@@ -103,7 +103,7 @@ impl TableDefinition {
 
     /// The definition in the repository's template.
     pub fn from_repo() -> Self {
-        Self::from_template(&crate::dynamodb_local::repo_root().join("infra/template.yaml"))
+        Self::from_template(&crate::service::repo_root().join("infra/template.yaml"))
     }
 
     /// Creates the table `name` (on demand, as the template), with its stream and TTL.

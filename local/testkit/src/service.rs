@@ -6,7 +6,7 @@
 
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -34,9 +34,10 @@ pub static SQS: Service = Service {
     endpoint: OnceLock::new(),
 };
 
-/// The repository root (this crate lives in `local/dev/`).
+/// The repository root (this crate lives in `local/testkit/`), without `..` in it: it is printed.
 pub fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+    let this_crate = Path::new(env!("CARGO_MANIFEST_DIR"));
+    this_crate.ancestors().nth(2).unwrap_or(this_crate).to_path_buf()
 }
 
 impl Service {

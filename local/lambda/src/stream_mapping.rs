@@ -12,7 +12,7 @@
 
 use crate::function_pool::{FunctionPool, Outcome};
 use crate::stream_reader::{Position, Shard, StreamReader, StreamRecord};
-use crate::triggers::StreamMapping;
+use crate::triggers::mapping::StreamMapping;
 use serde_json::{json, Value};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;

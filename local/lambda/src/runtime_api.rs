@@ -5,7 +5,7 @@
 //! bench's, the template's in CI's cold start of the packaged arm64 binary under qemu: `cold-start`, and
 //! each environment of `function_pool`).
 
-use crate::eventbridge::LOCAL_ACCOUNT;
+use crate::account::LOCAL_ACCOUNT;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
@@ -60,6 +60,17 @@ pub struct ColdStartFailure {
     /// The payload Lambda returns: the function's own `/init/error` report, or Lambda's
     /// `Runtime.ExitError` / `Sandbox.Timedout`.
     pub payload: Value,
+}
+
+/// Where a spawned function's output (stdout and stderr alike) goes.
+#[derive(Debug, Clone, Copy)]
+pub enum Output<'a> {
+    /// This process's own output.
+    Inherit,
+    /// A file of its own, started anew: its log lines as CloudWatch would get them.
+    File(&'a Path),
+    /// Pipes, for the caller to read (`console::FunctionLog::capture`).
+    Piped,
 }
 
 /// How long Lambda lets a function's init run before it counts as failed.
@@ -142,28 +153,27 @@ impl RuntimeApi {
     /// Spawns `command` (the binary, or an emulator and its arguments then the binary) as a deployed function
     /// runs: nothing of this process's environment but the DynamoDB and SQS endpoints, what Lambda sets for
     /// every function (this runtime API, the name `function`, memory, version, log names, region, dummy
-    /// credentials), then the function's own `settings`. Its output goes to `log` (its own log lines, as
-    /// CloudWatch would get them) or nowhere.
+    /// credentials), then the function's own `settings`. Its output goes where `output` says.
     pub fn spawn(
         &self,
         command: &[&OsStr],
         function: &str,
         settings: &[(String, String)],
-        log: Option<&Path>,
+        output: Output<'_>,
     ) -> Result<tokio::process::Child, BoxError> {
         let (program, args) = command.split_first().ok_or("no command to spawn")?;
         // Both streams into one log, as CloudWatch gets both: a function that refuses its configuration
         // says why on either.
-        let (stdout, stderr) = match log {
-            Some(path) => {
+        let (stdout, stderr) = match output {
+            Output::File(path) => {
                 let file = std::fs::File::create(path)?;
                 (
                     std::process::Stdio::from(file.try_clone()?),
                     std::process::Stdio::from(file),
                 )
             }
-            // The caller's own output, as `sam local` shows its functions' logs in its console.
-            None => (std::process::Stdio::inherit(), std::process::Stdio::inherit()),
+            Output::Piped => (std::process::Stdio::piped(), std::process::Stdio::piped()),
+            Output::Inherit => (std::process::Stdio::inherit(), std::process::Stdio::inherit()),
         };
         let mut spawned = tokio::process::Command::new(program);
         spawned.args(args).env_clear();

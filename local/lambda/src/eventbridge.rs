@@ -3,18 +3,16 @@
 //! Stripe event wrapped as EventBridge delivers it ([`envelope`]: `detail` the Stripe event, `detail-type` its
 //! type, `source` the partner event source, `account` the AWS account), matched against the rule's pattern
 //! read from the template (its `detail-type` list; the source is the bus's own), and sent to the rule's
-//! target queue as EventBridge sends to an SQS target: the whole event as the message body.
+//! target queue as EventBridge sends to an SQS target: the whole event as the message body. Stripe's side of
+//! the source itself ([`offer_source`]) is moto's partner event source, which the catch-up describes.
 
+use crate::account::{LOCAL_ACCOUNT, LOCAL_REGION};
 use serde_json::{json, Value};
 use serde_yaml_ng::Value as Yaml;
 
 /// The partner event source (and bus) of the local world, as Stripe names one: `aws.partner/stripe.com/`
 /// followed by the event destination's id.
 pub const LOCAL_SOURCE: &str = "aws.partner/stripe.com/ed_test_local_world";
-/// The AWS account of the local world (moto's default account id).
-pub const LOCAL_ACCOUNT: &str = "123456789012";
-/// The local world's region.
-pub const LOCAL_REGION: &str = "us-east-1";
 
 /// A Stripe `event` as EventBridge delivers it from the partner event source `source` in `account`.
 pub fn envelope(source: &str, account: &str, event: &Value) -> Value {
@@ -31,12 +29,26 @@ pub fn envelope(source: &str, account: &str, event: &Value) -> Value {
     })
 }
 
+/// Stripe's side of the partner event source: offers `name` to the local account, as configuring an
+/// `amazon_eventbridge` event destination in Stripe does (moto's `CreatePartnerEventSource` on `sdk`'s
+/// endpoint; a second offer finds the same source), so the account's `DescribeEventSource` finds it `ACTIVE`.
+pub async fn offer_source(sdk: &aws_config::SdkConfig, name: &str) -> Result<(), String> {
+    aws_sdk_eventbridge::Client::new(sdk)
+        .create_partner_event_source()
+        .name(name)
+        .account(LOCAL_ACCOUNT)
+        .send()
+        .await
+        .map_err(|e| format!("offer the partner event source {name}: {e:?}"))?;
+    Ok(())
+}
+
 /// The rule's resource in the template.
 pub const RULE_RESOURCE: &str = "StripeEventsRule";
 
 /// The `detail-type` values the template's rule matches (the event types the intake takes).
 pub fn rule_types() -> Vec<String> {
-    let path = crate::service::repo_root().join("infra/template.yaml");
+    let path = local_testkit::service::repo_root().join("infra/template.yaml");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
     let doc: Yaml = serde_yaml_ng::from_str(&text).expect("template is YAML");
     let types = &doc["Resources"][RULE_RESOURCE]["Properties"]["EventPattern"]["detail-type"];

@@ -6,27 +6,146 @@
 //! the queue mapping's loop and the stream mapping (on DynamoDB Local's stream) deliver, retry, bisect and drop
 //! as Lambda's event source mappings do.
 
-use local_dev::async_invoke::{AsyncInvoker, Delivery, Waits};
-use local_dev::event_pattern::EventPattern;
-use local_dev::function_pool::{FunctionPool, FunctionSpec, Outcome};
-use local_dev::http_api::Route;
-use local_dev::sqs_poller::{invoke_batch, start_mapping, SqsPoller};
-use local_dev::stream_mapping::{StreamConsumer, Waits as StreamWaits};
-use local_dev::triggers::{AsyncConfig, RouteAuth, StreamMapping, Throttle};
+use local_lambda::async_invoke::{AsyncInvoker, Delivery, Waits};
+use local_lambda::console::{Console, FunctionLog};
+use local_lambda::event_pattern::EventPattern;
+use local_lambda::function_pool::{FunctionPool, FunctionSpec, Outcome};
+use local_lambda::http_api::Route;
+use local_lambda::sqs_poller::{invoke_batch, start_mapping, SqsPoller};
+use local_lambda::stream_mapping::{StreamConsumer, Waits as StreamWaits};
+use local_lambda::triggers::mapping::StreamMapping;
+use local_lambda::triggers::route::{RouteAuth, Throttle};
+use local_lambda::triggers::AsyncConfig;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 fn probe(timeout: Duration, reserved: Option<usize>, init: &str) -> FunctionPool {
-    FunctionPool::new(FunctionSpec {
+    FunctionPool::new(probe_spec(timeout, reserved, init))
+}
+
+fn probe_spec(timeout: Duration, reserved: Option<usize>, init: &str) -> FunctionSpec {
+    FunctionSpec {
         name: "Probe".into(),
         command: vec![env!("CARGO_BIN_EXE_runtime-probe").into()],
         environment: vec![("PROBE_INIT".into(), init.into())],
         timeout,
         reserved,
-        log_dir: None,
-    })
+        log: None,
+    }
+}
+
+/// A terminal the test reads: what a `Console` wrote to it.
+#[derive(Clone, Default)]
+struct Screen(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Screen {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Screen {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+/// A fresh directory for one test's log files.
+fn log_dir(test: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("local-lambda-{test}-{}", uuid::Uuid::new_v4().simple()))
+}
+
+/// The probe with its log in its own file and its errors on `screen`: the pool and the file.
+fn logged_probe(test: &str, timeout: Duration, init: &str, screen: &Screen) -> (FunctionPool, std::path::PathBuf) {
+    let log = FunctionLog::create(&log_dir(test), "Probe", Console::new(screen.clone())).expect("log");
+    let path = log.path().to_owned();
+    let mut spec = probe_spec(timeout, None, init);
+    spec.log = Some(log);
+    (FunctionPool::new(spec), path)
+}
+
+/// What the file at `path` holds once `expected` is in it `times` times (the log is written by tasks of its
+/// own, one for each of the process's streams).
+async fn file_with(path: &std::path::Path, expected: &str, times: usize) -> String {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        if text.matches(expected).count() >= times || Instant::now() > deadline {
+            return text;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_functions_log_lines_go_to_its_file_and_only_its_errors_to_the_console() {
+    let screen = Screen::default();
+    let (pool, path) = logged_probe("lines", Duration::from_secs(3), "ok", &screen);
+    let info = r#"{"timestamp":"t","level":"INFO","message":"sweep done","spans":[]}"#;
+    let metric = r#"{"_aws":{"CloudWatchMetrics":[]},"SweeperLagSeconds":0}"#;
+    let error = r#"{"timestamp":"t","level":"ERROR","message":"the store failed","payment_id":"pay_1"}"#;
+    let order = json!({"stdout": [info, metric, error], "stderr": ["thread 'main' panicked at the probe"]});
+    for _ in 0..3 {
+        pid(&pool.invoke(order.clone()).await.expect("invoke"));
+    }
+    file_with(&path, "the store failed", 3).await;
+    let file = file_with(&path, "panicked", 3).await;
+    assert_eq!(file.matches("sweep done").count(), 3, "{file}");
+    assert_eq!(file.matches("SweeperLagSeconds").count(), 3, "{file}");
+    assert_eq!(file.matches("the store failed").count(), 3, "{file}");
+    let shown = screen.text();
+    assert!(
+        !shown.contains("sweep done") && !shown.contains("SweeperLagSeconds"),
+        "{shown}"
+    );
+    assert_eq!(
+        shown
+            .matches("Probe: ERROR the store failed payment_id=pay_1\n")
+            .count(),
+        3,
+        "{shown}"
+    );
+    assert_eq!(
+        shown.matches("Probe: thread 'main' panicked at the probe\n").count(),
+        3,
+        "{shown}"
+    );
+    assert_eq!(shown.lines().count(), 6, "nothing else: {shown}");
+}
+
+#[tokio::test]
+async fn lambdas_own_reports_reach_the_log_and_the_console() {
+    let screen = Screen::default();
+    let (pool, path) = logged_probe("reports", Duration::from_secs(1), "ok", &screen);
+    error_of(pool.invoke(json!({"sleep_ms": 3000})).await.expect("invoke"));
+    let timed_out = "Sandbox.Timedout: RequestId: ";
+    assert!(file_with(&path, timed_out, 1)
+        .await
+        .contains("Task timed out after 1.00 seconds"));
+    assert!(
+        screen.text().starts_with(&format!("Probe: {timed_out}")),
+        "{}",
+        screen.text()
+    );
+    // A function that refuses to start: its own words, then Lambda's report, on the console.
+    let screen = Screen::default();
+    let (pool, path) = logged_probe("init", Duration::from_secs(1), "exit", &screen);
+    error_of(pool.invoke(json!({})).await.expect("invoke"));
+    assert!(file_with(&path, "Runtime.ExitError", 1)
+        .await
+        .contains("exit status: 3"));
+    assert!(
+        screen.text().contains("Probe: Runtime.ExitError: "),
+        "{}",
+        screen.text()
+    );
 }
 
 /// The answering process's id, or the outcome when it is not an answer.
@@ -140,10 +259,41 @@ async fn a_runtime_that_exits_in_its_init_is_a_runtime_exit_error() {
 
 /// The HTTP API front on a free port with `routes`: its address.
 async fn http_api(routes: Vec<Route>) -> std::net::SocketAddr {
+    http_api_on(routes, &Screen::default()).await
+}
+
+/// The HTTP API front on a free port with `routes`, its request lines on `screen`: its address.
+async fn http_api_on(routes: Vec<Route>, screen: &Screen) -> std::net::SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
-    tokio::spawn(local_dev::http_api::serve(listener, routes));
+    let console = Console::new(screen.clone());
+    tokio::spawn(local_lambda::http_api::serve(listener, routes, console));
     addr
+}
+
+#[tokio::test]
+async fn each_request_is_one_line_on_the_console() {
+    let function = Arc::new(probe(Duration::from_secs(3), None, "ok"));
+    let screen = Screen::default();
+    let routes = vec![
+        route("POST", "/things/{id}", RouteAuth::None, &function),
+        route("GET", "/payments/{id}", RouteAuth::Iam, &function),
+    ];
+    let addr = http_api_on(routes, &screen).await;
+    request(addr, "POST /things/42?mode=fast HTTP/1.1", "{}").await;
+    request(addr, "GET /payments/p1 HTTP/1.1", "").await;
+    request(addr, "GET /nowhere HTTP/1.1", "").await;
+    let shown = screen.text();
+    let lines: Vec<&str> = shown.lines().collect();
+    assert_eq!(lines.len(), 3, "{shown}");
+    let shape = |line: &str, start: &str| line.starts_with(start) && line.split_whitespace().nth(4) == Some("ms");
+    assert!(shape(lines[0], "POST /things/42 200 "), "{shown}");
+    assert!(shape(lines[1], "GET /payments/p1 403 "), "{shown}");
+    assert!(
+        lines[1].ends_with("(no SigV4 Authorization for execute-api)"),
+        "{shown}"
+    );
+    assert!(shape(lines[2], "GET /nowhere 404 "), "{shown}");
 }
 
 fn route(method: &str, path: &str, auth: RouteAuth, function: &Arc<FunctionPool>) -> Route {
@@ -199,14 +349,14 @@ async fn a_public_route_hands_its_function_api_gateways_event() {
 async fn a_body_over_api_gateways_quota_is_refused_413_before_the_function() {
     let function = Arc::new(probe(Duration::from_secs(3), None, "ok"));
     let addr = http_api(vec![route("POST", "/things", RouteAuth::None, &function)]).await;
-    let over = "x".repeat(local_dev::http_api::MAX_PAYLOAD_BYTES + 1);
+    let over = "x".repeat(local_lambda::http_api::MAX_PAYLOAD_BYTES + 1);
     let (status, _, body) = request(addr, "POST /things HTTP/1.1", &over).await;
     assert_eq!(
         (status, body.as_str()),
         (413, r#"{"message":"Request Entity Too Large"}"#)
     );
     assert_eq!(function.cold_starts(), 0, "the function never ran");
-    let at_quota = "x".repeat(local_dev::http_api::MAX_PAYLOAD_BYTES);
+    let at_quota = "x".repeat(local_lambda::http_api::MAX_PAYLOAD_BYTES);
     let (status, _, body) = request(addr, "POST /things HTTP/1.1", &at_quota).await;
     assert_eq!(status, 200, "{}", &body[..body.len().min(200)]);
 }
@@ -301,7 +451,7 @@ async fn a_function_error_is_502_and_a_throttle_500_as_api_gateway_answers() {
 }
 
 /// The SDK's configuration for a local service.
-fn sdk(service: &'static local_dev::service::Service) -> aws_config::SdkConfig {
+fn sdk(service: &'static local_testkit::service::Service) -> aws_config::SdkConfig {
     aws_config::SdkConfig::builder()
         .region(aws_sdk_sqs::config::Region::new("us-east-1"))
         .credentials_provider(aws_sdk_sqs::config::SharedCredentialsProvider::new(
@@ -314,7 +464,7 @@ fn sdk(service: &'static local_dev::service::Service) -> aws_config::SdkConfig {
 
 /// A queue in moto standing in for an on-failure destination: its client and URL.
 async fn destination() -> (aws_sdk_sqs::Client, String) {
-    let sqs = aws_sdk_sqs::Client::new(&sdk(&local_dev::service::SQS));
+    let sqs = aws_sdk_sqs::Client::new(&sdk(&local_testkit::service::SQS));
     let name = format!("on-failure-{}", uuid::Uuid::new_v4());
     let created = sqs.create_queue().queue_name(name).send().await.expect("create queue");
     let url = created.queue_url().expect("a queue URL").to_owned();
@@ -537,7 +687,7 @@ async fn a_schedule_runs_every_period_into_the_asynchronous_invocation() {
         60_000,
         Some((sqs.clone(), url.clone())),
     ));
-    let timer = local_dev::schedule::start("payments-local-probe".into(), Duration::from_millis(200), invoker);
+    let timer = local_lambda::schedule::start("payments-local-probe".into(), Duration::from_millis(200), invoker);
     tokio::time::sleep(Duration::from_millis(700)).await;
     timer.abort();
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -591,11 +741,11 @@ async fn stream_table() -> (
     String,
     (aws_sdk_dynamodbstreams::Client, String),
 ) {
-    let config = sdk(&local_dev::service::DYNAMODB);
+    let config = sdk(&local_testkit::service::DYNAMODB);
     let dynamodb = aws_sdk_dynamodb::Client::new(&config);
-    let table = local_dev::table::create_fresh_table(&dynamodb).await;
+    let table = local_testkit::table::create_fresh_table(&dynamodb).await;
     let streams = aws_sdk_dynamodbstreams::Client::new(&config);
-    let reader = local_dev::stream_reader::StreamReader::for_table(&dynamodb, streams.clone(), &table)
+    let reader = local_lambda::stream_reader::StreamReader::for_table(&dynamodb, streams.clone(), &table)
         .await
         .expect("the table's stream");
     let arn = reader.stream_arn().to_owned();
@@ -645,7 +795,7 @@ fn recording_probe(reserved: Option<usize>) -> (Arc<FunctionPool>, std::path::Pa
         environment: vec![("PROBE_RECORD".into(), file.display().to_string())],
         timeout: Duration::from_secs(3),
         reserved,
-        log_dir: None,
+        log: None,
     });
     (Arc::new(pool), file)
 }
@@ -685,7 +835,7 @@ async fn run_stream_mapping(
 ) -> (Vec<Vec<(u64, String)>>, Vec<Value>) {
     let (sqs, url) = destination().await;
     let consumer = StreamConsumer {
-        reader: local_dev::stream_reader::StreamReader::new(streams, stream_arn),
+        reader: local_lambda::stream_reader::StreamReader::new(streams, stream_arn),
         mapping,
         function,
         on_failure: Some((sqs.clone(), url.clone())),

@@ -4,12 +4,14 @@
 //! to the route's function (`function_pool`) as a payload format 2.0 event (past the route's throttling, a
 //! token bucket as API Gateway's: 429 `{"message":"Too Many Requests"}`); its answer becomes the response,
 //! a function error 502 and a throttled invocation 500, both `{"message":"Internal Server Error"}`, as API
-//! Gateway answers them.
+//! Gateway answers them. Each request is one line on the console: method, path, status, milliseconds (and why
+//! a caller was refused 403).
 
-use crate::eventbridge::LOCAL_ACCOUNT;
+use crate::account::LOCAL_ACCOUNT;
+use crate::console::Console;
 use crate::function_pool::{FunctionPool, Outcome};
 use crate::runtime_api::{inherited, serve_connections};
-use crate::triggers::{RouteAuth, Throttle};
+use crate::triggers::route::{RouteAuth, Throttle};
 use base64::Engine;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
@@ -32,7 +34,7 @@ pub struct Route {
     /// As the template writes it: `/payments/{id}`.
     pub path: String,
     pub auth: RouteAuth,
-    /// API Gateway's throttling of the route (`triggers::ApiSettings::throttle`); `None`: unthrottled.
+    /// API Gateway's throttling of the route (`triggers::route::ApiSettings::throttle`); `None`: unthrottled.
     pub throttle: Option<Throttle>,
     pub function: Arc<FunctionPool>,
     /// Who a signed request to an `AWS_IAM` route is (`requestContext.authorizer.iam.userArn`): the local
@@ -67,8 +69,8 @@ impl Route {
     }
 }
 
-/// Serves `routes` on `listener` until the task is dropped.
-pub async fn serve(listener: TcpListener, routes: Vec<Route>) {
+/// Serves `routes` on `listener` until the task is dropped, each request a line on `console`.
+pub async fn serve(listener: TcpListener, routes: Vec<Route>, console: Console) {
     #[allow(clippy::cast_precision_loss)]
     let buckets = routes
         .iter()
@@ -92,7 +94,25 @@ pub async fn serve(listener: TcpListener, routes: Vec<Route>) {
         buckets,
         credentials,
     });
-    serve_connections(listener, move |req| answer(api.clone(), req)).await;
+    serve_connections(listener, move |req| {
+        let (api, console) = (api.clone(), console.clone());
+        async move {
+            let started = Instant::now();
+            let (method, path) = (req.method().to_string(), req.uri().path().to_owned());
+            let (response, why) = answer(api, req).await?;
+            let mut line = format!(
+                "{method} {path} {} {} ms",
+                response.status().as_u16(),
+                started.elapsed().as_millis()
+            );
+            if let Some(why) = why {
+                line.push_str(&format!(" ({why})"));
+            }
+            console.line(&line);
+            Ok(response)
+        }
+    })
+    .await;
 }
 
 /// The API: its routes, each one's bucket, and the credentials an `AWS_IAM` caller must sign with (the local
@@ -144,7 +164,11 @@ fn gateway(status: StatusCode, message: &str) -> Response<Full<Bytes>> {
     response
 }
 
-async fn answer(api: Arc<Api>, req: Request<Incoming>) -> Result<Response<Full<Bytes>>, hyper::Error> {
+/// The response to `req`, and why it was refused when the why is not in the answer (a 403's).
+async fn answer(
+    api: Arc<Api>,
+    req: Request<Incoming>,
+) -> Result<(Response<Full<Bytes>>, Option<String>), hyper::Error> {
     let Api {
         routes,
         buckets,
@@ -157,29 +181,31 @@ async fn answer(api: Arc<Api>, req: Request<Incoming>) -> Result<Response<Full<B
         .zip(buckets)
         .find_map(|(r, b)| matches(r, &method, &path).map(|p| (r, b, p)));
     let Some((route, bucket, parameters)) = found else {
-        return Ok(gateway(StatusCode::NOT_FOUND, "Not Found"));
+        return Ok((gateway(StatusCode::NOT_FOUND, "Not Found"), None));
     };
     if !route.admit(bucket) {
-        return Ok(gateway(StatusCode::TOO_MANY_REQUESTS, "Too Many Requests"));
+        return Ok((gateway(StatusCode::TOO_MANY_REQUESTS, "Too Many Requests"), None));
     }
     let (head, body) = req.into_parts();
     let Ok(body) = Limited::new(body, MAX_PAYLOAD_BYTES).collect().await else {
         // Over the quota, or a connection that broke mid-body: nothing reaches the function.
-        return Ok(gateway(StatusCode::PAYLOAD_TOO_LARGE, "Request Entity Too Large"));
+        return Ok((gateway(StatusCode::PAYLOAD_TOO_LARGE, "Request Entity Too Large"), None));
     };
     let body = body.to_bytes();
     if route.auth == RouteAuth::Iam {
         if let Err(why) = signed(&head, &body, credentials) {
-            eprintln!("HTTP API: {} {path} refused 403: {why}", head.method);
-            return Ok(gateway(StatusCode::FORBIDDEN, "Forbidden"));
+            return Ok((gateway(StatusCode::FORBIDDEN, "Forbidden"), Some(why)));
         }
     }
     let event = event(route, &head, &body, parameters);
-    Ok(match route.function.invoke(event).await {
-        Ok(Outcome::Response(answer)) => response(&answer),
-        Ok(Outcome::FunctionError(_)) => gateway(StatusCode::BAD_GATEWAY, "Internal Server Error"),
-        Ok(Outcome::Throttled) | Err(_) => gateway(StatusCode::INTERNAL_SERVER_ERROR, "Internal Server Error"),
-    })
+    Ok((
+        match route.function.invoke(event).await {
+            Ok(Outcome::Response(answer)) => response(&answer),
+            Ok(Outcome::FunctionError(_)) => gateway(StatusCode::BAD_GATEWAY, "Internal Server Error"),
+            Ok(Outcome::Throttled) | Err(_) => gateway(StatusCode::INTERNAL_SERVER_ERROR, "Internal Server Error"),
+        },
+        None,
+    ))
 }
 
 /// The path parameters when `route` takes `method` on `path`.

@@ -1,11 +1,13 @@
 //! The local counterparts of the stack's resources that the functions' environments and triggers name: the
-//! table (from its one definition, `table.rs`) and its stream, the queues (`queues.rs`) in moto's SQS, and the
-//! secrets the template takes by ARN (`WebhookSecretsArn`, `PspApiKeyArn`, `AdyenApiKeyArn`) in moto's Secrets
-//! Manager, so a function binary reads them as it does in AWS. Returned as the [`Stack`] a
-//! [`crate::template::Template`] resolves against.
+//! table (from its one definition, `local_testkit::table`) and its stream, the queues (`local_testkit::queues`)
+//! in moto's SQS, the secrets the template takes by ARN (`WebhookSecretsArn`, `PspApiKeyArn`,
+//! `AdyenApiKeyArn`) in moto's Secrets Manager, so a function binary reads them as it does in AWS, and the
+//! Stripe partner event source `StripePartnerEventSource` names, offered to the account as Stripe offers it
+//! (`eventbridge`). Returned as the [`Stack`] a [`crate::template::Template`] resolves against.
 
-use crate::queues;
 use crate::template::Stack;
+use local_testkit::{queues, table};
+use std::collections::BTreeMap;
 
 /// The secrets the template takes by ARN: its parameter, the name of the secret and the variable of this
 /// process whose value it holds (`scripts/lib.sh`: `local_env` sets the webhook secrets, `start_psp` the
@@ -20,19 +22,21 @@ const SECRETS: [(&str, &str, &str); 3] = [
 /// Creates, on the endpoints of this process's environment (`AWS_ENDPOINT_URL_DYNAMODB`, `_SQS`,
 /// `_SECRETS_MANAGER`), the table named `prefix`, the queues and the secrets under names starting with
 /// `prefix`, and returns what stands in for them: `PaymentsTable` and `PaymentsTable.StreamArn`, each queue's
-/// logical id to its URL, each secret's parameter to its ARN.
-pub async fn create(sdk: &aws_config::SdkConfig, prefix: &str) -> Result<Stack, String> {
+/// logical id to its URL, each secret's parameter to its ARN, then the `given` parameters over them. With
+/// `StripePartnerEventSource` given and every other service on this machine (`AWS_ENDPOINT_URL`, as the
+/// functions get it), the source is offered to the account.
+pub async fn create(
+    sdk: &aws_config::SdkConfig,
+    prefix: &str,
+    given: &BTreeMap<String, String>,
+) -> Result<Stack, String> {
     let mut stack = Stack::default();
     let dynamodb = aws_sdk_dynamodb::Client::new(sdk);
     // A second start on the same DynamoDB Local finds its table.
     if dynamodb.describe_table().table_name(prefix).send().await.is_err() {
-        crate::table::TableDefinition::from_repo()
-            .create(&dynamodb, prefix)
-            .await;
+        table::TableDefinition::from_repo().create(&dynamodb, prefix).await;
     }
-    stack
-        .resources
-        .insert(crate::table::TABLE_RESOURCE.into(), prefix.into());
+    stack.resources.insert(table::TABLE_RESOURCE.into(), prefix.into());
     let described = dynamodb.describe_table().table_name(prefix).send().await;
     let stream = described
         .map_err(|e| format!("describe the table {prefix}: {e:?}"))?
@@ -42,7 +46,7 @@ pub async fn create(sdk: &aws_config::SdkConfig, prefix: &str) -> Result<Stack, 
         .ok_or_else(|| format!("the table {prefix} has no stream"))?;
     stack
         .resources
-        .insert(format!("{}.StreamArn", crate::table::TABLE_RESOURCE), stream);
+        .insert(format!("{}.StreamArn", table::TABLE_RESOURCE), stream);
     for (resource, url) in create_queues(sdk, prefix).await {
         stack.resources.insert(resource.into(), url);
     }
@@ -53,8 +57,17 @@ pub async fn create(sdk: &aws_config::SdkConfig, prefix: &str) -> Result<Stack, 
         let arn = store_secret(sdk, &format!("{prefix}-{name}"), &value).await?;
         stack.parameters.insert(parameter.into(), arn);
     }
+    stack.parameters.extend(given.clone());
+    let source = stack.parameters.get(PARTNER_SOURCE).filter(|s| !s.is_empty());
+    let local = std::env::var("AWS_ENDPOINT_URL").is_ok_and(|url| !url.is_empty());
+    if let (Some(source), true) = (source, local) {
+        crate::eventbridge::offer_source(sdk, source).await?;
+    }
     Ok(stack)
 }
+
+/// The parameter that names Stripe's partner event source (empty: the EventBridge way in is off).
+const PARTNER_SOURCE: &str = "StripePartnerEventSource";
 
 /// Every queue of the template, by logical id, to its local URL (what the triggers and destinations that name
 /// it are given).

@@ -6,7 +6,7 @@
 //! retries are exhausted or whose age ran out goes to the on-failure destination (an SQS queue) as Lambda's
 //! invocation record, else it is dropped. The waits are [`Waits`]: Lambda's by default, shorter in tests.
 
-use crate::eventbridge::LOCAL_ACCOUNT;
+use crate::account::LOCAL_ACCOUNT;
 use crate::function_pool::{FunctionPool, Outcome};
 use crate::triggers::AsyncConfig;
 use serde_json::{json, Value};
