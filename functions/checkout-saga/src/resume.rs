@@ -2,7 +2,7 @@
 //! is invoked (Lambda `Invoke`, `RequestResponse`) with `{"resume": {"order_id": "<order>"}}` instead of its
 //! schedule's event, and answers what the saga is now and what it runs next. So a retry runs where the PSP
 //! key is (the function's role reads it), with the function's own settings and runner, and the key never
-//! reaches an operator's laptop. The same [`CheckoutSweeper::resume_one`] runs in-process for a local stack.
+//! reaches an operator's laptop. The same [`CheckoutSweeper::resume_one`](crate::CheckoutSweeper::resume_one) runs in-process for a local stack.
 //!
 //! Any other event is the schedule's (a sweep): EventBridge's scheduled event carries no `resume` key.
 

@@ -36,7 +36,7 @@
 //! when the order was cancelled or the authorization lapsed (`capture_before`), fails it so that
 //! `cancelling_payment` releases it: a compensation before the capture moves no money and makes no refund.
 //!
-//! This module holds the loop ([`Runner::drive`]: each step retried, the one that still fails escalated) and
+//! This module holds the loop (`Runner::drive`: each step retried, the one that still fails escalated) and
 //! the one dispatch from a state to its step (`Runner::advance`). Each step is a plain function of its own
 //! module that takes what it needs (the saga store, the payment store, its PSP's client, the escalation
 //! queue) and ends with its transition saved (`transition`); none comes back here:
@@ -81,7 +81,7 @@ use shared::{Config, OrderId, PaymentId};
 use std::time::Duration;
 use tokio::time::Instant;
 use tracing::{error, info, warn, Instrument};
-use transition::{moved, Advanced, Step};
+use transition::{moved, Advanced, StepCtx};
 
 /// Stripe keeps an idempotency key for 24 hours. A charge first tried longer ago than this (with a margin)
 /// may have outlived its key, so before it is sent again the PSP is searched for the PaymentIntent of the
@@ -132,8 +132,8 @@ impl<P: Psps + Clone> Runner<P> {
 
 impl<P: Psps> Runner<P> {
     /// What a step decided at `now` writes through: this runner's stores and escalation queue.
-    fn step(&self, now: i64) -> Step<'_> {
-        Step {
+    fn step(&self, now: i64) -> StepCtx<'_> {
+        StepCtx {
             sagas: &self.sagas,
             payments: &self.payments,
             escalation: &self.escalation,
@@ -249,7 +249,8 @@ impl<P: Psps> Runner<P> {
 
     /// One step of the saga, decided at `now` by the core (`Loaded::next_at`, deadlines included: the table
     /// `action_name`, `paymentsctl` and the protocol model use too): the one place a state is matched to its
-    /// step, and a money step to the client of the PSP its payment recorded.
+    /// step (a charge and a cancel to the steps of the PSP their payment recorded; the refund and the capture
+    /// route inside theirs, after what the payment already holds).
     async fn advance(&self, next: Next, now: i64) -> Result<Advanced, RunError> {
         let (step, psps) = (self.step(now), &self.psps);
         let settings = &self.settings;
@@ -260,13 +261,10 @@ impl<P: Psps> Runner<P> {
             // Boxed: inlined into every resume's future, it passes rustc's query depth limit.
             Next::GiveUpCharge(saga) => Box::pin(deadline::charge_given_up(psps, step, settings, saga)).await,
             Next::Charge(saga) => {
-                let payment = observe::saga_payment(step.payments, saga.record()).await?;
-                match observe::checkout_psp(&payment, "charge")? {
-                    CheckoutPsp::Stripe => stripe::charge(stripe::client(psps)?, step, saga, payment).await,
-                    CheckoutPsp::Adyen => {
-                        let adyen = adyen::client(psps, "authorise")?;
-                        adyen::charge(adyen, step, saga, payment).await
-                    }
+                let (psp, payment) = observe::payment_and_psp(step.payments, saga.record(), "charge").await?;
+                match psp {
+                    CheckoutPsp::Stripe => stripe::charge(psps, step, saga, payment).await,
+                    CheckoutPsp::Adyen => adyen::charge(psps, step, saga, payment).await,
                 }
             }
             Next::AwaitPayment(saga) => {
@@ -277,13 +275,10 @@ impl<P: Psps> Runner<P> {
             // Boxed: inlined into every resume's future, it overflows the sweeper's stack.
             Next::RefundPayment(saga) => Box::pin(steps::refund_payment(psps, step, saga)).await,
             Next::CancelPayment(saga) => {
-                let payment = observe::saga_payment(step.payments, saga.record()).await?;
-                match observe::checkout_psp(&payment, "cancel")? {
-                    CheckoutPsp::Stripe => stripe::cancel(stripe::client(psps)?, step, saga, payment).await,
-                    CheckoutPsp::Adyen => {
-                        let adyen = adyen::client(psps, "cancel")?;
-                        adyen::cancel(adyen, step, saga, payment).await
-                    }
+                let (psp, payment) = observe::payment_and_psp(step.payments, saga.record(), "cancel").await?;
+                match psp {
+                    CheckoutPsp::Stripe => stripe::cancel(psps, step, saga, payment).await,
+                    CheckoutPsp::Adyen => adyen::cancel(psps, step, saga, payment).await,
                 }
             }
             Next::ReleaseStock(saga) => steps::release_stock(step, saga).await,

@@ -11,6 +11,7 @@
 //! | `world` | the local counterparts of the stack's resources (the table, the queues, the secrets), created and returned as that `Stack` |
 //! | `event_pattern` | Lambda's event filtering grammar (`FilterCriteria`) |
 //! | `triggers` | what starts a function and how Lambda runs it (`Timeout`, reserved concurrency, `EventInvokeConfig`, `Events`), one reader per kind: `route`, `mapping`, `scheduler` |
+//! | `console` | where a function's output goes: its own log file, and the terminal only for requests, errors and Lambda's own reports |
 //! | `runtime_api` | one execution environment's Lambda Runtime API, and the spawn of a function's process against it |
 //! | `function_pool` | one function as Lambda runs it: its environments, cold starts, `Timeout`, reserved concurrency |
 //! | `http_api` | API Gateway's HTTP API in front of the routes (`sigv4` checks an `AWS_IAM` caller) |

@@ -1,5 +1,5 @@
-//! Recovery at Adyen: its end of an expired payment ([`end_at_psp`]) and its give-backs, which has no refund to read back: money Adyen took on a payment we had
-//! failed, and what refunds Adyen reported failed (`REFUND success=false`, `REFUND_FAILED`,
+//! Recovery at Adyen, which has no payment or refund to read back: its end of an expired payment
+//! ([`end_at_psp`]), and its give-backs ([`give_back`]): money Adyen took on a payment we had failed, and what refunds Adyen reported failed (`REFUND success=false`, `REFUND_FAILED`,
 //! `REFUNDED_REVERSED`) left with us, are refunded through `/payments/{pspReference}/refunds` under the same
 //! keys as Stripe's ([`payments_core::give_back_key`], [`payments_core::stray_refund_key`]: one per failure,
 //! Adyen replays a key's answer). Adyen answers `received`; the refund is recorded `pending` under the
@@ -75,7 +75,7 @@ pub(crate) async fn give_back<P: Psps>(
 /// when its pspReference never reached us. Adyen answers `received`; the notification
 /// (`CANCELLATION`, `CANCEL_OR_REFUND`, `TECHNICAL_CANCEL`) records the end through the intake. Until it
 /// comes the payment stays open and backed off, and the request is sent again under the same key (Adyen
-/// replays its answer), until the core expires it ([`NothingToAsk::EndUnanswered`]): the loop ends.
+/// replays its answer), until the core expires it ([`NothingToAsk::EndUnanswered`](payments_core::recovery::NothingToAsk::EndUnanswered)): the loop ends.
 pub(crate) async fn end_at_psp<P: Psps>(
     r: &Recovery<P>,
     current: &Payment,

@@ -12,7 +12,7 @@ use shared::PaymentId;
 use std::time::Duration;
 use tracing::warn;
 
-/// How often recovery counts a payment that waits for a person ([`Reconciled::ForOperator`]): every half
+/// How often recovery counts a payment that waits for a person ([`Reconciled::ForOperator`](crate::Reconciled::ForOperator)): every half
 /// hour, so each hour of `RefundsForOperator` (its alarm's period) has a datapoint while the payment waits,
 /// and the alarm does not go quiet before someone acts.
 pub const OPERATOR_RECHECK: Duration = Duration::from_secs(30 * 60);

@@ -1,17 +1,17 @@
-//! Recovery (reconciliation), the reconciler's library: payments that stayed open longer than a threshold are
+//! Recovery (reconciliation), a library the reconciler runs and the checkout functions ask: payments that stayed open longer than a threshold are
 //! asked about at the PSP and the answer is applied through the same finalize as the sync and webhook paths.
 //!
 //! Only a payment's own PSP is asked (invariant 13): [`Recovery::psp`] holds a client per configured PSP
 //! ([`Psps`]), a payment's calls go to the one its recorded provider routes to, and the core's
-//! [`recovery_step`] sends every other payment (a Standard Webhooks provider's, a PSP not configured here,
+//! [`recovery_step`](payments_core::recovery::recovery_step) sends every other payment (a Standard Webhooks provider's, a PSP not configured here,
 //! one without a PSP reference, one whose reference the PSP does not know) to a back-off and,
 //! past [`RecoverySettings::expire_after`], to an expiry recorded through the finalize (`PaymentFailed`,
 //! `expired: ...`; the `Expired` metric alarms). A payment whose PaymentIntent is still open at Stripe past
 //! that age (waiting for the customer's action, or for another card after a decline) is canceled there
-//! first, key `<payment>:expire` (the core's [`after_read`]), and the canceled PaymentIntent is recorded (a
+//! first, key `<payment>:expire` (the core's [`after_read`](payments_core::recovery::after_read)), and the canceled PaymentIntent is recorded (a
 //! cancel refused because it succeeded meanwhile records the success); a `processing` one is left for Stripe
 //! to settle. Adyen has no status read: its payments wait for their notifications, and past the age are
-//! ended there by reference (a reversal, or a cancel by our id; [`RecoveryStep::EndAtPsp`], counted
+//! ended there by reference (a reversal, or a cancel by our id; [`RecoveryStep::EndAtPsp`](payments_core::recovery::RecoveryStep::EndAtPsp), counted
 //! `EndRequested`) whose notification records the end; one never notified expires here a day later. A
 //! reconcile that fails is backed off like one that learned nothing, also when it failed before
 //! the payment was read, so no payment is asked about every run forever. A deferral (the PSP's breaker open,
@@ -42,7 +42,7 @@
 //! answering give-back `n`: `pending` or `succeeded` ends the give-back (a later failure is failure `n+1`), a
 //! `failed` answer does not count as given back; the core stops giving back after
 //! [`payments_core::refund::MAX_GIVE_BACKS`] failures. The payment then stays open with the money still ours
-//! ([`Payment::refund_for_operator`]): recovery asks no PSP about it, counts it every half hour
+//! ([`Payment::refund_for_operator`](shared::Payment::refund_for_operator)): recovery asks no PSP about it, counts it every half hour
 //! (`RefundsForOperator`, whose alarm so keeps firing) and `paymentsctl doctor` lists it, until a person's
 //! refund at the PSP is reported succeeded and the payment is `refunded`.
 //!
@@ -74,8 +74,8 @@
 //! | `unasked` | a payment with nothing to ask: backed off, or expired |
 //! | `back_off` | when a payment is due again |
 //! | `recheck` | the objects of events Stripe never made |
-//! | [`report`] | what recovery did, per payment and per run (its EMF record) |
-//! | [`settings`] | `RECOVERY_*` and the reconciler function's settings |
+//! | `report` | what recovery did, per payment and per run (its EMF record) |
+//! | `settings` | `RECOVERY_*` and the reconciler function's settings |
 //!
 //! The checkout saga uses one step of it: [`Recovery::reconcile`], for a payment past its deadline.
 
@@ -85,9 +85,9 @@ mod back_off;
 mod money;
 mod recheck;
 mod reconcile;
-pub mod report;
+mod report;
 mod run;
-pub mod settings;
+mod settings;
 mod unasked;
 
 pub use back_off::OPERATOR_RECHECK;

@@ -217,7 +217,7 @@ async fn object_observation(
             // The fact is the never-made event's (`charge.dispute.funds_withdrawn`, ...); the dispute read
             // says where it stands now.
             let fact = DisputeFact::of_stripe_event(&impact.event_type).unwrap_or(DisputeFact::Updated);
-            let observation = dispute.observation(fact, Channel::Recovery, correlation).map_err(bad)?;
+            let observation = dispute.observation(Channel::Recovery, fact, correlation).map_err(bad)?;
             let target = PaymentRef::by_reference(observation.psp_reference.clone());
             (observation, target)
         }

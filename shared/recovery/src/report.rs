@@ -23,7 +23,7 @@ pub enum Reconciled {
     /// The payment belongs to a PSP recovery holds no client of, or its PSP does not know its reference:
     /// nothing to ask (backed off).
     NoClient,
-    /// Nothing to ask past [`RecoverySettings::expire_after`]: recorded failed as expired.
+    /// Nothing to ask past [`RecoverySettings::expire_after`](crate::RecoverySettings::expire_after): recorded failed as expired.
     Expired,
     /// Already terminal (the index is eventually consistent): nothing to do.
     NotOpen,
@@ -36,13 +36,13 @@ pub enum Reconciled {
     /// Past the age at a PSP without a status read (Adyen): its end (a cancel or reversal) was requested; the
     /// PSP's notification records it (backed off meanwhile).
     EndRequested,
-    /// More refunds failed than recovery gives back ([`Payment::refund_for_operator`]): the PSP is not asked
+    /// More refunds failed than recovery gives back ([`Payment::refund_for_operator`](shared::Payment::refund_for_operator)): the PSP is not asked
     /// (nothing recovery may do moves the money), the payment is counted (`RefundsForOperator`, alarmed) and
-    /// looked at again after [`OPERATOR_RECHECK`], until a person's refund makes it `refunded`.
+    /// looked at again after [`OPERATOR_RECHECK`](crate::OPERATOR_RECHECK), until a person's refund makes it `refunded`.
     ForOperator,
-    /// A `captured` payment whose capture failed at the card scheme ([`Payment::capture_lost`]): the money will
+    /// A `captured` payment whose capture failed at the card scheme ([`Payment::capture_lost`](shared::Payment::capture_lost)): the money will
     /// not arrive unless the PSP captures again. Not asked (Adyen's notification tells the re-capture), counted
-    /// (`CapturesFailed`, alarmed) and looked at again after [`OPERATOR_RECHECK`] while it lasts.
+    /// (`CapturesFailed`, alarmed) and looked at again after [`OPERATOR_RECHECK`](crate::OPERATOR_RECHECK) while it lasts.
     CaptureLost,
 }
 

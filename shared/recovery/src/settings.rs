@@ -13,7 +13,7 @@ pub struct RecoverySettings {
     pub stale_after: Duration,
     /// At most this many payments per run.
     pub batch_limit: usize,
-    /// A payment recovery has nothing to ask about (see [`NothingToAsk`]) and open this long since its
+    /// A payment recovery has nothing to ask about (see [`NothingToAsk`](payments_core::recovery::NothingToAsk)) and open this long since its
     /// creation is recorded failed as expired.
     pub expire_after: Duration,
 }

@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 /// How the saga compensates a charge that must take no money (`cancelling_payment`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CancelMode {
-    /// Main's the runner's `stripe::cancel` with `cancel_intent`: the PaymentIntent is read first; one that
+    /// Main's cancel (the runner's `stripe::cancel`) with `cancel_intent`: the PaymentIntent is read first; one that
     /// succeeded or was canceled is used as is, one that is processing (Stripe cannot cancel it) is waited for
     /// (the saga stops, the sweeper resumes it), any other is canceled with the key `<order>:cancel:<status
     /// read>`; a payment still open after that is failed, and the status that write leaves decides.

@@ -11,7 +11,7 @@
 //! **Capture** is ours, not Adyen's automatic one: the client authorises with `manualCapture` and the saga
 //! captures as soon as Adyen says `Authorised`, so every payment is captured on one path whose outcome the
 //! intake reads (`AUTHORISATION` is processing, only `CAPTURE` is money taken). A 3-D Secure challenge is
-//! finished by `/payments/details` with the shopper's `redirectResult` ([`Runner::complete_challenge`], which
+//! finished by `/payments/details` with the shopper's `redirectResult` ([`Runner::complete_challenge`](super::Runner::complete_challenge), which
 //! captures an `Authorised` answer), or by Adyen's `AUTHORISATION` notification, after which the waiting saga
 //! captures; a challenge never finished is abandoned after `CHECKOUT_ABANDON_AFTER_SECONDS` and cancelled, so
 //! no money is taken.
@@ -23,7 +23,7 @@
 use super::error::RunError;
 use super::observe::{self, in_checkout_trace};
 use super::psp_step;
-use super::transition::{correlation, moved, Advanced, Step};
+use super::transition::{correlation, moved, Advanced, StepCtx};
 use crate::saga::{
     after_refund, AfterRefund, CancellingPayment, Charging, Loaded, RefundCalled, RefundImpossible, RefundingPayment,
     Saga, SagaRecord,
@@ -47,13 +47,14 @@ pub(super) fn client<'a, P: Psps>(psps: &'a P, operation: &str) -> Result<&'a Gu
 /// retention, gets the first answer), finalizes the answer and captures an `Authorised` one. A refusal
 /// (the issuer's, or of the request) fails the payment: for Adyen a refused pspReference is final, a new
 /// attempt would be a new payment.
-pub(super) async fn charge(
-    adyen: &GuardedAdyen,
-    step: Step<'_>,
+pub(super) async fn charge<P: Psps>(
+    psps: &P,
+    step: StepCtx<'_>,
     saga: Saga<Charging>,
     payment: Payment,
 ) -> Result<Advanced, RunError> {
     let request = psp_step::charge_request(&saga, &payment);
+    let adyen = client(psps, "authorise")?;
     let answer = match adyen.authorise(&format!("{}:charge", saga.order_id()), &request).await {
         Ok(answer) => answer,
         Err(refused @ (PspError::Declined(_) | PspError::Refused { .. })) => {
@@ -123,7 +124,7 @@ pub(super) enum Challenge {
 /// one captured).
 pub(super) async fn complete_challenge<P: Psps>(
     psps: &P,
-    step: Step<'_>,
+    step: StepCtx<'_>,
     order: &OrderId,
     redirect_result: &str,
 ) -> Result<Challenge, RunError> {
@@ -188,11 +189,12 @@ pub(super) async fn capture_authorised<P: Psps>(
 /// ended: the step is done once the payment holds it `succeeded` (the core's `refund_step`, as for Stripe),
 /// waits while it is pending, and is an error (retried, then escalated) when it failed. A refusal of the
 /// request is for good (Adyen has nothing to read back): refund impossible, escalated once.
-pub(super) async fn refund(
-    adyen: &GuardedAdyen,
-    step: Step<'_>,
+pub(super) async fn refund<P: Psps>(
+    psps: &P,
+    step: StepCtx<'_>,
     saga: Saga<RefundingPayment>,
 ) -> Result<Advanced, RunError> {
+    let adyen = client(psps, "refund")?;
     let money = saga.record().checkout.money;
     let (reference, key) = psp_step::refund_of(&saga)?;
     // What each answer leads to is the core's decision (`after_refund`), as for Stripe; Adyen has nothing to
@@ -251,9 +253,9 @@ pub(super) async fn refund(
 /// came first, each resume asking again with the key; its deadline is the compensation's. One without a
 /// pspReference is cancelled by our reference and failed here at once: the saga captures only what it
 /// holds a pspReference of, so no money can be taken on it.
-pub(super) async fn cancel(
-    adyen: &GuardedAdyen,
-    step: Step<'_>,
+pub(super) async fn cancel<P: Psps>(
+    psps: &P,
+    step: StepCtx<'_>,
     saga: Saga<CancellingPayment>,
     payment: Payment,
 ) -> Result<Advanced, RunError> {
@@ -261,13 +263,15 @@ pub(super) async fn cancel(
     let status = match (payment.status, &payment.psp_reference) {
         (status, _) if status.is_terminal() => status,
         (_, Some(reference)) => {
-            let received = adyen.cancel(&key, reference).await?;
+            let received = client(psps, "cancel")?.cancel(&key, reference).await?;
             info!(order_id = %saga.order_id(), cancel = %received.psp_reference,
                   "cancel received by Adyen; waiting for its CANCELLATION notification");
             return Ok(Advanced::Stopped);
         }
         (_, None) => {
-            let received = adyen.cancel_by_reference(&key, &payment.id).await?;
+            let received = client(psps, "cancel_by_reference")?
+                .cancel_by_reference(&key, &payment.id)
+                .await?;
             warn!(order_id = %saga.order_id(), cancel = %received.psp_reference,
                   "Adyen payment without a pspReference cancelled by our reference");
             let reason = saga.payment_failure_reason();

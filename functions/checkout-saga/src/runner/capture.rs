@@ -14,7 +14,7 @@
 //! ends the wait.
 
 use super::error::RunError;
-use super::transition::{moved, Advanced, Step};
+use super::transition::{moved, Advanced, StepCtx};
 use super::{observe, stripe};
 use crate::orders;
 use crate::saga::{authorization_lapsed, CheckoutPsp, PaymentPending, Saga};
@@ -44,17 +44,17 @@ impl NotCaptured {
 /// The payment is authorized: capture it as the order is confirmed, or release it (module table).
 pub(super) async fn capture_authorized<P: Psps>(
     psps: &P,
-    step: Step<'_>,
+    step: StepCtx<'_>,
     saga: Saga<PaymentPending>,
 ) -> Result<Advanced, RunError> {
-    let payment = observe::saga_payment(step.payments, saga.record()).await?;
-    let after = match (CheckoutPsp::of(&payment.provider), payment.status) {
-        (Some(CheckoutPsp::Stripe), PaymentStatus::Authorized) => match not_captured(step, &saga, &payment).await? {
+    let (psp, payment) = observe::payment_and_psp(step.payments, saga.record(), "capture").await?;
+    let after = match (psp, payment.status) {
+        (CheckoutPsp::Stripe, PaymentStatus::Authorized) => match not_captured(step, &saga, &payment).await? {
             Some(not) => {
                 let (next, event) = saga.payment_failed(not.reason(), step.now);
                 return moved(step.sagas, next, event, vec![]).await;
             }
-            None => capture(stripe::client(psps)?, step.payments, &saga, &payment).await?,
+            None => capture(psps, step.payments, &saga, &payment).await?,
         },
         // Moved on since the projection was written (a capture whose saga step was cut), or not a Stripe
         // authorization (Adyen's are captured when authorised): what the payment holds now decides.
@@ -77,7 +77,7 @@ pub(super) async fn capture_authorized<P: Psps>(
 
 /// Whether the authorization must be released rather than captured: lapsed, or its order cancelled.
 async fn not_captured(
-    step: Step<'_>,
+    step: StepCtx<'_>,
     saga: &Saga<PaymentPending>,
     payment: &Payment,
 ) -> Result<Option<NotCaptured>, RunError> {
@@ -93,8 +93,8 @@ async fn not_captured(
 
 /// Captures the authorization at Stripe (key `<order>:capture`) and applies the PaymentIntent it answers
 /// (or the one a refusal carries); the payment's status afterwards.
-async fn capture<S: StripeApi>(
-    stripe: &S,
+async fn capture<P: Psps>(
+    psps: &P,
     payments: &PaymentStore,
     saga: &Saga<PaymentPending>,
     payment: &Payment,
@@ -104,7 +104,7 @@ async fn capture<S: StripeApi>(
         .clone()
         .ok_or_else(|| RunError::Invalid(format!("authorized payment {} without a PSP reference", payment.id)))?;
     let key = format!("{}:capture", saga.order_id());
-    let intent: PaymentIntent = match stripe.capture(&key, &reference).await {
+    let intent: PaymentIntent = match stripe::client(psps)?.capture(&key, &reference).await {
         Ok(intent) => intent,
         Err(refused) => match refused.payment_intent().cloned() {
             Some(intent) => intent,

@@ -15,7 +15,7 @@
 use super::error::RunError;
 use super::escalate;
 use super::settings::Settings;
-use super::transition::{moved, Advanced, Step};
+use super::transition::{moved, Advanced, StepCtx};
 use crate::metrics;
 use crate::saga::{Charging, Loaded, Saga, StockReserved};
 use psp::{PspError, PspRoute, Psps, StripeApi};
@@ -34,7 +34,7 @@ const CHARGE: &str = "charge";
 /// No payment created before the step's deadline (`Next::PaymentNotCreated`): nothing was charged, the
 /// stock goes back.
 pub(super) async fn payment_not_created(
-    step: Step<'_>,
+    step: StepCtx<'_>,
     settings: &Settings,
     saga: Saga<StockReserved>,
 ) -> Result<Advanced, RunError> {
@@ -48,7 +48,7 @@ pub(super) async fn payment_not_created(
 /// set aside, `Saga::charge_given_up`, so the cancel's failures escalate no more).
 pub(super) async fn charge_given_up<P: Psps>(
     psps: &P,
-    step: Step<'_>,
+    step: StepCtx<'_>,
     settings: &Settings,
     saga: Saga<Charging>,
 ) -> Result<Advanced, RunError> {
@@ -63,16 +63,21 @@ pub(super) async fn charge_given_up<P: Psps>(
         None => unanswered,
     };
     let (next, event) = saga.charge_given_up(reason.clone(), step.now);
-    let moved = moved(step.sagas, next, event, vec![]).await?;
-    let Advanced::Moved(next) = moved else {
-        return Ok(moved);
+    let advanced = moved(step.sagas, next, event, vec![]).await?;
+    let Advanced::Moved(next) = advanced else {
+        return Ok(advanced);
     };
     if fault.is_none() || escalated_before {
         return Ok(Advanced::Moved(next));
     }
     error!(order_id = %next.record().order_id, reason, "checkout given up for a fault of ours; escalated");
     metrics::escalated(next.record(), CHARGE);
-    let aside = escalate::set_aside_and_tell(step, *next, CHARGE, 1, reason).await;
+    // Set aside at the clock's time now: the look at the PSP above may have taken seconds.
+    let later = StepCtx {
+        now: settings.clock.now_ms(),
+        ..step
+    };
+    let aside = escalate::set_aside_and_tell(later, *next, CHARGE, 1, reason).await;
     let aside = Loaded::from_record(aside).map_err(|e| RunError::Invalid(e.to_string()))?;
     Ok(Advanced::Moved(Box::new(aside)))
 }

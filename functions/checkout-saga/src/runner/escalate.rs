@@ -4,7 +4,7 @@
 
 use super::error::RunError;
 use super::settings::Settings;
-use super::transition::Step;
+use super::transition::StepCtx;
 use crate::metrics;
 use crate::saga::{passed, Loaded, OnDeadline, SagaRecord, SagaStoreError};
 use shared::telemetry::ErrorChain;
@@ -14,7 +14,7 @@ use tracing::{error, info, warn};
 /// the saga (a sweep on its schedule, news, a repeated start) are logged but not escalated again. The error
 /// the run ends with.
 pub(super) async fn step_failed(
-    step: Step<'_>,
+    step: StepCtx<'_>,
     loaded: Loaded,
     action: &'static str,
     attempts: u32,
@@ -42,21 +42,20 @@ pub(super) async fn step_failed(
 /// A saga that waits (for the PSP's or the customer's outcome): past its state's deadline a person is told
 /// once and the saga set aside; it keeps waiting (news still resumes it).
 pub(super) async fn waiting(
-    step: Step<'_>,
+    step: StepCtx<'_>,
     settings: &Settings,
     loaded: Loaded,
     action: &'static str,
 ) -> Result<Option<SagaRecord>, RunError> {
-    let now = settings.clock.now_ms();
     let record = loaded.record();
-    if record.set_aside.is_some() || passed(record, &settings.deadlines(), now) != Some(OnDeadline::Escalate) {
+    if record.set_aside.is_some() || passed(record, &settings.deadlines(), step.now) != Some(OnDeadline::Escalate) {
         return Ok(Some(loaded.record().clone()));
     }
     Ok(Some(escalate_past_deadline(step, loaded, action).await))
 }
 
 /// A saga still in its state past the state's deadline, not escalated yet: escalated once and set aside.
-pub(super) async fn escalate_past_deadline(step: Step<'_>, loaded: Loaded, action: &'static str) -> SagaRecord {
+pub(super) async fn escalate_past_deadline(step: StepCtx<'_>, loaded: Loaded, action: &'static str) -> SagaRecord {
     let record = loaded.record();
     let reason = format!("still {} past its deadline", record.status);
     error!(order_id = %record.order_id, status = %record.status, action, "saga past its deadline; escalated");
@@ -69,7 +68,7 @@ pub(super) async fn escalate_past_deadline(step: Step<'_>, loaded: Loaded, actio
 /// the record cannot be saved, the message is sent all the same: an escalation is never lost, at the cost
 /// of a second one later. The saga as it now stands.
 pub(super) async fn set_aside_and_tell(
-    step: Step<'_>,
+    step: StepCtx<'_>,
     loaded: Loaded,
     action: &'static str,
     attempts: u32,
@@ -80,7 +79,7 @@ pub(super) async fn set_aside_and_tell(
     let (aside, event) = loaded.clone().set_aside(action, kept, step.now);
     let current = match step.sagas.save_loaded(&aside, &event).await {
         Ok(()) => {
-            info!(order_id = %order, action, "saga set aside after its step.escalation");
+            info!(order_id = %order, action, "saga set aside after its escalation");
             aside.record().clone()
         }
         Err(SagaStoreError::Conflict(_)) => {
@@ -95,7 +94,7 @@ pub(super) async fn set_aside_and_tell(
     if let Err(send) = step.escalation.escalate(&order, action, attempts, &reason).await {
         // The saga is set aside: the sweeper still looks at it on its schedule; the alarm on failed sends
         // (and this log) tell a person.
-        error!(order_id = %order, error = %ErrorChain(&send), "step.escalation could not be sent");
+        error!(order_id = %order, error = %ErrorChain(&send), "escalation could not be sent");
     }
     current
 }

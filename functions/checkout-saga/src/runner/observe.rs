@@ -120,7 +120,7 @@ pub(super) async fn payment_outcome(
 
 /// The payment's status as the order projection shows it (`None` before its first event arrived): what
 /// the saga waits on.
-pub(super) async fn projected_status(
+async fn projected_status(
     payments: &PaymentStore,
     order: &OrderId,
     payment: &PaymentId,
@@ -157,9 +157,16 @@ pub(super) async fn captured_reference(
         .ok_or_else(|| RunError::Invalid(format!("payment {payment_id} captured without a PSP reference")))
 }
 
-/// The checkout PSP whose steps the saga's `payment` takes, by the provider it recorded. A Standard Webhooks
-/// provider's payment is never the saga's; one would be a deployment fault, deferred and alarmed.
-pub(super) fn checkout_psp(payment: &Payment, operation: &str) -> Result<CheckoutPsp, RunError> {
-    CheckoutPsp::of(&payment.provider)
-        .ok_or_else(|| RunError::Psp(psp::set::not_configured(&payment.provider, operation)))
+/// The saga's payment as stored and the checkout PSP whose steps it takes (by the provider it recorded), for
+/// `operation`. A Standard Webhooks provider's payment is never the saga's; one would be a deployment fault,
+/// deferred and alarmed.
+pub(super) async fn payment_and_psp(
+    payments: &PaymentStore,
+    saga: &SagaRecord,
+    operation: &str,
+) -> Result<(CheckoutPsp, Payment), RunError> {
+    let payment = saga_payment(payments, saga).await?;
+    let psp = CheckoutPsp::of(&payment.provider)
+        .ok_or_else(|| RunError::Psp(psp::set::not_configured(&payment.provider, operation)))?;
+    Ok((psp, payment))
 }

@@ -2,7 +2,7 @@
 //! in the core's terms, and the end of a refund refused for good.
 
 use super::error::RunError;
-use super::transition::{moved, Advanced, Step};
+use super::transition::{moved, Advanced, StepCtx};
 use crate::saga::{Charging, RefundCalled, RefundImpossible, RefundingPayment, Saga};
 use psp::{ChargeRequest, PspError};
 use shared::PspReference;
@@ -19,7 +19,7 @@ pub(super) fn refund_of(saga: &Saga<RefundingPayment>) -> Result<(PspReference, 
     Ok((reference, format!("{}:refund", saga.order_id())))
 }
 
-/// A refused refund call in the core's terms (its PSP error code), for [`after_refund`].
+/// A refused refund call in the core's terms (its PSP error code), for [`after_refund`](crate::saga::after_refund).
 pub(super) fn refused_call(refused: &PspError) -> RefundCalled<'_> {
     match refused {
         PspError::Refused { error, .. } => RefundCalled::Refused {
@@ -46,7 +46,7 @@ pub(super) fn charge_request<'a>(saga: &'a Saga<Charging>, payment: &'a shared::
 /// crash between the save and the send loses that one message; the saga keeps the reason, and the dispute
 /// itself reaches the payment and alarms through the webhooks).
 pub(super) async fn refund_impossible(
-    step: Step<'_>,
+    step: StepCtx<'_>,
     saga: Saga<RefundingPayment>,
     why: RefundImpossible,
     refused: &PspError,
@@ -56,13 +56,13 @@ pub(super) async fn refund_impossible(
           "refund refused for good; the compensation goes on without it");
     let (next, event) = saga.refund_impossible(why, step.now);
     let record = next.record().clone();
-    let moved = moved(step.sagas, next, event, vec![]).await?;
+    let advanced = moved(step.sagas, next, event, vec![]).await?;
     const ACTION: &str = "refund_payment";
     crate::metrics::escalated(&record, ACTION);
     let detail = format!("{}: {refused}", why.reason());
     if let Err(send) = step.escalation.escalate(&order, ACTION, 1, &detail).await {
         error!(order_id = %order, error = %shared::telemetry::ErrorChain(&send),
-               "step.escalation of an impossible refund could not be sent");
+               "escalation of an impossible refund could not be sent");
     }
-    Ok(moved)
+    Ok(advanced)
 }

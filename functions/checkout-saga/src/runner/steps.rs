@@ -6,11 +6,11 @@
 //! PSP it started with whatever `SAGA_PSP` says later.
 
 use super::error::RunError;
-use super::transition::{correlation, moved, Advanced, Step};
+use super::transition::{correlation, moved, Advanced, StepCtx};
 use super::{adyen, capture, observe, stripe};
 use crate::saga::{
-    awaited, AwaitDeadlines, Awaited, CheckoutPsp, PaymentCaptured, PaymentPending, RefundingPayment, ReleasingStock,
-    Saga, SagaStoreError, Started, StockReserved,
+    after_refund, awaited, AfterRefund, AwaitDeadlines, Awaited, CheckoutPsp, PaymentCaptured, PaymentPending,
+    RefundCalled, RefundingPayment, ReleasingStock, Saga, SagaStoreError, Started, StockReserved,
 };
 use crate::{inventory, orders};
 use psp::Psps;
@@ -28,35 +28,55 @@ use tracing::{info, warn};
 /// (`<order>:refund`) and the payment's records decide, and a failed refund is recovery's alone.
 pub(super) async fn refund_payment<P: Psps>(
     psps: &P,
-    step: Step<'_>,
+    step: StepCtx<'_>,
     saga: Saga<RefundingPayment>,
 ) -> Result<Advanced, RunError> {
-    let payment = observe::saga_payment(step.payments, saga.record()).await?;
+    let (psp, payment) = observe::payment_and_psp(step.payments, saga.record(), "refund").await?;
     let owed = saga.record().checkout.money.amount_minor();
-    match observe::checkout_psp(&payment, "refund")? {
-        CheckoutPsp::Stripe => {
-            let stripe = stripe::client(psps)?;
-            let payment = match shared::saga_refund_settled(&payment, owed) {
-                Some(_) => payment,
-                None => stripe::with_stripe_refunds(stripe, step.payments, &saga, payment).await?,
-            };
-            match shared::saga_refund_settled(&payment, owed) {
-                Some(settled) => stripe::refund_settled(Some(stripe), step, saga, settled).await,
-                None => stripe::refund(stripe, step, saga).await,
-            }
+    let settled = match shared::saga_refund_settled(&payment, owed) {
+        None if psp == CheckoutPsp::Stripe => {
+            let payment = stripe::with_stripe_refunds(psps, step.payments, &saga, payment).await?;
+            shared::saga_refund_settled(&payment, owed)
         }
-        CheckoutPsp::Adyen => match shared::saga_refund_settled(&payment, owed) {
-            Some(settled) => {
-                let no_read: Option<&P::Stripe> = None;
-                stripe::refund_settled(no_read, step, saga, settled).await
-            }
-            None => adyen::refund(adyen::client(psps, "refund")?, step, saga).await,
-        },
+        settled => settled,
+    };
+    match (settled, psp) {
+        (Some(settled), psp) => refund_settled(psps, psp, step, saga, settled).await,
+        (None, CheckoutPsp::Stripe) => stripe::refund(psps, step, saga).await,
+        (None, CheckoutPsp::Adyen) => adyen::refund(psps, step, saga).await,
+    }
+}
+
+/// The refund step when the payment's refunds already ask the money back ([`shared::saga_refund_settled`]):
+/// no PSP call makes a refund; done is read back at Stripe or taken as recorded at Adyen (nothing to read),
+/// waiting stops until the refund's webhook, undone is recovery's give-back (retried, then escalated).
+async fn refund_settled<P: Psps>(
+    psps: &P,
+    psp: CheckoutPsp,
+    step: StepCtx<'_>,
+    saga: Saga<RefundingPayment>,
+    settled: shared::RefundStep,
+) -> Result<Advanced, RunError> {
+    match (after_refund(RefundCalled::Made(settled)), psp) {
+        (AfterRefund::ReadBack { .. }, CheckoutPsp::Stripe) => stripe::read_back_refund(psps, step, saga, None).await,
+        (AfterRefund::ReadBack { .. }, CheckoutPsp::Adyen) => {
+            let owed = saga.record().checkout.money.amount_minor();
+            let (next, event) = saga.refunded(owed, step.now);
+            moved(step.sagas, next, event, vec![]).await
+        }
+        (AfterRefund::Wait, _) => {
+            info!(order_id = %saga.order_id(), "refund asked already; waiting for the PSP's outcome");
+            Ok(Advanced::Stopped)
+        }
+        (AfterRefund::Undone | AfterRefund::Impossible(_), _) => Err(RunError::Invalid(format!(
+            "the refund of order {} failed: recovery gives the money back, the saga refunds no more",
+            saga.order_id()
+        ))),
     }
 }
 
 /// Reserves the stock (a conditional decrement in the step's transaction); not enough stock ends the saga.
-pub(super) async fn reserve_stock(step: Step<'_>, saga: Saga<Started>) -> Result<Advanced, RunError> {
+pub(super) async fn reserve_stock(step: StepCtx<'_>, saga: Saga<Started>) -> Result<Advanced, RunError> {
     let c = &saga.record().checkout;
     let reserve = inventory::reserve(step.sagas.table(), &c.sku, c.quantity)?;
     let order_compensated = orders::compensated(step.sagas.table(), saga.order_id())?;
@@ -74,7 +94,7 @@ pub(super) async fn reserve_stock(step: Step<'_>, saga: Saga<Started>) -> Result
 /// Creates the payment in the transaction that saves its id, so every later charge uses that payment, with
 /// the checkout's PSP (its request's, else `SAGA_PSP`), recorded on it for good.
 pub(super) async fn create_payment(
-    step: Step<'_>,
+    step: StepCtx<'_>,
     new_checkouts: CheckoutPsp,
     saga: Saga<StockReserved>,
 ) -> Result<Advanced, RunError> {
@@ -89,14 +109,14 @@ pub(super) async fn create_payment(
 /// abandonment deadline gives up on a customer who has not acted.
 pub(super) async fn await_payment<P: Psps>(
     psps: &P,
-    step: Step<'_>,
+    step: StepCtx<'_>,
     recovery: &Recovery<P>,
     abandon_after: Duration,
     saga: Saga<PaymentPending>,
 ) -> Result<Advanced, RunError> {
     let payment_id = saga.payment_id().clone();
-    let abandon_after = i64::try_from(abandon_after.as_millis()).unwrap_or(i64::MAX);
-    let deadlines = AwaitDeadlines::of(saga.record(), step.now, abandon_after);
+    let abandon_after_ms = i64::try_from(abandon_after.as_millis()).unwrap_or(i64::MAX);
+    let deadlines = AwaitDeadlines::of(saga.record(), step.now, abandon_after_ms);
     let outcome = observe::payment_outcome(step.payments, saga.order_id(), &payment_id, deadlines).await?;
     if outcome == Some(PaymentStatus::Processing) && saga.record().customer_action {
         // Authorised after the customer's challenge, by a notification: Adyen's payments are captured here.
@@ -150,7 +170,7 @@ async fn hand_to_recovery<P: Psps>(recovery: &Recovery<P>, order_id: &OrderId, p
 
 /// Confirms the order (conditioned on `pending`); an order the customer cancelled meanwhile turns the
 /// saga to its refund.
-pub(super) async fn confirm_order(step: Step<'_>, saga: Saga<PaymentCaptured>) -> Result<Advanced, RunError> {
+pub(super) async fn confirm_order(step: StepCtx<'_>, saga: Saga<PaymentCaptured>) -> Result<Advanced, RunError> {
     let confirm = orders::confirm(step.sagas.table(), saga.order_id())?;
     let (next, event) = saga.clone().order_confirmed(step.now);
     match moved(step.sagas, next, event, vec![confirm]).await {
@@ -164,7 +184,7 @@ pub(super) async fn confirm_order(step: Step<'_>, saga: Saga<PaymentCaptured>) -
 }
 
 /// The last compensation: the stock back and the order compensated, in one transaction with the event.
-pub(super) async fn release_stock(step: Step<'_>, saga: Saga<ReleasingStock>) -> Result<Advanced, RunError> {
+pub(super) async fn release_stock(step: StepCtx<'_>, saga: Saga<ReleasingStock>) -> Result<Advanced, RunError> {
     let c = &saga.record().checkout;
     let writes = vec![
         inventory::release(step.sagas.table(), &c.sku, c.quantity)?,

@@ -4,7 +4,7 @@
 use super::error::RunError;
 use super::observe::{self, in_checkout_trace};
 use super::psp_step;
-use super::transition::{correlation, moved, Advanced, Step};
+use super::transition::{correlation, moved, Advanced, StepCtx};
 use crate::saga::{
     after_refund, after_search, cancel_start, charge_call, read_back, AfterRefund, CancelStart, CancellingPayment,
     ChargeCall, Charging, ReadBack, RefundCalled, RefundingPayment, Saga,
@@ -25,25 +25,25 @@ pub(super) fn client<P: Psps>(psps: &P) -> Result<&P::Stripe, PspError> {
 /// answered for (its PaymentIntent bound by a webhook) is read, never charged again: that holds even after
 /// the PSP has forgotten the idempotency key (Stripe keeps them 24 hours). `payment` is the saga's, as read
 /// to route the step.
-pub(super) async fn charge<S: StripeApi>(
-    stripe: &S,
-    step: Step<'_>,
+pub(super) async fn charge<P: Psps>(
+    psps: &P,
+    step: StepCtx<'_>,
     saga: Saga<Charging>,
     payment: shared::Payment,
 ) -> Result<Advanced, RunError> {
     let order = saga.order_id().clone();
     // Which call comes first is the core's decision (the protocol model runs the same one).
     let answer = match charge_call(payment.psp_reference.as_ref(), payment.created_at_ms, step.now) {
-        ChargeCall::Retrieve(reference) => stripe.retrieve(&reference).await,
-        ChargeCall::SearchFirst => match stripe.find_for_payment(&payment.id).await? {
+        ChargeCall::Retrieve(reference) => client(psps)?.retrieve(&reference).await,
+        ChargeCall::SearchFirst => match client(psps)?.find_for_payment(&payment.id).await? {
             Some(first) => {
                 warn!(order_id = %order, payment_id = %payment.id, intent = %first.id,
                       "charge retried after the PSP's key expired: the first PaymentIntent is used");
                 Ok(first)
             }
-            None => send_charge(stripe, &saga, &payment).await,
+            None => send_charge(psps, &saga, &payment).await,
         },
-        ChargeCall::Charge => send_charge(stripe, &saga, &payment).await,
+        ChargeCall::Charge => send_charge(psps, &saga, &payment).await,
     };
     let intent = match answer {
         Ok(intent) => intent,
@@ -76,12 +76,12 @@ pub(super) async fn charge<S: StripeApi>(
 }
 
 /// Creates and confirms the PaymentIntent for `payment`, with the key `<order>:charge`.
-async fn send_charge<S: StripeApi>(
-    stripe: &S,
+async fn send_charge<P: Psps>(
+    psps: &P,
     saga: &Saga<Charging>,
     payment: &shared::Payment,
 ) -> Result<PaymentIntent, PspError> {
-    stripe
+    client(psps)?
         .charge(
             &format!("{}:charge", saga.order_id()),
             &psp_step::charge_request(saga, payment),
@@ -101,16 +101,16 @@ async fn send_charge<S: StripeApi>(
 /// saga here until its webhook says how it ended (a resume reads the payment and calls the PSP no more:
 /// [`shared::saga_refund_settled`]); a failed one is an error (retried, then escalated) while recovery gives the money back, and
 /// the step is done once that give-back succeeded (the saga's own refund stays `failed`).
-pub(super) async fn refund<S: StripeApi>(
-    stripe: &S,
-    step: Step<'_>,
+pub(super) async fn refund<P: Psps>(
+    psps: &P,
+    step: StepCtx<'_>,
     saga: Saga<RefundingPayment>,
 ) -> Result<Advanced, RunError> {
     let payment_id = saga.payment_id().clone();
     let (reference, key) = psp_step::refund_of(&saga)?;
     // What each answer leads to is the core's decision (`after_refund`, `read_back`); the protocol model
     // takes the same.
-    let refused = match stripe.refund(&key, &reference, None).await {
+    let refused = match client(psps)?.refund(&key, &reference, None).await {
         // Done only when the PSP says `succeeded` (issue 23): a pending refund is waited for (its webhook
         // records the outcome; the sweeper resumes the saga), a failed one is given back by recovery, whose
         // succeeded give-back ends the step.
@@ -137,47 +137,19 @@ pub(super) async fn refund<S: StripeApi>(
         },
         Err(e) => return Err(e.into()),
     };
-    read_back_refund(stripe, step, saga, refused).await
-}
-
-/// The refund step when the payment's refunds already ask the money back ([`shared::saga_refund_settled`]):
-/// no PSP call makes a refund; done is read back at Stripe (`stripe`) or taken as recorded (Adyen, `None`:
-/// nothing to read), waiting stops until the refund's webhook, undone is recovery's give-back (retried, then
-/// escalated).
-pub(super) async fn refund_settled<S: StripeApi>(
-    stripe: Option<&S>,
-    step: Step<'_>,
-    saga: Saga<RefundingPayment>,
-    settled: shared::RefundStep,
-) -> Result<Advanced, RunError> {
-    match (after_refund(RefundCalled::Made(settled)), stripe) {
-        (AfterRefund::ReadBack { .. }, Some(stripe)) => read_back_refund(stripe, step, saga, None).await,
-        (AfterRefund::ReadBack { .. }, None) => {
-            let owed = saga.record().checkout.money.amount_minor();
-            let (next, event) = saga.refunded(owed, step.now);
-            moved(step.sagas, next, event, vec![]).await
-        }
-        (AfterRefund::Wait, _) => {
-            info!(order_id = %saga.order_id(), "refund asked already; waiting for the PSP's outcome");
-            Ok(Advanced::Stopped)
-        }
-        (AfterRefund::Undone | AfterRefund::Impossible(_), _) => Err(RunError::Invalid(format!(
-            "the refund of order {} failed: recovery gives the money back, the saga refunds no more",
-            saga.order_id()
-        ))),
-    }
+    read_back_refund(psps, step, saga, refused).await
 }
 
 /// `payment` with every refund Stripe made of the saga's PaymentIntent recorded on it (read again when one
 /// was new to it): the refunds the saga's step would otherwise not know of before it creates its own.
-pub(super) async fn with_stripe_refunds<S: StripeApi>(
-    stripe: &S,
+pub(super) async fn with_stripe_refunds<P: Psps>(
+    psps: &P,
     payments: &PaymentStore,
     saga: &Saga<RefundingPayment>,
     payment: shared::Payment,
 ) -> Result<shared::Payment, RunError> {
     let (reference, _) = psp_step::refund_of(saga)?;
-    let listed = stripe.list_refunds(&reference).await?;
+    let listed = client(psps)?.list_refunds(&reference).await?;
     let unknown = psp::stripe::unrecorded(&payment, &listed);
     if unknown.is_empty() {
         return Ok(payment);
@@ -192,16 +164,16 @@ pub(super) async fn with_stripe_refunds<S: StripeApi>(
 
 /// The refund step's end at Stripe: the PaymentIntent read back and recorded, then refunded, or impossible
 /// when the call was `refused` for good and the charge does not show the money back.
-async fn read_back_refund<S: StripeApi>(
-    stripe: &S,
-    step: Step<'_>,
+pub(super) async fn read_back_refund<P: Psps>(
+    psps: &P,
+    step: StepCtx<'_>,
     saga: Saga<RefundingPayment>,
     refused: Option<PspError>,
 ) -> Result<Advanced, RunError> {
     let payment_id = saga.payment_id().clone();
     let amount = saga.record().checkout.money.amount_minor();
     let (reference, _) = psp_step::refund_of(&saga)?;
-    let intent = stripe.retrieve(&reference).await?;
+    let intent = client(psps)?.retrieve(&reference).await?;
     // Recorded whatever the saga decides: the payment keeps the PSP's truth (a part refunded at the PSP
     // too) for the person an impossible refund is escalated to.
     observe::observe_intent(step.payments, &payment_id, saga.record(), &intent).await?;
@@ -223,9 +195,9 @@ async fn read_back_refund<S: StripeApi>(
 /// `<order>:cancel:<status>`) and failed here. If the PSP refuses because the payment succeeded meanwhile, the
 /// saga continues from the capture (confirm the order; a cancelled order is then refunded) with the payment's
 /// PSP reference, whichever path captured it. `payment` is the saga's, as read to route the step.
-pub(super) async fn cancel<S: StripeApi>(
-    stripe: &S,
-    step: Step<'_>,
+pub(super) async fn cancel<P: Psps>(
+    psps: &P,
+    step: StepCtx<'_>,
     saga: Saga<CancellingPayment>,
     payment: shared::Payment,
 ) -> Result<Advanced, RunError> {
@@ -235,11 +207,11 @@ pub(super) async fn cancel<S: StripeApi>(
     // Where the cancel starts is the core's decision (the protocol model takes the same).
     let mut start = cancel_start(saga.record(), &payment);
     if start == CancelStart::Search {
-        start = after_search(made_by_the_charge(stripe, &saga, &payment_id).await?);
+        start = after_search(made_by_the_charge(psps, &saga, &payment_id).await?);
     }
     let reference = match start {
         CancelStart::Cancel(reference) => {
-            match cancel_at_psp(stripe, step.payments, &saga, &reference, status).await? {
+            match cancel_at_psp(psps, step.payments, &saga, &reference, status).await? {
                 Some(after) => status = after,
                 None => return Ok(Advanced::Stopped),
             }
@@ -276,12 +248,12 @@ pub(super) async fn cancel<S: StripeApi>(
 /// The PaymentIntent a charge may have made although the payment never heard of it (the charge's answer
 /// was a refusal or never came, and no webhook bound it yet): found by the payment's id at the PSP, so
 /// the cancel reaches it and a charge given up is never taken later ([`CancelStart::Search`]).
-async fn made_by_the_charge<S: StripeApi>(
-    stripe: &S,
+async fn made_by_the_charge<P: Psps>(
+    psps: &P,
     saga: &Saga<CancellingPayment>,
     payment_id: &shared::PaymentId,
 ) -> Result<Option<shared::PspReference>, RunError> {
-    let Some(found) = stripe.find_for_payment(payment_id).await? else {
+    let Some(found) = client(psps)?.find_for_payment(payment_id).await? else {
         return Ok(None);
     };
     warn!(order_id = %saga.order_id(), intent = %found.id, "the failed charge made a PaymentIntent; cancelling it");
@@ -293,14 +265,14 @@ async fn made_by_the_charge<S: StripeApi>(
 /// Cancels `reference` at the PSP and applies what it answers: the payment's status afterwards, or `None`
 /// while the money may still be taken (processing: saying "no money taken" now would keep it; the saga
 /// waits for the PSP's outcome, the sweeper resumes it, a capture continues from there).
-async fn cancel_at_psp<S: StripeApi>(
-    stripe: &S,
+async fn cancel_at_psp<P: Psps>(
+    psps: &P,
     payments: &PaymentStore,
     saga: &Saga<CancellingPayment>,
     reference: &shared::PspReference,
     status: PaymentStatus,
 ) -> Result<Option<PaymentStatus>, RunError> {
-    let intent = cancel_intent(stripe, saga.order_id(), reference).await?;
+    let intent = cancel_intent(psps, saga.order_id(), reference).await?;
     let after = observe::observe_intent(payments, saga.payment_id(), saga.record(), &intent)
         .await?
         .unwrap_or(status);
@@ -316,17 +288,17 @@ async fn cancel_at_psp<S: StripeApi>(
 /// first: one that succeeded, was canceled or is processing (which Stripe cannot cancel) is not asked to
 /// cancel. The key names the status the cancel was decided on (`<order>:cancel:<status>`), because Stripe
 /// replays a refused cancel's answer for its key: a later cancel from another status must not get it.
-async fn cancel_intent<S: StripeApi>(
-    stripe: &S,
+async fn cancel_intent<P: Psps>(
+    psps: &P,
     order: &OrderId,
     reference: &shared::PspReference,
 ) -> Result<PaymentIntent, RunError> {
-    let current = stripe.retrieve(reference).await?;
+    let current = client(psps)?.retrieve(reference).await?;
     if !current.status.state().to_cancel() {
         return Ok(current);
     }
     let key = format!("{order}:cancel:{}", current.status.as_str());
-    match stripe.cancel(&key, reference).await {
+    match client(psps)?.cancel(&key, reference).await {
         Ok(intent) => Ok(intent),
         // Refused with the PaymentIntent: it moved between the read and the cancel.
         Err(refused) => match refused.payment_intent().cloned() {

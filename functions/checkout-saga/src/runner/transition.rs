@@ -1,4 +1,4 @@
-//! What every step works with ([`Step`]) and ends with: its transition saved with the step's own writes ([`moved`]), and the answer
+//! What every step works with ([`StepCtx`]) and ends with: its transition saved with the step's own writes ([`moved`]), and the answer
 //! the runner's loop goes on from ([`Advanced`]).
 
 use super::error::RunError;
@@ -12,19 +12,19 @@ use tracing::info;
 /// stores it writes (each move saved with the step's writes, each PSP answer finalized on the payment), the
 /// queue a person is told through, and the time the core decided the step at.
 #[derive(Clone, Copy)]
-pub struct Step<'a> {
+pub(super) struct StepCtx<'a> {
     /// The sagas.
-    pub sagas: &'a SagaStore,
+    pub(super) sagas: &'a SagaStore,
     /// The checkouts' payments.
-    pub payments: &'a PaymentStore,
+    pub(super) payments: &'a PaymentStore,
     /// Where a saga's first escalation goes.
-    pub escalation: &'a Escalation,
+    pub(super) escalation: &'a Escalation,
     /// When the step runs (epoch ms, the runner's clock).
-    pub now: i64,
+    pub(super) now: i64,
 }
 
 /// What one step did.
-pub enum Advanced {
+pub(super) enum Advanced {
     /// The saga moved and was saved in this state; run its next step (no re-read needed).
     Moved(Box<Loaded>),
     /// Waiting for the payment's outcome (or already ended): the saga is as it was loaded.
@@ -32,7 +32,7 @@ pub enum Advanced {
 }
 
 /// Saves a transition with `writes` in one transaction, emits its metrics, and reports the move.
-pub async fn moved<S>(
+pub(super) async fn moved<S>(
     sagas: &SagaStore,
     saga: Saga<S>,
     event: SagaEvent,
@@ -50,6 +50,6 @@ where
 
 /// The saga's correlation id, `checkout-<order>` (hashed when that would be too long: every order id the
 /// API takes yields a valid one).
-pub fn correlation(order: &OrderId) -> CorrelationId {
+pub(super) fn correlation(order: &OrderId) -> CorrelationId {
     CorrelationId::derived("checkout", order.as_str())
 }

@@ -87,12 +87,12 @@ impl Dispute {
         })
     }
 
-    /// This dispute as read, reporting `fact`, as `path`'s observation found by its PaymentIntent (none: not
+    /// This dispute as read, as `path`'s observation reporting `fact`, found by its PaymentIntent (none: not
     /// ours, nothing to find), stamped with the query's time.
     pub fn observation(
         &self,
-        fact: DisputeFact,
         path: Channel,
+        fact: DisputeFact,
         correlation: CorrelationId,
     ) -> Result<Observation, String> {
         read_observation(
