@@ -122,9 +122,15 @@ impl FunctionLog {
     fn read(self: &Arc<Self>, stream: impl AsyncRead + Unpin + Send + 'static) -> tokio::task::JoinHandle<()> {
         let log = self.clone();
         tokio::spawn(async move {
-            let mut lines = BufReader::new(stream).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                log.write(&line);
+            // Bytes, not `lines()`: a line that is no UTF-8 would end that reader, and a pipe nobody reads any
+            // more blocks the function's next write. Such a line is kept as lossy text; only the pipe's end or
+            // its failure ends the reading.
+            let mut stream = BufReader::new(stream);
+            let mut line = Vec::new();
+            while matches!(stream.read_until(b'\n', &mut line).await, Ok(n) if n > 0) {
+                let text = String::from_utf8_lossy(&line);
+                log.write(text.trim_end_matches(['\n', '\r']));
+                line.clear();
             }
         })
     }
@@ -202,6 +208,25 @@ mod tests {
         assert!(!alarming("2026-01-01T00:00:00Z  INFO intake: accepted"));
         assert!(alarming("2026-01-01T00:00:00Z  WARN intake: deferred"));
         assert!(!alarming("   "));
+    }
+
+    #[tokio::test]
+    async fn a_line_that_is_no_utf8_is_kept_and_the_lines_after_it_are_still_read() {
+        let dir = std::env::temp_dir().join(format!("console-{}", std::process::id()));
+        let terminal = dir.join("terminal");
+        std::fs::create_dir_all(&dir).unwrap();
+        let console = Console::new(std::fs::File::create(&terminal).unwrap());
+        let log = FunctionLog::create(&dir, "Fn", console).unwrap();
+        let output: &[u8] = b"raw \xff\xfe bytes\n{\"level\":\"ERROR\",\"message\":\"after\"}\n";
+        log.read(output).await.unwrap();
+        let file = std::fs::read_to_string(log.path()).unwrap();
+        assert_eq!(
+            file,
+            "raw \u{fffd}\u{fffd} bytes\n{\"level\":\"ERROR\",\"message\":\"after\"}\n"
+        );
+        let shown = std::fs::read_to_string(&terminal).unwrap();
+        assert!(shown.contains("Fn: ERROR after"), "{shown}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
